@@ -1,0 +1,67 @@
+// The evaluator: compiles, checks and times candidate solutions.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ksearch/export.h"
+#include "ksearch/task.hpp"
+#include "ksearch/types.hpp"
+
+namespace ks {
+
+// What an evaluator is asked to do for one batch. Defaults follow
+// architecture decisions 4 and 5.
+struct KS_API EvalOptions {
+  bool run_tests = true;            // correctness-only workloads
+  bool run_benchmarks = true;       // timed workloads
+  std::vector<std::string> only_workloads;  // when non-empty, evaluate only these
+  int seeds_per_workload = 2;       // input seeds checked before timing (at least 2)
+  bool recheck_after_timing = true; // fresh-input check after the timed repetitions
+  double compile_timeout_s = 120;
+  double run_timeout_s = 60;        // per workload: correctness + timing
+  double min_time_per_workload_s = 0.0;
+  double max_time_per_workload_s = 2.0;  // timing cap per benchmark workload
+  int min_reps = 5;
+  int max_reps = 1000;
+  double target_rel_stderr = 1e-3;  // stop when SE(mean)/mean falls below this
+  bool flush_l2 = true;
+  bool time_reference = true;       // also time the task's reference (once per run)
+  std::vector<std::string> extra_compile_flags;
+};
+
+// Facts about where evaluation happens, for the manifest and for prompts.
+struct KS_API DeviceInfo {
+  std::string backend;   // "cuda" or "host"
+  std::string name;      // "NVIDIA H100 80GB HBM3" or the CPU model
+  std::string arch;      // "sm_90a", "x86-64"
+  int count = 0;         // devices (GPUs) used in parallel
+  double peak_flops = 0; // per second, highest precision-independent peak (for the speed-of-light bound)
+  double peak_bytes_per_s = 0;
+  std::int64_t l2_bytes = 0;
+  std::int64_t memory_bytes = 0;
+  Json to_json() const;
+};
+
+class KS_API Evaluator {
+ public:
+  virtual ~Evaluator() = default;
+
+  // Evaluates one solution. Never throws for a bad candidate: compile errors,
+  // crashes and hangs come back as an EvalResult with the matching status.
+  // Throws ks::Error only when the evaluator itself cannot work (e.g.
+  // Status::no_device).
+  virtual EvalResult evaluate(const Task& task, const Solution& solution) = 0;
+
+  // Evaluates several solutions, overlapping compilation with measurement
+  // where the implementation can. Results come back in input order.
+  virtual std::vector<EvalResult> evaluate_batch(const Task& task,
+                                                 const std::vector<Solution>& solutions);
+
+  virtual DeviceInfo device() const = 0;
+  virtual EvalOptions& options() = 0;
+};
+
+}  // namespace ks

@@ -1,0 +1,69 @@
+// A task: the operator to optimise, its shapes, reference and tolerance.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ksearch/export.h"
+#include "ksearch/types.hpp"
+
+namespace ks {
+
+// Everything an evaluator needs to check and time candidates for one task,
+// and everything a prompt needs to describe it. Built-in tasks fill it in
+// C++; other tasks come from a JSON task file (see docs/task-format.md).
+struct KS_API TaskSpec {
+  std::string name;                    // e.g. "gpumode/trimul"
+  std::string description;             // one line, shown by `ksearch tasks`
+  std::vector<Language> languages;     // backends this task can be evaluated on
+  std::vector<std::string> dims;       // dimension names, e.g. {"B", "N", "C", "H"}
+  std::vector<TensorSpec> tensors;     // inputs and outputs, in kernel-argument order
+  std::vector<WorkloadSpec> workloads; // test (correctness) and benchmark (timed) cases
+  Tolerance tolerance;
+  std::string flops;                   // expression over dims: floating-point operations per call
+  std::string bytes;                   // expression over dims: minimal bytes moved per call
+  std::map<Language, Solution> references;  // trusted reference solution per language
+  std::map<Language, std::string> prompts;  // specification text given to the LLM
+  std::vector<Solution> starting_points;    // labelled starting kernels (often tunable)
+  Json targets = Json::object();       // published numbers to beat, free-form
+  std::filesystem::path base_dir;      // where a task file's sources live
+
+  const TensorSpec* find_tensor(std::string_view name) const;
+  const WorkloadSpec* find_workload(std::string_view name) const;
+  std::vector<const WorkloadSpec*> benchmark_workloads() const;
+  std::vector<const WorkloadSpec*> test_workloads() const;
+
+  // Checks internal consistency (shape expressions name known dims, every
+  // workload sets every dim, names are unique, ...); throws ks::Error naming
+  // the first problem.
+  void validate() const;
+
+  Json to_json() const;
+  static TaskSpec from_json(const Json& j);
+};
+
+// The abstract task. Most tasks are plain data (SpecTask); subclasses can
+// compute prompts or references on demand.
+class KS_API Task {
+ public:
+  virtual ~Task() = default;
+  virtual const TaskSpec& spec() const = 0;
+  const std::string& name() const { return spec().name; }
+  // The specification text for the LLM in the given language.
+  virtual std::string prompt(Language lang) const;
+};
+
+// The default implementation: a task that is exactly its TaskSpec.
+class KS_API SpecTask : public Task {
+ public:
+  explicit SpecTask(TaskSpec spec);
+  const TaskSpec& spec() const override { return spec_; }
+
+ private:
+  TaskSpec spec_;
+};
+
+}  // namespace ks

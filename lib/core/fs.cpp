@@ -1,0 +1,158 @@
+#include "core/fs.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "ksearch/error.hpp"
+
+namespace ks::detail {
+namespace {
+
+[[noreturn]] void io_error(const std::string& what, const fs::path& path) {
+  throw Error(Status::io, fmt::format("{} {}: {}", what, path.string(), std::strerror(errno)));
+}
+
+void write_all(int fd, std::string_view data, const fs::path& path) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      io_error("cannot write", path);
+    }
+    data.remove_prefix(static_cast<std::size_t>(n));
+  }
+}
+
+}  // namespace
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    std::error_code ec;
+    if (!fs::exists(path, ec))
+      throw Error(Status::not_found, fmt::format("file not found: {}", path.string()));
+    throw Error(Status::io, fmt::format("cannot read {}", path.string()));
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void make_dirs(const fs::path& path) {
+  std::error_code ec;
+  fs::create_directories(path, ec);
+  if (ec)
+    throw Error(Status::io, fmt::format("cannot create folder {}: {}", path.string(), ec.message()));
+}
+
+void write_file_atomic(const fs::path& path, std::string_view content) {
+  fs::path dir = path.parent_path();
+  if (!dir.empty()) make_dirs(dir);
+  std::string tmp = path.string() + fmt::format(".tmp.{}", ::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) io_error("cannot create", tmp);
+  try {
+    write_all(fd, content, tmp);
+    if (::fsync(fd) != 0) io_error("cannot sync", tmp);
+  } catch (...) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int saved = errno;
+    ::unlink(tmp.c_str());
+    errno = saved;
+    io_error("cannot rename into", path);
+  }
+  // Make the rename itself durable.
+  int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+AppendLog::AppendLog(const fs::path& path) : path_(path) {
+  if (!path.parent_path().empty()) make_dirs(path.parent_path());
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd_ < 0) io_error("cannot open", path);
+}
+
+AppendLog::~AppendLog() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+AppendLog::AppendLog(AppendLog&& o) noexcept : fd_(o.fd_), path_(std::move(o.path_)) { o.fd_ = -1; }
+
+AppendLog& AppendLog::operator=(AppendLog&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = o.fd_;
+    path_ = std::move(o.path_);
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
+void AppendLog::append(std::string_view line) {
+  if (fd_ < 0) throw Error(Status::state, "append to a closed log");
+  std::string buf;
+  buf.reserve(line.size() + 1);
+  buf.append(line);
+  buf.push_back('\n');
+  write_all(fd_, buf, path_);
+  ::fdatasync(fd_);
+}
+
+std::vector<std::string> read_lines(const fs::path& path, bool* torn) {
+  if (torn) *torn = false;
+  std::vector<std::string> out;
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return out;
+  std::string data = read_file(path);
+  std::size_t start = 0;
+  while (start < data.size()) {
+    std::size_t nl = data.find('\n', start);
+    if (nl == std::string::npos) {
+      if (torn) *torn = true;
+      break;
+    }
+    if (nl > start) out.emplace_back(data.substr(start, nl - start));
+    start = nl + 1;
+  }
+  return out;
+}
+
+TempDir::TempDir(std::string_view prefix) {
+  const char* base = std::getenv("TMPDIR");
+  fs::path root = base && *base ? fs::path(base) : fs::temp_directory_path();
+  std::string templ = (root / (std::string(prefix) + "-XXXXXX")).string();
+  std::vector<char> buf(templ.begin(), templ.end());
+  buf.push_back('\0');
+  if (!::mkdtemp(buf.data())) io_error("cannot create a temporary folder in", root);
+  path_ = buf.data();
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  fs::remove_all(path_, ec);
+}
+
+fs::path default_cache_dir() {
+  if (const char* d = std::getenv("KSEARCH_CACHE_DIR"); d && *d) return d;
+  if (const char* d = std::getenv("XDG_CACHE_HOME"); d && *d) return fs::path(d) / "ksearch";
+  if (const char* h = std::getenv("HOME"); h && *h) return fs::path(h) / ".cache" / "ksearch";
+  return fs::temp_directory_path() / "ksearch-cache";
+}
+
+}  // namespace ks::detail

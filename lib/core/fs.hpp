@@ -1,0 +1,64 @@
+// File helpers with the durability rules of the run store: snapshots are
+// written atomically (temp file, fsync, rename); logs are appended a whole
+// line at a time and flushed.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ks::detail {
+
+namespace fs = std::filesystem;
+
+// Reads a whole file; throws ks::Error(Status::io or not_found) naming the path.
+std::string read_file(const fs::path& path);
+// Writes via a temporary file in the same folder and renames it into place,
+// so readers see the old or the new content, never a torn one.
+void write_file_atomic(const fs::path& path, std::string_view content);
+// Creates a folder and its parents; throws ks::Error(Status::io) on failure.
+void make_dirs(const fs::path& path);
+
+// An append-only text log: each append() writes one complete line with a
+// single write(2) on an O_APPEND descriptor and then fdatasync()s it.
+class AppendLog {
+ public:
+  AppendLog() = default;
+  explicit AppendLog(const fs::path& path);
+  ~AppendLog();
+  AppendLog(AppendLog&& o) noexcept;
+  AppendLog& operator=(AppendLog&& o) noexcept;
+  AppendLog(const AppendLog&) = delete;
+  AppendLog& operator=(const AppendLog&) = delete;
+
+  void append(std::string_view line);  // a '\n' is added
+  bool is_open() const { return fd_ >= 0; }
+  const fs::path& path() const { return path_; }
+
+ private:
+  int fd_ = -1;
+  fs::path path_;
+};
+
+// Reads the complete lines of a log. A final line without '\n' (a write torn
+// by a kill) is dropped, and *torn is set.
+std::vector<std::string> read_lines(const fs::path& path, bool* torn = nullptr);
+
+// A fresh folder under the system temp dir (or $TMPDIR), removed on destruction.
+class TempDir {
+ public:
+  explicit TempDir(std::string_view prefix = "ksearch");
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+// $XDG_CACHE_HOME/ksearch or ~/.cache/ksearch (or $KSEARCH_CACHE_DIR).
+fs::path default_cache_dir();
+
+}  // namespace ks::detail

@@ -1,0 +1,114 @@
+// Default behaviour of the abstract interfaces and the LLM value types.
+#include <fmt/format.h>
+
+#include "ksearch/error.hpp"
+#include "ksearch/evaluator.hpp"
+#include "ksearch/llm.hpp"
+
+namespace ks {
+
+// ---------------------------------------------------------------------------
+// Evaluator
+
+std::vector<EvalResult> Evaluator::evaluate_batch(const Task& task,
+                                                  const std::vector<Solution>& solutions) {
+  std::vector<EvalResult> out;
+  out.reserve(solutions.size());
+  for (const auto& s : solutions) out.push_back(evaluate(task, s));
+  return out;
+}
+
+Json DeviceInfo::to_json() const {
+  return Json::obj({{"backend", backend},
+                    {"name", name},
+                    {"arch", arch},
+                    {"count", count},
+                    {"peak_flops", peak_flops},
+                    {"peak_bytes_per_s", peak_bytes_per_s},
+                    {"l2_bytes", l2_bytes},
+                    {"memory_bytes", memory_bytes}});
+}
+
+// ---------------------------------------------------------------------------
+// LLM types
+
+const char* to_string(PromptKind k) {
+  switch (k) {
+    case PromptKind::wm_init: return "wm_init";
+    case PromptKind::wm_propose: return "wm_propose";
+    case PromptKind::wm_refine: return "wm_refine";
+    case PromptKind::wm_too_hard: return "wm_too_hard";
+    case PromptKind::generate: return "generate";
+    case PromptKind::debug: return "debug";
+    case PromptKind::improve: return "improve";
+  }
+  return "?";
+}
+
+std::optional<PromptKind> prompt_kind_from_string(std::string_view s) {
+  for (auto k : {PromptKind::wm_init, PromptKind::wm_propose, PromptKind::wm_refine,
+                 PromptKind::wm_too_hard, PromptKind::generate, PromptKind::debug,
+                 PromptKind::improve})
+    if (s == to_string(k)) return k;
+  return std::nullopt;
+}
+
+LlmUsage& LlmUsage::operator+=(const LlmUsage& o) {
+  input_tokens += o.input_tokens;
+  output_tokens += o.output_tokens;
+  reasoning_tokens += o.reasoning_tokens;
+  wall_s += o.wall_s;
+  cost_usd += o.cost_usd;
+  attempts += o.attempts;
+  return *this;
+}
+
+Json LlmUsage::to_json() const {
+  return Json::obj({{"input_tokens", input_tokens},
+                    {"output_tokens", output_tokens},
+                    {"reasoning_tokens", reasoning_tokens},
+                    {"wall_s", wall_s},
+                    {"cost_usd", cost_usd},
+                    {"attempts", attempts}});
+}
+
+LlmUsage LlmUsage::from_json(const Json& j) {
+  LlmUsage u;
+  if (!j.is_object()) return u;
+  u.input_tokens = j.get_int("input_tokens");
+  u.output_tokens = j.get_int("output_tokens");
+  u.reasoning_tokens = j.get_int("reasoning_tokens");
+  u.wall_s = j.get_number("wall_s");
+  u.cost_usd = j.get_number("cost_usd");
+  u.attempts = static_cast<int>(j.get_int("attempts"));
+  return u;
+}
+
+Json LlmResponse::to_json() const {
+  Json j = Json::obj({{"ok", ok}, {"text", text}});
+  if (!error.empty()) j["error"] = error;
+  if (!finish_reason.empty()) j["finish_reason"] = finish_reason;
+  if (!model.empty()) j["model"] = model;
+  j["usage"] = usage.to_json();
+  return j;
+}
+
+LlmResponse LlmResponse::from_json(const Json& j) {
+  LlmResponse r;
+  r.ok = j.get_bool("ok", true);
+  r.text = j.get_string("text");
+  r.error = j.get_string("error");
+  r.finish_reason = j.get_string("finish_reason");
+  r.model = j.get_string("model");
+  if (const Json* u = j.find("usage")) r.usage = LlmUsage::from_json(*u);
+  return r;
+}
+
+std::vector<LlmResponse> LlmPolicy::complete_batch(const std::vector<LlmRequest>& requests) {
+  std::vector<LlmResponse> out;
+  out.reserve(requests.size());
+  for (const auto& r : requests) out.push_back(complete(r));
+  return out;
+}
+
+}  // namespace ks

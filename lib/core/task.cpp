@@ -1,0 +1,200 @@
+// TaskSpec: consistency checks and the JSON form sent to worker processes
+// (sources inline). Task files on disk are read by lib/tasks, which resolves
+// file references and then calls TaskSpec::from_json.
+#include "ksearch/task.hpp"
+
+#include <fmt/format.h>
+
+#include <set>
+
+#include "core/expr.hpp"
+#include "core/json_fields.hpp"
+#include "ksearch/error.hpp"
+
+namespace ks {
+
+const TensorSpec* TaskSpec::find_tensor(std::string_view n) const {
+  for (const auto& t : tensors)
+    if (t.name == n) return &t;
+  return nullptr;
+}
+
+const WorkloadSpec* TaskSpec::find_workload(std::string_view n) const {
+  for (const auto& w : workloads)
+    if (w.name == n) return &w;
+  return nullptr;
+}
+
+std::vector<const WorkloadSpec*> TaskSpec::benchmark_workloads() const {
+  std::vector<const WorkloadSpec*> out;
+  for (const auto& w : workloads)
+    if (w.benchmark) out.push_back(&w);
+  return out;
+}
+
+std::vector<const WorkloadSpec*> TaskSpec::test_workloads() const {
+  std::vector<const WorkloadSpec*> out;
+  for (const auto& w : workloads)
+    if (!w.benchmark) out.push_back(&w);
+  return out;
+}
+
+namespace {
+
+[[noreturn]] void invalid(const TaskSpec& t, const std::string& what) {
+  throw Error(Status::invalid_argument, fmt::format("task \"{}\": {}", t.name, what));
+}
+
+void check_expr(const TaskSpec& t, const std::string& where, const std::string& text,
+                const std::set<std::string>& known) {
+  detail::Expr e;
+  try {
+    e = detail::Expr::parse(text);
+  } catch (const Error& err) {
+    invalid(t, fmt::format("{}: {}", where, err.what()));
+  }
+  for (const auto& v : e.variables())
+    if (!known.count(v)) {
+      std::string list;
+      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+      invalid(t, fmt::format("{}: \"{}\" uses unknown dimension \"{}\" (dimensions: {})", where, text,
+                             v, list));
+    }
+}
+
+}  // namespace
+
+void TaskSpec::validate() const {
+  if (name.empty()) throw Error(Status::invalid_argument, "task: \"name\" is empty");
+  if (languages.empty()) invalid(*this, "no languages (expected \"cuda\" and/or \"cpp\")");
+  std::set<std::string> dim_set(dims.begin(), dims.end());
+  if (dim_set.size() != dims.size()) invalid(*this, "dimension names repeat");
+  if (tensors.empty()) invalid(*this, "no tensors");
+  std::set<std::string> names;
+  bool has_output = false;
+  for (const auto& t : tensors) {
+    if (t.name.empty()) invalid(*this, "a tensor has an empty name");
+    if (!names.insert(t.name).second) invalid(*this, fmt::format("tensor \"{}\" is declared twice", t.name));
+    if (dim_set.count(t.name)) invalid(*this, fmt::format("tensor \"{}\" has the name of a dimension", t.name));
+    has_output = has_output || t.is_output;
+    for (const auto& s : t.shape) check_expr(*this, fmt::format("tensor \"{}\" shape", t.name), s, dim_set);
+    if (!t.is_output) {
+      check_expr(*this, fmt::format("tensor \"{}\" distribution", t.name), t.dist.p0, dim_set);
+      check_expr(*this, fmt::format("tensor \"{}\" distribution", t.name), t.dist.p1, dim_set);
+    }
+  }
+  if (!has_output) invalid(*this, "no tensor has role \"output\"");
+  if (workloads.empty()) invalid(*this, "no workloads");
+  std::set<std::string> wnames;
+  for (const auto& w : workloads) {
+    if (!wnames.insert(w.name).second) invalid(*this, fmt::format("workload \"{}\" is declared twice", w.name));
+    for (const auto& d : dims)
+      if (!w.dims.count(d)) invalid(*this, fmt::format("workload \"{}\" does not set dimension \"{}\"", w.name, d));
+    for (const auto& [k, v] : w.dims) {
+      if (!dim_set.count(k)) invalid(*this, fmt::format("workload \"{}\" sets unknown dimension \"{}\"", w.name, k));
+      if (v <= 0) invalid(*this, fmt::format("workload \"{}\": dimension \"{}\" must be positive, is {}", w.name, k, v));
+    }
+    for (const auto& [k, d] : w.dist_overrides) {
+      const TensorSpec* t = find_tensor(k);
+      if (!t) invalid(*this, fmt::format("workload \"{}\" overrides the distribution of unknown tensor \"{}\"", w.name, k));
+      if (t->is_output) invalid(*this, fmt::format("workload \"{}\" overrides the distribution of output \"{}\"", w.name, k));
+      check_expr(*this, fmt::format("workload \"{}\" distribution of \"{}\"", w.name, k), d.p0, dim_set);
+      check_expr(*this, fmt::format("workload \"{}\" distribution of \"{}\"", w.name, k), d.p1, dim_set);
+    }
+  }
+  if (benchmark_workloads().empty()) invalid(*this, "no workload has \"benchmark\": true");
+  if (!flops.empty()) check_expr(*this, "flops", flops, dim_set);
+  if (!bytes.empty()) check_expr(*this, "bytes", bytes, dim_set);
+  for (auto lang : languages) {
+    if (!references.count(lang))
+      invalid(*this, fmt::format("no reference solution for language \"{}\"", to_string(lang)));
+  }
+  for (const auto& [lang, ref] : references)
+    if (ref.language != lang)
+      invalid(*this, fmt::format("the reference for \"{}\" is written in \"{}\"", to_string(lang),
+                                 to_string(ref.language)));
+}
+
+Json TaskSpec::to_json() const {
+  Json langs = Json::array();
+  for (auto l : languages) langs.push_back(to_string(l));
+  Json dims_j = Json::array();
+  for (const auto& d : dims) dims_j.push_back(d);
+  Json tensors_j = Json::array();
+  for (const auto& t : tensors) tensors_j.push_back(t.to_json());
+  Json workloads_j = Json::array();
+  for (const auto& w : workloads) workloads_j.push_back(w.to_json());
+  Json refs = Json::object();
+  for (const auto& [l, s] : references) refs[to_string(l)] = s.to_json();
+  Json prompts_j = Json::object();
+  for (const auto& [l, p] : prompts) prompts_j[to_string(l)] = p;
+  Json starts = Json::array();
+  for (const auto& s : starting_points) starts.push_back(s.to_json());
+  return Json::obj({{"name", name},
+                    {"description", description},
+                    {"languages", langs},
+                    {"dims", dims_j},
+                    {"tensors", tensors_j},
+                    {"workloads", workloads_j},
+                    {"tolerance", tolerance.to_json()},
+                    {"flops", flops},
+                    {"bytes", bytes},
+                    {"references", refs},
+                    {"prompts", prompts_j},
+                    {"starting_points", starts},
+                    {"targets", targets}});
+}
+
+TaskSpec TaskSpec::from_json(const Json& j) {
+  detail::FieldReader r(j, "task");
+  TaskSpec t;
+  t.name = r.required_string("name");
+  r.set_context(fmt::format("task \"{}\"", t.name));
+  t.description = j.get_string("description");
+  for (const auto& l : r.required_array("languages")) {
+    auto lang = l.is_string() ? language_from_string(l.as_string()) : std::nullopt;
+    if (!lang) invalid(t, "\"languages\" entries must be \"cuda\" or \"cpp\"");
+    t.languages.push_back(*lang);
+  }
+  for (const auto& d : r.required_array("dims")) {
+    if (!d.is_string()) invalid(t, "\"dims\" entries must be strings");
+    t.dims.push_back(d.as_string());
+  }
+  for (const auto& tj : r.required_array("tensors")) t.tensors.push_back(TensorSpec::from_json(tj));
+  for (const auto& wj : r.required_array("workloads")) t.workloads.push_back(WorkloadSpec::from_json(wj));
+  if (const Json* tol = j.find("tolerance")) t.tolerance = Tolerance::from_json(*tol);
+  t.flops = j.get_string("flops");
+  t.bytes = j.get_string("bytes");
+  if (const Json* refs = j.find("references"); refs && refs->is_object()) {
+    for (const auto& [k, v] : refs->as_object()) {
+      auto lang = language_from_string(k);
+      if (!lang) invalid(t, fmt::format("\"references\" has unknown language \"{}\"", k));
+      t.references[*lang] = Solution::from_json(v);
+    }
+  }
+  if (const Json* ps = j.find("prompts"); ps && ps->is_object()) {
+    for (const auto& [k, v] : ps->as_object()) {
+      auto lang = language_from_string(k);
+      if (!lang || !v.is_string()) invalid(t, fmt::format("\"prompts\" entry \"{}\" is not a language and text", k));
+      t.prompts[*lang] = v.as_string();
+    }
+  }
+  if (const Json* ss = j.find("starting_points"); ss && ss->is_array())
+    for (const auto& s : ss->as_array()) t.starting_points.push_back(Solution::from_json(s));
+  if (const Json* tg = j.find("targets")) t.targets = *tg;
+  r.allow({"name", "description", "languages", "dims", "tensors", "workloads", "tolerance", "flops",
+           "bytes", "references", "prompts", "starting_points", "targets"});
+  return t;
+}
+
+std::string Task::prompt(Language lang) const {
+  const auto& s = spec();
+  auto it = s.prompts.find(lang);
+  if (it != s.prompts.end()) return it->second;
+  throw Error(Status::not_found,
+              fmt::format("task \"{}\" has no prompt for language \"{}\"", s.name, to_string(lang)));
+}
+
+SpecTask::SpecTask(TaskSpec spec) : spec_(std::move(spec)) { spec_.validate(); }
+
+}  // namespace ks

@@ -1,0 +1,521 @@
+// JSON conversions and helpers for the core value types.
+#include "ksearch/types.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/json_fields.hpp"
+#include "core/sha256.hpp"
+#include "ksearch/error.hpp"
+
+namespace ks {
+
+// ---------------------------------------------------------------------------
+// Enumerations
+
+const char* to_string(Language lang) {
+  switch (lang) {
+    case Language::cuda: return "cuda";
+    case Language::cpp: return "cpp";
+  }
+  return "?";
+}
+
+std::optional<Language> language_from_string(std::string_view s) {
+  if (s == "cuda") return Language::cuda;
+  if (s == "cpp" || s == "host" || s == "c++") return Language::cpp;
+  return std::nullopt;
+}
+
+const char* to_string(DType t) {
+  switch (t) {
+    case DType::f32: return "f32";
+    case DType::f64: return "f64";
+    case DType::f16: return "f16";
+    case DType::bf16: return "bf16";
+    case DType::i32: return "i32";
+    case DType::i64: return "i64";
+    case DType::u8: return "u8";
+  }
+  return "?";
+}
+
+std::optional<DType> dtype_from_string(std::string_view s) {
+  if (s == "f32" || s == "float32") return DType::f32;
+  if (s == "f64" || s == "float64") return DType::f64;
+  if (s == "f16" || s == "float16") return DType::f16;
+  if (s == "bf16" || s == "bfloat16") return DType::bf16;
+  if (s == "i32" || s == "int32") return DType::i32;
+  if (s == "i64" || s == "int64") return DType::i64;
+  if (s == "u8" || s == "uint8") return DType::u8;
+  return std::nullopt;
+}
+
+std::size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::f32: return 4;
+    case DType::f64: return 8;
+    case DType::f16: return 2;
+    case DType::bf16: return 2;
+    case DType::i32: return 4;
+    case DType::i64: return 8;
+    case DType::u8: return 1;
+  }
+  return 0;
+}
+
+const char* dtype_c_type(DType t, Language lang) {
+  switch (t) {
+    case DType::f32: return "float";
+    case DType::f64: return "double";
+    case DType::f16: return lang == Language::cuda ? "__half" : "uint16_t";
+    case DType::bf16: return lang == Language::cuda ? "__nv_bfloat16" : "uint16_t";
+    case DType::i32: return lang == Language::cuda ? "int" : "int32_t";
+    case DType::i64: return lang == Language::cuda ? "long long" : "int64_t";
+    case DType::u8: return lang == Language::cuda ? "unsigned char" : "uint8_t";
+  }
+  return "?";
+}
+
+const char* to_string(Distribution::Kind k) {
+  switch (k) {
+    case Distribution::Kind::normal: return "normal";
+    case Distribution::Kind::uniform: return "uniform";
+    case Distribution::Kind::cauchy: return "cauchy";
+    case Distribution::Kind::int_range: return "int_range";
+    case Distribution::Kind::constant: return "constant";
+  }
+  return "?";
+}
+
+const char* to_string(EvalStatus s) {
+  switch (s) {
+    case EvalStatus::passed: return "passed";
+    case EvalStatus::compile_error: return "compile_error";
+    case EvalStatus::runtime_error: return "runtime_error";
+    case EvalStatus::incorrect: return "incorrect";
+    case EvalStatus::timeout: return "timeout";
+    case EvalStatus::crashed: return "crashed";
+    case EvalStatus::invalid: return "invalid";
+    case EvalStatus::generation_failed: return "generation_failed";
+  }
+  return "?";
+}
+
+std::optional<EvalStatus> eval_status_from_string(std::string_view s) {
+  for (auto st : {EvalStatus::passed, EvalStatus::compile_error, EvalStatus::runtime_error,
+                  EvalStatus::incorrect, EvalStatus::timeout, EvalStatus::crashed,
+                  EvalStatus::invalid, EvalStatus::generation_failed})
+    if (s == to_string(st)) return st;
+  return std::nullopt;
+}
+
+// ---------------------------------------------------------------------------
+// Distribution, TensorSpec, WorkloadSpec, Tolerance
+
+namespace {
+
+// Accepts a number or an expression string for a distribution parameter.
+std::string param_text(const Json& j, std::string_view field) {
+  if (j.is_string()) return j.as_string();
+  if (j.is_int()) return std::to_string(j.as_int());
+  if (j.is_number()) return fmt::format("{}", j.as_number());
+  throw Error(Status::invalid_argument,
+              fmt::format("\"{}\" must be a number or an expression string", field));
+}
+
+}  // namespace
+
+Json Distribution::to_json() const {
+  Json j = Json::obj({{"kind", to_string(kind)}});
+  switch (kind) {
+    case Kind::normal: j["mean"] = p0; j["std"] = p1; break;
+    case Kind::uniform: j["low"] = p0; j["high"] = p1; break;
+    case Kind::cauchy: j["loc"] = p0; j["scale"] = p1; break;
+    case Kind::int_range: j["low"] = p0; j["high"] = p1; break;
+    case Kind::constant: j["value"] = p0; break;
+  }
+  return j;
+}
+
+Distribution Distribution::from_json(const Json& j) {
+  detail::FieldReader r(j, "distribution");
+  Distribution d;
+  std::string kind = r.required_string("kind");
+  auto param = [&](std::string_view name, std::string def) {
+    const Json* v = j.find(name);
+    return v && !v->is_null() ? param_text(*v, name) : def;
+  };
+  if (kind == "normal") {
+    d.kind = Kind::normal;
+    d.p0 = param("mean", "0");
+    d.p1 = param("std", "1");
+    r.allow({"kind", "mean", "std"});
+  } else if (kind == "uniform") {
+    d.kind = Kind::uniform;
+    d.p0 = param("low", "0");
+    d.p1 = param("high", "1");
+    r.allow({"kind", "low", "high"});
+  } else if (kind == "cauchy") {
+    d.kind = Kind::cauchy;
+    d.p0 = param("loc", "0");
+    d.p1 = param("scale", "1");
+    r.allow({"kind", "loc", "scale"});
+  } else if (kind == "int_range") {
+    d.kind = Kind::int_range;
+    d.p0 = param("low", "0");
+    d.p1 = param("high", "1");
+    r.allow({"kind", "low", "high"});
+  } else if (kind == "constant") {
+    d.kind = Kind::constant;
+    if (!j.contains("value"))
+      throw Error(Status::invalid_argument, "distribution \"constant\" needs a \"value\"");
+    d.p0 = param("value", "0");
+    d.p1 = "0";
+    r.allow({"kind", "value"});
+  } else {
+    throw Error(Status::invalid_argument,
+                fmt::format("unknown distribution kind \"{}\" (expected normal, uniform, cauchy, "
+                            "int_range or constant)", kind));
+  }
+  return d;
+}
+
+Json TensorSpec::to_json() const {
+  Json shape_j = Json::array();
+  for (const auto& s : shape) shape_j.push_back(s);
+  Json j = Json::obj({{"name", name}, {"dtype", to_string(dtype)}, {"shape", shape_j},
+                      {"role", is_output ? "output" : "input"}});
+  if (!is_output) j["dist"] = dist.to_json();
+  return j;
+}
+
+TensorSpec TensorSpec::from_json(const Json& j) {
+  detail::FieldReader r(j, "tensor");
+  TensorSpec t;
+  t.name = r.required_string("name");
+  r.set_context(fmt::format("tensor \"{}\"", t.name));
+  std::string dt = r.required_string("dtype");
+  auto d = dtype_from_string(dt);
+  if (!d)
+    throw Error(Status::invalid_argument,
+                fmt::format("tensor \"{}\": unknown dtype \"{}\" (expected f32, f64, f16, bf16, i32, "
+                            "i64 or u8)", t.name, dt));
+  t.dtype = *d;
+  for (const auto& s : r.required_array("shape")) {
+    if (s.is_string()) t.shape.push_back(s.as_string());
+    else if (s.is_int()) t.shape.push_back(std::to_string(s.as_int()));
+    else
+      throw Error(Status::invalid_argument,
+                  fmt::format("tensor \"{}\": shape entries must be dimension expressions or integers",
+                              t.name));
+  }
+  std::string role = j.get_string("role", "input");
+  if (role != "input" && role != "output")
+    throw Error(Status::invalid_argument,
+                fmt::format("tensor \"{}\": role must be \"input\" or \"output\", found \"{}\"", t.name,
+                            role));
+  t.is_output = role == "output";
+  if (const Json* dj = j.find("dist"); dj && !dj->is_null()) {
+    try {
+      t.dist = Distribution::from_json(*dj);
+    } catch (const Error& e) {
+      throw Error(e.status(), fmt::format("tensor \"{}\": {}", t.name, e.what()));
+    }
+  }
+  r.allow({"name", "dtype", "shape", "role", "dist"});
+  return t;
+}
+
+Json WorkloadSpec::to_json() const {
+  Json dj = Json::object();
+  for (const auto& [k, v] : dims) dj[k] = v;
+  Json j = Json::obj({{"name", name}, {"dims", dj}, {"seed", static_cast<std::int64_t>(seed)},
+                      {"benchmark", benchmark}});
+  if (!dist_overrides.empty()) {
+    Json o = Json::object();
+    for (const auto& [k, v] : dist_overrides) o[k] = v.to_json();
+    j["dist"] = o;
+  }
+  return j;
+}
+
+WorkloadSpec WorkloadSpec::from_json(const Json& j) {
+  detail::FieldReader r(j, "workload");
+  WorkloadSpec w;
+  w.name = r.required_string("name");
+  r.set_context(fmt::format("workload \"{}\"", w.name));
+  const Json& dims = r.required_object("dims");
+  for (const auto& [k, v] : dims.as_object()) {
+    if (!v.is_number())
+      throw Error(Status::invalid_argument,
+                  fmt::format("workload \"{}\": dimension \"{}\" must be an integer", w.name, k));
+    try {
+      w.dims[k] = v.as_int();
+    } catch (const Error&) {
+      throw Error(Status::invalid_argument,
+                  fmt::format("workload \"{}\": dimension \"{}\" must be an integer, found {}", w.name,
+                              k, v.as_number()));
+    }
+  }
+  std::int64_t seed = r.optional_int("seed", 0);
+  if (seed < 0)
+    throw Error(Status::invalid_argument, fmt::format("workload \"{}\": seed must be >= 0", w.name));
+  w.seed = static_cast<std::uint64_t>(seed);
+  w.benchmark = j.get_bool("benchmark", false);
+  if (const Json* o = j.find("dist"); o && !o->is_null()) {
+    if (!o->is_object())
+      throw Error(Status::invalid_argument,
+                  fmt::format("workload \"{}\": \"dist\" must map tensor names to distributions",
+                              w.name));
+    for (const auto& [k, v] : o->as_object()) {
+      try {
+        w.dist_overrides[k] = Distribution::from_json(v);
+      } catch (const Error& e) {
+        throw Error(e.status(), fmt::format("workload \"{}\", tensor \"{}\": {}", w.name, k, e.what()));
+      }
+    }
+  }
+  r.allow({"name", "dims", "seed", "benchmark", "dist"});
+  return w;
+}
+
+Json Tolerance::to_json() const {
+  return Json::obj({{"atol", atol},
+                    {"rtol", rtol},
+                    {"min_matched_ratio", min_matched_ratio},
+                    {"nan_policy", nan_policy == NanPolicy::must_match ? "must_match" : "forbid"}});
+}
+
+Tolerance Tolerance::from_json(const Json& j) {
+  detail::FieldReader r(j, "tolerance");
+  Tolerance t;
+  t.atol = r.optional_number("atol", t.atol);
+  t.rtol = r.optional_number("rtol", t.rtol);
+  t.min_matched_ratio = r.optional_number("min_matched_ratio", t.min_matched_ratio);
+  if (t.atol < 0 || t.rtol < 0)
+    throw Error(Status::invalid_argument, "tolerance: atol and rtol must be >= 0");
+  if (!(t.min_matched_ratio > 0 && t.min_matched_ratio <= 1))
+    throw Error(Status::invalid_argument, "tolerance: min_matched_ratio must be in (0, 1]");
+  std::string nan = j.get_string("nan_policy", "must_match");
+  if (nan == "must_match") t.nan_policy = NanPolicy::must_match;
+  else if (nan == "forbid") t.nan_policy = NanPolicy::forbid;
+  else
+    throw Error(Status::invalid_argument,
+                fmt::format("tolerance: nan_policy must be \"must_match\" or \"forbid\", found \"{}\"",
+                            nan));
+  r.allow({"atol", "rtol", "min_matched_ratio", "nan_policy"});
+  return t;
+}
+
+// ---------------------------------------------------------------------------
+// Solution
+
+std::string Solution::compute_id() const {
+  // Length-prefixed fields so no two different solutions hash alike.
+  detail::Sha256 h;
+  auto field = [&](std::string_view s) {
+    std::string len = std::to_string(s.size()) + ":";
+    h.update(len);
+    h.update(s);
+  };
+  field(to_string(language));
+  std::vector<const SourceFile*> files;
+  for (const auto& f : sources) files.push_back(&f);
+  std::sort(files.begin(), files.end(),
+            [](const SourceFile* a, const SourceFile* b) { return a->path < b->path; });
+  for (const auto* f : files) {
+    field(f->path);
+    field(f->content);
+  }
+  field(launch_plan.dump());
+  field(params.dump());
+  return h.hex_digest().substr(0, 16);
+}
+
+Solution& Solution::finalize() {
+  id = compute_id();
+  return *this;
+}
+
+Json Solution::to_json() const {
+  Json files = Json::array();
+  for (const auto& f : sources) files.push_back(Json::obj({{"path", f.path}, {"content", f.content}}));
+  Json j = Json::obj({{"id", id.empty() ? compute_id() : id},
+                      {"parent_id", parent_id},
+                      {"name", name},
+                      {"task", task},
+                      {"language", to_string(language)},
+                      {"sources", files},
+                      {"launch_plan", launch_plan}});
+  if (!params.is_null()) j["params"] = params;
+  if (!description.empty()) j["description"] = description;
+  return j;
+}
+
+Solution Solution::from_json(const Json& j) {
+  detail::FieldReader r(j, "solution");
+  Solution s;
+  s.name = j.get_string("name");
+  s.parent_id = j.get_string("parent_id");
+  s.task = j.get_string("task");
+  s.description = j.get_string("description");
+  std::string lang = r.required_string("language");
+  auto l = language_from_string(lang);
+  if (!l)
+    throw Error(Status::invalid_argument,
+                fmt::format("solution: unknown language \"{}\" (expected cuda or cpp)", lang));
+  s.language = *l;
+  for (const auto& f : r.required_array("sources")) {
+    detail::FieldReader fr(f, "solution source");
+    s.sources.push_back({fr.required_string("path"), fr.required_string("content")});
+  }
+  if (s.sources.empty()) throw Error(Status::invalid_argument, "solution: \"sources\" is empty");
+  if (const Json* p = j.find("launch_plan")) s.launch_plan = *p;
+  if (const Json* p = j.find("params")) s.params = *p;
+  s.finalize();
+  std::string stored = j.get_string("id");
+  // A stored id that disagrees with the content means the file was edited;
+  // the content wins, so the id always names what is there.
+  (void)stored;
+  r.allow({"id", "parent_id", "name", "task", "language", "sources", "launch_plan", "params",
+           "description"});
+  return s;
+}
+
+// ---------------------------------------------------------------------------
+// Timing and results
+
+Json TimingStats::to_json() const {
+  return Json::obj({{"mean_ms", mean_ms},
+                    {"median_ms", median_ms},
+                    {"min_ms", min_ms},
+                    {"max_ms", max_ms},
+                    {"stddev_ms", stddev_ms},
+                    {"rel_stderr", rel_stderr},
+                    {"count", count}});
+}
+
+TimingStats TimingStats::from_json(const Json& j) {
+  TimingStats t;
+  t.mean_ms = j.get_number("mean_ms");
+  t.median_ms = j.get_number("median_ms");
+  t.min_ms = j.get_number("min_ms");
+  t.max_ms = j.get_number("max_ms");
+  t.stddev_ms = j.get_number("stddev_ms");
+  t.rel_stderr = j.get_number("rel_stderr");
+  t.count = static_cast<int>(j.get_int("count"));
+  return t;
+}
+
+Json WorkloadResult::to_json() const {
+  Json j = Json::obj({{"name", name}, {"benchmark", benchmark}, {"status", to_string(status)}});
+  if (timing.count > 0) j["timing"] = timing.to_json();
+  if (reference_ms > 0) j["reference_ms"] = reference_ms;
+  j["max_abs_error"] = max_abs_error;
+  j["max_rel_error"] = max_rel_error;
+  j["matched_ratio"] = matched_ratio;
+  if (!message.empty()) j["message"] = message;
+  return j;
+}
+
+WorkloadResult WorkloadResult::from_json(const Json& j) {
+  WorkloadResult w;
+  w.name = j.get_string("name");
+  w.benchmark = j.get_bool("benchmark");
+  auto st = eval_status_from_string(j.get_string("status", "passed"));
+  if (!st) throw Error(Status::invalid_argument, "workload result: unknown status");
+  w.status = *st;
+  if (const Json* t = j.find("timing")) w.timing = TimingStats::from_json(*t);
+  w.reference_ms = j.get_number("reference_ms");
+  w.max_abs_error = j.get_number("max_abs_error");
+  w.max_rel_error = j.get_number("max_rel_error");
+  w.matched_ratio = j.get_number("matched_ratio", 1.0);
+  w.message = j.get_string("message");
+  return w;
+}
+
+void EvalResult::compute_summary() {
+  latency_ms = 0;
+  reference_latency_ms = 0;
+  speedup = 0;
+  score = 0;
+  if (status != EvalStatus::passed) return;
+  double log_sum = 0, ref_log_sum = 0;
+  int n = 0, n_ref = 0;
+  for (const auto& w : workloads) {
+    if (!w.benchmark || w.timing.count == 0 || w.timing.mean_ms <= 0) continue;
+    log_sum += std::log(w.timing.mean_ms);
+    ++n;
+    if (w.reference_ms > 0) {
+      ref_log_sum += std::log(w.reference_ms);
+      ++n_ref;
+    }
+  }
+  if (n == 0) return;
+  latency_ms = std::exp(log_sum / n);
+  score = 1.0 / latency_ms;
+  if (n_ref == n) {
+    reference_latency_ms = std::exp(ref_log_sum / n_ref);
+    speedup = reference_latency_ms / latency_ms;
+  }
+}
+
+std::string EvalResult::summary() const {
+  if (status != EvalStatus::passed) {
+    std::string first;
+    for (const auto& w : workloads) {
+      if (w.status != EvalStatus::passed && !w.message.empty()) {
+        first = w.name + ": " + w.message;
+        break;
+      }
+    }
+    if (first.empty() && !log.empty()) first = log.substr(0, log.find('\n'));
+    if (first.size() > 160) first = first.substr(0, 157) + "...";
+    return first.empty() ? std::string(to_string(status))
+                         : fmt::format("{} ({})", to_string(status), first);
+  }
+  if (latency_ms <= 0) return "passed";
+  if (speedup > 0) return fmt::format("passed {:.4f} ms ({:.2f}x vs reference)", latency_ms, speedup);
+  return fmt::format("passed {:.4f} ms", latency_ms);
+}
+
+Json EvalResult::to_json() const {
+  Json ws = Json::array();
+  for (const auto& w : workloads) ws.push_back(w.to_json());
+  Json j = Json::obj({{"status", to_string(status)},
+                      {"solution_id", solution_id},
+                      {"latency_ms", latency_ms},
+                      {"reference_latency_ms", reference_latency_ms},
+                      {"speedup", speedup},
+                      {"score", score},
+                      {"workloads", ws},
+                      {"metrics", metrics},
+                      {"device", device}});
+  if (!log.empty()) j["log"] = log;
+  return j;
+}
+
+EvalResult EvalResult::from_json(const Json& j) {
+  EvalResult r;
+  auto st = eval_status_from_string(j.get_string("status", "passed"));
+  if (!st)
+    throw Error(Status::invalid_argument,
+                fmt::format("evaluation result: unknown status \"{}\"", j.get_string("status")));
+  r.status = *st;
+  r.solution_id = j.get_string("solution_id");
+  r.latency_ms = j.get_number("latency_ms");
+  r.reference_latency_ms = j.get_number("reference_latency_ms");
+  r.speedup = j.get_number("speedup");
+  r.score = j.get_number("score");
+  if (const Json* ws = j.find("workloads"); ws && ws->is_array())
+    for (const auto& w : ws->as_array()) r.workloads.push_back(WorkloadResult::from_json(w));
+  if (const Json* m = j.find("metrics"); m && m->is_object()) r.metrics = *m;
+  r.device = j.get_string("device");
+  r.log = j.get_string("log");
+  return r;
+}
+
+}  // namespace ks

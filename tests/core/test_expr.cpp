@@ -1,0 +1,59 @@
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "core/expr.hpp"
+#include "ksearch/error.hpp"
+
+using ks::detail::Expr;
+using ks::detail::Vars;
+
+TEST_CASE("expr: integer arithmetic follows C rules") {
+  Vars v{{"N", 1000}, {"B", 2}};
+  CHECK(Expr::parse("N / 128").eval_int(v) == 7);
+  CHECK(Expr::parse("(N + 127) / 128").eval_int(v) == 8);
+  CHECK(Expr::parse("cdiv(N, 128)").eval_int(v) == 8);
+  CHECK(Expr::parse("round_up(N, 128)").eval_int(v) == 1024);
+  CHECK(Expr::parse("N % 7").eval_int(v) == 6);
+  CHECK(Expr::parse("-B * 3 + 1").eval_int(v) == -5);
+  CHECK(Expr::parse("min(N, 64, B * 100)").eval_int(v) == 64);
+  CHECK(Expr::parse("max(1, B)").eval_int(v) == 2);
+  CHECK(Expr::parse("2 * B * N * N").eval_int(v) == 4000000);
+}
+
+TEST_CASE("expr: doubles, functions and comparisons") {
+  Vars v{{"H", 128}};
+  CHECK(Expr::parse("1/sqrt(H)").eval_double(v) == doctest::Approx(1 / std::sqrt(128.0)));
+  CHECK(Expr::parse("1e-5").eval_double(v) == doctest::Approx(1e-5));
+  CHECK(Expr::parse("H >= 128 && H % 64 == 0").eval_bool(v));
+  CHECK_FALSE(Expr::parse("H < 64 || !(H == 128)").eval_bool(v));
+  CHECK(Expr::parse("H > 100 ? 3 : 4").eval_int(v) == 3);
+  CHECK(Expr::parse("pow(2, 10)").eval_int(v) == 1024);
+  CHECK(Expr::parse("log2(H)").eval_int(v) == 7);
+}
+
+TEST_CASE("expr: variables lists names") {
+  auto e = Expr::parse("B*N*N*C + cdiv(N, BLOCK) - N");
+  CHECK(e.variables() == std::vector<std::string>{"B", "BLOCK", "C", "N"});
+}
+
+TEST_CASE("expr: errors name the problem") {
+  auto msg = [](auto fn) {
+    try {
+      fn();
+    } catch (const ks::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(msg([] { Expr::parse("N +"); }).find("column") != std::string::npos);
+  CHECK(msg([] { Expr::parse("(N"); }).find("expected ')'") != std::string::npos);
+  CHECK(msg([] { Expr::parse("foo(N)"); }).find("unknown function foo()") != std::string::npos);
+  CHECK(msg([] { Expr::parse("cdiv(N)"); }).find("takes 2") != std::string::npos);
+  CHECK(msg([] { Expr::parse("N").eval_int({{"M", 1}}); }).find("unknown name \"N\"") != std::string::npos);
+  CHECK(msg([] { Expr::parse("N / 0").eval_int({{"N", 1}}); }).find("division by zero") != std::string::npos);
+  CHECK(msg([] { Expr::parse("N * N").eval_int({{"N", 1LL << 40}}); }).find("overflow") != std::string::npos);
+  CHECK(msg([] { Expr::parse("N / 2.5").eval_int({{"N", 3}}); }).find("integer") != std::string::npos);
+  CHECK(msg([] { Expr::parse(""); }).find("empty") != std::string::npos);
+  CHECK(msg([] { Expr::parse("2 ** 3"); }).find("unexpected") != std::string::npos);
+}

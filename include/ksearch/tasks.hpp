@@ -1,0 +1,43 @@
+// Finding tasks: built-in suites by name, task files by path.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ksearch/export.h"
+#include "ksearch/task.hpp"
+
+namespace ks {
+
+struct KS_API TaskInfo {
+  std::string name;         // "gpumode/trimul" or the path of a task file
+  std::string description;
+  std::string source;       // "built-in" or the file path
+  std::vector<Language> languages;
+  Json targets;             // published numbers to beat
+};
+
+// Loads a task by built-in name ("gpumode/trimul") or from a JSON task file
+// (a path, or a folder holding task.json). Throws ks::Error(Status::not_found)
+// listing the known names, or Status::invalid_argument naming the malformed field.
+KS_API std::unique_ptr<Task> load_task(const std::string& name_or_path);
+
+// Reads a task file (sources resolved relative to its folder).
+KS_API TaskSpec load_task_file(const std::filesystem::path& path);
+
+// Built-in tasks, then the example task files found in `example_dirs`.
+KS_API std::vector<TaskInfo> list_tasks(const std::vector<std::filesystem::path>& example_dirs = {});
+
+// Built-in suites register a factory under a name at library load time.
+using TaskFactory = std::function<std::unique_ptr<Task>()>;
+KS_API void register_builtin_task(const std::string& name, const std::string& description,
+                                  TaskFactory factory);
+
+// Where the installed example tasks live (share/ksearch/tasks) or, in a build
+// tree, examples/tasks of the source tree.
+KS_API std::filesystem::path example_tasks_dir();
+
+}  // namespace ks

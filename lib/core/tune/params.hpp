@@ -1,0 +1,65 @@
+// Tunable parameters declared by a solution (see docs/tuning.md):
+//
+//   "params": {
+//     "space": {"BLOCK": {"values": [64, 128, 256]},
+//               "VEC":   {"min": 1, "max": 4, "step": 1, "default": 4}},
+//     "constraints": ["BLOCK % 32 == 0", "C % VEC == 0"],
+//     "values": {"BLOCK": 128, "VEC": 4},
+//     "per_workload": {"bench_3": {"BLOCK": 256, "VEC": 2}}
+//   }
+//
+// A parameter's value reaches the device code as a macro (-DBLOCK=128) and
+// the plan's expressions as a variable. Constraints may also name workload
+// dimensions; those are checked per workload.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/expr.hpp"
+#include "ksearch/json.hpp"
+
+namespace ks::detail {
+
+struct ParamDecl {
+  std::string name;
+  std::vector<std::int64_t> values;  // every allowed value, ascending for ranges
+  std::int64_t default_value = 0;
+};
+
+class ParamSpace {
+ public:
+  // Parses the "params" object of a solution (null or absent "space" gives an
+  // empty space). Throws ks::Error(Status::invalid_argument) naming the bad
+  // parameter or constraint.
+  static ParamSpace from_json(const Json& params);
+
+  const std::vector<ParamDecl>& params() const { return params_; }
+  const std::vector<Expr>& constraints() const { return constraints_; }
+  bool empty() const { return params_.empty(); }
+  // Number of points in the full grid (saturates at UINT64_MAX).
+  std::uint64_t grid_size() const;
+  Vars defaults() const;
+  const ParamDecl* find(std::string_view name) const;
+
+  // Checks that `values` names every parameter with an allowed value and
+  // satisfies the constraints. Constraints that name a dimension are only
+  // checked when `dims` is non-empty. Returns false and sets *why otherwise.
+  bool admissible(const Vars& values, const Vars& dims, std::string* why = nullptr) const;
+
+ private:
+  std::vector<ParamDecl> params_;
+  std::vector<Expr> constraints_;
+};
+
+// The values a solution uses for one workload: per_workload[workload], else
+// "values", else the defaults; each missing parameter takes its default.
+// Throws when the result is not admissible for `dims`.
+Vars resolve_param_values(const Json& params, std::string_view workload, const Vars& dims);
+
+// {"-DBLOCK=128", "-DVEC=4"}: how values reach device and host code.
+std::vector<std::string> param_defines(const Vars& values);
+
+}  // namespace ks::detail

@@ -1,0 +1,161 @@
+// The seam between the backend-independent evaluation flow and the two
+// backends (cuda/, host/). The flow (generate inputs, compute or fetch the
+// reference, poison outputs, run, compare, time, re-check) is written once
+// against these interfaces and runs inside a worker process.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/expr.hpp"
+#include "ksearch/evaluator.hpp"
+#include "ksearch/types.hpp"
+
+namespace ks::eval {
+
+// A block of memory on the evaluation device: a CUdeviceptr for CUDA, a host
+// pointer for the host backend. Owned by the Device that allocated it.
+struct Buffer {
+  std::uint64_t addr = 0;
+  std::size_t bytes = 0;
+  void* host_ptr() const { return reinterpret_cast<void*>(addr); }
+  explicit operator bool() const { return addr != 0; }
+};
+
+// The outcome of comparing an output with its reference element by element:
+// |out - ref| <= atol + rtol * |ref|, with the NaN/Inf policy of Tolerance.
+struct CompareStats {
+  std::uint64_t count = 0;
+  std::uint64_t mismatches = 0;       // elements outside tolerance (NaN/Inf rule included)
+  std::uint64_t nonfinite_mismatches = 0;
+  std::uint64_t poisoned = 0;         // elements still holding the poison pattern (never written)
+  double max_abs_error = 0;           // over finite pairs
+  double max_rel_error = 0;
+  std::int64_t first_bad_index = -1;
+  double first_bad_out = 0, first_bad_ref = 0;
+  double matched_ratio() const { return count ? double(count - mismatches) / double(count) : 1.0; }
+};
+
+// A failure of the device or of a launched candidate that the flow turns into
+// an EvalResult status (the worker may also simply die; the parent handles that).
+struct RunFailure {
+  EvalStatus status = EvalStatus::runtime_error;
+  std::string message;  // e.g. "CUDA_ERROR_ILLEGAL_ADDRESS after kernel `foo`"
+};
+
+// Raised by Device and Program methods; carries the status to report.
+class RunError : public std::runtime_error {
+ public:
+  explicit RunError(RunFailure f) : std::runtime_error(f.message), failure_(std::move(f)) {}
+  const RunFailure& failure() const { return failure_; }
+
+ private:
+  RunFailure failure_;
+};
+
+// What a compile step produced, ready for a run worker to load.
+struct Artifact {
+  Language language = Language::cuda;
+  std::string path;                    // cubin file or shared object on disk (content-addressed cache)
+  std::vector<std::string> kernels;    // CUDA: entry names found in the module; host: exported symbols
+  std::map<std::string, std::string> lowered_names;  // CUDA name expressions -> mangled names
+  std::string log;                     // compiler output (warnings, resource usage)
+  double compile_s = 0;
+  bool cache_hit = false;
+};
+
+// What to compile. Tunable parameter values become -D macros and plan variables.
+struct CompileRequest {
+  Solution solution;
+  std::string arch;                           // "sm_90a", or "" for the host
+  std::vector<std::string> flags;             // extra user flags
+  std::map<std::string, std::int64_t> params; // chosen tunable parameter values
+  std::string cache_dir;                      // content-addressed artifact cache
+};
+
+// A candidate that does not compile; `log` holds the full compiler output.
+class CompileError : public std::runtime_error {
+ public:
+  CompileError(const std::string& what, std::string log)
+      : std::runtime_error(what), log_(std::move(log)) {}
+  const std::string& log() const { return log_; }
+
+ private:
+  std::string log_;
+};
+
+// Compiles in the calling process (a compile worker or a test). Repeated
+// requests with the same content hit the on-disk cache.
+class Compiler {
+ public:
+  virtual ~Compiler() = default;
+  virtual Artifact compile(const CompileRequest& request) = 0;  // throws CompileError
+};
+
+// Binding of a plan to one workload: tensor buffers by name plus the integer
+// variables (dimensions and tunable parameter values) its expressions read.
+struct Bindings {
+  std::map<std::string, Buffer> tensors;
+  detail::Vars vars;
+};
+
+// A loaded candidate. bind() validates the plan for the bound workload
+// (expressions, kernel names, argument counts, limits) and allocates scratch;
+// it throws RunError with an actionable message when something is wrong.
+class Program {
+ public:
+  virtual ~Program() = default;
+  virtual void bind(const Bindings& b) = 0;
+  // Enqueues every launch of the plan (asynchronously on a GPU).
+  virtual void launch() = 0;
+  // Waits for completion and surfaces errors as RunError.
+  virtual void synchronize() = 0;
+  // One timed run: launch bracketed by timing events; returns milliseconds.
+  // Completes (synchronizes) before returning.
+  virtual double timed_launch() = 0;
+};
+
+// The evaluation device: memory, input generation, comparison, cache
+// flushing, and loading programs.
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual DeviceInfo info() const = 0;
+
+  virtual Buffer alloc(std::size_t bytes) = 0;  // throws RunError on exhaustion
+  virtual void free(Buffer b) = 0;
+  virtual void upload(Buffer dst, const void* src, std::size_t bytes) = 0;
+  virtual void download(void* dst, Buffer src, std::size_t bytes) = 0;
+  virtual void copy(Buffer dst, Buffer src, std::size_t bytes) = 0;
+
+  // Fills `count` elements with draws of `kind` (params already evaluated to
+  // numbers) using ks_rng.h with (seed, stream); converts to dtype.
+  virtual void generate(Buffer b, DType dtype, std::size_t count, Distribution::Kind kind, double p0,
+                        double p1, std::uint64_t seed, std::uint64_t stream) = 0;
+  // Fills with the poison pattern (all bytes 0xFF: a NaN for floats, -1 for ints).
+  virtual void poison(Buffer b, std::size_t bytes) = 0;
+  virtual CompareStats compare(Buffer out, Buffer ref, DType dtype, std::size_t count,
+                               const Tolerance& tol) = 0;
+  // Evicts the last-level cache (GPU L2: a write over a buffer >= 2x its size).
+  virtual void flush_cache() = 0;
+  virtual void synchronize() = 0;
+
+  virtual std::unique_ptr<Program> load(const Artifact& artifact, const Solution& solution) = 0;
+};
+
+// The RNG stream of a tensor: FNV-1a of its name, so reordering tensors in a
+// task file does not change their values.
+inline std::uint64_t rng_stream_of(std::string_view tensor_name) {
+  std::uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : tensor_name) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+}  // namespace ks::eval

@@ -74,6 +74,10 @@ class KS_API Json {
   bool contains(std::string_view key) const { return find(key) != nullptr; }
   // Inserts a null member when absent; turns a null value into an object.
   Json& operator[](std::string_view key);
+  Json& operator[](const char* key) { return (*this)[std::string_view(key)]; }
+  // Read-only lookup: a null value when absent (never inserts).
+  const Json& operator[](std::string_view key) const;
+  const Json& operator[](const char* key) const { return (*this)[std::string_view(key)]; }
   // Throws ks::Error(Status::not_found) naming the key when absent.
   const Json& at(std::string_view key) const;
   bool erase(std::string_view key);
@@ -81,6 +85,8 @@ class KS_API Json {
   // Array access.
   const Json& operator[](std::size_t i) const;
   Json& operator[](std::size_t i);
+  const Json& operator[](int i) const { return (*this)[static_cast<std::size_t>(i)]; }
+  Json& operator[](int i) { return (*this)[static_cast<std::size_t>(i)]; }
   void push_back(Json v);  // turns a null value into an array
 
   // Members of an object or elements of an array; 0 for scalars.

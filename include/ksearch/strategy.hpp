@@ -44,6 +44,8 @@ struct KS_API SearchConfig {
   double max_wall_s = 0;                 // 0 = unlimited; checked between rounds only
   std::string model;                     // for the manifest: what answered the prompts
 
+  // Throws ks::Error(Status::invalid_argument) naming the first bad field.
+  void validate() const;
   Json to_json() const;
   static SearchConfig from_json(const Json& j);
 };
@@ -85,6 +87,8 @@ class KS_API SearchContext {
   virtual const SearchConfig& config() const = 0;
   virtual WorldModel& world_model() = 0;
   virtual std::mt19937_64& rng() = 0;
+  // Where candidates run, for prompts: "NVIDIA H100 80GB HBM3 (sm_90a, 132 SMs, ...)".
+  virtual std::string device_description() const = 0;
 
   // Asks the LLM (journaled). A failed generation comes back with ok == false.
   virtual LlmResponse llm(const LlmRequest& request) = 0;
@@ -109,6 +113,9 @@ class KS_API SearchContext {
   virtual int rounds_left() const = 0;
   // True once the round, cost or time budget is spent or the user asked to stop.
   virtual bool should_stop() const = 0;
+  // Why the run should stop: "" while it may go on, else "max_rounds",
+  // "max_cost", "max_wall_time", "llm_exhausted" or "cancelled".
+  virtual std::string stop_reason() const = 0;
 
   virtual const std::optional<BestSolution>& best() const = 0;
   // A solution the run has seen (attempted or seeded), by id.

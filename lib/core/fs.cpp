@@ -133,6 +133,18 @@ std::vector<std::string> read_lines(const fs::path& path, bool* torn) {
   return out;
 }
 
+bool truncate_torn_tail(const fs::path& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return false;
+  std::string data = read_file(path);
+  if (data.empty() || data.back() == '\n') return false;
+  std::size_t keep = data.rfind('\n');
+  keep = keep == std::string::npos ? 0 : keep + 1;
+  fs::resize_file(path, keep, ec);
+  if (ec) throw Error(Status::io, fmt::format("cannot repair {}: {}", path.string(), ec.message()));
+  return true;
+}
+
 TempDir::TempDir(std::string_view prefix) {
   const char* base = std::getenv("TMPDIR");
   fs::path root = base && *base ? fs::path(base) : fs::temp_directory_path();

@@ -45,6 +45,10 @@ class AppendLog {
 // by a kill) is dropped, and *torn is set.
 std::vector<std::string> read_lines(const fs::path& path, bool* torn = nullptr);
 
+// Cuts a final line without '\n' (a write torn by a kill) off a log, so the
+// next append starts on a fresh line. Returns true when it cut something.
+bool truncate_torn_tail(const fs::path& path);
+
 // A fresh folder under the system temp dir (or $TMPDIR), removed on destruction.
 class TempDir {
  public:

@@ -203,6 +203,11 @@ Json& Json::operator[](std::string_view key) {
   return obj.back().second;
 }
 
+const Json& Json::operator[](std::string_view key) const {
+  if (const Json* j = find(key)) return *j;
+  return null_json();
+}
+
 const Json& Json::at(std::string_view key) const {
   if (const Json* j = find(key)) return *j;
   throw Error(Status::not_found, fmt::format("missing field \"{}\"", key));

@@ -1,0 +1,152 @@
+#include "args.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "ksearch/error.hpp"
+
+namespace ks::cli {
+
+namespace {
+
+// Edit distance, to suggest the option the user probably meant.
+std::size_t distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1] ? 1 : 0)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+}  // namespace
+
+Args::Args(std::string command, std::string usage, std::string summary, std::vector<OptionSpec> options)
+    : command_(std::move(command)), usage_(std::move(usage)), summary_(std::move(summary)),
+      options_(std::move(options)) {
+  options_.push_back({"help", "", "Show this help and exit.", "", false});
+}
+
+const OptionSpec* Args::find(const std::string& name) const {
+  for (const auto& o : options_)
+    if (o.name == name) return &o;
+  return nullptr;
+}
+
+bool Args::parse(int argc, char** argv) {
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "-h") a = "--help";
+    if (a.rfind("--", 0) != 0 || a == "--") {
+      positional_.push_back(a);
+      continue;
+    }
+    std::string name = a.substr(2), value;
+    bool inline_value = false;
+    if (auto eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+      inline_value = true;
+    }
+    const OptionSpec* o = find(name);
+    if (!o) {
+      std::string best;
+      std::size_t best_d = 4;
+      for (const auto& c : options_) {
+        std::size_t d = distance(name, c.name);
+        if (d < best_d) {
+          best_d = d;
+          best = c.name;
+        }
+      }
+      error_ = fmt::format("unknown option --{}{}; see `ksearch {} --help`", name,
+                           best.empty() ? "" : fmt::format(" (did you mean --{}?)", best), command_);
+      return false;
+    }
+    if (o->value.empty()) {
+      if (inline_value) {
+        error_ = fmt::format("option --{} takes no value", name);
+        return false;
+      }
+      values_[name].push_back("1");
+      continue;
+    }
+    if (!inline_value) {
+      if (i + 1 >= argc) {
+        error_ = fmt::format("option --{} needs a value ({})", name, o->value);
+        return false;
+      }
+      value = argv[++i];
+    }
+    if (!o->repeatable && values_.count(name)) {
+      error_ = fmt::format("option --{} is given twice", name);
+      return false;
+    }
+    values_[name].push_back(value);
+  }
+  return true;
+}
+
+std::string Args::get(const std::string& name, const std::string& def) const {
+  auto it = values_.find(name);
+  return it == values_.end() ? def : it->second.back();
+}
+
+std::vector<std::string> Args::get_all(const std::string& name) const {
+  auto it = values_.find(name);
+  return it == values_.end() ? std::vector<std::string>{} : it->second;
+}
+
+int Args::get_int(const std::string& name, int def) const {
+  if (!has(name)) return def;
+  std::string v = get(name);
+  char* end = nullptr;
+  long x = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || x < -2147483647L || x > 2147483647L)
+    throw Error(Status::invalid_argument, fmt::format("--{} needs an integer, got \"{}\"", name, v));
+  return static_cast<int>(x);
+}
+
+double Args::get_double(const std::string& name, double def) const {
+  if (!has(name)) return def;
+  std::string v = get(name);
+  char* end = nullptr;
+  double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0')
+    throw Error(Status::invalid_argument, fmt::format("--{} needs a number, got \"{}\"", name, v));
+  return x;
+}
+
+std::string Args::help_text() const {
+  std::string out = fmt::format("Usage: {}\n\n{}\n\nOptions:\n", usage_, summary_);
+  for (const auto& o : options_) {
+    std::string head = "  --" + o.name + (o.value.empty() ? "" : " " + o.value);
+    out += head + "\n";
+    // Wrap the help text at ~76 columns, indented.
+    std::string text = o.help;
+    if (!o.default_text.empty()) text += " Default: " + o.default_text + ".";
+    if (o.repeatable) text += " May be repeated.";
+    std::string line = "      ";
+    std::size_t pos = 0;
+    while (pos < text.size()) {
+      std::size_t sp = text.find(' ', pos);
+      std::string word = text.substr(pos, sp == std::string::npos ? std::string::npos : sp - pos);
+      if (line.size() + word.size() > 78 && line.size() > 6) {
+        out += line + "\n";
+        line = "      ";
+      }
+      line += word + " ";
+      if (sp == std::string::npos) break;
+      pos = sp + 1;
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
+}  // namespace ks::cli

@@ -1,0 +1,92 @@
+// The run folder: everything a search produced, so nothing is lost and a run
+// killed at any moment can be resumed (architecture decision 6).
+//
+//   <run>/manifest.json          configuration, versions, task, device, totals (atomic rewrite)
+//   <run>/events.jsonl           one JSON object per event (append + flush)
+//   <run>/transcript.jsonl       every LLM request/response pair (append + flush; no credentials)
+//   <run>/attempts.jsonl         index of every attempted solution with its evaluation
+//   <run>/attempts/NNNN-<id>/    solution.json, eval.json, the source files, answer.txt
+//   <run>/world_model/vNNNNNN.json  versioned world-model snapshots (atomic)
+//   <run>/best/                  the best solution: solution.json, eval.json, source files, plan
+//   <run>/state.json             the strategy's state, for `ksearch show` (atomic)
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ksearch/export.h"
+#include "ksearch/json.hpp"
+#include "ksearch/strategy.hpp"
+#include "ksearch/types.hpp"
+
+namespace ks {
+
+// One attempted solution (or a round whose answer held no usable candidate).
+struct KS_API AttemptRecord {
+  int seq = 0;               // position in the evaluation journal (0-based)
+  int round = 0;             // 1-based round it counted as; 0 when not counted
+  std::string action;        // what the round tried
+  Solution solution;         // empty sources for generation failures
+  EvalResult eval;
+  std::string raw_answer;    // the LLM answer, kept for generation failures
+  std::string time;          // ISO-8601 UTC
+
+  Json to_json() const;      // index line (without sources and raw answer)
+};
+
+class KS_API RunStore {
+ public:
+  // Creates a run folder. Refuses a folder that already holds a run, so a
+  // finished run is never overwritten (use open() to resume it).
+  static RunStore create(const std::filesystem::path& dir, const Json& manifest);
+  // Opens an existing run; throws ks::Error(Status::not_found) when the
+  // folder holds no manifest.json.
+  static RunStore open(const std::filesystem::path& dir);
+  static bool exists(const std::filesystem::path& dir);
+
+  RunStore(RunStore&&) noexcept;
+  RunStore& operator=(RunStore&&) noexcept;
+  ~RunStore();
+
+  const std::filesystem::path& dir() const;
+
+  Json manifest() const;
+  void write_manifest(const Json& manifest);  // atomic
+
+  // Appends with "seq" and "time" added; returns the event's seq.
+  int append_event(const std::string& type, Json data);
+  std::vector<Json> events() const;
+
+  void append_transcript(const Json& entry);
+  std::vector<Json> transcript() const;
+
+  // Records an attempt: its folder first (atomic files), then the index line,
+  // so an index line always points at complete files.
+  void record_attempt(const AttemptRecord& a);
+  // Reads the index and each attempt's files; a torn last index line is
+  // ignored (that attempt is simply redone on resume).
+  std::vector<AttemptRecord> attempts() const;
+
+  // world_model/vNNNNNN.json; skipped when that version is already there.
+  void write_world_model(std::uint64_t version, const Json& wm);
+  std::optional<Json> latest_world_model() const;
+  std::vector<std::uint64_t> world_model_versions() const;
+
+  void write_best(const BestSolution& best);
+  std::optional<BestSolution> best() const;
+
+  void write_state(const Json& state);
+  std::optional<Json> state() const;
+
+ private:
+  RunStore();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// "2026-11-26T01:23:45.678Z"
+KS_API std::string utc_timestamp();
+
+}  // namespace ks

@@ -1,0 +1,93 @@
+// Greedy iterative refinement: every step asks for improvements of the best
+// kernel so far (or a fix of the last failure while nothing passes),
+// `parallel` candidates at a time. The baseline K-Search is compared with.
+#include <fmt/format.h>
+
+#include "core/response/parse.hpp"
+#include "core/search/prompts.hpp"
+#include "core/search/strategies.hpp"
+#include "ksearch/error.hpp"
+
+namespace ks::detail {
+namespace {
+
+class GreedyStrategy final : public SearchStrategy {
+ public:
+  std::string name() const override { return "greedy"; }
+
+  void run(SearchContext& ctx) override {
+    const SearchConfig& cfg = ctx.config();
+    std::optional<Solution> last;
+    std::optional<EvalResult> last_eval;
+    std::string last_raw;
+    int step = 0;
+    while (!ctx.should_stop()) {
+      ++step;
+      int k = std::max(1, std::min(cfg.parallel, ctx.rounds_left()));
+      const auto& best = ctx.best();
+      CodegenInputs in;
+      in.task = &ctx.task();
+      in.language = cfg.language;
+      in.device = ctx.device_description();
+      in.attempt = step;
+      in.debug_rounds_label = cfg.debug_rounds_label;
+      if (best) in.base = {&best->solution, &best->eval, ""};
+      in.last = {last ? &*last : nullptr, last_eval ? &*last_eval : nullptr, last_raw};
+      std::vector<LlmRequest> reqs;
+      for (int i = 0; i < k; ++i) {
+        if (k > 1)
+          in.variant_hint = fmt::format("This is sample {} of {} answered in parallel: take a different "
+                                        "approach from the obvious one so the samples explore different designs.",
+                                        i + 1, k);
+        if (best) reqs.push_back(build_improve_request(in));
+        else if (last_eval) reqs.push_back(build_debug_request(in));
+        else reqs.push_back(build_generate_request(in));
+      }
+      std::vector<LlmResponse> resps = ctx.llm_batch(reqs);
+      std::vector<Solution> cands;
+      std::vector<std::string> actions;
+      last.reset();
+      last_eval.reset();
+      last_raw.clear();
+      for (int i = 0; i < k; ++i) {
+        std::string label = fmt::format("{} step {}{}", to_string(reqs[static_cast<std::size_t>(i)].kind), step,
+                                        k > 1 ? fmt::format(" sample {}", i + 1) : "");
+        const LlmResponse& r = resps[static_cast<std::size_t>(i)];
+        std::string why;
+        Solution cand;
+        if (!r.ok) {
+          why = "the LLM request failed: " + r.error;
+        } else {
+          try {
+            cand = parse_candidate(r.text, cfg.language);
+          } catch (const Error& e) {
+            why = e.what();
+          }
+        }
+        if (!why.empty()) {
+          last_eval = ctx.record_failed_round(label, why, r.text);
+          last_raw = r.text;
+          continue;
+        }
+        cand.parent_id = best ? best->solution.id : "";
+        cand.name = fmt::format("r{}-greedy", ctx.rounds_used() + static_cast<int>(cands.size()) + 1);
+        cands.push_back(std::move(cand));
+        actions.push_back(label);
+      }
+      if (!cands.empty()) {
+        std::vector<EvalResult> results = ctx.evaluate_batch(cands, actions);
+        // The next debug prompt shows the last candidate of the batch.
+        last = cands.back();
+        last_eval = results.back();
+        last_raw.clear();
+      }
+      ctx.set_state(Json::obj({{"strategy", "greedy"}, {"step", step}, {"parallel", k}}));
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<SearchStrategy> make_greedy_strategy() { return std::make_unique<GreedyStrategy>(); }
+
+}  // namespace ks::detail

@@ -1,0 +1,210 @@
+#include "core/search/prompts.hpp"
+
+#include "core/response/parse.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace ks::detail {
+
+std::string clip(const std::string& text, std::size_t max_chars) {
+  if (text.size() <= max_chars) return text;
+  static const std::string mark = "\n[... cut ...]\n";
+  if (max_chars <= mark.size()) return text.substr(0, max_chars);
+  // Keep the head and the tail: compiler errors and tracebacks matter at both ends.
+  std::size_t keep = max_chars - mark.size();
+  std::size_t head = keep * 2 / 3;
+  return text.substr(0, head) + mark + text.substr(text.size() - (keep - head));
+}
+
+std::string codegen_system_message(Language lang) {
+  if (lang == Language::cuda)
+    return "You are an expert CUDA kernel engineer. You write correct, fast kernels for the target GPU "
+           "and answer with complete code in the required format: no placeholders, no omitted parts.";
+  return "You are an expert performance engineer for CPU kernels in C++. You write correct, fast code "
+         "for the target machine and answer with complete code in the required format: no placeholders, "
+         "no omitted parts.";
+}
+
+std::string answer_format_text(Language lang) {
+  if (lang == Language::cuda)
+    return R"TXT(## Answer format
+Write the device code in a fenced block tagged `cuda` with a file name, and the launch plan in a
+fenced block tagged `json launch_plan`. No host code: the evaluator launches your kernels from the plan.
+
+```cuda kernel.cu
+extern "C" __global__ void my_kernel(const float* x, float* y, int n) { ... }
+```
+
+```json launch_plan
+{"kernels": [{"name": "my_kernel", "grid": ["cdiv(n_elems, 256)"], "block": [256],
+              "shared_bytes": "0", "args": ["x", "y", "n_elems"]}]}
+```
+
+Launch plan rules: `kernels` run in order on one stream; `grid`/`block`/`cluster` take 1-3 integer
+expressions over the task's dimension names (operators + - * / %, min, max, cdiv); `shared_bytes` is
+dynamic shared memory (above 48 KB is allowed; the evaluator raises the limit); `args` follow the kernel's
+parameter order: tensor names give device pointers, other strings are integer expressions (32- or 64-bit
+as the parameter), `{"f32": "expr"}` passes a float. Optional `scratch`: [{"name", "dtype", "shape"}]
+device buffers (uninitialised), and `variants`: [{"when": "expr", "kernels": [...], "scratch": [...]}]
+for per-shape plans. Kernels must be `extern "C" __global__` or named by a template expression.
+Tunable parameters (optional): a `json params` block {"space": {"BLOCK": {"values": [64, 128]}},
+"constraints": ["BLOCK % 32 == 0"], "values": {"BLOCK": 128}}; each parameter is a macro in the
+device code and a name in plan expressions, so the library can tune it.)TXT";
+  return R"TXT(## Answer format
+Write the C++ code in a fenced block tagged `cpp` with a file name, and the call plan in a fenced
+block tagged `json launch_plan`. No main(): the evaluator calls your functions from the plan.
+
+```cpp kernel.cpp
+#include <cstdint>
+void my_kernel(const float* x, float* y, int64_t n) { ... }
+```
+
+```json launch_plan
+{"calls": [{"fn": "my_kernel", "args": ["x", "y", "n_elems"]}]}
+```
+
+Call plan rules: `calls` run in order; `args` follow the function's parameters: input tensor names give
+`const T*`, outputs give `T*`, other strings are integer expressions over the task's dimension names
+passed as int64_t. Optional `scratch` buffers and per-shape `variants` as for CUDA launch plans.
+Tunable parameters (optional): a `json params` block {"space": {"BLOCK": {"values": [32, 64]}},
+"values": {"BLOCK": 64}}; each parameter is a macro in the code and a name in plan expressions.)TXT";
+}
+
+std::string targets_text(const TaskSpec& spec) {
+  if (!spec.targets.is_object() || spec.targets.empty()) return "";
+  return "## Performance targets (lower latency is better)\n" + clip(spec.targets.dump(2), 900) + "\n";
+}
+
+namespace {
+
+std::string fmt_ms(double ms) { return ms > 0 ? fmt::format("{:.4f}", ms) : "-"; }
+
+}  // namespace
+
+std::string eval_feedback_text(const EvalResult& r, const PromptBudgets& budgets) {
+  std::string out = fmt::format("Status: {}\n", to_string(r.status));
+  if (r.passed() && r.latency_ms > 0) {
+    out += fmt::format("Geometric-mean latency over benchmark workloads: {:.4f} ms", r.latency_ms);
+    if (r.speedup > 0) out += fmt::format(" ({:.3f}x the reference's {:.4f} ms)", r.speedup, r.reference_latency_ms);
+    out += "\n";
+  }
+  if (!r.workloads.empty()) {
+    std::string table =
+        "| workload | kind | status | mean ms | median ms | min ms | reference ms | speedup | max abs err | note |\n"
+        "|---|---|---|---|---|---|---|---|---|---|\n";
+    for (const auto& w : r.workloads) {
+      double sp = (w.timing.mean_ms > 0 && w.reference_ms > 0) ? w.reference_ms / w.timing.mean_ms : 0;
+      std::string note = w.message;
+      if (note.size() > 200) note = note.substr(0, 197) + "...";
+      for (char& c : note)
+        if (c == '\n' || c == '|') c = ' ';
+      table += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {:.3g} | {} |\n", w.name,
+                           w.benchmark ? "bench" : "test", to_string(w.status),
+                           w.timing.count ? fmt_ms(w.timing.mean_ms) : "-",
+                           w.timing.count ? fmt_ms(w.timing.median_ms) : "-",
+                           w.timing.count ? fmt_ms(w.timing.min_ms) : "-", fmt_ms(w.reference_ms),
+                           sp > 0 ? fmt::format("{:.3f}x", sp) : "-", w.max_abs_error, note);
+    }
+    out += clip(table, budgets.workloads);
+  }
+  if (!r.log.empty()) out += "\nLog:\n```\n" + clip(r.log, budgets.log) + "\n```\n";
+  return out;
+}
+
+std::string kernel_text(const Solution& s) { return format_candidate(s); }
+
+namespace {
+
+std::string action_block(const ActionInfo& a, std::size_t budget) {
+  std::string out = fmt::format("## Chosen action (node {}, from node {})\nTitle: {}\nDifficulty: {}/5\n",
+                                a.node_id, a.parent_id, a.title, a.difficulty);
+  if (!a.description.empty()) out += "Description: " + a.description + "\n";
+  if (a.expected_factor) out += fmt::format("Expected speedup vs the base: {:.2f}x\n", *a.expected_factor);
+  if (!a.rationale.empty()) out += "Rationale: " + a.rationale + "\n";
+  return clip(out, budget);
+}
+
+std::string header(const CodegenInputs& in) {
+  std::string out = fmt::format("# Task: {}\nTarget device: {}\n\n## Specification\n{}\n\n", in.task->name(),
+                                in.device, in.task->prompt(in.language));
+  return out;
+}
+
+std::string footer(const CodegenInputs& in) {
+  std::string out;
+  std::string targets = targets_text(in.task->spec());
+  if (!targets.empty()) out += "\n" + targets;
+  if (!in.world_model.empty())
+    out += "\n## World model (persistent across rounds; use it to guide kernel design)\n" +
+           clip(in.world_model, in.budgets.world_model) + "\n";
+  out += "\n" + answer_format_text(in.language) + "\n";
+  if (!in.variant_hint.empty()) out += "\n" + in.variant_hint + "\n";
+  return out;
+}
+
+std::string evidence_block(const char* title, const KernelEvidence& e, const PromptBudgets& b) {
+  std::string out = fmt::format("## {}\n", title);
+  if (e.solution && !e.solution->sources.empty()) out += kernel_text(*e.solution);
+  else if (!e.raw_answer.empty()) out += "(the answer held no usable candidate)\n" + clip(e.raw_answer, b.log) + "\n";
+  else out += "(none)\n";
+  if (e.eval) out += "\nResult of that kernel:\n" + eval_feedback_text(*e.eval, b);
+  return out + "\n";
+}
+
+}  // namespace
+
+LlmRequest build_generate_request(const CodegenInputs& in) {
+  LlmRequest r;
+  r.kind = PromptKind::generate;
+  r.system = codegen_system_message(in.language);
+  std::string p = header(in);
+  if (in.action) p += action_block(*in.action, in.budgets.action) + "\n";
+  if (in.base.solution && !in.base.solution->sources.empty()) {
+    p += evidence_block("Known-good base kernel (start from it)", in.base, in.budgets);
+    p += in.action ? "Apply the chosen action to the base kernel. Keep what already works; change what the "
+                     "action calls for, and keep the result correct.\n"
+                   : "Improve on the base kernel while keeping it correct.\n";
+  } else {
+    p += in.action ? "Write a complete, correct kernel for the specification that implements the chosen action.\n"
+                   : "Write a complete, correct and fast kernel for the specification.\n";
+  }
+  p += footer(in);
+  r.prompt = std::move(p);
+  return r;
+}
+
+LlmRequest build_debug_request(const CodegenInputs& in) {
+  LlmRequest r;
+  r.kind = PromptKind::debug;
+  r.system = codegen_system_message(in.language);
+  std::string p = header(in);
+  p += fmt::format("## Debug-and-improve round {}/{}\nThe last attempt did not pass. Find the cause in its "
+                   "result below, fix it, and return the complete corrected kernel.\n\n",
+                   std::min(in.attempt - 1, in.debug_rounds_label), in.debug_rounds_label);
+  if (in.action) p += action_block(*in.action, in.budgets.action) + "\n";
+  p += evidence_block("Base kernel (known to pass)", in.base, in.budgets);
+  p += evidence_block("Last attempt (failing)", in.last, in.budgets);
+  p += footer(in);
+  r.prompt = std::move(p);
+  return r;
+}
+
+LlmRequest build_improve_request(const CodegenInputs& in) {
+  LlmRequest r;
+  r.kind = PromptKind::improve;
+  r.system = codegen_system_message(in.language);
+  std::string p = header(in);
+  p += "## Improve\nThe base kernel below passes. Make it faster on the benchmark workloads while keeping it "
+       "correct: study the per-workload latencies, find the bottleneck, and return the complete improved "
+       "kernel.\n\n";
+  p += evidence_block("Base kernel (best passing so far)", in.base, in.budgets);
+  if (in.last.solution != in.base.solution || !in.last.raw_answer.empty())
+    p += evidence_block("Last attempt", in.last, in.budgets);
+  p += footer(in);
+  r.prompt = std::move(p);
+  return r;
+}
+
+}  // namespace ks::detail

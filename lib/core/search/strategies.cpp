@@ -1,0 +1,75 @@
+// make_strategy and the JSON form of SearchConfig.
+#include <fmt/format.h>
+
+#include "core/json_fields.hpp"
+#include "core/search/strategies.hpp"
+#include "ksearch/error.hpp"
+
+namespace ks {
+
+std::vector<std::string> strategy_names() { return {"world_model", "greedy", "tune"}; }
+
+std::unique_ptr<SearchStrategy> make_strategy(const std::string& name) {
+  if (name == "world_model") return detail::make_world_model_strategy();
+  if (name == "greedy") return detail::make_greedy_strategy();
+  throw Error(Status::not_found,
+              fmt::format("unknown strategy \"{}\" (known: world_model, greedy, tune)", name));
+}
+
+Json SearchConfig::to_json() const {
+  return Json::obj({{"strategy", strategy},
+                    {"language", to_string(language)},
+                    {"max_rounds", max_rounds},
+                    {"wm_stagnation_window", wm_stagnation_window},
+                    {"wm_max_difficulty", wm_max_difficulty},
+                    {"wm_edit_retries", wm_edit_retries},
+                    {"wm_max_chars", static_cast<std::int64_t>(wm_max_chars)},
+                    {"debug_rounds_label", debug_rounds_label},
+                    {"parallel", parallel},
+                    {"tune_rounds", tune_rounds},
+                    {"seed", static_cast<std::int64_t>(seed)},
+                    {"max_cost_usd", max_cost_usd},
+                    {"max_wall_s", max_wall_s},
+                    {"model", model}});
+}
+
+SearchConfig SearchConfig::from_json(const Json& j) {
+  detail::FieldReader r(j, "search configuration");
+  SearchConfig c;
+  c.strategy = j.get_string("strategy", c.strategy);
+  auto lang = language_from_string(j.get_string("language", "cuda"));
+  if (!lang) throw Error(Status::invalid_argument, "search configuration: unknown language");
+  c.language = *lang;
+  c.max_rounds = static_cast<int>(r.optional_int("max_rounds", c.max_rounds));
+  c.wm_stagnation_window = static_cast<int>(r.optional_int("wm_stagnation_window", c.wm_stagnation_window));
+  c.wm_max_difficulty = static_cast<int>(r.optional_int("wm_max_difficulty", c.wm_max_difficulty));
+  c.wm_edit_retries = static_cast<int>(r.optional_int("wm_edit_retries", c.wm_edit_retries));
+  c.wm_max_chars = static_cast<std::size_t>(r.optional_int("wm_max_chars", static_cast<std::int64_t>(c.wm_max_chars)));
+  c.debug_rounds_label = static_cast<int>(r.optional_int("debug_rounds_label", c.debug_rounds_label));
+  c.parallel = static_cast<int>(r.optional_int("parallel", c.parallel));
+  c.tune_rounds = static_cast<int>(r.optional_int("tune_rounds", c.tune_rounds));
+  c.seed = static_cast<std::uint64_t>(r.optional_int("seed", 0));
+  c.max_cost_usd = r.optional_number("max_cost_usd", 0);
+  c.max_wall_s = r.optional_number("max_wall_s", 0);
+  c.model = j.get_string("model");
+  c.validate();
+  return c;
+}
+
+void SearchConfig::validate() const {
+  auto bad = [](const std::string& m) { throw Error(Status::invalid_argument, m); };
+  if (max_rounds < 0) bad(fmt::format("max_rounds must be >= 0, is {}", max_rounds));
+  if (wm_stagnation_window < 1) bad(fmt::format("wm_stagnation_window must be >= 1, is {}", wm_stagnation_window));
+  if (wm_max_difficulty < 1 || wm_max_difficulty > 5)
+    bad(fmt::format("wm_max_difficulty must be between 1 and 5, is {}", wm_max_difficulty));
+  if (wm_edit_retries < 1) bad(fmt::format("wm_edit_retries must be >= 1, is {}", wm_edit_retries));
+  if (parallel < 1) bad(fmt::format("parallel must be >= 1, is {}", parallel));
+  if (tune_rounds < 0) bad(fmt::format("tune_rounds must be >= 0, is {}", tune_rounds));
+  if (max_cost_usd < 0) bad("max_cost_usd must be >= 0");
+  if (max_wall_s < 0) bad("max_wall_s must be >= 0");
+  bool known = false;
+  for (const auto& n : strategy_names()) known = known || n == strategy;
+  if (!known) bad(fmt::format("unknown strategy \"{}\" (known: world_model, greedy, tune)", strategy));
+}
+
+}  // namespace ks

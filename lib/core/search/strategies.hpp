@@ -1,0 +1,13 @@
+// The built-in strategies (public factory: ks::make_strategy).
+#pragma once
+
+#include <memory>
+
+#include "ksearch/strategy.hpp"
+
+namespace ks::detail {
+
+std::unique_ptr<SearchStrategy> make_world_model_strategy();
+std::unique_ptr<SearchStrategy> make_greedy_strategy();
+
+}  // namespace ks::detail

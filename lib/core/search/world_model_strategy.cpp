@@ -1,0 +1,292 @@
+// The K-Search loop: the world model proposes actions; each action gets a
+// cycle of local refinement (generate, then debug or improve) until it
+// stagnates; the cycle's evidence then edits the tree (refine after a pass,
+// too-hard after none). See docs/strategies.md.
+#include <fmt/format.h>
+
+#include "core/response/parse.hpp"
+#include "core/search/cycle.hpp"
+#include "core/search/prompts.hpp"
+#include "core/search/strategies.hpp"
+#include "ksearch/error.hpp"
+
+namespace ks::detail {
+namespace {
+
+Json compact_eval(const EvalResult& r) {
+  return Json::obj({{"status", to_string(r.status)},
+                    {"latency_ms", r.latency_ms},
+                    {"speedup", r.speedup},
+                    {"score", r.score}});
+}
+
+class WorldModelStrategy final : public SearchStrategy {
+ public:
+  std::string name() const override { return "world_model"; }
+
+  void run(SearchContext& ctx) override {
+    WorldModel& wm = ctx.world_model();
+    if (!wm.initialized()) initialize(ctx);
+    int cycle = 0;
+    while (!ctx.should_stop()) {
+      propose(ctx);
+      auto node = wm.select_action(selection_policy(ctx));
+      if (!node) {
+        // An empty frontier: repair deterministically once, else the search is done.
+        wm.fallback_after_propose(ctx.rounds_used());
+        ctx.snapshot_world_model();
+        node = wm.select_action(selection_policy(ctx));
+        if (!node) {
+          ctx.event("search_exhausted", Json::obj({{"reason", "no executable open action in the world model"}}));
+          return;
+        }
+      }
+      run_cycle(ctx, *node, ++cycle);
+    }
+  }
+
+ private:
+  static SelectionPolicy selection_policy(const SearchContext& ctx) {
+    SelectionPolicy p;
+    p.max_difficulty = ctx.config().wm_max_difficulty;
+    return p;
+  }
+
+  static WmPromptInputs base_inputs(SearchContext& ctx) {
+    WmPromptInputs in;
+    const Task& task = ctx.task();
+    in.task_spec = task.prompt(ctx.config().language);
+    in.code_format = answer_format_text(ctx.config().language);
+    in.targets = targets_text(task.spec());
+    in.round = ctx.rounds_used();
+    return in;
+  }
+
+  // One world-model edit with validation feedback: the LLM gets the reasons
+  // of a rejected edit and tries again; nothing invalid is ever committed.
+  template <typename Apply>
+  bool edit_with_retries(SearchContext& ctx, PromptKind kind, WmPromptInputs in, Apply apply) {
+    int tries = std::max(1, ctx.config().wm_edit_retries);
+    for (int t = 1; t <= tries; ++t) {
+      LlmRequest req;
+      req.kind = kind;
+      req.prompt = ctx.world_model().build_prompt(kind, in);
+      LlmResponse resp = ctx.llm(req);
+      if (!resp.ok) {
+        ctx.event("world_model_edit_failed", Json::obj({{"kind", to_string(kind)}, {"attempt", t},
+                                                        {"errors", Json::arr({resp.error})}}));
+        in.validation_errors = {"The previous request failed: " + resp.error};
+        if (ctx.should_stop()) return false;
+        continue;
+      }
+      EditOutcome out = apply(resp.text);
+      Json errs = Json::array();
+      for (const auto& e : out.errors) errs.push_back(e);
+      ctx.event(out.ok ? "world_model_edited" : "world_model_edit_rejected",
+                Json::obj({{"kind", to_string(kind)}, {"attempt", t}, {"applied_ops", out.applied_ops},
+                           {"new_nodes", out.new_nodes}, {"errors", errs}, {"report", out.report}}));
+      if (out.ok) return true;
+      in.validation_errors = out.errors;
+    }
+    return false;
+  }
+
+  void initialize(SearchContext& ctx) {
+    WorldModel& wm = ctx.world_model();
+    bool ok = edit_with_retries(ctx, PromptKind::wm_init, base_inputs(ctx),
+                                [&](const std::string& text) { return wm.initialize(text, ctx.rounds_used()); });
+    if (!ok) {
+      wm.initialize_fallback(ctx.task().spec().description, ctx.rounds_used());
+      ctx.event("world_model_fallback", Json::obj({{"kind", "wm_init"}}));
+    }
+    ctx.snapshot_world_model();
+  }
+
+  void propose(SearchContext& ctx) {
+    WorldModel& wm = ctx.world_model();
+    if (!wm.needs_proposals()) return;
+    EditRules rules;
+    rules.purpose = EditRules::Purpose::propose;
+    rules.round = ctx.rounds_used();
+    bool ok = edit_with_retries(ctx, PromptKind::wm_propose, base_inputs(ctx),
+                                [&](const std::string& text) { return wm.apply_edits(text, rules); });
+    if (!ok) {
+      wm.fallback_after_propose(ctx.rounds_used());
+      ctx.event("world_model_fallback", Json::obj({{"kind", "wm_propose"}}));
+    }
+    ctx.snapshot_world_model();
+  }
+
+  void run_cycle(SearchContext& ctx, const std::string& node_id, int cycle) {
+    WorldModel& wm = ctx.world_model();
+    const SearchConfig& cfg = ctx.config();
+    wm.set_active(node_id);
+    ctx.snapshot_world_model();
+    ActionInfo action = wm.action(node_id);
+
+    std::optional<Solution> base;
+    std::optional<EvalResult> base_eval;
+    if (!action.parent_solution_id.empty()) {
+      base = ctx.find_solution(action.parent_solution_id);
+      base_eval = ctx.find_eval(action.parent_solution_id);
+    }
+    double base_score = base_eval && base_eval->passed() ? base_eval->score : 0;
+    ctx.event("cycle_started", Json::obj({{"cycle", cycle}, {"node_id", node_id}, {"title", action.title},
+                                          {"difficulty", action.difficulty}, {"score", action.score},
+                                          {"base_solution_id", action.parent_solution_id}}));
+
+    CycleTracker tracker(cfg.wm_stagnation_window, base_score);
+    std::optional<Solution> cycle_best;
+    std::optional<EvalResult> cycle_best_eval;
+    std::optional<Solution> last;
+    std::optional<EvalResult> last_eval;
+    std::string last_raw;
+    int attempt = 0;
+    while (!ctx.should_stop()) {
+      ++attempt;
+      CodegenInputs in;
+      in.task = &ctx.task();
+      in.language = cfg.language;
+      in.device = ctx.device_description();
+      in.world_model = wm.render_compact(cfg.wm_max_chars);
+      in.attempt = attempt;
+      in.debug_rounds_label = cfg.debug_rounds_label;
+      in.action = action;
+      LlmRequest req;
+      if (attempt == 1) {
+        if (base) in.base = {&*base, base_eval ? &*base_eval : nullptr, ""};
+        req = build_generate_request(in);
+      } else if (!tracker.has_pass()) {
+        // Debug from the better of the parent's kernel and anything this cycle produced.
+        if (base) in.base = {&*base, base_eval ? &*base_eval : nullptr, ""};
+        in.last = {last ? &*last : nullptr, last_eval ? &*last_eval : nullptr, last_raw};
+        req = build_debug_request(in);
+      } else {
+        in.base = {&*cycle_best, &*cycle_best_eval, ""};
+        in.last = {last ? &*last : nullptr, last_eval ? &*last_eval : nullptr, last_raw};
+        req = build_improve_request(in);
+      }
+      std::string label = fmt::format("{} [{} {}]", action.title, to_string(req.kind), attempt);
+      LlmResponse resp = ctx.llm(req);
+      last.reset();
+      last_eval.reset();
+      last_raw.clear();
+      if (!resp.ok) {
+        last_eval = ctx.record_failed_round(label, "the LLM request failed: " + resp.error, resp.text);
+        last_raw = resp.text;
+        tracker.observe(false, 0);
+      } else {
+        Solution cand;
+        std::string parse_error;
+        try {
+          cand = parse_candidate(resp.text, cfg.language);
+        } catch (const Error& e) {
+          parse_error = e.what();
+        }
+        if (!parse_error.empty()) {
+          last_eval = ctx.record_failed_round(label, parse_error, resp.text);
+          last_raw = resp.text;
+          tracker.observe(false, 0);
+        } else {
+          cand.parent_id = base ? base->id : "";
+          cand.name = fmt::format("r{}-{}", ctx.rounds_used() + 1, to_string(req.kind));
+          EvalResult r = ctx.evaluate(cand, label);
+          last = cand;
+          last_eval = r;
+          if (tracker.observe(r.passed(), r.score)) {
+            cycle_best = cand;
+            cycle_best_eval = r;
+          }
+        }
+      }
+      ctx.set_state(Json::obj({{"strategy", "world_model"}, {"cycle", cycle}, {"node_id", node_id},
+                               {"action", action.title}, {"attempt", attempt},
+                               {"no_improve_streak", tracker.no_improve_streak()},
+                               {"no_improve_over_base_streak", tracker.no_improve_over_base_streak()},
+                               {"cycle_best", cycle_best ? cycle_best->id : ""}}));
+      if (tracker.stagnant()) break;
+    }
+    ctx.event("cycle_finished", Json::obj({{"cycle", cycle}, {"node_id", node_id}, {"attempts", attempt},
+                                           {"passed", tracker.has_pass()},
+                                           {"cycle_best", cycle_best ? cycle_best->id : ""}}));
+    if (cycle_best) close_cycle(ctx, node_id, action, *cycle_best, *cycle_best_eval, base);
+    else too_hard(ctx, node_id, attempt, last_eval);
+  }
+
+  void close_cycle(SearchContext& ctx, const std::string& node_id, const ActionInfo& action, const Solution& best,
+                   const EvalResult& best_eval, const std::optional<Solution>& base) {
+    WorldModel& wm = ctx.world_model();
+    SolutionRef ref;
+    ref.solution_id = best.id;
+    ref.parent_solution_id = base ? base->id : "";
+    ref.round = ctx.rounds_used();
+    ref.eval = compact_eval(best_eval);
+    wm.attach_solution(node_id, ref);
+    ctx.snapshot_world_model();
+    if (can_call_llm(ctx)) {
+      WmPromptInputs in = base_inputs(ctx);
+      in.chosen_node_id = node_id;
+      in.prediction = fmt::format("expected_vs_baseline_factor: {}; confidence: 0.5; rationale: {}",
+                                  action.expected_factor ? fmt::format("{:.3f}", *action.expected_factor) : "null",
+                                  action.rationale);
+      in.eval_summary = eval_feedback_text(best_eval, PromptBudgets{});
+      in.kernel_code = kernel_text(best);
+      EditRules rules;
+      rules.purpose = EditRules::Purpose::refine;
+      rules.round = ctx.rounds_used();
+      rules.solved_node_id = node_id;
+      bool ok = edit_with_retries(ctx, PromptKind::wm_refine, in,
+                                  [&](const std::string& text) { return wm.apply_edits(text, rules); });
+      if (!ok) {
+        wm.fallback_after_refine(node_id, ctx.rounds_used());
+        ctx.event("world_model_fallback", Json::obj({{"kind", "wm_refine"}}));
+      }
+    } else {
+      wm.fallback_after_refine(node_id, ctx.rounds_used());
+    }
+    wm.set_computed_signals(Json::obj({{"round_index", ctx.rounds_used()},
+                                       {"trace", Json::obj({{"status", to_string(best_eval.status)},
+                                                            {"latency_ms", best_eval.latency_ms},
+                                                            {"reference_latency_ms", best_eval.reference_latency_ms},
+                                                            {"speedup_factor", best_eval.speedup}})}}));
+    ctx.snapshot_world_model();
+  }
+
+  void too_hard(SearchContext& ctx, const std::string& node_id, int attempts,
+                const std::optional<EvalResult>& last_eval) {
+    WorldModel& wm = ctx.world_model();
+    if (can_call_llm(ctx)) {
+      WmPromptInputs in = base_inputs(ctx);
+      in.chosen_node_id = node_id;
+      in.debug_rounds = attempts;
+      in.eval_summary = last_eval ? eval_feedback_text(*last_eval, PromptBudgets{}) : "(no evaluation)";
+      EditRules rules;
+      rules.purpose = EditRules::Purpose::too_hard;
+      rules.round = ctx.rounds_used();
+      rules.failed_node_id = node_id;
+      bool ok = edit_with_retries(ctx, PromptKind::wm_too_hard, in,
+                                  [&](const std::string& text) { return wm.apply_edits(text, rules); });
+      if (!ok) {
+        wm.fallback_after_too_hard(node_id, ctx.rounds_used());
+        ctx.event("world_model_fallback", Json::obj({{"kind", "wm_too_hard"}}));
+      }
+    } else {
+      wm.fallback_after_too_hard(node_id, ctx.rounds_used());
+    }
+    ctx.snapshot_world_model();
+  }
+
+  // World-model edits after the round budget is spent still run (the tree
+  // stays complete for a resume with more rounds), but not after a cost
+  // budget or a user stop.
+  static bool can_call_llm(const SearchContext& ctx) {
+    std::string why = ctx.stop_reason();
+    return why.empty() || why == "max_rounds";
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<SearchStrategy> make_world_model_strategy() { return std::make_unique<WorldModelStrategy>(); }
+
+}  // namespace ks::detail

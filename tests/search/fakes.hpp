@@ -1,0 +1,144 @@
+// Test doubles for search tests: a scripted LLM, an evaluator whose result is
+// written into the candidate's source, and a tiny host task.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ksearch/error.hpp"
+#include "ksearch/evaluator.hpp"
+#include "ksearch/llm.hpp"
+#include "ksearch/task.hpp"
+
+namespace ks::test {
+
+// Answers from a list, in order; records what it was asked.
+class ScriptedLlm : public LlmPolicy {
+ public:
+  explicit ScriptedLlm(std::vector<std::string> answers) : answers_(std::move(answers)) {}
+  LlmResponse complete(const LlmRequest& req) override {
+    requests.push_back(req);
+    LlmResponse r;
+    if (next_ >= answers_.size()) throw Error(Status::llm, "scripted LLM ran out of answers");
+    const std::string& a = answers_[next_++];
+    if (a.rfind("!FAIL:", 0) == 0) {
+      r.ok = false;
+      r.error = a.substr(6);
+    } else {
+      r.ok = true;
+      r.text = a;
+    }
+    r.usage.input_tokens = static_cast<std::int64_t>(req.prompt.size() / 4);
+    r.usage.output_tokens = static_cast<std::int64_t>(a.size() / 4);
+    r.usage.cost_usd = cost_per_call;
+    return r;
+  }
+  std::string describe() const override { return "scripted"; }
+  std::vector<LlmRequest> requests;
+  double cost_per_call = 0.01;
+  std::size_t used() const { return next_; }
+
+ private:
+  std::vector<std::string> answers_;
+  std::size_t next_ = 0;
+};
+
+// Reads "// RESULT: passed 2.5" or "// RESULT: compile_error" from the first
+// source file; counts evaluations.
+class MarkerEvaluator : public Evaluator {
+ public:
+  EvalResult evaluate(const Task& task, const Solution& s) override {
+    ++evaluations;
+    evaluated_ids.push_back(s.id);
+    EvalResult r;
+    r.solution_id = s.id;
+    std::string src = s.sources.empty() ? "" : s.sources[0].content;
+    auto pos = src.find("RESULT: ");
+    std::string status = "passed";
+    double latency = 1.0;
+    if (pos != std::string::npos) {
+      std::string rest = src.substr(pos + 8);
+      auto sp = rest.find_first_of(" \n");
+      status = rest.substr(0, sp);
+      if (status == "passed" && sp != std::string::npos && rest[sp] == ' ') latency = std::stod(rest.substr(sp + 1));
+    }
+    auto st = eval_status_from_string(status);
+    r.status = st ? *st : EvalStatus::runtime_error;
+    for (const auto* w : task.spec().benchmark_workloads()) {
+      WorkloadResult wr;
+      wr.name = w->name;
+      wr.benchmark = true;
+      wr.status = r.status;
+      if (r.passed()) {
+        wr.timing.mean_ms = wr.timing.median_ms = wr.timing.min_ms = latency;
+        wr.timing.count = 10;
+        wr.reference_ms = 10.0;
+      } else {
+        wr.message = "marker says " + status;
+      }
+      r.workloads.push_back(wr);
+    }
+    if (!r.passed()) r.log = "error: marker says " + status;
+    r.compute_summary();
+    return r;
+  }
+  DeviceInfo device() const override {
+    DeviceInfo d;
+    d.backend = "fake";
+    d.name = "Fake device";
+    return d;
+  }
+  EvalOptions& options() override { return options_; }
+  int evaluations = 0;
+  std::vector<std::string> evaluated_ids;
+
+ private:
+  EvalOptions options_;
+};
+
+// A candidate answer in the format parse_candidate reads.
+inline std::string answer(const std::string& marker, const std::string& tag = "") {
+  return fmt::format(
+      "Here is the kernel.\n\n```cpp kernel.cpp\n// {}\n// RESULT: {}\nvoid f(const float* x, float* y, long n) "
+      "{{ for (long i = 0; i < n; ++i) y[i] = x[i]; }}\n```\n\n```json launch_plan\n{{\"calls\": [{{\"fn\": \"f\", "
+      "\"args\": [\"x\", \"y\", \"N\"]}}]}}\n```\n",
+      tag, marker);
+}
+
+inline TaskSpec tiny_task_spec() {
+  TaskSpec t;
+  t.name = "test/copy";
+  t.description = "copy a vector";
+  t.languages = {Language::cpp};
+  t.dims = {"N"};
+  TensorSpec x;
+  x.name = "x";
+  x.shape = {"N"};
+  TensorSpec y;
+  y.name = "y";
+  y.shape = {"N"};
+  y.is_output = true;
+  t.tensors = {x, y};
+  WorkloadSpec w1;
+  w1.name = "small";
+  w1.dims = {{"N", 16}};
+  WorkloadSpec w2;
+  w2.name = "big";
+  w2.dims = {{"N", 1 << 16}};
+  w2.benchmark = true;
+  t.workloads = {w1, w2};
+  Solution ref;
+  ref.language = Language::cpp;
+  ref.sources = {{"ref.cpp", "void f(const float* x, float* y, long n) { for (long i = 0; i < n; ++i) y[i] = x[i]; }"}};
+  ref.launch_plan = Json::parse(R"({"calls": [{"fn": "f", "args": ["x", "y", "N"]}]})");
+  ref.finalize();
+  t.references[Language::cpp] = ref;
+  t.prompts[Language::cpp] = "Copy x into y.";
+  return t;
+}
+
+}  // namespace ks::test

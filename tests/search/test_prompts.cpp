@@ -1,0 +1,106 @@
+#include <doctest/doctest.h>
+
+#include "core/search/prompts.hpp"
+#include "search/fakes.hpp"
+
+using namespace ks;
+using namespace ks::detail;
+
+namespace {
+
+EvalResult failing_result(std::size_t log_size) {
+  EvalResult r;
+  r.status = EvalStatus::compile_error;
+  r.log = "error: start\n" + std::string(log_size, 'x') + "\nerror: the real cause at the end";
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("prompts: clip keeps both ends and respects the budget") {
+  std::string s(10000, 'a');
+  s += "TAIL";
+  std::string c = clip(s, 500);
+  CHECK(c.size() <= 500);
+  CHECK(c.find("TAIL") != std::string::npos);
+  CHECK(c.find("[... cut ...]") != std::string::npos);
+  CHECK(clip("short", 500) == "short");
+}
+
+TEST_CASE("prompts: evaluation feedback lists per-workload latencies and bounds the log") {
+  EvalResult r;
+  r.status = EvalStatus::passed;
+  for (int i = 0; i < 3; ++i) {
+    WorkloadResult w;
+    w.name = "bench_" + std::to_string(i);
+    w.benchmark = true;
+    w.timing.mean_ms = 1.0 + i;
+    w.timing.median_ms = 1.0 + i;
+    w.timing.min_ms = 0.9 + i;
+    w.timing.count = 20;
+    w.reference_ms = 4.0;
+    r.workloads.push_back(w);
+  }
+  r.compute_summary();
+  std::string t = eval_feedback_text(r, PromptBudgets{});
+  CHECK(t.find("bench_0") != std::string::npos);
+  CHECK(t.find("bench_2") != std::string::npos);
+  CHECK(t.find("3.0000") != std::string::npos);  // the slow workload's own mean, not only the average
+  CHECK(t.find("4.000x") != std::string::npos);  // per-workload speedup vs the reference
+
+  PromptBudgets b;
+  b.log = 300;
+  std::string f = eval_feedback_text(failing_result(100000), b);
+  CHECK(f.size() < 600);
+  CHECK(f.find("the real cause at the end") != std::string::npos);
+}
+
+TEST_CASE("prompts: debug and improve requests carry the right evidence") {
+  SpecTask task(test::tiny_task_spec());
+  Solution base;
+  base.language = Language::cpp;
+  base.sources = {{"kernel.cpp", "// BASE KERNEL"}};
+  base.launch_plan = Json::parse(R"({"calls": [{"fn": "f", "args": []}]})");
+  base.finalize();
+  EvalResult base_eval;
+  base_eval.status = EvalStatus::passed;
+  Solution last = base;
+  last.sources[0].content = "// LAST ATTEMPT";
+  last.finalize();
+  EvalResult last_eval = failing_result(10);
+
+  CodegenInputs in;
+  in.task = &task;
+  in.language = Language::cpp;
+  in.device = "Test CPU";
+  in.base = {&base, &base_eval, ""};
+  in.last = {&last, &last_eval, ""};
+  in.attempt = 3;
+  in.world_model = std::string(100000, 'w');
+  in.budgets.world_model = 1000;
+  ActionInfo a;
+  a.node_id = "n1";
+  a.title = "Vectorise the copy";
+  in.action = a;
+
+  LlmRequest d = build_debug_request(in);
+  CHECK(d.kind == PromptKind::debug);
+  CHECK(d.prompt.find("// BASE KERNEL") != std::string::npos);
+  CHECK(d.prompt.find("// LAST ATTEMPT") != std::string::npos);
+  CHECK(d.prompt.find("the real cause at the end") != std::string::npos);
+  CHECK(d.prompt.find("Vectorise the copy") != std::string::npos);
+  CHECK(d.prompt.find("Debug-and-improve round 2/5") != std::string::npos);
+  CHECK(d.prompt.find("Copy x into y.") != std::string::npos);
+  CHECK(d.prompt.size() < 20000);  // the 100k world model was cut to its budget
+
+  LlmRequest i = build_improve_request(in);
+  CHECK(i.kind == PromptKind::improve);
+  CHECK(i.prompt.find("// BASE KERNEL") != std::string::npos);
+
+  in.base = {};
+  in.last = {};
+  LlmRequest g = build_generate_request(in);
+  CHECK(g.kind == PromptKind::generate);
+  CHECK(g.prompt.find("Answer format") != std::string::npos);
+  CHECK(g.prompt.find("BASE KERNEL") == std::string::npos);
+}

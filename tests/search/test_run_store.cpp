@@ -1,0 +1,142 @@
+#include <doctest/doctest.h>
+
+#include <fmt/format.h>
+
+#include <fstream>
+
+#include "core/fs.hpp"
+#include "ksearch/error.hpp"
+#include "ksearch/run_store.hpp"
+#include "support/test_util.hpp"
+
+using namespace ks;
+namespace fs = std::filesystem;
+
+namespace {
+
+Solution sol(const std::string& code, const std::string& path = "kernel.cpp") {
+  Solution s;
+  s.language = Language::cpp;
+  s.sources = {{path, code}};
+  s.launch_plan = Json::parse(R"({"calls": []})");
+  return s.finalize();
+}
+
+}  // namespace
+
+TEST_CASE("run store: create refuses an existing run; open needs a manifest") {
+  auto dir = test::scratch_dir("rs_create");
+  RunStore::create(dir / "run", Json::obj({{"task", "t"}}));
+  CHECK_THROWS_WITH(RunStore::create(dir / "run", Json::object()), doctest::Contains("already holds a run"));
+  try {
+    RunStore::open(dir / "nothing");
+    FAIL("should throw");
+  } catch (const Error& e) {
+    CHECK(e.status() == Status::not_found);
+  }
+  CHECK(RunStore::open(dir / "run").manifest()["task"].as_string() == "t");
+}
+
+TEST_CASE("run store: events and transcript append with sequence numbers") {
+  auto dir = test::scratch_dir("rs_events");
+  {
+    RunStore s = RunStore::create(dir, Json::object());
+    CHECK(s.append_event("a", Json::obj({{"x", 1}})) == 0);
+    CHECK(s.append_event("b", Json()) == 1);
+    s.append_transcript(Json::obj({{"seq", 0}, {"kind", "generate"}}));
+  }
+  RunStore s = RunStore::open(dir);
+  CHECK(s.append_event("c", Json::object()) == 2);
+  auto ev = s.events();
+  REQUIRE(ev.size() == 3);
+  CHECK(ev[0]["type"].as_string() == "a");
+  CHECK(ev[0]["x"].as_int() == 1);
+  CHECK(ev[2]["seq"].as_int() == 2);
+  CHECK(s.transcript().size() == 1);
+}
+
+TEST_CASE("run store: a torn last line is cut on open so later appends stay whole") {
+  auto dir = test::scratch_dir("rs_torn");
+  {
+    RunStore s = RunStore::create(dir, Json::object());
+    s.append_event("a", Json::object());
+  }
+  {
+    std::ofstream out(dir / "events.jsonl", std::ios::app);
+    out << "{\"seq\":1,\"type\":\"b";  // killed mid-write
+  }
+  RunStore s = RunStore::open(dir);
+  CHECK(s.append_event("c", Json::object()) == 1);
+  auto ev = s.events();
+  REQUIRE(ev.size() == 2);
+  CHECK(ev[1]["type"].as_string() == "c");
+}
+
+TEST_CASE("run store: attempts keep every solution with its evaluation and raw answer") {
+  auto dir = test::scratch_dir("rs_attempts");
+  RunStore s = RunStore::create(dir, Json::object());
+  AttemptRecord a;
+  a.seq = 0;
+  a.round = 1;
+  a.action = "generate";
+  a.solution = sol("int a;");
+  a.solution.parent_id = "p0";
+  a.eval.status = EvalStatus::passed;
+  a.eval.latency_ms = 2.0;
+  s.record_attempt(a);
+  AttemptRecord b;
+  b.seq = 1;
+  b.round = 2;
+  b.eval.status = EvalStatus::generation_failed;
+  b.eval.log = "no source block";
+  b.raw_answer = "I cannot do that.";
+  s.record_attempt(b);
+  auto all = RunStore::open(dir).attempts();
+  REQUIRE(all.size() == 2);
+  CHECK(all[0].solution.id == a.solution.id);
+  CHECK(all[0].solution.parent_id == "p0");
+  CHECK(all[0].solution.sources[0].content == "int a;");
+  CHECK(all[0].eval.latency_ms == 2.0);
+  CHECK(fs::exists(dir / "attempts" / fmt::format("0000-{}", a.solution.id) / "kernel.cpp"));
+  CHECK(all[1].eval.status == EvalStatus::generation_failed);
+  CHECK(all[1].raw_answer == "I cannot do that.");
+  CHECK(all[1].solution.sources.empty());
+}
+
+TEST_CASE("run store: file names from answers cannot escape the run folder") {
+  auto dir = test::scratch_dir("rs_names");
+  RunStore s = RunStore::create(dir / "run", Json::object());
+  AttemptRecord a;
+  a.solution = sol("evil", "../../escape.txt");
+  s.record_attempt(a);
+  CHECK_FALSE(fs::exists(dir / "escape.txt"));
+  CHECK(fs::exists(dir / "run" / "attempts" / fmt::format("0000-{}", a.solution.id) / "escape.txt"));
+}
+
+TEST_CASE("run store: world-model snapshots are versioned and never rewritten") {
+  auto dir = test::scratch_dir("rs_wm");
+  RunStore s = RunStore::create(dir, Json::object());
+  CHECK_FALSE(s.latest_world_model().has_value());
+  s.write_world_model(1, Json::obj({{"v", 1}}));
+  s.write_world_model(3, Json::obj({{"v", 3}}));
+  s.write_world_model(3, Json::obj({{"v", 999}}));  // a replay writes the same version again
+  CHECK(s.world_model_versions() == std::vector<std::uint64_t>{1, 3});
+  CHECK((*s.latest_world_model())["v"].as_int() == 3);
+}
+
+TEST_CASE("run store: best solution replaces the previous one completely") {
+  auto dir = test::scratch_dir("rs_best");
+  RunStore s = RunStore::create(dir, Json::object());
+  BestSolution b1{sol("one", "a.cpp"), EvalResult{}, 1};
+  s.write_best(b1);
+  CHECK(fs::exists(dir / "best" / "a.cpp"));
+  BestSolution b2{sol("two", "b.cpp"), EvalResult{}, 4};
+  b2.eval.latency_ms = 0.5;
+  s.write_best(b2);
+  CHECK_FALSE(fs::exists(dir / "best" / "a.cpp"));
+  auto back = s.best();
+  REQUIRE(back.has_value());
+  CHECK(back->round == 4);
+  CHECK(back->solution.id == b2.solution.id);
+  CHECK(back->eval.latency_ms == 0.5);
+}

@@ -1,0 +1,234 @@
+#include <doctest/doctest.h>
+
+#include "core/fs.hpp"
+#include "core/response/parse.hpp"
+#include "core/search/session.hpp"
+#include "ksearch/error.hpp"
+#include "search/fakes.hpp"
+#include "support/test_util.hpp"
+
+using namespace ks;
+using ks::detail::Session;
+
+namespace {
+
+// A world model that is never initialised: the toy strategies do not use one.
+class NoWorldModel : public WorldModel {
+ public:
+  bool initialized() const override { return false; }
+  EditOutcome initialize(const std::string&, int) override { return {}; }
+  void initialize_fallback(const std::string&, int) override {}
+  EditOutcome apply_edits(const std::string&, const EditRules&) override { return {}; }
+  void fallback_after_propose(int) override {}
+  void fallback_after_refine(const std::string&, int) override {}
+  void fallback_after_too_hard(const std::string&, int) override {}
+  std::vector<std::string> frontier() const override { return {}; }
+  std::optional<std::string> select_action(const SelectionPolicy&) const override { return std::nullopt; }
+  bool needs_proposals() const override { return false; }
+  ActionInfo action(const std::string&) const override { return {}; }
+  void set_active(const std::string&) override {}
+  void attach_solution(const std::string&, const SolutionRef&) override {}
+  void set_computed_signals(const Json&) override {}
+  std::string build_prompt(PromptKind, const WmPromptInputs&) const override { return ""; }
+  std::string render_compact(std::size_t) const override { return ""; }
+  std::string render_tree() const override { return ""; }
+  Json to_json() const override { return Json::object(); }
+  void load_json(const Json&) override {}
+  std::uint64_t version() const override { return 0; }
+};
+
+// Asks for a kernel, evaluates it, repeats; an unusable answer is a failed round.
+class ToyStrategy : public SearchStrategy {
+ public:
+  std::string name() const override { return "toy"; }
+  void run(SearchContext& ctx) override {
+    while (!ctx.should_stop()) {
+      LlmRequest req;
+      req.kind = PromptKind::generate;
+      req.prompt = fmt::format("round {}; best {:.3f}", ctx.rounds_used() + 1,
+                               ctx.best() ? ctx.best()->eval.latency_ms : 0.0);
+      LlmResponse r = ctx.llm(req);
+      if (!r.ok) {
+        ctx.record_failed_round("toy", r.error, "");
+        continue;
+      }
+      try {
+        Solution s = detail::parse_candidate(r.text, Language::cpp);
+        ctx.evaluate(s, "toy");
+      } catch (const Error& e) {
+        ctx.record_failed_round("toy", e.what(), r.text);
+      }
+      ctx.event("toy_step", Json::obj({{"round", ctx.rounds_used()}}));
+    }
+  }
+};
+
+struct Fixture {
+  SpecTask task{test::tiny_task_spec()};
+  test::MarkerEvaluator evaluator;
+  NoWorldModel wm;
+};
+
+SearchConfig config(int rounds) {
+  SearchConfig c;
+  c.strategy = "greedy";
+  c.language = Language::cpp;
+  c.max_rounds = rounds;
+  return c;
+}
+
+std::vector<std::string> script() {
+  return {test::answer("passed 3.0", "a"), test::answer("compile_error", "b"), "no code here",
+          "!FAIL:HTTP 503", test::answer("passed 1.5", "c"), test::answer("passed 2.0", "d")};
+}
+
+}  // namespace
+
+TEST_CASE("session: rounds, failures and the best solution are journaled") {
+  auto dir = test::scratch_dir("session_basic");
+  Fixture f;
+  test::ScriptedLlm llm(script());
+  RunStore store = RunStore::create(dir, Json::object());
+  std::vector<RoundReport> reports;
+  Session s(f.task, f.evaluator, llm, f.wm, store, config(6), [&](const RoundReport& r) {
+    reports.push_back(r);
+    return true;
+  });
+  ToyStrategy toy;
+  CHECK(s.run(toy) == "max_rounds");
+  CHECK(s.rounds_used() == 6);
+  CHECK(f.evaluator.evaluations == 4);  // two rounds had no usable candidate
+  REQUIRE(s.best().has_value());
+  CHECK(s.best()->eval.latency_ms == doctest::Approx(1.5));
+  CHECK(s.best()->round == 5);
+  REQUIRE(reports.size() == 6);
+  CHECK(reports[2].status == EvalStatus::generation_failed);
+  CHECK(reports[3].status == EvalStatus::generation_failed);
+  CHECK(reports[4].improved);
+  CHECK(reports[5].best_latency_ms == doctest::Approx(1.5));
+  auto attempts = store.attempts();
+  REQUIRE(attempts.size() == 6);
+  CHECK(attempts[2].raw_answer == "no code here");
+  CHECK(attempts[3].eval.log.find("HTTP 503") != std::string::npos);
+  CHECK(store.transcript().size() == 6);
+  CHECK(store.best()->solution.id == s.best()->solution.id);
+  CHECK(s.usage().cost_usd == doctest::Approx(0.06));
+}
+
+TEST_CASE("session: resume replays the journal and continues live") {
+  auto dir = test::scratch_dir("session_resume");
+  std::string best_id;
+  int events_after_first = 0;
+  {
+    Fixture f;
+    test::ScriptedLlm llm(script());
+    RunStore store = RunStore::create(dir, Json::object());
+    Session s(f.task, f.evaluator, llm, f.wm, store, config(4));
+    ToyStrategy toy;
+    s.run(toy);
+    events_after_first = static_cast<int>(store.events().size());
+  }
+  // Resume with a larger budget: the first 4 rounds come from the journal.
+  Fixture f;
+  auto all = script();
+  test::ScriptedLlm llm({all[4], all[5]});
+  RunStore store = RunStore::open(dir);
+  Session s(f.task, f.evaluator, llm, f.wm, store, config(6));
+  ToyStrategy toy;
+  s.run(toy);
+  CHECK(s.replayed_llm_calls() == 4);
+  CHECK(s.replayed_evaluations() == 4);
+  CHECK(llm.used() == 2);                 // only the new rounds asked the LLM
+  CHECK(f.evaluator.evaluations == 2);    // and only they were evaluated
+  CHECK(s.best()->eval.latency_ms == doctest::Approx(1.5));
+  // The resumed prompts saw the same state as an uninterrupted run would.
+  CHECK(llm.requests[0].prompt == "round 5; best 3.000");
+  // Strategy events are not duplicated: each journal_seq appears once.
+  std::map<std::int64_t, int> seen;
+  for (const auto& e : store.events())
+    if (e.contains("journal_seq")) ++seen[e["journal_seq"].as_int()];
+  for (const auto& [k, n] : seen) CHECK_MESSAGE(n == 1, "journal_seq ", k, " appears ", n, " times");
+  CHECK(static_cast<int>(store.events().size()) > events_after_first);
+  CHECK(store.attempts().size() == 6);
+}
+
+TEST_CASE("session: a journal from a different strategy path is refused, not silently mixed") {
+  auto dir = test::scratch_dir("session_diverge");
+  {
+    Fixture f;
+    test::ScriptedLlm llm(script());
+    RunStore store = RunStore::create(dir, Json::object());
+    Session s(f.task, f.evaluator, llm, f.wm, store, config(2));
+    ToyStrategy toy;
+    s.run(toy);
+  }
+  // Edit the journal so LLM answer 0 differs: the strategy now produces a
+  // solution the evaluation journal does not hold.
+  {
+    auto lines = detail::read_lines(dir / "transcript.jsonl");
+    Json first = Json::parse(lines[0]);
+    first["response"]["text"] = test::answer("passed 9.0", "edited");
+    lines[0] = first.dump();
+    std::string all;
+    for (auto& l : lines) all += l + "\n";
+    detail::write_file_atomic(dir / "transcript.jsonl", all);
+  }
+  Fixture f;
+  test::ScriptedLlm llm({});
+  RunStore store = RunStore::open(dir);
+  Session s(f.task, f.evaluator, llm, f.wm, store, config(3));
+  ToyStrategy toy;
+  CHECK_THROWS_WITH(s.run(toy), doctest::Contains("cannot resume"));
+}
+
+TEST_CASE("session: a journal whose LLM calls differ in kind is refused") {
+  auto dir = test::scratch_dir("session_diverge_kind");
+  {
+    Fixture f;
+    test::ScriptedLlm llm(script());
+    RunStore store = RunStore::create(dir, Json::object());
+    Session s(f.task, f.evaluator, llm, f.wm, store, config(2));
+    ToyStrategy toy;
+    s.run(toy);
+  }
+  {
+    auto lines = detail::read_lines(dir / "transcript.jsonl");
+    Json first = Json::parse(lines[0]);
+    first["kind"] = "wm_init";
+    lines[0] = first.dump();
+    std::string all;
+    for (auto& l : lines) all += l + "\n";
+    detail::write_file_atomic(dir / "transcript.jsonl", all);
+  }
+  Fixture f;
+  test::ScriptedLlm llm({});
+  RunStore store = RunStore::open(dir);
+  Session s(f.task, f.evaluator, llm, f.wm, store, config(3));
+  ToyStrategy toy;
+  CHECK_THROWS_WITH(s.run(toy), doctest::Contains("\"wm_init\" in the journal"));
+}
+
+TEST_CASE("session: the progress callback stops the run cleanly") {
+  auto dir = test::scratch_dir("session_cancel");
+  Fixture f;
+  test::ScriptedLlm llm(script());
+  RunStore store = RunStore::create(dir, Json::object());
+  Session s(f.task, f.evaluator, llm, f.wm, store, config(6), [](const RoundReport& r) { return r.round < 2; });
+  ToyStrategy toy;
+  CHECK(s.run(toy) == "cancelled");
+  CHECK(s.rounds_used() == 2);
+}
+
+TEST_CASE("session: the cost budget stops new LLM requests") {
+  auto dir = test::scratch_dir("session_cost");
+  Fixture f;
+  test::ScriptedLlm llm(script());
+  llm.cost_per_call = 0.5;
+  RunStore store = RunStore::create(dir, Json::object());
+  SearchConfig c = config(6);
+  c.max_cost_usd = 1.0;
+  Session s(f.task, f.evaluator, llm, f.wm, store, c);
+  ToyStrategy toy;
+  CHECK(s.run(toy) == "max_cost");
+  CHECK(llm.used() == 2);
+}

@@ -1,0 +1,46 @@
+// The CUDA backend's entry points (cuda_backend.hpp).
+#include "eval/cuda/cuda_backend.hpp"
+
+#include <fmt/format.h>
+
+#include "eval/cuda/cuda_api.hpp"
+#include "eval/cuda/cuda_device.hpp"
+#include "eval/cuda/nvrtc_compiler.hpp"
+#include "ksearch/error.hpp"
+
+namespace ks::eval {
+
+bool cuda_probe(std::string* why) {
+  try {
+    cuda::driver();
+    return true;
+  } catch (const Error& e) {
+    if (why) *why = e.what();
+    return false;
+  }
+}
+
+std::string cuda_device_arch(int ordinal) {
+  const auto& api = cuda::driver();
+  if (ordinal < 0 || ordinal >= api.device_count)
+    throw Error(Status::no_device, fmt::format("CUDA device {} does not exist; {} visible", ordinal,
+                                               api.device_count));
+  CUdevice dev = 0;
+  int major = 0, minor = 0;
+  if (api.cuDeviceGet(&dev, ordinal) != CUDA_SUCCESS ||
+      api.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) != CUDA_SUCCESS ||
+      api.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) != CUDA_SUCCESS)
+    throw Error(Status::no_device,
+                fmt::format("cannot read the compute capability of CUDA device {}", ordinal));
+  return cuda::arch_for_capability(major, minor);
+}
+
+std::unique_ptr<Device> make_cuda_device(int ordinal) {
+  return std::make_unique<cuda::CudaDevice>(ordinal);
+}
+
+std::unique_ptr<Compiler> make_cuda_compiler(const CudaCompilerOptions& options) {
+  return std::make_unique<cuda::CudaCompiler>(options);
+}
+
+}  // namespace ks::eval

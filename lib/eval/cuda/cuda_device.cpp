@@ -1,0 +1,373 @@
+#include "eval/cuda/cuda_device.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/fs.hpp"
+#include "eval/compare.hpp"
+#include "eval/cuda/embedded.hpp"
+#include "eval/cuda/nvrtc_compiler.hpp"
+#include "ksearch/error.hpp"
+
+namespace ks::eval::cuda {
+namespace {
+
+// Laid out as KsCompareResult in kernels/runtime.cu.
+struct CompareResult {
+  std::uint64_t mismatches = 0;
+  std::uint64_t nonfinite_mismatches = 0;
+  std::uint64_t poisoned = 0;
+  std::uint64_t first_bad = ~0ULL;
+  std::uint64_t max_abs_bits = 0;
+  std::uint64_t max_rel_bits = 0;
+};
+
+constexpr unsigned kRuntimeBlock = 256;
+
+std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / (1024.0 * 1024 * 1024)); }
+
+[[noreturn]] void setup_failed(const DriverApi& api, CUresult r, const char* call, int ordinal) {
+  throw Error(Status::no_device, fmt::format("CUDA device {}: {} failed with {}", ordinal, call,
+                                             error_text(api, r)));
+}
+
+double bits_to_double(std::uint64_t bits) {
+  double d;
+  std::memcpy(&d, &bits, sizeof d);
+  return d;
+}
+
+}  // namespace
+
+std::string arch_for_capability(int major, int minor) {
+  // From Hopper on, the "a" targets unlock the chip's own instructions.
+  return fmt::format("sm_{}{}{}", major, minor, major >= 9 ? "a" : "");
+}
+
+PeakFigures estimate_peaks(const std::string& name, int major, int minor, int sm_count,
+                           double sm_clock_khz, double mem_clock_khz, int bus_width_bits) {
+  PeakFigures p;
+  // Dense tensor-core operations per SM per clock at the chip's fastest
+  // precision: fp4 on Blackwell datacenter parts, fp8 on Hopper (1979 TFLOP/s
+  // on an H100 SXM), int8/fp8 before. Rounded up: the figure bounds what is
+  // physically possible, so erring high never rejects an honest kernel.
+  double per_sm_clock = 4096;
+  std::string rate = "int8/fp8 tensor cores";
+  if (major == 9) per_sm_clock = 8192, rate = "fp8 tensor cores";
+  if (major == 10 || major == 11 || major > 12) per_sm_clock = 32768, rate = "fp4 tensor cores";
+  if (major == 12) per_sm_clock = 8192, rate = "fp4 tensor cores";
+  double clock_hz = sm_clock_khz * 1e3;
+  std::string clock_note = "reported clock";
+  if (clock_hz <= 0) clock_hz = 2.5e9, clock_note = "assumed 2.5 GHz clock";
+  p.flops = per_sm_clock * sm_count * clock_hz;
+  p.source = fmt::format("flops: {} SMs x {} ops/clock ({}, sm_{}{}) x {}", sm_count,
+                         per_sm_clock, rate, major, minor, clock_note);
+
+  if (mem_clock_khz > 0 && bus_width_bits > 0) {
+    p.bytes_per_s = 2.0 * mem_clock_khz * 1e3 * bus_width_bits / 8.0;  // double data rate
+    p.source += fmt::format("; bandwidth: driver attributes (memory clock {:.0f} MHz, {}-bit bus)",
+                            mem_clock_khz / 1e3, bus_width_bits);
+    return p;
+  }
+  struct Known {
+    const char* part;
+    double bytes_per_s;
+  };
+  // Vendor datasheet figures; the first part whose name appears wins.
+  static const Known known[] = {{"GH200", 4.9e12}, {"H200", 4.8e12},   {"H100 PCIe", 2.0e12},
+                                {"H100", 3.35e12}, {"H800", 3.35e12},  {"B200", 8.0e12},
+                                {"B100", 8.0e12},  {"A100", 2.039e12}, {"L40S", 0.864e12}};
+  for (const auto& k : known) {
+    if (name.find(k.part) == std::string::npos) continue;
+    p.bytes_per_s = k.bytes_per_s;
+    p.source += fmt::format("; bandwidth: table of known parts ({}: {:.2f} TB/s)", k.part,
+                            k.bytes_per_s / 1e12);
+    return p;
+  }
+  p.bytes_per_s = 10e12;
+  p.source += "; bandwidth: unknown part, assumed a generous 10 TB/s";
+  return p;
+}
+
+CudaDevice::CudaDevice(int ordinal) : api_(driver()), ordinal_(ordinal) {
+  if (ordinal < 0 || ordinal >= api_.device_count)
+    throw Error(Status::no_device,
+                fmt::format("CUDA device {} does not exist; {} device{} visible", ordinal,
+                            api_.device_count, api_.device_count == 1 ? " is" : "s are"));
+  CUresult r = api_.cuDeviceGet(&device_, ordinal);
+  if (r != CUDA_SUCCESS) setup_failed(api_, r, "cuDeviceGet", ordinal);
+  r = api_.cuDevicePrimaryCtxRetain(&context_, device_);
+  if (r != CUDA_SUCCESS) setup_failed(api_, r, "cuDevicePrimaryCtxRetain", ordinal);
+  r = api_.cuCtxSetCurrent(context_);
+  if (r != CUDA_SUCCESS) setup_failed(api_, r, "cuCtxSetCurrent", ordinal);
+  r = api_.cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING);
+  if (r != CUDA_SUCCESS) setup_failed(api_, r, "cuStreamCreate", ordinal);
+
+  auto attr = [&](CUdevice_attribute a) {
+    int v = 0;
+    return api_.cuDeviceGetAttribute(&v, a, device_) == CUDA_SUCCESS ? v : 0;
+  };
+  char name[256] = {};
+  api_.cuDeviceGetName(name, sizeof name - 1, device_);
+  const int major = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+  const int minor = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+  const int sms = attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+  std::size_t total = 0;
+  api_.cuDeviceTotalMem(&total, device_);
+
+  limits_.max_threads_per_block = attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+  limits_.max_block = {attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X), attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y),
+                       attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z)};
+  limits_.max_grid = {attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X), attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y),
+                      attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)};
+  limits_.max_shared_per_block = attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK);
+  limits_.max_shared_per_block_optin =
+      std::max(limits_.max_shared_per_block,
+               std::int64_t{attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)});
+  limits_.cluster_launch = attr(CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH) != 0;
+  // 8 blocks is the portable cluster size; Hopper runs 16 once a kernel opts in.
+  limits_.max_cluster_size = major >= 9 ? 16 : 8;
+
+  info_.backend = "cuda";
+  info_.name = name;
+  info_.arch = arch_for_capability(major, minor);
+  info_.count = 1;
+  info_.l2_bytes = attr(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE);
+  info_.memory_bytes = static_cast<std::int64_t>(total);
+  peaks_ = estimate_peaks(info_.name, major, minor, sms, attr(CU_DEVICE_ATTRIBUTE_CLOCK_RATE),
+                          attr(CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE),
+                          attr(CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH));
+  info_.peak_flops = peaks_.flops;
+  info_.peak_bytes_per_s = peaks_.bytes_per_s;
+}
+
+CudaDevice::~CudaDevice() {
+  // Teardown in a context a kernel broke fails; nothing useful can be done
+  // about that, and the process is about to end.
+  api_.cuCtxSetCurrent(context_);
+  if (compare_result_) api_.cuMemFree(compare_result_.addr);
+  if (flush_buffer_) api_.cuMemFree(flush_buffer_.addr);
+  if (runtime_module_) api_.cuModuleUnload(runtime_module_);
+  if (stream_) api_.cuStreamDestroy(stream_);
+  if (context_) api_.cuDevicePrimaryCtxRelease(device_);
+}
+
+void CudaDevice::make_current() const {
+  CUresult r = api_.cuCtxSetCurrent(context_);
+  if (r != CUDA_SUCCESS) cuda::check(r, "cuCtxSetCurrent");
+}
+
+void CudaDevice::require_usable() const {
+  if (!sticky_error_.empty())
+    throw RunError(RunFailure{EvalStatus::crashed,
+                              "the CUDA context is unusable after an earlier error: " + sticky_error_});
+}
+
+void CudaDevice::check(CUresult r, const char* call, std::string_view what) {
+  if (r == CUDA_SUCCESS) return;
+  try {
+    cuda::check(r, call, what);
+  } catch (const RunError& e) {
+    if (is_sticky(r) && sticky_error_.empty()) sticky_error_ = e.what();
+    throw;
+  }
+}
+
+Buffer CudaDevice::alloc(std::size_t bytes) {
+  require_usable();
+  make_current();
+  if (bytes == 0) return Buffer{};
+  CUdeviceptr p = 0;
+  CUresult r = api_.cuMemAlloc(&p, bytes);
+  if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+    std::size_t free_b = 0, total_b = 0;
+    api_.cuMemGetInfo(&free_b, &total_b);
+    throw RunError(RunFailure{
+        EvalStatus::runtime_error,
+        fmt::format("out of device memory: cannot allocate {} ({} bytes; {} free of {})",
+                    gib(static_cast<double>(bytes)), bytes, gib(static_cast<double>(free_b)),
+                    gib(static_cast<double>(total_b)))});
+  }
+  check(r, "cuMemAlloc", fmt::format("{} bytes", bytes));
+  return Buffer{p, bytes};
+}
+
+void CudaDevice::free(Buffer b) {
+  // Freeing never throws: it runs on cleanup paths, also after a crash.
+  if (!b) return;
+  api_.cuCtxSetCurrent(context_);
+  api_.cuMemFree(b.addr);
+}
+
+void CudaDevice::upload(Buffer dst, const void* src, std::size_t bytes) {
+  require_usable();
+  if (bytes > dst.bytes)
+    throw Error(Status::invalid_argument,
+                fmt::format("upload of {} bytes into a {}-byte buffer", bytes, dst.bytes));
+  if (bytes == 0) return;
+  make_current();
+  check(api_.cuMemcpyHtoDAsync(dst.addr, src, bytes, stream_), "cuMemcpyHtoDAsync");
+  check(api_.cuStreamSynchronize(stream_), "cuStreamSynchronize", "after an upload");
+}
+
+void CudaDevice::download(void* dst, Buffer src, std::size_t bytes) {
+  require_usable();
+  if (bytes > src.bytes)
+    throw Error(Status::invalid_argument,
+                fmt::format("download of {} bytes from a {}-byte buffer", bytes, src.bytes));
+  if (bytes == 0) return;
+  make_current();
+  check(api_.cuMemcpyDtoHAsync(dst, src.addr, bytes, stream_), "cuMemcpyDtoHAsync");
+  check(api_.cuStreamSynchronize(stream_), "cuStreamSynchronize", "after a download");
+}
+
+void CudaDevice::copy(Buffer dst, Buffer src, std::size_t bytes) {
+  require_usable();
+  if (bytes > dst.bytes || bytes > src.bytes)
+    throw Error(Status::invalid_argument,
+                fmt::format("copy of {} bytes between buffers of {} and {} bytes", bytes,
+                            src.bytes, dst.bytes));
+  if (bytes == 0) return;
+  make_current();
+  check(api_.cuMemcpyDtoDAsync(dst.addr, src.addr, bytes, stream_), "cuMemcpyDtoDAsync");
+}
+
+void CudaDevice::load_runtime_kernels() {
+  std::call_once(runtime_once_, [&] {
+    CudaCompilerOptions opts;
+    opts.arch = info_.arch;
+    opts.use_pch = false;  // compiled once per machine, then read from the cache
+    CudaCompiler compiler(opts);
+    CompileRequest req;
+    req.solution.name = "ksearch-runtime";
+    req.solution.language = Language::cuda;
+    req.solution.sources = {{"ks_runtime.cu", std::string(embedded::runtime_kernels)},
+                            {"ks_rng.h", std::string(embedded::rng_header)}};
+    req.arch = info_.arch;
+    // The host computes inputs without fused multiply-adds; so must the GPU.
+    req.flags = {"-fmad=false"};
+    Artifact art;
+    try {
+      art = compiler.compile(req);
+    } catch (const CompileError& e) {
+      throw Error(Status::compile,
+                  fmt::format("the CUDA device's runtime kernels do not compile ({}); is the "
+                              "toolkit's include folder complete?\n{}",
+                              e.what(), e.log()));
+    }
+    std::string image = detail::read_file(art.path);
+    make_current();
+    check(api_.cuModuleLoadData(&runtime_module_, image.data()), "cuModuleLoadData",
+          "the device's runtime kernels");
+    for (const auto& sym : art.kernels) {
+      CUfunction f = nullptr;
+      check(api_.cuModuleGetFunction(&f, runtime_module_, sym.c_str()), "cuModuleGetFunction",
+            sym);
+      runtime_functions_[sym] = f;
+    }
+    compare_result_ = alloc(sizeof(CompareResult));
+  });
+}
+
+CUfunction CudaDevice::runtime_kernel(const std::string& name) {
+  load_runtime_kernels();
+  auto it = runtime_functions_.find(name);
+  if (it == runtime_functions_.end())
+    throw Error(Status::internal, "runtime kernel " + name + " missing from its module");
+  return it->second;
+}
+
+void CudaDevice::generate(Buffer b, DType dtype, std::size_t count, Distribution::Kind kind,
+                          double p0, double p1, std::uint64_t seed, std::uint64_t stream) {
+  require_usable();
+  count = std::min(count, b.bytes / dtype_size(dtype));
+  if (count == 0) return;
+  CUfunction f = runtime_kernel(std::string("ks_generate_") + to_string(dtype));
+  make_current();
+  unsigned long long n = count, s = seed, st = stream;
+  int k = static_cast<int>(kind);
+  CUdeviceptr out = b.addr;
+  void* params[] = {&out, &n, &k, &p0, &p1, &s, &st};
+  auto blocks = static_cast<unsigned>(
+      std::min<std::size_t>((count + kRuntimeBlock - 1) / kRuntimeBlock, 65535));
+  check(api_.cuLaunchKernel(f, blocks, 1, 1, kRuntimeBlock, 1, 1, 0, stream_, params, nullptr),
+        "cuLaunchKernel", "input generation");
+}
+
+void CudaDevice::poison(Buffer b, std::size_t bytes) {
+  require_usable();
+  bytes = std::min(bytes, b.bytes);
+  if (bytes == 0) return;
+  make_current();
+  check(api_.cuMemsetD8Async(b.addr, 0xFF, bytes, stream_), "cuMemsetD8Async", "poisoning");
+}
+
+CompareStats CudaDevice::compare(Buffer out, Buffer ref, DType dtype, std::size_t count,
+                                 const Tolerance& tol) {
+  require_usable();
+  const std::size_t esize = dtype_size(dtype);
+  if (count * esize > out.bytes || count * esize > ref.bytes)
+    throw Error(Status::invalid_argument,
+                fmt::format("compare of {} elements over buffers of {} and {} bytes", count,
+                            out.bytes, ref.bytes));
+  CompareStats st;
+  st.count = count;
+  if (count == 0) return st;
+  CUfunction f = runtime_kernel(std::string("ks_compare_") + to_string(dtype));
+  make_current();
+  CompareResult init;
+  check(api_.cuMemcpyHtoDAsync(compare_result_.addr, &init, sizeof init, stream_),
+        "cuMemcpyHtoDAsync", "comparison setup");
+  unsigned long long n = count;
+  double atol = tol.atol, rtol = tol.rtol;
+  int forbid = tol.nan_policy == Tolerance::NanPolicy::forbid ? 1 : 0;
+  CUdeviceptr o = out.addr, r = ref.addr, res = compare_result_.addr;
+  void* params[] = {&o, &r, &n, &atol, &rtol, &forbid, &res};
+  auto blocks = static_cast<unsigned>(
+      std::min<std::size_t>((count + kRuntimeBlock - 1) / kRuntimeBlock, 4096));
+  check(api_.cuLaunchKernel(f, blocks, 1, 1, kRuntimeBlock, 1, 1, 0, stream_, params, nullptr),
+        "cuLaunchKernel", "output comparison");
+  CompareResult got;
+  download(&got, compare_result_, sizeof got);
+  st.mismatches = got.mismatches;
+  st.nonfinite_mismatches = got.nonfinite_mismatches;
+  st.poisoned = got.poisoned;
+  st.max_abs_error = bits_to_double(got.max_abs_bits);
+  st.max_rel_error = bits_to_double(got.max_rel_bits);
+  if (got.first_bad != ~0ULL) {
+    st.first_bad_index = static_cast<std::int64_t>(got.first_bad);
+    unsigned char ov[8] = {}, rv[8] = {};
+    download(ov, Buffer{out.addr + got.first_bad * esize, esize}, esize);
+    download(rv, Buffer{ref.addr + got.first_bad * esize, esize}, esize);
+    st.first_bad_out = load_element(ov, dtype, 0);
+    st.first_bad_ref = load_element(rv, dtype, 0);
+  }
+  return st;
+}
+
+void CudaDevice::flush_cache() {
+  require_usable();
+  make_current();
+  if (!flush_buffer_) {
+    // Twice the L2, so no line of the last run survives the writes.
+    std::size_t bytes = std::max<std::size_t>(2 * static_cast<std::size_t>(info_.l2_bytes), 8u << 20);
+    flush_buffer_ = alloc(bytes);
+  }
+  check(api_.cuMemsetD32Async(flush_buffer_.addr, ++flush_value_, flush_buffer_.bytes / 4, stream_),
+        "cuMemsetD32Async", "L2 flush");
+}
+
+void CudaDevice::synchronize() {
+  require_usable();
+  make_current();
+  check(api_.cuStreamSynchronize(stream_), "cuStreamSynchronize");
+}
+
+std::unique_ptr<Program> CudaDevice::load(const Artifact& artifact, const Solution& solution) {
+  require_usable();
+  return std::make_unique<CudaProgram>(*this, artifact, solution);
+}
+
+}  // namespace ks::eval::cuda

@@ -1,0 +1,134 @@
+// The CUDA evaluation device (one GPU: its primary context and one stream)
+// and the programs it loads (a cubin plus its launch plan).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "eval/backend.hpp"
+#include "eval/cuda/cuda_api.hpp"
+#include "eval/cuda/launch_plan.hpp"
+
+namespace ks::eval::cuda {
+
+// Peak figures for the speed-of-light bound, and where they came from.
+struct PeakFigures {
+  double flops = 0;          // highest dense tensor-core rate the chip offers, per second
+  double bytes_per_s = 0;    // DRAM bandwidth
+  std::string source;        // "driver attributes" or "table of known parts: ..."
+};
+
+// Generous peaks for compute capability `cc_major.cc_minor` (see cuda_device.cpp).
+PeakFigures estimate_peaks(const std::string& name, int cc_major, int cc_minor, int sm_count,
+                           double sm_clock_khz, double mem_clock_khz, int bus_width_bits);
+
+// "sm_90a" for Hopper, "sm_100a" for Blackwell, "sm_86" for others: the
+// architecture-specific target where one exists, so candidates may use every
+// instruction of the chip (wgmma, setmaxnreg, tcgen05, ...).
+std::string arch_for_capability(int cc_major, int cc_minor);
+
+class CudaDevice final : public Device {
+ public:
+  explicit CudaDevice(int ordinal);
+  ~CudaDevice() override;
+  CudaDevice(const CudaDevice&) = delete;
+  CudaDevice& operator=(const CudaDevice&) = delete;
+
+  DeviceInfo info() const override { return info_; }
+  Buffer alloc(std::size_t bytes) override;
+  void free(Buffer b) override;
+  void upload(Buffer dst, const void* src, std::size_t bytes) override;
+  void download(void* dst, Buffer src, std::size_t bytes) override;
+  void copy(Buffer dst, Buffer src, std::size_t bytes) override;
+  void generate(Buffer b, DType dtype, std::size_t count, Distribution::Kind kind, double p0,
+                double p1, std::uint64_t seed, std::uint64_t stream) override;
+  void poison(Buffer b, std::size_t bytes) override;
+  CompareStats compare(Buffer out, Buffer ref, DType dtype, std::size_t count,
+                       const Tolerance& tol) override;
+  void flush_cache() override;
+  void synchronize() override;
+  std::unique_ptr<Program> load(const Artifact& artifact, const Solution& solution) override;
+
+  const DeviceLimits& limits() const { return limits_; }
+  const PeakFigures& peaks() const { return peaks_; }
+  CUstream stream() const { return stream_; }
+  // Makes this device's context current on the calling thread.
+  void make_current() const;
+  // Like cuda::check, and remembers a sticky error: afterwards every call
+  // fails at once with RunError(crashed), since the context is unusable.
+  void check(CUresult r, const char* call, std::string_view what = {});
+  // Throws RunError(crashed) when an earlier call hit a sticky error.
+  void require_usable() const;
+
+ private:
+  void load_runtime_kernels();
+  CUfunction runtime_kernel(const std::string& name);
+
+  const DriverApi& api_;
+  int ordinal_ = 0;
+  CUdevice device_ = 0;
+  CUcontext context_ = nullptr;
+  CUstream stream_ = nullptr;
+  DeviceInfo info_;
+  DeviceLimits limits_;
+  PeakFigures peaks_;
+  std::string sticky_error_;
+
+  std::once_flag runtime_once_;
+  CUmodule runtime_module_ = nullptr;
+  std::map<std::string, CUfunction> runtime_functions_;
+  Buffer compare_result_;
+  Buffer flush_buffer_;
+  unsigned flush_value_ = 0;
+};
+
+class CudaProgram final : public Program {
+ public:
+  CudaProgram(CudaDevice& device, const Artifact& artifact, const Solution& solution);
+  ~CudaProgram() override;
+  CudaProgram(const CudaProgram&) = delete;
+  CudaProgram& operator=(const CudaProgram&) = delete;
+
+  void bind(const Bindings& b) override;
+  void launch() override;
+  void synchronize() override;
+  double timed_launch() override;
+  void poison_scratch() override;
+
+  const ResolvedPlan& resolved() const { return resolved_; }
+
+ private:
+  struct Function {
+    CUfunction handle = nullptr;
+    KernelDesc desc;
+    std::int64_t dynamic_shared_limit = 48 * 1024;  // what the attribute currently allows
+    bool non_portable_cluster = false;
+  };
+  struct Launch {
+    Function* function = nullptr;
+    std::vector<std::array<unsigned char, 8>> values;
+    std::vector<void*> params;
+  };
+  Function* function_for(const std::string& plan_name);
+  void enqueue(bool check_each);
+  void free_scratch();
+  std::string kernel_list() const;
+
+  CudaDevice& device_;
+  CUmodule module_ = nullptr;
+  LaunchPlan plan_;
+  std::map<std::string, std::string> symbols_;  // plan name -> symbol
+  std::vector<CubinKernel> cubin_kernels_;
+  std::map<std::string, Function> functions_;   // by symbol
+  ResolvedPlan resolved_;
+  std::map<std::string, Buffer> scratch_;
+  std::vector<Launch> launches_;
+  bool bound_ = false;
+  bool checked_run_done_ = false;
+  CUevent start_ = nullptr, stop_ = nullptr;
+};
+
+}  // namespace ks::eval::cuda

@@ -1,0 +1,264 @@
+// A loaded candidate: its module, its launch plan resolved for the bound
+// workload, and the scratch buffers the plan asks for.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/fs.hpp"
+#include "eval/cuda/cuda_device.hpp"
+#include "eval/cuda/nvrtc_compiler.hpp"
+#include "ksearch/error.hpp"
+
+namespace ks::eval::cuda {
+namespace {
+
+// Dynamic shared memory a kernel may use without raising its attribute.
+constexpr std::int64_t kDefaultDynamicShared = 48 * 1024;
+
+[[noreturn]] void plan_error(const std::string& what) {
+  throw RunError(RunFailure{EvalStatus::runtime_error, what});
+}
+
+}  // namespace
+
+CudaProgram::CudaProgram(CudaDevice& device, const Artifact& artifact, const Solution& solution)
+    : device_(device) {
+  const DriverApi& api = driver();
+  try {
+    plan_ = LaunchPlan::parse(solution.launch_plan);
+  } catch (const Error& e) {
+    plan_error(e.what());
+  }
+  std::string image = detail::read_file(artifact.path);
+  try {
+    cubin_kernels_ = inspect_cubin(image);
+  } catch (const Error& e) {
+    throw Error(Status::internal, fmt::format("artifact {}: {}", artifact.path, e.what()));
+  }
+  symbols_ = artifact.lowered_names;
+  device_.make_current();
+  CUresult r = api.cuModuleLoadData(&module_, image.data());
+  if (r == CUDA_ERROR_NO_BINARY_FOR_GPU || r == CUDA_ERROR_INVALID_IMAGE ||
+      r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION)
+    plan_error(fmt::format("cuModuleLoadData: {}: the cubin does not fit this GPU ({}); it was "
+                           "compiled for another architecture",
+                           error_text(api, r), device_.info().arch));
+  device_.check(r, "cuModuleLoadData");
+  device_.check(api.cuEventCreate(&start_, CU_EVENT_DEFAULT), "cuEventCreate");
+  device_.check(api.cuEventCreate(&stop_, CU_EVENT_DEFAULT), "cuEventCreate");
+}
+
+CudaProgram::~CudaProgram() {
+  const DriverApi& api = driver();
+  try {
+    device_.make_current();
+  } catch (const RunError&) {
+    return;  // the context is gone; so is everything it owned
+  }
+  free_scratch();
+  if (start_) api.cuEventDestroy(start_);
+  if (stop_) api.cuEventDestroy(stop_);
+  if (module_) api.cuModuleUnload(module_);
+}
+
+void CudaProgram::free_scratch() {
+  for (auto& [name, buf] : scratch_) device_.free(buf);
+  scratch_.clear();
+}
+
+CudaProgram::Function* CudaProgram::function_for(const std::string& plan_name) {
+  std::string symbol;
+  if (auto it = symbols_.find(plan_name); it != symbols_.end()) {
+    symbol = it->second;
+  } else {
+    KernelCatalog cat = module_catalog(cubin_kernels_, symbols_);
+    const KernelDesc* d = cat.find(plan_name);
+    if (!d) return nullptr;
+    symbol = d->symbol;
+  }
+  if (auto it = functions_.find(symbol); it != functions_.end()) return &it->second;
+
+  const DriverApi& api = driver();
+  Function f;
+  CUresult r = api.cuModuleGetFunction(&f.handle, module_, symbol.c_str());
+  if (r == CUDA_ERROR_NOT_FOUND) return nullptr;
+  device_.check(r, "cuModuleGetFunction", symbol);
+  f.desc.symbol = symbol;
+  // The parameter layout from the driver when it can tell (CUDA 12.4+),
+  // else from the cubin's own records.
+  if (api.cuFuncGetParamInfo) {
+    std::vector<ParamInfo> params;
+    for (std::size_t i = 0; i < 4096; ++i) {
+      std::size_t offset = 0, size = 0;
+      if (api.cuFuncGetParamInfo(f.handle, i, &offset, &size) != CUDA_SUCCESS) break;
+      params.push_back(ParamInfo{static_cast<std::uint32_t>(offset), static_cast<std::uint32_t>(size)});
+    }
+    f.desc.params = std::move(params);
+  } else {
+    for (const auto& k : cubin_kernels_)
+      if (k.symbol == symbol) f.desc.params = k.params;
+  }
+  int value = 0;
+  if (api.cuFuncGetAttribute(&value, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f.handle) == CUDA_SUCCESS)
+    f.desc.max_threads_per_block = value;
+  if (api.cuFuncGetAttribute(&value, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f.handle) == CUDA_SUCCESS)
+    f.desc.static_shared_bytes = value;
+  if (api.cuFuncGetAttribute(&value, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, f.handle) == CUDA_SUCCESS)
+    f.dynamic_shared_limit = value;
+  return &functions_.emplace(symbol, std::move(f)).first->second;
+}
+
+std::string CudaProgram::kernel_list() const {
+  std::string out;
+  for (const auto& l : resolved_.launches)
+    if (out.find("`" + l.kernel + "`") == std::string::npos)
+      out += (out.empty() ? "`" : ", `") + l.kernel + "`";
+  return out;
+}
+
+void CudaProgram::bind(const Bindings& b) {
+  device_.require_usable();
+  device_.make_current();
+  const DriverApi& api = driver();
+  bound_ = false;
+
+  std::set<std::string> tensors;
+  for (const auto& [name, buf] : b.tensors) tensors.insert(name);
+  KernelCatalog cat;
+  for (const auto& k : cubin_kernels_) cat.names.push_back(plan_name_of(k.demangled));
+  cat.find = [this](const std::string& name) -> const KernelDesc* {
+    Function* f = function_for(name);
+    return f ? &f->desc : nullptr;
+  };
+  try {
+    resolved_ = resolve_plan(plan_, b.vars, tensors, cat, device_.limits());
+  } catch (const Error& e) {
+    plan_error(e.what());
+  }
+
+  free_scratch();
+  for (const auto& s : resolved_.scratch) {
+    Buffer buf = device_.alloc(s.bytes);
+    scratch_[s.name] = buf;
+  }
+  poison_scratch();
+
+  launches_.clear();
+  for (const auto& l : resolved_.launches) {
+    Launch launch;
+    launch.function = function_for(l.kernel);
+    Function& f = *launch.function;
+    // Above 48 KB a kernel must opt in to its dynamic shared memory.
+    auto dynamic = static_cast<std::int64_t>(l.shared_bytes);
+    if (dynamic > kDefaultDynamicShared && dynamic > f.dynamic_shared_limit) {
+      device_.check(api.cuFuncSetAttribute(f.handle, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                           static_cast<int>(dynamic)),
+                    "cuFuncSetAttribute",
+                    fmt::format("raising `{}` to {} bytes of dynamic shared memory", l.kernel, dynamic));
+      f.dynamic_shared_limit = dynamic;
+    }
+    if (l.has_cluster && l.cluster[0] * l.cluster[1] * l.cluster[2] > 8 && !f.non_portable_cluster) {
+      device_.check(api.cuFuncSetAttribute(f.handle, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
+                    "cuFuncSetAttribute", fmt::format("allowing `{}` clusters above 8 blocks", l.kernel));
+      f.non_portable_cluster = true;
+    }
+    for (const auto& a : l.args) {
+      std::array<unsigned char, 8> v{};
+      if (a.is_buffer) {
+        auto t = b.tensors.find(a.buffer);
+        Buffer buf = t != b.tensors.end() ? t->second : scratch_.at(a.buffer);
+        CUdeviceptr p = buf.addr;
+        std::memcpy(v.data(), &p, sizeof p);
+      } else {
+        v = a.bytes;
+      }
+      launch.values.push_back(v);
+    }
+    // The pointers are taken after the values stop moving.
+    for (auto& v : launch.values) launch.params.push_back(v.data());
+    launches_.push_back(std::move(launch));
+  }
+  bound_ = true;
+  checked_run_done_ = false;
+}
+
+void CudaProgram::enqueue(bool check_each) {
+  if (!bound_) throw Error(Status::state, "launch() before a successful bind()");
+  device_.require_usable();
+  device_.make_current();
+  const DriverApi& api = driver();
+  for (std::size_t i = 0; i < launches_.size(); ++i) {
+    const ResolvedLaunch& l = resolved_.launches[i];
+    Launch& launch = launches_[i];
+    void** params = launch.params.empty() ? nullptr : launch.params.data();
+    CUresult r;
+    if (l.has_cluster) {
+      if (!api.cuLaunchKernelEx)
+        plan_error("cluster launches need cuLaunchKernelEx (a CUDA 12.0 or newer driver)");
+      CUlaunchAttribute attr{};
+      attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+      attr.value.clusterDim.x = l.cluster[0];
+      attr.value.clusterDim.y = l.cluster[1];
+      attr.value.clusterDim.z = l.cluster[2];
+      CUlaunchConfig cfg{};
+      cfg.gridDimX = l.grid[0];
+      cfg.gridDimY = l.grid[1];
+      cfg.gridDimZ = l.grid[2];
+      cfg.blockDimX = l.block[0];
+      cfg.blockDimY = l.block[1];
+      cfg.blockDimZ = l.block[2];
+      cfg.sharedMemBytes = static_cast<unsigned>(l.shared_bytes);
+      cfg.hStream = device_.stream();
+      cfg.attrs = &attr;
+      cfg.numAttrs = 1;
+      r = api.cuLaunchKernelEx(&cfg, launch.function->handle, params, nullptr);
+    } else {
+      r = api.cuLaunchKernel(launch.function->handle, l.grid[0], l.grid[1], l.grid[2], l.block[0],
+                             l.block[1], l.block[2], static_cast<unsigned>(l.shared_bytes),
+                             device_.stream(), params, nullptr);
+    }
+    device_.check(r, "cuLaunchKernel",
+                  fmt::format("launching kernel `{}` with grid {}x{}x{}, block {}x{}x{}, {} bytes "
+                              "of dynamic shared memory",
+                              l.kernel, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1],
+                              l.block[2], l.shared_bytes));
+    if (check_each)
+      device_.check(api.cuStreamSynchronize(device_.stream()), "cuStreamSynchronize",
+                    fmt::format("while running kernel `{}`", l.kernel));
+  }
+}
+
+void CudaProgram::launch() {
+  // The first run after bind() goes kernel by kernel, so a fault names the
+  // kernel that caused it; later runs are queued without waiting.
+  enqueue(!checked_run_done_);
+  checked_run_done_ = true;
+}
+
+void CudaProgram::synchronize() {
+  device_.require_usable();
+  device_.make_current();
+  device_.check(driver().cuStreamSynchronize(device_.stream()), "cuStreamSynchronize",
+                "while running kernel(s) " + kernel_list());
+}
+
+double CudaProgram::timed_launch() {
+  const DriverApi& api = driver();
+  device_.require_usable();
+  device_.make_current();
+  device_.check(api.cuEventRecord(start_, device_.stream()), "cuEventRecord");
+  enqueue(false);
+  device_.check(api.cuEventRecord(stop_, device_.stream()), "cuEventRecord");
+  device_.check(api.cuEventSynchronize(stop_), "cuEventSynchronize",
+                "while running kernel(s) " + kernel_list());
+  float ms = 0;
+  device_.check(api.cuEventElapsedTime(&ms, start_, stop_), "cuEventElapsedTime");
+  return ms;
+}
+
+void CudaProgram::poison_scratch() {
+  for (const auto& [name, buf] : scratch_) device_.poison(buf, buf.bytes);
+}
+
+}  // namespace ks::eval::cuda

@@ -1,0 +1,152 @@
+// Kernels the CUDA evaluation device runs for itself: input generation and
+// output comparison. Compiled at run time by NVRTC (with -fmad=false, so no
+// multiply-add is fused where the host's code rounds twice), through the
+// same cubin cache as candidates; the text is embedded into libksearch.
+//
+// Both follow lib/eval/compare.cpp rule for rule, so a GPU evaluation and a
+// host evaluation of the same task see the same inputs and judge outputs the
+// same way.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "ks_rng.h"
+
+typedef unsigned long long ks_u64_t;
+
+// ---------------------------------------------------------------------------
+// Conversions of generated doubles: floats round to nearest even (one
+// rounding, straight from double); integers round half away from zero and
+// saturate to the type's range; NaN becomes 0.
+
+__device__ __forceinline__ double ks_round_int(double v) { return isnan(v) ? 0.0 : round(v); }
+
+__device__ __forceinline__ float ks_to_f32(double v) { return __double2float_rn(v); }
+__device__ __forceinline__ double ks_to_f64(double v) { return v; }
+__device__ __forceinline__ __half ks_to_f16(double v) { return __double2half(v); }
+__device__ __forceinline__ __nv_bfloat16 ks_to_bf16(double v) { return __double2bfloat16(v); }
+__device__ __forceinline__ int ks_to_i32(double v) {
+  double r = ks_round_int(v);
+  if (r <= -2147483648.0) return (-2147483647 - 1);
+  if (r >= 2147483647.0) return 2147483647;
+  return (int)r;
+}
+__device__ __forceinline__ long long ks_to_i64(double v) {
+  double r = ks_round_int(v);
+  if (r <= -9223372036854775808.0) return (-9223372036854775807LL - 1);
+  if (r >= 9223372036854775807.0) return 9223372036854775807LL;
+  return (long long)r;
+}
+__device__ __forceinline__ unsigned char ks_to_u8(double v) {
+  double r = ks_round_int(v);
+  if (r <= 0.0) return 0;
+  if (r >= 255.0) return 255;
+  return (unsigned char)r;
+}
+
+// One launch per tensor; element i is a pure function of (seed, stream, i).
+#define KS_GENERATE(suffix, T)                                                                 \
+  extern "C" __global__ void ks_generate_##suffix(T* out, ks_u64_t n, int kind, double p0,      \
+                                                  double p1, ks_u64_t seed, ks_u64_t stream) {  \
+    const ks_u64_t step = (ks_u64_t)gridDim.x * blockDim.x;                                    \
+    for (ks_u64_t i = (ks_u64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step)       \
+      out[i] = ks_to_##suffix(ks_rng_value(kind, p0, p1, seed, stream, i));                    \
+  }
+
+KS_GENERATE(f32, float)
+KS_GENERATE(f64, double)
+KS_GENERATE(f16, __half)
+KS_GENERATE(bf16, __nv_bfloat16)
+KS_GENERATE(i32, int)
+KS_GENERATE(i64, long long)
+KS_GENERATE(u8, unsigned char)
+
+// ---------------------------------------------------------------------------
+// Comparison. The result block is laid out as CompareResult in cuda_device.cpp.
+
+struct KsCompareResult {
+  ks_u64_t mismatches;
+  ks_u64_t nonfinite_mismatches;
+  ks_u64_t poisoned;
+  ks_u64_t first_bad;      // smallest bad index; ~0 when none
+  ks_u64_t max_abs_bits;   // non-negative doubles order like their bit patterns
+  ks_u64_t max_rel_bits;
+};
+
+__device__ __forceinline__ double ks_value(float v) { return (double)v; }
+__device__ __forceinline__ double ks_value(double v) { return v; }
+__device__ __forceinline__ double ks_value(__half v) { return (double)__half2float(v); }
+__device__ __forceinline__ double ks_value(__nv_bfloat16 v) { return (double)__bfloat162float(v); }
+__device__ __forceinline__ double ks_value(int v) { return (double)v; }
+__device__ __forceinline__ double ks_value(long long v) { return (double)v; }
+__device__ __forceinline__ double ks_value(unsigned char v) { return (double)v; }
+
+// T is the element type, U an unsigned integer of the same size (the poison
+// pattern is every byte 0xFF).
+template <typename T, typename U>
+__device__ void ks_compare(const T* out, const T* ref, ks_u64_t n, double atol, double rtol,
+                           int forbid_nonfinite, KsCompareResult* result) {
+  const U poison = (U)~(U)0;
+  ks_u64_t bad_count = 0, nonfinite_count = 0, poisoned_count = 0, first_bad = ~0ULL;
+  double max_abs = 0.0, max_rel = 0.0;
+  const ks_u64_t step = (ks_u64_t)gridDim.x * blockDim.x;
+  for (ks_u64_t i = (ks_u64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
+    const U ob = reinterpret_cast<const U*>(out)[i];
+    const U rb = reinterpret_cast<const U*>(ref)[i];
+    const double o = ks_value(out[i]), r = ks_value(ref[i]);
+    bool bad = false, nonfinite = false, poisoned = false;
+    if (ob == poison && rb != poison) {
+      bad = poisoned = true;
+    } else if (isfinite(o) && isfinite(r)) {
+      const double diff = fabs(o - r);
+      max_abs = fmax(max_abs, diff);
+      if (r != 0.0) max_rel = fmax(max_rel, diff / fabs(r));
+      // Explicit roundings: the bound must not become a fused multiply-add.
+      bad = !(diff <= __dadd_rn(atol, __dmul_rn(rtol, fabs(r))));
+    } else if (forbid_nonfinite && !isfinite(o)) {
+      bad = nonfinite = true;
+    } else {
+      const bool same = (isnan(o) && isnan(r)) || (isinf(o) && o == r);
+      bad = !same;
+      nonfinite = bad;
+    }
+    if (bad) {
+      ++bad_count;
+      if (nonfinite) ++nonfinite_count;
+      if (poisoned) ++poisoned_count;
+      if (i < first_bad) first_bad = i;
+    }
+  }
+  // Reduce within the warp, then one set of atomics per warp.
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    bad_count += __shfl_down_sync(0xffffffffu, bad_count, offset);
+    nonfinite_count += __shfl_down_sync(0xffffffffu, nonfinite_count, offset);
+    poisoned_count += __shfl_down_sync(0xffffffffu, poisoned_count, offset);
+    first_bad = min(first_bad, __shfl_down_sync(0xffffffffu, first_bad, offset));
+    max_abs = fmax(max_abs, __shfl_down_sync(0xffffffffu, max_abs, offset));
+    max_rel = fmax(max_rel, __shfl_down_sync(0xffffffffu, max_rel, offset));
+  }
+  if ((threadIdx.x & 31) != 0) return;
+  if (bad_count) {
+    atomicAdd(&result->mismatches, bad_count);
+    if (nonfinite_count) atomicAdd(&result->nonfinite_mismatches, nonfinite_count);
+    if (poisoned_count) atomicAdd(&result->poisoned, poisoned_count);
+    atomicMin(&result->first_bad, first_bad);
+  }
+  if (max_abs > 0.0) atomicMax(&result->max_abs_bits, (ks_u64_t)__double_as_longlong(max_abs));
+  if (max_rel > 0.0) atomicMax(&result->max_rel_bits, (ks_u64_t)__double_as_longlong(max_rel));
+}
+
+#define KS_COMPARE(suffix, T, U)                                                                  \
+  extern "C" __global__ void ks_compare_##suffix(const T* out, const T* ref, ks_u64_t n,         \
+                                                 double atol, double rtol, int forbid_nonfinite, \
+                                                 KsCompareResult* result) {                      \
+    ks_compare<T, U>(out, ref, n, atol, rtol, forbid_nonfinite, result);                         \
+  }
+
+KS_COMPARE(f32, float, unsigned int)
+KS_COMPARE(f64, double, ks_u64_t)
+KS_COMPARE(f16, __half, unsigned short)
+KS_COMPARE(bf16, __nv_bfloat16, unsigned short)
+KS_COMPARE(i32, int, unsigned int)
+KS_COMPARE(i64, long long, ks_u64_t)
+KS_COMPARE(u8, unsigned char, unsigned char)

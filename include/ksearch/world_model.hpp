@@ -55,6 +55,7 @@ struct KS_API SolutionRef {
   std::string parent_solution_id;
   int round = 0;
   Json eval;  // compact: {status, latency_ms, speedup, score}
+  std::string solution_name;  // the solution's human label, kept in the tree (the original dropped it)
 };
 
 // The result of parsing and applying an LLM answer to the tree.

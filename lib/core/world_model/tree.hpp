@@ -1,0 +1,147 @@
+// The world model's data: a flat list of nodes whose parent links form a
+// tree, in K-Search's JSON schema (see docs/world-model.md).
+//
+// Reading collects every problem as a sentence the LLM can act on, instead of
+// stopping at the first, because a rejected edit goes back to the model with
+// all of its reasons at once.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ksearch/json.hpp"
+
+namespace ks::wm {
+
+// Problems found while reading or validating, each a full sentence.
+class Problems {
+ public:
+  void add(std::string sentence) { list_.push_back(std::move(sentence)); }
+  bool empty() const { return list_.empty(); }
+  std::size_t size() const { return list_.size(); }
+  const std::vector<std::string>& list() const { return list_; }
+
+ private:
+  std::vector<std::string> list_;
+};
+
+// The three impact axes of the original schema, in its order.
+inline constexpr std::array<std::string_view, 3> kImpactKeys = {
+    "memory_bandwidth", "register_pressure", "compute_intensity_and_hw_fit"};
+// Only this axis carries hw_notes.
+inline constexpr std::size_t kHardwareFitImpact = 2;
+
+struct Impact {
+  std::optional<double> rating;  // 0..10
+  std::string risk;
+  std::string notes;
+  std::string hw_notes;
+  bool operator==(const Impact&) const = default;
+};
+
+// The action payload: a node with a non-empty title is an action.
+struct Action {
+  std::string title;
+  std::string description;
+  std::string rationale;
+  int difficulty = 3;                     // 1..5
+  double score = 0.5;                     // priority V, 0..1
+  std::optional<double> expected_factor;  // expected speedup vs the base, > 0
+  bool operator==(const Action&) const = default;
+};
+
+// solution_ref: written by the library only, never by the LLM.
+struct SolutionLink {
+  std::string solution_id;
+  std::string parent_solution_id;
+  std::string solution_name;
+  std::optional<int> round_index;
+  Json eval;  // null when nothing is attached
+  bool operator==(const SolutionLink&) const = default;
+};
+
+struct Node {
+  std::string id;
+  std::string parent_id;  // empty only for the root
+  bool is_root = false;
+  std::optional<std::string> decision;  // null on the dummy root
+  std::optional<std::string> choice;
+  SolutionLink solution;
+  std::array<Impact, 3> impacts;
+  double overall_rating = 5;  // 0..10
+  double confidence = 0.5;    // 0..1
+  int last_updated_round = 0;
+  std::string notes;
+  Action action;
+
+  bool solved() const { return !solution.solution_id.empty(); }
+  bool has_action() const { return !action.title.empty(); }
+  bool operator==(const Node&) const = default;
+};
+
+// Lookups are linear: trees hold tens of nodes, and a flat vector keeps the
+// copy-validate-commit cycle of an edit a plain value copy.
+struct Tree {
+  std::string kernel_summary;
+  std::vector<std::string> open_questions;
+  std::string root_id = "root";
+  std::string active_id = "root";
+  std::vector<Node> nodes;
+  Json computed_signals = Json::object();
+
+  const Node* find(std::string_view id) const;
+  Node* find(std::string_view id);
+  const Node& root() const;  // throws ks::Error(state) when missing
+  std::vector<const Node*> children_of(std::string_view id) const;
+  // An action that has no kernel yet.
+  bool is_open_action(const Node& n) const { return !n.is_root && n.has_action() && !n.solved(); }
+  // An open action whose base exists: its parent is the root or has a kernel.
+  bool is_executable(const Node& n) const;
+  // Root first, `id` last; empty when `id` is unknown. Safe on cyclic input.
+  std::vector<const Node*> path_to(std::string_view id) const;
+  // "root, n1, n2" (at most `max` ids, then "...").
+  std::string id_list(std::size_t max = 24) const;
+};
+
+// How a node object is read: a whole node from a file (everything allowed),
+// a new node from the LLM (no solution data), or a patch from the LLM
+// (patchable fields only; solution data must stay as it is).
+enum class NodeRead { from_file, new_from_llm, patch_from_llm };
+
+// Merges the fields present in `j` into `n`. `where` prefixes every problem.
+// Returns whether the object set action.score_0_to_1 (new actions without a
+// score take overall_rating / 10, as in the original).
+bool read_node_fields(const Json& j, Node& n, NodeRead mode, const std::string& where, Problems& p);
+
+// Reads a whole world model. `from_llm`: an init answer (nodes may not carry
+// solutions; computed_signals is machine-written and ignored).
+Tree read_tree(const Json& j, bool from_llm, int round, Problems& p);
+
+// The structural invariants: one root, unique well-formed ids, every parent
+// exists, no cycles, node types consistent, the active node exists, lineage
+// (an open node's parent_solution_id is its parent's solution).
+void check_structure(const Tree& t, Problems& p);
+
+// Fills an open node's empty parent_solution_id from its parent, so lineage
+// follows a parent that got its kernel after the child was inserted.
+void fill_lineage(Tree& t);
+
+// A problem with a node id as the LLM wrote it, or "" when it is fine.
+std::string check_node_id(std::string_view id);
+
+Json node_to_json(const Node& n);
+Json tree_to_json(const Tree& t);
+
+// Values from an attached evaluation, in this library's compact form
+// ({status, latency_ms, speedup, score}) or the original's (metrics.score,
+// "PASSED").
+bool eval_passed(const Json& eval);
+std::optional<double> eval_score(const Json& eval);
+std::optional<double> eval_speedup(const Json& eval);
+std::optional<double> eval_latency_ms(const Json& eval);
+
+}  // namespace ks::wm

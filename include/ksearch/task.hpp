@@ -66,4 +66,11 @@ class KS_API SpecTask : public Task {
   TaskSpec spec_;
 };
 
+// Reads a solution given as solution JSON (with "sources") or as an LLM-style
+// answer (fenced or tagged blocks, docs/candidate-format.md), trying the
+// task's languages in order. Throws ks::Error(Status::parse) with the reason.
+KS_API Solution parse_solution_text(std::string_view text, const TaskSpec& spec);
+// The same for a file; a relative path is read from the working directory.
+KS_API Solution load_solution_file(const std::filesystem::path& path, const TaskSpec& spec);
+
 }  // namespace ks

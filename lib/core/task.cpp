@@ -8,7 +8,9 @@
 #include <set>
 
 #include "core/expr.hpp"
+#include "core/fs.hpp"
 #include "core/json_fields.hpp"
+#include "core/response/parse.hpp"
 #include "ksearch/error.hpp"
 
 namespace ks {
@@ -193,6 +195,39 @@ std::string Task::prompt(Language lang) const {
   if (it != s.prompts.end()) return it->second;
   throw Error(Status::not_found,
               fmt::format("task \"{}\" has no prompt for language \"{}\"", s.name, to_string(lang)));
+}
+
+Solution parse_solution_text(std::string_view text, const TaskSpec& spec) {
+  // Solution JSON first: an object with "sources".
+  std::size_t first = text.find_first_not_of(" \t\r\n");
+  if (first != std::string_view::npos && text[first] == '{') {
+    std::string err;
+    if (auto j = Json::try_parse(text, &err); j && j->is_object() && j->contains("sources")) {
+      Solution s = Solution::from_json(*j);
+      if (s.task.empty()) s.task = spec.name;
+      return s;
+    }
+  }
+  std::string first_error;
+  for (Language lang : spec.languages) {
+    try {
+      Solution s = detail::parse_candidate(text, lang);
+      s.task = spec.name;
+      return s;
+    } catch (const Error& e) {
+      if (first_error.empty()) first_error = e.what();
+    }
+  }
+  throw Error(Status::parse, first_error.empty() ? "the task declares no language" : first_error);
+}
+
+Solution load_solution_file(const std::filesystem::path& path, const TaskSpec& spec) {
+  std::string text = detail::read_file(path);
+  try {
+    return parse_solution_text(text, spec);
+  } catch (const Error& e) {
+    throw Error(e.status(), fmt::format("{}: {}", path.string(), e.what()));
+  }
 }
 
 SpecTask::SpecTask(TaskSpec spec) : spec_(std::move(spec)) { spec_.validate(); }

@@ -36,6 +36,9 @@ class Session final : public SearchContext {
   // "llm_exhausted" or "strategy_done".
   std::string run(SearchStrategy& strategy);
 
+  // Raises the round budget (the tune phase after a search).
+  void add_rounds(int n) { config_.max_rounds += n; }
+
   // How much of the journal was replayed, and totals, for the manifest.
   int replayed_llm_calls() const { return replayed_llm_; }
   int replayed_evaluations() const { return replayed_evals_; }

@@ -3,6 +3,7 @@
 
 #include "core/json_fields.hpp"
 #include "core/search/strategies.hpp"
+#include "core/tune/tune_strategy.hpp"
 #include "ksearch/error.hpp"
 
 namespace ks {
@@ -12,6 +13,7 @@ std::vector<std::string> strategy_names() { return {"world_model", "greedy", "tu
 std::unique_ptr<SearchStrategy> make_strategy(const std::string& name) {
   if (name == "world_model") return detail::make_world_model_strategy();
   if (name == "greedy") return detail::make_greedy_strategy();
+  if (name == "tune") return detail::make_tune_strategy();
   throw Error(Status::not_found,
               fmt::format("unknown strategy \"{}\" (known: world_model, greedy, tune)", name));
 }

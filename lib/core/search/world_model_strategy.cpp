@@ -96,7 +96,7 @@ class WorldModelStrategy final : public SearchStrategy {
     bool ok = edit_with_retries(ctx, PromptKind::wm_init, base_inputs(ctx),
                                 [&](const std::string& text) { return wm.initialize(text, ctx.rounds_used()); });
     if (!ok) {
-      wm.initialize_fallback(ctx.task().spec().description, ctx.rounds_used());
+      wm.initialize_fallback(ctx.task().prompt(ctx.config().language), ctx.rounds_used());
       ctx.event("world_model_fallback", Json::obj({{"kind", "wm_init"}}));
     }
     ctx.snapshot_world_model();
@@ -218,6 +218,7 @@ class WorldModelStrategy final : public SearchStrategy {
     WorldModel& wm = ctx.world_model();
     SolutionRef ref;
     ref.solution_id = best.id;
+    ref.solution_name = best.name;
     ref.parent_solution_id = base ? base->id : "";
     ref.round = ctx.rounds_used();
     ref.eval = compact_eval(best_eval);

@@ -1,0 +1,219 @@
+// ksearch run / ksearch resume.
+#include <fmt/format.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+
+#include "args.hpp"
+#include "commands.hpp"
+#include "ksearch/error.hpp"
+#include "ksearch/search.hpp"
+#include "report.hpp"
+
+namespace ks::cli {
+
+namespace {
+
+std::atomic<int> g_interrupts{0};
+
+extern "C" void on_sigint(int) {
+  // First Ctrl-C: stop after the current round (the run stays resumable).
+  // Second: leave now; worker processes notice their parent is gone.
+  if (g_interrupts.fetch_add(1) >= 1) std::_Exit(130);
+}
+
+std::vector<OptionSpec> search_options() {
+  return {
+      {"task", "NAME|PATH", "Built-in task (see `ksearch tasks`) or a task file / folder.", "", false},
+      {"model", "NAME", "Model name sent to the endpoint (e.g. gpt-5.2, gemini-3-pro-preview).", "", false},
+      {"base-url", "URL", "OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 for a local server.",
+       "https://api.openai.com/v1", false},
+      {"llm", "SPEC", "Who answers prompts: openai (an HTTP endpoint), replay:TRANSCRIPT (a recorded run), "
+                      "command:PROGRAM ARGS (prompt on stdin, answer on stdout) or offline (no model; with "
+                      "--strategy tune).", "openai", false},
+      {"language", "cuda|cpp", "Kernel language: cuda (NVRTC + launch plan, needs a GPU) or cpp (host C++ "
+                               "kernels, runs anywhere).", "cuda", false},
+      {"strategy", "NAME", "world_model (K-Search), greedy (refine the best kernel) or tune (parameter "
+                           "search without an LLM).", "world_model", false},
+      {"max-rounds", "N", "Round budget; a round is one evaluated candidate.", "20", false},
+      {"wm-stagnation-window", "N", "End an action's cycle after N rounds without improvement.", "5", false},
+      {"wm-max-difficulty", "N", "Only actions up to this difficulty (1-5) are chosen while easier ones remain.",
+       "4", false},
+      {"parallel", "N", "Candidates generated and evaluated at once (greedy).", "1", false},
+      {"tune-rounds", "N", "After the search, tune the best kernel's declared parameters for N more rounds.",
+       "0", false},
+      {"run-dir", "DIR", "Run folder (must not hold a run).", "runs/<task>-<UTC time>", false},
+      {"seed", "N", "Seed for the strategies' random choices.", "0", false},
+      {"api", "chat|responses", "OpenAI API: chat (Chat Completions, every compatible server) or responses "
+                                "(Responses API, for reasoning models).", "chat", false},
+      {"reasoning-effort", "LEVEL", "Reasoning effort for the Responses API (low, medium, high).", "", false},
+      {"api-key-env", "NAME", "Environment variable holding the API key (KSEARCH_API_KEY is tried next).",
+       "OPENAI_API_KEY", false},
+      {"temperature", "T", "Sampling temperature (not sent when unset).", "", false},
+      {"max-output-tokens", "N", "Cap on output tokens per answer.", "the server's", false},
+      {"header", "'NAME: VALUE'", "Extra HTTP header for every request.", "", true},
+      {"request-timeout", "S", "Seconds per HTTP attempt.", "900", false},
+      {"connect-timeout", "S", "Seconds to connect.", "15", false},
+      {"proxy", "URL", "HTTP(S) proxy.", "libcurl's (https_proxy)", false},
+      {"max-retries", "N", "Retries on 429, 5xx, timeouts and dropped connections.", "8", false},
+      {"max-concurrency", "N", "LLM requests in flight at once.", "4", false},
+      {"max-cost", "USD", "Stop sending LLM requests once this much is spent.", "unlimited", false},
+      {"price-file", "FILE", "JSON price table overriding the built-in one.", "", false},
+      {"max-wall-time", "S", "Stop starting rounds after this many seconds.", "unlimited", false},
+      {"backend", "auto|cuda|host", "Evaluation backend.", "auto", false},
+      {"device", "N", "GPU ordinal to evaluate on.", "all visible", true},
+      {"in-process", "", "Run kernels in this process instead of isolated workers (trusted code only).", "", false},
+      {"cache-dir", "DIR", "Compiled kernels and reference outputs.", "~/.cache/ksearch", false},
+      {"cuda-arch", "ARCH", "NVRTC target, e.g. sm_90a.", "the device's", false},
+      {"quiet", "", "Print only the final summary.", "", false},
+      {"json", "", "Print the outcome as JSON at the end.", "", false},
+  };
+}
+
+LlmChoice llm_choice_from_args(const Args& a) {
+  LlmChoice c = LlmChoice::parse(a.get("llm", "openai"));
+  if (c.kind == "openai") {
+    OpenAiConfig& o = c.openai;
+    o.model = a.get("model");
+    if (o.model.empty())
+      throw Error(Status::invalid_argument,
+                  "--model is required with --llm openai (or use --llm offline --strategy tune, or --llm replay:FILE)");
+    if (a.has("base-url")) o.base_url = a.get("base-url");
+    if (a.has("api")) {
+      auto api = openai_api_from_string(a.get("api"));
+      if (!api) throw Error(Status::invalid_argument, "--api must be chat or responses");
+      o.api = *api;
+    }
+    o.reasoning_effort = a.get("reasoning-effort");
+    if (a.has("api-key-env")) o.api_key_env = a.get("api-key-env");
+    if (a.has("temperature")) o.temperature = a.get_double("temperature", 0);
+    o.max_output_tokens = a.get_int("max-output-tokens", 0);
+    for (const auto& h : a.get_all("header")) {
+      auto colon = h.find(':');
+      if (colon == std::string::npos || colon == 0)
+        throw Error(Status::invalid_argument, fmt::format("--header \"{}\" must look like 'Name: value'", h));
+      std::string value = h.substr(colon + 1);
+      value.erase(0, value.find_first_not_of(' '));
+      o.extra_headers[h.substr(0, colon)] = value;
+    }
+    o.request_timeout_s = a.get_double("request-timeout", o.request_timeout_s);
+    o.connect_timeout_s = a.get_double("connect-timeout", o.connect_timeout_s);
+    o.proxy = a.get("proxy");
+    o.max_retries = a.get_int("max-retries", o.max_retries);
+    o.max_concurrency = a.get_int("max-concurrency", o.max_concurrency);
+    o.max_cost_usd = a.get_double("max-cost", 0);
+    o.price_file = a.get("price-file");
+  } else if (a.has("model") && c.kind != "offline") {
+    // --model with a replay or command policy only labels the run.
+  }
+  return c;
+}
+
+int finish(const SearchOutcome& out, const Args& a) {
+  print_summary(stdout, out);
+  if (a.has("json")) std::printf("%s\n", out.to_json().dump(2).c_str());
+  if (out.stop_reason == "cancelled") return 130;
+  return out.best ? 0 : 3;
+}
+
+ProgressCallback progress_printer(bool quiet) {
+  return [quiet](const RoundReport& r) {
+    if (!quiet) print_round(stdout, r);
+    return g_interrupts.load() == 0;
+  };
+}
+
+}  // namespace
+
+int cmd_run(int argc, char** argv) {
+  Args a("run", "ksearch run --task TASK [options]",
+         "Searches for a fast kernel: the LLM proposes and writes candidates, each is compiled, checked against "
+         "the task's reference and timed, and the world model decides what to try next. Everything goes to a run "
+         "folder that `ksearch resume` can continue and `ksearch show` can print.\n\nExit status: 0 with a passing "
+         "kernel, 3 when the run ended without one, 130 when interrupted, 1 on errors, 2 on usage errors.",
+         search_options());
+  if (!a.parse(argc, argv)) {
+    std::fprintf(stderr, "ksearch run: %s\n", a.error().c_str());
+    return 2;
+  }
+  if (a.help_requested()) {
+    std::printf("%s", a.help_text().c_str());
+    return 0;
+  }
+  if (!a.positional().empty()) {
+    std::fprintf(stderr, "ksearch run: unexpected argument \"%s\"\n", a.positional()[0].c_str());
+    return 2;
+  }
+  SearchOptions o;
+  o.task = a.get("task");
+  if (o.task.empty()) {
+    std::fprintf(stderr, "ksearch run: --task is required (see `ksearch tasks`)\n");
+    return 2;
+  }
+  SearchConfig& c = o.config;
+  c.strategy = a.get("strategy", c.strategy);
+  auto lang = language_from_string(a.get("language", "cuda"));
+  if (!lang) throw Error(Status::invalid_argument, "--language must be cuda or cpp");
+  c.language = *lang;
+  c.max_rounds = a.get_int("max-rounds", c.max_rounds);
+  c.wm_stagnation_window = a.get_int("wm-stagnation-window", c.wm_stagnation_window);
+  c.wm_max_difficulty = a.get_int("wm-max-difficulty", c.wm_max_difficulty);
+  c.parallel = a.get_int("parallel", c.parallel);
+  c.tune_rounds = a.get_int("tune-rounds", c.tune_rounds);
+  c.seed = static_cast<std::uint64_t>(a.get_int("seed", 0));
+  c.max_cost_usd = a.get_double("max-cost", 0);
+  c.max_wall_s = a.get_double("max-wall-time", 0);
+  c.model = a.get("model");
+  o.llm = llm_choice_from_args(a);
+  if (o.llm.kind == "offline" && !a.has("strategy")) c.strategy = "tune";
+  o.evaluator.backend = a.get("backend", "auto");
+  for (const auto& d : a.get_all("device")) o.evaluator.devices.push_back(std::atoi(d.c_str()));
+  o.evaluator.in_process = a.has("in-process");
+  o.evaluator.cache_dir = a.get("cache-dir");
+  o.evaluator.cuda_arch = a.get("cuda-arch");
+  o.run_dir = a.get("run-dir");
+  bool quiet = a.has("quiet");
+  o.progress = progress_printer(quiet);
+  std::signal(SIGINT, on_sigint);
+  if (!quiet) print_start(stdout, o);
+  SearchOutcome out = run_search(o);
+  return finish(out, a);
+}
+
+int cmd_resume(int argc, char** argv) {
+  Args a("resume", "ksearch resume RUN_DIR [--max-rounds N]",
+         "Continues a run folder: the recorded LLM answers and evaluations are replayed (nothing is asked or "
+         "measured twice) and the search goes on with the run's recorded configuration.",
+         {{"max-rounds", "N", "A larger round budget than the one recorded.", "as recorded", false},
+          {"llm", "SPEC", "Answer new prompts with another policy (e.g. replay:FILE).", "as recorded", false},
+          {"model", "NAME", "With --llm openai: the model.", "", false},
+          {"base-url", "URL", "With --llm openai: the endpoint.", "", false},
+          {"api", "chat|responses", "With --llm openai: the API.", "chat", false},
+          {"api-key-env", "NAME", "With --llm openai: the key's environment variable.", "OPENAI_API_KEY", false},
+          {"quiet", "", "Print only the final summary.", "", false},
+          {"json", "", "Print the outcome as JSON at the end.", "", false}});
+  if (!a.parse(argc, argv)) {
+    std::fprintf(stderr, "ksearch resume: %s\n", a.error().c_str());
+    return 2;
+  }
+  if (a.help_requested()) {
+    std::printf("%s", a.help_text().c_str());
+    return 0;
+  }
+  if (a.positional().size() != 1) {
+    std::fprintf(stderr, "ksearch resume: give exactly one run folder\n");
+    return 2;
+  }
+  ResumeOptions r;
+  r.max_rounds = a.get_int("max-rounds", 0);
+  if (a.has("llm")) r.llm = llm_choice_from_args(a);
+  bool quiet = a.has("quiet");
+  r.progress = progress_printer(quiet);
+  std::signal(SIGINT, on_sigint);
+  SearchOutcome out = resume_search(a.positional()[0], r);
+  return finish(out, a);
+}
+
+}  // namespace ks::cli

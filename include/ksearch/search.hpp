@@ -1,0 +1,83 @@
+// Running a search end to end: the one call behind the CLI, the C ABI and the
+// Python bindings. It wires a task, an evaluator, an LLM policy, the world
+// model and a strategy to a run folder.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "ksearch/eval.hpp"
+#include "ksearch/export.h"
+#include "ksearch/llm.hpp"
+#include "ksearch/llm_policies.hpp"
+#include "ksearch/strategy.hpp"
+#include "ksearch/task.hpp"
+
+namespace ks {
+
+// How prompts are answered.
+struct KS_API LlmChoice {
+  // openai | replay | command | offline | custom
+  std::string kind = "openai";
+  OpenAiConfig openai;
+  std::filesystem::path replay_path;
+  CommandConfig command;
+  // kind "custom": a policy supplied by the host (C callback, Python, C++).
+  std::shared_ptr<LlmPolicy> custom;
+
+  // Parses the CLI form: "openai", "offline", "replay:PATH", "command:PROGRAM ARGS..."
+  // (arguments split on spaces). Throws ks::Error naming the problem.
+  static LlmChoice parse(const std::string& spec);
+  // For the manifest; never contains an API key.
+  Json to_json() const;
+  static LlmChoice from_json(const Json& j);
+};
+
+// The policy behind a choice ("offline": one that refuses every request,
+// for the tune strategy).
+KS_API std::unique_ptr<LlmPolicy> make_llm_policy(const LlmChoice& choice);
+
+struct KS_API SearchOptions {
+  std::string task;                    // built-in name or task file path
+  std::shared_ptr<Task> custom_task;   // used instead of `task` when set
+  SearchConfig config;
+  LlmChoice llm;
+  EvaluatorConfig evaluator;
+  std::shared_ptr<Evaluator> custom_evaluator;  // used instead of `evaluator` when set
+  std::filesystem::path run_dir;       // empty: runs/<task>-<UTC time>
+  ProgressCallback progress;
+};
+
+struct KS_API SearchOutcome {
+  std::filesystem::path run_dir;
+  std::string stop_reason;
+  std::optional<BestSolution> best;
+  int rounds = 0;
+  int replayed_rounds = 0;     // rounds answered from the journal (resume)
+  LlmUsage usage;
+  double wall_s = 0;
+  DeviceInfo device;
+  Json to_json() const;
+};
+
+// Runs a new search in a new run folder. Throws ks::Error for configuration
+// problems (unknown task, no device, bad LLM settings); a kernel that fails
+// is never an error.
+KS_API SearchOutcome run_search(const SearchOptions& options);
+
+// What may change when a run is resumed.
+struct KS_API ResumeOptions {
+  int max_rounds = 0;                  // > recorded: a larger budget; 0: as recorded
+  std::shared_ptr<LlmPolicy> custom_llm;  // needed when the run used a custom policy
+  std::optional<LlmChoice> llm;        // replaces the recorded choice (e.g. another endpoint)
+  std::shared_ptr<Evaluator> custom_evaluator;
+  ProgressCallback progress;
+};
+
+// Resumes a run folder with its recorded configuration: the journal is
+// replayed (no LLM call or evaluation is repeated) and the search continues.
+KS_API SearchOutcome resume_search(const std::filesystem::path& run_dir, const ResumeOptions& options = {});
+
+}  // namespace ks

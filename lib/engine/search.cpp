@@ -1,0 +1,331 @@
+// run_search / resume_search: wiring a task, an evaluator, an LLM policy, the
+// world model and a strategy to a run folder, and recording what was used.
+#include "ksearch/search.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <chrono>
+#include <sstream>
+
+#include "core/json_fields.hpp"
+#include "core/search/session.hpp"
+#include "core/sha256.hpp"
+#include "ksearch/error.hpp"
+#include "ksearch/run_store.hpp"
+#include "ksearch/tasks.hpp"
+#include "ksearch/version.h"
+#include "ksearch/world_model.hpp"
+
+namespace ks {
+
+namespace fs = std::filesystem;
+
+// ---------------------------------------------------------------------------
+// LLM choice
+
+namespace {
+
+// Answers nothing: the tune strategy needs no model, and any other strategy
+// learns at its first prompt that none is configured.
+class OfflinePolicy final : public LlmPolicy {
+ public:
+  LlmResponse complete(const LlmRequest& req) override {
+    LlmResponse r;
+    r.ok = false;
+    r.error = fmt::format("no LLM is configured (--llm offline) but the strategy asked for a {} answer; "
+                          "use --strategy tune or configure a model", to_string(req.kind));
+    return r;
+  }
+  std::string describe() const override { return "offline"; }
+};
+
+std::vector<std::string> split_words(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  std::string w;
+  while (in >> w) out.push_back(w);
+  return out;
+}
+
+}  // namespace
+
+LlmChoice LlmChoice::parse(const std::string& spec) {
+  LlmChoice c;
+  if (spec == "openai" || spec.empty()) {
+    c.kind = "openai";
+  } else if (spec == "offline") {
+    c.kind = "offline";
+  } else if (spec.rfind("replay:", 0) == 0) {
+    c.kind = "replay";
+    c.replay_path = spec.substr(7);
+    if (c.replay_path.empty()) throw Error(Status::invalid_argument, "--llm replay: needs a transcript path (replay:PATH)");
+  } else if (spec.rfind("command:", 0) == 0) {
+    c.kind = "command";
+    c.command.argv = split_words(spec.substr(8));
+    if (c.command.argv.empty())
+      throw Error(Status::invalid_argument, "--llm command: needs a program (command:PROGRAM ARGS)");
+  } else {
+    throw Error(Status::invalid_argument,
+                fmt::format("unknown --llm \"{}\" (expected openai, offline, replay:PATH or command:PROGRAM ARGS)", spec));
+  }
+  return c;
+}
+
+Json LlmChoice::to_json() const {
+  Json j = Json::obj({{"kind", kind}});
+  if (kind == "openai") j["openai"] = openai.to_json();
+  if (kind == "replay") j["replay_path"] = fs::absolute(replay_path).string();
+  if (kind == "command") {
+    Json argv = Json::array();
+    for (const auto& a : command.argv) argv.push_back(a);
+    j["command"] = Json::obj({{"argv", argv}, {"timeout_s", command.timeout_s},
+                              {"input", command.input == CommandConfig::Input::json ? "json" : "plain"}});
+  }
+  if (kind == "custom" && custom) j["describe"] = custom->describe();
+  return j;
+}
+
+LlmChoice LlmChoice::from_json(const Json& j) {
+  LlmChoice c;
+  c.kind = j.get_string("kind", "openai");
+  if (c.kind == "openai" && j.contains("openai")) c.openai = OpenAiConfig::from_json(j["openai"]);
+  if (c.kind == "replay") c.replay_path = j.get_string("replay_path");
+  if (c.kind == "command") {
+    const Json& cmd = j["command"];
+    for (const auto& a : cmd["argv"].is_array() ? cmd["argv"].as_array() : Json::Array{})
+      c.command.argv.push_back(a.as_string());
+    c.command.timeout_s = cmd.get_number("timeout_s", 600);
+    c.command.input = cmd.get_string("input", "plain") == "json" ? CommandConfig::Input::json
+                                                                 : CommandConfig::Input::plain;
+  }
+  return c;
+}
+
+std::unique_ptr<LlmPolicy> make_llm_policy(const LlmChoice& choice) {
+  if (choice.kind == "openai") return make_openai_policy(choice.openai);
+  if (choice.kind == "replay") return make_replay_policy(choice.replay_path);
+  if (choice.kind == "command") return make_command_policy(choice.command);
+  if (choice.kind == "offline") return std::make_unique<OfflinePolicy>();
+  if (choice.kind == "custom")
+    throw Error(Status::invalid_argument, "a custom LLM policy must be passed as an object, not made by name");
+  throw Error(Status::invalid_argument, fmt::format("unknown LLM kind \"{}\"", choice.kind));
+}
+
+// ---------------------------------------------------------------------------
+// Manifest helpers
+
+namespace {
+
+// Wraps a shared policy for the Session, which takes a reference.
+struct Parts {
+  std::shared_ptr<Task> task;
+  std::shared_ptr<Evaluator> evaluator;
+  std::shared_ptr<LlmPolicy> llm;
+};
+
+Json evaluator_config_json(const EvaluatorConfig& e) {
+  Json devices = Json::array();
+  for (int d : e.devices) devices.push_back(d);
+  const EvalOptions& o = e.options;
+  return Json::obj({{"backend", e.backend},
+                    {"devices", devices},
+                    {"in_process", e.in_process},
+                    {"cache_dir", e.cache_dir.string()},
+                    {"compile_workers", e.compile_workers},
+                    {"cuda_arch", e.cuda_arch},
+                    {"options", Json::obj({{"seeds_per_workload", o.seeds_per_workload},
+                                           {"recheck_after_timing", o.recheck_after_timing},
+                                           {"compile_timeout_s", o.compile_timeout_s},
+                                           {"run_timeout_s", o.run_timeout_s},
+                                           {"max_time_per_workload_s", o.max_time_per_workload_s},
+                                           {"min_reps", o.min_reps},
+                                           {"max_reps", o.max_reps},
+                                           {"target_rel_stderr", o.target_rel_stderr},
+                                           {"flush_l2", o.flush_l2}})}});
+}
+
+EvaluatorConfig evaluator_config_from_json(const Json& j) {
+  EvaluatorConfig e;
+  e.backend = j.get_string("backend", "auto");
+  if (j["devices"].is_array())
+    for (const auto& d : j["devices"].as_array()) e.devices.push_back(static_cast<int>(d.as_int()));
+  e.in_process = j.get_bool("in_process");
+  e.cache_dir = j.get_string("cache_dir");
+  e.compile_workers = static_cast<int>(j.get_int("compile_workers"));
+  e.cuda_arch = j.get_string("cuda_arch");
+  const Json& o = j["options"];
+  if (o.is_object()) {
+    e.options.seeds_per_workload = static_cast<int>(o.get_int("seeds_per_workload", e.options.seeds_per_workload));
+    e.options.recheck_after_timing = o.get_bool("recheck_after_timing", e.options.recheck_after_timing);
+    e.options.compile_timeout_s = o.get_number("compile_timeout_s", e.options.compile_timeout_s);
+    e.options.run_timeout_s = o.get_number("run_timeout_s", e.options.run_timeout_s);
+    e.options.max_time_per_workload_s = o.get_number("max_time_per_workload_s", e.options.max_time_per_workload_s);
+    e.options.min_reps = static_cast<int>(o.get_int("min_reps", e.options.min_reps));
+    e.options.max_reps = static_cast<int>(o.get_int("max_reps", e.options.max_reps));
+    e.options.target_rel_stderr = o.get_number("target_rel_stderr", e.options.target_rel_stderr);
+    e.options.flush_l2 = o.get_bool("flush_l2", e.options.flush_l2);
+  }
+  return e;
+}
+
+std::string task_fingerprint(const Task& t) { return detail::sha256_hex(t.spec().to_json().dump()).substr(0, 16); }
+
+std::string hostname() {
+  char buf[256] = {0};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "";
+  return buf;
+}
+
+fs::path default_run_dir(const std::string& task_name) {
+  std::string safe;
+  for (char c : task_name) safe.push_back(std::isalnum(static_cast<unsigned char>(c)) || c == '-' ? c : '_');
+  std::string ts = utc_timestamp();  // 2026-11-26T01:23:45.678Z
+  std::string compact;
+  for (char c : ts.substr(0, 19))
+    if (c != '-' && c != ':') compact.push_back(c == 'T' ? '-' : c);
+  return fs::path("runs") / fmt::format("{}-{}", safe, compact);
+}
+
+// A task given by path is recorded by its absolute path so a resume from
+// another working directory finds it.
+std::string task_reference(const std::string& task) {
+  std::error_code ec;
+  if (!task.empty() && fs::exists(task, ec)) return fs::absolute(task).string();
+  return task;
+}
+
+void check_language(const Task& task, Language lang) {
+  for (auto l : task.spec().languages)
+    if (l == lang) return;
+  std::string langs;
+  for (auto l : task.spec().languages) langs += (langs.empty() ? "" : ", ") + std::string(to_string(l));
+  throw Error(Status::invalid_argument, fmt::format("task \"{}\" has no \"{}\" version (it supports: {}); use --language",
+                                                    task.name(), to_string(lang), langs));
+}
+
+// Runs the strategy (and the tune phase) in a session and records the end.
+SearchOutcome execute(Parts& parts, RunStore& store, const SearchConfig& config, const ProgressCallback& progress) {
+  auto wm = make_tree_world_model();
+  detail::Session session(*parts.task, *parts.evaluator, *parts.llm, *wm, store, config, progress);
+  auto strategy = make_strategy(config.strategy);
+  std::string reason = session.run(*strategy);
+  if (config.tune_rounds > 0 && config.strategy != "tune" && (reason == "max_rounds" || reason == "strategy_done")) {
+    session.add_rounds(config.tune_rounds);
+    auto tune = make_strategy("tune");
+    reason = session.run(*tune);
+  }
+  SearchOutcome out;
+  out.run_dir = store.dir();
+  out.stop_reason = reason;
+  out.best = session.best();
+  out.rounds = session.rounds_used();
+  out.replayed_rounds = session.replayed_evaluations();
+  out.usage = session.usage();
+  out.wall_s = session.elapsed_s();
+  out.device = parts.evaluator->device();
+  Json m = store.manifest();
+  m["status"] = reason == "cancelled" ? "stopped" : "finished";
+  m["stop_reason"] = reason;
+  m["finished"] = utc_timestamp();
+  m["totals"] = session.totals();
+  store.write_manifest(m);
+  return out;
+}
+
+}  // namespace
+
+Json SearchOutcome::to_json() const {
+  Json j = Json::obj({{"run_dir", run_dir.string()},
+                      {"stop_reason", stop_reason},
+                      {"rounds", rounds},
+                      {"replayed_rounds", replayed_rounds},
+                      {"llm_usage", usage.to_json()},
+                      {"wall_s", wall_s},
+                      {"device", device.to_json()}});
+  if (best) {
+    j["best"] = Json::obj({{"round", best->round}, {"solution", best->solution.to_json()}, {"eval", best->eval.to_json()}});
+  }
+  return j;
+}
+
+SearchOutcome run_search(const SearchOptions& options) {
+  options.config.validate();
+  Parts parts;
+  parts.task = options.custom_task ? options.custom_task : std::shared_ptr<Task>(load_task(options.task));
+  check_language(*parts.task, options.config.language);
+  if (options.llm.kind == "offline" && options.config.strategy != "tune")
+    throw Error(Status::invalid_argument,
+                fmt::format("--llm offline needs --strategy tune (the {} strategy asks an LLM)", options.config.strategy));
+  parts.llm = options.llm.kind == "custom" ? options.llm.custom : std::shared_ptr<LlmPolicy>(make_llm_policy(options.llm));
+  if (!parts.llm) throw Error(Status::invalid_argument, "LLM kind \"custom\" needs a policy object");
+  parts.evaluator = options.custom_evaluator ? options.custom_evaluator
+                                             : std::shared_ptr<Evaluator>(make_evaluator(options.evaluator));
+  SearchConfig config = options.config;
+  if (config.model.empty()) config.model = parts.llm->describe();
+
+  fs::path dir = options.run_dir.empty() ? default_run_dir(parts.task->name()) : options.run_dir;
+  Json manifest = Json::obj({{"format", "ksearch-run"},
+                             {"format_version", 1},
+                             {"library_version", KS_VERSION_STRING},
+                             {"created", utc_timestamp()},
+                             {"host", hostname()},
+                             {"task", Json::obj({{"name", parts.task->name()},
+                                                 {"reference", options.custom_task ? "" : task_reference(options.task)},
+                                                 {"custom", static_cast<bool>(options.custom_task)},
+                                                 {"fingerprint", task_fingerprint(*parts.task)}})},
+                             {"config", config.to_json()},
+                             {"llm", options.llm.kind == "custom"
+                                         ? Json::obj({{"kind", "custom"}, {"describe", parts.llm->describe()}})
+                                         : options.llm.to_json()},
+                             {"evaluator", evaluator_config_json(options.evaluator)},
+                             {"device", parts.evaluator->device().to_json()},
+                             {"status", "running"}});
+  RunStore store = RunStore::create(dir, manifest);
+  return execute(parts, store, config, options.progress);
+}
+
+SearchOutcome resume_search(const fs::path& run_dir, const ResumeOptions& options) {
+  RunStore store = RunStore::open(run_dir);
+  Json m = store.manifest();
+  if (m.get_string("format") != "ksearch-run")
+    throw Error(Status::invalid_argument, fmt::format("{}: manifest.json is not a ksearch run", run_dir.string()));
+  SearchConfig config = SearchConfig::from_json(m["config"]);
+  const Json& tj = m["task"];
+  if (tj.get_bool("custom"))
+    throw Error(Status::invalid_argument,
+                fmt::format("{} was made with a task object supplied by the host program; resume it through the "
+                            "same program's API", run_dir.string()));
+  Parts parts;
+  parts.task = std::shared_ptr<Task>(load_task(tj.get_string("reference")));
+  if (task_fingerprint(*parts.task) != tj.get_string("fingerprint"))
+    throw Error(Status::state, fmt::format("task \"{}\" changed since the run started (its specification differs); "
+                                           "resuming would mix results of two different tasks", parts.task->name()));
+  if (options.max_rounds > 0) {
+    if (options.max_rounds < config.max_rounds)
+      throw Error(Status::invalid_argument, fmt::format("--max-rounds {} is below the run's recorded {}",
+                                                        options.max_rounds, config.max_rounds));
+    if (options.max_rounds > config.max_rounds && config.tune_rounds > 0)
+      throw Error(Status::invalid_argument,
+                  "this run has a tune phase after its search; its round budget cannot grow on resume");
+    config.max_rounds = options.max_rounds;
+  }
+  LlmChoice choice = options.llm ? *options.llm : LlmChoice::from_json(m["llm"]);
+  if (options.custom_llm) parts.llm = options.custom_llm;
+  else if (choice.kind == "custom")
+    throw Error(Status::invalid_argument,
+                "this run used an LLM policy supplied by the host program; pass it again to resume");
+  else parts.llm = make_llm_policy(choice);
+  EvaluatorConfig ec = evaluator_config_from_json(m["evaluator"]);
+  parts.evaluator = options.custom_evaluator ? options.custom_evaluator
+                                             : std::shared_ptr<Evaluator>(make_evaluator(ec));
+  m["config"] = config.to_json();
+  m["status"] = "running";
+  m["resumed"] = m.get_int("resumed") + 1;
+  m["last_resumed"] = utc_timestamp();
+  store.write_manifest(m);
+  return execute(parts, store, config, options.progress);
+}
+
+}  // namespace ks

@@ -1,0 +1,105 @@
+// The command policy: an external program answers on stdout.
+#include <fmt/format.h>
+
+#include <mutex>
+
+#include "core/process.hpp"
+#include "ksearch/error.hpp"
+#include "ksearch/llm_policies.hpp"
+
+namespace ks {
+namespace {
+
+// Environment strings above this size make exec fail (Linux MAX_ARG_STRLEN
+// is 128 KiB); longer system messages need the json input.
+constexpr std::size_t kMaxEnvValue = 120u << 10;
+
+// The end of stderr is where programs say what went wrong.
+std::string tail_excerpt(const std::string& s, std::size_t max = 2000) {
+  std::size_t b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return {};
+  std::size_t e = s.find_last_not_of(" \t\r\n") + 1;
+  std::string_view v(s.data() + b, e - b);
+  if (v.size() <= max) return std::string(v);
+  return "... " + std::string(v.substr(v.size() - max));
+}
+
+class CommandPolicy final : public LlmPolicy {
+ public:
+  explicit CommandPolicy(CommandConfig cfg) : cfg_(std::move(cfg)) {
+    if (cfg_.argv.empty() || cfg_.argv[0].empty())
+      throw Error(Status::invalid_argument, "command policy: no program given");
+    if (!(cfg_.timeout_s > 0)) throw Error(Status::invalid_argument, "command policy: timeout_s must be positive");
+  }
+
+  LlmResponse complete(const LlmRequest& request) override {
+    detail::SpawnOptions opts;
+    opts.argv = cfg_.argv;
+    opts.env_set["KSEARCH_PROMPT_KIND"] = to_string(request.kind);
+    std::string input;
+    if (cfg_.input == CommandConfig::Input::json) {
+      input = Json::obj({{"kind", to_string(request.kind)}, {"system", request.system}, {"prompt", request.prompt}})
+                  .dump();
+      opts.env_unset.push_back("KSEARCH_SYSTEM_PROMPT");
+    } else {
+      if (request.system.size() > kMaxEnvValue)
+        throw Error(Status::invalid_argument,
+                    fmt::format("command policy: the system message ({} bytes) is too long for "
+                                "$KSEARCH_SYSTEM_PROMPT; use the json input",
+                                request.system.size()));
+      opts.env_set["KSEARCH_SYSTEM_PROMPT"] = request.system;
+      input = request.prompt;
+    }
+    // A program that cannot start throws: that is configuration, not a bad answer.
+    detail::CommandResult r = detail::run_command(std::move(opts), input, cfg_.timeout_s);
+
+    LlmResponse resp;
+    resp.model = describe();
+    resp.usage.attempts = 1;
+    resp.usage.wall_s = r.wall_s;
+    std::string err = tail_excerpt(r.err);
+    if (!r.ok()) {
+      resp.error = fmt::format("{}: {}{}{}", describe(), r.describe(), err.empty() ? "" : "; stderr: ", err);
+      resp.text = r.out;
+    } else if (r.out.find_first_not_of(" \t\r\n") == std::string::npos) {
+      resp.error = fmt::format("{}: the program printed no answer{}{}", describe(), err.empty() ? "" : "; stderr: ",
+                               err);
+    } else if (r.output_truncated) {
+      resp.error = fmt::format("{}: the answer is larger than 16 MiB", describe());
+    } else {
+      resp.ok = true;
+      resp.text = std::move(r.out);
+      resp.finish_reason = "stop";
+    }
+    std::lock_guard lock(mu_);
+    total_ += resp.usage;
+    return resp;
+  }
+
+  std::string describe() const override { return "command:" + cfg_.argv[0]; }
+
+  LlmUsage total_usage() const override {
+    std::lock_guard lock(mu_);
+    return total_;
+  }
+
+ private:
+  CommandConfig cfg_;
+  mutable std::mutex mu_;
+  LlmUsage total_;
+};
+
+}  // namespace
+
+std::unique_ptr<LlmPolicy> make_command_policy(const CommandConfig& config) {
+  return std::make_unique<CommandPolicy>(config);
+}
+
+std::unique_ptr<LlmPolicy> make_command_policy(const std::vector<std::string>& argv, double timeout_s) {
+  CommandConfig c;
+  c.argv = argv;
+  c.timeout_s = timeout_s;
+  return make_command_policy(c);
+}
+
+}  // namespace ks

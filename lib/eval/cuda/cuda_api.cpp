@@ -198,9 +198,9 @@ const NvrtcApi& nvrtc() {
 
 namespace {
 
-// Names of the errors a driver that cannot start gives; such a driver (the
-// toolkit's stub, for one) may not name its own errors.
-const char* startup_error_name(CUresult r) {
+// Names of the errors met most, for when the driver cannot name its own
+// (the toolkit's stub cannot) or is not loaded at all.
+const char* known_error_name(CUresult r) {
 #define KS_CUDA_ERROR_NAME(e) \
   case e: return #e;
   switch (r) {
@@ -217,6 +217,19 @@ const char* startup_error_name(CUresult r) {
     KS_CUDA_ERROR_NAME(CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE)
     KS_CUDA_ERROR_NAME(CUDA_ERROR_OPERATING_SYSTEM)
     KS_CUDA_ERROR_NAME(CUDA_ERROR_UNKNOWN)
+    KS_CUDA_ERROR_NAME(CUDA_ERROR_NO_BINARY_FOR_GPU)
+    KS_CUDA_ERROR_NAME(CUDA_ERROR_INVALID_IMAGE)
+    KS_CUDA_ERROR_NAME(CUDA_ERROR_NOT_FOUND)
+    KS_CUDA_ERROR_NAME(CUDA_ERROR_ILLEGAL_ADDRESS)
+    KS_CUDA_ERROR_NAME(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)
+    KS_CUDA_ERROR_NAME(CUDA_ERROR_LAUNCH_TIMEOUT)
+    KS_CUDA_ERROR_NAME(CUDA_ERROR_ASSERT)
+    KS_CUDA_ERROR_NAME(CUDA_ERROR_HARDWARE_STACK_ERROR)
+    KS_CUDA_ERROR_NAME(CUDA_ERROR_ILLEGAL_INSTRUCTION)
+    KS_CUDA_ERROR_NAME(CUDA_ERROR_MISALIGNED_ADDRESS)
+    KS_CUDA_ERROR_NAME(CUDA_ERROR_INVALID_ADDRESS_SPACE)
+    KS_CUDA_ERROR_NAME(CUDA_ERROR_INVALID_PC)
+    KS_CUDA_ERROR_NAME(CUDA_ERROR_LAUNCH_FAILED)
     default: return nullptr;
   }
 #undef KS_CUDA_ERROR_NAME
@@ -229,7 +242,7 @@ std::string error_text(const DriverApi& api, CUresult r) {
   const char* text = nullptr;
   if (api.cuGetErrorName && api.cuGetErrorName(r, &name) != CUDA_SUCCESS) name = nullptr;
   if (api.cuGetErrorString && api.cuGetErrorString(r, &text) != CUDA_SUCCESS) text = nullptr;
-  if (!name) name = startup_error_name(r);
+  if (!name) name = known_error_name(r);
   if (r == CUDA_ERROR_STUB_LIBRARY && !text)
     text = "the toolkit's stub libcuda.so was loaded instead of the real driver";
   std::string out = name ? name : fmt::format("CUresult {}", static_cast<int>(r));
@@ -257,11 +270,19 @@ bool is_sticky(CUresult r) {
   }
 }
 
+std::string error_text(CUresult r) {
+  try {
+    return error_text(driver(), r);
+  } catch (const Error&) {
+    return error_text(DriverApi{}, r);  // no driver: the built-in names
+  }
+}
+
 void check(CUresult r, const char* call, std::string_view what) {
   if (r == CUDA_SUCCESS) return;
   RunFailure f;
   f.status = is_sticky(r) ? EvalStatus::crashed : EvalStatus::runtime_error;
-  f.message = fmt::format("{}: {}", call, error_text(driver(), r));
+  f.message = fmt::format("{}: {}", call, error_text(r));
   if (!what.empty()) f.message += fmt::format(" ({})", what);
   throw RunError(std::move(f));
 }

@@ -89,6 +89,8 @@ const NvrtcApi& nvrtc();
 
 // "CUDA_ERROR_ILLEGAL_ADDRESS (an illegal memory access was encountered)".
 std::string error_text(const DriverApi& api, CUresult r);
+// The same with the process's driver, or built-in names when there is none.
+std::string error_text(CUresult r);
 
 // Errors after which the context is unusable: the worker must exit.
 bool is_sticky(CUresult r);

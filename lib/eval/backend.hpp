@@ -75,6 +75,10 @@ struct CompileRequest {
   std::vector<std::string> flags;             // extra user flags
   std::map<std::string, std::int64_t> params; // chosen tunable parameter values
   std::string cache_dir;                      // content-addressed artifact cache
+  // The task's tensors in kernel-argument order: the host backend types its
+  // call shims from them (const T* for inputs, T* for outputs).
+  std::vector<TensorSpec> tensors;
+  double timeout_s = 0;                       // compiler time limit; 0 = none
 };
 
 // A candidate that does not compile; `log` holds the full compiler output.
@@ -117,6 +121,9 @@ class Program {
   // One timed run: launch bracketed by timing events; returns milliseconds.
   // Completes (synchronizes) before returning.
   virtual double timed_launch() = 0;
+  // Refills the plan's scratch buffers with the poison pattern; the flow calls
+  // it before every checked run so a kernel cannot rely on leftovers.
+  virtual void poison_scratch() {}
 };
 
 // The evaluation device: memory, input generation, comparison, cache
@@ -143,6 +150,12 @@ class Device {
   // Evicts the last-level cache (GPU L2: a write over a buffer >= 2x its size).
   virtual void flush_cache() = 0;
   virtual void synchronize() = 0;
+  // Names a buffer ("output \"C\"") for error reports; the host backend uses
+  // it when an out-of-bounds access hits the buffer's guard page.
+  virtual void label(Buffer b, std::string_view name) {
+    (void)b;
+    (void)name;
+  }
 
   virtual std::unique_ptr<Program> load(const Artifact& artifact, const Solution& solution) = 0;
 };

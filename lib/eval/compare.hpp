@@ -1,0 +1,50 @@
+// Element conversions and the element-wise output comparison shared by the
+// backends (the host compares in place; a GPU backend may download and call
+// the same code), plus the words the flow uses to describe a mismatch.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "eval/backend.hpp"
+#include "ksearch/types.hpp"
+
+namespace ks::eval {
+
+// IEEE binary16 and bfloat16 from double with a single round-to-nearest-even
+// (no double rounding through float), saturating to infinity on overflow.
+std::uint16_t double_to_f16(double v);
+std::uint16_t double_to_bf16(double v);
+float f16_to_float(std::uint16_t h);
+float bf16_to_float(std::uint16_t h);
+
+// Stores `v` as element `index` of a `dtype` array: floats round to nearest
+// even; integers round to nearest (ties away from zero) and saturate to the
+// type's range. Both backends convert generated inputs this way.
+void store_element(void* data, DType dtype, std::size_t index, double v);
+double load_element(const void* data, DType dtype, std::size_t index);
+
+// True when every byte of the element is 0xFF: the poison pattern (a NaN for
+// floating types, -1 or the maximum for integers).
+bool is_poison_element(const void* data, DType dtype, std::size_t index);
+
+// Compares out with ref element by element:
+//   |out - ref| <= atol + rtol * |ref| for finite pairs;
+//   NanPolicy::must_match: a NaN or infinity in either must be matched by the
+//   same value in the other (NaN with NaN, +inf with +inf);
+//   NanPolicy::forbid: any NaN or infinity in the output is a mismatch.
+// An output element holding the poison pattern where the reference does not
+// counts as a mismatch and as `poisoned` (never written).
+CompareStats compare_elements(const void* out, const void* ref, DType dtype, std::size_t count,
+                              const Tolerance& tol);
+
+// "C[3, 17]" from a flat index and the tensor's evaluated shape.
+std::string format_index(const std::string& tensor, const std::vector<std::int64_t>& shape,
+                         std::int64_t flat);
+
+// A value as a model should read it: "1.25", "nan", "-inf", "poison (never written)".
+std::string format_value(double v);
+
+}  // namespace ks::eval

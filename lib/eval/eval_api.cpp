@@ -1,0 +1,37 @@
+// The public entry points of include/ksearch/eval.hpp.
+#include <fmt/format.h>
+
+#include "eval/evaluator_common.hpp"
+#include "eval/process_evaluator.hpp"
+#include "ksearch/error.hpp"
+#include "ksearch/eval.hpp"
+#if KS_HAVE_CUDA_BACKEND
+#include "eval/cuda/cuda_backend.hpp"
+#endif
+
+namespace ks {
+
+bool eval::cuda_backend_built() { return KS_HAVE_CUDA_BACKEND != 0; }
+
+bool cuda_available(std::string* why) {
+#if KS_HAVE_CUDA_BACKEND
+  return eval::cuda_probe(why);
+#else
+  if (why) *why = "this build of libksearch has no CUDA backend (lib/eval/cuda was not compiled in)";
+  return false;
+#endif
+}
+
+std::unique_ptr<Evaluator> make_evaluator(const EvaluatorConfig& config) {
+  eval::validate_backend_name(config.backend);
+  eval::validate_options(config.options);
+  if (config.backend == "cuda") {
+    std::string why;
+    if (!cuda_available(&why))
+      throw Error(Status::no_device, "a CUDA evaluator was asked for, but CUDA is not usable here: " + why);
+  }
+  if (config.in_process) return eval::make_in_process_evaluator(config);
+  return eval::make_process_evaluator(config);
+}
+
+}  // namespace ks

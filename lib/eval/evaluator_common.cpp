@@ -1,0 +1,183 @@
+#include "eval/evaluator_common.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/sha256.hpp"
+#include "core/tune/params.hpp"
+#include "ksearch/error.hpp"
+
+namespace ks::eval {
+
+const char* to_string(Backend b) { return b == Backend::cuda ? "cuda" : "host"; }
+
+void validate_backend_name(const std::string& configured) {
+  if (configured != "auto" && configured != "cuda" && configured != "host")
+    throw Error(Status::invalid_argument,
+                fmt::format("evaluator backend \"{}\" is not one of auto, cuda, host", configured));
+}
+
+Backend backend_for(Language language, const std::string& configured) {
+  Backend b = language == Language::cuda ? Backend::cuda : Backend::host;
+  if (configured != "auto" && configured != to_string(b))
+    throw Error(Status::invalid_argument,
+                fmt::format("this evaluator runs only {} solutions (backend \"{}\"), and this solution is "
+                            "written in {}",
+                            configured == "cuda" ? "CUDA" : "host C++ (cpp)", configured, ks::to_string(language)));
+  return b;
+}
+
+std::vector<std::string> select_workloads(const TaskSpec& task, const EvalOptions& o) {
+  for (const auto& name : o.only_workloads)
+    if (!task.find_workload(name)) {
+      std::string known;
+      for (const auto& w : task.workloads) known += (known.empty() ? "" : ", ") + w.name;
+      throw Error(Status::invalid_argument,
+                  fmt::format("task \"{}\" has no workload \"{}\" (workloads: {})", task.name, name, known));
+    }
+  auto wanted = [&](const WorkloadSpec& w) {
+    if (!o.only_workloads.empty())
+      return std::find(o.only_workloads.begin(), o.only_workloads.end(), w.name) != o.only_workloads.end();
+    return w.benchmark ? o.run_benchmarks : o.run_tests;
+  };
+  std::vector<std::string> out;
+  for (bool bench : {false, true})
+    for (const auto& w : task.workloads)
+      if (w.benchmark == bench && wanted(w)) out.push_back(w.name);
+  if (out.empty())
+    throw Error(Status::invalid_argument,
+                fmt::format("no workload of task \"{}\" is selected by the evaluation options", task.name));
+  return out;
+}
+
+void check_solution_fits(const TaskSpec& task, const Solution& s) {
+  if (std::find(task.languages.begin(), task.languages.end(), s.language) == task.languages.end())
+    throw Error(Status::invalid_argument,
+                fmt::format("task \"{}\" cannot be evaluated in {} (it supports: {})", task.name,
+                            ks::to_string(s.language), [&] {
+                              std::string l;
+                              for (auto x : task.languages) l += (l.empty() ? "" : ", ") + std::string(ks::to_string(x));
+                              return l;
+                            }()));
+  if (!task.references.count(s.language))
+    throw Error(Status::invalid_argument,
+                fmt::format("task \"{}\" has no {} reference solution to check against", task.name,
+                            ks::to_string(s.language)));
+}
+
+std::string task_key(const TaskSpec& task) { return detail::sha256_hex(task.to_json().dump()).substr(0, 24); }
+
+std::variant<PreparedSolution, EvalResult> prepare_solution(const TaskSpec& task, const Solution& solution,
+                                                            const std::vector<std::string>& workloads,
+                                                            const EvalOptions& options, const std::string& arch,
+                                                            const std::string& cache_dir, const CompileFn& compile) {
+  PreparedSolution p;
+  p.solution = solution;
+  if (p.solution.id.empty()) p.solution.finalize();
+  double failed_compile_s = 0;  // time spent on a compilation that failed
+  auto failed = [&](EvalStatus status, const std::string& message, const std::string& log) {
+    EvalResult r;
+    r.status = status;
+    r.solution_id = p.solution.id;
+    r.log = log.empty() || log == message ? message : message + "\n\n" + log;
+    double compile_s = failed_compile_s;
+    for (const auto& b : p.builds) compile_s += b.artifact.compile_s;
+    r.metrics = Json::obj({{"compile_s", compile_s}, {"builds", static_cast<int>(p.builds.size())}});
+    return r;
+  };
+  std::map<detail::Vars, int> by_params;
+  for (const auto& name : workloads) {
+    const WorkloadSpec* w = task.find_workload(name);
+    if (!w) throw Error(Status::invalid_argument, fmt::format("task \"{}\" has no workload \"{}\"", task.name, name));
+    detail::Vars dims;
+    for (const auto& [k, v] : w->dims) dims[k] = v;
+    detail::Vars values;
+    try {
+      values = detail::resolve_param_values(solution.params, name, dims);
+    } catch (const Error& e) {
+      return failed(EvalStatus::compile_error, e.what(), "");
+    }
+    auto it = by_params.find(values);
+    if (it == by_params.end()) {
+      CompileRequest req;
+      req.solution = p.solution;
+      req.arch = arch;
+      req.flags = options.extra_compile_flags;
+      req.params = std::map<std::string, std::int64_t>(values.begin(), values.end());
+      req.cache_dir = cache_dir;
+      req.tensors = task.tensors;
+      req.timeout_s = options.compile_timeout_s;
+      const auto start = std::chrono::steady_clock::now();
+      try {
+        p.builds.push_back({values, compile(req)});
+      } catch (const CompileError& e) {
+        failed_compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        std::string where;
+        if (!values.empty()) {
+          for (const auto& [k, v] : values) where += (where.empty() ? "" : ", ") + fmt::format("{}={}", k, v);
+          where = " (parameters " + where + ")";
+        }
+        return failed(EvalStatus::compile_error, e.what() + where, e.log());
+      }
+      it = by_params.emplace(values, static_cast<int>(p.builds.size()) - 1).first;
+    }
+    p.workload_build[name] = it->second;
+  }
+  return p;
+}
+
+void add_compile_info(EvalResult& result, const PreparedSolution& prepared) {
+  double compile_s = 0;
+  int hits = 0;
+  std::string log;
+  for (const auto& b : prepared.builds) {
+    compile_s += b.artifact.compile_s;
+    hits += b.artifact.cache_hit ? 1 : 0;
+    if (!b.artifact.log.empty() && log.find(b.artifact.log) == std::string::npos) log += b.artifact.log;
+  }
+  if (!result.metrics.is_object()) result.metrics = Json::object();
+  result.metrics["compile_s"] = compile_s;
+  result.metrics["compile_cache_hits"] = hits;
+  result.metrics["builds"] = static_cast<int>(prepared.builds.size());
+  if (result.log.empty() && !log.empty()) result.log = "compiler output:\n" + log;
+}
+
+namespace {
+std::string ref_key(const std::string& task_key, const std::string& device, const std::string& workload) {
+  return task_key + "\n" + device + "\n" + workload;
+}
+}  // namespace
+
+std::optional<double> ReferenceTimes::find(const std::string& task_key, const std::string& device,
+                                           const std::string& workload) const {
+  auto it = ms_.find(ref_key(task_key, device, workload));
+  if (it == ms_.end()) return std::nullopt;
+  return it->second;
+}
+
+void ReferenceTimes::put(const std::string& task_key, const std::string& device, const std::string& workload,
+                         double ms) {
+  ms_[ref_key(task_key, device, workload)] = ms;
+}
+
+std::vector<std::string> ReferenceTimes::missing(const TaskSpec& task, const std::string& task_key,
+                                                 const std::string& device,
+                                                 const std::vector<std::string>& workloads) const {
+  std::vector<std::string> out;
+  for (const auto& name : workloads) {
+    const WorkloadSpec* w = task.find_workload(name);
+    if (w && w->benchmark && !find(task_key, device, name)) out.push_back(name);
+  }
+  return out;
+}
+
+void ReferenceTimes::apply(EvalResult& result, const std::string& task_key, const std::string& device) const {
+  for (auto& w : result.workloads)
+    if (w.benchmark && w.reference_ms <= 0)
+      if (auto ms = find(task_key, device, w.name)) w.reference_ms = *ms;
+  result.compute_summary();
+}
+
+}  // namespace ks::eval

@@ -1,0 +1,72 @@
+// What the process and in-process evaluators share: choosing workloads and
+// backends, compiling a solution into builds (one per distinct set of tunable
+// parameter values), and finishing results.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "eval/backend.hpp"
+#include "eval/messages.hpp"
+#include "ksearch/eval.hpp"
+#include "ksearch/task.hpp"
+
+namespace ks::eval {
+
+enum class Backend { host, cuda };
+const char* to_string(Backend b);
+
+// The backend that runs `language` under config.backend ("auto", "cuda",
+// "host"). Throws ks::Error(Status::invalid_argument) when the evaluator is
+// configured for the other backend.
+Backend backend_for(Language language, const std::string& configured);
+
+// Checks that config.backend names a backend. Throws invalid_argument.
+void validate_backend_name(const std::string& configured);
+
+// The workloads to evaluate, tests first, then benchmarks, each in task
+// order. Throws ks::Error(Status::invalid_argument) for an unknown name in
+// only_workloads or when nothing is selected.
+std::vector<std::string> select_workloads(const TaskSpec& task, const EvalOptions& options);
+
+// Checks that the task can evaluate `solution` at all. Throws invalid_argument.
+void check_solution_fits(const TaskSpec& task, const Solution& solution);
+
+// A stable key for a task's content (workers cache tasks by it).
+std::string task_key(const TaskSpec& task);
+
+using CompileFn = std::function<Artifact(const CompileRequest&)>;
+
+// Compiles `solution` for `workloads`: resolves tunable parameter values per
+// workload (resolve_param_values), compiles each distinct set once. Returns
+// the prepared solution, or a finished compile_error result (bad parameters,
+// compiler errors, compile timeouts).
+std::variant<PreparedSolution, EvalResult> prepare_solution(const TaskSpec& task, const Solution& solution,
+                                                            const std::vector<std::string>& workloads,
+                                                            const EvalOptions& options, const std::string& arch,
+                                                            const std::string& cache_dir, const CompileFn& compile);
+
+// Adds compile metrics and the compile log (warnings) of `prepared` to `result`.
+void add_compile_info(EvalResult& result, const PreparedSolution& prepared);
+
+// Latencies of the task's reference, measured once per evaluator and device.
+class ReferenceTimes {
+ public:
+  std::optional<double> find(const std::string& task_key, const std::string& device,
+                             const std::string& workload) const;
+  void put(const std::string& task_key, const std::string& device, const std::string& workload, double ms);
+  // Benchmark workloads among `workloads` without a measurement yet.
+  std::vector<std::string> missing(const TaskSpec& task, const std::string& task_key, const std::string& device,
+                                   const std::vector<std::string>& workloads) const;
+  // Fills WorkloadResult::reference_ms of benchmark workloads, then the summary.
+  void apply(EvalResult& result, const std::string& task_key, const std::string& device) const;
+
+ private:
+  std::map<std::string, double> ms_;
+};
+
+}  // namespace ks::eval

@@ -1,0 +1,440 @@
+#include "eval/flow.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <optional>
+
+#include "core/expr.hpp"
+#include "core/sha256.hpp"
+#include "eval/compare.hpp"
+#include <math.h>  // ks_rng.h calls math functions unqualified
+
+#include "eval/kernels/ks_rng.h"
+#include "eval/stats.hpp"
+#include "ksearch/error.hpp"
+
+namespace ks::eval {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+bool is_float(DType t) {
+  return t == DType::f32 || t == DType::f64 || t == DType::f16 || t == DType::bf16;
+}
+
+// A task tensor allocated for one workload.
+struct TensorBuffer {
+  const TensorSpec* spec = nullptr;
+  std::vector<std::int64_t> shape;
+  std::size_t count = 0;
+  std::size_t bytes = 0;
+  Buffer buf;
+};
+
+// Frees what it allocated, whatever path leaves the workload.
+class Allocations {
+ public:
+  explicit Allocations(Device& d) : device_(d) {}
+  ~Allocations() {
+    for (auto b : owned_) device_.free(b);
+  }
+  Allocations(const Allocations&) = delete;
+  Allocations& operator=(const Allocations&) = delete;
+  Buffer alloc(std::size_t bytes, std::string_view label) {
+    Buffer b = device_.alloc(bytes);
+    owned_.push_back(b);
+    device_.label(b, label);
+    return b;
+  }
+
+ private:
+  Device& device_;
+  std::vector<Buffer> owned_;
+};
+
+// A candidate's failure inside a workload, with the words for the model.
+struct Failure {
+  EvalStatus status;
+  std::string message;
+};
+
+std::string describe_seed(int k, int n, bool recheck) {
+  if (recheck) return "the re-check after timing (fresh inputs)";
+  return fmt::format("input seed {} of {}", k + 1, n);
+}
+
+// The per-workload work, holding what the steps share.
+class WorkloadRun {
+ public:
+  WorkloadRun(Device& device, ReferenceStore& refs, const DeviceInfo& info, const TaskSpec& task,
+              const WorkloadSpec& w, const RunRequest& req, Program& cand,
+              const PreparedSolution::Build& cand_build, Program& ref,
+              const PreparedSolution::Build& ref_build, WorkloadResult& result, Json& metrics)
+      : device_(device), refs_(refs), info_(info), task_(task), w_(w), req_(req), cand_(cand),
+        cand_build_(cand_build), ref_(ref), ref_build_(ref_build), r_(result), metrics_(metrics),
+        allocs_(device) {
+    for (const auto& [k, v] : w.dims) dims_[k] = v;
+  }
+
+  void prepare();
+  std::optional<Failure> check(std::uint64_t seed, const std::string& what);
+  TimingStats time(Program& p);
+  void bind_reference();
+
+ private:
+  void generate_inputs(std::uint64_t seed);
+  std::optional<Failure> inputs_unchanged(std::uint64_t seed, const char* who);
+  void reference_outputs(std::uint64_t seed);
+  std::string reference_key(std::uint64_t seed) const;
+  Distribution distribution_of(const TensorSpec& t) const;
+
+  Device& device_;
+  ReferenceStore& refs_;
+  const DeviceInfo& info_;
+  const TaskSpec& task_;
+  const WorkloadSpec& w_;
+  const RunRequest& req_;
+  Program& cand_;
+  const PreparedSolution::Build& cand_build_;
+  Program& ref_;
+  const PreparedSolution::Build& ref_build_;
+  WorkloadResult& r_;
+  Json& metrics_;
+  Allocations allocs_;
+  detail::Vars dims_;
+  std::vector<TensorBuffer> tensors_;
+  std::vector<Buffer> ref_out_;  // reference outputs, one per output tensor, in tensor order
+  Buffer check_buf_;             // regenerated inputs, to detect modification
+  bool ref_bound_ = false;
+};
+
+Distribution WorkloadRun::distribution_of(const TensorSpec& t) const {
+  auto it = w_.dist_overrides.find(t.name);
+  return it != w_.dist_overrides.end() ? it->second : t.dist;
+}
+
+void WorkloadRun::prepare() {
+  std::size_t max_input = 0;
+  for (const auto& t : task_.tensors) {
+    TensorBuffer tb;
+    tb.spec = &t;
+    std::int64_t count = 1;
+    for (const auto& e : t.shape) {
+      std::int64_t d = detail::eval_int_expr(e, dims_);
+      if (d < 0)
+        throw Error(Status::invalid_argument,
+                    fmt::format("task \"{}\", workload \"{}\": tensor \"{}\" has a negative extent {} (\"{}\")",
+                                task_.name, w_.name, t.name, d, e));
+      tb.shape.push_back(d);
+      count *= d;
+    }
+    tb.count = static_cast<std::size_t>(count);
+    tb.bytes = tb.count * dtype_size(t.dtype);
+    tb.buf = allocs_.alloc(tb.bytes, fmt::format("{} \"{}\"", t.is_output ? "output" : "input", t.name));
+    if (!t.is_output) max_input = std::max(max_input, tb.bytes);
+    tensors_.push_back(std::move(tb));
+  }
+  for (const auto& tb : tensors_)
+    if (tb.spec->is_output)
+      ref_out_.push_back(allocs_.alloc(tb.bytes, fmt::format("reference output \"{}\"", tb.spec->name)));
+  check_buf_ = allocs_.alloc(std::max<std::size_t>(max_input, 1), "input check copy");
+
+  Bindings b;
+  for (const auto& tb : tensors_) b.tensors[tb.spec->name] = tb.buf;
+  b.vars = dims_;
+  for (const auto& [k, v] : cand_build_.params) b.vars[k] = v;
+  cand_.bind(b);
+}
+
+void WorkloadRun::bind_reference() {
+  if (ref_bound_) return;
+  Bindings b;
+  std::size_t o = 0;
+  for (const auto& tb : tensors_) b.tensors[tb.spec->name] = tb.spec->is_output ? ref_out_[o++] : tb.buf;
+  b.vars = dims_;
+  for (const auto& [k, v] : ref_build_.params) b.vars[k] = v;
+  ref_.bind(b);
+  ref_bound_ = true;
+}
+
+void WorkloadRun::generate_inputs(std::uint64_t seed) {
+  for (const auto& tb : tensors_) {
+    if (tb.spec->is_output) continue;
+    Distribution d = distribution_of(*tb.spec);
+    double p0 = detail::eval_double_expr(d.p0, dims_), p1 = detail::eval_double_expr(d.p1, dims_);
+    device_.generate(tb.buf, tb.spec->dtype, tb.count, d.kind, p0, p1, seed, rng_stream_of(tb.spec->name));
+  }
+}
+
+std::optional<Failure> WorkloadRun::inputs_unchanged(std::uint64_t seed, const char* who) {
+  Tolerance exact;
+  exact.atol = 0;
+  exact.rtol = 0;
+  exact.min_matched_ratio = 1;
+  exact.nan_policy = Tolerance::NanPolicy::must_match;
+  for (const auto& tb : tensors_) {
+    if (tb.spec->is_output || tb.count == 0) continue;
+    Distribution d = distribution_of(*tb.spec);
+    double p0 = detail::eval_double_expr(d.p0, dims_), p1 = detail::eval_double_expr(d.p1, dims_);
+    device_.generate(check_buf_, tb.spec->dtype, tb.count, d.kind, p0, p1, seed, rng_stream_of(tb.spec->name));
+    CompareStats st = device_.compare(tb.buf, check_buf_, tb.spec->dtype, tb.count, exact);
+    if (st.mismatches == 0) continue;
+    return Failure{EvalStatus::incorrect,
+                   fmt::format("{} modified input \"{}\": {} of {} elements changed, first at {} ({} became "
+                               "{}); inputs are read-only, write only to outputs and scratch buffers",
+                               who, tb.spec->name, st.mismatches, st.count,
+                               format_index(tb.spec->name, tb.shape, st.first_bad_index),
+                               format_value(st.first_bad_ref), format_value(st.first_bad_out))};
+  }
+  return std::nullopt;
+}
+
+std::string WorkloadRun::reference_key(std::uint64_t seed) const {
+  detail::Sha256 h;
+  auto field = [&](std::string_view s) {
+    h.update(std::to_string(s.size()) + ":");
+    h.update(s);
+  };
+  field("ksearch-reference-v1");
+  field(task_.name);
+  for (const auto& t : task_.tensors) field(t.to_json().dump());
+  field(w_.to_json().dump());
+  field(std::to_string(seed));
+  field(req_.reference.solution.id);
+  for (const auto& [k, v] : ref_build_.params) field(fmt::format("{}={}", k, v));
+  field(info_.backend);
+  field(info_.name);
+  field(info_.arch);
+  return h.hex_digest().substr(0, 32);
+}
+
+void WorkloadRun::reference_outputs(std::uint64_t seed) {
+  const std::string key = reference_key(seed);
+  if (refs_.fetch(key, ref_out_)) return;
+  bind_reference();
+  for (const auto& b : ref_out_) device_.poison(b, b.bytes);
+  ref_.poison_scratch();
+  ref_.launch();
+  ref_.synchronize();
+  device_.synchronize();
+  if (auto f = inputs_unchanged(seed, "the task's reference"))
+    throw Error(Status::invalid_argument, fmt::format("task \"{}\": {}", task_.name, f->message));
+  refs_.store(key, ref_out_);
+  metrics_["reference_runs"] = metrics_.get_int("reference_runs") + 1;
+}
+
+std::optional<Failure> WorkloadRun::check(std::uint64_t seed, const std::string& what) {
+  generate_inputs(seed);
+  reference_outputs(seed);
+  for (const auto& tb : tensors_)
+    if (tb.spec->is_output) device_.poison(tb.buf, tb.bytes);
+  cand_.poison_scratch();
+  cand_.launch();
+  cand_.synchronize();
+  device_.synchronize();
+  if (auto f = inputs_unchanged(seed, "the kernel")) {
+    f->message = fmt::format("{}: {}", what, f->message);
+    return f;
+  }
+  std::size_t o = 0;
+  for (const auto& tb : tensors_) {
+    if (!tb.spec->is_output) continue;
+    const Buffer ref = ref_out_[o++];
+    const Tolerance& tol = task_.tolerance;
+    CompareStats st = device_.compare(tb.buf, ref, tb.spec->dtype, tb.count, tol);
+    r_.max_abs_error = std::max(r_.max_abs_error, st.max_abs_error);
+    r_.max_rel_error = std::max(r_.max_rel_error, st.max_rel_error);
+    r_.matched_ratio = std::min(r_.matched_ratio, st.matched_ratio());
+    const std::string& name = tb.spec->name;
+    const std::string first =
+        st.first_bad_index >= 0
+            ? fmt::format("first at {} (flat index {}): got {}, expected {}",
+                          format_index(name, tb.shape, st.first_bad_index), st.first_bad_index,
+                          format_value(st.first_bad_out),
+                          format_value(st.first_bad_ref))
+            : std::string();
+    // Elements still holding the poison pattern were never written. For
+    // floating types the pattern is a NaN no arithmetic produces, so any of
+    // them fails whatever the matched ratio allows.
+    if (st.poisoned > 0 && is_float(tb.spec->dtype))
+      return Failure{EvalStatus::incorrect,
+                     fmt::format("{}: {} of {} elements of output \"{}\" were never written (they still hold "
+                                 "the poison pattern 0xFF..); first unwritten or wrong element {}; the "
+                                 "kernel must write every output element on every call",
+                                 what, st.poisoned, st.count, name,
+                                 format_index(name, tb.shape, st.first_bad_index))};
+    if (st.nonfinite_mismatches > 0 && tol.nan_policy == Tolerance::NanPolicy::forbid)
+      return Failure{EvalStatus::incorrect,
+                     fmt::format("{}: output \"{}\" contains {} NaN or infinite values, which this task forbids; {}",
+                                 what, name, st.nonfinite_mismatches, first)};
+    if (st.matched_ratio() < tol.min_matched_ratio) {
+      std::string nonfinite =
+          st.nonfinite_mismatches ? fmt::format(" ({} involve NaN or infinity)", st.nonfinite_mismatches) : "";
+      std::string poisoned =
+          st.poisoned ? fmt::format(" ({} still hold the poison pattern: never written)", st.poisoned) : "";
+      return Failure{EvalStatus::incorrect,
+                     fmt::format("{}: {} of {} elements of output \"{}\" ({:.3g}%) differ from the reference "
+                                 "beyond atol={:g} + rtol={:g}*|ref|{}{} (matched {:.6g}, required {:.6g}); {}; "
+                                 "max abs error {}, max rel error {}",
+                                 what, st.mismatches, st.count, name,
+                                 100.0 * static_cast<double>(st.mismatches) / static_cast<double>(std::max<std::uint64_t>(st.count, 1)),
+                                 tol.atol, tol.rtol, nonfinite, poisoned, st.matched_ratio(), tol.min_matched_ratio,
+                                 first, format_value(st.max_abs_error), format_value(st.max_rel_error))};
+    }
+  }
+  return std::nullopt;
+}
+
+TimingStats WorkloadRun::time(Program& p) {
+  const EvalOptions& o = req_.options;
+  // Warm-up: caches, page faults, clocks. At least one call, then until
+  // 25 ms or 50 calls.
+  auto warm_start = Clock::now();
+  for (int n = 0; n < 50; ++n) {
+    p.timed_launch();
+    if (seconds_since(warm_start) >= 0.025) break;
+  }
+  RepetitionController ctrl(RepetitionController::limits_from(o));
+  auto loop_start = Clock::now();
+  while (!ctrl.done()) {
+    if (o.flush_l2) device_.flush_cache();
+    double ms = p.timed_launch();
+    ctrl.add(ms, seconds_since(loop_start));
+  }
+  Json& stops = metrics_["timing_stop"];
+  if (!stops.is_object()) stops = Json::object();
+  stops[w_.name] = ctrl.stop_reason();
+  return summarize_samples(ctrl.samples());
+}
+
+// Finds a build or complains about the request.
+const PreparedSolution::Build& build_of(const PreparedSolution& p, const std::string& workload, const char* who) {
+  const PreparedSolution::Build* b = p.build_for(workload);
+  if (!b)
+    throw Error(Status::invalid_argument,
+                fmt::format("evaluation request: the {} has no build for workload \"{}\"", who, workload));
+  return *b;
+}
+
+}  // namespace
+
+double speed_of_light_ms(const TaskSpec& task, const WorkloadSpec& workload, const DeviceInfo& device,
+                         bool caches_flushed, std::string* explanation) {
+  detail::Vars dims;
+  for (const auto& [k, v] : workload.dims) dims[k] = v;
+  double flops = task.flops.empty() ? 0 : detail::eval_double_expr(task.flops, dims);
+  double bytes = task.bytes.empty() ? 0 : detail::eval_double_expr(task.bytes, dims);
+  double t_flops = device.peak_flops > 0 ? flops / device.peak_flops : 0;
+  double t_bytes = caches_flushed && device.peak_bytes_per_s > 0 ? bytes / device.peak_bytes_per_s : 0;
+  if (explanation) {
+    if (t_flops >= t_bytes)
+      *explanation = fmt::format("{:.4g} FLOP (task formula \"{}\") at a peak of {:.4g} FLOP/s", flops, task.flops,
+                                 device.peak_flops);
+    else
+      *explanation = fmt::format("{:.4g} bytes (task formula \"{}\") at a peak of {:.4g} bytes/s", bytes,
+                                 task.bytes, device.peak_bytes_per_s);
+  }
+  return std::max(t_flops, t_bytes) * 1e3;
+}
+
+EvaluationFlow::EvaluationFlow(Device& device, ReferenceStore& references)
+    : device_(device), refs_(references), info_(device.info()) {}
+
+EvalResult EvaluationFlow::run(const TaskSpec& task, const RunRequest& req, FlowEvents& events) {
+  EvalResult result;
+  result.solution_id = req.candidate.solution.id;
+  result.device = info_.name;
+  result.metrics = Json::object();
+  result.metrics["reference_runs"] = 0;
+  const auto start = Clock::now();
+  const auto counters_before = refs_.counters();
+  const int seeds = req.options.seeds_per_workload;
+
+  // Programs load once per build and are reused across workloads.
+  std::map<int, std::unique_ptr<Program>> cand_programs, ref_programs;
+  auto program_for = [&](std::map<int, std::unique_ptr<Program>>& cache, const PreparedSolution& p,
+                         const PreparedSolution::Build& b) -> Program& {
+    int idx = static_cast<int>(&b - p.builds.data());
+    auto& slot = cache[idx];
+    if (!slot) slot = device_.load(b.artifact, p.solution);
+    return *slot;
+  };
+
+  for (const auto& name : req.workloads) {
+    const WorkloadSpec* w = task.find_workload(name);
+    if (!w)
+      throw Error(Status::invalid_argument,
+                  fmt::format("evaluation request: task \"{}\" has no workload \"{}\"", task.name, name));
+    const auto& cand_build = build_of(req.candidate, name, "candidate");
+    const auto& ref_build = build_of(req.reference, name, "reference");
+    events.workload_started(name);
+    WorkloadResult r;
+    r.name = name;
+    r.benchmark = w->benchmark;
+    std::optional<Failure> failure;
+    try {
+      Program& cand = program_for(cand_programs, req.candidate, cand_build);
+      Program& ref = program_for(ref_programs, req.reference, ref_build);
+      WorkloadRun run(device_, refs_, info_, task, *w, req, cand, cand_build, ref, ref_build, r, result.metrics);
+      run.prepare();
+      for (int k = 0; k < seeds && !failure; ++k)
+        failure = run.check(ks_rng_derive_seed(w->seed, static_cast<ks_u64>(k)), describe_seed(k, seeds, false));
+      if (!failure && w->benchmark) {
+        if (std::find(req.time_reference.begin(), req.time_reference.end(), name) != req.time_reference.end()) {
+          run.bind_reference();
+          TimingStats ref_t = run.time(ref);
+          r.reference_ms = ref_t.mean_ms;
+          events.reference_timed(name, ref_t);
+        }
+        r.timing = run.time(cand);
+        if (req.options.recheck_after_timing)
+          failure = run.check(ks_rng_derive_seed(w->seed, static_cast<ks_u64>(seeds)), describe_seed(0, 0, true));
+        if (failure)
+          failure->message += "; the kernel passed the checks before timing, so it probably reuses results "
+                              "from earlier calls instead of computing them";
+        std::string why;
+        double bound = speed_of_light_ms(task, *w, info_, req.options.flush_l2, &why);
+        if (!failure && bound > 0 && r.timing.median_ms < bound)
+          failure = Failure{EvalStatus::invalid,
+                            fmt::format("median time {:.4g} ms is below the speed-of-light bound of {:.4g} ms "
+                                        "({}); no correct kernel can be that fast, so the timed calls are not "
+                                        "doing the work",
+                                        r.timing.median_ms, bound, why)};
+      }
+    } catch (const RunError& e) {
+      device_suspect_ = true;
+      failure = Failure{e.failure().status, e.failure().message};
+    } catch (const Error&) {
+      throw;  // the request or the task is at fault, not the candidate
+    } catch (const std::exception& e) {
+      failure = Failure{EvalStatus::runtime_error, fmt::format("the kernel threw an exception: {}", e.what())};
+    } catch (...) {
+      failure = Failure{EvalStatus::runtime_error, "the kernel threw an exception of unknown type"};
+    }
+    if (failure) {
+      r.status = failure->status;
+      r.message = failure->message;
+    }
+    events.workload_finished(r);
+    result.workloads.push_back(r);
+    if (r.status != EvalStatus::passed) {
+      result.status = r.status;
+      break;
+    }
+  }
+  const auto& c = refs_.counters();
+  result.metrics["reference_memory_hits"] = c.memory_hits - counters_before.memory_hits;
+  result.metrics["reference_file_hits"] = c.file_hits - counters_before.file_hits;
+  result.metrics["run_s"] = seconds_since(start);
+  return result;
+}
+
+}  // namespace ks::eval

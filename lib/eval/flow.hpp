@@ -1,0 +1,59 @@
+// The evaluation flow, written once against Device and Program and run inside
+// a worker (or in-process for trusted kernels). Per workload, in order:
+//
+//   allocate the task's tensors; for each checked input seed: generate the
+//   inputs, fetch or compute the reference outputs, poison outputs and
+//   scratch, run, check inputs are unchanged, compare; then, for benchmark
+//   workloads: time the reference (when asked), warm up and time the
+//   candidate with a cache flush before each repetition, re-check on a fresh
+//   seed, and apply the speed-of-light bound.
+//
+// The first failing workload ends the evaluation. See docs/evaluation.md.
+#pragma once
+
+#include <string>
+
+#include "eval/backend.hpp"
+#include "eval/messages.hpp"
+#include "eval/reference_store.hpp"
+#include "ksearch/task.hpp"
+
+namespace ks::eval {
+
+// Progress of one evaluation, reported as it happens so the parent keeps
+// every finished result even if the worker dies on the next workload.
+class FlowEvents {
+ public:
+  virtual ~FlowEvents() = default;
+  virtual void workload_started(const std::string& workload) = 0;
+  virtual void reference_timed(const std::string& workload, const TimingStats& timing) = 0;
+  virtual void workload_finished(const WorkloadResult& result) = 0;
+};
+
+class EvaluationFlow {
+ public:
+  EvaluationFlow(Device& device, ReferenceStore& references);
+
+  // Never throws for a bad candidate (its failures are the result's status).
+  // Throws ks::Error for a malformed request or task (unknown workload, no
+  // build for a workload, a reference that changes its inputs).
+  EvalResult run(const TaskSpec& task, const RunRequest& request, FlowEvents& events);
+
+  // True once a candidate raised a device error: a CUDA context may now be
+  // unusable, so the worker should be replaced before the next candidate.
+  bool device_suspect() const { return device_suspect_; }
+
+ private:
+  Device& device_;
+  ReferenceStore& refs_;
+  DeviceInfo info_;
+  bool device_suspect_ = false;
+};
+
+// The speed-of-light time of one call in milliseconds: the larger of
+// flops / peak_flops and bytes / peak_bytes_per_s (the bytes term only when
+// caches are flushed between repetitions); 0 when nothing is known.
+double speed_of_light_ms(const TaskSpec& task, const WorkloadSpec& workload, const DeviceInfo& device,
+                         bool caches_flushed, std::string* explanation = nullptr);
+
+}  // namespace ks::eval

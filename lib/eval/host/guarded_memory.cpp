@@ -1,0 +1,251 @@
+#include "eval/host/guarded_memory.hpp"
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+
+#include "eval/backend.hpp"
+
+namespace ks::eval::host {
+namespace {
+
+constexpr unsigned char kCanary = 0xA5;
+constexpr std::size_t kAlign = 64;
+constexpr std::size_t kMaxBlocks = 4096;
+constexpr std::size_t kLabelBytes = 64;
+
+std::size_t page_size() {
+  static const std::size_t p = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  return p;
+}
+
+std::size_t round_up(std::size_t v, std::size_t m) { return (v + m - 1) / m * m; }
+
+// The registry the crash reporter reads. A slot is published by storing
+// `user` last (release) and retired by clearing it first, so the signal
+// handler, which cannot lock, never sees a half-written slot as live.
+struct Slot {
+  std::atomic<std::uintptr_t> user{0};
+  std::uintptr_t map_begin = 0, map_end = 0, user_end = 0;
+  std::size_t bytes = 0;
+  char label[kLabelBytes] = {};
+};
+
+std::array<Slot, kMaxBlocks>& slots() {
+  static std::array<Slot, kMaxBlocks> s;
+  return s;
+}
+std::mutex& registry_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+Slot* find_slot(std::uintptr_t user) {
+  for (auto& s : slots())
+    if (s.user.load(std::memory_order_acquire) == user) return &s;
+  return nullptr;
+}
+
+}  // namespace
+
+void* guarded_alloc(std::size_t bytes) {
+  const std::size_t page = page_size();
+  const std::size_t rounded = round_up(bytes == 0 ? 1 : bytes, kAlign);
+  const std::size_t data = round_up(rounded, page);
+  const std::size_t total = data + 2 * page;
+  void* base = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (base == MAP_FAILED)
+    throw RunError({EvalStatus::runtime_error,
+                    fmt::format("host memory exhausted: cannot allocate {} bytes", bytes)});
+  auto* b = static_cast<unsigned char*>(base);
+  ::mprotect(b, page, PROT_NONE);
+  ::mprotect(b + page + data, page, PROT_NONE);
+  unsigned char* user = b + page + data - rounded;
+  // Canaries fill the slack before and after the block.
+  std::memset(b + page, kCanary, static_cast<std::size_t>(user - (b + page)));
+  std::memset(user + bytes, kCanary, rounded - bytes);
+  std::lock_guard lock(registry_mutex());
+  for (auto& s : slots()) {
+    if (s.user.load(std::memory_order_relaxed) != 0) continue;
+    s.map_begin = reinterpret_cast<std::uintptr_t>(b);
+    s.map_end = s.map_begin + total;
+    s.user_end = reinterpret_cast<std::uintptr_t>(user) + bytes;
+    s.bytes = bytes;
+    s.label[0] = '\0';
+    s.user.store(reinterpret_cast<std::uintptr_t>(user), std::memory_order_release);
+    return user;
+  }
+  // Registry full: the block works but cannot be freed by address lookup, so
+  // refuse rather than leak.
+  ::munmap(base, total);
+  throw RunError({EvalStatus::runtime_error,
+                  fmt::format("host backend: more than {} live buffers", kMaxBlocks)});
+}
+
+void guarded_free(void* p) {
+  if (!p) return;
+  std::uintptr_t map_begin = 0, map_end = 0;
+  {
+    std::lock_guard lock(registry_mutex());
+    Slot* s = find_slot(reinterpret_cast<std::uintptr_t>(p));
+    if (!s) return;
+    map_begin = s->map_begin;
+    map_end = s->map_end;
+    s->user.store(0, std::memory_order_release);
+  }
+  ::munmap(reinterpret_cast<void*>(map_begin), map_end - map_begin);
+}
+
+void set_guard_label(void* p, std::string_view label) {
+  std::lock_guard lock(registry_mutex());
+  Slot* s = find_slot(reinterpret_cast<std::uintptr_t>(p));
+  if (!s) return;
+  std::size_t n = std::min(label.size(), kLabelBytes - 1);
+  std::memcpy(s->label, label.data(), n);
+  s->label[n] = '\0';
+}
+
+std::string check_canaries(const void* p) {
+  std::lock_guard lock(registry_mutex());
+  const Slot* s = find_slot(reinterpret_cast<std::uintptr_t>(p));
+  if (!s) return {};
+  const std::size_t page = page_size();
+  const auto* front_begin = reinterpret_cast<const unsigned char*>(s->map_begin + page);
+  const auto* user = reinterpret_cast<const unsigned char*>(s->user.load(std::memory_order_relaxed));
+  const auto* back_begin = reinterpret_cast<const unsigned char*>(s->user_end);
+  const auto* back_end = reinterpret_cast<const unsigned char*>(s->map_end - page);
+  std::string label = s->label[0] ? s->label : "a buffer";
+  // The farthest overwritten canary byte tells how far the overrun went.
+  for (const unsigned char* q = back_end; q-- > back_begin;)
+    if (*q != kCanary)
+      return fmt::format("an out-of-bounds write reached {} bytes past the end of {} ({} bytes)",
+                         q - back_begin + 1, label, s->bytes);
+  for (const unsigned char* q = front_begin; q < user; ++q)
+    if (*q != kCanary)
+      return fmt::format("an out-of-bounds write reached {} bytes before the start of {} ({} bytes)",
+                         user - q, label, s->bytes);
+  return {};
+}
+
+// ---------------------------------------------------------------------------
+// Crash reporter: everything below runs in a signal handler, so it uses only
+// async-signal-safe calls (write, sigaction, raise) and no allocation.
+
+namespace {
+
+struct LineBuffer {
+  char data[512];
+  std::size_t len = 0;
+  void put(const char* s) {
+    while (*s && len < sizeof data - 1) data[len++] = *s++;
+  }
+  void put_hex(std::uintptr_t v) {
+    put("0x");
+    char tmp[2 * sizeof v];
+    int n = 0;
+    do {
+      tmp[n++] = "0123456789abcdef"[v & 0xF];
+      v >>= 4;
+    } while (v && n < static_cast<int>(sizeof tmp));
+    while (n > 0 && len < sizeof data - 1) data[len++] = tmp[--n];
+  }
+  void put_dec(std::uint64_t v) {
+    char tmp[24];
+    int n = 0;
+    do {
+      tmp[n++] = static_cast<char>('0' + v % 10);
+      v /= 10;
+    } while (v);
+    while (n > 0 && len < sizeof data - 1) data[len++] = tmp[--n];
+  }
+};
+
+const char* signal_label(int sig) {
+  switch (sig) {
+    case SIGSEGV: return "SIGSEGV (segmentation fault)";
+    case SIGBUS: return "SIGBUS (bus error)";
+    case SIGFPE: return "SIGFPE (arithmetic exception, e.g. integer division by zero)";
+    case SIGILL: return "SIGILL (illegal instruction)";
+    case SIGTRAP: return "SIGTRAP (trap)";
+    case SIGABRT: return "SIGABRT (abort)";
+  }
+  return "fatal signal";
+}
+
+void crash_handler(int sig, siginfo_t* info, void* context) {
+  LineBuffer line;
+  line.put("ksearch-worker: fatal: ");
+  line.put(signal_label(sig));
+  const bool has_addr = sig == SIGSEGV || sig == SIGBUS;
+  if (has_addr && info) {
+    const auto addr = reinterpret_cast<std::uintptr_t>(info->si_addr);
+    line.put(" at address ");
+    line.put_hex(addr);
+    bool is_write = false, known_rw = false;
+#if defined(__x86_64__)
+    if (context && sig == SIGSEGV) {
+      const auto* uc = static_cast<const ucontext_t*>(context);
+      is_write = (uc->uc_mcontext.gregs[REG_ERR] & 2) != 0;
+      known_rw = true;
+    }
+#else
+    (void)context;
+#endif
+    const std::uintptr_t page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+    for (const auto& s : slots()) {
+      const std::uintptr_t user = s.user.load(std::memory_order_acquire);
+      if (!user || addr < s.map_begin || addr >= s.map_end) continue;
+      // The offset from the start of the block says how far out the access was.
+      line.put(known_rw ? (is_write ? ": out-of-bounds write" : ": out-of-bounds read") : ": out-of-bounds access");
+      line.put(" at byte offset ");
+      if (addr < user) {
+        line.put("-");
+        line.put_dec(user - addr);
+      } else {
+        line.put_dec(addr - user);
+      }
+      line.put(addr >= s.map_end - page ? " (past the end) of " : " (before the start) of ");
+      line.put(s.label[0] ? s.label : "a tensor buffer");
+      line.put(", which has ");
+      line.put_dec(s.bytes);
+      line.put(" bytes");
+      break;
+    }
+  }
+  line.put("\n");
+  ssize_t r = ::write(2, line.data, line.len);
+  (void)r;
+  // Die of the same signal so the parent sees what happened: with the default
+  // action restored, a synchronous fault repeats on return; others are re-raised.
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  ::sigaction(sig, &dfl, nullptr);
+  if (sig == SIGABRT || sig == SIGTRAP || !info || info->si_code <= 0) ::raise(sig);
+}
+
+}  // namespace
+
+void install_crash_reporter() {
+  // An alternate stack, so a stack overflow can still be reported.
+  static char alt_stack[64 * 1024];
+  stack_t ss{};
+  ss.ss_sp = alt_stack;
+  ss.ss_size = sizeof alt_stack;
+  ::sigaltstack(&ss, nullptr);
+  struct sigaction sa {};
+  sa.sa_sigaction = crash_handler;
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT}) ::sigaction(sig, &sa, nullptr);
+}
+
+}  // namespace ks::eval::host

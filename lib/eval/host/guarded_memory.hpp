@@ -1,0 +1,40 @@
+// Host memory for candidate tensors with out-of-bounds detection.
+//
+// Every block sits between two inaccessible guard pages, its end placed as
+// close to the trailing guard page as 64-byte alignment allows:
+//
+//   [guard page][canary ... | block | canary (< 64 B)][guard page]
+//
+// An access that runs into a guard page faults; the worker's crash reporter
+// then names the block ("past the end of output \"C\""). A small overrun that
+// stays inside the canary bytes does not fault but is found by
+// check_canaries() after every checked run.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace ks::eval::host {
+
+// Allocates `bytes` (64-byte aligned, at least one byte); throws
+// ks::eval::RunError when memory is exhausted.
+void* guarded_alloc(std::size_t bytes);
+void guarded_free(void* p);
+
+// Names a block for reports, e.g. "output \"C\"".
+void set_guard_label(void* p, std::string_view label);
+
+// "" when the canary bytes around the block are intact; otherwise what was
+// overwritten, e.g. "12 bytes past the end of output \"C\" (4096 bytes) were overwritten".
+std::string check_canaries(const void* p);
+
+// Installs handlers for fatal signals (SIGSEGV, SIGBUS, SIGFPE, SIGILL,
+// SIGTRAP, SIGABRT) that write one line to stderr, starting with
+// "ksearch-worker: fatal:", naming the signal, the address and, when it lies
+// in a guard page, the block it overran; then the process dies of the same
+// signal. Only for worker processes: a library must not take over the
+// signal handlers of the program that embeds it.
+void install_crash_reporter();
+
+}  // namespace ks::eval::host

@@ -1,0 +1,26 @@
+// Compiles host candidates with the system C++ compiler into shared objects,
+// cached by content: the same sources, plan, parameters, flags, compiler and
+// CPU give the same artifact without running the compiler again.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "eval/backend.hpp"
+
+namespace ks::eval::host {
+
+struct HostCompilerOptions {
+  std::string compiler;   // empty: $KSEARCH_CXX, else $CXX, else "c++"
+  std::string cache_dir;  // used when a request names none; empty: <default cache>/host
+};
+
+// The flags every host candidate is compiled with (before parameter macros
+// and user flags).
+std::vector<std::string> host_base_flags();
+
+// Thread-safe: the evaluator compiles several candidates at once.
+std::unique_ptr<Compiler> make_host_compiler(const HostCompilerOptions& options = {});
+
+}  // namespace ks::eval::host

@@ -1,0 +1,216 @@
+#include "eval/host/host_device.hpp"
+
+#include <fmt/format.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <math.h>  // ks_rng.h calls log, sqrt, cos, tan, floor unqualified
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "eval/compare.hpp"
+#include "eval/host/guarded_memory.hpp"
+#include "eval/kernels/ks_rng.h"
+
+namespace ks::eval::host {
+namespace {
+
+std::string trim(std::string s) {
+  auto b = s.find_first_not_of(" \t\n");
+  auto e = s.find_last_not_of(" \t\n");
+  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// "32768K" / "1M" as in /sys/devices/system/cpu/cpu0/cache/index*/size.
+std::int64_t parse_size(const std::string& s) {
+  if (s.empty()) return 0;
+  char* end = nullptr;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  if (end && (*end == 'K' || *end == 'k')) v *= 1024;
+  else if (end && (*end == 'M' || *end == 'm')) v *= 1024 * 1024;
+  return v;
+}
+
+CpuFacts read_cpu_facts() {
+  CpuFacts f;
+  f.threads = std::max(1u, std::thread::hardware_concurrency());
+  // /proc/cpuinfo: model, flags and the current clock (an upper bound is
+  // wanted, so take the largest seen and add turbo headroom below).
+  std::istringstream info(read_text("/proc/cpuinfo"));
+  double mhz = 0;
+  for (std::string line; std::getline(info, line);) {
+    auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string key = trim(line.substr(0, colon)), value = trim(line.substr(colon + 1));
+    if (f.model.empty() && (key == "model name" || key == "Model" || key == "CPU part")) f.model = value;
+    if (f.isa_flags.empty() && (key == "flags" || key == "Features")) f.isa_flags = value;
+    if (key == "cpu MHz") mhz = std::max(mhz, std::atof(value.c_str()));
+  }
+  std::string max_khz = trim(read_text("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq"));
+  if (!max_khz.empty()) mhz = std::max(mhz, std::atof(max_khz.c_str()) / 1000.0);
+  // Without a cpufreq maximum, allow for boost clocks well above the base.
+  f.max_ghz = mhz > 0 ? std::max(mhz / 1000.0 * (max_khz.empty() ? 1.6 : 1.0), 1.0) : 5.0;
+  utsname u{};
+  if (::uname(&u) == 0) f.arch = u.machine;
+  if (f.arch == "x86_64") f.arch = "x86-64";
+  // fp32 FLOPs per cycle per thread, assuming two FMA pipes of the widest width.
+  auto has = [&](const char* flag) {
+    std::string needle = std::string(" ") + flag + " ";
+    return (" " + f.isa_flags + " ").find(needle) != std::string::npos;
+  };
+  if (has("avx512f")) f.flops_per_cycle = 64;
+  else if (has("avx2") || has("fma") || has("avx")) f.flops_per_cycle = 32;
+  else if (has("sve")) f.flops_per_cycle = 64;
+  else f.flops_per_cycle = 16;
+  // The last-level cache one CPU sees (sysconf reports a whole-package figure
+  // on some virtual machines, which would make every flush huge).
+  for (int idx = 0; idx < 8; ++idx) {
+    std::string base = fmt::format("/sys/devices/system/cpu/cpu0/cache/index{}/", idx);
+    std::string type = trim(read_text(base + "type"));
+    if (type.empty()) continue;
+    if (type == "Instruction") continue;
+    f.llc_bytes = std::max(f.llc_bytes, parse_size(trim(read_text(base + "size"))));
+  }
+  if (f.llc_bytes <= 0) {
+    long l3 = ::sysconf(_SC_LEVEL3_CACHE_SIZE);
+    f.llc_bytes = l3 > 0 ? l3 : 32l << 20;
+  }
+  long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  f.memory_bytes = pages > 0 && page > 0 ? static_cast<std::int64_t>(pages) * page : 0;
+  if (f.model.empty()) f.model = "unknown CPU";
+  return f;
+}
+
+// Fills [begin, end) of a `dtype` array with generated values.
+void generate_range(void* data, DType dtype, std::size_t begin, std::size_t end, int kind, double p0,
+                    double p1, std::uint64_t seed, std::uint64_t stream) {
+  switch (dtype) {
+    case DType::f32: {
+      auto* p = static_cast<float*>(data);
+      for (std::size_t i = begin; i < end; ++i)
+        p[i] = static_cast<float>(ks_rng_value(kind, p0, p1, seed, stream, i));
+      return;
+    }
+    case DType::f64: {
+      auto* p = static_cast<double*>(data);
+      for (std::size_t i = begin; i < end; ++i) p[i] = ks_rng_value(kind, p0, p1, seed, stream, i);
+      return;
+    }
+    default:
+      for (std::size_t i = begin; i < end; ++i)
+        store_element(data, dtype, i, ks_rng_value(kind, p0, p1, seed, stream, i));
+  }
+}
+
+}  // namespace
+
+const CpuFacts& cpu_facts() {
+  static const CpuFacts facts = read_cpu_facts();
+  return facts;
+}
+
+DeviceInfo host_device_info() {
+  const CpuFacts& f = cpu_facts();
+  DeviceInfo d;
+  d.backend = "host";
+  d.name = f.model;
+  d.arch = f.arch;
+  d.count = 1;
+  d.peak_flops = static_cast<double>(f.threads) * f.max_ghz * 1e9 * f.flops_per_cycle;
+  d.peak_bytes_per_s = 0;
+  d.l2_bytes = f.llc_bytes;
+  d.memory_bytes = f.memory_bytes;
+  return d;
+}
+
+HostDevice::HostDevice() = default;
+
+HostDevice::~HostDevice() { std::free(flush_buf_); }
+
+DeviceInfo HostDevice::info() const { return host_device_info(); }
+
+Buffer HostDevice::alloc(std::size_t bytes) {
+  void* p = guarded_alloc(bytes);
+  return Buffer{reinterpret_cast<std::uint64_t>(p), bytes};
+}
+
+void HostDevice::free(Buffer b) { guarded_free(b.host_ptr()); }
+
+void HostDevice::upload(Buffer dst, const void* src, std::size_t bytes) {
+  std::memcpy(dst.host_ptr(), src, std::min(bytes, dst.bytes));
+}
+
+void HostDevice::download(void* dst, Buffer src, std::size_t bytes) {
+  std::memcpy(dst, src.host_ptr(), std::min(bytes, src.bytes));
+}
+
+void HostDevice::copy(Buffer dst, Buffer src, std::size_t bytes) {
+  std::memcpy(dst.host_ptr(), src.host_ptr(), std::min({bytes, dst.bytes, src.bytes}));
+}
+
+void HostDevice::generate(Buffer b, DType dtype, std::size_t count, Distribution::Kind kind, double p0,
+                          double p1, std::uint64_t seed, std::uint64_t stream) {
+  count = std::min(count, b.bytes / dtype_size(dtype));
+  const int k = static_cast<int>(kind);
+  // Elements are independent (counter-based RNG), so split large tensors.
+  const std::size_t per_thread = 1u << 18;
+  const std::size_t nthreads =
+      std::min<std::size_t>(std::min(cpu_facts().threads, 16), (count + per_thread - 1) / per_thread);
+  if (nthreads <= 1) {
+    generate_range(b.host_ptr(), dtype, 0, count, k, p0, p1, seed, stream);
+    return;
+  }
+  std::vector<std::thread> pool;
+  const std::size_t chunk = (count + nthreads - 1) / nthreads;
+  for (std::size_t t = 0; t < nthreads; ++t) {
+    std::size_t begin = t * chunk, end = std::min(count, begin + chunk);
+    if (begin >= end) break;
+    pool.emplace_back(generate_range, b.host_ptr(), dtype, begin, end, k, p0, p1, seed, stream);
+  }
+  for (auto& th : pool) th.join();
+}
+
+void HostDevice::label(Buffer b, std::string_view name) { set_guard_label(b.host_ptr(), name); }
+
+void HostDevice::poison(Buffer b, std::size_t bytes) {
+  std::memset(b.host_ptr(), 0xFF, std::min(bytes, b.bytes));
+}
+
+CompareStats HostDevice::compare(Buffer out, Buffer ref, DType dtype, std::size_t count,
+                                 const Tolerance& tol) {
+  const std::size_t n = std::min({count, out.bytes / dtype_size(dtype), ref.bytes / dtype_size(dtype)});
+  return compare_elements(out.host_ptr(), ref.host_ptr(), dtype, n, tol);
+}
+
+void HostDevice::flush_cache() {
+  if (!flush_buf_) {
+    flush_bytes_ = static_cast<std::size_t>(2 * std::max<std::int64_t>(cpu_facts().llc_bytes, 1 << 20));
+    flush_buf_ = static_cast<unsigned char*>(std::aligned_alloc(64, flush_bytes_));
+    if (!flush_buf_) throw RunError({EvalStatus::runtime_error, "cannot allocate the cache-flush buffer"});
+    std::memset(flush_buf_, 0, flush_bytes_);
+  }
+  volatile unsigned char* p = flush_buf_;
+  for (std::size_t i = 0; i < flush_bytes_; i += 64) p[i] = static_cast<unsigned char>(p[i] + 1);
+}
+
+std::unique_ptr<Program> HostDevice::load(const Artifact& artifact, const Solution& solution) {
+  if (artifact.language != Language::cpp)
+    throw RunError({EvalStatus::runtime_error,
+                    fmt::format("the host backend cannot run a {} artifact", to_string(artifact.language))});
+  return load_host_program(artifact, solution);
+}
+
+}  // namespace ks::eval::host

@@ -1,0 +1,65 @@
+// The host backend: candidates are C++ functions compiled by the system
+// compiler into a shared object and called on the CPU through generated
+// typed shims (docs/launch-plan.md, "Host C++: the call plan").
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "eval/backend.hpp"
+
+namespace ks::eval::host {
+
+// What the host CPU is, read once from the operating system.
+struct CpuFacts {
+  std::string model;          // "AMD EPYC 7B13"
+  std::string arch;           // "x86-64", "aarch64"
+  int threads = 1;            // hardware threads available to this process
+  double max_ghz = 0;         // highest clock found (cpufreq or /proc/cpuinfo)
+  int flops_per_cycle = 16;   // per thread, fp32, from the widest vector FMA the CPU has
+  std::int64_t llc_bytes = 0; // last-level cache as seen by one CPU
+  std::int64_t memory_bytes = 0;
+  std::string isa_flags;      // the CPU's feature flags, for the compile cache key
+};
+const CpuFacts& cpu_facts();
+
+// Facts for the manifest and the speed-of-light bound. peak_flops is a
+// deliberate over-estimate (every hardware thread at the highest clock
+// issuing the widest FMA every cycle) so that no honest kernel is rejected;
+// peak_bytes_per_s is 0 (unknown): a CPU's private caches keep data a flush
+// of the shared cache cannot evict, so bytes give no hard bound here.
+DeviceInfo host_device_info();
+
+class HostDevice final : public Device {
+ public:
+  HostDevice();
+  ~HostDevice() override;
+  DeviceInfo info() const override;
+  Buffer alloc(std::size_t bytes) override;
+  void free(Buffer b) override;
+  void upload(Buffer dst, const void* src, std::size_t bytes) override;
+  void download(void* dst, Buffer src, std::size_t bytes) override;
+  void copy(Buffer dst, Buffer src, std::size_t bytes) override;
+  void generate(Buffer b, DType dtype, std::size_t count, Distribution::Kind kind, double p0, double p1,
+                std::uint64_t seed, std::uint64_t stream) override;
+  void poison(Buffer b, std::size_t bytes) override;
+  CompareStats compare(Buffer out, Buffer ref, DType dtype, std::size_t count,
+                       const Tolerance& tol) override;
+  // Reads and writes one byte per cache line of a buffer twice the size of
+  // the last-level cache, with ordinary stores (memset may use streaming
+  // stores that bypass the cache and evict nothing).
+  void flush_cache() override;
+  void synchronize() override {}
+  void label(Buffer b, std::string_view name) override;
+  std::unique_ptr<Program> load(const Artifact& artifact, const Solution& solution) override;
+
+ private:
+  unsigned char* flush_buf_ = nullptr;
+  std::size_t flush_bytes_ = 0;
+};
+
+// The host Program: the shared object plus its call plan (host_program.cpp).
+std::unique_ptr<Program> load_host_program(const Artifact& artifact, const Solution& solution);
+
+}  // namespace ks::eval::host

@@ -1,0 +1,197 @@
+// A loaded host candidate: the shared object, its call plan bound to one
+// workload, and the argument blocks its shims read.
+#include <dlfcn.h>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstring>
+#include <limits>
+
+#include "eval/host/call_plan.hpp"
+#include "eval/host/guarded_memory.hpp"
+#include "eval/host/host_device.hpp"
+#include "ksearch/error.hpp"
+
+namespace ks::eval::host {
+namespace {
+
+using ShimFn = void (*)(void* const*);
+
+[[noreturn]] void fail(std::string message) {
+  throw RunError({EvalStatus::runtime_error, std::move(message)});
+}
+
+std::string list_vars(const detail::Vars& vars) {
+  std::string s;
+  for (const auto& [k, v] : vars) s += (s.empty() ? "" : ", ") + fmt::format("{}={}", k, v);
+  return s;
+}
+
+// One argument's value, addressed by the shim through args[i].
+union ArgValue {
+  void* ptr;
+  std::int64_t i64;
+  std::int32_t i32;
+  float f32;
+  double f64;
+};
+
+struct BoundCall {
+  ShimFn fn = nullptr;
+  std::vector<ArgValue> values;
+  std::vector<void*> addrs;
+};
+
+class HostProgram final : public Program {
+ public:
+  HostProgram(const Artifact& artifact, const Solution& solution)
+      : plan_json_(solution.launch_plan), path_(artifact.path) {
+    // RTLD_LOCAL keeps candidates' symbols apart. Handles are never closed:
+    // a candidate's threads or atexit handlers may still point into its code.
+    handle_ = ::dlopen(path_.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!handle_) {
+      const char* err = ::dlerror();
+      fail(fmt::format("cannot load the compiled candidate: {}", err ? err : "unknown dlopen error"));
+    }
+  }
+
+  ~HostProgram() override { release_scratch(); }
+
+  void bind(const Bindings& b) override {
+    release_scratch();
+    calls_.clear();
+    tensors_.clear();
+    if (!plan_) {
+      // At run time only the names matter: tensor or not. Types were fixed
+      // when the shims were generated.
+      std::vector<TensorSpec> names;
+      for (const auto& [name, buf] : b.tensors) names.push_back(TensorSpec{.name = name});
+      try {
+        plan_ = HostPlan::parse(plan_json_, names);
+      } catch (const Error& e) {
+        fail(e.what());
+      }
+    }
+    const HostPlanBody* body = nullptr;
+    try {
+      body = &plan_->select(b.vars);
+    } catch (const Error& e) {
+      fail(fmt::format("{} (variables: {})", e.what(), list_vars(b.vars)));
+    }
+    for (const auto& [name, buf] : b.tensors) tensors_.push_back(buf);
+    std::map<std::string, Buffer> scratch_by_name;
+    for (const auto& s : body->scratch) {
+      std::int64_t bytes = 0;
+      try {
+        if (!s.bytes.empty()) {
+          bytes = s.bytes.eval_int(b.vars);
+        } else {
+          bytes = static_cast<std::int64_t>(dtype_size(s.dtype));
+          for (const auto& e : s.shape) bytes *= e.eval_int(b.vars);
+        }
+      } catch (const Error& e) {
+        fail(fmt::format("call plan: scratch \"{}\": {} (variables: {})", s.name, e.what(), list_vars(b.vars)));
+      }
+      if (bytes < 0 || bytes > (std::int64_t{1} << 40))
+        fail(fmt::format("call plan: scratch \"{}\" has an invalid size of {} bytes", s.name, bytes));
+      void* p = guarded_alloc(static_cast<std::size_t>(bytes));
+      set_guard_label(p, fmt::format("scratch \"{}\"", s.name));
+      Buffer buf{reinterpret_cast<std::uint64_t>(p), static_cast<std::size_t>(bytes)};
+      scratch_.push_back(buf);
+      scratch_by_name[s.name] = buf;
+    }
+    poison_scratch();
+    for (const auto& call : body->calls) {
+      BoundCall bc;
+      bc.fn = reinterpret_cast<ShimFn>(::dlsym(handle_, call.shim.c_str()));
+      if (!bc.fn)
+        fail(fmt::format("the compiled candidate has no entry \"{}\" for call \"{}\"; it was compiled "
+                         "from a different plan",
+                         call.shim, call.fn));
+      bc.values.resize(call.args.size());
+      for (std::size_t i = 0; i < call.args.size(); ++i) {
+        const HostArg& a = call.args[i];
+        ArgValue& v = bc.values[i];
+        std::string where = fmt::format("call plan: call \"{}\" argument {} (\"{}\")", call.fn, i, a.text);
+        if (a.kind == HostArg::Kind::tensor) {
+          auto it = b.tensors.find(a.text);
+          if (it == b.tensors.end()) fail(where + ": no such tensor is bound");
+          v.ptr = it->second.host_ptr();
+        } else if (a.kind == HostArg::Kind::scratch) {
+          auto it = scratch_by_name.find(a.text);
+          if (it == scratch_by_name.end())
+            fail(where + ": the scratch buffer is not declared for the selected variant");
+          v.ptr = it->second.host_ptr();
+        } else {
+          try {
+            switch (a.dtype) {
+              case DType::f32: v.f32 = static_cast<float>(a.expr.eval_double(b.vars)); break;
+              case DType::f64: v.f64 = a.expr.eval_double(b.vars); break;
+              case DType::i32: {
+                std::int64_t x = a.expr.eval_int(b.vars);
+                if (x < std::numeric_limits<std::int32_t>::min() || x > std::numeric_limits<std::int32_t>::max())
+                  fail(fmt::format("{}: value {} does not fit in i32", where, x));
+                v.i32 = static_cast<std::int32_t>(x);
+                break;
+              }
+              default: v.i64 = a.expr.eval_int(b.vars); break;
+            }
+          } catch (const Error& e) {
+            fail(fmt::format("{}: {} (variables: {})", where, e.what(), list_vars(b.vars)));
+          }
+        }
+      }
+      calls_.push_back(std::move(bc));
+    }
+    // Addresses last: the value vectors no longer move.
+    for (auto& bc : calls_)
+      for (auto& v : bc.values) bc.addrs.push_back(&v);
+  }
+
+  void launch() override {
+    if (calls_.empty()) fail("launch() before bind()");
+    for (const auto& c : calls_) c.fn(c.addrs.data());
+  }
+
+  void synchronize() override {
+    // Host calls are synchronous; what is left to check is that nothing was
+    // written outside the buffers.
+    for (const auto& t : tensors_)
+      if (std::string v = check_canaries(t.host_ptr()); !v.empty()) fail(v);
+    for (const auto& s : scratch_)
+      if (std::string v = check_canaries(s.host_ptr()); !v.empty()) fail(v);
+  }
+
+  double timed_launch() override {
+    auto t0 = std::chrono::steady_clock::now();
+    launch();
+    auto t1 = std::chrono::steady_clock::now();
+    return std::chrono::duration<double, std::milli>(t1 - t0).count();
+  }
+
+  void poison_scratch() override {
+    for (const auto& s : scratch_) std::memset(s.host_ptr(), 0xFF, s.bytes);
+  }
+
+ private:
+  void release_scratch() {
+    for (const auto& s : scratch_) guarded_free(s.host_ptr());
+    scratch_.clear();
+  }
+
+  Json plan_json_;
+  std::string path_;
+  void* handle_ = nullptr;
+  std::optional<HostPlan> plan_;
+  std::vector<BoundCall> calls_;
+  std::vector<Buffer> tensors_;
+  std::vector<Buffer> scratch_;
+};
+
+}  // namespace
+
+std::unique_ptr<Program> load_host_program(const Artifact& artifact, const Solution& solution) {
+  return std::make_unique<HostProgram>(artifact, solution);
+}
+
+}  // namespace ks::eval::host

@@ -1,0 +1,182 @@
+// The in-process evaluator: the same flow as the workers, in the calling
+// process. For trusted kernels only: a crash takes the process down and a
+// hang is not interrupted (run_timeout_s does not apply).
+#include <fmt/format.h>
+
+#include <mutex>
+
+#include "core/fs.hpp"
+#include "eval/evaluator_common.hpp"
+#include "eval/flow.hpp"
+#include "eval/host/host_compiler.hpp"
+#include "eval/host/host_device.hpp"
+#include "eval/process_evaluator.hpp"
+#include "eval/reference_store.hpp"
+#include "ksearch/error.hpp"
+#if KS_HAVE_CUDA_BACKEND
+#include "eval/cuda/cuda_backend.hpp"
+#endif
+
+namespace ks::eval {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Collects what the flow reports; nothing needs streaming in-process.
+class CollectEvents final : public FlowEvents {
+ public:
+  void workload_started(const std::string&) override {}
+  void reference_timed(const std::string& w, const TimingStats& t) override { reference_ms[w] = t.mean_ms; }
+  void workload_finished(const WorkloadResult&) override {}
+  std::map<std::string, double> reference_ms;
+};
+
+// A device with its reference store (the store frees into the device, so it
+// must go first).
+struct DeviceSlot {
+  std::unique_ptr<Device> device;
+  std::unique_ptr<ReferenceStore> refs;
+  DeviceInfo info;
+};
+
+class InProcessEvaluator final : public Evaluator {
+ public:
+  explicit InProcessEvaluator(const EvaluatorConfig& config)
+      : config_(config),
+        options_(config.options),
+        cache_dir_(config.cache_dir.empty() ? detail::default_cache_dir() : config.cache_dir),
+        host_compiler_(host::make_host_compiler({.compiler = "", .cache_dir = (cache_dir_ / "host").string()})) {
+    validate_backend_name(config.backend);
+    detail::make_dirs(cache_dir_);
+  }
+
+  ~InProcessEvaluator() override {
+    for (auto* s : {&host_, &cuda_}) s->refs.reset();
+  }
+
+  EvalResult evaluate(const Task& task, const Solution& solution) override {
+    std::lock_guard lock(mu_);
+    const TaskSpec& spec = task.spec();
+    validate_options(options_);
+    const EvalOptions opts = options_;
+    const auto workloads = select_workloads(spec, opts);
+    check_solution_fits(spec, solution);
+    const Backend backend = backend_for(solution.language, config_.backend);
+    DeviceSlot& slot = device_slot(backend);
+    const std::string key = task_key(spec);
+    const PreparedSolution& ref = reference_for(spec, key, solution.language, opts, slot);
+    auto prepared = prepare_solution(spec, solution, workloads, opts, arch_for(solution.language, slot),
+                                     cache_dir_for(solution.language), compile_fn(solution.language, slot));
+    if (auto* failed = std::get_if<EvalResult>(&prepared)) {
+      failed->device = slot.info.name;
+      return *failed;
+    }
+    auto& p = std::get<PreparedSolution>(prepared);
+    RunRequest req;
+    req.candidate = p;
+    req.reference = ref;
+    req.options = opts;
+    req.workloads = workloads;
+    if (opts.time_reference) req.time_reference = ref_times_.missing(spec, key, slot.info.name, workloads);
+    EvaluationFlow flow(*slot.device, *slot.refs);
+    CollectEvents events;
+    EvalResult r = flow.run(spec, req, events);
+    for (const auto& [w, ms] : events.reference_ms) ref_times_.put(key, slot.info.name, w, ms);
+    ref_times_.apply(r, key, slot.info.name);
+    add_compile_info(r, p);
+    // A device error may leave a CUDA context unusable: open it again.
+    if (flow.device_suspect() && backend == Backend::cuda) {
+      slot.refs.reset();
+      slot.device.reset();
+    }
+    return r;
+  }
+
+  DeviceInfo device() const override {
+    std::lock_guard lock(mu_);
+    auto* self = const_cast<InProcessEvaluator*>(this);
+    std::string why;
+    if (config_.backend == "host" || (config_.backend == "auto" && !cuda_available(&why)))
+      return host::host_device_info();
+    return self->device_slot(Backend::cuda).info;
+  }
+
+  EvalOptions& options() override { return options_; }
+
+ private:
+  DeviceSlot& device_slot(Backend b) {
+    DeviceSlot& s = b == Backend::cuda ? cuda_ : host_;
+    if (s.device) return s;
+    if (b == Backend::host) {
+      s.device = std::make_unique<host::HostDevice>();
+    } else {
+#if KS_HAVE_CUDA_BACKEND
+      std::string why;
+      if (!cuda_available(&why)) throw Error(Status::no_device, "CUDA evaluation is not possible here: " + why);
+      s.device = make_cuda_device(config_.devices.empty() ? 0 : config_.devices.front());
+#else
+      throw Error(Status::no_device, "this build of libksearch has no CUDA backend");
+#endif
+    }
+    s.info = s.device->info();
+    std::size_t budget = static_cast<std::size_t>(
+        std::min<std::int64_t>(s.info.memory_bytes > 0 ? s.info.memory_bytes / 8 : (1ll << 30), 4ll << 30));
+    s.refs = std::make_unique<ReferenceStore>(*s.device, cache_dir_ / "refs", budget);
+    return s;
+  }
+
+  std::string arch_for(Language l, const DeviceSlot& slot) const {
+    if (l != Language::cuda) return "";
+    return config_.cuda_arch.empty() ? slot.info.arch : config_.cuda_arch;
+  }
+
+  std::string cache_dir_for(Language l) const { return (cache_dir_ / (l == Language::cuda ? "cuda" : "host")).string(); }
+
+  CompileFn compile_fn(Language l, const DeviceSlot& slot) {
+    if (l == Language::cpp) return [this](const CompileRequest& r) { return host_compiler_->compile(r); };
+#if KS_HAVE_CUDA_BACKEND
+    if (!cuda_compiler_) {
+      CudaCompilerOptions o;
+      o.arch = arch_for(l, slot);
+      o.cache_dir = cache_dir_for(l);
+      cuda_compiler_ = make_cuda_compiler(o);
+    }
+    return [this](const CompileRequest& r) { return cuda_compiler_->compile(r); };
+#else
+    (void)slot;
+    throw Error(Status::no_device, "this build of libksearch has no CUDA backend");
+#endif
+  }
+
+  const PreparedSolution& reference_for(const TaskSpec& spec, const std::string& key, Language l,
+                                        const EvalOptions& opts, const DeviceSlot& slot) {
+    const std::string rkey = key + "/" + ks::to_string(l);
+    if (auto it = references_.find(rkey); it != references_.end()) return it->second;
+    std::vector<std::string> all;
+    for (const auto& w : spec.workloads) all.push_back(w.name);
+    auto prepared = prepare_solution(spec, spec.references.at(l), all, opts, arch_for(l, slot), cache_dir_for(l),
+                                     compile_fn(l, slot));
+    if (auto* failed = std::get_if<EvalResult>(&prepared))
+      throw Error(Status::compile, fmt::format("the {} reference of task \"{}\" does not compile: {}",
+                                               ks::to_string(l), spec.name, failed->log));
+    return references_.emplace(rkey, std::get<PreparedSolution>(std::move(prepared))).first->second;
+  }
+
+  EvaluatorConfig config_;
+  EvalOptions options_;
+  fs::path cache_dir_;
+  mutable std::mutex mu_;
+  std::unique_ptr<Compiler> host_compiler_;
+  std::unique_ptr<Compiler> cuda_compiler_;
+  DeviceSlot host_, cuda_;
+  std::map<std::string, PreparedSolution> references_;
+  ReferenceTimes ref_times_;
+};
+
+}  // namespace
+
+std::unique_ptr<Evaluator> make_in_process_evaluator(const EvaluatorConfig& config) {
+  return std::make_unique<InProcessEvaluator>(config);
+}
+
+}  // namespace ks::eval

@@ -1,0 +1,187 @@
+#include "eval/messages.hpp"
+
+#include <fmt/format.h>
+
+#include "ksearch/error.hpp"
+
+namespace ks::eval {
+
+namespace {
+
+Json string_array(const std::vector<std::string>& v) {
+  Json a = Json::array();
+  for (const auto& s : v) a.push_back(s);
+  return a;
+}
+
+std::vector<std::string> strings_from(const Json* j) {
+  std::vector<std::string> out;
+  if (!j || j->is_null()) return out;
+  for (const auto& s : j->as_array()) out.push_back(s.as_string());
+  return out;
+}
+
+}  // namespace
+
+Json vars_to_json(const detail::Vars& v) {
+  Json j = Json::object();
+  for (const auto& [k, x] : v) j[k] = x;
+  return j;
+}
+
+detail::Vars vars_from_json(const Json& j) {
+  detail::Vars v;
+  if (j.is_object())
+    for (const auto& [k, x] : j.as_object()) v[k] = x.as_int();
+  return v;
+}
+
+const PreparedSolution::Build* PreparedSolution::build_for(const std::string& workload) const {
+  auto it = workload_build.find(workload);
+  if (it == workload_build.end() || it->second < 0 || it->second >= static_cast<int>(builds.size()))
+    return nullptr;
+  return &builds[static_cast<std::size_t>(it->second)];
+}
+
+Json PreparedSolution::to_json() const {
+  Json bs = Json::array();
+  for (const auto& b : builds)
+    bs.push_back(Json::obj({{"params", vars_to_json(b.params)}, {"artifact", artifact_to_json(b.artifact)}}));
+  Json wb = Json::object();
+  for (const auto& [w, i] : workload_build) wb[w] = i;
+  return Json::obj({{"solution", solution.to_json()}, {"builds", bs}, {"workload_build", wb}});
+}
+
+PreparedSolution PreparedSolution::from_json(const Json& j) {
+  PreparedSolution p;
+  p.solution = Solution::from_json(j.at("solution"));
+  for (const auto& b : j.at("builds").as_array())
+    p.builds.push_back({vars_from_json(b.at("params")), artifact_from_json(b.at("artifact"))});
+  for (const auto& [w, i] : j.at("workload_build").as_object()) p.workload_build[w] = static_cast<int>(i.as_int());
+  return p;
+}
+
+Json options_to_json(const EvalOptions& o) {
+  return Json::obj({{"run_tests", o.run_tests},
+                    {"run_benchmarks", o.run_benchmarks},
+                    {"only_workloads", string_array(o.only_workloads)},
+                    {"seeds_per_workload", o.seeds_per_workload},
+                    {"recheck_after_timing", o.recheck_after_timing},
+                    {"compile_timeout_s", o.compile_timeout_s},
+                    {"run_timeout_s", o.run_timeout_s},
+                    {"min_time_per_workload_s", o.min_time_per_workload_s},
+                    {"max_time_per_workload_s", o.max_time_per_workload_s},
+                    {"min_reps", o.min_reps},
+                    {"max_reps", o.max_reps},
+                    {"target_rel_stderr", o.target_rel_stderr},
+                    {"flush_l2", o.flush_l2},
+                    {"time_reference", o.time_reference},
+                    {"extra_compile_flags", string_array(o.extra_compile_flags)}});
+}
+
+EvalOptions options_from_json(const Json& j) {
+  EvalOptions o;
+  if (!j.is_object()) throw Error(Status::invalid_argument, "evaluation options must be a JSON object");
+  o.run_tests = j.get_bool("run_tests", o.run_tests);
+  o.run_benchmarks = j.get_bool("run_benchmarks", o.run_benchmarks);
+  o.only_workloads = strings_from(j.find("only_workloads"));
+  o.seeds_per_workload = static_cast<int>(j.get_int("seeds_per_workload", o.seeds_per_workload));
+  o.recheck_after_timing = j.get_bool("recheck_after_timing", o.recheck_after_timing);
+  o.compile_timeout_s = j.get_number("compile_timeout_s", o.compile_timeout_s);
+  o.run_timeout_s = j.get_number("run_timeout_s", o.run_timeout_s);
+  o.min_time_per_workload_s = j.get_number("min_time_per_workload_s", o.min_time_per_workload_s);
+  o.max_time_per_workload_s = j.get_number("max_time_per_workload_s", o.max_time_per_workload_s);
+  o.min_reps = static_cast<int>(j.get_int("min_reps", o.min_reps));
+  o.max_reps = static_cast<int>(j.get_int("max_reps", o.max_reps));
+  o.target_rel_stderr = j.get_number("target_rel_stderr", o.target_rel_stderr);
+  o.flush_l2 = j.get_bool("flush_l2", o.flush_l2);
+  o.time_reference = j.get_bool("time_reference", o.time_reference);
+  o.extra_compile_flags = strings_from(j.find("extra_compile_flags"));
+  return o;
+}
+
+void validate_options(const EvalOptions& o) {
+  auto bad = [](const std::string& what) { throw Error(Status::invalid_argument, "evaluation options: " + what); };
+  if (!o.run_tests && !o.run_benchmarks) bad("run_tests and run_benchmarks are both off: nothing to evaluate");
+  if (o.seeds_per_workload < 1) bad(fmt::format("seeds_per_workload must be >= 1, is {}", o.seeds_per_workload));
+  if (!(o.compile_timeout_s > 0)) bad("compile_timeout_s must be positive");
+  if (!(o.run_timeout_s > 0)) bad("run_timeout_s must be positive");
+  if (o.min_reps < 1) bad(fmt::format("min_reps must be >= 1, is {}", o.min_reps));
+  if (o.max_reps < o.min_reps) bad(fmt::format("max_reps ({}) is below min_reps ({})", o.max_reps, o.min_reps));
+  if (o.min_time_per_workload_s < 0) bad("min_time_per_workload_s must be >= 0");
+  if (!(o.max_time_per_workload_s > 0)) bad("max_time_per_workload_s must be positive");
+  if (o.max_time_per_workload_s < o.min_time_per_workload_s)
+    bad("max_time_per_workload_s is below min_time_per_workload_s");
+  if (!(o.target_rel_stderr > 0)) bad("target_rel_stderr must be positive");
+}
+
+Json artifact_to_json(const Artifact& a) {
+  Json lowered = Json::object();
+  for (const auto& [k, v] : a.lowered_names) lowered[k] = v;
+  return Json::obj({{"language", to_string(a.language)},
+                    {"path", a.path},
+                    {"kernels", string_array(a.kernels)},
+                    {"lowered_names", lowered},
+                    {"log", a.log},
+                    {"compile_s", a.compile_s},
+                    {"cache_hit", a.cache_hit}});
+}
+
+Artifact artifact_from_json(const Json& j) {
+  Artifact a;
+  auto lang = language_from_string(j.get_string("language", "cuda"));
+  if (!lang) throw Error(Status::invalid_argument, "artifact: unknown language");
+  a.language = *lang;
+  a.path = j.get_string("path");
+  a.kernels = strings_from(j.find("kernels"));
+  if (const Json* l = j.find("lowered_names"); l && l->is_object())
+    for (const auto& [k, v] : l->as_object()) a.lowered_names[k] = v.as_string();
+  a.log = j.get_string("log");
+  a.compile_s = j.get_number("compile_s");
+  a.cache_hit = j.get_bool("cache_hit");
+  return a;
+}
+
+Json compile_request_to_json(const CompileRequest& r) {
+  Json tensors = Json::array();
+  for (const auto& t : r.tensors) tensors.push_back(t.to_json());
+  Json params = Json::object();
+  for (const auto& [k, v] : r.params) params[k] = v;
+  return Json::obj({{"solution", r.solution.to_json()},
+                    {"arch", r.arch},
+                    {"flags", string_array(r.flags)},
+                    {"params", params},
+                    {"cache_dir", r.cache_dir},
+                    {"tensors", tensors},
+                    {"timeout_s", r.timeout_s}});
+}
+
+CompileRequest compile_request_from_json(const Json& j) {
+  CompileRequest r;
+  r.solution = Solution::from_json(j.at("solution"));
+  r.arch = j.get_string("arch");
+  r.flags = strings_from(j.find("flags"));
+  if (const Json* p = j.find("params"); p && p->is_object())
+    for (const auto& [k, v] : p->as_object()) r.params[k] = v.as_int();
+  r.cache_dir = j.get_string("cache_dir");
+  if (const Json* t = j.find("tensors"); t && t->is_array())
+    for (const auto& x : t->as_array()) r.tensors.push_back(TensorSpec::from_json(x));
+  r.timeout_s = j.get_number("timeout_s");
+  return r;
+}
+
+DeviceInfo device_info_from_json(const Json& j) {
+  DeviceInfo d;
+  if (!j.is_object()) return d;
+  d.backend = j.get_string("backend");
+  d.name = j.get_string("name");
+  d.arch = j.get_string("arch");
+  d.count = static_cast<int>(j.get_int("count"));
+  d.peak_flops = j.get_number("peak_flops");
+  d.peak_bytes_per_s = j.get_number("peak_bytes_per_s");
+  d.l2_bytes = j.get_int("l2_bytes");
+  d.memory_bytes = j.get_int("memory_bytes");
+  return d;
+}
+
+}  // namespace ks::eval

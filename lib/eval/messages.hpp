@@ -1,0 +1,58 @@
+// What travels between the evaluator and its workers, as JSON: options,
+// compile requests and artifacts, and prepared (compiled) solutions.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/expr.hpp"
+#include "eval/backend.hpp"
+#include "ksearch/evaluator.hpp"
+#include "ksearch/json.hpp"
+
+namespace ks::eval {
+
+// A solution ready to run: one build per distinct set of tunable parameter
+// values, and which build each workload uses.
+struct PreparedSolution {
+  struct Build {
+    detail::Vars params;
+    Artifact artifact;
+  };
+  Solution solution;
+  std::vector<Build> builds;
+  std::map<std::string, int> workload_build;  // workload name -> index into builds
+
+  const Build* build_for(const std::string& workload) const;
+  Json to_json() const;
+  static PreparedSolution from_json(const Json& j);
+};
+
+// One evaluation as the flow sees it.
+struct RunRequest {
+  PreparedSolution candidate;
+  PreparedSolution reference;
+  EvalOptions options;
+  std::vector<std::string> workloads;       // in the order to evaluate
+  std::vector<std::string> time_reference;  // benchmark workloads whose reference latency is wanted
+};
+
+Json options_to_json(const EvalOptions& o);
+// Throws ks::Error(Status::invalid_argument) naming a field of the wrong type.
+EvalOptions options_from_json(const Json& j);
+// Throws ks::Error(Status::invalid_argument) naming the first option out of range.
+void validate_options(const EvalOptions& o);
+
+Json artifact_to_json(const Artifact& a);
+Artifact artifact_from_json(const Json& j);
+
+Json compile_request_to_json(const CompileRequest& r);
+CompileRequest compile_request_from_json(const Json& j);
+
+DeviceInfo device_info_from_json(const Json& j);
+
+Json vars_to_json(const detail::Vars& v);
+detail::Vars vars_from_json(const Json& j);
+
+}  // namespace ks::eval

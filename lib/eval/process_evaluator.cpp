@@ -1,0 +1,479 @@
+#include "eval/process_evaluator.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "core/fs.hpp"
+#include "eval/evaluator_common.hpp"
+#include "eval/host/host_compiler.hpp"
+#include "eval/host/host_device.hpp"
+#include "eval/messages.hpp"
+#include "eval/thread_pool.hpp"
+#include "eval/worker_client.hpp"
+#include "ksearch/error.hpp"
+
+namespace ks::eval {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+constexpr double kStartTimeoutS = 60;       // a CUDA context can take seconds to create
+constexpr double kLoadGraceS = 10;          // loading the candidate, before the first workload
+constexpr int kMaxBuildsPerWorker = 256;    // loaded shared objects are never unloaded; recycle
+
+Clock::time_point after(double seconds) {
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+// One run worker bound to one device, restarted after every crash.
+class RunSlot {
+ public:
+  RunSlot(fs::path exe, std::string device_spec, fs::path cache_dir)
+      : exe_(std::move(exe)), device_(std::move(device_spec)), cache_dir_(std::move(cache_dir)) {}
+
+  const DeviceInfo& info() {
+    ensure_started();
+    return info_;
+  }
+  const std::string& device_spec() const { return device_; }
+
+  struct Outcome {
+    EvalResult result;
+    std::map<std::string, TimingStats> reference_times;
+  };
+
+  Outcome run(const std::string& key, const TaskSpec& task, const RunRequest& req) {
+    ensure_started();
+    Json msg = Json::obj({{"op", "evaluate"},
+                          {"task_key", key},
+                          {"candidate", req.candidate.to_json()},
+                          {"reference", req.reference.to_json()},
+                          {"options", options_to_json(req.options)}});
+    if (!tasks_sent_.count(key)) msg["task"] = task.to_json();
+    Json wl = Json::array();
+    for (const auto& w : req.workloads) wl.push_back(w);
+    msg["workloads"] = wl;
+    Json tr = Json::array();
+    for (const auto& w : req.time_reference) tr.push_back(w);
+    msg["time_reference"] = tr;
+    try {
+      worker_->send(msg);
+    } catch (const Error&) {
+      // The idle worker died (killed from outside?): one fresh start.
+      reset();
+      ensure_started();
+      msg["task"] = task.to_json();
+      worker_->send(msg);
+    }
+    tasks_sent_.insert(key);
+
+    Outcome out;
+    EvalResult& r = out.result;
+    r.solution_id = req.candidate.solution.id;
+    r.device = info_.name;
+    std::string current;  // the workload in progress
+    auto deadline = after(req.options.run_timeout_s + kLoadGraceS);
+    for (;;) {
+      Json m;
+      auto got = worker_->receive(m, deadline);
+      if (got == WorkerProcess::Received::message) {
+        const std::string ev = m.get_string("event");
+        if (ev == "workload_started") {
+          current = m.get_string("workload");
+          deadline = after(req.options.run_timeout_s);
+        } else if (ev == "reference_timed") {
+          out.reference_times[m.get_string("workload")] = TimingStats::from_json(m.at("timing"));
+        } else if (ev == "workload_finished") {
+          r.workloads.push_back(WorkloadResult::from_json(m.at("result")));
+          current.clear();
+        } else if (ev == "finished") {
+          EvalResult fin = EvalResult::from_json(m.at("result"));
+          r.status = fin.status;
+          r.metrics = fin.metrics;
+          if (!fin.log.empty()) r.log = fin.log;
+          builds_loaded_ = static_cast<int>(fin.metrics.get_int("worker_loaded_builds"));
+          // After a device error (possibly a sticky CUDA error), or once the
+          // worker holds many loaded candidates, start afresh next time.
+          if (m.get_bool("restart") || builds_loaded_ >= kMaxBuildsPerWorker) reset();
+          return out;
+        } else if (ev == "error") {
+          auto status = static_cast<Status>(m.get_int("status", static_cast<int>(Status::internal)));
+          throw Error(status, m.get_string("message"));
+        } else {
+          reset();
+          throw Error(Status::subprocess, fmt::format("ksearch-worker sent an unexpected \"{}\" event", ev));
+        }
+        continue;
+      }
+      // The worker died or hung: record it against the workload in progress.
+      const bool hung = got == WorkerProcess::Received::timed_out;
+      std::string how = worker_->kill_and_describe();
+      reset();
+      ++restarts_;
+      EvalStatus status = hung ? EvalStatus::timeout : EvalStatus::crashed;
+      std::string message =
+          hung ? (current.empty()
+                      ? fmt::format("loading the candidate did not finish within {:.3g} s; the worker was killed",
+                                    req.options.run_timeout_s + kLoadGraceS)
+                      : fmt::format("did not finish within {:.3g} s; the worker was killed (an endless loop, a "
+                                    "deadlock, or a kernel far too slow for this workload)",
+                                    req.options.run_timeout_s))
+               : fmt::format("the worker process died while running this {}: {}",
+                             current.empty() ? "candidate" : "workload", how);
+      if (!current.empty()) {
+        WorkloadResult w;
+        w.name = current;
+        const WorkloadSpec* spec = task.find_workload(current);
+        w.benchmark = spec && spec->benchmark;
+        w.status = status;
+        w.message = message;
+        r.workloads.push_back(w);
+      }
+      r.status = status;
+      r.log = hung ? message : "worker " + how;
+      r.metrics = Json::obj({{"worker_restarted", true}});
+      return out;
+    }
+  }
+
+  int restarts() const { return restarts_; }
+  pid_t pid() const { return worker_ ? worker_->pid() : -1; }
+
+ private:
+  void ensure_started() {
+    if (worker_) return;
+    auto w = std::make_unique<WorkerProcess>(
+        exe_, std::vector<std::string>{"--role", "run", "--device", device_, "--cache-dir", cache_dir_.string()});
+    Json hello = w->wait_hello(kStartTimeoutS);
+    info_ = device_info_from_json(hello.at("device"));
+    worker_ = std::move(w);
+  }
+  void reset() {
+    worker_.reset();
+    tasks_sent_.clear();
+    builds_loaded_ = 0;
+  }
+
+  fs::path exe_;
+  std::string device_;
+  fs::path cache_dir_;
+  std::unique_ptr<WorkerProcess> worker_;
+  DeviceInfo info_;
+  std::set<std::string> tasks_sent_;
+  int builds_loaded_ = 0;
+  int restarts_ = 0;
+};
+
+// Long-lived CUDA compile workers (NVRTC and its precompiled headers stay
+// warm), at most `max_workers`, each used by one compilation at a time.
+class CudaCompileService {
+ public:
+  CudaCompileService(fs::path exe, fs::path cache_dir, int max_workers)
+      : exe_(std::move(exe)), cache_dir_(std::move(cache_dir)), max_(std::max(1, max_workers)) {}
+
+  Artifact compile(const CompileRequest& req) {
+    std::unique_ptr<WorkerProcess> w = acquire();
+    w->send(Json::obj({{"op", "compile"}, {"request", compile_request_to_json(req)}}));
+    Json m;
+    const double limit = req.timeout_s > 0 ? req.timeout_s : 1e9;
+    auto got = w->receive(m, after(limit));
+    if (got == WorkerProcess::Received::timed_out) {
+      w->kill_and_describe();
+      lost();
+      throw CompileError(fmt::format("compilation did not finish within {:.0f} s", limit), "");
+    }
+    if (got == WorkerProcess::Received::exited) {
+      std::string how = w->kill_and_describe();
+      lost();
+      throw CompileError("the CUDA compiler process died: " + how, how);
+    }
+    release(std::move(w));
+    const std::string ev = m.get_string("event");
+    if (ev == "compiled") return artifact_from_json(m.at("artifact"));
+    if (ev == "compile_failed") throw CompileError(m.get_string("message"), m.get_string("log"));
+    auto status = static_cast<Status>(m.get_int("status", static_cast<int>(Status::internal)));
+    throw Error(status, m.get_string("message", "the CUDA compile worker failed"));
+  }
+
+ private:
+  std::unique_ptr<WorkerProcess> acquire() {
+    std::unique_lock lock(m_);
+    cv_.wait(lock, [&] { return !idle_.empty() || live_ < max_; });
+    if (!idle_.empty()) {
+      auto w = std::move(idle_.back());
+      idle_.pop_back();
+      return w;
+    }
+    ++live_;
+    lock.unlock();
+    try {
+      auto w = std::make_unique<WorkerProcess>(
+          exe_, std::vector<std::string>{"--role", "compile", "--cache-dir", cache_dir_.string()});
+      w->wait_hello(kStartTimeoutS);
+      return w;
+    } catch (...) {
+      lost();
+      throw;
+    }
+  }
+  void release(std::unique_ptr<WorkerProcess> w) {
+    {
+      std::lock_guard lock(m_);
+      idle_.push_back(std::move(w));
+    }
+    cv_.notify_one();
+  }
+  void lost() {
+    {
+      std::lock_guard lock(m_);
+      --live_;
+    }
+    cv_.notify_one();
+  }
+
+  fs::path exe_, cache_dir_;
+  int max_;
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::vector<std::unique_ptr<WorkerProcess>> idle_;
+  int live_ = 0;
+};
+
+int default_compile_workers(int configured) {
+  if (configured > 0) return configured;
+  return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+}
+
+class ProcessEvaluator final : public Evaluator {
+ public:
+  explicit ProcessEvaluator(const EvaluatorConfig& config)
+      : config_(config),
+        options_(config.options),
+        worker_exe_(locate_worker(config.worker_path)),
+        cache_dir_(config.cache_dir.empty() ? detail::default_cache_dir() : config.cache_dir),
+        host_compiler_(host::make_host_compiler({.compiler = "", .cache_dir = (cache_dir_ / "host").string()})),
+        pool_(default_compile_workers(config.compile_workers)) {
+    validate_backend_name(config.backend);
+    detail::make_dirs(cache_dir_);
+  }
+
+  EvalResult evaluate(const Task& task, const Solution& solution) override {
+    return evaluate_batch(task, {solution}).front();
+  }
+
+  std::vector<EvalResult> evaluate_batch(const Task& task, const std::vector<Solution>& solutions) override {
+    std::lock_guard lock(mu_);
+    const TaskSpec& spec = task.spec();
+    validate_options(options_);
+    const EvalOptions opts = options_;
+    const std::vector<std::string> workloads = select_workloads(spec, opts);
+    const std::string key = task_key(spec);
+    // Configuration errors surface before any work starts.
+    std::vector<Backend> backend(solutions.size());
+    std::set<Language> languages;
+    for (std::size_t i = 0; i < solutions.size(); ++i) {
+      check_solution_fits(spec, solutions[i]);
+      backend[i] = backend_for(solutions[i].language, config_.backend);
+      languages.insert(solutions[i].language);
+    }
+    if (languages.count(Language::cuda)) ensure_cuda_slots();
+    std::map<Language, const PreparedSolution*> references;
+    for (Language l : languages) references[l] = &reference_for(spec, key, l, opts);
+
+    // Compile everything on the pool; measurement starts as soon as the first is ready.
+    std::vector<std::future<std::variant<PreparedSolution, EvalResult>>> compiled;
+    for (std::size_t i = 0; i < solutions.size(); ++i)
+      compiled.push_back(pool_.submit([&, i] {
+        return prepare_solution(spec, solutions[i], workloads, opts, arch_for(solutions[i].language),
+                                cache_dir_for(solutions[i].language), compile_fn(solutions[i].language));
+      }));
+    // Whatever happens below, no pool job may outlive the locals it reads.
+    struct WaitAll {
+      std::vector<std::future<std::variant<PreparedSolution, EvalResult>>>& f;
+      ~WaitAll() {
+        for (auto& x : f)
+          if (x.valid()) x.wait();
+      }
+    } wait_all{compiled};
+
+    std::vector<EvalResult> results(solutions.size());
+    auto run_one = [&](RunSlot& slot, std::size_t i) {
+      auto prepared = compiled[i].get();
+      if (auto* failed = std::get_if<EvalResult>(&prepared)) {
+        results[i] = std::move(*failed);
+        results[i].device = backend[i] == Backend::host ? host::host_device_info().name : slot.info().name;
+        return;
+      }
+      auto& p = std::get<PreparedSolution>(prepared);
+      RunRequest req;
+      req.candidate = p;
+      req.reference = *references.at(solutions[i].language);
+      req.options = opts;
+      req.workloads = workloads;
+      const std::string device = slot.info().name;
+      if (opts.time_reference) {
+        std::lock_guard rl(ref_mu_);
+        req.time_reference = ref_times_.missing(spec, key, device, workloads);
+      }
+      auto outcome = slot.run(key, spec, req);
+      EvalResult& r = outcome.result;
+      {
+        std::lock_guard rl(ref_mu_);
+        for (const auto& [w, t] : outcome.reference_times) ref_times_.put(key, device, w, t.mean_ms);
+        ref_times_.apply(r, key, device);
+      }
+      add_compile_info(r, p);
+      r.solution_id = p.solution.id;
+      results[i] = std::move(r);
+    };
+
+    // One thread per device slot; each takes the next solution of its backend in input order.
+    std::vector<std::pair<RunSlot*, Backend>> slots;
+    for (std::size_t i = 0; i < solutions.size(); ++i) {
+      if (backend[i] == Backend::host && !host_slot_) host_slot_ = make_host_slot();
+    }
+    if (std::find(backend.begin(), backend.end(), Backend::host) != backend.end())
+      slots.push_back({host_slot_.get(), Backend::host});
+    if (std::find(backend.begin(), backend.end(), Backend::cuda) != backend.end())
+      for (auto& s : cuda_slots_) slots.push_back({s.get(), Backend::cuda});
+    std::atomic<std::size_t> next[2] = {0, 0};  // per backend
+    std::mutex err_mu;
+    std::exception_ptr error;
+    auto drive = [&](RunSlot* slot, Backend b) {
+      try {
+        for (;;) {
+          // Claim the next unclaimed solution of this backend.
+          std::size_t i;
+          do {
+            i = next[static_cast<int>(b)].fetch_add(1);
+          } while (i < solutions.size() && backend[i] != b);
+          if (i >= solutions.size()) return;
+          run_one(*slot, i);
+        }
+      } catch (...) {
+        std::lock_guard el(err_mu);
+        if (!error) error = std::current_exception();
+      }
+    };
+    std::vector<std::thread> threads;
+    for (std::size_t s = 1; s < slots.size(); ++s) threads.emplace_back(drive, slots[s].first, slots[s].second);
+    if (!slots.empty()) drive(slots[0].first, slots[0].second);
+    for (auto& t : threads) t.join();
+    if (error) std::rethrow_exception(error);
+    return results;
+  }
+
+  DeviceInfo device() const override {
+    std::lock_guard lock(mu_);
+    auto* self = const_cast<ProcessEvaluator*>(this);
+    if (config_.backend == "host" || (config_.backend == "auto" && !cuda_usable())) return host::host_device_info();
+    self->ensure_cuda_slots();
+    DeviceInfo d = self->cuda_slots_.front()->info();
+    d.count = static_cast<int>(cuda_slots_.size());
+    return d;
+  }
+
+  EvalOptions& options() override { return options_; }
+
+ private:
+  static bool cuda_usable() {
+    std::string why;
+    return cuda_available(&why);
+  }
+
+  std::unique_ptr<RunSlot> make_host_slot() {
+    return std::make_unique<RunSlot>(worker_exe_, "host", cache_dir_);
+  }
+
+  // Starts one run worker per GPU: the configured ordinals, or every ordinal
+  // that opens, counting up from 0.
+  void ensure_cuda_slots() {
+    if (!cuda_slots_.empty()) return;
+    std::string why;
+    if (!cuda_available(&why)) throw Error(Status::no_device, "CUDA evaluation is not possible here: " + why);
+    if (!config_.devices.empty()) {
+      for (int d : config_.devices) {
+        auto slot = std::make_unique<RunSlot>(worker_exe_, fmt::format("cuda:{}", d), cache_dir_);
+        slot->info();  // fails loudly for a bad ordinal
+        cuda_slots_.push_back(std::move(slot));
+      }
+      return;
+    }
+    for (int d = 0; d < 64; ++d) {
+      auto slot = std::make_unique<RunSlot>(worker_exe_, fmt::format("cuda:{}", d), cache_dir_);
+      try {
+        slot->info();
+      } catch (const Error& e) {
+        if (d == 0) throw;
+        break;  // no device with this ordinal: all found
+      }
+      cuda_slots_.push_back(std::move(slot));
+    }
+  }
+
+  std::string arch_for(Language l) {
+    if (l != Language::cuda) return "";
+    if (!config_.cuda_arch.empty()) return config_.cuda_arch;
+    return cuda_slots_.front()->info().arch;
+  }
+
+  std::string cache_dir_for(Language l) const { return (cache_dir_ / (l == Language::cuda ? "cuda" : "host")).string(); }
+
+  CompileFn compile_fn(Language l) {
+    if (l == Language::cpp) return [this](const CompileRequest& r) { return host_compiler_->compile(r); };
+    {
+      std::lock_guard lock(cuda_compile_mu_);
+      if (!cuda_compile_)
+        cuda_compile_ = std::make_unique<CudaCompileService>(worker_exe_, cache_dir_,
+                                                             default_compile_workers(config_.compile_workers));
+    }
+    return [this](const CompileRequest& r) { return cuda_compile_->compile(r); };
+  }
+
+  const PreparedSolution& reference_for(const TaskSpec& spec, const std::string& key, Language l,
+                                        const EvalOptions& opts) {
+    const std::string rkey = key + "/" + ks::to_string(l);
+    if (auto it = references_.find(rkey); it != references_.end()) return it->second;
+    std::vector<std::string> all;
+    for (const auto& w : spec.workloads) all.push_back(w.name);
+    auto prepared = prepare_solution(spec, spec.references.at(l), all, opts, arch_for(l), cache_dir_for(l),
+                                     compile_fn(l));
+    if (auto* failed = std::get_if<EvalResult>(&prepared))
+      throw Error(Status::compile, fmt::format("the {} reference of task \"{}\" does not compile: {}",
+                                               ks::to_string(l), spec.name, failed->log));
+    return references_.emplace(rkey, std::get<PreparedSolution>(std::move(prepared))).first->second;
+  }
+
+  EvaluatorConfig config_;
+  EvalOptions options_;
+  fs::path worker_exe_;
+  fs::path cache_dir_;
+  mutable std::mutex mu_;
+  std::unique_ptr<Compiler> host_compiler_;
+  std::mutex cuda_compile_mu_;
+  std::unique_ptr<CudaCompileService> cuda_compile_;
+  std::unique_ptr<RunSlot> host_slot_;
+  std::vector<std::unique_ptr<RunSlot>> cuda_slots_;
+  std::map<std::string, PreparedSolution> references_;
+  std::mutex ref_mu_;
+  ReferenceTimes ref_times_;
+  // Last, so it is destroyed first: its threads may use the members above.
+  ThreadPool pool_;
+};
+
+}  // namespace
+
+std::unique_ptr<Evaluator> make_process_evaluator(const EvaluatorConfig& config) {
+  return std::make_unique<ProcessEvaluator>(config);
+}
+
+}  // namespace ks::eval

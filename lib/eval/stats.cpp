@@ -1,0 +1,67 @@
+#include "eval/stats.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace ks::eval {
+
+TimingStats summarize_samples(std::vector<double> samples) {
+  TimingStats t;
+  if (samples.empty()) return t;
+  const std::size_t n = samples.size();
+  t.count = static_cast<int>(n);
+  double sum = 0;
+  for (double s : samples) sum += s;
+  t.mean_ms = sum / static_cast<double>(n);
+  double sq = 0;
+  for (double s : samples) sq += (s - t.mean_ms) * (s - t.mean_ms);
+  t.stddev_ms = n > 1 ? std::sqrt(sq / static_cast<double>(n - 1)) : 0.0;
+  t.rel_stderr = (n > 1 && t.mean_ms > 0) ? t.stddev_ms / std::sqrt(static_cast<double>(n)) / t.mean_ms : 0.0;
+  std::sort(samples.begin(), samples.end());
+  t.min_ms = samples.front();
+  t.max_ms = samples.back();
+  t.median_ms = n % 2 ? samples[n / 2] : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
+  return t;
+}
+
+RepetitionController::Limits RepetitionController::limits_from(const EvalOptions& o) {
+  Limits l;
+  l.min_reps = std::max(1, o.min_reps);
+  l.max_reps = std::max(l.min_reps, o.max_reps);
+  l.min_time_s = std::max(0.0, o.min_time_per_workload_s);
+  l.max_time_s = std::max(l.min_time_s, o.max_time_per_workload_s);
+  l.wall_cap_s = 3.0 * l.max_time_s;
+  if (o.run_timeout_s > 0) l.wall_cap_s = std::min(l.wall_cap_s, 0.5 * o.run_timeout_s);
+  l.target_rel_stderr = o.target_rel_stderr;
+  return l;
+}
+
+double RepetitionController::rel_stderr() const {
+  const std::size_t n = samples_.size();
+  if (n < 2 || mean_ <= 0) return INFINITY;
+  double var = m2_ / static_cast<double>(n - 1);
+  return std::sqrt(var / static_cast<double>(n)) / mean_;
+}
+
+void RepetitionController::add(double sample_ms, double loop_wall_s) {
+  if (done()) return;
+  samples_.push_back(sample_ms);
+  sum_ms_ += sample_ms;
+  // Welford's update: stable even when the samples are nearly identical.
+  const int n = static_cast<int>(samples_.size());
+  double delta = sample_ms - mean_;
+  mean_ += delta / n;
+  m2_ += delta * (sample_ms - mean_);
+  if (n >= limits_.max_reps) {
+    reason_ = "max_reps";
+  } else if (sum_ms_ >= limits_.max_time_s * 1e3) {
+    reason_ = "max_time";
+  } else if (loop_wall_s >= limits_.wall_cap_s) {
+    reason_ = "wall_cap";
+  } else if (n >= std::max(limits_.min_reps, 2) && sum_ms_ >= limits_.min_time_s * 1e3 &&
+             rel_stderr() <= limits_.target_rel_stderr) {
+    reason_ = "converged";
+  }
+}
+
+}  // namespace ks::eval

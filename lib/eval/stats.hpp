@@ -1,0 +1,55 @@
+// Timing statistics and the adaptive stopping rule for timed repetitions
+// (architecture decision 4): repeat until the standard error of the mean is
+// below a target fraction of the mean, or a time or repetition cap is hit.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ksearch/evaluator.hpp"
+#include "ksearch/types.hpp"
+
+namespace ks::eval {
+
+// Mean, median, min, max, sample standard deviation (n - 1) and the relative
+// standard error of the mean. Empty input gives all zeros.
+TimingStats summarize_samples(std::vector<double> samples_ms);
+
+// Decides when to stop timing. Feed it every sample (and the wall time the
+// loop has taken, which includes cache flushes); done() applies, in order:
+//   count >= max_reps                                     -> "max_reps"
+//   sum of samples >= max_time                            -> "max_time"
+//   wall time >= wall cap                                 -> "wall_cap"
+//   count >= max(min_reps, 2), sum >= min_time and
+//   rel. standard error <= target                         -> "converged"
+class RepetitionController {
+ public:
+  struct Limits {
+    int min_reps = 5;
+    int max_reps = 1000;
+    double min_time_s = 0;
+    double max_time_s = 2.0;
+    double wall_cap_s = 6.0;
+    double target_rel_stderr = 1e-3;
+  };
+  explicit RepetitionController(Limits limits) : limits_(limits) {}
+  // The limits EvalOptions asks for; the wall cap is three times the timing
+  // cap (flushing dominates for short kernels) and at most half the
+  // per-workload run timeout, so timing never runs into the kill.
+  static Limits limits_from(const EvalOptions& options);
+
+  void add(double sample_ms, double loop_wall_s);
+  bool done() const { return !reason_.empty(); }
+  // Why it stopped ("converged", "max_time", ...); empty while running.
+  const std::string& stop_reason() const { return reason_; }
+  const std::vector<double>& samples() const { return samples_; }
+  double rel_stderr() const;
+
+ private:
+  Limits limits_;
+  std::vector<double> samples_;
+  double sum_ms_ = 0, mean_ = 0, m2_ = 0;
+  std::string reason_;
+};
+
+}  // namespace ks::eval

@@ -1,0 +1,170 @@
+#include "eval/worker_client.hpp"
+
+#include <dlfcn.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include "ksearch/error.hpp"
+
+namespace ks::eval {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::size_t kTailBytes = 16u << 10;
+
+bool executable(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_regular_file(p, ec) && ::access(p.c_str(), X_OK) == 0;
+}
+
+// Where this code was loaded from: libksearch.so, or the program itself
+// when the components are linked statically.
+fs::path this_binary() {
+  Dl_info info{};
+  if (::dladdr(reinterpret_cast<void*>(&locate_worker), &info) && info.dli_fname)
+    return fs::path(info.dli_fname);
+  return {};
+}
+
+}  // namespace
+
+fs::path locate_worker(const fs::path& configured) {
+  std::vector<fs::path> tried;
+  auto accept = [&](const fs::path& p) {
+    tried.push_back(p);
+    return executable(p);
+  };
+  if (!configured.empty()) {
+    if (accept(configured)) return configured;
+    throw Error(Status::not_found,
+                fmt::format("the configured ksearch-worker \"{}\" is not an executable file", configured.string()));
+  }
+  if (const char* env = std::getenv("KSEARCH_WORKER"); env && *env) {
+    if (accept(env)) return env;
+    throw Error(Status::not_found,
+                fmt::format("$KSEARCH_WORKER=\"{}\" is not an executable file", env));
+  }
+  if (fs::path self = this_binary(); !self.empty()) {
+    fs::path dir = fs::absolute(self).parent_path();
+    for (const fs::path& p : {dir / ".." / "libexec" / "ksearch" / "ksearch-worker", dir / "ksearch-worker"})
+      if (accept(p)) return fs::weakly_canonical(p);
+  }
+#ifdef KS_WORKER_BUILD_PATH
+  if (accept(KS_WORKER_BUILD_PATH)) return KS_WORKER_BUILD_PATH;
+#endif
+  std::string list;
+  for (const auto& p : tried) list += "\n  " + p.string();
+  throw Error(Status::not_found,
+              "cannot find the ksearch-worker program; looked in:" + list +
+                  "\nset $KSEARCH_WORKER or EvaluatorConfig::worker_path");
+}
+
+WorkerProcess::WorkerProcess(const fs::path& exe, const std::vector<std::string>& args)
+    : proc_([&] {
+        detail::SpawnOptions o;
+        o.argv.push_back(exe.string());
+        o.argv.insert(o.argv.end(), args.begin(), args.end());
+        return o;
+      }()) {}
+
+WorkerProcess::~WorkerProcess() {
+  // Closing stdin asks for a clean exit (the worker may be writing a
+  // reference file); the Subprocess destructor then kills whatever is left.
+  proc_.close_stdin();
+  if (!proc_.wait_for(std::chrono::milliseconds(200))) proc_.kill_and_reap();
+}
+
+void WorkerProcess::drain_stderr(std::chrono::milliseconds wait) {
+  if (!err_open_) return;
+  std::string chunk;
+  err_open_ = detail::read_some(proc_.stderr_fd(), chunk, 0, wait);
+  err_tail_ += chunk;
+  if (err_tail_.size() > kTailBytes) err_tail_.erase(0, err_tail_.size() - kTailBytes);
+}
+
+void WorkerProcess::send(const Json& message) {
+  if (!write_frame(proc_.stdin_fd(), message))
+    throw Error(Status::subprocess, "the ksearch-worker process is gone (cannot send a request)");
+}
+
+WorkerProcess::Received WorkerProcess::receive(Json& message, Clock::time_point deadline) {
+  for (;;) {
+    if (auto m = decoder_.next()) {
+      message = std::move(*m);
+      return Received::message;
+    }
+    if (!out_open_) return Received::exited;
+    auto now = Clock::now();
+    if (now >= deadline) return Received::timed_out;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
+    pollfd fds[2] = {{proc_.stdout_fd(), POLLIN, 0}, {err_open_ ? proc_.stderr_fd() : -1, POLLIN, 0}};
+    int r = ::poll(fds, 2, static_cast<int>(std::clamp<long long>(left, 1, 1000)));
+    if (r < 0 && errno != EINTR)
+      throw Error(Status::subprocess, fmt::format("poll on the worker failed: {}", std::strerror(errno)));
+    if (fds[1].revents) drain_stderr(std::chrono::milliseconds(0));
+    if (fds[0].revents) {
+      char buf[65536];
+      ssize_t n = ::read(proc_.stdout_fd(), buf, sizeof buf);
+      if (n > 0) decoder_.feed(std::string_view(buf, static_cast<std::size_t>(n)));
+      else if (n == 0 || (errno != EINTR && errno != EAGAIN)) out_open_ = false;
+    }
+  }
+}
+
+Json WorkerProcess::wait_hello(double timeout_s) {
+  auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+  Json msg;
+  switch (receive(msg, deadline)) {
+    case Received::message: break;
+    case Received::exited:
+      throw Error(Status::subprocess, "ksearch-worker exited during start-up: " + kill_and_describe());
+    case Received::timed_out:
+      throw Error(Status::subprocess,
+                  fmt::format("ksearch-worker did not start within {:.0f} s: {}", timeout_s, kill_and_describe()));
+  }
+  std::string event = msg.get_string("event");
+  if (event == "fatal") {
+    auto status = static_cast<Status>(msg.get_int("status", static_cast<int>(Status::subprocess)));
+    throw Error(status, msg.get_string("message", "the worker could not start"));
+  }
+  if (event != "hello")
+    throw Error(Status::subprocess, fmt::format("ksearch-worker sent \"{}\" instead of hello", event));
+  return msg;
+}
+
+std::string WorkerProcess::kill_and_describe() {
+  // Collect what is still in the pipe before the process disappears.
+  auto st = proc_.wait_for(std::chrono::milliseconds(50));
+  int status = st ? *st : proc_.kill_and_reap();
+  for (int i = 0; i < 20 && err_open_; ++i) drain_stderr(std::chrono::milliseconds(10));
+  detail::CommandResult cr;
+  detail::decode_wait_status(status, cr);
+  std::string how = st ? (cr.signaled ? fmt::format("killed by signal {} ({})", cr.signal, detail::signal_name(cr.signal))
+                                      : fmt::format("exited with code {}", cr.exit_code))
+                       : "killed";
+  // The crash reporter's line first, then what the candidate printed last.
+  std::string report, printed;
+  std::istringstream in(err_tail_);
+  for (std::string line; std::getline(in, line);) {
+    constexpr std::string_view kFatal = "ksearch-worker: fatal: ";
+    if (line.rfind(kFatal, 0) == 0) report = line.substr(kFatal.size());
+    else printed += line + "\n";
+  }
+  std::string out = how;
+  if (!report.empty()) out += "; " + report;
+  if (!printed.empty()) {
+    if (printed.size() > 1500) printed = "..." + printed.substr(printed.size() - 1500);
+    out += "\nlast output of the worker:\n" + printed;
+  }
+  return out;
+}
+
+}  // namespace ks::eval

@@ -1,0 +1,67 @@
+// The parent's side of a ksearch-worker: starting it, exchanging frames with
+// deadlines, and reporting how it died.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/process.hpp"
+#include "eval/protocol.hpp"
+#include "ksearch/json.hpp"
+
+namespace ks::eval {
+
+// Finds the worker executable: `configured` when set, else $KSEARCH_WORKER,
+// else next to libksearch (../libexec/ksearch/ksearch-worker or the same
+// folder), else the build tree. Throws ks::Error(Status::not_found) listing
+// the places it looked.
+std::filesystem::path locate_worker(const std::filesystem::path& configured = {});
+
+class WorkerProcess {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // Starts the worker; does not wait for it (see wait_hello).
+  WorkerProcess(const std::filesystem::path& exe, const std::vector<std::string>& args);
+  // Closes the worker's stdin, gives it a moment to exit, then kills its
+  // process group. No worker outlives its WorkerProcess.
+  ~WorkerProcess();
+  WorkerProcess(const WorkerProcess&) = delete;
+  WorkerProcess& operator=(const WorkerProcess&) = delete;
+
+  // Waits for the "hello" frame. Throws ks::Error with the worker's own
+  // status on a "fatal" frame (e.g. Status::no_device), or
+  // Status::subprocess when it dies or stays silent.
+  Json wait_hello(double timeout_s);
+
+  // Throws ks::Error(Status::subprocess) when the worker has gone.
+  void send(const Json& message);
+
+  enum class Received { message, exited, timed_out };
+  // Waits for the next frame until `deadline`, keeping a tail of stderr.
+  Received receive(Json& message, Clock::time_point deadline);
+
+  // Kills the worker (if still running) and describes its end: "killed by
+  // signal 11 (Segmentation fault)", plus the crash reporter's line and the
+  // last lines the candidate printed.
+  std::string kill_and_describe();
+
+  pid_t pid() const { return proc_.pid(); }
+  const std::string& stderr_tail() const { return err_tail_; }
+
+ private:
+  void drain_stderr(std::chrono::milliseconds wait);
+
+  detail::Subprocess proc_;
+  FrameDecoder decoder_;
+  std::string err_tail_;
+  bool out_open_ = true, err_open_ = true;
+};
+
+}  // namespace ks::eval

@@ -1,0 +1,264 @@
+// ksearch-worker: runs candidates (role "run": owns one device, CUDA GPU or
+// the host CPU) or compiles CUDA candidates (role "compile": keeps NVRTC and
+// its precompiled headers warm) for the evaluator in the parent process.
+//
+//   ksearch-worker --role run --device host|cuda:<ordinal> [--cache-dir DIR]
+//   ksearch-worker --role compile [--cache-dir DIR]
+//
+// The parent talks to it over stdin/stdout in the framed protocol of
+// eval/protocol.hpp. It exits when stdin closes, and within a fraction of a
+// second when its parent dies, even while a candidate spins forever.
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "core/fs.hpp"
+#include "eval/flow.hpp"
+#include "eval/host/guarded_memory.hpp"
+#include "eval/host/host_device.hpp"
+#include "eval/messages.hpp"
+#include "eval/protocol.hpp"
+#include "eval/reference_store.hpp"
+#include "ksearch/error.hpp"
+#if KS_HAVE_CUDA_BACKEND
+#include "eval/cuda/cuda_backend.hpp"
+#endif
+
+namespace {
+
+using namespace ks;
+using namespace ks::eval;
+namespace fs = std::filesystem;
+
+struct Args {
+  std::string role = "run";
+  std::string device = "host";
+  std::string cache_dir;
+};
+
+int g_out = -1;  // the protocol's write end
+
+void send(const Json& msg) {
+  if (!write_frame(g_out, msg)) std::_Exit(0);  // the parent is gone
+}
+
+void send_error(const Error& e) {
+  send(Json::obj({{"event", "error"}, {"status", static_cast<int>(e.status())}, {"message", e.what()}}));
+}
+
+[[noreturn]] void fatal(Status status, const std::string& message) {
+  send(Json::obj({{"event", "fatal"}, {"status", static_cast<int>(status)}, {"message", message}}));
+  std::_Exit(2);
+}
+
+// Exits when the parent dies. A thread of its own, so it works while the
+// main thread is stuck in a candidate. (PR_SET_PDEATHSIG would follow the
+// parent *thread* that spawned us, which may be a short-lived pool thread.)
+void start_watchdog() {
+  const pid_t parent = ::getppid();
+  std::thread([parent] {
+    for (;;) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (::getppid() != parent) std::_Exit(3);
+    }
+  }).detach();
+}
+
+// Moves the protocol off descriptors 0 and 1 so nothing a candidate prints
+// can corrupt it: its stdout goes to stderr, which the parent keeps a tail of.
+int take_protocol_fds() {
+  int in = ::fcntl(0, F_DUPFD_CLOEXEC, 3);
+  g_out = ::fcntl(1, F_DUPFD_CLOEXEC, 3);
+  if (in < 0 || g_out < 0) std::_Exit(2);
+  int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (devnull >= 0) {
+    ::dup2(devnull, 0);
+    ::close(devnull);
+  }
+  ::dup2(2, 1);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  return in;
+}
+
+Args parse_args(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string k = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "ksearch-worker: %s needs a value\n", k.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (k == "--role") a.role = value();
+    else if (k == "--device") a.device = value();
+    else if (k == "--cache-dir") a.cache_dir = value();
+    else {
+      std::fprintf(stderr,
+                   "ksearch-worker: unknown argument \"%s\"\n"
+                   "usage: ksearch-worker --role run|compile [--device host|cuda:N] [--cache-dir DIR]\n"
+                   "This program is started by libksearch; it speaks a binary protocol on stdin/stdout.\n",
+                   k.c_str());
+      std::exit(2);
+    }
+  }
+  if (a.cache_dir.empty()) a.cache_dir = detail::default_cache_dir().string();
+  return a;
+}
+
+// Sends progress as frames the moment it happens.
+class FrameEvents final : public FlowEvents {
+ public:
+  void workload_started(const std::string& w) override {
+    send(Json::obj({{"event", "workload_started"}, {"workload", w}}));
+  }
+  void reference_timed(const std::string& w, const TimingStats& t) override {
+    send(Json::obj({{"event", "reference_timed"}, {"workload", w}, {"timing", t.to_json()}}));
+  }
+  void workload_finished(const WorkloadResult& r) override {
+    send(Json::obj({{"event", "workload_finished"}, {"result", r.to_json()}}));
+  }
+};
+
+std::unique_ptr<Device> open_device(const std::string& spec) {
+  if (spec == "host") return std::make_unique<host::HostDevice>();
+  if (spec.rfind("cuda:", 0) == 0) {
+    int ordinal = 0;
+    try {
+      ordinal = std::stoi(spec.substr(5));
+    } catch (const std::exception&) {
+      fatal(Status::invalid_argument, fmt::format("bad device \"{}\" (expected host or cuda:N)", spec));
+    }
+#if KS_HAVE_CUDA_BACKEND
+    return make_cuda_device(ordinal);
+#else
+    (void)ordinal;
+    throw Error(Status::no_device, "this build of libksearch has no CUDA backend");
+#endif
+  }
+  fatal(Status::invalid_argument, fmt::format("bad device \"{}\" (expected host or cuda:N)", spec));
+}
+
+int run_role(int in, const Args& args) {
+  host::install_crash_reporter();
+  std::unique_ptr<Device> device;
+  try {
+    device = open_device(args.device);
+  } catch (const Error& e) {
+    fatal(e.status(), e.what());
+  }
+  DeviceInfo info = device->info();
+  send(Json::obj({{"event", "hello"}, {"role", "run"}, {"pid", static_cast<int>(::getpid())},
+                  {"device", info.to_json()}}));
+  // Reference outputs kept on the device: an eighth of its memory, at most 4 GiB.
+  std::size_t budget = static_cast<std::size_t>(
+      std::min<std::int64_t>(info.memory_bytes > 0 ? info.memory_bytes / 8 : (1ll << 30), 4ll << 30));
+  ReferenceStore refs(*device, fs::path(args.cache_dir) / "refs", budget);
+  std::map<std::string, ks::TaskSpec> tasks;  // by key: sent once per worker
+  int loaded_builds = 0;
+
+  while (auto msg = read_frame(in)) {
+    const std::string op = msg->get_string("op");
+    try {
+      if (op == "exit") break;
+      if (op == "ping") {
+        send(Json::obj({{"event", "pong"}, {"pid", static_cast<int>(::getpid())}}));
+      } else if (op == "evaluate") {
+        const std::string key = msg->get_string("task_key");
+        if (const Json* t = msg->find("task"); t && !t->is_null()) tasks[key] = TaskSpec::from_json(*t);
+        auto it = tasks.find(key);
+        if (it == tasks.end())
+          throw Error(Status::invalid_argument, fmt::format("evaluate: unknown task key \"{}\"", key));
+        RunRequest req;
+        req.candidate = PreparedSolution::from_json(msg->at("candidate"));
+        req.reference = PreparedSolution::from_json(msg->at("reference"));
+        req.options = options_from_json(msg->at("options"));
+        for (const auto& w : msg->at("workloads").as_array()) req.workloads.push_back(w.as_string());
+        if (const Json* tr = msg->find("time_reference"); tr && tr->is_array())
+          for (const auto& w : tr->as_array()) req.time_reference.push_back(w.as_string());
+        EvaluationFlow flow(*device, refs);
+        FrameEvents events;
+        EvalResult result = flow.run(it->second, req, events);
+        loaded_builds += static_cast<int>(req.candidate.builds.size());
+        result.metrics["worker_pid"] = static_cast<int>(::getpid());
+        result.metrics["worker_loaded_builds"] = loaded_builds;
+        send(Json::obj({{"event", "finished"}, {"result", result.to_json()}, {"restart", flow.device_suspect()}}));
+      } else {
+        throw Error(Status::invalid_argument, fmt::format("unknown op \"{}\"", op));
+      }
+    } catch (const Error& e) {
+      send_error(e);
+    } catch (const std::exception& e) {
+      send_error(Error(Status::internal, fmt::format("worker: {}", e.what())));
+    }
+  }
+  return 0;
+}
+
+int compile_role(int in, const Args& args) {
+#if KS_HAVE_CUDA_BACKEND
+  send(Json::obj({{"event", "hello"}, {"role", "compile"}, {"pid", static_cast<int>(::getpid())}}));
+  std::map<std::string, std::unique_ptr<Compiler>> compilers;  // by architecture
+  while (auto msg = read_frame(in)) {
+    const std::string op = msg->get_string("op");
+    try {
+      if (op == "exit") break;
+      if (op == "ping") {
+        send(Json::obj({{"event", "pong"}, {"pid", static_cast<int>(::getpid())}}));
+      } else if (op == "compile") {
+        CompileRequest req = compile_request_from_json(msg->at("request"));
+        auto& compiler = compilers[req.arch];
+        if (!compiler) {
+          CudaCompilerOptions o;
+          o.arch = req.arch;
+          o.cache_dir = req.cache_dir.empty() ? (fs::path(args.cache_dir) / "cuda").string() : req.cache_dir;
+          compiler = make_cuda_compiler(o);
+        }
+        try {
+          Artifact a = compiler->compile(req);
+          send(Json::obj({{"event", "compiled"}, {"artifact", artifact_to_json(a)}}));
+        } catch (const CompileError& e) {
+          send(Json::obj({{"event", "compile_failed"}, {"message", e.what()}, {"log", e.log()}}));
+        }
+      } else {
+        throw Error(Status::invalid_argument, fmt::format("unknown op \"{}\"", op));
+      }
+    } catch (const Error& e) {
+      send_error(e);
+    }
+  }
+  return 0;
+#else
+  (void)in;
+  (void)args;
+  fatal(Status::no_device, "this build of libksearch has no CUDA backend, so there is no CUDA compiler");
+#endif
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args args = parse_args(argc, argv);
+  int in = take_protocol_fds();
+  start_watchdog();
+  try {
+    if (args.role == "run") return run_role(in, args);
+    if (args.role == "compile") return compile_role(in, args);
+    fatal(Status::invalid_argument, fmt::format("unknown role \"{}\" (expected run or compile)", args.role));
+  } catch (const Error& e) {
+    // A broken stream: nothing more can be said over it.
+    std::fprintf(stderr, "ksearch-worker: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,175 @@
+// The task registry: built-in suites by name, task files by path, and the
+// example task folders.
+#include <dlfcn.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+
+#include "ksearch/error.hpp"
+#include "ksearch/tasks.hpp"
+#if KS_HAVE_GPUMODE_SUITE
+#include "tasks/gpumode/gpumode.hpp"
+#endif
+
+namespace ks {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Entry {
+  std::string description;
+  TaskFactory factory;
+};
+
+struct Registry {
+  std::mutex m;
+  std::map<std::string, Entry> entries;
+};
+
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+// Set while the built-in suites register, so a task the program registered
+// earlier under the same name keeps precedence.
+thread_local bool t_registering_builtins = false;
+
+// Suites register on first use, not from static initialisers: objects in a
+// static library that nothing references are dropped by the linker.
+void ensure_builtin_suites() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    t_registering_builtins = true;
+#if KS_HAVE_GPUMODE_SUITE
+    tasks::register_gpumode_suite();
+#endif
+    t_registering_builtins = false;
+  });
+}
+
+std::vector<std::pair<std::string, Entry>> builtin_entries() {
+  ensure_builtin_suites();
+  Registry& r = registry();
+  std::lock_guard lock(r.m);
+  return {r.entries.begin(), r.entries.end()};
+}
+
+std::optional<Entry> find_builtin(const std::string& name) {
+  ensure_builtin_suites();
+  Registry& r = registry();
+  std::lock_guard lock(r.m);
+  auto it = r.entries.find(name);
+  if (it == r.entries.end()) return std::nullopt;
+  return it->second;
+}
+
+bool is_task_path(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_regular_file(p, ec) || fs::is_regular_file(p / "task.json", ec);
+}
+
+// Example folders (each holding task.json) under `dir`, sorted by name.
+std::vector<fs::path> example_folders(const fs::path& dir) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  if (dir.empty() || !fs::is_directory(dir, ec)) return out;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.is_directory() && fs::is_regular_file(e.path() / "task.json", ec)) out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+void register_builtin_task(const std::string& name, const std::string& description, TaskFactory factory) {
+  if (name.empty()) throw Error(Status::invalid_argument, "register_builtin_task: empty task name");
+  if (!factory) throw Error(Status::invalid_argument, fmt::format("register_builtin_task(\"{}\"): no factory", name));
+  Registry& r = registry();
+  std::lock_guard lock(r.m);
+  if (t_registering_builtins && r.entries.count(name)) return;
+  r.entries[name] = Entry{description, std::move(factory)};
+}
+
+fs::path example_tasks_dir() {
+  std::error_code ec;
+  if (const char* env = std::getenv("KSEARCH_TASKS_DIR"); env && *env) return env;
+  // Installed: <prefix>/lib/libksearch.so -> <prefix>/share/ksearch/tasks.
+  Dl_info info{};
+  if (::dladdr(reinterpret_cast<void*>(&example_tasks_dir), &info) && info.dli_fname) {
+    fs::path lib = fs::absolute(info.dli_fname).parent_path();
+    for (const fs::path& p : {lib / ".." / "share" / "ksearch" / "tasks", lib / ".." / ".." / "share" / "ksearch" / "tasks"})
+      if (fs::is_directory(p, ec)) return fs::weakly_canonical(p, ec);
+  }
+#ifdef KS_SOURCE_TASKS_DIR
+  if (fs::is_directory(KS_SOURCE_TASKS_DIR, ec)) return KS_SOURCE_TASKS_DIR;
+#endif
+  return {};
+}
+
+std::unique_ptr<Task> load_task(const std::string& name_or_path) {
+  if (name_or_path.empty()) throw Error(Status::invalid_argument, "load_task: empty task name");
+  if (auto e = find_builtin(name_or_path)) {
+    auto task = e->factory();
+    if (!task) throw Error(Status::internal, fmt::format("built-in task \"{}\" could not be created", name_or_path));
+    return task;
+  }
+  if (is_task_path(name_or_path)) return std::make_unique<SpecTask>(load_task_file(name_or_path));
+  // An example by its folder name ("matmul") or task name ("examples/matmul").
+  fs::path examples = example_tasks_dir();
+  if (!examples.empty()) {
+    std::string short_name = name_or_path;
+    if (short_name.rfind("examples/", 0) == 0) short_name = short_name.substr(9);
+    if (short_name.find("..") == std::string::npos && is_task_path(examples / short_name))
+      return std::make_unique<SpecTask>(load_task_file(examples / short_name));
+  }
+  std::string known;
+  for (const auto& [name, e] : builtin_entries()) known += (known.empty() ? "" : ", ") + name;
+  for (const auto& f : example_folders(examples)) known += (known.empty() ? "" : ", ") + f.filename().string();
+  throw Error(Status::not_found,
+              fmt::format("unknown task \"{}\": not a built-in task, an example task or a task file (known "
+                          "tasks: {}; a task file is a path to a task.json or a folder holding one)",
+                          name_or_path, known.empty() ? "none" : known));
+}
+
+std::vector<TaskInfo> list_tasks(const std::vector<fs::path>& example_dirs) {
+  std::vector<TaskInfo> out;
+  for (const auto& [name, e] : builtin_entries()) {
+    TaskInfo info;
+    info.name = name;
+    info.description = e.description;
+    info.source = "built-in";
+    try {
+      auto task = e.factory();
+      info.languages = task->spec().languages;
+      info.targets = task->spec().targets;
+    } catch (const std::exception& ex) {
+      info.description += fmt::format(" (cannot be created here: {})", ex.what());
+    }
+    out.push_back(std::move(info));
+  }
+  for (const auto& dir : example_dirs) {
+    for (const auto& folder : example_folders(dir)) {
+      TaskInfo info;
+      info.source = (folder / "task.json").string();
+      try {
+        TaskSpec spec = load_task_file(folder);
+        info.name = spec.name;
+        info.description = spec.description;
+        info.languages = spec.languages;
+        info.targets = spec.targets;
+      } catch (const Error& ex) {
+        // A broken example is listed with its error rather than hidden.
+        info.name = folder.filename().string();
+        info.description = fmt::format("(invalid task file: {})", ex.what());
+      }
+      out.push_back(std::move(info));
+    }
+  }
+  return out;
+}
+
+}  // namespace ks

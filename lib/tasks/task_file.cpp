@@ -1,0 +1,184 @@
+#include "tasks/task_file.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <optional>
+#include <set>
+
+#include "core/fs.hpp"
+#include "ksearch/error.hpp"
+#include "ksearch/tasks.hpp"
+#include "ksearch/types.hpp"
+
+namespace ks {
+namespace tasks {
+namespace {
+
+namespace fs = std::filesystem;
+
+[[noreturn]] void bad(const std::string& where, const std::string& what) {
+  throw Error(Status::invalid_argument, fmt::format("{}: {}", where, what));
+}
+
+// {"file": "x"} -> the path, checked to exist.
+std::optional<fs::path> file_ref(const Json& j, const fs::path& base, const std::string& where) {
+  if (!j.is_object() || !j.contains("file")) return std::nullopt;
+  const Json& f = j.at("file");
+  if (!f.is_string() || f.as_string().empty()) bad(where, "\"file\" must be a non-empty path string");
+  for (const auto& [k, v] : j.as_object())
+    if (k != "file" && k != "path")
+      bad(where, fmt::format("unknown field \"{}\" next to \"file\" (allowed: file, path)", k));
+  fs::path p = base / f.as_string();
+  std::error_code ec;
+  if (!fs::is_regular_file(p, ec))
+    bad(where, fmt::format("file \"{}\" not found (looked at {})", f.as_string(), fs::absolute(p).string()));
+  return p;
+}
+
+std::string read_text(const fs::path& p, const std::string& where) {
+  try {
+    return detail::read_file(p);
+  } catch (const Error& e) {
+    bad(where, e.what());
+  }
+}
+
+Json read_json(const fs::path& p, const std::string& where) {
+  std::string err;
+  auto j = Json::try_parse(read_text(p, where), &err);
+  if (!j) bad(where, fmt::format("{} is not valid JSON: {}", p.filename().string(), err));
+  return *j;
+}
+
+// A solution object in a task file: inline, or with file references for its
+// sources, plan and parameters.
+Json resolve_solution(const Json& s, const fs::path& base, const std::string& where,
+                      const std::string& default_language, const std::string& default_name) {
+  if (!s.is_object()) bad(where, fmt::format("must be a solution object, found {}", json_type_name(s.type())));
+  Json out = s;
+  if (!out.contains("language")) {
+    if (default_language.empty()) bad(where, "missing required field \"language\" (\"cuda\" or \"cpp\")");
+    out["language"] = default_language;
+  }
+  if (!out.contains("name") && !default_name.empty()) out["name"] = default_name;
+  const Json* sources = s.find("sources");
+  if (!sources || !sources->is_array() || sources->empty())
+    bad(where, "\"sources\" must be a non-empty array of {\"file\": ...} or {\"path\": ..., \"content\": ...}");
+  Json resolved = Json::array();
+  for (std::size_t i = 0; i < sources->size(); ++i) {
+    const Json& src = (*sources)[i];
+    std::string at = fmt::format("{}.sources[{}]", where, i);
+    if (auto p = file_ref(src, base, at)) {
+      std::string name = src.get_string("path", p->filename().string());
+      resolved.push_back(Json::obj({{"path", name}, {"content", read_text(*p, at)}}));
+    } else if (src.is_object() && src.contains("content")) {
+      resolved.push_back(src);
+    } else {
+      bad(at, "must be {\"file\": \"kernel.cpp\"} or {\"path\": \"kernel.cpp\", \"content\": \"...\"}");
+    }
+  }
+  out["sources"] = resolved;
+  for (const char* field : {"launch_plan", "params"}) {
+    if (const Json* v = s.find(field)) {
+      std::string at = fmt::format("{}.{}", where, field);
+      if (auto p = file_ref(*v, base, at)) out[field] = read_json(*p, at);
+    }
+  }
+  // A plan of the wrong shape for its language is a task-file error worth
+  // catching here rather than at the first evaluation.
+  if (const Json* plan = out.find("launch_plan"); plan && !plan->is_null()) {
+    std::string lang = out.get_string("language");
+    std::string at = where + ".launch_plan";
+    if (!plan->is_object()) bad(at, "must be a JSON object");
+    if (language_from_string(lang) == Language::cpp && !plan->contains("calls"))
+      bad(at, "a cpp solution needs a call plan with \"calls\" (docs/launch-plan.md)");
+    if (language_from_string(lang) == Language::cuda && !plan->contains("kernels"))
+      bad(at, "a cuda solution needs a launch plan with \"kernels\" (docs/launch-plan.md)");
+  }
+  return out;
+}
+
+}  // namespace
+
+Json resolve_task_file_json(const Json& j, const fs::path& base) {
+  if (!j.is_object()) bad("task file", fmt::format("must hold a JSON object, found {}", json_type_name(j.type())));
+  Json out = j;
+  if (const Json* v = j.find("format_version")) {
+    if (!v->is_int() || v->as_int() != 1)
+      bad("format_version", fmt::format("this libksearch reads task file format 1, the file says {}", v->dump()));
+    out.erase("format_version");
+  }
+  if (const Json* prompts = j.find("prompts")) {
+    if (!prompts->is_object()) bad("prompts", "must map languages to text or {\"file\": ...}");
+    Json p = Json::object();
+    for (const auto& [lang, v] : prompts->as_object()) {
+      std::string at = "prompts." + lang;
+      if (auto f = file_ref(v, base, at)) p[lang] = read_text(*f, at);
+      else if (v.is_string()) p[lang] = v;
+      else bad(at, "must be the prompt text or {\"file\": \"prompt.md\"}");
+    }
+    out["prompts"] = p;
+  }
+  if (const Json* refs = j.find("references")) {
+    if (!refs->is_object()) bad("references", "must map languages (\"cuda\", \"cpp\") to solutions");
+    Json r = Json::object();
+    for (const auto& [lang, v] : refs->as_object()) {
+      if (!language_from_string(lang))
+        bad("references", fmt::format("unknown language \"{}\" (expected \"cuda\" or \"cpp\")", lang));
+      r[lang] = resolve_solution(v, base, "references." + lang, lang, "reference");
+    }
+    out["references"] = r;
+  }
+  if (const Json* starts = j.find("starting_points")) {
+    if (!starts->is_array()) bad("starting_points", "must be an array of solutions");
+    std::string only_language;
+    if (const Json* langs = j.find("languages"); langs && langs->is_array() && langs->size() == 1 &&
+                                                 (*langs)[0].is_string())
+      only_language = (*langs)[0].as_string();
+    Json s = Json::array();
+    for (std::size_t i = 0; i < starts->size(); ++i)
+      s.push_back(resolve_solution((*starts)[i], base, fmt::format("starting_points[{}]", i), only_language, ""));
+    out["starting_points"] = s;
+  }
+  return out;
+}
+
+}  // namespace tasks
+
+TaskSpec load_task_file(const std::filesystem::path& given) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path path = fs::is_directory(given, ec) ? given / "task.json" : given;
+  if (!fs::is_regular_file(path, ec))
+    throw Error(Status::not_found, fmt::format("task file not found: {}", fs::absolute(path).string()));
+  const std::string where = fmt::format("task file {}", path.string());
+  std::string text;
+  try {
+    text = detail::read_file(path);
+  } catch (const Error& e) {
+    throw Error(e.status(), fmt::format("{}: {}", where, e.what()));
+  }
+  std::string err;
+  auto j = Json::try_parse(text, &err);
+  if (!j) throw Error(Status::parse, fmt::format("{}: not valid JSON: {}", where, err));
+  TaskSpec spec;
+  try {
+    spec = TaskSpec::from_json(tasks::resolve_task_file_json(*j, path.parent_path()));
+    spec.base_dir = fs::absolute(path.parent_path());
+    spec.validate();
+    for (std::size_t i = 0; i < spec.starting_points.size(); ++i) {
+      Solution& s = spec.starting_points[i];
+      if (std::find(spec.languages.begin(), spec.languages.end(), s.language) == spec.languages.end())
+        throw Error(Status::invalid_argument,
+                    fmt::format("starting_points[{}] is written in {}, which the task does not list in \"languages\"",
+                                i, to_string(s.language)));
+      if (s.task.empty()) s.task = spec.name;
+    }
+  } catch (const Error& e) {
+    throw Error(e.status(), fmt::format("{}: {}", where, e.what()));
+  }
+  return spec;
+}
+
+}  // namespace ks

@@ -1,0 +1,97 @@
+// A small host task (Z = X + 2 Y) and candidates for it, good and bad in
+// every way the evaluator must notice. Shared by the tests and the helper
+// program that is SIGKILLed in the worker-lifetime test.
+#pragma once
+
+#include <string>
+
+#include "ksearch/eval.hpp"
+#include "ksearch/task.hpp"
+#include "ksearch/types.hpp"
+
+namespace ks::test {
+
+// Workloads: "t1" (test, N = 1000: its end is not 64-byte aligned, so a
+// one-element overrun lands in the canary bytes) and "b1" (benchmark,
+// N = 4096). `flops` overrides the task's FLOP formula.
+inline TaskSpec vadd_task(const std::string& flops = "2*N", const std::string& name = "test/vadd") {
+  Json j = Json::parse(R"JSON({
+    "name": "test/vadd", "languages": ["cpp"], "dims": ["N"],
+    "tensors": [
+      {"name": "X", "dtype": "f32", "shape": ["N"], "dist": {"kind": "normal", "std": 1}},
+      {"name": "Y", "dtype": "f32", "shape": ["N"], "dist": {"kind": "uniform", "low": -1, "high": 1}},
+      {"name": "Z", "dtype": "f32", "shape": ["N"], "role": "output"}
+    ],
+    "workloads": [
+      {"name": "t1", "dims": {"N": 1000}, "seed": 5},
+      {"name": "b1", "dims": {"N": 4096}, "seed": 6, "benchmark": true}
+    ],
+    "tolerance": {"atol": 1e-5, "rtol": 1e-5},
+    "bytes": "12*N",
+    "references": {"cpp": {
+      "language": "cpp", "name": "reference",
+      "sources": [{"path": "ref.cpp", "content": "#include <cstdint>\nvoid vadd_ref(const float* x, const float* y, float* z, std::int64_t n) {\n  for (std::int64_t i = 0; i < n; ++i) z[i] = x[i] + 2.0f * y[i];\n}\n"}],
+      "launch_plan": {"calls": [{"fn": "vadd_ref", "args": ["X", "Y", "Z", "N"]}]}
+    }}
+  })JSON");
+  TaskSpec t = TaskSpec::from_json(j);
+  t.name = name;
+  t.flops = flops;
+  t.validate();
+  return t;
+}
+
+// A cpp candidate calling vadd(X, Y, Z, N) with the given body; x, y, z, n in scope.
+inline Solution vadd_candidate(const std::string& body, const std::string& name = "candidate") {
+  Solution s;
+  s.name = name;
+  s.task = "test/vadd";
+  s.language = Language::cpp;
+  s.sources = {{"kernel.cpp",
+                "#include <cstdint>\n#include <cstdio>\n#include <cstdlib>\n#include <map>\n#include <stdexcept>\n"
+                "void vadd(const float* x, const float* y, float* z, std::int64_t n) {\n" +
+                    body + "\n}\n"}};
+  s.launch_plan = Json::obj({{"calls", Json::arr({Json::obj({{"fn", "vadd"}, {"args", Json::arr({"X", "Y", "Z", "N"})}})})}});
+  return s.finalize();
+}
+
+inline const char* kGoodBody = "for (std::int64_t i = 0; i < n; ++i) z[i] = x[i] + 2.0f * y[i];";
+inline const char* kWrongBody = "for (std::int64_t i = 0; i < n; ++i) z[i] = x[i] + y[i];";
+inline const char* kSegfaultBody = "*reinterpret_cast<volatile float*>(std::uintptr_t{64}) = 1.0f; (void)x; (void)y; (void)z; (void)n;";
+inline const char* kEndlessBody = "volatile int spin = 1; while (spin) {} (void)x; (void)y; (void)z; (void)n;";
+// Writes 64 floats past the end: through the canary bytes into the guard page.
+inline const char* kFarOverrunBody = "for (std::int64_t i = 0; i < n + 64; ++i) z[i] = x[i % n] + 2.0f * y[i % n];";
+// Writes one float past the end: stays inside the canary bytes when N*4 is not a multiple of 64.
+inline const char* kNearOverrunBody = "for (std::int64_t i = 0; i <= n; ++i) z[i] = (i < n) ? x[i] + 2.0f * y[i] : 0.0f;";
+inline const char* kModifyInputBody =
+    "for (std::int64_t i = 0; i < n; ++i) z[i] = x[i] + 2.0f * y[i];\n"
+    "const_cast<float*>(x)[n / 2] = 0.0f;";
+// Computes for the first two calls per output pointer, then returns the
+// stale output: passes the seeded checks, fails the re-check after timing.
+inline const char* kCachingBody =
+    "static std::map<float*, int> calls;\n"
+    "if (++calls[z] > 2) return;\n"
+    "for (std::int64_t i = 0; i < n; ++i) z[i] = x[i] + 2.0f * y[i];";
+inline const char* kSkipLastBody = "for (std::int64_t i = 0; i + 1 < n; ++i) z[i] = x[i] + 2.0f * y[i];";
+inline const char* kThrowBody = "(void)x; (void)y; (void)z; (void)n; throw std::runtime_error(\"boom from the kernel\");";
+inline const char* kExitBody = "(void)x; (void)y; (void)z; (void)n; std::exit(0);";
+inline const char* kChattyBody =
+    "std::printf(\"KSW1 garbage on stdout from the kernel\\n\"); std::fflush(stdout);\n"
+    "for (std::int64_t i = 0; i < n; ++i) z[i] = x[i] + 2.0f * y[i];";
+
+// Fast evaluation settings for tests: a few short timed repetitions.
+inline EvaluatorConfig test_config(const std::string& cache_dir) {
+  EvaluatorConfig c;
+  c.backend = "host";
+  c.cache_dir = cache_dir;
+  c.compile_workers = 2;
+  c.options.min_reps = 3;
+  c.options.max_reps = 20;
+  c.options.max_time_per_workload_s = 0.05;
+  c.options.flush_l2 = false;
+  c.options.run_timeout_s = 20;
+  c.options.compile_timeout_s = 120;
+  return c;
+}
+
+}  // namespace ks::test

@@ -1,0 +1,178 @@
+// Task files: the shipped example, and one malformed file per kind of mistake.
+#include <doctest/doctest.h>
+
+#include <fstream>
+
+#include "core/fs.hpp"
+#include "ksearch/error.hpp"
+#include "ksearch/tasks.hpp"
+#include "support/test_util.hpp"
+
+using namespace ks;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path matmul_dir() { return ks::test::source_dir() / "examples" / "tasks" / "matmul"; }
+
+// A valid task file's JSON, written with the sources it references, to be
+// broken one field at a time.
+const char* kValid = R"JSON({
+  "format_version": 1,
+  "name": "t/scale",
+  "description": "y = 2x",
+  "languages": ["cpp"],
+  "dims": ["N"],
+  "tensors": [
+    {"name": "x", "dtype": "f32", "shape": ["N"], "dist": {"kind": "normal", "std": "1/sqrt(N)"}},
+    {"name": "y", "dtype": "f32", "shape": ["N"], "role": "output"}
+  ],
+  "workloads": [
+    {"name": "small", "dims": {"N": 8}},
+    {"name": "big", "dims": {"N": 4096}, "seed": 3, "benchmark": true}
+  ],
+  "tolerance": {"atol": 1e-4, "rtol": 1e-4},
+  "flops": "N",
+  "bytes": "8*N",
+  "references": {"cpp": {"sources": [{"file": "ref.cpp"}],
+                         "launch_plan": {"file": "plan.json"}}},
+  "prompts": {"cpp": {"file": "prompt.md"}},
+  "starting_points": [{"name": "start", "sources": [{"file": "ref.cpp", "path": "kernel.cpp"}],
+                       "launch_plan": {"calls": [{"fn": "scale", "args": ["x", "y", "N"]}]}}]
+})JSON";
+
+fs::path write_task(const std::string& name, const Json& j) {
+  fs::path dir = ks::test::scratch_dir("taskfile_" + name);
+  detail::write_file_atomic(dir / "ref.cpp",
+                            "#include <cstdint>\nvoid scale(const float* x, float* y, std::int64_t n) {\n"
+                            "  for (std::int64_t i = 0; i < n; ++i) y[i] = 2 * x[i];\n}\n");
+  detail::write_file_atomic(dir / "plan.json", R"({"calls": [{"fn": "scale", "args": ["x", "y", "N"]}]})");
+  detail::write_file_atomic(dir / "prompt.md", "Scale a vector by two.\n");
+  detail::write_file_atomic(dir / "task.json", j.dump(2));
+  return dir;
+}
+
+// Applies `edit` to the valid task and expects loading to fail with `needle`.
+template <class Edit>
+void expect_error(const std::string& name, Edit edit, const std::string& needle,
+                  Status status = Status::invalid_argument) {
+  Json j = Json::parse(kValid);
+  edit(j);
+  fs::path dir = write_task(name, j);
+  try {
+    load_task_file(dir);
+    FAIL("malformed task file \"" << name << "\" loaded");
+  } catch (const Error& e) {
+    INFO(e.what());
+    CHECK(e.status() == status);
+    CHECK(std::string(e.what()).find(needle) != std::string::npos);
+    CHECK(std::string(e.what()).find("task.json") != std::string::npos);  // names the file
+  }
+}
+
+}  // namespace
+
+TEST_CASE("task file: the matmul example loads completely") {
+  TaskSpec t = load_task_file(matmul_dir());
+  CHECK(t.name == "examples/matmul");
+  CHECK(t.languages == std::vector<Language>{Language::cpp});
+  CHECK(t.dims == std::vector<std::string>{"M", "N", "K"});
+  REQUIRE(t.tensors.size() == 3);
+  CHECK(t.tensors[2].is_output);
+  CHECK(t.benchmark_workloads().size() == 3);
+  CHECK(t.test_workloads().size() == 3);
+  REQUIRE(t.references.count(Language::cpp));
+  const Solution& ref = t.references.at(Language::cpp);
+  REQUIRE(ref.sources.size() == 1);
+  CHECK(ref.sources[0].path == "reference.cpp");
+  CHECK(ref.sources[0].content.find("matmul_reference") != std::string::npos);
+  CHECK(ref.launch_plan.contains("calls"));
+  CHECK(t.prompts.at(Language::cpp).find("C = A * B") != std::string::npos);
+  REQUIRE(t.starting_points.size() == 1);
+  CHECK(t.starting_points[0].params.at("space").contains("BLOCK"));
+  CHECK(t.starting_points[0].task == t.name);
+  CHECK(fs::equivalent(t.base_dir, matmul_dir()));
+  CHECK(t.flops == "2*M*N*K");
+  // A file path works as well as its folder.
+  CHECK(load_task_file(matmul_dir() / "task.json").name == t.name);
+}
+
+TEST_CASE("task file: the valid test file loads") {
+  fs::path dir = write_task("valid", Json::parse(kValid));
+  TaskSpec t = load_task_file(dir);
+  CHECK(t.name == "t/scale");
+  CHECK(t.references.at(Language::cpp).name == "reference");
+  CHECK(t.starting_points[0].sources[0].path == "kernel.cpp");
+  CHECK(t.prompts.at(Language::cpp) == "Scale a vector by two.\n");
+}
+
+TEST_CASE("task file: errors name the malformed field") {
+  // The file and its folder.
+  CHECK_THROWS_WITH_AS(load_task_file("/nonexistent/task.json"), doctest::Contains("task file not found"), Error);
+  {
+    fs::path dir = ks::test::scratch_dir("taskfile_syntax");
+    detail::write_file_atomic(dir / "task.json", "{\"name\": ");
+    try {
+      load_task_file(dir);
+      FAIL("broken JSON loaded");
+    } catch (const Error& e) {
+      CHECK(e.status() == Status::parse);
+      CHECK(std::string(e.what()).find("not valid JSON") != std::string::npos);
+    }
+  }
+  expect_error("not_object", [](Json& j) { j = Json::arr({1, 2}); }, "must hold a JSON object");
+  expect_error("version", [](Json& j) { j["format_version"] = 2; }, "format_version");
+  expect_error("unknown_field", [](Json& j) { j["tolerence"] = Json::object(); }, "\"tolerence\"");
+  expect_error("name", [](Json& j) { j.erase("name"); }, "\"name\"");
+  expect_error("languages", [](Json& j) { j["languages"] = Json::arr({"fortran"}); }, "\"languages\"");
+  expect_error("dims", [](Json& j) { j["dims"] = Json::arr({1}); }, "\"dims\" entries must be strings");
+  expect_error("dtype", [](Json& j) { j["tensors"][0]["dtype"] = "f128"; }, "unknown dtype \"f128\"");
+  expect_error("shape_dim", [](Json& j) { j["tensors"][0]["shape"] = Json::arr({"N*M"}); },
+               "unknown dimension \"M\"");
+  expect_error("shape_syntax", [](Json& j) { j["tensors"][0]["shape"] = Json::arr({"N*"}); }, "shape");
+  expect_error("role", [](Json& j) { j["tensors"][1]["role"] = "result"; }, "role must be");
+  expect_error("no_output", [](Json& j) { j["tensors"][1]["role"] = "input"; }, "no tensor has role \"output\"");
+  expect_error("dist_kind", [](Json& j) { j["tensors"][0]["dist"] = Json::obj({{"kind", "gamma"}}); },
+               "unknown distribution kind \"gamma\"");
+  expect_error("dist_param", [](Json& j) { j["tensors"][0]["dist"]["std"] = "1/K"; }, "unknown dimension \"K\"");
+  expect_error("constant_value", [](Json& j) { j["tensors"][0]["dist"] = Json::obj({{"kind", "constant"}}); },
+               "needs a \"value\"");
+  expect_error("workload_dims", [](Json& j) { j["workloads"][0].erase("dims"); }, "\"dims\"");
+  expect_error("workload_missing_dim", [](Json& j) { j["workloads"][0]["dims"] = Json::object(); },
+               "does not set dimension \"N\"");
+  expect_error("workload_unknown_dim", [](Json& j) { j["workloads"][0]["dims"]["Q"] = 3; },
+               "unknown dimension \"Q\"");
+  expect_error("workload_dim_value", [](Json& j) { j["workloads"][0]["dims"]["N"] = 0; }, "must be positive");
+  expect_error("workload_dim_type", [](Json& j) { j["workloads"][0]["dims"]["N"] = 2.5; }, "must be an integer");
+  expect_error("seed", [](Json& j) { j["workloads"][0]["seed"] = -1; }, "seed must be >= 0");
+  expect_error("duplicate_workload", [](Json& j) { j["workloads"][1]["name"] = "small"; }, "declared twice");
+  expect_error("no_benchmark", [](Json& j) { j["workloads"][1]["benchmark"] = false; }, "\"benchmark\": true");
+  expect_error("override_unknown", [](Json& j) { j["workloads"][0]["dist"] = Json::obj({{"z", Json::obj({{"kind", "normal"}})}}); },
+               "unknown tensor \"z\"");
+  expect_error("tolerance", [](Json& j) { j["tolerance"]["atol"] = -1; }, "atol and rtol must be >= 0");
+  expect_error("ratio", [](Json& j) { j["tolerance"]["min_matched_ratio"] = 0; }, "min_matched_ratio");
+  expect_error("nan_policy", [](Json& j) { j["tolerance"]["nan_policy"] = "ignore"; }, "nan_policy");
+  expect_error("flops", [](Json& j) { j["flops"] = "N*Z"; }, "flops");
+  expect_error("no_reference", [](Json& j) { j.erase("references"); }, "no reference solution for language \"cpp\"");
+  expect_error("reference_language", [](Json& j) {
+    Json copy = j["references"]["cpp"];  // a copy: inserting may move the original
+    j["references"]["java"] = copy;
+  },
+               "unknown language \"java\"");
+  expect_error("reference_file", [](Json& j) { j["references"]["cpp"]["sources"][0]["file"] = "missing.cpp"; },
+               "references.cpp.sources[0]: file \"missing.cpp\" not found");
+  expect_error("reference_sources", [](Json& j) { j["references"]["cpp"]["sources"] = Json::array(); },
+               "\"sources\" must be a non-empty array");
+  expect_error("reference_source_form", [](Json& j) { j["references"]["cpp"]["sources"][0] = "ref.cpp"; },
+               "references.cpp.sources[0]: must be");
+  expect_error("plan_file", [](Json& j) { j["references"]["cpp"]["launch_plan"]["file"] = "nope.json"; },
+               "references.cpp.launch_plan: file \"nope.json\" not found");
+  expect_error("plan_shape", [](Json& j) { j["references"]["cpp"]["launch_plan"] = Json::obj({{"kernels", Json::array()}}); },
+               "needs a call plan with \"calls\"");
+  expect_error("file_extra", [](Json& j) { j["prompts"]["cpp"]["encoding"] = "utf8"; }, "unknown field \"encoding\"");
+  expect_error("prompt_file", [](Json& j) { j["prompts"]["cpp"]["file"] = "nope.md"; },
+               "prompts.cpp: file \"nope.md\" not found");
+  expect_error("prompt_type", [](Json& j) { j["prompts"]["cpp"] = 3; }, "prompts.cpp: must be the prompt text");
+  expect_error("start_language", [](Json& j) { j["starting_points"][0]["language"] = "cuda"; },
+               "starting_points[0]");
+}

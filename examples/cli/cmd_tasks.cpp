@@ -1,0 +1,81 @@
+// ksearch tasks: the built-in tasks and the example task files.
+#include <fmt/format.h>
+
+#include <cstdio>
+
+#include "args.hpp"
+#include "commands.hpp"
+#include "ksearch/tasks.hpp"
+
+namespace ks::cli {
+
+namespace {
+
+std::string languages_text(const std::vector<Language>& langs) {
+  std::string s;
+  for (auto l : langs) s += (s.empty() ? "" : ",") + std::string(to_string(l));
+  return s.empty() ? "-" : s;
+}
+
+// Published numbers to beat, in one line: plain fields as they are, nested
+// ones summarised (--json prints everything).
+std::string targets_text(const Json& targets) {
+  if (!targets.is_object() || targets.empty()) return "";
+  std::string s;
+  for (const auto& [k, v] : targets.as_object()) {
+    std::string value = v.is_string() ? v.as_string()
+                        : v.is_array()  ? fmt::format("{} entries", v.size())
+                        : v.is_object() ? fmt::format("{} fields", v.size())
+                                        : v.dump();
+    if (value.size() > 100) value = value.substr(0, 97) + "...";
+    s += fmt::format("{}{}: {}", s.empty() ? "" : "; ", k, value);
+  }
+  return s;
+}
+
+}  // namespace
+
+int cmd_tasks(int argc, char** argv) {
+  Args a("tasks", "ksearch tasks [--json]",
+         "Lists the built-in tasks and the example task files (in the installed share/ksearch/tasks, or "
+         "$KSEARCH_TASKS_DIR), with their languages and the published numbers to beat.",
+         {{"json", "", "Print the list as JSON.", "", false}});
+  if (!a.parse(argc, argv)) {
+    std::fprintf(stderr, "ksearch tasks: %s\n", a.error().c_str());
+    return 2;
+  }
+  if (a.help_requested()) {
+    std::printf("%s", a.help_text().c_str());
+    return 0;
+  }
+  std::vector<std::filesystem::path> dirs;
+  if (auto d = example_tasks_dir(); !d.empty()) dirs.push_back(d);
+  auto tasks = list_tasks(dirs);
+  if (a.has("json")) {
+    Json arr = Json::array();
+    for (const auto& t : tasks) {
+      Json langs = Json::array();
+      for (auto l : t.languages) langs.push_back(to_string(l));
+      arr.push_back(Json::obj({{"name", t.name},
+                               {"description", t.description},
+                               {"source", t.source},
+                               {"languages", langs},
+                               {"targets", t.targets.is_null() ? Json::object() : t.targets}}));
+    }
+    std::printf("%s\n", arr.dump(2).c_str());
+    return 0;
+  }
+  if (tasks.empty()) {
+    std::printf("No tasks found.\n");
+    return 0;
+  }
+  for (const auto& t : tasks) {
+    fmt::print("{:<24} {:<9} {}\n", t.name, languages_text(t.languages), t.description);
+    fmt::print("{:<24} {:<9} source: {}\n", "", "", t.source);
+    if (std::string tg = targets_text(t.targets); !tg.empty()) fmt::print("{:<24} {:<9} targets: {}\n", "", "", tg);
+  }
+  if (dirs.empty()) fmt::print("\n(no example task folder found; set $KSEARCH_TASKS_DIR)\n");
+  return 0;
+}
+
+}  // namespace ks::cli

@@ -167,8 +167,10 @@ class Redactor {
     if (secret.size() >= 8) secrets_.push_back(secret);
   }
   std::string operator()(std::string text) const {
+    constexpr std::string_view mark = "[redacted]";
     for (const auto& s : secrets_)
-      for (auto p = text.find(s); p != std::string::npos; p = text.find(s, p)) text.replace(p, s.size(), "[redacted]");
+      for (auto p = text.find(s); p != std::string::npos; p = text.find(s, p + mark.size()))
+        text.replace(p, s.size(), mark);
     return text;
   }
 
@@ -349,8 +351,8 @@ class OpenAiPolicy final : public LlmPolicy {
       switch (classify_transport(r.curl_code)) {
         case TransportFailure::timeout:
           o.verdict = Verdict::retry;
-          o.message = fmt::format("no complete answer within the request timeout ({:g} s): {}",
-                                  cfg_.request_timeout_s, r.transport_error);
+          o.message = fmt::format("timed out (request timeout {:g} s, connect timeout {:g} s): {}",
+                                  cfg_.request_timeout_s, cfg_.connect_timeout_s, r.transport_error);
           break;
         case TransportFailure::transient:
           o.verdict = Verdict::retry;

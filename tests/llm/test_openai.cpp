@@ -253,7 +253,7 @@ TEST_CASE("openai: 5xx, timeouts and dropped connections are retried; then a cle
     LlmResponse r = make_openai_policy(c)->complete(ask("p"));
     CHECK_FALSE(r.ok);
     CHECK(r.usage.attempts == 2);
-    CHECK(contains(r.error, "request timeout"));
+    CHECK(contains(r.error, "timed out (request timeout 0.3 s"));
   }
   SUBCASE("a dropped connection") {
     server.push({Behaviour::drop(), Behaviour::answer("ok")});

@@ -104,6 +104,11 @@ TEST_CASE("parse: an unlabelled JSON plan and an unlabelled code block are recog
   CHECK(s.launch_plan.contains("kernels"));
 }
 
+TEST_CASE("parse: a plan fenced as ```launch_plan without json") {
+  std::string answer = std::string("```cuda\n") + kKernel + "```\n```launch_plan\n" + kPlan + "\n```\n";
+  CHECK(parse_candidate(answer, Language::cuda).launch_plan.contains("kernels"));
+}
+
 TEST_CASE("parse: a tag mentioned in prose does not swallow the answer") {
   std::string answer = std::string("I will not use the <file name=\"x\"> form here.\n\n") + fenced_answer();
   Solution s = parse_candidate(answer, Language::cuda);

@@ -368,6 +368,7 @@ Classified classify(const CodeBlock& b) {
     std::string_view raw = b.info;
     return {&b, Role::source, std::string(raw.substr(0, std::min(raw.size(), raw.find_first_of(" \t"))))};
   }
+  if (std::string label = label_of(lang); label == "launch_plan" || label == "call_plan") return {&b, Role::plan, {}};
   if (is_json_lang(lang)) {
     std::string label = label_of(rest);
     if (label == "launch_plan" || label == "call_plan" || label == "plan") return {&b, Role::plan, {}};

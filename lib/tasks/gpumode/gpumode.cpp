@@ -1,0 +1,20 @@
+#include "tasks/gpumode/gpumode.hpp"
+
+#include <mutex>
+
+#include "ksearch/tasks.hpp"
+#include "tasks/gpumode/trimul.hpp"
+
+namespace ks::tasks {
+
+void register_gpumode_suite() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    register_builtin_task(std::string(kTrimulTaskName),
+                          "TriMul: AlphaFold3 outgoing triangle multiplicative update, fp32 "
+                          "(GPUMode bioml/trimul)",
+                          [] { return make_trimul_task(); });
+  });
+}
+
+}  // namespace ks::tasks

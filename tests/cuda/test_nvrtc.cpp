@@ -182,12 +182,14 @@ extern "C" __global__ void many(const float* x, float* y, int r, long long c, fl
 }
 extern "C" __global__ void none() {}
 __global__ void cpp_linkage(double* d) { d[0] = 1; }
+// Launch bounds add byte-valued records to the kernel's .nv.info section.
+extern "C" __global__ void __launch_bounds__(256) bounded(float* y, int n) { if (n) y[0] = n; }
 )";
   Artifact a = c.compile(request(cuda_solution(src), dir.string()));
   auto kernels = inspect_cubin(detail::read_file(a.path));
   std::map<std::string, CubinKernel> by_name;
   for (auto& k : kernels) by_name[plan_name_of(k.demangled)] = k;
-  REQUIRE(by_name.size() == 3);  // the helper is no entry point
+  REQUIRE(by_name.size() == 4);  // the helper is no entry point
   REQUIRE(by_name.count("many"));
   REQUIRE(by_name["many"].params);
   std::vector<std::uint32_t> sizes, offsets;
@@ -199,6 +201,8 @@ __global__ void cpp_linkage(double* d) { d[0] = 1; }
   CHECK(offsets == std::vector<std::uint32_t>{0, 8, 16, 24, 32, 36, 56});
   REQUIRE(by_name["none"].params);
   CHECK(by_name["none"].params->empty());
+  REQUIRE(by_name["bounded"].params);
+  CHECK(by_name["bounded"].params->size() == 2);
   REQUIRE(by_name.count("cpp_linkage"));
   CHECK(by_name["cpp_linkage"].symbol == "_Z11cpp_linkagePd");
   CHECK(by_name["cpp_linkage"].demangled == "cpp_linkage(double*)");

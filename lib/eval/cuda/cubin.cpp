@@ -21,10 +21,13 @@ constexpr std::uint16_t kMachineCuda = 190;
 constexpr unsigned char kStoCudaEntry = 0x10;
 
 // Records of a .nv.info.<kernel> section: a format byte, an attribute byte,
-// then a value whose size the format gives. Only the two attributes needed
-// for parameter layouts are interpreted.
-constexpr std::uint8_t kFormatHalf = 0x03;   // 2-byte value
-constexpr std::uint8_t kFormatSized = 0x04;  // 2-byte length, then that many bytes
+// then a value whose size the format gives: 2 bytes (padded) for the
+// no-value, byte and half formats, a 2-byte length and that many bytes for
+// the sized one. Only the two attributes needed for parameter layouts are
+// interpreted; the constant-bank size cross-checks the result.
+constexpr std::uint8_t kFormatNone = 0x01;
+constexpr std::uint8_t kFormatHalf = 0x03;
+constexpr std::uint8_t kFormatSized = 0x04;
 constexpr std::uint8_t kAttrParamCbank = 0x0a;  // u32 symbol, u16 offset, u16 total size
 constexpr std::uint8_t kAttrKparamInfo = 0x17;  // u32 index, u16 ordinal, u16 offset, u32 flags|size
 
@@ -66,7 +69,7 @@ std::optional<std::vector<ParamInfo>> read_params(std::string_view info) {
   while (pos + 4 <= info.size()) {
     auto format = static_cast<std::uint8_t>(info[pos]);
     auto attr = static_cast<std::uint8_t>(info[pos + 1]);
-    if (format == kFormatHalf) {
+    if (format >= kFormatNone && format <= kFormatHalf) {
       pos += 4;
       continue;
     }

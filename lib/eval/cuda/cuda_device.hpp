@@ -104,7 +104,7 @@ class CudaProgram final : public Program {
   struct Function {
     CUfunction handle = nullptr;
     KernelDesc desc;
-    std::int64_t dynamic_shared_limit = 48 * 1024;  // what the attribute currently allows
+    std::int64_t dynamic_shared_limit = 0;  // what CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES allows now
     bool non_portable_cluster = false;
   };
   struct Launch {

@@ -13,9 +13,6 @@
 namespace ks::eval::cuda {
 namespace {
 
-// Dynamic shared memory a kernel may use without raising its attribute.
-constexpr std::int64_t kDefaultDynamicShared = 48 * 1024;
-
 [[noreturn]] void plan_error(const std::string& what) {
   throw RunError(RunFailure{EvalStatus::runtime_error, what});
 }
@@ -149,9 +146,10 @@ void CudaProgram::bind(const Bindings& b) {
     Launch launch;
     launch.function = function_for(l.kernel);
     Function& f = *launch.function;
-    // Above 48 KB a kernel must opt in to its dynamic shared memory.
+    // Beyond its current limit (48 KB less its static shared memory, at
+    // first) a kernel must opt in to more dynamic shared memory.
     auto dynamic = static_cast<std::int64_t>(l.shared_bytes);
-    if (dynamic > kDefaultDynamicShared && dynamic > f.dynamic_shared_limit) {
+    if (dynamic > f.dynamic_shared_limit) {
       device_.check(api.cuFuncSetAttribute(f.handle, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                            static_cast<int>(dynamic)),
                     "cuFuncSetAttribute",

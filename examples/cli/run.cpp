@@ -67,6 +67,9 @@ std::vector<OptionSpec> search_options() {
       {"in-process", "", "Run kernels in this process instead of isolated workers (trusted code only).", "", false},
       {"cache-dir", "DIR", "Compiled kernels and reference outputs.", "~/.cache/ksearch", false},
       {"cuda-arch", "ARCH", "NVRTC target, e.g. sm_90a.", "the device's", false},
+      {"timing-cap", "S", "Longest time spent timing one benchmark workload; repetitions stop earlier once the "
+                          "standard error of the mean is below 0.1 %.", "2", false},
+      {"seeds", "N", "Input seeds checked per workload before timing (at least 2).", "2", false},
       {"quiet", "", "Print only the final summary.", "", false},
       {"json", "", "Print the outcome as JSON at the end.", "", false},
   };
@@ -173,6 +176,12 @@ int cmd_run(int argc, char** argv) {
   o.evaluator.in_process = a.has("in-process");
   o.evaluator.cache_dir = a.get("cache-dir");
   o.evaluator.cuda_arch = a.get("cuda-arch");
+  o.evaluator.options.max_time_per_workload_s = a.get_double("timing-cap", o.evaluator.options.max_time_per_workload_s);
+  o.evaluator.options.seeds_per_workload = a.get_int("seeds", o.evaluator.options.seeds_per_workload);
+  if (o.evaluator.options.seeds_per_workload < 2)
+    throw Error(Status::invalid_argument, "--seeds must be at least 2 (two input sets are checked per workload)");
+  if (o.evaluator.options.max_time_per_workload_s <= 0)
+    throw Error(Status::invalid_argument, "--timing-cap must be positive");
   o.run_dir = a.get("run-dir");
   bool quiet = a.has("quiet");
   o.progress = progress_printer(quiet);

@@ -316,6 +316,10 @@ SearchOutcome resume_search(const fs::path& run_dir, const ResumeOptions& option
   else if (choice.kind == "custom")
     throw Error(Status::invalid_argument,
                 "this run used an LLM policy supplied by the host program; pass it again to resume");
+  else if (choice.kind == "replay")
+    // The run's own journal answers the calls made so far; the recording
+    // continues from there.
+    parts.llm = make_replay_policy(choice.replay_path, store.transcript().size());
   else parts.llm = make_llm_policy(choice);
   EvaluatorConfig ec = evaluator_config_from_json(m["evaluator"]);
   parts.evaluator = options.custom_evaluator ? options.custom_evaluator

@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""End to end: a recorded transcript drives the world_model strategy for 12
+rounds on a host task through the ksearch CLI. One run goes uninterrupted;
+another is killed with SIGKILL at several points (mid-cycle, mid-evaluation,
+between an LLM answer and its evaluation) and resumed each time. Both must
+end with the same world-model tree, the same attempts and the same best
+solution, and no worker process may outlive a killed run.
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--ksearch", required=True)
+ap.add_argument("--source-dir", required=True)
+ap.add_argument("--work", required=True)
+args = ap.parse_args()
+
+src = Path(args.source_dir)
+work = Path(args.work)
+shutil.rmtree(work, ignore_errors=True)
+work.mkdir(parents=True)
+transcript = src / "tests/fixtures/wm_e2e/transcript.jsonl"
+task = src / "tests/fixtures/tasks/scale3"
+env = dict(os.environ, KSEARCH_CACHE_DIR=str(work / "cache"))
+
+
+def run_cmd(run_dir):
+    return [args.ksearch, "run", "--task", str(task), "--language", "cpp", "--llm", f"replay:{transcript}",
+            "--max-rounds", "12", "--wm-stagnation-window", "2", "--timing-cap", "0.2", "--quiet",
+            "--run-dir", str(run_dir)]
+
+
+def resume_cmd(run_dir):
+    return [args.ksearch, "resume", str(run_dir), "--quiet"]
+
+
+def lines(path):
+    try:
+        with open(path) as f:
+            return sum(1 for line in f if line.endswith("\n"))
+    except FileNotFoundError:
+        return 0
+
+
+def children(pid):
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                stat = (d / "stat").read_text()
+                ppid = int(stat.rsplit(")", 1)[1].split()[1])
+                if ppid == pid:
+                    out.append(int(d.name))
+            except (OSError, ValueError, IndexError):
+                pass
+    return out
+
+
+def alive(pid):
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def run_and_kill(cmd, run_dir, log_name, until):
+    """Starts cmd, SIGKILLs it once until(run_dir) holds, checks its children die too."""
+    with open(work / log_name, "w") as log:
+        p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+        deadline = time.time() + 300
+        while not until(run_dir):
+            if p.poll() is not None:
+                sys.exit(f"{log_name}: the run ended (rc {p.returncode}) before the kill point; see its log")
+            if time.time() > deadline:
+                p.kill()
+                sys.exit(f"{log_name}: kill point not reached in 300 s")
+            time.sleep(0.02)
+        kids = children(p.pid)
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+    # Workers watch their parent and must exit on their own.
+    deadline = time.time() + 10
+    while any(alive(k) for k in kids) and time.time() < deadline:
+        time.sleep(0.05)
+    left = [k for k in kids if alive(k)]
+    if left:
+        for k in left:
+            os.kill(k, signal.SIGKILL)
+        sys.exit(f"{log_name}: processes {left} outlived the killed run")
+    print(f"{log_name}: killed at {lines(run_dir / 'attempts.jsonl')} attempts, "
+          f"{lines(run_dir / 'transcript.jsonl')} LLM answers; {len(kids)} child process(es) ended with it")
+
+
+def finish(cmd, log_name):
+    with open(work / log_name, "w") as log:
+        rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, timeout=600).returncode
+    if rc != 0:
+        sys.exit(f"{log_name}: exit status {rc}; log:\n" + (work / log_name).read_text())
+
+
+def tree_shape(run_dir):
+    """The final tree without measured numbers (timings differ between runs)."""
+    snaps = sorted((run_dir / "world_model").glob("v*.json"))
+    wm = json.loads(snaps[-1].read_text())
+    nodes = []
+    for n in wm["decision_tree"]["nodes"]:
+        a = n.get("action") or {}
+        ref = n.get("solution_ref") or {}
+        nodes.append((n["node_id"], n.get("parent_id"), a.get("title"), a.get("score_0_to_1"),
+                      a.get("difficulty_1_to_5"), ref.get("solution_id")))
+    return sorted(nodes, key=str), wm["decision_tree"].get("active_leaf_id"), snaps[-1].name
+
+
+def attempts(run_dir):
+    out = []
+    for line in open(run_dir / "attempts.jsonl"):
+        a = json.loads(line)
+        out.append((a["seq"], a["round"], a["solution_id"], a["status"]))
+    return out
+
+
+def best_id(run_dir):
+    return json.loads((run_dir / "best/solution.json").read_text())["id"]
+
+
+full = work / "full"
+finish(run_cmd(full), "full.log")
+
+killed = work / "killed"
+run_and_kill(run_cmd(killed), killed, "kill1.log", lambda d: lines(d / "attempts.jsonl") >= 3)
+run_and_kill(resume_cmd(killed), killed, "kill2.log", lambda d: lines(d / "attempts.jsonl") >= 6)
+# Between an LLM answer and its evaluation: 11 answers hold attempt 8's code.
+run_and_kill(resume_cmd(killed), killed, "kill3.log", lambda d: lines(d / "transcript.jsonl") >= 11)
+run_and_kill(resume_cmd(killed), killed, "kill4.log", lambda d: lines(d / "attempts.jsonl") >= 10)
+finish(resume_cmd(killed), "resume_final.log")
+
+failures = []
+if tree_shape(full) != tree_shape(killed):
+    failures.append(f"final trees differ:\n  full:   {tree_shape(full)}\n  killed: {tree_shape(killed)}")
+if attempts(full) != attempts(killed):
+    failures.append(f"attempts differ:\n  full:   {attempts(full)}\n  killed: {attempts(killed)}")
+if best_id(full) != best_id(killed):
+    failures.append(f"best solutions differ: {best_id(full)} vs {best_id(killed)}")
+for d in (full, killed):
+    m = json.loads((d / "manifest.json").read_text())
+    if m["status"] != "finished" or m["totals"]["rounds"] != 12:
+        failures.append(f"{d.name}: manifest says {m['status']} after {m['totals']['rounds']} rounds")
+    seqs = [json.loads(l)["journal_seq"] for l in open(d / "events.jsonl") if "journal_seq" in l]
+    if len(seqs) != len(set(seqs)) or seqs != sorted(seqs):
+        failures.append(f"{d.name}: strategy events duplicated or out of order")
+if lines(full / "transcript.jsonl") != 17 or lines(killed / "transcript.jsonl") != 17:
+    failures.append("the transcript of each run should hold the 17 recorded answers exactly once")
+if failures:
+    sys.exit("\n".join(failures))
+print(f"same final tree ({len(tree_shape(full)[0])} nodes), same {len(attempts(full))} attempts, "
+      f"same best solution {best_id(full)} after 4 kills")

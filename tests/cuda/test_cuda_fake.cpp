@@ -42,6 +42,8 @@ struct Fake {
 const Fake& fake() {
   static const Fake f = [] {
     ::setenv("KSEARCH_LIBCUDA", KS_FAKE_LIBCUDA, 0);
+    // Devices compile their runtime kernels into the default cache: keep it here.
+    ::setenv("KSEARCH_CACHE_DIR", test::scratch_dir("cuda_fake_default_cache").c_str(), 1);
     cuda::driver();  // loads it
     void* h = ::dlopen(KS_FAKE_LIBCUDA, RTLD_NOW | RTLD_NOLOAD);
     REQUIRE(h != nullptr);
@@ -267,8 +269,6 @@ TEST_CASE("fake driver: later runs are queued, and a fault then names every kern
 
 TEST_CASE("fake driver: inputs and comparisons launch the runtime kernels with their arguments") {
   fake();
-  // The runtime kernels are compiled into the default cache: keep it here.
-  ::setenv("KSEARCH_CACHE_DIR", test::scratch_dir("cuda_fake_runtime").c_str(), 1);
   cuda::CudaDevice dev(0);
   Buffer a = dev.alloc(1000 * 4), b = dev.alloc(1000 * 4);
   fake().launches()->clear();
@@ -316,7 +316,6 @@ TEST_CASE("fake driver: the softmax example goes through the worker processes en
   // compile worker, run worker, device and programs work together (plans
   // bind, runs are timed, results come back), not what the kernels compute.
   fake();
-  ::setenv("KSEARCH_CACHE_DIR", test::scratch_dir("cuda_fake_e2e").c_str(), 1);
   TaskSpec spec = load_task_file(test::source_dir() / "examples" / "tasks" / "softmax" / "task.json");
   SpecTask task(spec);
   EvaluatorConfig cfg;

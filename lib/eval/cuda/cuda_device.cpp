@@ -141,6 +141,10 @@ CudaDevice::CudaDevice(int ordinal) : api_(driver()), ordinal_(ordinal) {
                           attr(CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH));
   info_.peak_flops = peaks_.flops;
   info_.peak_bytes_per_s = peaks_.bytes_per_s;
+  // Now rather than at the first evaluation: a cold cache costs seconds of
+  // NVRTC time, which belongs to starting the worker, not to a candidate's
+  // time limit; and missing toolkit headers show up here, clearly.
+  load_runtime_kernels();
 }
 
 CudaDevice::~CudaDevice() {

@@ -362,7 +362,13 @@ CudaCompiler::Outcome CudaCompiler::run_nvrtc(const ProgramSource& src,
   }
 
   std::unique_lock<std::mutex> lock(pch_mutex(), std::defer_lock);
-  if (pch) lock.lock();
+  if (pch) {
+    lock.lock();
+    if (pch_heap_wanted_ > 0 && api.nvrtcSetPCHHeapSize) {
+      api.nvrtcSetPCHHeapSize(pch_heap_wanted_);  // no program of ours is alive here
+      pch_heap_wanted_ = 0;
+    }
+  }
 
   nvrtcProgram prog = nullptr;
   check_nvrtc(api.nvrtcCreateProgram(&prog, src.text.c_str(), src.name.c_str(),
@@ -403,10 +409,11 @@ CudaCompiler::Outcome CudaCompiler::run_nvrtc(const ProgramSource& src,
   if (used) ++pch_used_;
   if (pch && api.nvrtcGetPCHCreateStatus(prog) == NVRTC_ERROR_PCH_CREATE_HEAP_EXHAUSTED &&
       api.nvrtcGetPCHHeapSizeRequired && api.nvrtcSetPCHHeapSize) {
-    // Grow the heap so the next compilation can keep its headers.
+    // Grow the heap so the next compilation can keep its headers; not now,
+    // while this program may still refer to the current heap.
     std::size_t need = 0;
     if (api.nvrtcGetPCHHeapSizeRequired(prog, &need) == NVRTC_SUCCESS && need > 0)
-      api.nvrtcSetPCHHeapSize(need + need / 4);
+      pch_heap_wanted_ = need + need / 4;
   }
 
   if (res == NVRTC_ERROR_CANCELLED)

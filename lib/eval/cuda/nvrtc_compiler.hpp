@@ -77,6 +77,7 @@ class CudaCompiler final : public Compiler {
   std::string pch_dir_for(const std::string& cache_dir);
 
   CudaCompilerOptions options_;
+  std::size_t pch_heap_wanted_ = 0;  // a larger PCH heap to set before the next compilation
   std::atomic<int> compiled_{0}, cache_hits_{0}, pch_created_{0}, pch_used_{0};
 };
 

@@ -227,6 +227,7 @@ ks_status ks_search_params_init(ks_search_params* params, uint32_t version) {
   params->wm_max_difficulty = defaults.wm_max_difficulty;
   params->parallel = defaults.parallel;
   params->backend = "auto";
+  params->timing_cap_s = ks::EvalOptions{}.max_time_per_workload_s;
   return KS_OK;
 }
 
@@ -255,6 +256,8 @@ ks_status ks_search_run(const ks_search_params* params, ks_result** out) {
     o.llm = llm_choice_of(params);
     o.evaluator.backend = params->backend ? params->backend : "auto";
     o.evaluator.in_process = params->in_process != 0;
+    if (params->timing_cap_s < 0) throw ks::Error(ks::Status::invalid_argument, "params.timing_cap_s must be >= 0");
+    if (params->timing_cap_s > 0) o.evaluator.options.max_time_per_workload_s = params->timing_cap_s;
     if (params->run_dir) o.run_dir = params->run_dir;
     o.progress = progress_of(params);
     return make_result(ks::run_search(o), out);

@@ -115,6 +115,7 @@ typedef struct ks_search_params {
   void *progress_user_data;
   const char *backend;       /* "auto" (default), "cuda" or "host" */
   int in_process;            /* 1: run kernels in this process (trusted code only) */
+  double timing_cap_s;       /* longest time spent timing one benchmark workload; default 2 */
 } ks_search_params;
 
 /* Fills *params with defaults for the given version (pass KS_SEARCH_PARAMS_VERSION). */

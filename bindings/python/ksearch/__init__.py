@@ -99,6 +99,7 @@ class _SearchParams(ctypes.Structure):
         ("llm_callback", _LLM_CALLBACK), ("llm_user_data", ctypes.c_void_p),
         ("progress_callback", _PROGRESS_CALLBACK), ("progress_user_data", ctypes.c_void_p),
         ("backend", ctypes.c_char_p), ("in_process", ctypes.c_int),
+        ("timing_cap_s", ctypes.c_double),
     ]
 
 
@@ -280,7 +281,7 @@ def run_search(task: Union[str, os.PathLike], *, llm: Union[str, LlmFunction] = 
                tune_rounds: int = 0, seed: int = 0, max_cost_usd: float = 0.0, max_wall_s: float = 0.0,
                run_dir: Optional[Union[str, os.PathLike]] = None, model: Optional[str] = None,
                base_url: Optional[str] = None, api_key_env: Optional[str] = None,
-               backend: str = "auto", in_process: bool = False,
+               backend: str = "auto", in_process: bool = False, timing_cap_s: float = 0.0,
                progress: Optional[ProgressFunction] = None) -> Result:
     """Runs a search and returns its Result.
 
@@ -309,6 +310,8 @@ def run_search(task: Union[str, os.PathLike], *, llm: Union[str, LlmFunction] = 
     p.model, p.base_url, p.api_key_env = s(model), s(base_url), s(api_key_env)
     p.llm_callback, p.progress_callback = llm_cb, progress_cb
     p.backend, p.in_process = s(backend), int(in_process)
+    if timing_cap_s > 0:
+        p.timing_cap_s = timing_cap_s
     handle = ctypes.c_void_p()
     status = _c().ks_search_run(ctypes.byref(p), ctypes.byref(handle))
     return _finish(status, handle)

@@ -46,9 +46,13 @@ class GreedyStrategy final : public SearchStrategy {
       std::vector<LlmResponse> resps = ctx.llm_batch(reqs);
       std::vector<Solution> cands;
       std::vector<std::string> actions;
-      last.reset();
-      last_eval.reset();
-      last_raw.clear();
+      bool any_answer = false;
+      for (const auto& r : resps) any_answer = any_answer || r.ok;
+      if (any_answer) {
+        last.reset();
+        last_eval.reset();
+        last_raw.clear();
+      }
       for (int i = 0; i < k; ++i) {
         std::string label = fmt::format("{} step {}{}", to_string(reqs[static_cast<std::size_t>(i)].kind), step,
                                         k > 1 ? fmt::format(" sample {}", i + 1) : "");
@@ -56,7 +60,9 @@ class GreedyStrategy final : public SearchStrategy {
         std::string why;
         Solution cand;
         if (!r.ok) {
-          why = "the LLM request failed: " + r.error;
+          // An outage: count the round, but keep the evidence of the last real attempt.
+          ctx.record_failed_round(label, "the LLM request failed: " + r.error, r.text);
+          continue;
         } else {
           try {
             cand = parse_candidate(r.text, cfg.language);

@@ -142,40 +142,47 @@ class WorldModelStrategy final : public SearchStrategy {
     std::optional<EvalResult> last_eval;
     std::string last_raw;
     int attempt = 0;
+    // A request that failed (outage, timeout) is sent again as it was: there
+    // is no new evidence to debug or improve on.
+    std::optional<LlmRequest> resend;
     while (!ctx.should_stop()) {
       ++attempt;
-      CodegenInputs in;
-      in.task = &ctx.task();
-      in.language = cfg.language;
-      in.device = ctx.device_description();
-      in.world_model = wm.render_compact(cfg.wm_max_chars);
-      in.attempt = attempt;
-      in.debug_rounds_label = cfg.debug_rounds_label;
-      in.action = action;
       LlmRequest req;
-      if (attempt == 1) {
-        if (base) in.base = {&*base, base_eval ? &*base_eval : nullptr, ""};
-        req = build_generate_request(in);
-      } else if (!tracker.has_pass()) {
-        // Debug from the better of the parent's kernel and anything this cycle produced.
-        if (base) in.base = {&*base, base_eval ? &*base_eval : nullptr, ""};
-        in.last = {last ? &*last : nullptr, last_eval ? &*last_eval : nullptr, last_raw};
-        req = build_debug_request(in);
+      if (resend) {
+        req = *resend;
+        resend.reset();
       } else {
-        in.base = {&*cycle_best, &*cycle_best_eval, ""};
-        in.last = {last ? &*last : nullptr, last_eval ? &*last_eval : nullptr, last_raw};
-        req = build_improve_request(in);
+        CodegenInputs in;
+        in.task = &ctx.task();
+        in.language = cfg.language;
+        in.device = ctx.device_description();
+        in.world_model = wm.render_compact(cfg.wm_max_chars);
+        in.attempt = attempt;
+        in.debug_rounds_label = cfg.debug_rounds_label;
+        in.action = action;
+        if (!tracker.has_pass() && !last_eval) {
+          if (base) in.base = {&*base, base_eval ? &*base_eval : nullptr, ""};
+          req = build_generate_request(in);
+        } else if (!tracker.has_pass()) {
+          if (base) in.base = {&*base, base_eval ? &*base_eval : nullptr, ""};
+          in.last = {last ? &*last : nullptr, last_eval ? &*last_eval : nullptr, last_raw};
+          req = build_debug_request(in);
+        } else {
+          in.base = {&*cycle_best, &*cycle_best_eval, ""};
+          in.last = {last ? &*last : nullptr, last_eval ? &*last_eval : nullptr, last_raw};
+          req = build_improve_request(in);
+        }
       }
       std::string label = fmt::format("{} [{} {}]", action.title, to_string(req.kind), attempt);
       LlmResponse resp = ctx.llm(req);
-      last.reset();
-      last_eval.reset();
-      last_raw.clear();
       if (!resp.ok) {
-        last_eval = ctx.record_failed_round(label, "the LLM request failed: " + resp.error, resp.text);
-        last_raw = resp.text;
+        ctx.record_failed_round(label, "the LLM request failed: " + resp.error, resp.text);
         tracker.observe(false, 0);
+        resend = req;
       } else {
+        last.reset();
+        last_eval.reset();
+        last_raw.clear();
         Solution cand;
         std::string parse_error;
         try {

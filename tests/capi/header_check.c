@@ -1,0 +1,5 @@
+/* ksearch.h must compile as plain C99 with no other include before it. */
+#include "ksearch/ksearch.h"
+
+int ks_header_check(void);
+int ks_header_check(void) { return KS_SEARCH_PARAMS_VERSION + (int)KS_OK; }

@@ -1,0 +1,256 @@
+/* The C ABI from C: compiled as C99 with -Wall -Wextra -pedantic -Werror.
+ * Runs a real search on a host task through ks_search_run with a C LLM
+ * callback, and checks the error paths of the ABI. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ksearch/ksearch.h"
+
+static int failures = 0;
+
+#define CHECK(cond)                                                        \
+  do {                                                                     \
+    if (!(cond)) {                                                         \
+      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+      failures++;                                                          \
+    }                                                                      \
+  } while (0)
+
+static const char kGood[] =
+    "```cpp kernel.cpp\n"
+    "#include <cstdint>\n"
+    "void scale3(const float* x, float* y, std::int64_t n) {\n"
+    "  for (std::int64_t i = 0; i < n; ++i) y[i] = 3.0f * x[i];\n"
+    "}\n"
+    "```\n"
+    "```json launch_plan\n"
+    "{\"calls\": [{\"fn\": \"scale3\", \"args\": [\"x\", \"y\", \"N\"]}]}\n"
+    "```\n";
+
+static const char kWrong[] =
+    "```cpp kernel.cpp\n"
+    "#include <cstdint>\n"
+    "void scale3(const float* x, float* y, std::int64_t n) {\n"
+    "  for (std::int64_t i = 0; i < n; ++i) y[i] = 2.0f * x[i];\n"
+    "}\n"
+    "```\n"
+    "```json launch_plan\n"
+    "{\"calls\": [{\"fn\": \"scale3\", \"args\": [\"x\", \"y\", \"N\"]}]}\n"
+    "```\n";
+
+struct model {
+  int calls;
+  int kinds_seen[7];
+  int stop_after; /* return KS_E_USER on this call (0: never) */
+};
+
+/* Answers wrong first, then right: the search must pass the failure back and go on. */
+static int model_answer(const ks_llm_request *req, ks_llm_answer *answer, void *user) {
+  struct model *m = (struct model *)user;
+  const char *text;
+  m->calls++;
+  if ((int)req->kind >= 0 && (int)req->kind < 7) m->kinds_seen[req->kind]++;
+  if (m->stop_after && m->calls == m->stop_after) return KS_E_USER;
+  if (req->prompt == NULL || strstr(req->prompt, "3 * x") == NULL) return 1; /* the task text must reach us */
+  text = m->calls == 1 ? kWrong : kGood;
+  if (ks_llm_answer_set_usage(answer, 100, 50, 0.001) != KS_OK) return 1;
+  return ks_llm_answer_set_text(answer, text, strlen(text)) == KS_OK ? 0 : 1;
+}
+
+struct progress {
+  int rounds;
+  int saw_incorrect;
+  int stop_at;
+};
+
+static int on_round(const ks_round_report *r, void *user) {
+  struct progress *p = (struct progress *)user;
+  p->rounds++;
+  if (strcmp(r->status, "incorrect") == 0) p->saw_incorrect = 1;
+  return p->stop_at && r->round >= p->stop_at;
+}
+
+static void test_search(const char *task, const char *work) {
+  ks_search_params params;
+  ks_result *result = NULL;
+  struct model m;
+  struct progress p;
+  char run_dir[4096];
+  ks_status s;
+  memset(&m, 0, sizeof m);
+  memset(&p, 0, sizeof p);
+  snprintf(run_dir, sizeof run_dir, "%s/greedy", work);
+
+  CHECK(ks_search_params_init(&params, KS_SEARCH_PARAMS_VERSION) == KS_OK);
+  params.task = task;
+  params.language = "cpp";
+  params.strategy = "greedy";
+  params.max_rounds = 3;
+  params.backend = "host";
+  params.timing_cap_s = 0.2;
+  params.run_dir = run_dir;
+  params.llm_callback = model_answer;
+  params.llm_user_data = &m;
+  params.progress_callback = on_round;
+  params.progress_user_data = &p;
+  s = ks_search_run(&params, &result);
+  if (s != KS_OK) fprintf(stderr, "ks_search_run: %s: %s\n", ks_status_string(s), ks_last_error_message());
+  CHECK(s == KS_OK);
+  CHECK(result != NULL);
+  CHECK(m.calls == 3);
+  CHECK(m.kinds_seen[KS_PROMPT_GENERATE] == 1);
+  CHECK(m.kinds_seen[KS_PROMPT_DEBUG] == 1);   /* after the wrong answer */
+  CHECK(m.kinds_seen[KS_PROMPT_IMPROVE] == 1); /* after the right one */
+  CHECK(p.rounds == 3);
+  CHECK(p.saw_incorrect);
+  CHECK(ks_result_has_best(result));
+  CHECK(ks_result_best_latency_ms(result) > 0.0);
+  CHECK(ks_result_rounds(result) == 3);
+  CHECK(strcmp(ks_result_stop_reason(result), "max_rounds") == 0);
+  CHECK(ks_result_source_count(result) == 1);
+  CHECK(strstr(ks_result_source_content(result, 0), "3.0f * x[i]") != NULL);
+  CHECK(strstr(ks_result_launch_plan_json(result), "scale3") != NULL);
+  CHECK(strlen(ks_result_best_solution_id(result)) == 16);
+  CHECK(strstr(ks_result_json(result), "\"best\"") != NULL);
+  CHECK(strcmp(ks_result_run_dir(result), run_dir) == 0);
+  CHECK(ks_result_source_count(NULL) == 0);
+  CHECK(strcmp(ks_result_source_path(result, 99), "") == 0);
+  ks_result_destroy(result);
+}
+
+static void test_stops(const char *task, const char *work) {
+  ks_search_params params;
+  ks_result *result = NULL;
+  struct model m;
+  struct progress p;
+  char run_dir[4096];
+  ks_status s;
+
+  /* The progress callback stops the run after round 1: KS_E_CANCELLED with a result. */
+  memset(&m, 0, sizeof m);
+  memset(&p, 0, sizeof p);
+  p.stop_at = 1;
+  snprintf(run_dir, sizeof run_dir, "%s/stopped", work);
+  ks_search_params_init(&params, KS_SEARCH_PARAMS_VERSION);
+  params.task = task;
+  params.language = "cpp";
+  params.strategy = "greedy";
+  params.max_rounds = 5;
+  params.backend = "host";
+  params.timing_cap_s = 0.2;
+  params.run_dir = run_dir;
+  params.llm_callback = model_answer;
+  params.llm_user_data = &m;
+  params.progress_callback = on_round;
+  params.progress_user_data = &p;
+  s = ks_search_run(&params, &result);
+  CHECK(s == KS_E_CANCELLED);
+  CHECK(result != NULL);
+  CHECK(ks_result_rounds(result) == 1);
+  ks_result_destroy(result);
+  result = NULL;
+
+  /* Resuming it replays round 1 from the journal and finishes the budget. */
+  memset(&p, 0, sizeof p);
+  params.max_rounds = 0; /* keep the recorded budget */
+  s = ks_search_resume(run_dir, &params, &result);
+  if (s != KS_OK) fprintf(stderr, "ks_search_resume: %s\n", ks_last_error_message());
+  CHECK(s == KS_OK);
+  CHECK(ks_result_rounds(result) == 5);
+  CHECK(m.calls == 5); /* the first answer came from the journal, not the callback */
+  ks_result_destroy(result);
+  result = NULL;
+
+  /* The LLM callback returns KS_E_USER: the run stops. */
+  memset(&m, 0, sizeof m);
+  memset(&p, 0, sizeof p);
+  m.stop_after = 2;
+  snprintf(run_dir, sizeof run_dir, "%s/user_stop", work);
+  params.run_dir = run_dir;
+  params.max_rounds = 5;
+  params.progress_callback = NULL;
+  s = ks_search_run(&params, &result);
+  CHECK(s == KS_E_CANCELLED || s == KS_OK);
+  CHECK(result != NULL);
+  CHECK(ks_result_rounds(result) <= 2);
+  ks_result_destroy(result);
+}
+
+static void test_errors(void) {
+  ks_search_params params;
+  ks_result *result = (ks_result *)&params; /* must be reset to NULL on failure */
+  ks_task *task = NULL;
+  int major = -1, minor = -1, patch = -1;
+
+  CHECK(strcmp(ks_version_string(), KS_VERSION_STRING) == 0);
+  ks_version(&major, &minor, &patch);
+  CHECK(major == KS_VERSION_MAJOR && minor == KS_VERSION_MINOR && patch == KS_VERSION_PATCH);
+  CHECK(strcmp(ks_status_string(KS_OK), "ok") == 0);
+  CHECK(strcmp(ks_status_string(KS_E_NO_DEVICE), "no CUDA device") == 0);
+  CHECK(strcmp(ks_status_string((ks_status)12345), "unknown status") == 0);
+
+  CHECK(ks_search_params_init(NULL, KS_SEARCH_PARAMS_VERSION) == KS_E_INVALID_ARGUMENT);
+  CHECK(ks_search_params_init(&params, 99) == KS_E_VERSION);
+  CHECK(strstr(ks_last_error_message(), "99") != NULL);
+
+  CHECK(ks_search_params_init(&params, KS_SEARCH_PARAMS_VERSION) == KS_OK);
+  CHECK(ks_search_run(&params, &result) == KS_E_INVALID_ARGUMENT); /* no task */
+  CHECK(result == NULL);
+  CHECK(strstr(ks_last_error_message(), "task") != NULL);
+
+  params.task = "no/such/task";
+  params.llm = "offline";
+  params.strategy = "tune";
+  CHECK(ks_search_run(&params, &result) == KS_E_NOT_FOUND);
+  CHECK(strstr(ks_last_error_message(), "no/such/task") != NULL);
+
+  params.version = 7;
+  CHECK(ks_search_run(&params, &result) == KS_E_VERSION);
+
+  CHECK(ks_task_load("no/such/task", &task) == KS_E_NOT_FOUND);
+  CHECK(task == NULL);
+  CHECK(ks_search_resume("/nonexistent/run", NULL, &result) == KS_E_NOT_FOUND);
+  CHECK(ks_llm_answer_set_text(NULL, "x", 1) == KS_E_INVALID_ARGUMENT);
+
+  ks_result_destroy(NULL); /* destroy accepts NULL */
+  ks_task_destroy(NULL);
+  ks_evaluator_destroy(NULL);
+}
+
+static void test_evaluate(const char *task_path) {
+  ks_task *task = NULL;
+  ks_evaluator *ev = NULL;
+  char *json = NULL;
+  CHECK(ks_task_load(task_path, &task) == KS_OK);
+  CHECK(strcmp(ks_task_name(task), "tests/scale3") == 0);
+  CHECK(strstr(ks_task_json(task), "\"workloads\"") != NULL);
+  CHECK(ks_evaluator_create("host", &ev) == KS_OK);
+  CHECK(ks_evaluate(ev, task, kGood, &json) == KS_OK);
+  CHECK(json != NULL && strstr(json, "\"status\": \"passed\"") != NULL);
+  ks_string_free(json);
+  json = NULL;
+  CHECK(ks_evaluate(ev, task, kWrong, &json) == KS_OK); /* a failing kernel is a result, not an error */
+  CHECK(json != NULL && strstr(json, "\"status\": \"incorrect\"") != NULL);
+  ks_string_free(json);
+  CHECK(ks_evaluate(ev, task, "no code at all", &json) == KS_E_PARSE);
+  ks_evaluator_destroy(ev);
+  ks_task_destroy(task);
+}
+
+int main(int argc, char **argv) {
+  if (argc != 3) {
+    fprintf(stderr, "usage: test_capi TASK_DIR WORK_DIR\n");
+    return 2;
+  }
+  test_errors();
+  test_evaluate(argv[1]);
+  test_search(argv[1], argv[2]);
+  test_stops(argv[1], argv[2]);
+  if (failures) {
+    fprintf(stderr, "%d check(s) failed\n", failures);
+    return 1;
+  }
+  printf("C ABI tests passed\n");
+  return 0;
+}

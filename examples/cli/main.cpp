@@ -19,6 +19,7 @@ void usage(std::FILE* out) {
                "  show      print a run's world-model tree, attempts and best results\n"
                "  eval      evaluate one solution file on a task\n"
                "  tasks     list the built-in and example tasks\n"
+               "  devices   say whether CUDA evaluation is available here (exit 0 if so)\n"
                "  version   print the library version\n",
                ks_version_string());
 }
@@ -39,6 +40,7 @@ int main(int argc, char** argv) {
     if (cmd == "show") return ks::cli::cmd_show(sub_argc, sub_argv);
     if (cmd == "eval") return ks::cli::cmd_eval(sub_argc, sub_argv);
     if (cmd == "tasks") return ks::cli::cmd_tasks(sub_argc, sub_argv);
+    if (cmd == "devices") return ks::cli::cmd_devices(sub_argc, sub_argv);
     if (cmd == "version" || cmd == "--version") {
       std::printf("ksearch %s\n", ks_version_string());
       return 0;

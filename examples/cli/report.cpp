@@ -57,6 +57,9 @@ void print_summary(std::FILE* out, const SearchOutcome& o) {
   fmt::print(out, "Best: {} (round {}): {:.4f} ms geometric mean", b.solution.id, b.round, b.eval.latency_ms);
   if (b.eval.speedup > 0) fmt::print(out, ", {:.2f}x the reference's {:.4f} ms", b.eval.speedup, b.eval.reference_latency_ms);
   fmt::print(out, "\n");
+  if (o.first_pass_latency_ms > 0 && o.first_pass_round != b.round)
+    fmt::print(out, "Improvement: {:.2f}x over the first passing kernel (round {}, {:.4f} ms)\n",
+               o.first_pass_latency_ms / b.eval.latency_ms, o.first_pass_round, o.first_pass_latency_ms);
   print_eval_table(out, b.eval);
   fmt::print(out, "Run folder: {} (best kernel in {}/best)\n", o.run_dir.string(), o.run_dir.string());
   std::fflush(out);

@@ -56,6 +56,10 @@ struct KS_API SearchOutcome {
   std::optional<BestSolution> best;
   int rounds = 0;
   int replayed_rounds = 0;     // rounds answered from the journal (resume)
+  // The first passing candidate of the run (for tune runs: the starting
+  // kernel), to say how much the search improved on it.
+  int first_pass_round = 0;
+  double first_pass_latency_ms = 0;
   LlmUsage usage;
   double wall_s = 0;
   DeviceInfo device;

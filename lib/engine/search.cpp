@@ -225,6 +225,13 @@ SearchOutcome execute(Parts& parts, RunStore& store, const SearchConfig& config,
   out.usage = session.usage();
   out.wall_s = session.elapsed_s();
   out.device = parts.evaluator->device();
+  for (const auto& a : store.attempts()) {
+    if (a.round > 0 && a.eval.passed() && a.eval.latency_ms > 0) {
+      out.first_pass_round = a.round;
+      out.first_pass_latency_ms = a.eval.latency_ms;
+      break;
+    }
+  }
   Json m = store.manifest();
   m["status"] = reason == "cancelled" ? "stopped" : "finished";
   m["stop_reason"] = reason;
@@ -243,6 +250,8 @@ Json SearchOutcome::to_json() const {
                       {"replayed_rounds", replayed_rounds},
                       {"llm_usage", usage.to_json()},
                       {"wall_s", wall_s},
+                      {"first_pass_round", first_pass_round},
+                      {"first_pass_latency_ms", first_pass_latency_ms},
                       {"device", device.to_json()}});
   if (best) {
     j["best"] = Json::obj({{"round", best->round}, {"solution", best->solution.to_json()}, {"eval", best->eval.to_json()}});

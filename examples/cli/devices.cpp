@@ -1,0 +1,41 @@
+// ksearch devices: whether kernels can run on a GPU here, and on what.
+#include <fmt/format.h>
+
+#include <cstdio>
+
+#include "args.hpp"
+#include "commands.hpp"
+#include "ksearch/eval.hpp"
+
+namespace ks::cli {
+
+int cmd_devices(int argc, char** argv) {
+  Args a("devices", "ksearch devices",
+         "Says whether CUDA evaluation is available here (driver, GPU, NVRTC) and names the evaluation devices. "
+         "Exit status 0 when CUDA is available, 1 when only the host backend is.",
+         {});
+  if (!a.parse(argc, argv)) {
+    std::fprintf(stderr, "ksearch devices: %s\n", a.error().c_str());
+    return 2;
+  }
+  if (a.help_requested()) {
+    std::printf("%s", a.help_text().c_str());
+    return 0;
+  }
+  std::string why;
+  bool cuda = cuda_available(&why);
+  EvaluatorConfig host;
+  host.backend = "host";
+  fmt::print("host: {}\n", make_evaluator(host)->device().name);
+  if (!cuda) {
+    fmt::print("cuda: unavailable: {}\n", why);
+    return 1;
+  }
+  EvaluatorConfig c;
+  c.backend = "cuda";
+  DeviceInfo d = make_evaluator(c)->device();
+  fmt::print("cuda: {} ({}), {} device(s)\n", d.name, d.arch, d.count);
+  return 0;
+}
+
+}  // namespace ks::cli

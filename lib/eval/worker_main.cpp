@@ -208,6 +208,7 @@ int run_role(int in, const Args& args) {
 
 int compile_role(int in, const Args& args) {
 #if KS_HAVE_CUDA_BACKEND
+  host::install_crash_reporter();  // a crash inside NVRTC is reported like a candidate's
   send(Json::obj({{"event", "hello"}, {"role", "compile"}, {"pid", static_cast<int>(::getpid())}}));
   std::map<std::string, std::unique_ptr<Compiler>> compilers;  // by architecture
   while (auto msg = read_frame(in)) {

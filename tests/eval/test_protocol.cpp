@@ -6,7 +6,10 @@
 
 #include "core/process.hpp"
 
+#include <filesystem>
+
 #include "eval/messages.hpp"
+#include "eval/process_evaluator.hpp"
 #include "eval/protocol.hpp"
 #include "eval/worker_client.hpp"
 #include "ksearch/error.hpp"
@@ -182,4 +185,50 @@ TEST_CASE("protocol: option validation names the bad option") {
   o.run_tests = o.run_benchmarks = false;
   CHECK_THROWS_WITH_AS(validate_options(o), doctest::Contains("nothing to evaluate"), ks::Error);
   CHECK_NOTHROW(validate_options(EvalOptions{}));
+}
+
+TEST_CASE("protocol: the CUDA compile worker compiles, reports errors, and carries on") {
+  if (!cuda_backend_built()) {
+    MESSAGE("this build has no CUDA backend: the compile role is not testable");
+    return;
+  }
+  auto dir = ks::test::scratch_dir("protocol_compile_worker");
+  WorkerProcess w(locate_worker(), {"--role", "compile", "--cache-dir", dir.string()});
+  w.wait_hello(60);
+  auto request = [&](const std::string& code) {
+    CompileRequest r;
+    r.solution.language = Language::cuda;
+    r.solution.sources = {{"kernel.cu", code}};
+    r.solution.launch_plan = Json::parse(
+        R"J({"kernels": [{"name": "scale", "grid": ["cdiv(N, 256)"], "block": [256], "args": ["x", "y", "N"]}]})J");
+    r.solution.finalize();
+    r.arch = "sm_90a";  // NVRTC needs no GPU for a given architecture
+    r.cache_dir = (dir / "cuda").string();
+    r.timeout_s = 120;
+    return Json::obj({{"op", "compile"}, {"request", compile_request_to_json(r)}});
+  };
+  auto deadline = [] { return std::chrono::steady_clock::now() + std::chrono::seconds(120); };
+  Json reply;
+  w.send(request("extern \"C\" __global__ void scale(const float* x, float* y, int n) {\n"
+                 "  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = 2 * x[i]; }\n"));
+  REQUIRE(w.receive(reply, deadline()) == WorkerProcess::Received::message);
+  if (reply.get_string("event") == "error") {
+    MESSAGE("NVRTC is not usable here: " << reply.get_string("message"));
+    return;
+  }
+  REQUIRE(reply.get_string("event") == "compiled");
+  Artifact a = artifact_from_json(reply.at("artifact"));
+  CHECK(a.language == Language::cuda);
+  CHECK(std::filesystem::exists(a.path));
+
+  w.send(request("extern \"C\" __global__ void scale(const float* x, float* y, int n) { y[0] = undefined_name; }\n"));
+  REQUIRE(w.receive(reply, deadline()) == WorkerProcess::Received::message);
+  CHECK(reply.get_string("event") == "compile_failed");
+  CHECK(reply.get_string("log").find("undefined_name") != std::string::npos);
+
+  // A second good compilation in the same (long-lived) worker.
+  w.send(request("extern \"C\" __global__ void scale(const float* x, float* y, int n) {\n"
+                 "  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = x[i] + x[i]; }\n"));
+  REQUIRE(w.receive(reply, deadline()) == WorkerProcess::Received::message);
+  CHECK(reply.get_string("event") == "compiled");
 }

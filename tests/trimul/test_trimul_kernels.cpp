@@ -1,0 +1,129 @@
+// Every kernel shipped with gpumode/trimul compiles with NVRTC for sm_90a,
+// and its launch plan names kernels of the module with the right number of
+// arguments: the reference, the tunable starting kernel at several
+// admissible parameter points, and the demonstration candidates.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "core/fs.hpp"
+#include "core/response/parse.hpp"
+#include "core/tune/params.hpp"
+#include "nvrtc_check.hpp"
+#include "support/test_util.hpp"
+#include "tasks/gpumode/trimul.hpp"
+
+using namespace ks;
+using namespace ks::tasks;
+
+namespace {
+
+bool skip_without_nvrtc() {
+  std::string why;
+  if (test::nvrtc_available(&why)) return false;
+  MESSAGE("skipped: " << why);
+  return true;
+}
+
+void check_compiles(const Solution& s, const std::vector<std::string>& options = {}) {
+  REQUIRE(!s.sources.empty());
+  std::string text;
+  for (const auto& f : s.sources) text += f.content + "\n";
+  const test::NvrtcOutcome r = test::nvrtc_compile(text, s.sources.front().path, options);
+  INFO("compiler log:\n" << r.log);
+  REQUIRE(r.ok);
+  // No register spills: ptxas reports "N bytes spill stores" for every kernel.
+  auto count = [&](const std::string& needle) {
+    std::size_t n = 0;
+    for (std::size_t pos = 0; (pos = r.log.find(needle, pos)) != std::string::npos; pos += needle.size()) ++n;
+    return n;
+  };
+  CHECK(count("bytes spill stores") >= r.kernels.size());
+  CHECK(count(", 0 bytes spill stores") == count("bytes spill stores"));
+  const auto problems = test::plan_mismatches(s.launch_plan, r.kernels);
+  for (const auto& p : problems) FAIL_CHECK(p);
+}
+
+// The demonstration candidates: hand-written answers in the candidate format.
+std::vector<std::filesystem::path> candidate_answers() {
+  std::vector<std::filesystem::path> out;
+  const auto dir = test::source_dir() / "examples" / "trimul" / "candidates";
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().extension() == ".md" && e.path().filename() != "README.md") out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("trimul kernels: the FP32 reference compiles for sm_90a and matches its plan") {
+  if (skip_without_nvrtc()) return;
+  check_compiles(trimul_reference_solution());
+}
+
+TEST_CASE("trimul kernels: the starting kernel compiles at admissible parameter points") {
+  if (skip_without_nvrtc()) return;
+  const Solution start = trimul_starting_point();
+  const auto space = detail::ParamSpace::from_json(start.params);
+  REQUIRE(!space.empty());
+  CHECK(space.grid_size() == 2u * 2 * 2 * 2 * 2 * 3 * 3);
+
+  // Defaults, every parameter at its smallest and at its largest value, and
+  // two mixtures: the corners exercise each template path.
+  std::vector<detail::Vars> points = {space.defaults()};
+  detail::Vars lo, hi;
+  for (const auto& p : space.params()) {
+    lo[p.name] = p.values.front();
+    hi[p.name] = p.values.back();
+  }
+  points.push_back(lo);
+  points.push_back(hi);
+  points.push_back({{"PROJ_BM", 64}, {"PROJ_BN", 128}, {"TRI_BM", 128}, {"TRI_BN", 64}, {"BK", 32}, {"STAGES", 2}, {"VEC", 2}});
+  points.push_back({{"PROJ_BM", 128}, {"PROJ_BN", 64}, {"TRI_BM", 64}, {"TRI_BN", 128}, {"BK", 64}, {"STAGES", 3}, {"VEC", 4}});
+
+  const TaskSpec spec = make_trimul_spec();
+  for (const auto& values : points) {
+    std::string label;
+    for (const auto& [k, v] : values) label += k + "=" + std::to_string(v) + " ";
+    CAPTURE(label);
+    // Admissible for every workload of the task (the constraints name N, C, H).
+    for (const auto& w : spec.workloads) {
+      std::string why;
+      CHECK_MESSAGE(space.admissible(values, detail::Vars(w.dims.begin(), w.dims.end()), &why), w.name, ": ", why);
+    }
+    check_compiles(start, detail::param_defines(values));
+  }
+}
+
+TEST_CASE("trimul kernels: the constraints exclude shapes the starting kernel cannot handle") {
+  const auto space = detail::ParamSpace::from_json(trimul_starting_point().params);
+  const detail::Vars values = space.defaults();
+  std::string why;
+  CHECK_FALSE(space.admissible(values, {{"B", 1}, {"N", 36}, {"C", 128}, {"H", 128}}, &why));
+  CHECK_FALSE(space.admissible(values, {{"B", 1}, {"N", 32}, {"C", 100}, {"H", 128}}, &why));
+  CHECK_FALSE(space.admissible(values, {{"B", 1}, {"N", 32}, {"C", 128}, {"H", 96}}, &why));
+  CHECK(space.admissible(values, {{"B", 3}, {"N", 48}, {"C", 64}, {"H", 128}}, &why));
+}
+
+TEST_CASE("trimul kernels: the demonstration candidates parse, compile and match their plans") {
+  const auto answers = candidate_answers();
+  REQUIRE(answers.size() >= 3);
+  const bool have_nvrtc = !skip_without_nvrtc();
+  for (const auto& path : answers) {
+    INFO("answer " << path.filename().string());
+    const Solution s = detail::parse_candidate(detail::read_file(path), Language::cuda);
+    CHECK(!s.description.empty());
+    REQUIRE(!s.launch_plan.is_null());
+    if (have_nvrtc) check_compiles(s);
+  }
+}
+
+TEST_CASE("trimul kernels: the prompt's format example parses as an answer and compiles") {
+  const Solution example = detail::parse_candidate(trimul_prompt(), Language::cuda);
+  REQUIRE(example.sources.size() == 1);
+  CHECK(example.sources[0].content.find("row_stats") != std::string::npos);
+  CHECK(example.launch_plan.at("kernels").size() == 2);
+  if (skip_without_nvrtc()) return;
+  check_compiles(example);
+}

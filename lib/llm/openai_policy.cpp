@@ -262,12 +262,13 @@ class OpenAiPolicy final : public LlmPolicy {
     HttpClient::Hooks hooks;
     hooks.next_attempt = [&](std::size_t i) -> std::optional<HttpRequest> {
       Job& job = jobs[i];
-      std::optional<std::string> stop = fatal ? std::optional<std::string>("not sent, because an earlier request failed for good")
-                                              : budget_reached();
+      std::optional<std::string> stop = budget_reached();
+      if (fatal) stop = "not sent, because an earlier request failed for good";
       if (stop) {
         job.response.error = prefix(*stop);
         job.response.usage.attempts = job.attempts;
-        if (job.attempts > 0) job.response.usage.wall_s = std::chrono::duration<double>(Clock::now() - job.start).count();
+        if (job.attempts > 0)
+          job.response.usage.wall_s = std::chrono::duration<double>(Clock::now() - job.start).count();
         return std::nullopt;
       }
       if (job.attempts++ == 0) job.start = Clock::now();
@@ -376,7 +377,8 @@ class OpenAiPolicy final : public LlmPolicy {
     o.message = http_failure(r, provider_msg);
     const long s = r.status;
     if (s == 429 && code == "insufficient_quota") o.verdict = Verdict::fatal;  // billing, not load
-    else if (s == 408 || s == 409 || s == 425 || s == 429 || (s >= 500 && s != 501 && s != 505)) o.verdict = Verdict::retry;
+    else if (s == 408 || s == 409 || s == 425 || s == 429 || (s >= 500 && s != 501 && s != 505))
+      o.verdict = Verdict::retry;
     else if (s == 401 || s == 403 || s == 404) o.verdict = Verdict::fatal;
     else o.verdict = Verdict::failed;
     return o;

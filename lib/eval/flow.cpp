@@ -309,9 +309,10 @@ TimingStats WorkloadRun::time(Program& p) {
     double ms = p.timed_launch();
     ctrl.add(ms, seconds_since(loop_start));
   }
-  Json& stops = metrics_["timing_stop"];
-  if (!stops.is_object()) stops = Json::object();
-  stops[w_.name] = ctrl.stop_reason();
+  // Metrics are numbers: count how many timings met the noise target and how
+  // many a cap ended (their mean is less certain than asked for).
+  const char* key = ctrl.stop_reason() == "converged" ? "timings_converged" : "timings_capped";
+  metrics_[key] = metrics_.get_int(key) + 1;
   return summarize_samples(ctrl.samples());
 }
 

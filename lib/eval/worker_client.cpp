@@ -54,7 +54,9 @@ fs::path locate_worker(const fs::path& configured) {
   }
   if (fs::path self = this_binary(); !self.empty()) {
     fs::path dir = fs::absolute(self).parent_path();
-    for (const fs::path& p : {dir / ".." / "libexec" / "ksearch" / "ksearch-worker", dir / "ksearch-worker"})
+    // <prefix>/lib or a multiarch <prefix>/lib/<triplet>, then the same folder.
+    for (const fs::path& p : {dir / ".." / "libexec" / "ksearch" / "ksearch-worker",
+                              dir / ".." / ".." / "libexec" / "ksearch" / "ksearch-worker", dir / "ksearch-worker"})
       if (accept(p)) return fs::weakly_canonical(p);
   }
 #ifdef KS_WORKER_BUILD_PATH

@@ -18,7 +18,7 @@
 namespace ks::eval {
 
 // Finds the worker executable: `configured` when set, else $KSEARCH_WORKER,
-// else next to libksearch (../libexec/ksearch/ksearch-worker or the same
+// else next to libksearch (../libexec/ksearch/ksearch-worker, ../../libexec/..., or the same
 // folder), else the build tree. Throws ks::Error(Status::not_found) listing
 // the places it looked.
 std::filesystem::path locate_worker(const std::filesystem::path& configured = {});

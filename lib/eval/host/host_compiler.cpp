@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <sstream>
 
@@ -172,12 +173,15 @@ class HostCompiler final : public Compiler {
         fs::remove_all(p, e);
       }
     } cleanup{work};
-    for (const auto& f : req.solution.sources) {
-      fs::path dst = work / f.path;
-      detail::make_dirs(dst.parent_path());
-      detail::write_file_atomic(dst, f.content);
-    }
-    detail::write_file_atomic(work / kUnitName, unit);
+    // Scratch files, deleted after the build: no need for atomic, synced writes.
+    auto write_scratch = [](const fs::path& path, const std::string& content) {
+      detail::make_dirs(path.parent_path());
+      std::ofstream out(path, std::ios::binary);
+      out << content;
+      if (!out) throw Error(Status::io, fmt::format("cannot write {}", path.string()));
+    };
+    for (const auto& f : req.solution.sources) write_scratch(work / f.path, f.content);
+    write_scratch(work / kUnitName, unit);
 
     detail::SpawnOptions spawn;
     spawn.argv.push_back(compiler_);

@@ -164,7 +164,8 @@ struct KS_API TranscriptEntry {
   static TranscriptEntry from_json(const Json& j);
 };
 
-// Now, as ISO-8601 UTC with milliseconds: "2026-01-15T10:04:05.123Z".
+// Now, as ISO-8601 UTC with milliseconds: "2026-01-15T10:04:05.123Z", the
+// format of "time". Also declared in run_store.hpp; defined in core.
 KS_API std::string utc_timestamp();
 
 // Reads a transcript. Blank lines are skipped; a last line that is cut off

@@ -1,9 +1,6 @@
 // The transcript format: one JSON object per line (docs/llm.md).
 #include <fmt/format.h>
 
-#include <chrono>
-#include <ctime>
-
 #include "core/fs.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/llm_policies.hpp"
@@ -58,17 +55,6 @@ TranscriptEntry TranscriptEntry::from_json(const Json& j) {
     throw Error(Status::parse, err.what());
   }
   return e;
-}
-
-std::string utc_timestamp() {
-  auto now = std::chrono::system_clock::now();
-  std::time_t secs = std::chrono::system_clock::to_time_t(now);
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
-  std::tm tm{};
-  ::gmtime_r(&secs, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  return fmt::format("{}.{:03d}Z", buf, static_cast<int>(ms));
 }
 
 std::vector<TranscriptEntry> read_transcript(const std::filesystem::path& path) {

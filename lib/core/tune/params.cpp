@@ -48,9 +48,12 @@ ParamDecl parse_decl(const std::string& name, const Json& j) {
     std::int64_t step = r.optional_int("step", 1);
     if (step <= 0) invalid(fmt::format("parameter \"{}\": step must be positive", name));
     if (hi < lo) invalid(fmt::format("parameter \"{}\": max ({}) is below min ({})", name, hi, lo));
-    if ((hi - lo) / step >= 100000)
+    std::int64_t span = 0;
+    if (__builtin_sub_overflow(hi, lo, &span) || span / step >= 100000)
       invalid(fmt::format("parameter \"{}\": range has more than 100000 values", name));
-    for (std::int64_t v = lo; v <= hi; v += step) d.values.push_back(v);
+    // Counting steps rather than adding to the value keeps a range that ends
+    // near INT64_MAX from overflowing.
+    for (std::int64_t i = 0; i <= span / step; ++i) d.values.push_back(lo + i * step);
     r.allow({"min", "max", "step", "default"});
   } else {
     invalid(fmt::format("parameter \"{}\" needs \"values\": [...] or \"min\"/\"max\"[/\"step\"]", name));
@@ -74,7 +77,10 @@ ParamSpace ParamSpace::from_json(const Json& params) {
   r.allow({"space", "constraints", "values", "per_workload"});
   if (const Json* space = params.find("space"); space && !space->is_null()) {
     if (!space->is_object()) invalid("\"space\" must map parameter names to declarations");
-    for (const auto& [name, decl] : space->as_object()) s.params_.push_back(parse_decl(name, decl));
+    for (const auto& [name, decl] : space->as_object()) {
+      if (s.find(name)) invalid(fmt::format("parameter \"{}\" is declared twice", name));
+      s.params_.push_back(parse_decl(name, decl));
+    }
   }
   if (const Json* cs = params.find("constraints"); cs && !cs->is_null()) {
     if (!cs->is_array()) invalid("\"constraints\" must be an array of expressions");
@@ -162,8 +168,10 @@ Vars resolve_param_values(const Json& params, std::string_view workload, const V
   };
   if (params.is_object()) {
     apply(params.find("values"), "\"values\"");
-    if (const Json* pw = params.find("per_workload"); pw && pw->is_object())
+    if (const Json* pw = params.find("per_workload"); pw && !pw->is_null()) {
+      if (!pw->is_object()) invalid("\"per_workload\" must map workload names to parameter values");
       apply(pw->find(workload), fmt::format("\"per_workload\".\"{}\"", workload));
+    }
   }
   std::string why;
   if (!space.admissible(values, dims, &why))

@@ -1,0 +1,343 @@
+#include "core/tune/tune_strategy.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <map>
+
+#include "core/tune/tuner.hpp"
+#include "ksearch/error.hpp"
+
+namespace ks::detail {
+namespace {
+
+// "BLOCK=128 VEC=4", parameters in declaration order.
+std::string describe(const ParamSpace& space, const Vars& values) {
+  std::string out;
+  for (const auto& p : space.params())
+    if (auto it = values.find(p.name); it != values.end())
+      out += fmt::format("{}{}={}", out.empty() ? "" : " ", p.name, it->second);
+  return out;
+}
+
+Json values_json(const ParamSpace& space, const Vars& values) {
+  Json j = Json::object();
+  for (const auto& p : space.params())
+    if (auto it = values.find(p.name); it != values.end()) j[p.name] = it->second;
+  return j;
+}
+
+// FNV-1a: folds the base solution into the seed, so tuning another base
+// explores differently while the same base always replays the same way.
+std::uint64_t hash_text(std::string_view s) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+Solution make_candidate(const Solution& base, const ParamSpace& space, const Vars& values,
+                        const Json& per_workload, std::string name) {
+  Solution c = base;
+  c.parent_id = base.id;
+  c.name = std::move(name);
+  c.params["values"] = values_json(space, values);
+  if (per_workload.is_object() && !per_workload.empty())
+    c.params["per_workload"] = per_workload;
+  else
+    c.params.erase("per_workload");
+  c.finalize();
+  return c;
+}
+
+// Mean latency of every passed, timed benchmark workload.
+std::map<std::string, double> workload_latencies(const EvalResult& r) {
+  std::map<std::string, double> out;
+  for (const auto& w : r.workloads)
+    if (w.benchmark && w.status == EvalStatus::passed && w.timing.mean_ms > 0) out[w.name] = w.timing.mean_ms;
+  return out;
+}
+
+Json surrogate_json(const SurrogateInfo& s) {
+  Json ls = Json::array();
+  for (double l : s.length_scales) ls.push_back(l);
+  return Json::obj({{"points", s.points},
+                    {"length_scales", std::move(ls)},
+                    {"noise_ratio", s.noise_ratio},
+                    {"log_marginal_likelihood", s.log_marginal_likelihood},
+                    {"loo_rmse_log", s.loo_rmse}});
+}
+
+class TuneStrategy final : public SearchStrategy {
+ public:
+  explicit TuneStrategy(TuneStrategyOptions options) : options_(std::move(options)) {}
+  std::string name() const override { return "tune"; }
+  void run(SearchContext& ctx) override;
+
+ private:
+  struct Measured {
+    Vars config;
+    std::map<std::string, double> latency_ms;  // per benchmark workload
+  };
+
+  Solution choose_base(SearchContext& ctx, EvalResult& base_eval, bool& evaluated) const;
+  // Per benchmark workload, values that beat the overall best there by
+  // variant_min_gain; an empty object when no workload needs its own.
+  Json per_shape_values(const ConfigSearch& search, const ParamSpace& space) const;
+  void record(const Vars& config, const EvalResult& r);
+
+  TuneStrategyOptions options_;
+  std::vector<Measured> measured_;
+  std::vector<std::string> benchmark_names_;
+};
+
+Solution TuneStrategy::choose_base(SearchContext& ctx, EvalResult& base_eval, bool& evaluated) const {
+  if (const auto& best = ctx.best()) {
+    base_eval = best->eval;
+    evaluated = true;
+    return best->solution;
+  }
+  const TaskSpec& spec = ctx.task().spec();
+  const Language lang = ctx.config().language;
+  for (const auto& sp : spec.starting_points) {
+    if (sp.language != lang) continue;
+    Solution base = sp;
+    if (base.task.empty()) base.task = spec.name;
+    base.finalize();
+    evaluated = false;
+    return base;
+  }
+  if (spec.starting_points.empty())
+    throw Error(Status::invalid_argument,
+                fmt::format("tune: nothing to tune: the run has no passing solution and task \"{}\" has no "
+                            "starting point (give the task a tunable starting kernel, or run an LLM strategy "
+                            "first with --tune-rounds)",
+                            spec.name));
+  throw Error(Status::invalid_argument,
+              fmt::format("tune: task \"{}\" has no starting point in language {} (its starting points are "
+                          "in {})",
+                          spec.name, to_string(lang), to_string(spec.starting_points.front().language)));
+}
+
+void TuneStrategy::record(const Vars& config, const EvalResult& r) {
+  measured_.push_back({config, workload_latencies(r)});
+}
+
+Json TuneStrategy::per_shape_values(const ConfigSearch& search, const ParamSpace& space) const {
+  Json out = Json::object();
+  const std::optional<Vars> overall = search.best();
+  if (!overall || benchmark_names_.size() < 2) return out;
+  const Measured* overall_m = nullptr;
+  for (const auto& m : measured_)
+    if (m.config == *overall) overall_m = &m;
+  if (!overall_m) return out;
+  for (const auto& w : benchmark_names_) {
+    auto base_it = overall_m->latency_ms.find(w);
+    if (base_it == overall_m->latency_ms.end()) continue;
+    const Measured* best = nullptr;
+    double best_ms = base_it->second;
+    for (const auto& m : measured_) {
+      auto it = m.latency_ms.find(w);
+      if (it != m.latency_ms.end() && it->second < best_ms) {
+        best_ms = it->second;
+        best = &m;
+      }
+    }
+    if (best && best->config != *overall && best_ms < base_it->second * (1.0 - options_.variant_min_gain))
+      out[w] = values_json(space, best->config);
+  }
+  return out;
+}
+
+void TuneStrategy::run(SearchContext& ctx) {
+  measured_.clear();
+  benchmark_names_.clear();
+  const TaskSpec& spec = ctx.task().spec();
+  for (const WorkloadSpec* w : spec.benchmark_workloads()) benchmark_names_.push_back(w->name);
+
+  EvalResult base_eval;
+  bool evaluated = false;
+  Solution base = choose_base(ctx, base_eval, evaluated);
+  ParamSpace space;
+  try {
+    space = ParamSpace::from_json(base.params);
+  } catch (const Error& e) {
+    throw Error(Status::invalid_argument, fmt::format("tune: solution \"{}\": {}", base.name, e.what()));
+  }
+  if (!evaluated) {
+    if (ctx.should_stop()) return;
+    base_eval = ctx.evaluate(base, "tune: evaluate starting point");
+  }
+  if (space.empty()) {
+    ctx.event("tune_skipped", Json::obj({{"base", base.id},
+                                         {"reason", "the solution declares no tunable parameters"}}));
+    return;
+  }
+
+  TunerOptions topts;
+  for (const auto& w : spec.workloads) topts.workload_dims.emplace_back(w.dims.begin(), w.dims.end());
+  topts.stall_evaluations = options_.stall_rounds;
+  topts.min_improvement = options_.min_improvement;
+  topts.initial_samples = options_.initial_samples;
+
+  // The base's own configuration is a measured point, unless it already
+  // carries per-shape values (then its latency belongs to no single one).
+  std::optional<Vars> base_config;
+  const Json* base_pw = base.params.find("per_workload");
+  if (!base_pw || base_pw->is_null() || base_pw->empty()) {
+    try {
+      base_config = resolve_param_values(base.params, "", {});
+    } catch (const Error&) {
+      base_config.reset();  // an inadmissible base says nothing about the space
+    }
+  }
+  topts.max_evaluations = ctx.rounds_left() + (base_config ? 1 : 0);
+  if (topts.max_evaluations <= 0) return;
+
+  const std::uint64_t seed = ctx.config().seed ^ hash_text(base.id);
+  std::unique_ptr<ConfigSearch> search = make_config_search(options_.method, space, topts, seed);
+  if (base_config) {
+    std::string why;
+    if (!search->space().admissible(search->space().to_point(*base_config), &why)) {
+      base_config.reset();
+    } else if (base_eval.passed() && base_eval.latency_ms > 0) {
+      search->tell(*base_config, base_eval.latency_ms);
+      record(*base_config, base_eval);
+    } else {
+      search->tell_failure(*base_config);
+    }
+  }
+
+  Json params_info = Json::array();
+  for (const auto& p : space.params())
+    params_info.push_back(Json::obj({{"name", p.name}, {"count", p.values.size()}}));
+  const auto admissible = search->admissible_count();
+  const auto* tuner = dynamic_cast<const Tuner*>(search.get());
+  ctx.event("tune_start",
+            Json::obj({{"base", base.id},
+                       {"base_name", base.name},
+                       {"method", search->name()},
+                       {"params", std::move(params_info)},
+                       {"constraints", space.constraints().size()},
+                       {"grid_size", space.grid_size() <= std::uint64_t{1} << 62
+                                         ? Json(space.grid_size())
+                                         : Json(static_cast<double>(space.grid_size()))},
+                       {"admissible", admissible ? Json(*admissible) : Json()},
+                       {"initial_samples", tuner ? tuner->initial_samples() : 0},
+                       {"seed", seed},
+                       {"stall_rounds", options_.stall_rounds},
+                       {"base_config", base_config ? Json(describe(space, *base_config)) : Json()},
+                       {"base_latency_ms", base_eval.passed() ? Json(base_eval.latency_ms) : Json()}}));
+
+  auto state = [&](const std::string& phase) {
+    const std::optional<Vars> best = search->best();
+    ctx.set_state(Json::obj(
+        {{"strategy", "tune"},
+         {"base", base.id},
+         {"phase", phase},
+         {"evaluations", search->evaluations()},
+         {"failures", search->failures()},
+         {"since_improvement", search->evaluations_since_improvement()},
+         {"best_config", best ? Json(describe(space, *best)) : Json()},
+         {"best_latency_ms", best ? Json(search->best_objective()) : Json()},
+         {"stop", to_string(search->stop_reason())}}));
+  };
+
+  std::string stop_reason;
+  for (;;) {
+    if (ctx.should_stop() || ctx.rounds_left() <= 0) {
+      const std::string why = ctx.stop_reason();
+      stop_reason = "run stopped: " + (why.empty() ? std::string("max_rounds") : why);
+      break;
+    }
+    if (ctx.rounds_left() == 1 && !per_shape_values(*search, space).empty()) {
+      stop_reason = "last round kept for per-shape values";
+      break;
+    }
+    const std::optional<Vars> config = search->ask();
+    if (!config) {
+      stop_reason = to_string(search->stop_reason());
+      break;
+    }
+    const TunerDecision decision = search->last_decision();
+    Solution candidate = make_candidate(base, space, *config, Json(), "tune: " + describe(space, *config));
+    const EvalResult r = ctx.evaluate(candidate, candidate.name);
+    const double before = search->best_objective();
+    if (r.passed() && r.latency_ms > 0) {
+      search->tell(*config, r.latency_ms);
+      record(*config, r);
+    } else {
+      search->tell_failure(*config);
+    }
+    Json data = Json::obj({{"config", describe(space, *config)},
+                           {"solution", candidate.id},
+                           {"phase", decision.phase},
+                           {"candidates", decision.candidates},
+                           {"status", to_string(r.status)},
+                           {"latency_ms", r.passed() ? Json(r.latency_ms) : Json()},
+                           {"improved", search->best_objective() < before}});
+    if (decision.phase == "model" || decision.phase == "exploit") {
+      data["expected_improvement"] = decision.expected_improvement;
+      data["feasibility"] = decision.feasibility;
+      data["predicted_ms"] = decision.predicted;
+      data["predicted_log_sd"] = decision.predicted_log_sd;
+      if (tuner && tuner->surrogate()) data["surrogate"] = surrogate_json(*tuner->surrogate());
+    }
+    ctx.event("tune_round", std::move(data));
+    state(decision.phase);
+  }
+
+  const std::optional<Vars> best = search->best();
+  ctx.event("tune_stop",
+            Json::obj({{"reason", stop_reason},
+                       {"evaluations", search->evaluations()},
+                       {"failures", search->failures()},
+                       {"best_config", best ? Json(describe(space, *best)) : Json()},
+                       {"best_latency_ms", best ? Json(search->best_objective()) : Json()},
+                       {"base_latency_ms", base_eval.passed() ? Json(base_eval.latency_ms) : Json()}}));
+  state("done");
+
+  // Per-shape values: every evaluation timed each benchmark workload, so the
+  // best configuration per shape is known without further search.
+  const Json per_shape = per_shape_values(*search, space);
+  if (!best || per_shape.empty()) return;
+  Json event = Json::obj({{"overall", describe(space, *best)}, {"per_workload", per_shape}});
+  if (ctx.should_stop() || ctx.rounds_left() <= 0) {
+    event["evaluated"] = false;
+    event["why"] = "no round left";
+    ctx.event("tune_variants", std::move(event));
+    return;
+  }
+  Solution candidate =
+      make_candidate(base, space, *best, per_shape,
+                     fmt::format("tune: {} + per-shape values for {} of {} shapes", describe(space, *best),
+                                 per_shape.size(), benchmark_names_.size()));
+  const EvalResult r = ctx.evaluate(candidate, candidate.name);
+  event["evaluated"] = true;
+  event["solution"] = candidate.id;
+  event["status"] = to_string(r.status);
+  event["latency_ms"] = r.passed() ? Json(r.latency_ms) : Json();
+  event["best_single_ms"] = search->best_objective();
+  ctx.event("tune_variants", std::move(event));
+}
+
+}  // namespace
+
+std::unique_ptr<SearchStrategy> make_tune_strategy() { return make_tune_strategy(TuneStrategyOptions{}); }
+
+std::unique_ptr<SearchStrategy> make_tune_strategy(TuneStrategyOptions options) {
+  if (options.stall_rounds < 0 || options.initial_samples < 0 ||
+      !(options.min_improvement >= 0 && options.min_improvement < 1) ||
+      !(options.variant_min_gain >= 0 && options.variant_min_gain < 1))
+    throw Error(Status::invalid_argument,
+                "tune: strategy options out of range (stall_rounds and initial_samples >= 0, "
+                "min_improvement and variant_min_gain in [0, 1))");
+  if (options.method != "gp-ei" && options.method != "random")
+    throw Error(Status::not_found,
+                fmt::format("tune: unknown search method \"{}\" (known: gp-ei, random)", options.method));
+  return std::make_unique<TuneStrategy>(std::move(options));
+}
+
+}  // namespace ks::detail

@@ -1,0 +1,40 @@
+// The `tune` search strategy: search without an LLM. It takes the run's best
+// solution (or, when nothing has passed yet, the task's first starting point
+// in the run's language, evaluated first), explores the parameters that
+// solution declares with the model-guided Tuner, one evaluated candidate per
+// round, and finally tries per-shape values where the best configuration
+// differs between benchmark workloads. See docs/tuning.md.
+//
+// The same strategy serves the tune phase after an LLM search
+// (--tune-rounds N): the engine runs it with the remaining round budget.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "ksearch/strategy.hpp"
+
+namespace ks::detail {
+
+struct TuneStrategyOptions {
+  // Stop after this many rounds without a gain of min_improvement (0 = only
+  // the run's budget or an exhausted space stops the search).
+  int stall_rounds = 16;
+  double min_improvement = 0.005;
+  // A workload gets its own values only when they beat the overall best
+  // configuration on it by this fraction (timing noise is not a reason).
+  double variant_min_gain = 0.01;
+  int initial_samples = 0;        // space-filling seeds (0 = automatic)
+  std::string method = "gp-ei";   // "gp-ei" or "random" (for comparisons)
+};
+
+// Runs deterministically given the evaluation results: the tuner's seed comes
+// from the run's seed and the base solution's id. Throws
+// ks::Error(Status::invalid_argument) when there is nothing to tune (no
+// passing solution and no starting point) or the base's parameter
+// declaration is malformed; a base without parameters ends the strategy with
+// a "tune_skipped" event.
+std::unique_ptr<SearchStrategy> make_tune_strategy();
+std::unique_ptr<SearchStrategy> make_tune_strategy(TuneStrategyOptions options);
+
+}  // namespace ks::detail

@@ -1,0 +1,126 @@
+// A SearchContext test double for strategy tests: evaluations come from a
+// function, rounds and the best solution are tracked like the engine does,
+// and everything the strategy did is recorded for inspection.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "ksearch/strategy.hpp"
+
+namespace ks::test {
+
+class FakeContext final : public SearchContext {
+ public:
+  using EvalFn = std::function<EvalResult(const Task&, const Solution&)>;
+
+  FakeContext(TaskSpec spec, SearchConfig config, EvalFn eval)
+      : task_(std::move(spec)), config_(std::move(config)), eval_(std::move(eval)), rng_(config_.seed) {}
+
+  struct Attempt {
+    Solution solution;
+    std::string action;
+    EvalResult result;
+    bool counted = true;
+  };
+  struct Event {
+    std::string type;
+    Json data;
+  };
+
+  const Task& task() const override { return task_; }
+  const SearchConfig& config() const override { return config_; }
+  WorldModel& world_model() override { throw std::logic_error("fake context: no world model"); }
+  std::mt19937_64& rng() override { return rng_; }
+  std::string device_description() const override { return "fake device"; }
+
+  LlmResponse llm(const LlmRequest&) override { throw std::logic_error("fake context: no LLM"); }
+  std::vector<LlmResponse> llm_batch(const std::vector<LlmRequest>&) override {
+    throw std::logic_error("fake context: no LLM");
+  }
+
+  EvalResult evaluate(Solution& candidate, const std::string& action) override {
+    if (rounds_used_ >= config_.max_rounds) throw std::logic_error("fake context: evaluate past the round budget");
+    ++rounds_used_;
+    return run(candidate, action, true);
+  }
+  std::vector<EvalResult> evaluate_batch(std::vector<Solution>& candidates,
+                                         const std::vector<std::string>& actions) override {
+    std::vector<EvalResult> out;
+    for (std::size_t i = 0; i < candidates.size(); ++i) out.push_back(evaluate(candidates[i], actions.at(i)));
+    return out;
+  }
+  EvalResult record_failed_round(const std::string& action, const std::string& why, const std::string&) override {
+    ++rounds_used_;
+    EvalResult r;
+    r.status = EvalStatus::generation_failed;
+    r.log = why;
+    attempts.push_back({Solution{}, action, r, true});
+    return r;
+  }
+  EvalResult evaluate_uncounted(Solution& solution, const std::string& purpose) override {
+    return run(solution, purpose, false);
+  }
+
+  int rounds_used() const override { return rounds_used_; }
+  int rounds_left() const override { return config_.max_rounds - rounds_used_; }
+  bool should_stop() const override { return rounds_left() <= 0; }
+  std::string stop_reason() const override { return should_stop() ? "max_rounds" : ""; }
+
+  const std::optional<BestSolution>& best() const override { return best_; }
+  std::optional<Solution> find_solution(const std::string& id) const override {
+    for (const auto& a : attempts)
+      if (a.solution.id == id) return a.solution;
+    return std::nullopt;
+  }
+  std::optional<EvalResult> find_eval(const std::string& id) const override {
+    for (const auto& a : attempts)
+      if (a.solution.id == id) return a.result;
+    return std::nullopt;
+  }
+
+  void event(const std::string& type, Json data) override { events.push_back({type, std::move(data)}); }
+  void snapshot_world_model() override {}
+  void set_state(Json s) override { state = std::move(s); }
+
+  // Seeds the run with a passing solution, as an earlier LLM phase would.
+  void set_best(Solution s) {
+    s.finalize();
+    EvalResult r = eval_(task_, s);
+    r.solution_id = s.id;
+    best_ = BestSolution{s, r, 0};
+  }
+
+  const Event* find_event(const std::string& type) const {
+    for (const auto& e : events)
+      if (e.type == type) return &e;
+    return nullptr;
+  }
+
+  std::vector<Attempt> attempts;
+  std::vector<Event> events;
+  Json state;
+
+ private:
+  EvalResult run(Solution& s, const std::string& action, bool counted) {
+    s.finalize();
+    EvalResult r = eval_(task_, s);
+    r.solution_id = s.id;
+    attempts.push_back({s, action, r, counted});
+    if (r.passed() && (!best_ || r.latency_ms < best_->eval.latency_ms))
+      best_ = BestSolution{s, r, rounds_used_};
+    return r;
+  }
+
+  SpecTask task_;
+  SearchConfig config_;
+  EvalFn eval_;
+  std::mt19937_64 rng_;
+  int rounds_used_ = 0;
+  std::optional<BestSolution> best_;
+};
+
+}  // namespace ks::test

@@ -166,8 +166,11 @@ extern "C" __global__ void scale(const float* x, float* y, int n) {
   SUBCASE("hanging") {
     EvalResult r = ev->evaluate(*task, cuda(R"(
 extern "C" __global__ void scale(const float* x, float* y, int n) {
-  volatile int spin = 1;
-  while (spin) {}
+  // clock64() only grows, so this never ends; unlike a spin on a local
+  // variable, the compiler cannot remove it.
+  long long start = clock64();
+  while (clock64() >= start) {
+  }
   y[0] = x[0];
 })",
                                             kScalePlan));

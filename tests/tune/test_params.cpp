@@ -127,6 +127,12 @@ TEST_CASE("params: constraints on dimensions are checked per workload") {
   ParamSpace typo = parse(R"({"space": {"VEC": {"values": [1]}}, "constraints": ["CC % VEC == 0"]})");
   CHECK_FALSE(typo.admissible({{"VEC", 1}}, {{"C", 64}}, &why));
   CHECK(why.find("\"CC\", which is neither a parameter nor a dimension") != std::string::npos);
+  // A constraint that cannot be evaluated does not hold.
+  ParamSpace zero = parse(R"({"space": {"D": {"values": [0, 2]}}, "constraints": ["8 % D == 0"]})");
+  CHECK(zero.admissible({{"D", 2}}, {}));
+  CHECK_FALSE(zero.admissible({{"D", 0}}, {}, &why));
+  CHECK(why.find("cannot be evaluated") != std::string::npos);
+  CHECK(why.find("modulo by zero") != std::string::npos);
   // A parameter may not shadow a dimension.
   ParamSpace clash = parse(R"({"space": {"C": {"values": [1]}}})");
   CHECK_FALSE(clash.admissible({{"C", 1}}, {{"C", 64}}, &why));

@@ -145,7 +145,14 @@ bool ParamSpace::admissible(const Vars& values, const Vars& dims, std::string* w
           return fail(fmt::format("constraint \"{}\" names \"{}\", which is neither a parameter nor a dimension",
                                   c.text(), name));
     }
-    if (!c.eval_bool(all)) return fail(fmt::format("constraint \"{}\" does not hold", c.text()));
+    bool holds = false;
+    try {
+      holds = c.eval_bool(all);
+    } catch (const Error& e) {
+      // E.g. "N % VEC" with VEC = 0: such values cannot be used, which is not a broken declaration.
+      return fail(fmt::format("constraint \"{}\" cannot be evaluated: {}", c.text(), e.what()));
+    }
+    if (!holds) return fail(fmt::format("constraint \"{}\" does not hold", c.text()));
   }
   return true;
 }

@@ -189,6 +189,8 @@ TEST_CASE("tune strategy: respects the round budget and keeps the last round for
     for (std::size_t i = 0; i + 1 < ctx.attempts.size(); ++i)
       CHECK_FALSE(ctx.attempts[i].solution.params.contains("per_workload"));
     if (rounds == 8) CHECK(ctx.attempts.back().solution.params.contains("per_workload"));
+    // One round only evaluates the starting point, and says why nothing was tuned.
+    if (rounds == 1) CHECK(ctx.find_event("tune_skipped") != nullptr);
   }
 }
 
@@ -223,6 +225,20 @@ TEST_CASE("tune strategy: tunes the run's best solution without evaluating it ag
     CHECK(values_of(a.solution) != Vars{{"BLOCK", 64}, {"VEC", 1}});
   }
   CHECK(ctx.find_event("tune_start")->data.at("base").as_string() == best_id);
+}
+
+TEST_CASE("tune strategy: a failing starting point is still tuned, its configuration never retried") {
+  ks::TaskSpec task = make_task();
+  task.starting_points[0].params["values"] = Json::obj({{"BLOCK", 256}, {"VEC", 8}});  // fails to compile
+  FakeContext ctx(task, config(30), fake_eval);
+  ks::detail::make_tune_strategy()->run(ctx);
+  REQUIRE(ctx.attempts.size() > 2);
+  CHECK(ctx.attempts[0].result.status == EvalStatus::compile_error);
+  for (std::size_t i = 1; i < ctx.attempts.size(); ++i)
+    CHECK(values_of(ctx.attempts[i].solution) != Vars{{"BLOCK", 256}, {"VEC", 8}});
+  REQUIRE(ctx.best());
+  CHECK(ctx.best()->eval.passed());
+  CHECK(ctx.find_event("tune_start")->data.find("base_latency_ms")->is_null());
 }
 
 TEST_CASE("tune strategy: random search through the same strategy") {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <limits>
 #include <map>
 
 #include "core/tune/tuner.hpp"
@@ -193,14 +194,18 @@ void TuneStrategy::run(SearchContext& ctx) {
       base_config.reset();  // an inadmissible base says nothing about the space
     }
   }
-  topts.max_evaluations = ctx.rounds_left() + (base_config ? 1 : 0);
-  if (topts.max_evaluations <= 0) return;
+  const int rounds = ctx.rounds_left();
+  if (rounds <= 0 || ctx.should_stop()) {
+    ctx.event("tune_skipped", Json::obj({{"base", base.id}, {"reason", "no rounds left to tune in"}}));
+    return;
+  }
+  // The rounds left plus the base's own result; a practically unlimited run gives an unlimited tuner.
+  topts.max_evaluations = rounds >= std::numeric_limits<int>::max() - 1 ? 0 : rounds + (base_config ? 1 : 0);
 
   const std::uint64_t seed = ctx.config().seed ^ hash_text(base.id);
   std::unique_ptr<ConfigSearch> search = make_config_search(options_.method, space, topts, seed);
   if (base_config) {
-    std::string why;
-    if (!search->space().admissible(search->space().to_point(*base_config), &why)) {
+    if (!search->space().admissible(search->space().to_point(*base_config))) {
       base_config.reset();
     } else if (base_eval.passed() && base_eval.latency_ms > 0) {
       search->tell(*base_config, base_eval.latency_ms);

@@ -10,9 +10,7 @@ namespace ks::tasks {
 void register_gpumode_suite() {
   static std::once_flag once;
   std::call_once(once, [] {
-    register_builtin_task(std::string(kTrimulTaskName),
-                          "TriMul: AlphaFold3 outgoing triangle multiplicative update, fp32 "
-                          "(GPUMode bioml/trimul)",
+    register_builtin_task(std::string(kTrimulTaskName), std::string(kTrimulDescription),
                           [] { return make_trimul_task(); });
   });
 }

@@ -21,6 +21,8 @@
 namespace ks::tasks {
 
 inline constexpr std::string_view kTrimulTaskName = "gpumode/trimul";
+inline constexpr std::string_view kTrimulDescription =
+    "TriMul: AlphaFold3 outgoing triangle multiplicative update, fp32 (GPUMode bioml/trimul)";
 
 // One upstream configuration (task.yml of gpu-mode/reference-kernels).
 struct TrimulCase {

@@ -177,8 +177,7 @@ std::string trimul_prompt() { return std::string(embedded::trimul_prompt_md); }
 TaskSpec make_trimul_spec() {
   TaskSpec spec;
   spec.name = std::string(kTrimulTaskName);
-  spec.description =
-      "TriMul: AlphaFold3 outgoing triangle multiplicative update, fp32 (GPUMode bioml/trimul)";
+  spec.description = std::string(kTrimulDescription);
   spec.languages = {Language::cuda};
   spec.dims = {"B", "N", "C", "H"};
   spec.tensors = trimul_tensors();

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/expr.hpp"
+#include "core/rng/rng_stream.hpp"
 #include "ksearch/evaluator.hpp"
 #include "ksearch/types.hpp"
 
@@ -140,7 +141,7 @@ class Device {
   virtual void copy(Buffer dst, Buffer src, std::size_t bytes) = 0;
 
   // Fills `count` elements with draws of `kind` (params already evaluated to
-  // numbers) using ks_rng.h with (seed, stream); converts to dtype.
+  // numbers) using core/rng/ks_rng.h with (seed, stream); converts to dtype.
   virtual void generate(Buffer b, DType dtype, std::size_t count, Distribution::Kind kind, double p0,
                         double p1, std::uint64_t seed, std::uint64_t stream) = 0;
   // Fills with the poison pattern (all bytes 0xFF: a NaN for floats, -1 for ints).
@@ -160,15 +161,7 @@ class Device {
   virtual std::unique_ptr<Program> load(const Artifact& artifact, const Solution& solution) = 0;
 };
 
-// The RNG stream of a tensor: FNV-1a of its name, so reordering tensors in a
-// task file does not change their values.
-inline std::uint64_t rng_stream_of(std::string_view tensor_name) {
-  std::uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : tensor_name) {
-    h ^= c;
-    h *= 1099511628211ULL;
-  }
-  return h;
-}
+// The RNG stream of a tensor (see core/rng/rng_stream.hpp).
+using detail::rng_stream_of;
 
 }  // namespace ks::eval

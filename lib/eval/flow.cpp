@@ -13,7 +13,7 @@
 #include "eval/compare.hpp"
 #include <math.h>  // ks_rng.h calls math functions unqualified
 
-#include "eval/kernels/ks_rng.h"
+#include "core/rng/ks_rng.h"
 #include "eval/stats.hpp"
 #include "ksearch/error.hpp"
 

@@ -16,7 +16,7 @@
 
 #include "eval/compare.hpp"
 #include "eval/host/guarded_memory.hpp"
-#include "eval/kernels/ks_rng.h"
+#include "core/rng/ks_rng.h"
 
 namespace ks::eval::host {
 namespace {

@@ -4,8 +4,8 @@
 #include <fmt/format.h>
 
 #include "core/expr.hpp"
-#include "eval/backend.hpp"
-#include "eval/kernels/ks_rng.h"
+#include "core/rng/ks_rng.h"
+#include "core/rng/rng_stream.hpp"
 #include "ksearch/error.hpp"
 #include "tasks/gpumode/trimul.hpp"
 
@@ -99,7 +99,7 @@ TrimulInputs generate_trimul_inputs(const TaskSpec& spec, const WorkloadSpec& wo
     for (const auto& s : t->shape) count *= detail::eval_int_expr(s, vars);
     const double p0 = detail::eval_double_expr(d.p0, vars);
     const double p1 = detail::eval_double_expr(d.p1, vars);
-    const ks_u64 stream = eval::rng_stream_of(t->name);
+    const ks_u64 stream = detail::rng_stream_of(t->name);
     auto& out = in.*f.member;
     out.resize(static_cast<std::size_t>(count));
     for (std::int64_t i = 0; i < count; ++i)

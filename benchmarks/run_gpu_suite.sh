@@ -13,7 +13,7 @@ src=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$out"
 want() { for s in "$@"; do :; done; for a in $sections; do [ "$a" = all ] || [ "$a" = "$1" ] && return 0; done; return 1; }
 sections="$*"
-export KSEARCH_CACHE_DIR="$out/cache"
+export KSEARCH_CACHE_DIR="${KSEARCH_CACHE_DIR:-/tmp/ksearch-gpu-suite-cache}"
 
 "$ks" devices || { echo "run_gpu_suite: no usable GPU"; exit 1; }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv 2>/dev/null
@@ -33,7 +33,7 @@ if want bench; then
 fi
 if want candidates; then
   echo "== TriMul candidates (ksearch eval)"
-  for c in "$src"/examples/trimul/candidates/v*.md; do
+  for c in ${CANDIDATES:-"$src"/examples/trimul/candidates/v*.md}; do
     name=$(basename "$c" .md)
     timeout 300 "$ks" eval --task gpumode/trimul --solution "$c" --json > "$out/eval_$name.json" 2> "$out/eval_$name.err"
     python3 - "$out/eval_$name.json" "$name" <<'PY'
@@ -54,11 +54,11 @@ if want demo; then
   echo "== TriMul demonstration: record with the scripted responder, then replay"
   rm -rf "$out/demo" "$out/demo_replay" "$out/demo_state.json"
   timeout 500 "$ks" run --task gpumode/trimul --llm "command:python3 $src/examples/trimul/demo_responder.py $out/demo_state.json" \
-    --max-rounds 6 --wm-stagnation-window 1 --run-dir "$out/demo" > "$out/demo.log" 2>&1
+    --max-rounds 5 --wm-stagnation-window 1 --run-dir "$out/demo" > "$out/demo.log" 2>&1
   tail -22 "$out/demo.log"
   cp "$out/demo/transcript.jsonl" "$out/demo-transcript.jsonl" 2>/dev/null
   timeout 500 "$ks" run --task gpumode/trimul --llm "replay:$out/demo-transcript.jsonl" \
-    --max-rounds 6 --wm-stagnation-window 1 --run-dir "$out/demo_replay" > "$out/demo_replay.log" 2>&1
+    --max-rounds 5 --wm-stagnation-window 1 --run-dir "$out/demo_replay" > "$out/demo_replay.log" 2>&1
   tail -14 "$out/demo_replay.log"
 fi
 if want tune; then

@@ -46,6 +46,7 @@ struct CompareStats {
 struct RunFailure {
   EvalStatus status = EvalStatus::runtime_error;
   std::string message;  // e.g. "CUDA_ERROR_ILLEGAL_ADDRESS after kernel `foo`"
+  bool out_of_memory = false;  // an allocation failed: memory the evaluator holds may be released and retried
 };
 
 // Raised by Device and Program methods; carries the status to report.

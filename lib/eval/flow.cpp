@@ -222,12 +222,14 @@ void WorkloadRun::reference_outputs(std::uint64_t seed) {
   bind_reference();
   for (const auto& b : ref_out_) device_.poison(b, b.bytes);
   ref_.poison_scratch();
+  const auto started = std::chrono::steady_clock::now();
   ref_.launch();
   ref_.synchronize();
   device_.synchronize();
+  const double compute_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (auto f = inputs_unchanged(seed, "the task's reference"))
     throw Error(Status::invalid_argument, fmt::format("task \"{}\": {}", task_.name, f->message));
-  refs_.store(key, ref_out_);
+  refs_.store(key, ref_out_, compute_s);
   metrics_["reference_runs"] = metrics_.get_int("reference_runs") + 1;
 }
 
@@ -384,8 +386,21 @@ EvalResult EvaluationFlow::run(const TaskSpec& task, const RunRequest& req, Flow
     try {
       Program& cand = program_for(cand_programs, req.candidate, cand_build);
       Program& ref = program_for(ref_programs, req.reference, ref_build);
-      WorkloadRun run(device_, refs_, info_, task, *w, req, cand, cand_build, ref, ref_build, r, result.metrics);
-      run.prepare();
+      auto make_run = [&] {
+        return std::make_unique<WorkloadRun>(device_, refs_, info_, task, *w, req, cand, cand_build, ref, ref_build,
+                                             r, result.metrics);
+      };
+      std::unique_ptr<WorkloadRun> run_owner = make_run();
+      try {
+        run_owner->prepare();
+      } catch (const RunError& e) {
+        // The cached reference outputs may hold the memory this workload needs.
+        if (!e.failure().out_of_memory || refs_.release_memory() == 0) throw;
+        run_owner.reset();
+        run_owner = make_run();
+        run_owner->prepare();
+      }
+      WorkloadRun& run = *run_owner;
       for (int k = 0; k < seeds && !failure; ++k)
         failure = run.check(ks_rng_derive_seed(w->seed, static_cast<ks_u64>(k)), describe_seed(k, seeds, false));
       if (!failure && w->benchmark) {

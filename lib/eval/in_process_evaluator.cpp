@@ -119,9 +119,7 @@ class InProcessEvaluator final : public Evaluator {
 #endif
     }
     s.info = s.device->info();
-    std::size_t budget = static_cast<std::size_t>(
-        std::min<std::int64_t>(s.info.memory_bytes > 0 ? s.info.memory_bytes / 8 : (1ll << 30), 4ll << 30));
-    s.refs = std::make_unique<ReferenceStore>(*s.device, cache_dir_ / "refs", budget);
+    s.refs = std::make_unique<ReferenceStore>(*s.device, cache_dir_ / "refs", reference_budget(s.info));
     return s;
   }
 

@@ -1,7 +1,9 @@
 #include "eval/reference_store.hpp"
 
+
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/fs.hpp"
@@ -16,6 +18,12 @@ namespace {
 constexpr std::string_view kMagic = "KSREF1\n";
 
 }  // namespace
+
+std::size_t reference_budget(const DeviceInfo& info) {
+  if (info.backend == "cuda" && info.memory_bytes > 0) return static_cast<std::size_t>(info.memory_bytes / 10 * 6);
+  std::int64_t eighth = info.memory_bytes > 0 ? info.memory_bytes / 8 : (1ll << 30);
+  return static_cast<std::size_t>(std::min<std::int64_t>(eighth, 4ll << 30));
+}
 
 ReferenceStore::ReferenceStore(Device& device, std::filesystem::path dir, std::size_t budget_bytes)
     : device_(device), dir_(std::move(dir)), budget_(budget_bytes) {}
@@ -36,7 +44,6 @@ bool ReferenceStore::fetch(const std::string& key, const std::vector<Buffer>& ds
     for (std::size_t i = 0; sizes_match && i < dst.size(); ++i) sizes_match = e.buffers[i].bytes == dst[i].bytes;
     if (sizes_match) {
       for (std::size_t i = 0; i < dst.size(); ++i) device_.copy(dst[i], e.buffers[i], dst[i].bytes);
-      lru_.splice(lru_.begin(), lru_, e.lru);
       ++counters_.memory_hits;
       return true;
     }
@@ -83,7 +90,7 @@ bool ReferenceStore::fetch(const std::string& key, const std::vector<Buffer>& ds
   return false;
 }
 
-void ReferenceStore::store(const std::string& key, const std::vector<Buffer>& src) {
+void ReferenceStore::store(const std::string& key, const std::vector<Buffer>& src, double compute_s) {
   keep_in_memory(key, src);
   if (dir_.empty()) return;
   std::size_t total = 0;
@@ -92,6 +99,9 @@ void ReferenceStore::store(const std::string& key, const std::vector<Buffer>& sr
     sizes.push_back(static_cast<std::int64_t>(b.bytes));
     total += b.bytes;
   }
+  // Writing and later reading gigabytes takes seconds; a reference that runs
+  // in milliseconds is cheaper to recompute after a worker restart.
+  if (total > kAlwaysFileBytes && compute_s < static_cast<double>(total) / kFileBytesPerSecond) return;
   std::string data(kMagic);
   data += Json::obj({{"key", key}, {"sizes", sizes}}).dump();
   data += '\n';
@@ -108,11 +118,19 @@ void ReferenceStore::store(const std::string& key, const std::vector<Buffer>& sr
   }
 }
 
+std::size_t ReferenceStore::release_memory() {
+  std::size_t freed = used_;
+  for (auto& [key, e] : entries_)
+    for (auto& b : e.buffers) device_.free(b);
+  entries_.clear();
+  used_ = 0;
+  return freed;
+}
+
 void ReferenceStore::keep_in_memory(const std::string& key, const std::vector<Buffer>& src) {
   std::size_t bytes = 0;
   for (const auto& b : src) bytes += b.bytes;
-  if (entries_.count(key) || bytes > budget_) return;
-  evict_until_fits(bytes);
+  if (entries_.count(key) || used_ + bytes > budget_) return;
   Entry e;
   e.bytes = bytes;
   try {
@@ -125,21 +143,8 @@ void ReferenceStore::keep_in_memory(const std::string& key, const std::vector<Bu
     for (auto& b : e.buffers) device_.free(b);
     return;  // no room on the device: the file still serves
   }
-  lru_.push_front(key);
-  e.lru = lru_.begin();
   used_ += bytes;
   entries_.emplace(key, std::move(e));
-}
-
-void ReferenceStore::evict_until_fits(std::size_t incoming) {
-  while (!lru_.empty() && used_ + incoming > budget_) {
-    auto it = entries_.find(lru_.back());
-    lru_.pop_back();
-    if (it == entries_.end()) continue;
-    for (auto& b : it->second.buffers) device_.free(b);
-    used_ -= it->second.bytes;
-    entries_.erase(it);
-  }
 }
 
 }  // namespace ks::eval

@@ -161,9 +161,7 @@ int run_role(int in, const Args& args) {
   DeviceInfo info = device->info();
   send(Json::obj({{"event", "hello"}, {"role", "run"}, {"pid", static_cast<int>(::getpid())},
                   {"device", info.to_json()}}));
-  // Reference outputs kept on the device: an eighth of its memory, at most 4 GiB.
-  std::size_t budget = static_cast<std::size_t>(
-      std::min<std::int64_t>(info.memory_bytes > 0 ? info.memory_bytes / 8 : (1ll << 30), 4ll << 30));
+  std::size_t budget = reference_budget(info);
   ReferenceStore refs(*device, fs::path(args.cache_dir) / "refs", budget);
   std::map<std::string, ks::TaskSpec> tasks;  // by key: sent once per worker
   int loaded_builds = 0;

@@ -192,7 +192,8 @@ Buffer CudaDevice::alloc(std::size_t bytes) {
         EvalStatus::runtime_error,
         fmt::format("out of device memory: cannot allocate {} ({} bytes; {} free of {})",
                     gib(static_cast<double>(bytes)), bytes, gib(static_cast<double>(free_b)),
-                    gib(static_cast<double>(total_b)))});
+                    gib(static_cast<double>(total_b))),
+        true});
   }
   check(r, "cuMemAlloc", fmt::format("{} bytes", bytes));
   return Buffer{p, bytes};

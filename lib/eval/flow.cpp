@@ -86,10 +86,16 @@ class WorkloadRun {
 
   void prepare();
   std::optional<Failure> check(std::uint64_t seed, const std::string& what);
-  TimingStats time(Program& p);
+  // Times the candidate (outputs and scratch poisoned before every call) and
+  // then checks what its last timed call left behind.
+  TimingStats time_candidate();
+  std::optional<Failure> check_timed_calls();
+  TimingStats time_reference();
   void bind_reference();
 
  private:
+  TimingStats time(Program& p, const std::vector<Buffer>& outputs);
+  std::optional<Failure> judge(std::uint64_t seed, const std::string& what);
   void generate_inputs(std::uint64_t seed);
   std::optional<Failure> inputs_unchanged(std::uint64_t seed, const char* who);
   void reference_outputs(std::uint64_t seed);
@@ -113,6 +119,9 @@ class WorkloadRun {
   std::vector<TensorBuffer> tensors_;
   std::vector<Buffer> ref_out_;  // reference outputs, one per output tensor, in tensor order
   Buffer check_buf_;             // regenerated inputs, to detect modification
+  std::vector<Buffer> cand_out_; // the candidate's outputs, in tensor order
+  std::uint64_t seed_ = 0;       // the seed whose inputs the tensors hold
+  std::string seed_what_;        // how messages name that seed
   bool ref_bound_ = false;
 };
 
@@ -140,6 +149,7 @@ void WorkloadRun::prepare() {
     tb.bytes = tb.count * dtype_size(t.dtype);
     tb.buf = allocs_.alloc(tb.bytes, fmt::format("{} \"{}\"", t.is_output ? "output" : "input", t.name));
     if (!t.is_output) max_input = std::max(max_input, tb.bytes);
+    if (t.is_output) cand_out_.push_back(tb.buf);
     tensors_.push_back(std::move(tb));
   }
   for (const auto& tb : tensors_)
@@ -234,14 +244,21 @@ void WorkloadRun::reference_outputs(std::uint64_t seed) {
 }
 
 std::optional<Failure> WorkloadRun::check(std::uint64_t seed, const std::string& what) {
+  seed_ = seed;
+  seed_what_ = what;
   generate_inputs(seed);
   reference_outputs(seed);
-  for (const auto& tb : tensors_)
-    if (tb.spec->is_output) device_.poison(tb.buf, tb.bytes);
+  for (const auto& b : cand_out_) device_.poison(b, b.bytes);
   cand_.poison_scratch();
   cand_.launch();
   cand_.synchronize();
   device_.synchronize();
+  return judge(seed, what);
+}
+
+// Checks what the candidate's last call left: inputs unchanged, outputs
+// matching the reference outputs of `seed` (held in ref_out_).
+std::optional<Failure> WorkloadRun::judge(std::uint64_t seed, const std::string& what) {
   if (auto f = inputs_unchanged(seed, "the kernel")) {
     f->message = fmt::format("{}: {}", what, f->message);
     return f;
@@ -295,18 +312,28 @@ std::optional<Failure> WorkloadRun::check(std::uint64_t seed, const std::string&
   return std::nullopt;
 }
 
-TimingStats WorkloadRun::time(Program& p) {
+TimingStats WorkloadRun::time(Program& p, const std::vector<Buffer>& outputs) {
   const EvalOptions& o = req_.options;
+  // Every call starts from poisoned outputs and scratch, as a checked call
+  // does: a kernel cannot skip its work because the output already holds a
+  // result. Poisoning comes before the cache flush and outside the timing
+  // events, so it costs the kernel nothing and leaves no line in the cache.
+  auto poison = [&] {
+    for (const auto& b : outputs) device_.poison(b, b.bytes);
+    p.poison_scratch();
+  };
   // Warm-up: caches, page faults, clocks. At least one call, then until
   // 25 ms or 50 calls.
   auto warm_start = Clock::now();
   for (int n = 0; n < 50; ++n) {
+    poison();
     p.timed_launch();
     if (seconds_since(warm_start) >= 0.025) break;
   }
   RepetitionController ctrl(RepetitionController::limits_from(o));
   auto loop_start = Clock::now();
   while (!ctrl.done()) {
+    poison();
     if (o.flush_l2) device_.flush_cache();
     double ms = p.timed_launch();
     ctrl.add(ms, seconds_since(loop_start));
@@ -316,6 +343,27 @@ TimingStats WorkloadRun::time(Program& p) {
   const char* key = ctrl.stop_reason() == "converged" ? "timings_converged" : "timings_capped";
   metrics_[key] = metrics_.get_int(key) + 1;
   return summarize_samples(ctrl.samples());
+}
+
+TimingStats WorkloadRun::time_candidate() { return time(cand_, cand_out_); }
+
+TimingStats WorkloadRun::time_reference() {
+  bind_reference();
+  return time(ref_, ref_out_);
+}
+
+// The timed calls ran on the inputs of the last checked seed, whose reference
+// outputs are still in ref_out_: the last call's outputs must match them.
+// This catches a kernel that skips its work when it sees the same inputs
+// again (keyed on pointers, a call counter or the values).
+std::optional<Failure> WorkloadRun::check_timed_calls() {
+  cand_.synchronize();  // device errors and out-of-bounds writes of the timed calls
+  device_.synchronize();
+  auto f = judge(seed_, fmt::format("the last timed call (the inputs of {})", seed_what_));
+  if (f)
+    f->message = "the timed calls did not compute the result, although the same kernel passed the checks "
+                 "before timing: " + f->message;
+  return f;
 }
 
 // Finds a build or complains about the request.
@@ -405,17 +453,18 @@ EvalResult EvaluationFlow::run(const TaskSpec& task, const RunRequest& req, Flow
         failure = run.check(ks_rng_derive_seed(w->seed, static_cast<ks_u64>(k)), describe_seed(k, seeds, false));
       if (!failure && w->benchmark) {
         if (std::find(req.time_reference.begin(), req.time_reference.end(), name) != req.time_reference.end()) {
-          run.bind_reference();
-          TimingStats ref_t = run.time(ref);
+          TimingStats ref_t = run.time_reference();
           r.reference_ms = ref_t.mean_ms;
           events.reference_timed(name, ref_t);
         }
-        r.timing = run.time(cand);
-        if (req.options.recheck_after_timing)
+        r.timing = run.time_candidate();
+        failure = run.check_timed_calls();
+        if (!failure && req.options.recheck_after_timing) {
           failure = run.check(ks_rng_derive_seed(w->seed, static_cast<ks_u64>(seeds)), describe_seed(0, 0, true));
-        if (failure)
-          failure->message += "; the kernel passed the checks before timing, so it probably reuses results "
-                              "from earlier calls instead of computing them";
+          if (failure)
+            failure->message += "; the kernel passed the checks before timing, so it probably reuses results "
+                                "from earlier calls instead of computing them";
+        }
         std::string why;
         double bound = speed_of_light_ms(task, *w, info_, req.options.flush_l2, &why);
         if (!failure && bound > 0 && r.timing.median_ms < bound)

@@ -211,8 +211,46 @@ extern "C" __global__ void count_call(int n) { calls[n > 2000] += 1; }
                           {"name": "count_call", "grid": [1], "block": [1], "args": ["N"]}]})js"));
     INFO(messages(r));
     CHECK(r.status == EvalStatus::incorrect);
-    CHECK(contains(messages(r), "reuses results"));
+    // Outputs are poisoned before every timed call, and the last one is checked.
+    CHECK(contains(messages(r), "the timed calls did not compute the result"));
     expect_passes(*ev, *task, "a kernel that skips work while timed");
+  }
+
+  SUBCASE("returns early when its output already holds a result") {
+    // Poisoned outputs before every timed call: the early exit never fires,
+    // so the kernel is timed doing its work and passes.
+    EvalResult r = ev->evaluate(*task, cuda(R"(
+extern "C" __global__ void scale(const float* x, float* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n || !isnan(y[i])) return;
+  y[i] = 2.0f * x[i];
+})",
+                                            kScalePlan));
+    INFO(messages(r));
+    CHECK(r.status == EvalStatus::passed);
+  }
+
+  SUBCASE("a replay of the result saved for the timed inputs is caught by the re-check") {
+    // Computes for the two checked seeds, then replays the last result: right
+    // for the timed calls (same inputs), stale for the re-check.
+    EvalResult r = ev->evaluate(*task, cuda(R"(
+__device__ float saved[1 << 20];
+__device__ unsigned calls[2];
+extern "C" __global__ void scale(const float* x, float* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  if (calls[n > 2000] >= 2) { y[i] = saved[i]; return; }
+  y[i] = saved[i] = 2.0f * x[i];
+}
+extern "C" __global__ void count_call(int n) { calls[n > 2000] += 1; }
+)",
+        R"js({"kernels": [{"name": "scale", "grid": ["cdiv(N, 256)"], "block": [256], "args": ["x", "y", "N"]},
+                          {"name": "count_call", "grid": [1], "block": [1], "args": ["N"]}]})js"));
+    INFO(messages(r));
+    CHECK(r.status == EvalStatus::incorrect);
+    CHECK(contains(messages(r), "re-check after timing"));
+    CHECK(contains(messages(r), "reuses results"));
+    expect_passes(*ev, *task, "a kernel that replays a saved result");
   }
 
   SUBCASE("a plan the device cannot run is reported, not crashed") {

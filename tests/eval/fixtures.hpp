@@ -48,7 +48,8 @@ inline Solution vadd_candidate(const std::string& body, const std::string& name 
   s.task = "test/vadd";
   s.language = Language::cpp;
   s.sources = {{"kernel.cpp",
-                "#include <cstdint>\n#include <cstdio>\n#include <cstdlib>\n#include <map>\n#include <stdexcept>\n"
+                "#include <algorithm>\n#include <chrono>\n#include <cmath>\n#include <cstdint>\n#include <cstdio>\n#include <cstdlib>\n"
+                "#include <map>\n#include <stdexcept>\n#include <thread>\n#include <vector>\n"
                 "void vadd(const float* x, const float* y, float* z, std::int64_t n) {\n" +
                     body + "\n}\n"}};
   s.launch_plan = Json::obj({{"calls", Json::arr({Json::obj({{"fn", "vadd"}, {"args", Json::arr({"X", "Y", "Z", "N"})}})})}});
@@ -66,11 +67,39 @@ inline const char* kNearOverrunBody = "for (std::int64_t i = 0; i <= n; ++i) z[i
 inline const char* kModifyInputBody =
     "for (std::int64_t i = 0; i < n; ++i) z[i] = x[i] + 2.0f * y[i];\n"
     "const_cast<float*>(x)[n / 2] = 0.0f;";
-// Computes for the first two calls per output pointer, then returns the
-// stale output: passes the seeded checks, fails the re-check after timing.
+// Computes for the first two calls per output pointer, then returns without
+// writing: passes the seeded checks; its timed calls leave the poison.
 inline const char* kCachingBody =
     "static std::map<float*, int> calls;\n"
     "if (++calls[z] > 2) return;\n"
+    "for (std::int64_t i = 0; i < n; ++i) z[i] = x[i] + 2.0f * y[i];";
+// Computes for the first two calls per output pointer, then replays a copy
+// of its last result: right for the timed calls (same inputs), stale on the
+// re-check's fresh inputs.
+inline const char* kReplayBody =
+    "static std::map<float*, int> calls;\n"
+    "static std::map<float*, std::vector<float>> saved;\n"
+    "if (++calls[z] > 2) { std::copy(saved[z].begin(), saved[z].end(), z); return; }\n"
+    "for (std::int64_t i = 0; i < n; ++i) z[i] = x[i] + 2.0f * y[i];\n"
+    "saved[z].assign(z, z + n);";
+// Skips its work when it sees the same inputs as on its previous call,
+// trusting the output to still hold that result: passes the seeded checks
+// and the re-check (fresh inputs), but its timed calls compute nothing.
+inline const char* kSkipUnchangedBody =
+    "static const float* last_x = nullptr;\n"
+    "static float seen[4];\n"
+    "bool same = x == last_x;\n"
+    "for (int k = 0; k < 4 && same; ++k) same = seen[k] == x[k];\n"
+    "if (same) return;\n"
+    "last_x = x;\n"
+    "for (int k = 0; k < 4; ++k) seen[k] = x[k];\n"
+    "for (std::int64_t i = 0; i < n; ++i) z[i] = x[i] + 2.0f * y[i];";
+// Returns at once when the output already holds a result (no poison NaN),
+// and otherwise takes at least 2 ms: timed without poisoned outputs, it
+// would look thousands of times faster than it is.
+inline const char* kEarlyExitBody =
+    "if (!std::isnan(z[0])) return;\n"
+    "std::this_thread::sleep_for(std::chrono::milliseconds(2));\n"
     "for (std::int64_t i = 0; i < n; ++i) z[i] = x[i] + 2.0f * y[i];";
 inline const char* kSkipLastBody = "for (std::int64_t i = 0; i + 1 < n; ++i) z[i] = x[i] + 2.0f * y[i];";
 inline const char* kThrowBody = "(void)x; (void)y; (void)z; (void)n; throw std::runtime_error(\"boom from the kernel\");";

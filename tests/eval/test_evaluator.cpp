@@ -94,15 +94,48 @@ TEST_CASE("evaluator: one evaluator survives crashing, hanging and cheating cand
     }
   }
 
-  SUBCASE("a result-caching kernel passes the seeded checks and is caught by the re-check") {
+  SUBCASE("a kernel that stops computing after the checks is caught at its timed calls") {
     EvalResult r = ev->evaluate(task, vadd_candidate(ks::test::kCachingBody, "caching"));
     INFO(r.to_json().dump(2));
     CHECK(r.status == EvalStatus::incorrect);
     REQUIRE(r.workloads.size() == 2);
     CHECK(r.workloads[0].status == EvalStatus::passed);  // t1: two calls only, both computed
     CHECK(r.workloads[1].name == "b1");
+    CHECK(contains(r.workloads[1].message, "the timed calls did not compute the result"));
+  }
+
+  SUBCASE("a kernel that replays its last result passes the timed calls and is caught by the re-check") {
+    EvalResult r = ev->evaluate(task, vadd_candidate(ks::test::kReplayBody, "replay"));
+    INFO(r.to_json().dump(2));
+    CHECK(r.status == EvalStatus::incorrect);
+    REQUIRE(r.workloads.size() == 2);
+    CHECK(r.workloads[0].status == EvalStatus::passed);
+    CHECK(r.workloads[1].name == "b1");
     CHECK(contains(r.workloads[1].message, "re-check after timing"));
     CHECK(contains(r.workloads[1].message, "reuses results"));
+  }
+
+  SUBCASE("a kernel that skips work on inputs it has seen fails the check of its timed calls") {
+    EvalResult r = ev->evaluate(task, vadd_candidate(ks::test::kSkipUnchangedBody, "skips-unchanged"));
+    INFO(r.to_json().dump(2));
+    CHECK(r.status == EvalStatus::incorrect);
+    REQUIRE(r.workloads.size() == 2);
+    CHECK(r.workloads[0].status == EvalStatus::passed);
+    CHECK(r.workloads[1].name == "b1");
+    CHECK(contains(r.workloads[1].message, "the timed calls did not compute the result"));
+    CHECK(contains(r.workloads[1].message, "never written"));
+    CHECK_FALSE(contains(r.workloads[1].message, "re-check"));
+  }
+
+  SUBCASE("a kernel that returns early when its output holds a result is timed doing the work") {
+    // Outputs are poisoned before every timed call, so the early exit never
+    // triggers: every timed call sleeps its 2 ms (a lower bound, not a speed claim).
+    EvalResult r = ev->evaluate(task, vadd_candidate(ks::test::kEarlyExitBody, "early-exit"));
+    INFO(r.to_json().dump(2));
+    CHECK(r.status == EvalStatus::passed);
+    REQUIRE(r.workloads.size() == 2);
+    CHECK(r.workloads[1].timing.count >= 3);
+    CHECK(r.workloads[1].timing.min_ms >= 2.0);
   }
 
   SUBCASE("an endless loop is killed at the run timeout and recorded as timeout") {

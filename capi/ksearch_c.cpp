@@ -42,8 +42,12 @@ namespace {
 
 thread_local std::string g_last_error;
 
-ks_status fail(ks_status s, const std::string& message) {
-  g_last_error = message;
+ks_status fail(ks_status s, const std::string& message) noexcept {
+  try {
+    g_last_error = message;
+  } catch (...) {
+    g_last_error.clear();  // out of memory: the status still says what happened
+  }
   return s;
 }
 
@@ -92,11 +96,8 @@ class CallbackPolicy final : public ks::LlmPolicy {
     } catch (...) {
       rc = KS_E_INTERNAL;  // a C++ host's callback threw; treat as a failed generation
     }
-    if (rc == KS_E_USER) {
-      stopped_ = true;
-      resp.error = "the LLM callback asked to stop the run";
-      return resp;
-    }
+    if (rc == KS_E_USER)  // the host wants the run to end: a cancellation, not a failed answer
+      throw ks::Error(ks::Status::cancelled, "the LLM callback asked to stop the run");
     if (rc != 0 || !answer.has_text) {
       resp.error = rc != 0 ? fmt::format("the LLM callback returned {}", rc)
                            : "the LLM callback returned 0 without setting an answer";
@@ -109,13 +110,11 @@ class CallbackPolicy final : public ks::LlmPolicy {
     return resp;
   }
   std::string describe() const override { return "c-callback"; }
-  bool exhausted() const override { return stopped_; }
   ks::LlmUsage total_usage() const override { return total_; }
 
  private:
   ks_llm_callback cb_;
   void* user_;
-  bool stopped_ = false;
   ks::LlmUsage total_;
 };
 
@@ -141,13 +140,25 @@ ks::ProgressCallback progress_of(const ks_search_params* p) {
   };
 }
 
+// The size of ks_search_params as each version defined it. A caller built
+// against an older header passes a smaller struct: only that many bytes may
+// be read or written. (Version 1 is the whole current struct.)
+std::size_t search_params_size(std::uint32_t version) {
+  switch (version) {
+    case 1: return sizeof(ks_search_params);
+    default: return 0;
+  }
+}
+
 ks_status check_params(const ks_search_params* p) {
-  if (!p) return fail(KS_E_INVALID_ARGUMENT, "params is NULL");
-  if (p->version == 0 || p->version > KS_SEARCH_PARAMS_VERSION)
-    return fail(KS_E_VERSION, fmt::format("ks_search_params version {} is not supported (this library knows 1..{}); "
-                                          "initialise params with ks_search_params_init",
-                                          p->version, KS_SEARCH_PARAMS_VERSION));
-  return KS_OK;
+  return guarded("ks_search_params", [&] {
+    if (!p) return fail(KS_E_INVALID_ARGUMENT, "params is NULL");
+    if (search_params_size(p->version) == 0)
+      return fail(KS_E_VERSION, fmt::format("ks_search_params version {} is not supported (this library knows "
+                                            "1..{}); initialise params with ks_search_params_init",
+                                            p->version, KS_SEARCH_PARAMS_VERSION));
+    return KS_OK;
+  });
 }
 
 ks::LlmChoice llm_choice_of(const ks_search_params* p) {
@@ -215,9 +226,9 @@ ks_status ks_llm_answer_set_usage(ks_llm_answer* answer, int64_t input_tokens, i
 
 ks_status ks_search_params_init(ks_search_params* params, uint32_t version) {
   if (!params) return fail(KS_E_INVALID_ARGUMENT, "ks_search_params_init: params is NULL");
-  if (version == 0 || version > KS_SEARCH_PARAMS_VERSION)
-    return fail(KS_E_VERSION, fmt::format("ks_search_params_init: unknown version {}", version));
-  std::memset(params, 0, sizeof *params);
+  if (search_params_size(version) == 0)
+    return fail(KS_E_VERSION, "ks_search_params_init: unknown version " + std::to_string(version));
+  std::memset(params, 0, search_params_size(version));
   ks::SearchConfig defaults;
   params->version = version;
   params->strategy = "world_model";
@@ -232,9 +243,9 @@ ks_status ks_search_params_init(ks_search_params* params, uint32_t version) {
 }
 
 ks_status ks_search_run(const ks_search_params* params, ks_result** out) {
-  if (ks_status s = check_params(params); s != KS_OK) return s;
   if (!out) return fail(KS_E_INVALID_ARGUMENT, "ks_search_run: out is NULL");
   *out = nullptr;
+  if (ks_status s = check_params(params); s != KS_OK) return s;
   if (!params->task || !*params->task) return fail(KS_E_INVALID_ARGUMENT, "ks_search_run: params.task is required");
   return guarded("ks_search_run", [&] {
     ks::SearchOptions o;

@@ -127,8 +127,9 @@ typedef struct ks_result ks_result;
  * (destroy it with ks_result_destroy). */
 KS_API ks_status ks_search_run(const ks_search_params *params, ks_result **out);
 /* Resumes a run folder with its recorded configuration. `params` may be NULL;
- * otherwise its max_rounds (when larger), callbacks and llm override the
- * recorded ones. */
+ * otherwise its max_rounds raises the budget when it is larger than the
+ * recorded one (a smaller value, such as the default, keeps the recorded
+ * budget), and its callbacks and llm replace the recorded ones. */
 KS_API ks_status ks_search_resume(const char *run_dir, const ks_search_params *params, ks_result **out);
 
 KS_API void ks_result_destroy(ks_result *result);

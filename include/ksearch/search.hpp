@@ -73,7 +73,7 @@ KS_API SearchOutcome run_search(const SearchOptions& options);
 
 // What may change when a run is resumed.
 struct KS_API ResumeOptions {
-  int max_rounds = 0;                  // > recorded: a larger budget; 0: as recorded
+  int max_rounds = 0;                  // above the recorded budget: raises it; otherwise ignored
   std::shared_ptr<LlmPolicy> custom_llm;  // needed when the run used a custom policy
   std::optional<LlmChoice> llm;        // replaces the recorded choice (e.g. another endpoint)
   std::shared_ptr<Evaluator> custom_evaluator;

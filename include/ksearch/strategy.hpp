@@ -8,6 +8,14 @@
 // stopped, then continues live. Strategies must therefore be deterministic
 // given the answers they receive: no wall-clock decisions, no unseeded
 // randomness (use rng()).
+//
+// Stopping: once should_stop() is true (budget spent, Ctrl-C, a callback),
+// the context accepts no further LLM call, evaluation, event or snapshot: the
+// call throws ks::SearchStopped, which unwinds the strategy and is caught by
+// the engine. A stopped run's journal is thus always a prefix of what a
+// longer run would have done, which is what lets a resume (possibly with a
+// larger budget) continue it exactly. Strategies just loop while
+// !should_stop() and must not catch SearchStopped.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +34,17 @@
 #include "ksearch/world_model.hpp"
 
 namespace ks {
+
+// Thrown by SearchContext calls made after the run has been told to stop.
+class KS_API SearchStopped : public std::exception {
+ public:
+  explicit SearchStopped(std::string reason) : reason_(std::move(reason)) {}
+  const char* what() const noexcept override { return reason_.c_str(); }
+  const std::string& reason() const { return reason_; }
+
+ private:
+  std::string reason_;
+};
 
 // Configuration of one search run. Names follow the original's CLI flags.
 struct KS_API SearchConfig {

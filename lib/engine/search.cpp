@@ -311,11 +311,9 @@ SearchOutcome resume_search(const fs::path& run_dir, const ResumeOptions& option
   if (task_fingerprint(*parts.task) != tj.get_string("fingerprint"))
     throw Error(Status::state, fmt::format("task \"{}\" changed since the run started (its specification differs); "
                                            "resuming would mix results of two different tasks", parts.task->name()));
-  if (options.max_rounds > 0) {
-    if (options.max_rounds < config.max_rounds)
-      throw Error(Status::invalid_argument, fmt::format("--max-rounds {} is below the run's recorded {}",
-                                                        options.max_rounds, config.max_rounds));
-    if (options.max_rounds > config.max_rounds && config.tune_rounds > 0)
+  // A budget can only grow: a value at or below the recorded one keeps it.
+  if (options.max_rounds > config.max_rounds) {
+    if (config.tune_rounds > 0)
       throw Error(Status::invalid_argument,
                   "this run has a tune phase after its search; its round budget cannot grow on resume");
     config.max_rounds = options.max_rounds;

@@ -208,6 +208,65 @@ TEST_CASE("session: a journal whose LLM calls differ in kind is refused") {
   CHECK_THROWS_WITH(s.run(toy), doctest::Contains("\"wm_init\" in the journal"));
 }
 
+// Does "post-stop" work after its loop, as a careless strategy might.
+class TidyingStrategy : public ToyStrategy {
+ public:
+  void run(SearchContext& ctx) override {
+    ToyStrategy::run(ctx);
+    ctx.event("tidy_up", Json::object());  // must not reach the journal
+    LlmRequest req;
+    req.kind = PromptKind::wm_refine;
+    ctx.llm(req);                          // must not be asked
+  }
+};
+
+TEST_CASE("session: after a stop nothing more reaches the journal, so a resume continues cleanly") {
+  auto dir = test::scratch_dir("session_stop_prefix");
+  {
+    Fixture f;
+    test::ScriptedLlm llm(script());
+    RunStore store = RunStore::create(dir, Json::object());
+    Session s(f.task, f.evaluator, llm, f.wm, store, config(6), [](const RoundReport& r) { return r.round < 2; });
+    TidyingStrategy t;
+    CHECK(s.run(t) == "cancelled");
+    CHECK(llm.used() == 2);
+    for (const auto& e : store.events()) CHECK(e["type"].as_string() != "tidy_up");
+  }
+  // Resumed with the callback gone: the journal is a clean prefix of the longer run.
+  Fixture f;
+  auto all = script();
+  test::ScriptedLlm llm({all[2], all[3], all[4], all[5]});
+  RunStore store = RunStore::open(dir);
+  Session s(f.task, f.evaluator, llm, f.wm, store, config(6));
+  ToyStrategy toy;
+  CHECK(s.run(toy) == "max_rounds");
+  CHECK(s.rounds_used() == 6);
+  CHECK(s.replayed_evaluations() == 2);
+  std::vector<std::int64_t> seqs;
+  for (const auto& e : store.events())
+    if (e.contains("journal_seq")) seqs.push_back(e["journal_seq"].as_int());
+  for (std::size_t i = 0; i < seqs.size(); ++i) CHECK(seqs[i] == static_cast<std::int64_t>(i));
+}
+
+TEST_CASE("session: a policy that cancels ends the run without a failed round") {
+  auto dir = test::scratch_dir("session_policy_cancel");
+  struct Cancelling : test::ScriptedLlm {
+    using ScriptedLlm::ScriptedLlm;
+    LlmResponse complete(const LlmRequest& r) override {
+      if (used() == 1) throw Error(Status::cancelled, "host says stop");
+      return ScriptedLlm::complete(r);
+    }
+  };
+  Fixture f;
+  Cancelling llm(script());
+  RunStore store = RunStore::create(dir, Json::object());
+  Session s(f.task, f.evaluator, llm, f.wm, store, config(6));
+  ToyStrategy toy;
+  CHECK(s.run(toy) == "cancelled");
+  CHECK(s.rounds_used() == 1);
+  CHECK(store.transcript().size() == 1);
+}
+
 TEST_CASE("session: the progress callback stops the run cleanly") {
   auto dir = test::scratch_dir("session_cancel");
   Fixture f;

@@ -170,6 +170,7 @@ class Result:
         self.best_eval: Optional[dict] = best["eval"] if best else None
         self.best_latency_ms: Optional[float] = best["eval"]["latency_ms"] if best else None
         self.best_speedup: Optional[float] = best["eval"]["speedup"] if best else None
+        self.llm_errors: list = []  # exceptions the llm function raised (each a failed generation)
 
     def __repr__(self) -> str:
         return (f"Result(stop_reason={self.stop_reason!r}, rounds={self.rounds}, "
@@ -237,10 +238,13 @@ def _make_callbacks(llm: Optional[LlmFunction], progress: Optional[ProgressFunct
             except _StopSearch:
                 return _KS_E_USER
             except Exception as e:  # a failing model is a failed generation, not a crash
+                e._ksearch_from = "llm"
                 errors.append(e)
                 return 1
             if not isinstance(text, str):
-                errors.append(TypeError("the llm function must return a str"))
+                e = TypeError("the llm function must return a str")
+                e._ksearch_from = "llm"
+                errors.append(e)
                 return 1
             data = text.encode()
             return _c().ks_llm_answer_set_text(answer, data, len(data))
@@ -259,20 +263,28 @@ def _make_callbacks(llm: Optional[LlmFunction], progress: Optional[ProgressFunct
             try:
                 return 0 if progress(report) is not False else 1
             except Exception as e:
+                e._ksearch_from = "progress"
                 errors.append(e)
                 return 1
         progress_cb = _PROGRESS_CALLBACK(on_round)
     return llm_cb, progress_cb
 
 
-def _finish(status: int, handle: ctypes.c_void_p) -> Result:
+def _finish(status: int, handle: ctypes.c_void_p, errors: list) -> Result:
     try:
         if status not in (0, _KS_E_CANCELLED) or not handle:
             _check(status)
-        return Result(json.loads(_c().ks_result_json(handle).decode()))
+        result = Result(json.loads(_c().ks_result_json(handle).decode()))
     finally:
         if handle:
             _c().ks_result_destroy(handle)
+    # A progress function that raised stopped the run: say why, loudly.
+    for e in errors:
+        if getattr(e, "_ksearch_from", "") == "progress":
+            raise e
+    # Exceptions from the llm function became failed generations; keep them visible.
+    result.llm_errors = [e for e in errors if getattr(e, "_ksearch_from", "") == "llm"]
+    return result
 
 
 def run_search(task: Union[str, os.PathLike], *, llm: Union[str, LlmFunction] = "offline",
@@ -314,7 +326,7 @@ def run_search(task: Union[str, os.PathLike], *, llm: Union[str, LlmFunction] = 
         p.timing_cap_s = timing_cap_s
     handle = ctypes.c_void_p()
     status = _c().ks_search_run(ctypes.byref(p), ctypes.byref(handle))
-    return _finish(status, handle)
+    return _finish(status, handle, errors)
 
 
 def resume_search(run_dir: Union[str, os.PathLike], *, max_rounds: int = 0,
@@ -331,7 +343,7 @@ def resume_search(run_dir: Union[str, os.PathLike], *, max_rounds: int = 0,
     p.llm_callback, p.progress_callback = llm_cb, progress_cb
     handle = ctypes.c_void_p()
     status = _c().ks_search_resume(_b(run_dir), ctypes.byref(p), ctypes.byref(handle))
-    return _finish(status, handle)
+    return _finish(status, handle, errors)
 
 
 def stop() -> None:

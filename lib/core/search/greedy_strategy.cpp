@@ -68,6 +68,8 @@ class GreedyStrategy final : public SearchStrategy {
             cand = parse_candidate(r.text, cfg.language);
           } catch (const Error& e) {
             why = e.what();
+          } catch (const std::exception& e) {
+            why = std::string("the answer could not be read: ") + e.what();
           }
         }
         if (!why.empty()) {

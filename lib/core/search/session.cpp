@@ -90,13 +90,23 @@ std::string Session::stop_reason() const {
   return "";
 }
 
+void Session::ensure_running() const {
+  std::string why = stop_reason();
+  if (!why.empty()) throw SearchStopped(why);
+}
+
 std::string Session::run(SearchStrategy& strategy) {
   store_.append_event("run_started",
                       Json::obj({{"strategy", strategy.name()},
                                  {"journal_llm_calls", static_cast<std::int64_t>(journal_llm_.size())},
                                  {"journal_attempts", static_cast<std::int64_t>(journal_evals_.size())}}));
-  strategy.run(*this);
-  snapshot_world_model();
+  try {
+    strategy.run(*this);
+    snapshot_world_model();
+  } catch (const SearchStopped&) {
+    // The strategy was unwound at its first action after the stop; nothing
+    // it did after the stop reached the journal.
+  }
   std::string reason = stop_reason();
   if (reason.empty()) reason = "strategy_done";
   store_.append_event("run_finished", Json::obj({{"reason", reason}, {"totals", totals()}}));
@@ -104,6 +114,11 @@ std::string Session::run(SearchStrategy& strategy) {
 }
 
 void Session::event(const std::string& type, Json data) {
+  ensure_running();
+  emit(type, std::move(data));
+}
+
+void Session::emit(const std::string& type, Json data) {
   // Events are numbered in the order the (deterministic) strategy emits them;
   // on replay the ones already on disk are skipped.
   if (event_seq_ >= events_on_disk_) {
@@ -132,6 +147,17 @@ LlmResponse Session::replay_llm(const LlmRequest& req) {
                          kind, to_string(req.kind)));
   const Json* r = e.find("response");
   if (!r) diverged(fmt::format("LLM call {} in the journal has no response", llm_seq_));
+  // Same kind but different prompt text: the library (or the task's prompt)
+  // changed since the answer was recorded. The answer is still what the run
+  // was built on, so it is replayed, but the difference is recorded.
+  std::string recorded = e.get_string("prompt_sha256");
+  if (!recorded.empty() && recorded != sha256_hex(req.system + "\n" + req.prompt) && !prompt_mismatch_noted_) {
+    prompt_mismatch_noted_ = true;
+    store_.append_event("journal_prompt_mismatch",
+                        Json::obj({{"llm_seq", static_cast<std::int64_t>(llm_seq_)},
+                                   {"note", "a replayed answer was recorded for a different prompt text; the "
+                                            "library or the task's prompt changed since"}}));
+  }
   return LlmResponse::from_json(*r);
 }
 
@@ -143,10 +169,11 @@ void Session::after_llm(std::size_t seq, const LlmRequest& req, const LlmRespons
                        {"ok", resp.ok},
                        {"usage", usage_json(resp.usage)}});
   if (!resp.ok) ev["error"] = resp.error;
-  event("llm_call", std::move(ev));
+  emit("llm_call", std::move(ev));
 }
 
 LlmResponse Session::llm(const LlmRequest& request) {
+  ensure_running();
   std::size_t seq = llm_seq_;
   if (seq < journal_llm_.size()) {
     LlmResponse r = replay_llm(request);
@@ -155,11 +182,15 @@ LlmResponse Session::llm(const LlmRequest& request) {
     return r;
   }
   LlmResponse r;
-  if (config_.max_cost_usd > 0 && usage_.cost_usd >= config_.max_cost_usd) {
-    r.ok = false;
-    r.error = fmt::format("cost budget of ${:.2f} is spent; no further LLM requests", config_.max_cost_usd);
-  } else {
+  try {
     r = llm_.complete(request);
+  } catch (const Error& e) {
+    // A policy that says "stop" (a host callback returning KS_E_USER) cancels
+    // the run; its non-answer is not journaled.
+    if (e.status() != Status::cancelled) throw;
+    cancelled_ = true;
+    store_.append_event("cancel_requested", Json::obj({{"by", "llm policy"}, {"llm_seq", static_cast<std::int64_t>(seq)}}));
+    throw SearchStopped("cancelled");
   }
   store_.append_transcript(llm_entry(seq, request, r));
   ++llm_seq_;
@@ -168,6 +199,7 @@ LlmResponse Session::llm(const LlmRequest& request) {
 }
 
 std::vector<LlmResponse> Session::llm_batch(const std::vector<LlmRequest>& requests) {
+  ensure_running();
   std::vector<LlmResponse> out(requests.size());
   std::vector<LlmRequest> live;
   std::size_t first_live = requests.size();
@@ -178,14 +210,13 @@ std::vector<LlmResponse> Session::llm_batch(const std::vector<LlmRequest>& reque
   }
   std::vector<LlmResponse> answers;
   if (!live.empty()) {
-    if (config_.max_cost_usd > 0 && usage_.cost_usd >= config_.max_cost_usd) {
-      for (std::size_t i = 0; i < live.size(); ++i) {
-        LlmResponse r;
-        r.error = "cost budget is spent; no further LLM requests";
-        answers.push_back(r);
-      }
-    } else {
+    try {
       answers = llm_.complete_batch(live);
+    } catch (const Error& e) {
+      if (e.status() != Status::cancelled) throw;
+      cancelled_ = true;
+      store_.append_event("cancel_requested", Json::obj({{"by", "llm policy"}}));
+      throw SearchStopped("cancelled");
     }
   }
   for (std::size_t i = 0; i < requests.size(); ++i) {
@@ -205,6 +236,7 @@ std::vector<LlmResponse> Session::llm_batch(const std::vector<LlmRequest>& reque
 
 EvalResult Session::finish_attempt(Solution& s, const std::string& action, bool counted,
                                    std::optional<EvalResult> live_result, const std::string& raw_answer) {
+  ensure_running();
   std::size_t seq = eval_seq_++;
   int round = counted ? ++rounds_used_ : 0;
   bool replayed = seq < journal_evals_.size();
@@ -215,11 +247,11 @@ EvalResult Session::finish_attempt(Solution& s, const std::string& action, bool 
       diverged(fmt::format("attempt {} evaluated solution {} in the journal but the strategy now produced {}",
                            seq, rec.solution.id.empty() ? "(none)" : rec.solution.id,
                            s.id.empty() ? "(none)" : s.id));
-    event("round_started", Json::obj({{"round", round}, {"action", action}, {"solution_id", s.id}}));
+    emit("round_started", Json::obj({{"round", round}, {"action", action}, {"solution_id", s.id}}));
     r = rec.eval;
     ++replayed_evals_;
   } else {
-    event("round_started", Json::obj({{"round", round}, {"action", action}, {"solution_id", s.id}}));
+    emit("round_started", Json::obj({{"round", round}, {"action", action}, {"solution_id", s.id}}));
     if (!live_result) live_result = evaluator_.evaluate(task_, s);
     r = std::move(*live_result);
     r.solution_id = s.id;
@@ -253,9 +285,9 @@ EvalResult Session::finish_attempt(Solution& s, const std::string& action, bool 
                        {"speedup", r.speedup},
                        {"workloads", workloads_brief(r)}});
   if (!r.passed()) ev["summary"] = r.summary();
-  event("evaluated", std::move(ev));
+  emit("evaluated", std::move(ev));
   if (improved)
-    event("best_improved", Json::obj({{"round", round},
+    emit("best_improved", Json::obj({{"round", round},
                                       {"solution_id", s.id},
                                       {"latency_ms", r.latency_ms},
                                       {"speedup", r.speedup}}));
@@ -300,6 +332,7 @@ void Session::report(const std::string& action, const Solution& s, const EvalRes
 }
 
 EvalResult Session::evaluate(Solution& candidate, const std::string& action) {
+  ensure_running();
   if (candidate.task.empty()) candidate.task = task_.name();
   candidate.finalize();
   return finish_attempt(candidate, action, true, std::nullopt, "");
@@ -307,6 +340,7 @@ EvalResult Session::evaluate(Solution& candidate, const std::string& action) {
 
 std::vector<EvalResult> Session::evaluate_batch(std::vector<Solution>& candidates,
                                                 const std::vector<std::string>& actions) {
+  ensure_running();
   if (actions.size() != candidates.size())
     throw Error(Status::invalid_argument, "evaluate_batch: one action per candidate is needed");
   std::vector<Solution> live;
@@ -356,13 +390,14 @@ std::optional<EvalResult> Session::find_eval(const std::string& id) const {
 }
 
 void Session::snapshot_world_model() {
+  ensure_running();
   if (!wm_.initialized()) return;
   std::uint64_t v = wm_.version();
   if (snapshot_written_ && v == snapshot_version_) return;
   store_.write_world_model(v, wm_.to_json());
   snapshot_version_ = v;
   snapshot_written_ = true;
-  event("world_model_snapshot", Json::obj({{"version", static_cast<std::int64_t>(v)}}));
+  emit("world_model_snapshot", Json::obj({{"version", static_cast<std::int64_t>(v)}}));
 }
 
 void Session::set_state(Json state) {

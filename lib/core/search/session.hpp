@@ -73,6 +73,11 @@ class Session final : public SearchContext {
 
  private:
   bool replaying_evals() const { return eval_seq_ < journal_evals_.size(); }
+  // Throws SearchStopped once a stop condition holds (see strategy.hpp).
+  void ensure_running() const;
+  // Appends a strategy event without the stop check: the session's own
+  // events inside an action that was admitted before the stop.
+  void emit(const std::string& type, Json data);
   Json llm_entry(std::size_t seq, const LlmRequest& req, const LlmResponse& resp) const;
   LlmResponse replay_llm(const LlmRequest& req);
   void after_llm(std::size_t seq, const LlmRequest& req, const LlmResponse& resp, bool replayed);
@@ -104,6 +109,7 @@ class Session final : public SearchContext {
 
   int rounds_used_ = 0;
   bool cancelled_ = false;
+  bool prompt_mismatch_noted_ = false;
   std::uint64_t snapshot_version_ = 0;
   bool snapshot_written_ = false;
   std::optional<BestSolution> best_;

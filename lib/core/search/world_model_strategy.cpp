@@ -76,7 +76,6 @@ class WorldModelStrategy final : public SearchStrategy {
         ctx.event("world_model_edit_failed", Json::obj({{"kind", to_string(kind)}, {"attempt", t},
                                                         {"errors", Json::arr({resp.error})}}));
         in.validation_errors = {"The previous request failed: " + resp.error};
-        if (ctx.should_stop()) return false;
         continue;
       }
       EditOutcome out = apply(resp.text);
@@ -176,8 +175,9 @@ class WorldModelStrategy final : public SearchStrategy {
       std::string label = fmt::format("{} [{} {}]", action.title, to_string(req.kind), attempt);
       LlmResponse resp = ctx.llm(req);
       if (!resp.ok) {
+        // An outage is no evidence about the action: it uses a round but does
+        // not count towards the cycle's stagnation.
         ctx.record_failed_round(label, "the LLM request failed: " + resp.error, resp.text);
-        tracker.observe(false, 0);
         resend = req;
       } else {
         last.reset();
@@ -189,6 +189,9 @@ class WorldModelStrategy final : public SearchStrategy {
           cand = parse_candidate(resp.text, cfg.language);
         } catch (const Error& e) {
           parse_error = e.what();
+        } catch (const std::exception& e) {
+          // The answer is untrusted input; whatever it trips is a failed round.
+          parse_error = std::string("the answer could not be read: ") + e.what();
         }
         if (!parse_error.empty()) {
           last_eval = ctx.record_failed_round(label, parse_error, resp.text);
@@ -213,6 +216,8 @@ class WorldModelStrategy final : public SearchStrategy {
                                {"cycle_best", cycle_best ? cycle_best->id : ""}}));
       if (tracker.stagnant()) break;
     }
+    // A stop inside the cycle ends the run here: the next context call throws
+    // SearchStopped, so no edit is made on partial evidence.
     ctx.event("cycle_finished", Json::obj({{"cycle", cycle}, {"node_id", node_id}, {"attempts", attempt},
                                            {"passed", tracker.has_pass()},
                                            {"cycle_best", cycle_best ? cycle_best->id : ""}}));
@@ -231,7 +236,7 @@ class WorldModelStrategy final : public SearchStrategy {
     ref.eval = compact_eval(best_eval);
     wm.attach_solution(node_id, ref);
     ctx.snapshot_world_model();
-    if (can_call_llm(ctx)) {
+    {
       WmPromptInputs in = base_inputs(ctx);
       in.chosen_node_id = node_id;
       in.prediction = fmt::format("expected_vs_baseline_factor: {}; confidence: 0.5; rationale: {}",
@@ -249,8 +254,6 @@ class WorldModelStrategy final : public SearchStrategy {
         wm.fallback_after_refine(node_id, ctx.rounds_used());
         ctx.event("world_model_fallback", Json::obj({{"kind", "wm_refine"}}));
       }
-    } else {
-      wm.fallback_after_refine(node_id, ctx.rounds_used());
     }
     wm.set_computed_signals(Json::obj({{"round_index", ctx.rounds_used()},
                                        {"trace", Json::obj({{"status", to_string(best_eval.status)},
@@ -263,7 +266,7 @@ class WorldModelStrategy final : public SearchStrategy {
   void too_hard(SearchContext& ctx, const std::string& node_id, int attempts,
                 const std::optional<EvalResult>& last_eval) {
     WorldModel& wm = ctx.world_model();
-    if (can_call_llm(ctx)) {
+    {
       WmPromptInputs in = base_inputs(ctx);
       in.chosen_node_id = node_id;
       in.debug_rounds = attempts;
@@ -278,19 +281,10 @@ class WorldModelStrategy final : public SearchStrategy {
         wm.fallback_after_too_hard(node_id, ctx.rounds_used());
         ctx.event("world_model_fallback", Json::obj({{"kind", "wm_too_hard"}}));
       }
-    } else {
-      wm.fallback_after_too_hard(node_id, ctx.rounds_used());
     }
     ctx.snapshot_world_model();
   }
 
-  // World-model edits after the round budget is spent still run (the tree
-  // stays complete for a resume with more rounds), but not after a cost
-  // budget or a user stop.
-  static bool can_call_llm(const SearchContext& ctx) {
-    std::string why = ctx.stop_reason();
-    return why.empty() || why == "max_rounds";
-  }
 };
 
 }  // namespace

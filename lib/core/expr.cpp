@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
+#include <climits>
 #include <cmath>
 
 #include "ksearch/error.hpp"
@@ -17,6 +18,7 @@ class ExprParser {
   ExprParser(std::string_view text, Expr& out) : s_(text), out_(out) {}
 
   void run() {
+    if (s_.size() > kMaxLength) fail(fmt::format("longer than {} characters", kMaxLength));
     skip();
     if (pos_ >= s_.size()) fail("empty expression");
     out_.root_ = ternary();
@@ -26,6 +28,19 @@ class ExprParser {
 
  private:
   using Op = Expr::Node::Op;
+  // Expressions come from LLM answers: bound them so a pathological one
+  // cannot exhaust the stack of the parser or the evaluator.
+  static constexpr std::size_t kMaxLength = 4096;
+  static constexpr int kMaxDepth = 200;
+
+  // Counts nesting while a recursive rule runs.
+  struct Depth {
+    ExprParser& p;
+    explicit Depth(ExprParser& parser) : p(parser) {
+      if (++p.depth_ > kMaxDepth) p.fail(fmt::format("nested more than {} levels deep", kMaxDepth));
+    }
+    ~Depth() { --p.depth_; }
+  };
 
   [[noreturn]] void fail(const std::string& what) const {
     throw Error(Status::invalid_argument,
@@ -52,6 +67,8 @@ class ExprParser {
   }
 
   int add(Expr::Node n) {
+    // A long chain "1+1+...+1" is shallow to parse but deep to evaluate.
+    if (out_.nodes_.size() >= 2 * static_cast<std::size_t>(kMaxDepth)) fail("too many terms");
     out_.nodes_.push_back(std::move(n));
     return static_cast<int>(out_.nodes_.size()) - 1;
   }
@@ -59,6 +76,7 @@ class ExprParser {
   int binary(Op op, int a, int b) { return add({op, 0, 0, {}, {a, b}}); }
 
   int ternary() {
+    Depth guard(*this);
     int c = lor();
     if (eat("?")) {
       int a = ternary();
@@ -112,6 +130,7 @@ class ExprParser {
   }
 
   int unary() {
+    Depth guard(*this);
     if (eat("-")) return add({Op::neg, 0, 0, {}, {unary()}});
     if (eat("+")) return unary();
     if (eat("!")) return add({Op::lnot, 0, 0, {}, {unary()}});
@@ -183,9 +202,15 @@ class ExprParser {
       while (pos_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[pos_]))) ++pos_;
     }
     std::string tok(s_.substr(start, pos_ - start));
-    if (is_double) return add({Op::num_double, 0, std::stod(tok), {}, {}});
+    if (tok.front() == '.' && (tok.size() == 1 || !std::isdigit(static_cast<unsigned char>(tok[1]))))
+      fail("malformed number");
     errno = 0;
     char* end = nullptr;
+    if (is_double) {
+      double d = std::strtod(tok.c_str(), &end);
+      if (errno == ERANGE || end != tok.c_str() + tok.size() || !std::isfinite(d)) fail("number out of range or malformed");
+      return add({Op::num_double, 0, d, {}, {}});
+    }
     long long v = std::strtoll(tok.c_str(), &end, 10);
     if (errno == ERANGE) fail("integer literal out of range");
     return add({Op::num_int, v, 0, {}, {}});
@@ -194,6 +219,7 @@ class ExprParser {
   std::string_view s_;
   Expr& out_;
   std::size_t pos_ = 0;
+  int depth_ = 0;
 };
 
 Expr Expr::parse(std::string_view text) {
@@ -233,6 +259,7 @@ ExprValue Expr::eval_node(int idx, const Vars& vars) const {
     }
     case Op::neg: {
       auto a = kid(0);
+      if (a.is_int && a.i == INT64_MIN) fail("integer overflow");
       return a.is_int ? make_int(-a.i) : make_double(-a.d);
     }
     case Op::lnot: return make_int(kid(0).as_double() == 0.0 ? 1 : 0);
@@ -248,8 +275,8 @@ ExprValue Expr::eval_node(int idx, const Vars& vars) const {
           case Op::add: if (__builtin_add_overflow(a.i, b.i, &r)) fail("integer overflow"); return make_int(r);
           case Op::sub: if (__builtin_sub_overflow(a.i, b.i, &r)) fail("integer overflow"); return make_int(r);
           case Op::mul: if (__builtin_mul_overflow(a.i, b.i, &r)) fail("integer overflow"); return make_int(r);
-          case Op::div: if (b.i == 0) fail("division by zero"); return make_int(a.i / b.i);
-          case Op::mod: if (b.i == 0) fail("modulo by zero"); return make_int(a.i % b.i);
+          case Op::div: if (b.i == 0) fail("division by zero"); if (a.i == INT64_MIN && b.i == -1) fail("integer overflow"); return make_int(a.i / b.i);
+          case Op::mod: if (b.i == 0) fail("modulo by zero"); if (b.i == -1) return make_int(0); return make_int(a.i % b.i);
           case Op::lt: return make_int(a.i < b.i);
           case Op::le: return make_int(a.i <= b.i);
           case Op::gt: return make_int(a.i > b.i);
@@ -293,10 +320,17 @@ ExprValue Expr::eval_node(int idx, const Vars& vars) const {
       if (f == "cdiv" || f == "ceil_div" || f == "round_up") {
         if (!all_int) fail(fmt::format("{}() needs integer arguments", f));
         if (args[1].i <= 0) fail(fmt::format("{}() needs a positive divisor", f));
-        std::int64_t q = args[0].i >= 0 ? (args[0].i + args[1].i - 1) / args[1].i : args[0].i / args[1].i;
-        return make_int(f == "round_up" ? q * args[1].i : q);
+        // ceil(a / b) without forming a + b - 1, which can overflow.
+        std::int64_t q = args[0].i / args[1].i + ((args[0].i % args[1].i) > 0 ? 1 : 0);
+        if (f == "cdiv" || f == "ceil_div") return make_int(q);
+        std::int64_t r = 0;
+        if (__builtin_mul_overflow(q, args[1].i, &r)) fail("integer overflow");
+        return make_int(r);
       }
-      if (f == "abs") return args[0].is_int ? make_int(std::llabs(args[0].i)) : make_double(std::fabs(args[0].d));
+      if (f == "abs") {
+        if (args[0].is_int && args[0].i == INT64_MIN) fail("integer overflow");
+        return args[0].is_int ? make_int(std::llabs(args[0].i)) : make_double(std::fabs(args[0].d));
+      }
       double x = args[0].as_double();
       if (f == "sqrt") { if (x < 0) fail("sqrt of a negative number"); return make_double(std::sqrt(x)); }
       if (f == "pow") return make_double(std::pow(x, args[1].as_double()));

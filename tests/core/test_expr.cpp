@@ -57,3 +57,27 @@ TEST_CASE("expr: errors name the problem") {
   CHECK(msg([] { Expr::parse(""); }).find("empty") != std::string::npos);
   CHECK(msg([] { Expr::parse("2 ** 3"); }).find("unexpected") != std::string::npos);
 }
+
+TEST_CASE("expr: hostile input is an error, never a crash") {
+  // From LLM answers: malformed numbers, overflow traps, runaway nesting.
+  CHECK_THROWS_AS(Expr::parse(".e3"), ks::Error);
+  CHECK_THROWS_AS(Expr::parse("."), ks::Error);
+  CHECK_THROWS_AS(Expr::parse("1e999"), ks::Error);
+  CHECK_THROWS_AS(Expr::parse("99999999999999999999"), ks::Error);
+  CHECK_THROWS_AS(Expr::parse("(-9223372036854775807-1) / -1").eval_int({}), ks::Error);
+  CHECK(Expr::parse("(-9223372036854775807-1) % -1").eval_int({}) == 0);
+  CHECK_THROWS_AS(Expr::parse("-(-9223372036854775807-1)").eval_int({}), ks::Error);
+  CHECK_THROWS_AS(Expr::parse("abs(-9223372036854775807-1)").eval_int({}), ks::Error);
+  CHECK_THROWS_AS(Expr::parse("round_up(9223372036854775807, 2)").eval_int({}), ks::Error);
+  CHECK(Expr::parse("cdiv(9223372036854775807, 2)").eval_int({}) == 4611686018427387904LL);
+  CHECK(Expr::parse("cdiv(-7, 2)").eval_int({}) == -3);
+  std::string deep(5000, '(');
+  CHECK_THROWS_WITH(Expr::parse(deep), doctest::Contains("longer than"));
+  std::string nested = std::string(300, '(') + "1" + std::string(300, ')');
+  CHECK_THROWS_WITH(Expr::parse(nested), doctest::Contains("nested"));
+  CHECK_THROWS_WITH(Expr::parse(std::string(1000, '-') + "1"), doctest::Contains("nested"));
+  std::string chain = "1";
+  for (int i = 0; i < 500; ++i) chain += "+1";
+  CHECK_THROWS_WITH(Expr::parse(chain), doctest::Contains("too many terms"));
+  CHECK(Expr::parse(".5 * 4").eval_double({}) == doctest::Approx(2.0));
+}

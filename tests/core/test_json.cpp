@@ -84,3 +84,16 @@ TEST_CASE("json: large unsigned integers degrade to doubles, not wrap") {
   CHECK(j.is_number());
   CHECK(j.as_number() > 1.8e19);
 }
+
+TEST_CASE("json: invalid UTF-8 is written as U+FFFD so every line reads back") {
+  std::string cut = "quote \xE2\x80";  // a curly quote cut in half
+  std::string junk = "a\xFF" "b\xC0\xAF" "c";  // invalid byte, overlong encoding
+  std::string good = "\xE2\x80\x98ok\xE2\x80\x99 \xF0\x9F\x98\x80";
+  for (const std::string& s : {cut, junk, good}) {
+    std::string line = Json(s).dump();
+    auto back = Json::try_parse(line);
+    REQUIRE(back.has_value());
+    if (s == good) CHECK(back->as_string() == good);
+  }
+  CHECK(Json::parse(Json(junk).dump()).as_string() == "a\xEF\xBF\xBD" "b\xEF\xBF\xBD\xEF\xBF\xBD" "c");
+}

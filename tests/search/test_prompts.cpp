@@ -25,6 +25,15 @@ TEST_CASE("prompts: clip keeps both ends and respects the budget") {
   CHECK(c.find("TAIL") != std::string::npos);
   CHECK(c.find("[... cut ...]") != std::string::npos);
   CHECK(clip("short", 500) == "short");
+  // A cut never splits a UTF-8 character (compiler logs quote with curly quotes).
+  std::string quotes;
+  for (int i = 0; i < 2000; ++i) quotes += "\xE2\x80\x98x\xE2\x80\x99";
+  for (std::size_t budget : {50u, 301u, 302u, 303u, 1000u}) {
+    std::string c2 = clip(quotes, budget);
+    CHECK(c2.size() <= budget);
+    CHECK(ks::Json::try_parse(ks::Json(c2).dump()).has_value());
+    CHECK(ks::Json::parse(ks::Json(c2).dump()).as_string() == c2);  // nothing was replaced: still valid UTF-8
+  }
 }
 
 TEST_CASE("prompts: evaluation feedback lists per-workload latencies and bounds the log") {

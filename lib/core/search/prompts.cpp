@@ -8,14 +8,28 @@
 
 namespace ks::detail {
 
+namespace {
+
+bool continuation_byte(char c) { return (static_cast<unsigned char>(c) & 0xC0) == 0x80; }
+
+}  // namespace
+
 std::string clip(const std::string& text, std::size_t max_chars) {
   if (text.size() <= max_chars) return text;
   static const std::string mark = "\n[... cut ...]\n";
-  if (max_chars <= mark.size()) return text.substr(0, max_chars);
+  // Cut points move off UTF-8 continuation bytes so no character is split.
+  if (max_chars <= mark.size()) {
+    std::size_t end = max_chars;
+    while (end > 0 && continuation_byte(text[end])) --end;
+    return text.substr(0, end);
+  }
   // Keep the head and the tail: compiler errors and tracebacks matter at both ends.
   std::size_t keep = max_chars - mark.size();
   std::size_t head = keep * 2 / 3;
-  return text.substr(0, head) + mark + text.substr(text.size() - (keep - head));
+  while (head > 0 && continuation_byte(text[head])) --head;
+  std::size_t tail = text.size() - (keep - keep * 2 / 3);
+  while (tail < text.size() && continuation_byte(text[tail])) ++tail;
+  return text.substr(0, head) + mark + text.substr(tail);
 }
 
 std::string codegen_system_message(Language lang) {
@@ -200,7 +214,8 @@ LlmRequest build_improve_request(const CodegenInputs& in) {
        "correct: study the per-workload latencies, find the bottleneck, and return the complete improved "
        "kernel.\n\n";
   p += evidence_block("Base kernel (best passing so far)", in.base, in.budgets);
-  if (in.last.solution != in.base.solution || !in.last.raw_answer.empty())
+  bool last_is_base = in.last.solution && in.base.solution && in.last.solution->id == in.base.solution->id;
+  if ((in.last.solution && !last_is_base) || !in.last.raw_answer.empty())
     p += evidence_block("Last attempt", in.last, in.budgets);
   p += footer(in);
   r.prompt = std::move(p);

@@ -61,7 +61,8 @@ std::vector<OptionSpec> search_options() {
       {"max-concurrency", "N", "LLM requests in flight at once.", "4", false},
       {"max-cost", "USD", "Stop sending LLM requests once this much is spent.", "unlimited", false},
       {"price-file", "FILE", "JSON price table overriding the built-in one.", "", false},
-      {"max-wall-time", "S", "Stop starting rounds after this many seconds.", "unlimited", false},
+      {"max-wall-time", "S", "Stop starting rounds after this many seconds of this process (a resume starts "
+                             "counting again).", "unlimited", false},
       {"backend", "auto|cuda|host", "Evaluation backend.", "auto", false},
       {"device", "N", "GPU ordinal to evaluate on.", "all visible", true},
       {"in-process", "", "Run kernels in this process instead of isolated workers (trusted code only).", "", false},

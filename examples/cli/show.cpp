@@ -30,7 +30,7 @@ int cmd_show(int argc, char** argv) {
     std::fprintf(stderr, "ksearch show: give exactly one run folder\n");
     return 2;
   }
-  RunStore store = RunStore::open(a.positional()[0]);
+  RunStore store = RunStore::open_read_only(a.positional()[0]);
   Json m = store.manifest();
   auto attempts = store.attempts();
   auto best = store.best();

@@ -7,7 +7,8 @@
 //   <run>/attempts.jsonl         index of every attempted solution with its evaluation
 //   <run>/attempts/NNNN-<id>/    solution.json, eval.json, the source files, answer.txt
 //   <run>/world_model/vNNNNNN.json  versioned world-model snapshots (atomic)
-//   <run>/best/                  the best solution: solution.json, eval.json, source files, plan
+//   <run>/best.json              the best solution and its evaluation (atomic; the record)
+//   <run>/best/                  the same as files to read: solution.json, eval.json, sources, plan
 //   <run>/state.json             the strategy's state, for `ksearch show` (atomic)
 #pragma once
 
@@ -41,9 +42,14 @@ class KS_API RunStore {
   // Creates a run folder. Refuses a folder that already holds a run, so a
   // finished run is never overwritten (use open() to resume it).
   static RunStore create(const std::filesystem::path& dir, const Json& manifest);
-  // Opens an existing run; throws ks::Error(Status::not_found) when the
-  // folder holds no manifest.json.
+  // Opens an existing run to continue it; throws ks::Error(Status::not_found)
+  // when the folder holds no manifest.json. A writer holds an exclusive lock
+  // on <run>/lock for as long as the store lives, so two processes never
+  // append to one run (Status::state names the conflict).
   static RunStore open(const std::filesystem::path& dir);
+  // Opens a run for reading only (`ksearch show`): no lock, nothing written,
+  // safe on a run another process is writing.
+  static RunStore open_read_only(const std::filesystem::path& dir);
   static bool exists(const std::filesystem::path& dir);
 
   RunStore(RunStore&&) noexcept;

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -56,7 +57,9 @@ void make_dirs(const fs::path& path) {
 void write_file_atomic(const fs::path& path, std::string_view content) {
   fs::path dir = path.parent_path();
   if (!dir.empty()) make_dirs(dir);
-  std::string tmp = path.string() + fmt::format(".tmp.{}", ::getpid());
+  // Unique per process, thread and call: two threads may write the same path.
+  static std::atomic<std::uint64_t> counter{0};
+  std::string tmp = path.string() + fmt::format(".tmp.{}.{}.{}", ::getpid(), ::gettid(), counter.fetch_add(1));
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) io_error("cannot create", tmp);
   try {

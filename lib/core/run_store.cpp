@@ -1,8 +1,13 @@
 #include "ksearch/run_store.hpp"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cctype>
 #include <chrono>
 #include <ctime>
@@ -29,24 +34,34 @@ std::string utc_timestamp() {
 namespace {
 
 // File names written into the run folder come from LLM answers: keep only a
-// safe base name so nothing escapes the folder.
-std::string safe_file_name(const std::string& path, int index) {
-  std::string base = fs::path(path).filename().string();
-  std::string out;
-  for (char c : base) {
-    bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
-    out.push_back(ok ? c : '_');
+// safe base name so nothing escapes the folder, never one of the record
+// files, and never the same name twice.
+std::vector<std::string> safe_file_names(const Solution& s) {
+  static const char* reserved[] = {"solution.json", "eval.json", "answer.txt", "launch_plan.json", "best.json"};
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < s.sources.size(); ++i) {
+    std::string name;
+    for (char c : fs::path(s.sources[i].path).filename().string()) {
+      bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+      name.push_back(ok ? c : '_');
+    }
+    bool bad = name.empty() || name == "." || name == "..";
+    for (const char* r : reserved) bad = bad || name == r;
+    if (bad) name = fmt::format("source_{}.txt", i);
+    std::string unique = name;
+    for (int k = 1; std::find(out.begin(), out.end(), unique) != out.end(); ++k) {
+      auto dot = name.rfind('.');
+      unique = dot == std::string::npos || dot == 0 ? fmt::format("{}_{}", name, k)
+                                                    : fmt::format("{}_{}{}", name.substr(0, dot), k, name.substr(dot));
+    }
+    out.push_back(unique);
   }
-  if (out.empty() || out == "." || out == ".." || out == "solution.json" || out == "eval.json" ||
-      out == "answer.txt")
-    out = fmt::format("source_{}.txt", index);
   return out;
 }
 
 void write_solution_files(const fs::path& dir, const Solution& s) {
-  for (std::size_t i = 0; i < s.sources.size(); ++i)
-    detail::write_file_atomic(dir / safe_file_name(s.sources[i].path, static_cast<int>(i)),
-                              s.sources[i].content);
+  auto names = safe_file_names(s);
+  for (std::size_t i = 0; i < s.sources.size(); ++i) detail::write_file_atomic(dir / names[i], s.sources[i].content);
   if (!s.launch_plan.is_null()) detail::write_file_atomic(dir / "launch_plan.json", s.launch_plan.dump(2));
 }
 
@@ -74,6 +89,11 @@ Json AttemptRecord::to_json() const {
 
 struct RunStore::Impl {
   fs::path dir;
+  bool read_only = false;
+  int lock_fd = -1;
+  ~Impl() {
+    if (lock_fd >= 0) ::close(lock_fd);  // releases the flock
+  }
   AppendLog events;
   AppendLog transcript;
   AppendLog attempts;
@@ -104,10 +124,42 @@ RunStore RunStore::create(const fs::path& dir, const Json& manifest) {
   if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
     throw Error(Status::invalid_argument, fmt::format("{} exists and is not a folder", dir.string()));
   detail::make_dirs(dir);
+  {
+    RunStore s;
+    s.impl_->dir = dir;
+    s.write_manifest(manifest);
+  }
+  return open(dir);
+}
+
+namespace {
+
+// An exclusive, non-blocking lock held while a process writes the run.
+int lock_run(const fs::path& dir) {
+  fs::path p = dir / "lock";
+  int fd = ::open(p.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0)
+    throw Error(Status::io, fmt::format("cannot open {}: {}", p.string(), std::strerror(errno)));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int err = errno;
+    ::close(fd);
+    if (err == EWOULDBLOCK)
+      throw Error(Status::state, fmt::format("{} is in use by another ksearch process (a run or resume is still "
+                                             "going); wait for it or stop it first", dir.string()));
+    throw Error(Status::io, fmt::format("cannot lock {}: {}", p.string(), std::strerror(err)));
+  }
+  return fd;
+}
+
+}  // namespace
+
+RunStore RunStore::open_read_only(const fs::path& dir) {
+  if (!exists(dir))
+    throw Error(Status::not_found, fmt::format("{} holds no run (manifest.json is missing)", dir.string()));
   RunStore s;
   s.impl_->dir = dir;
-  s.write_manifest(manifest);
-  return open(dir);
+  s.impl_->read_only = true;
+  return s;
 }
 
 RunStore RunStore::open(const fs::path& dir) {
@@ -115,6 +167,7 @@ RunStore RunStore::open(const fs::path& dir) {
     throw Error(Status::not_found, fmt::format("{} holds no run (manifest.json is missing)", dir.string()));
   RunStore s;
   s.impl_->dir = dir;
+  s.impl_->lock_fd = lock_run(dir);
   // A kill can tear the last line of a log; cut it so appends stay whole lines.
   for (const char* log : {"events.jsonl", "transcript.jsonl", "attempts.jsonl"})
     detail::truncate_torn_tail(dir / log);
@@ -131,11 +184,19 @@ Json RunStore::manifest() const {
   return Json::parse(detail::read_file(impl_->dir / "manifest.json"));
 }
 
+namespace {
+void require_writable(bool read_only, const fs::path& dir) {
+  if (read_only) throw Error(Status::state, fmt::format("{} was opened read-only", dir.string()));
+}
+}  // namespace
+
 void RunStore::write_manifest(const Json& manifest) {
+  require_writable(impl_->read_only, impl_->dir);
   detail::write_file_atomic(impl_->dir / "manifest.json", manifest.dump(2) + "\n");
 }
 
 int RunStore::append_event(const std::string& type, Json data) {
+  require_writable(impl_->read_only, impl_->dir);
   Json e = Json::obj({{"seq", impl_->next_event_seq}, {"time", utc_timestamp()}, {"type", type}});
   if (data.is_object()) {
     for (auto& [k, v] : data.as_object()) e[k] = std::move(v);
@@ -153,7 +214,8 @@ std::vector<Json> RunStore::events() const {
   return out;
 }
 
-void RunStore::append_transcript(const Json& entry) { impl_->transcript.append(entry.dump()); }
+void RunStore::append_transcript(const Json& entry) {
+  require_writable(impl_->read_only, impl_->dir); impl_->transcript.append(entry.dump()); }
 
 std::vector<Json> RunStore::transcript() const {
   std::vector<Json> out;
@@ -163,6 +225,7 @@ std::vector<Json> RunStore::transcript() const {
 }
 
 void RunStore::record_attempt(const AttemptRecord& a) {
+  require_writable(impl_->read_only, impl_->dir);
   fs::path d = impl_->attempt_dir(a);
   detail::make_dirs(d);
   if (!a.solution.sources.empty()) {
@@ -200,6 +263,7 @@ std::vector<AttemptRecord> RunStore::attempts() const {
 }
 
 void RunStore::write_world_model(std::uint64_t version, const Json& wm) {
+  require_writable(impl_->read_only, impl_->dir);
   fs::path p = impl_->dir / "world_model" / fmt::format("v{:06d}.json", version);
   std::error_code ec;
   if (fs::exists(p, ec)) return;
@@ -212,8 +276,13 @@ std::vector<std::uint64_t> RunStore::world_model_versions() const {
   fs::path d = impl_->dir / "world_model";
   if (!fs::is_directory(d, ec)) return out;
   for (const auto& e : fs::directory_iterator(d)) {
+    // vNNNNNN.json, at least six digits; anything else is not a snapshot.
     std::string n = e.path().filename().string();
-    if (n.size() == 12 && n[0] == 'v' && n.substr(7) == ".json") out.push_back(std::stoull(n.substr(1, 6)));
+    if (n.size() < 12 || n[0] != 'v' || n.substr(n.size() - 5) != ".json") continue;
+    std::string digits = n.substr(1, n.size() - 6);
+    if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }) || digits.size() > 18)
+      continue;
+    out.push_back(std::stoull(digits));
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -226,9 +295,13 @@ std::optional<Json> RunStore::latest_world_model() const {
 }
 
 void RunStore::write_best(const BestSolution& best) {
+  require_writable(impl_->read_only, impl_->dir);
+  // The record is one file, replaced atomically: a kill leaves the old best
+  // or the new one, never a mix. best/ is a readable copy, rebuilt after it.
+  Json record = Json::obj({{"round", best.round}, {"solution", best.solution.to_json()}, {"eval", best.eval.to_json()}});
+  detail::write_file_atomic(impl_->dir / "best.json", record.dump(2) + "\n");
   fs::path d = impl_->dir / "best";
   detail::make_dirs(d);
-  // Remove files of an earlier best that this one does not have.
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(d, ec)) fs::remove(e.path(), ec);
   write_solution_files(d, best.solution);
@@ -239,19 +312,19 @@ void RunStore::write_best(const BestSolution& best) {
 }
 
 std::optional<BestSolution> RunStore::best() const {
-  fs::path d = impl_->dir / "best";
   std::error_code ec;
-  if (!fs::exists(d / "solution.json", ec) || !fs::exists(d / "eval.json", ec)) return std::nullopt;
+  fs::path p = impl_->dir / "best.json";
+  if (!fs::exists(p, ec)) return std::nullopt;
+  Json j = Json::parse(detail::read_file(p));
   BestSolution b;
-  Json sj = Json::parse(detail::read_file(d / "solution.json"));
-  b.round = static_cast<int>(sj.get_int("round"));
-  sj.erase("round");
-  b.solution = Solution::from_json(sj);
-  b.eval = EvalResult::from_json(Json::parse(detail::read_file(d / "eval.json")));
+  b.round = static_cast<int>(j.get_int("round"));
+  b.solution = Solution::from_json(j.at("solution"));
+  b.eval = EvalResult::from_json(j.at("eval"));
   return b;
 }
 
 void RunStore::write_state(const Json& state) {
+  require_writable(impl_->read_only, impl_->dir);
   detail::write_file_atomic(impl_->dir / "state.json", state.dump(2) + "\n");
 }
 

@@ -47,6 +47,9 @@ TEST_CASE("run store: events and transcript append with sequence numbers") {
   }
   RunStore s = RunStore::open(dir);
   CHECK(s.append_event("c", Json::object()) == 2);
+  // A second writer is refused while this one holds the run.
+  CHECK_THROWS_WITH(RunStore::open(dir), doctest::Contains("in use by another ksearch process"));
+  CHECK(RunStore::open_read_only(dir).events().size() == 3);
   auto ev = s.events();
   REQUIRE(ev.size() == 3);
   CHECK(ev[0]["type"].as_string() == "a");
@@ -91,7 +94,7 @@ TEST_CASE("run store: attempts keep every solution with its evaluation and raw a
   b.eval.log = "no source block";
   b.raw_answer = "I cannot do that.";
   s.record_attempt(b);
-  auto all = RunStore::open(dir).attempts();
+  auto all = RunStore::open_read_only(dir).attempts();
   REQUIRE(all.size() == 2);
   CHECK(all[0].solution.id == a.solution.id);
   CHECK(all[0].solution.parent_id == "p0");

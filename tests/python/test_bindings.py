@@ -78,6 +78,14 @@ class BindingsTest(unittest.TestCase):
         self.assertEqual(res2.rounds, 3)
         self.assertEqual(len(prompts), 3)  # only the new round asked the model
 
+    def test_failing_progress_function_is_reported(self):
+        def progress(r):
+            raise ValueError("bug in my progress function")
+        with self.assertRaises(ValueError):
+            ksearch.run_search(TASK, llm=lambda k, s, p: GOOD, strategy="greedy", language="cpp",
+                               max_rounds=3, backend="host", timing_cap_s=0.2, run_dir=self.work / "bad",
+                               progress=progress)
+
     def test_progress_can_stop(self):
         res = ksearch.run_search(TASK, llm=lambda k, s, p: GOOD, strategy="greedy", language="cpp",
                                  max_rounds=5, backend="host", timing_cap_s=0.2, run_dir=self.work / "stop",

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <exception>
 #include <mutex>
 #include <set>
@@ -19,6 +20,9 @@
 #include "eval/thread_pool.hpp"
 #include "eval/worker_client.hpp"
 #include "ksearch/error.hpp"
+#if KS_HAVE_CUDA_BACKEND
+#include "eval/cuda/cuda_backend.hpp"
+#endif
 
 namespace ks::eval {
 namespace {
@@ -290,12 +294,15 @@ class ProcessEvaluator final : public Evaluator {
     for (Language l : languages) references[l] = &reference_for(spec, key, l, opts);
 
     // Compile everything on the pool; measurement starts as soon as the first is ready.
+    // Everything a job needs is worked out here, on this thread: the jobs
+    // must not touch the run slots, whose workers their own threads drive.
     std::vector<std::future<std::variant<PreparedSolution, EvalResult>>> compiled;
-    for (std::size_t i = 0; i < solutions.size(); ++i)
-      compiled.push_back(pool_.submit([&, i] {
-        return prepare_solution(spec, solutions[i], workloads, opts, arch_for(solutions[i].language),
-                                cache_dir_for(solutions[i].language), compile_fn(solutions[i].language));
+    for (std::size_t i = 0; i < solutions.size(); ++i) {
+      const Language l = solutions[i].language;
+      compiled.push_back(pool_.submit([&, i, arch = arch_for(l), dir = cache_dir_for(l), compile = compile_fn(l)] {
+        return prepare_solution(spec, solutions[i], workloads, opts, arch, dir, compile);
       }));
+    }
     // Whatever happens below, no pool job may outlive the locals it reads.
     struct WaitAll {
       std::vector<std::future<std::variant<PreparedSolution, EvalResult>>>& f;
@@ -332,6 +339,7 @@ class ProcessEvaluator final : public Evaluator {
         ref_times_.apply(r, key, device);
       }
       add_compile_info(r, p);
+      if (backend[i] == Backend::cuda && gpus_skipped_ > 0) r.metrics["gpus_skipped"] = gpus_skipped_;
       r.solution_id = p.solution.id;
       results[i] = std::move(r);
     };
@@ -394,37 +402,44 @@ class ProcessEvaluator final : public Evaluator {
     return std::make_unique<RunSlot>(worker_exe_, "host", cache_dir_);
   }
 
-  // Starts one run worker per GPU: the configured ordinals, or every ordinal
-  // that opens, counting up from 0.
+  // One run slot per GPU: the configured ordinals, or every device the
+  // driver reports. Candidates are compiled once for one architecture, so
+  // only GPUs of the first device's architecture are used; the others are
+  // skipped with a warning. Workers start when their slot first runs.
   void ensure_cuda_slots() {
     if (!cuda_slots_.empty()) return;
     std::string why;
     if (!cuda_available(&why)) throw Error(Status::no_device, "CUDA evaluation is not possible here: " + why);
-    if (!config_.devices.empty()) {
-      for (int d : config_.devices) {
-        auto slot = std::make_unique<RunSlot>(worker_exe_, fmt::format("cuda:{}", d), cache_dir_);
-        slot->info();  // fails loudly for a bad ordinal
-        cuda_slots_.push_back(std::move(slot));
+#if KS_HAVE_CUDA_BACKEND
+    std::vector<int> ordinals = config_.devices;
+    if (ordinals.empty())
+      for (int d = 0, n = cuda_device_count(); d < n; ++d) ordinals.push_back(d);
+    std::string first_arch;
+    std::vector<std::unique_ptr<RunSlot>> slots;
+    for (int d : ordinals) {
+      const std::string arch = cuda_device_arch(d);  // no_device, naming the ordinal, for a bad one
+      if (first_arch.empty()) first_arch = arch;
+      if (arch != first_arch) {
+        ++gpus_skipped_;
+        std::fprintf(stderr,
+                     "ksearch: warning: CUDA device %d (%s) is not used: the evaluator compiles for the first "
+                     "device's architecture (%s)\n",
+                     d, arch.c_str(), first_arch.c_str());
+        continue;
       }
-      return;
+      slots.push_back(std::make_unique<RunSlot>(worker_exe_, fmt::format("cuda:{}", d), cache_dir_));
     }
-    for (int d = 0; d < 64; ++d) {
-      auto slot = std::make_unique<RunSlot>(worker_exe_, fmt::format("cuda:{}", d), cache_dir_);
-      try {
-        slot->info();
-      } catch (const Error& e) {
-        if (d == 0) throw;
-        break;  // no device with this ordinal: all found
-      }
-      cuda_slots_.push_back(std::move(slot));
-    }
+    if (slots.empty()) throw Error(Status::no_device, "CUDA evaluation is not possible here: no device selected");
+    cuda_arch_ = config_.cuda_arch.empty() ? first_arch : config_.cuda_arch;
+    cuda_slots_ = std::move(slots);
+#else
+    throw Error(Status::no_device, "this build of libksearch has no CUDA backend");
+#endif
   }
 
-  std::string arch_for(Language l) {
-    if (l != Language::cuda) return "";
-    if (!config_.cuda_arch.empty()) return config_.cuda_arch;
-    return cuda_slots_.front()->info().arch;
-  }
+  // The architecture to compile for: fixed once the CUDA slots exist, so
+  // compile jobs never ask a run worker.
+  std::string arch_for(Language l) const { return l == Language::cuda ? cuda_arch_ : ""; }
 
   std::string cache_dir_for(Language l) const { return (cache_dir_ / (l == Language::cuda ? "cuda" : "host")).string(); }
 
@@ -463,6 +478,8 @@ class ProcessEvaluator final : public Evaluator {
   std::unique_ptr<CudaCompileService> cuda_compile_;
   std::unique_ptr<RunSlot> host_slot_;
   std::vector<std::unique_ptr<RunSlot>> cuda_slots_;
+  std::string cuda_arch_;
+  int gpus_skipped_ = 0;  // GPUs of another architecture than the first
   std::map<std::string, PreparedSolution> references_;
   std::mutex ref_mu_;
   ReferenceTimes ref_times_;

@@ -32,6 +32,28 @@ struct Function {
 std::map<CUmodule, Module*> g_modules;
 CUresult g_next_sync_error = CUDA_SUCCESS;
 
+// The devices: compute capabilities from $KSFAKE_DEVICES ("9.0,9.0,8.6"),
+// one Hopper GPU by default.
+const std::vector<std::pair<int, int>>& devices() {
+  static const std::vector<std::pair<int, int>> list = [] {
+    std::vector<std::pair<int, int>> out;
+    const char* env = std::getenv("KSFAKE_DEVICES");
+    std::string spec = env && *env ? env : "9.0";
+    std::size_t pos = 0;
+    while (pos <= spec.size()) {
+      std::size_t comma = spec.find(',', pos);
+      std::string item = spec.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+      auto dot = item.find('.');
+      out.emplace_back(std::atoi(item.substr(0, dot).c_str()),
+                       dot == std::string::npos ? 0 : std::atoi(item.substr(dot + 1).c_str()));
+      if (comma == std::string::npos) break;
+      pos = comma + 1;
+    }
+    return out;
+  }();
+  return list;
+}
+
 }  // namespace
 
 // What the test reads back: the last launches, in order.
@@ -75,22 +97,24 @@ KS_FAKE CUresult cuGetErrorString(CUresult r, const char** s) {
   return CUDA_SUCCESS;
 }
 KS_FAKE CUresult cuDeviceGetCount(int* n) {
-  *n = 1;
+  *n = static_cast<int>(devices().size());
   return CUDA_SUCCESS;
 }
 KS_FAKE CUresult cuDeviceGet(CUdevice* d, int ordinal) {
-  if (ordinal != 0) return CUDA_ERROR_INVALID_DEVICE;
-  *d = 0;
+  if (ordinal < 0 || ordinal >= static_cast<int>(devices().size())) return CUDA_ERROR_INVALID_DEVICE;
+  *d = ordinal;
   return CUDA_SUCCESS;
 }
-KS_FAKE CUresult cuDeviceGetName(char* name, int len, CUdevice) {
-  std::strncpy(name, "NVIDIA H100 80GB HBM3 (fake driver)", static_cast<std::size_t>(len));
+KS_FAKE CUresult cuDeviceGetName(char* name, int len, CUdevice d) {
+  std::strncpy(name, devices()[static_cast<std::size_t>(d)].first == 9 ? "NVIDIA H100 80GB HBM3 (fake driver)"
+                                                                     : "NVIDIA A100 (fake driver)",
+               static_cast<std::size_t>(len));
   return CUDA_SUCCESS;
 }
-KS_FAKE CUresult cuDeviceGetAttribute(int* v, CUdevice_attribute a, CUdevice) {
+KS_FAKE CUresult cuDeviceGetAttribute(int* v, CUdevice_attribute a, CUdevice d) {
   switch (a) {
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = 9; break;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = 0; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = devices()[static_cast<std::size_t>(d)].first; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = devices()[static_cast<std::size_t>(d)].second; break;
     case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *v = 132; break;
     case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *v = 1024; break;
     case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X: *v = 1024; break;

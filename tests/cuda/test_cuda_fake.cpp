@@ -42,6 +42,8 @@ struct Fake {
 const Fake& fake() {
   static const Fake f = [] {
     ::setenv("KSEARCH_LIBCUDA", KS_FAKE_LIBCUDA, 0);
+    // Two Hopper GPUs and an Ampere one: the evaluator must use the first two.
+    ::setenv("KSFAKE_DEVICES", "9.0,9.0,8.6", 1);
     // Devices compile their runtime kernels into the default cache: keep it here.
     ::setenv("KSEARCH_CACHE_DIR", test::scratch_dir("cuda_fake_default_cache").c_str(), 1);
     cuda::driver();  // loads it
@@ -138,8 +140,10 @@ TEST_CASE("fake driver: the device reads its facts and limits") {
   CHECK(cuda_device_arch(0) == "sm_90a");
   std::string why;
   CHECK(cuda_probe(&why));
-  CHECK_THROWS_WITH_AS(cuda::CudaDevice(3), doctest::Contains("CUDA device 3 does not exist; 1 device is visible"),
+  CHECK_THROWS_WITH_AS(cuda::CudaDevice(3), doctest::Contains("CUDA device 3 does not exist; 3 devices are visible"),
                        Error);
+  CHECK(cuda_device_count() == 3);
+  CHECK(cuda_device_arch(2) == "sm_86");
 }
 
 TEST_CASE("fake driver: memory moves, poisons, and reports exhaustion") {
@@ -324,6 +328,8 @@ TEST_CASE("fake driver: the softmax example goes through the worker processes en
   cfg.options.max_time_per_workload_s = 0.05;
   auto ev = make_evaluator(cfg);
   CHECK(ev->device().arch == "sm_90a");
+  // Found by the driver's device count; the sm_86 device is skipped.
+  CHECK(ev->device().count == 2);
   Solution start = spec.starting_points.at(0);
   EvalResult r = ev->evaluate(task, start.finalize());
   std::string messages = r.log;
@@ -334,4 +340,5 @@ TEST_CASE("fake driver: the softmax example goes through the worker processes en
   for (const auto& w : r.workloads)
     if (w.benchmark) CHECK(w.timing.median_ms == doctest::Approx(0.5));  // the fake's event time
   CHECK(r.metrics.get_int("builds") == 1);
+  CHECK(r.metrics.get_int("gpus_skipped") == 1);
 }

@@ -20,6 +20,8 @@ bool cuda_probe(std::string* why) {
   }
 }
 
+int cuda_device_count() { return cuda::driver().device_count; }
+
 std::string cuda_device_arch(int ordinal) {
   const auto& api = cuda::driver();
   if (ordinal < 0 || ordinal >= api.device_count)

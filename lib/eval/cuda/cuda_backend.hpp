@@ -24,6 +24,10 @@ struct CudaCompilerOptions {
 // and *why says what is missing ("libcuda.so.1 not found", "no CUDA device").
 bool cuda_probe(std::string* why = nullptr);
 
+// How many CUDA devices the driver reports (after CUDA_VISIBLE_DEVICES).
+// Throws ks::Error(Status::no_device) when no driver or device is usable.
+int cuda_device_count();
+
 // The architecture NVRTC should target for a device, e.g. "sm_90a" on Hopper.
 // Throws ks::Error(Status::no_device).
 std::string cuda_device_arch(int ordinal);

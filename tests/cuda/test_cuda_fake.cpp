@@ -271,6 +271,40 @@ TEST_CASE("fake driver: later runs are queued, and a fault then names every kern
   }
 }
 
+TEST_CASE("fake driver: a write past the end of a tensor or scratch buffer is found in its redzone") {
+  Loaded l = load(kPlan);
+  l.device->label(l.y, "output \"y\"");
+  l.program->bind(bindings(l));
+  fake().launches()->clear();
+  l.program->launch();
+  l.program->synchronize();  // nothing written out of bounds: no complaint
+  auto* tmp = reinterpret_cast<unsigned char*>(param<CUdeviceptr>(fake().launches()->at(1), 0));
+
+  // The fake's device memory is host memory: play a kernel whose float4
+  // store at the end writes 12 bytes past y's 4000.
+  auto* y = reinterpret_cast<unsigned char*>(l.y.addr);
+  std::memset(y + 4000, 0, 12);
+  try {
+    l.program->synchronize();
+    FAIL("the overrun should be reported");
+  } catch (const RunError& e) {
+    CHECK(e.failure().status == EvalStatus::runtime_error);
+    CHECK(contains(e.what(), "wrote past the end of output \"y\" (12 bytes beyond its 4000 bytes)"));
+    CHECK(contains(e.what(), "`k1`"));
+  }
+  std::memset(y + 4000, cuda::CudaDevice::kRedzoneByte, 12);
+  l.program->synchronize();
+
+  tmp[4000 + 100] = 0;  // scratch "tmp" holds N = 1000 floats
+  CHECK_THROWS_WITH_AS(l.program->synchronize(),
+                       doctest::Contains("wrote past the end of scratch \"tmp\" (101 bytes beyond its 4000 bytes)"),
+                       RunError);
+  // The device stays usable: an overrun found this way is no sticky error.
+  Buffer b = l.device->alloc(16);
+  CHECK(b);
+  l.device->free(b);
+}
+
 TEST_CASE("fake driver: inputs and comparisons launch the runtime kernels with their arguments") {
   fake();
   cuda::CudaDevice dev(0);

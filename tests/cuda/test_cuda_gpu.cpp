@@ -150,6 +150,23 @@ extern "C" __global__ void scale(const float* x, float* y, int n) {
     expect_passes(*ev, *task, "an illegal address");
   }
 
+  SUBCASE("a float4 store past the end of the output") {
+    // N = 1001 on the test workload: the last float4 covers y[1000..1003],
+    // 12 bytes past the end; no fault, but the redzone behind y changes.
+    EvalResult r = ev->evaluate(*task, cuda(R"(
+extern "C" __global__ void scale(const float* x, float* y, int n) {
+  int i = 4 * (blockIdx.x * blockDim.x + threadIdx.x);
+  if (i >= n) return;
+  float4 v = *reinterpret_cast<const float4*>(x + i);
+  *reinterpret_cast<float4*>(y + i) = make_float4(2.0f * v.x, 2.0f * v.y, 2.0f * v.z, 2.0f * v.w);
+})",
+        R"js({"kernels": [{"name": "scale", "grid": ["cdiv(N, 1024)"], "block": [256], "args": ["x", "y", "N"]}]})js"));
+    INFO(messages(r));
+    CHECK(r.status == EvalStatus::runtime_error);
+    CHECK(contains(messages(r), "wrote past the end of output \"y\" (12 bytes beyond its 4004 bytes)"));
+    expect_passes(*ev, *task, "a tail overrun");
+  }
+
   SUBCASE("trap") {
     EvalResult r = ev->evaluate(*task, cuda(R"(
 extern "C" __global__ void scale(const float* x, float* y, int n) {

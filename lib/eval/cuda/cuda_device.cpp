@@ -184,7 +184,7 @@ Buffer CudaDevice::alloc(std::size_t bytes) {
   make_current();
   if (bytes == 0) return Buffer{};
   CUdeviceptr p = 0;
-  CUresult r = api_.cuMemAlloc(&p, bytes);
+  CUresult r = api_.cuMemAlloc(&p, bytes + kRedzoneBytes);
   if (r == CUDA_ERROR_OUT_OF_MEMORY) {
     std::size_t free_b = 0, total_b = 0;
     api_.cuMemGetInfo(&free_b, &total_b);
@@ -196,14 +196,42 @@ Buffer CudaDevice::alloc(std::size_t bytes) {
         true});
   }
   check(r, "cuMemAlloc", fmt::format("{} bytes", bytes));
+  allocations_[p] = Allocation{bytes, {}};
+  try {
+    check(api_.cuMemsetD8Async(p + bytes, kRedzoneByte, kRedzoneBytes, stream_), "cuMemsetD8Async",
+          "filling a redzone");
+  } catch (...) {
+    free(Buffer{p, bytes});
+    throw;
+  }
   return Buffer{p, bytes};
 }
 
 void CudaDevice::free(Buffer b) {
   // Freeing never throws: it runs on cleanup paths, also after a crash.
   if (!b) return;
+  allocations_.erase(b.addr);
   api_.cuCtxSetCurrent(context_);
   api_.cuMemFree(b.addr);
+}
+
+void CudaDevice::label(Buffer b, std::string_view name) {
+  if (auto it = allocations_.find(b.addr); it != allocations_.end()) it->second.label = name;
+}
+
+std::string CudaDevice::check_redzone(Buffer b) {
+  auto it = allocations_.find(b.addr);
+  if (!b || it == allocations_.end()) return {};
+  const Allocation& a = it->second;
+  unsigned char zone[kRedzoneBytes];
+  download(zone, Buffer{b.addr + a.bytes, kRedzoneBytes}, kRedzoneBytes);
+  std::size_t reach = 0;  // how far past the end the last changed byte lies
+  for (std::size_t i = 0; i < kRedzoneBytes; ++i)
+    if (zone[i] != kRedzoneByte) reach = i + 1;
+  if (reach == 0) return {};
+  return fmt::format("wrote past the end of {} ({} bytes beyond its {} bytes{})",
+                     a.label.empty() ? "a buffer" : a.label, reach, a.bytes,
+                     reach == kRedzoneBytes ? "; the write may reach further, the check covers 4096 bytes" : "");
 }
 
 void CudaDevice::upload(Buffer dst, const void* src, std::size_t bytes) {

@@ -50,7 +50,16 @@ class CudaDevice final : public Device {
                        const Tolerance& tol) override;
   void flush_cache() override;
   void synchronize() override;
+  void label(Buffer b, std::string_view name) override;
   std::unique_ptr<Program> load(const Artifact& artifact, const Solution& solution) override;
+
+  // Every allocation is followed by a redzone of kRedzoneBytes filled with
+  // kRedzoneByte; a kernel that writes past the end of a buffer changes it.
+  static constexpr std::size_t kRedzoneBytes = 4096;
+  static constexpr unsigned char kRedzoneByte = 0xA5;
+  // "" when the redzone after `b` is intact; otherwise what was overwritten:
+  // "wrote past the end of output \"y\" (12 bytes beyond its 4004 bytes)".
+  std::string check_redzone(Buffer b);
 
   const DeviceLimits& limits() const { return limits_; }
   const PeakFigures& peaks() const { return peaks_; }
@@ -76,6 +85,11 @@ class CudaDevice final : public Device {
   DeviceLimits limits_;
   PeakFigures peaks_;
   std::string sticky_error_;
+  struct Allocation {
+    std::size_t bytes = 0;
+    std::string label;
+  };
+  std::map<CUdeviceptr, Allocation> allocations_;  // live buffers, for their redzones
 
   std::once_flag runtime_once_;
   CUmodule runtime_module_ = nullptr;
@@ -125,6 +139,7 @@ class CudaProgram final : public Program {
   std::map<std::string, Function> functions_;   // by symbol
   ResolvedPlan resolved_;
   std::map<std::string, Buffer> scratch_;
+  std::vector<Buffer> bound_tensors_;  // their redzones are checked after every checked run
   std::vector<Launch> launches_;
   bool bound_ = false;
   bool checked_run_done_ = false;

@@ -137,9 +137,12 @@ void CudaProgram::bind(const Bindings& b) {
   free_scratch();
   for (const auto& s : resolved_.scratch) {
     Buffer buf = device_.alloc(s.bytes);
+    device_.label(buf, fmt::format("scratch \"{}\"", s.name));
     scratch_[s.name] = buf;
   }
   poison_scratch();
+  bound_tensors_.clear();
+  for (const auto& [name, buf] : b.tensors) bound_tensors_.push_back(buf);
 
   launches_.clear();
   for (const auto& l : resolved_.launches) {
@@ -239,6 +242,16 @@ void CudaProgram::synchronize() {
   device_.make_current();
   device_.check(driver().cuStreamSynchronize(device_.stream()), "cuStreamSynchronize",
                 "while running kernel(s) " + kernel_list());
+  // A write past the end of a buffer faults only when it leaves mapped
+  // memory; the redzones behind every buffer catch the rest.
+  std::vector<Buffer> buffers = bound_tensors_;
+  for (const auto& [name, buf] : scratch_) buffers.push_back(buf);
+  for (const auto& buf : buffers)
+    if (std::string what = device_.check_redzone(buf); !what.empty())
+      throw RunError(RunFailure{EvalStatus::runtime_error,
+                                fmt::format("kernel(s) {} {}: an out-of-bounds write; check the bounds of every store, "
+                                            "vector stores at the end of a row or of the tensor especially",
+                                            kernel_list(), what)});
 }
 
 double CudaProgram::timed_launch() {

@@ -267,6 +267,23 @@ TEST_CASE("session: a policy that cancels ends the run without a failed round") 
   CHECK(store.transcript().size() == 1);
 }
 
+TEST_CASE("session: code the run has already evaluated is not measured again") {
+  auto dir = test::scratch_dir("session_reuse");
+  Fixture f;
+  auto a = test::answer("passed 2.0", "same");
+  test::ScriptedLlm llm({a, a, test::answer("passed 1.0", "other")});
+  RunStore store = RunStore::create(dir, Json::object());
+  Session s(f.task, f.evaluator, llm, f.wm, store, config(3));
+  ToyStrategy toy;
+  s.run(toy);
+  CHECK(s.rounds_used() == 3);
+  CHECK(f.evaluator.evaluations == 2);
+  auto at = store.attempts();
+  REQUIRE(at.size() == 3);
+  CHECK(at[1].solution.id == at[0].solution.id);
+  CHECK(at[1].eval.metrics.get_bool("reused_evaluation"));
+}
+
 TEST_CASE("session: the progress callback stops the run cleanly") {
   auto dir = test::scratch_dir("session_cancel");
   Fixture f;

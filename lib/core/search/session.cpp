@@ -252,7 +252,17 @@ EvalResult Session::finish_attempt(Solution& s, const std::string& action, bool 
     ++replayed_evals_;
   } else {
     emit("round_started", Json::obj({{"round", round}, {"action", action}, {"solution_id", s.id}}));
-    if (!live_result) live_result = evaluator_.evaluate(task_, s);
+    if (!live_result) {
+      // The same code again (models repeat themselves): its result is known,
+      // and a second measurement would only add noise to the comparison.
+      auto known = s.id.empty() ? evals_.end() : evals_.find(s.id);
+      if (known != evals_.end()) {
+        live_result = known->second;
+        live_result->metrics["reused_evaluation"] = true;
+      } else {
+        live_result = evaluator_.evaluate(task_, s);
+      }
+    }
     r = std::move(*live_result);
     r.solution_id = s.id;
     AttemptRecord rec;
@@ -343,19 +353,27 @@ std::vector<EvalResult> Session::evaluate_batch(std::vector<Solution>& candidate
   ensure_running();
   if (actions.size() != candidates.size())
     throw Error(Status::invalid_argument, "evaluate_batch: one action per candidate is needed");
+  // Candidates past the journal are evaluated together (compilation overlaps
+  // measurement); code already evaluated in this run, or twice in the batch,
+  // is evaluated once and its result reused by finish_attempt.
   std::vector<Solution> live;
+  std::vector<int> live_index(candidates.size(), -1);
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     if (candidates[i].task.empty()) candidates[i].task = task_.name();
     candidates[i].finalize();
-    if (eval_seq_ + i >= journal_evals_.size()) live.push_back(candidates[i]);
+    if (eval_seq_ + i < journal_evals_.size() || evals_.count(candidates[i].id)) continue;
+    bool earlier = false;
+    for (const auto& l : live) earlier = earlier || l.id == candidates[i].id;
+    if (earlier) continue;
+    live_index[i] = static_cast<int>(live.size());
+    live.push_back(candidates[i]);
   }
   std::vector<EvalResult> live_results;
   if (!live.empty()) live_results = evaluator_.evaluate_batch(task_, live);
   std::vector<EvalResult> out;
-  std::size_t li = 0;
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     std::optional<EvalResult> lr;
-    if (eval_seq_ >= journal_evals_.size()) lr = live_results.at(li++);
+    if (live_index[i] >= 0) lr = live_results.at(static_cast<std::size_t>(live_index[i]));
     out.push_back(finish_attempt(candidates[i], actions[i], true, std::move(lr), ""));
   }
   return out;

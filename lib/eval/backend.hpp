@@ -160,6 +160,10 @@ class Device {
   }
 
   virtual std::unique_ptr<Program> load(const Artifact& artifact, const Solution& solution) = 0;
+
+  // False once an error has left the device unusable (a sticky CUDA error:
+  // the context must be recreated, so the worker must be replaced).
+  virtual bool usable() const { return true; }
 };
 
 // The RNG stream of a tensor (see core/rng/rng_stream.hpp).

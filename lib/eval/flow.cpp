@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <exception>
 #include <memory>
 #include <optional>
 
@@ -66,6 +67,24 @@ struct Failure {
   std::string message;
 };
 
+// Names a step of the task's reference while it runs; the name stays when
+// an exception leaves the step, so the handler knows whose failure it is.
+class StepScope {
+ public:
+  StepScope(std::string& slot, std::string what) : slot_(slot), exceptions_(std::uncaught_exceptions()) {
+    slot_ = std::move(what);
+  }
+  ~StepScope() {
+    if (std::uncaught_exceptions() == exceptions_) slot_.clear();
+  }
+  StepScope(const StepScope&) = delete;
+  StepScope& operator=(const StepScope&) = delete;
+
+ private:
+  std::string& slot_;
+  int exceptions_;
+};
+
 std::string describe_seed(int k, int n, bool recheck) {
   if (recheck) return "the re-check after timing (fresh inputs)";
   return fmt::format("input seed {} of {}", k + 1, n);
@@ -77,10 +96,11 @@ class WorkloadRun {
   WorkloadRun(Device& device, ReferenceStore& refs, const DeviceInfo& info, const TaskSpec& task,
               const WorkloadSpec& w, const RunRequest& req, Program& cand,
               const PreparedSolution::Build& cand_build, Program& ref,
-              const PreparedSolution::Build& ref_build, WorkloadResult& result, Json& metrics)
+              const PreparedSolution::Build& ref_build, WorkloadResult& result, Json& metrics,
+              std::string& reference_step)
       : device_(device), refs_(refs), info_(info), task_(task), w_(w), req_(req), cand_(cand),
         cand_build_(cand_build), ref_(ref), ref_build_(ref_build), r_(result), metrics_(metrics),
-        allocs_(device) {
+        reference_step_(reference_step), allocs_(device) {
     for (const auto& [k, v] : w.dims) dims_[k] = v;
   }
 
@@ -114,6 +134,7 @@ class WorkloadRun {
   const PreparedSolution::Build& ref_build_;
   WorkloadResult& r_;
   Json& metrics_;
+  std::string& reference_step_;
   Allocations allocs_;
   detail::Vars dims_;
   std::vector<TensorBuffer> tensors_;
@@ -166,6 +187,7 @@ void WorkloadRun::prepare() {
 
 void WorkloadRun::bind_reference() {
   if (ref_bound_) return;
+  StepScope step(reference_step_, "binding its plan to the workload");
   Bindings b;
   std::size_t o = 0;
   for (const auto& tb : tensors_) b.tensors[tb.spec->name] = tb.spec->is_output ? ref_out_[o++] : tb.buf;
@@ -230,6 +252,7 @@ void WorkloadRun::reference_outputs(std::uint64_t seed) {
   const std::string key = reference_key(seed);
   if (refs_.fetch(key, ref_out_)) return;
   bind_reference();
+  StepScope step(reference_step_, fmt::format("computing the reference outputs for {}", seed_what_));
   for (const auto& b : ref_out_) device_.poison(b, b.bytes);
   ref_.poison_scratch();
   const auto started = std::chrono::steady_clock::now();
@@ -349,6 +372,7 @@ TimingStats WorkloadRun::time_candidate() { return time(cand_, cand_out_); }
 
 TimingStats WorkloadRun::time_reference() {
   bind_reference();
+  StepScope step(reference_step_, "timing it");
   return time(ref_, ref_out_);
 }
 
@@ -428,61 +452,73 @@ EvalResult EvaluationFlow::run(const TaskSpec& task, const RunRequest& req, Flow
     const auto& ref_build = build_of(req.reference, name, "reference");
     events.workload_started(name);
     WorkloadResult r;
-    r.name = name;
-    r.benchmark = w->benchmark;
     std::optional<Failure> failure;
-    try {
-      Program& cand = program_for(cand_programs, req.candidate, cand_build);
-      Program& ref = program_for(ref_programs, req.reference, ref_build);
-      auto make_run = [&] {
-        return std::make_unique<WorkloadRun>(device_, refs_, info_, task, *w, req, cand, cand_build, ref, ref_build,
-                                             r, result.metrics);
-      };
-      std::unique_ptr<WorkloadRun> run_owner = make_run();
+    // The step of the task's reference in progress, if any: a failure there
+    // is the task's or the evaluator's, never the candidate's.
+    std::string reference_step;
+    // Out of memory anywhere in the workload (the candidate's scratch, the
+    // reference's, the flush buffer, a module) is retried once after the
+    // cached reference outputs have given their device memory back.
+    for (int attempt = 0;; ++attempt) {
+      r = WorkloadResult{};
+      r.name = name;
+      r.benchmark = w->benchmark;
+      failure.reset();
+      reference_step.clear();
       try {
-        run_owner->prepare();
+        Program& cand = program_for(cand_programs, req.candidate, cand_build);
+        Program* ref = nullptr;
+        {
+          StepScope step(reference_step, "loading the reference");
+          ref = &program_for(ref_programs, req.reference, ref_build);
+        }
+        WorkloadRun run(device_, refs_, info_, task, *w, req, cand, cand_build, *ref, ref_build, r, result.metrics,
+                        reference_step);
+        run.prepare();
+        for (int k = 0; k < seeds && !failure; ++k)
+          failure = run.check(ks_rng_derive_seed(w->seed, static_cast<ks_u64>(k)), describe_seed(k, seeds, false));
+        if (!failure && w->benchmark) {
+          if (std::find(req.time_reference.begin(), req.time_reference.end(), name) != req.time_reference.end()) {
+            TimingStats ref_t = run.time_reference();
+            r.reference_ms = ref_t.mean_ms;
+            events.reference_timed(name, ref_t);
+          }
+          r.timing = run.time_candidate();
+          failure = run.check_timed_calls();
+          if (!failure && req.options.recheck_after_timing) {
+            failure = run.check(ks_rng_derive_seed(w->seed, static_cast<ks_u64>(seeds)), describe_seed(0, 0, true));
+            if (failure)
+              failure->message += "; the kernel passed the checks before timing, so it probably reuses results "
+                                  "from earlier calls instead of computing them";
+          }
+          std::string why;
+          double bound = speed_of_light_ms(task, *w, info_, req.options.flush_l2, &why);
+          if (!failure && bound > 0 && r.timing.median_ms < bound)
+            failure = Failure{EvalStatus::invalid,
+                              fmt::format("median time {:.4g} ms is below the speed-of-light bound of {:.4g} ms "
+                                          "({}); no correct kernel can be that fast, so the timed calls are not "
+                                          "doing the work",
+                                          r.timing.median_ms, bound, why)};
+        }
+        break;
       } catch (const RunError& e) {
-        // The cached reference outputs may hold the memory this workload needs.
-        if (!e.failure().out_of_memory || refs_.release_memory() == 0) throw;
-        run_owner.reset();
-        run_owner = make_run();
-        run_owner->prepare();
+        if (e.failure().out_of_memory && attempt == 0 && refs_.release_memory() > 0) continue;
+        note_device_error(e.failure());
+        if (!reference_step.empty()) throw reference_fault(task, name, reference_step, e.what());
+        failure = Failure{e.failure().status, e.failure().message};
+        break;
+      } catch (const Error&) {
+        throw;  // the request or the task is at fault, not the candidate
+      } catch (const std::exception& e) {
+        if (!reference_step.empty()) throw reference_fault(task, name, reference_step, e.what());
+        failure = Failure{EvalStatus::runtime_error, fmt::format("the kernel threw an exception: {}", e.what())};
+        break;
+      } catch (...) {
+        if (!reference_step.empty())
+          throw reference_fault(task, name, reference_step, "an exception of unknown type");
+        failure = Failure{EvalStatus::runtime_error, "the kernel threw an exception of unknown type"};
+        break;
       }
-      WorkloadRun& run = *run_owner;
-      for (int k = 0; k < seeds && !failure; ++k)
-        failure = run.check(ks_rng_derive_seed(w->seed, static_cast<ks_u64>(k)), describe_seed(k, seeds, false));
-      if (!failure && w->benchmark) {
-        if (std::find(req.time_reference.begin(), req.time_reference.end(), name) != req.time_reference.end()) {
-          TimingStats ref_t = run.time_reference();
-          r.reference_ms = ref_t.mean_ms;
-          events.reference_timed(name, ref_t);
-        }
-        r.timing = run.time_candidate();
-        failure = run.check_timed_calls();
-        if (!failure && req.options.recheck_after_timing) {
-          failure = run.check(ks_rng_derive_seed(w->seed, static_cast<ks_u64>(seeds)), describe_seed(0, 0, true));
-          if (failure)
-            failure->message += "; the kernel passed the checks before timing, so it probably reuses results "
-                                "from earlier calls instead of computing them";
-        }
-        std::string why;
-        double bound = speed_of_light_ms(task, *w, info_, req.options.flush_l2, &why);
-        if (!failure && bound > 0 && r.timing.median_ms < bound)
-          failure = Failure{EvalStatus::invalid,
-                            fmt::format("median time {:.4g} ms is below the speed-of-light bound of {:.4g} ms "
-                                        "({}); no correct kernel can be that fast, so the timed calls are not "
-                                        "doing the work",
-                                        r.timing.median_ms, bound, why)};
-      }
-    } catch (const RunError& e) {
-      device_suspect_ = true;
-      failure = Failure{e.failure().status, e.failure().message};
-    } catch (const Error&) {
-      throw;  // the request or the task is at fault, not the candidate
-    } catch (const std::exception& e) {
-      failure = Failure{EvalStatus::runtime_error, fmt::format("the kernel threw an exception: {}", e.what())};
-    } catch (...) {
-      failure = Failure{EvalStatus::runtime_error, "the kernel threw an exception of unknown type"};
     }
     if (failure) {
       r.status = failure->status;
@@ -500,6 +536,16 @@ EvalResult EvaluationFlow::run(const TaskSpec& task, const RunRequest& req, Flow
   result.metrics["reference_file_hits"] = c.file_hits - counters_before.file_hits;
   result.metrics["run_s"] = seconds_since(start);
   return result;
+}
+
+void EvaluationFlow::note_device_error(const RunFailure&) { device_suspect_ = true; }
+
+Error EvaluationFlow::reference_fault(const TaskSpec& task, const std::string& workload, const std::string& step,
+                                      const std::string& what) {
+  return Error(Status::invalid_argument,
+               fmt::format("task \"{}\", workload \"{}\": the task's reference failed while {}: {}; the task or the "
+                           "evaluator is at fault, not the candidate",
+                           task.name, workload, step, what));
 }
 
 }  // namespace ks::eval

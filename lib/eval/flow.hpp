@@ -16,6 +16,7 @@
 #include "eval/backend.hpp"
 #include "eval/messages.hpp"
 #include "eval/reference_store.hpp"
+#include "ksearch/error.hpp"
 #include "ksearch/task.hpp"
 
 namespace ks::eval {
@@ -36,7 +37,9 @@ class EvaluationFlow {
 
   // Never throws for a bad candidate (its failures are the result's status).
   // Throws ks::Error for a malformed request or task (unknown workload, no
-  // build for a workload, a reference that changes its inputs).
+  // build for a workload) and for a fault of the task's reference (it does
+  // not load, bind, run or time, or it changes its inputs): those are not
+  // the candidate's to answer for.
   EvalResult run(const TaskSpec& task, const RunRequest& request, FlowEvents& events);
 
   // True once a candidate raised a device error: a CUDA context may now be
@@ -44,6 +47,10 @@ class EvaluationFlow {
   bool device_suspect() const { return device_suspect_; }
 
  private:
+  void note_device_error(const RunFailure& failure);
+  static Error reference_fault(const TaskSpec& task, const std::string& workload, const std::string& step,
+                               const std::string& what);
+
   Device& device_;
   ReferenceStore& refs_;
   DeviceInfo info_;

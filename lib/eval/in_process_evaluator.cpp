@@ -80,7 +80,17 @@ class InProcessEvaluator final : public Evaluator {
     if (opts.time_reference) req.time_reference = ref_times_.missing(spec, key, slot.info.name, workloads);
     EvaluationFlow flow(*slot.device, *slot.refs);
     CollectEvents events;
-    EvalResult r = flow.run(spec, req, events);
+    EvalResult r;
+    try {
+      r = flow.run(spec, req, events);
+    } catch (const Error&) {
+      // The task's reference failed; a CUDA context it broke is opened again.
+      if (!slot.device->usable()) {
+        slot.refs.reset();
+        slot.device.reset();
+      }
+      throw;
+    }
     for (const auto& [w, ms] : events.reference_ms) ref_times_.put(key, slot.info.name, w, ms);
     ref_times_.apply(r, key, slot.info.name);
     add_compile_info(r, p);

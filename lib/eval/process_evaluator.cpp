@@ -110,7 +110,11 @@ class RunSlot {
           if (m.get_bool("restart") || builds_loaded_ >= kMaxBuildsPerWorker) reset();
           return out;
         } else if (ev == "error") {
+          // The request failed as a whole (a malformed request, or the task's
+          // reference failed): the worker's device may be in any state, so
+          // the next candidate gets a fresh one.
           auto status = static_cast<Status>(m.get_int("status", static_cast<int>(Status::internal)));
+          reset();
           throw Error(status, m.get_string("message"));
         } else {
           reset();

@@ -160,6 +160,26 @@ TEST_CASE("evaluator: one evaluator survives crashing, hanging and cheating cand
   }
 }
 
+TEST_CASE("evaluator: a failing task reference is an error of the evaluation, not the candidate's status") {
+  auto cfg = ks::test::test_config(ks::test::scratch_dir("eval_reference_fault").string());
+  auto ev = make_evaluator(cfg);
+  TaskSpec broken = ks::test::vadd_task("2*N", "test/vadd-broken-reference");
+  broken.references.at(Language::cpp).sources[0].content =
+      "#include <cstdint>\n#include <stdexcept>\n"
+      "void vadd_ref(const float*, const float*, float*, std::int64_t) { throw std::runtime_error(\"no\"); }\n";
+  broken.references.at(Language::cpp).finalize();
+  try {
+    ev->evaluate(SpecTask(broken), vadd_candidate(ks::test::kGoodBody));
+    FAIL("the reference's failure became the candidate's result");
+  } catch (const ks::Error& e) {
+    CHECK(contains(e.what(), "the task's reference failed while computing the reference outputs for input seed 1"));
+    CHECK(contains(e.what(), "no"));
+  }
+  // The evaluator carries on with a sound task.
+  CHECK(ev->evaluate(SpecTask(ks::test::vadd_task()), vadd_candidate(ks::test::kGoodBody)).status ==
+        EvalStatus::passed);
+}
+
 TEST_CASE("evaluator: a batch overlaps compilation with runs and keeps input order") {
   auto cfg = ks::test::test_config(ks::test::scratch_dir("eval_batch").string());
   auto ev = make_evaluator(cfg);

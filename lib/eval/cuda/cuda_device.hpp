@@ -52,6 +52,7 @@ class CudaDevice final : public Device {
   void synchronize() override;
   void label(Buffer b, std::string_view name) override;
   std::unique_ptr<Program> load(const Artifact& artifact, const Solution& solution) override;
+  bool usable() const override { return sticky_error_.empty(); }
 
   // Every allocation is followed by a redzone of kRedzoneBytes filled with
   // kRedzoneByte; a kernel that writes past the end of a buffer changes it.

@@ -64,7 +64,7 @@ void* guarded_alloc(std::size_t bytes) {
   void* base = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (base == MAP_FAILED)
     throw RunError({EvalStatus::runtime_error,
-                    fmt::format("host memory exhausted: cannot allocate {} bytes", bytes)});
+                    fmt::format("host memory exhausted: cannot allocate {} bytes", bytes), true});
   auto* b = static_cast<unsigned char*>(base);
   ::mprotect(b, page, PROT_NONE);
   ::mprotect(b + page + data, page, PROT_NONE);

@@ -199,7 +199,7 @@ void HostDevice::flush_cache() {
   if (!flush_buf_) {
     flush_bytes_ = static_cast<std::size_t>(2 * std::max<std::int64_t>(cpu_facts().llc_bytes, 1 << 20));
     flush_buf_ = static_cast<unsigned char*>(std::aligned_alloc(64, flush_bytes_));
-    if (!flush_buf_) throw RunError({EvalStatus::runtime_error, "cannot allocate the cache-flush buffer"});
+    if (!flush_buf_) throw RunError({EvalStatus::runtime_error, "cannot allocate the cache-flush buffer", true});
     std::memset(flush_buf_, 0, flush_bytes_);
   }
   volatile unsigned char* p = flush_buf_;

@@ -33,6 +33,7 @@ using Clock = std::chrono::steady_clock;
 constexpr double kStartTimeoutS = 60;       // a CUDA context can take seconds to create
 constexpr double kLoadGraceS = 10;          // loading the candidate, before the first workload
 constexpr int kMaxBuildsPerWorker = 256;    // loaded shared objects are never unloaded; recycle
+constexpr double kCompileGraceS = 5;        // NVRTC's own cancellation comes first
 
 Clock::time_point after(double seconds) {
   return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
@@ -56,6 +57,9 @@ class RunSlot {
   };
 
   Outcome run(const std::string& key, const TaskSpec& task, const RunRequest& req) {
+    // A worker that died while idle (killed from outside?) must not be
+    // blamed on the next candidate.
+    if (worker_ && !worker_->running()) reset();
     ensure_started();
     Json msg = Json::obj({{"op", "evaluate"},
                           {"task_key", key},
@@ -189,37 +193,77 @@ class CudaCompileService {
       : exe_(std::move(exe)), cache_dir_(std::move(cache_dir)), max_(std::max(1, max_workers)) {}
 
   Artifact compile(const CompileRequest& req) {
-    std::unique_ptr<WorkerProcess> w = acquire();
-    w->send(Json::obj({{"op", "compile"}, {"request", compile_request_to_json(req)}}));
-    Json m;
-    const double limit = req.timeout_s > 0 ? req.timeout_s : 1e9;
-    auto got = w->receive(m, after(limit));
-    if (got == WorkerProcess::Received::timed_out) {
-      w->kill_and_describe();
-      lost();
-      throw CompileError(fmt::format("compilation did not finish within {:.0f} s", limit), "");
+    const Json request = Json::obj({{"op", "compile"}, {"request", compile_request_to_json(req)}});
+    // NVRTC cancels itself at the time limit (the flow callback); the worker
+    // is killed only if that did not work out, a few seconds later.
+    const double limit = req.timeout_s > 0 ? req.timeout_s + kCompileGraceS : 1e9;
+    for (int attempt = 0;; ++attempt) {
+      Lease w(*this, acquire());
+      Json m;
+      WorkerProcess::Received got;
+      try {
+        w->send(request);
+        got = w->receive(m, after(limit));
+      } catch (const Error&) {
+        // An idle worker that died (killed from outside?) or a corrupt
+        // stream: the lease kills it and frees its place; one fresh try.
+        if (attempt == 0) continue;
+        throw;
+      }
+      if (got == WorkerProcess::Received::timed_out) {
+        w.kill();
+        throw CompileError(fmt::format("compilation did not finish within {:.0f} s (the compiler was killed)",
+                                       req.timeout_s),
+                           "");
+      }
+      if (got == WorkerProcess::Received::exited) {
+        std::string how = w.kill();
+        throw CompileError("the CUDA compiler process died: " + how, how);
+      }
+      w.give_back();
+      const std::string ev = m.get_string("event");
+      if (ev == "compiled") return artifact_from_json(m.at("artifact"));
+      if (ev == "compile_failed") throw CompileError(m.get_string("message"), m.get_string("log"));
+      auto status = static_cast<Status>(m.get_int("status", static_cast<int>(Status::internal)));
+      throw Error(status, m.get_string("message", "the CUDA compile worker failed"));
     }
-    if (got == WorkerProcess::Received::exited) {
-      std::string how = w->kill_and_describe();
-      lost();
-      throw CompileError("the CUDA compiler process died: " + how, how);
-    }
-    release(std::move(w));
-    const std::string ev = m.get_string("event");
-    if (ev == "compiled") return artifact_from_json(m.at("artifact"));
-    if (ev == "compile_failed") throw CompileError(m.get_string("message"), m.get_string("log"));
-    auto status = static_cast<Status>(m.get_int("status", static_cast<int>(Status::internal)));
-    throw Error(status, m.get_string("message", "the CUDA compile worker failed"));
   }
 
  private:
+  // A worker out of the pool. Unless given back, it is killed and its place
+  // freed, however the compilation ends (exceptions included): a lost place
+  // would make acquire() wait forever once all are lost.
+  class Lease {
+   public:
+    Lease(CudaCompileService& service, std::unique_ptr<WorkerProcess> w) : service_(service), w_(std::move(w)) {}
+    ~Lease() {
+      if (w_) kill();
+    }
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    WorkerProcess* operator->() const { return w_.get(); }
+    void give_back() { service_.release(std::move(w_)); }
+    std::string kill() {
+      std::string how = w_->kill_and_describe();
+      w_.reset();
+      service_.lost();
+      return how;
+    }
+
+   private:
+    CudaCompileService& service_;
+    std::unique_ptr<WorkerProcess> w_;
+  };
+
   std::unique_ptr<WorkerProcess> acquire() {
     std::unique_lock lock(m_);
-    cv_.wait(lock, [&] { return !idle_.empty() || live_ < max_; });
-    if (!idle_.empty()) {
+    for (;;) {
+      cv_.wait(lock, [&] { return !idle_.empty() || live_ < max_; });
+      if (idle_.empty()) break;
       auto w = std::move(idle_.back());
       idle_.pop_back();
-      return w;
+      if (w->running()) return w;
+      --live_;  // it died while idle (killed from outside?): its place is free again
     }
     ++live_;
     lock.unlock();

@@ -52,6 +52,9 @@ class WorkerProcess {
   // last lines the candidate printed.
   std::string kill_and_describe();
 
+  // False once the process has exited (reaped; kill_and_describe still
+  // reports how).
+  bool running() { return proc_.running(); }
   pid_t pid() const { return proc_.pid(); }
   const std::string& stderr_tail() const { return err_tail_; }
 

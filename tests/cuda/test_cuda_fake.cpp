@@ -6,10 +6,17 @@
 // not run, so results of computations are left to the GPU tests.
 #include <dlfcn.h>
 #include <doctest/doctest.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
 
 #include "eval/cuda/cuda_api.hpp"
 #include "eval/cuda/cuda_device.hpp"
@@ -66,6 +73,30 @@ T param(const FakeLaunch& l, std::size_t i) {
 }
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// Child processes of this test whose command line contains `part`.
+std::vector<pid_t> children_with(const std::string& part) {
+  std::vector<pid_t> out;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(e.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    auto close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream fields(line.substr(close + 2));
+    char state = 0;
+    long ppid = 0;
+    fields >> state >> ppid;
+    if (ppid != ::getpid() || state == 'Z') continue;
+    std::ifstream cmd(e.path() / "cmdline");
+    std::string argv((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
+    std::replace(argv.begin(), argv.end(), '\0', ' ');
+    if (contains(argv, part)) out.push_back(static_cast<pid_t>(std::stol(name)));
+  }
+  return out;
+}
 
 const char* kSource = R"(
 extern "C" __global__ void k1(const float* x, float* y, int n, long long m, float s) {
@@ -375,4 +406,53 @@ TEST_CASE("fake driver: the softmax example goes through the worker processes en
     if (w.benchmark) CHECK(w.timing.median_ms == doctest::Approx(0.5));  // the fake's event time
   CHECK(r.metrics.get_int("builds") == 1);
   CHECK(r.metrics.get_int("gpus_skipped") == 1);
+}
+
+TEST_CASE("fake driver: a compile worker killed while idle is replaced, and NVRTC cancels itself at the limit") {
+  fake();
+  TaskSpec spec = load_task_file(test::source_dir() / "examples" / "tasks" / "softmax" / "task.json");
+  SpecTask task(spec);
+  EvaluatorConfig cfg;
+  cfg.backend = "cuda";
+  cfg.cache_dir = test::scratch_dir("cuda_fake_compile_service");
+  cfg.compile_workers = 1;  // one place: a place lost for good would block every later compilation
+  cfg.options.max_time_per_workload_s = 0.05;
+  cfg.options.run_benchmarks = false;
+  auto ev = make_evaluator(cfg);
+  Solution start = spec.starting_points.at(0);
+  REQUIRE(ev->evaluate(task, start.finalize()).status == EvalStatus::passed);
+
+  std::vector<pid_t> compilers = children_with("--role compile");
+  REQUIRE(compilers.size() == 1);
+  ::kill(compilers[0], SIGKILL);
+  // Until it is a zombie: dead, not yet reaped by the evaluator.
+  auto state = [](pid_t pid) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    auto close = line.rfind(')');
+    return close == std::string::npos || close + 2 >= line.size() ? '?' : line[close + 2];
+  };
+  for (int i = 0; i < 500 && state(compilers[0]) != 'Z'; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  REQUIRE(state(compilers[0]) == 'Z');
+  Solution again = start;
+  again.sources[0].content += "\n// a different candidate\n";
+  for (int round = 0; round < 2; ++round) {  // the second would wait forever if the first lost its place
+    CAPTURE(round);
+    EvalResult r = ev->evaluate(task, again.finalize());
+    INFO(r.log);
+    CHECK(r.status == EvalStatus::passed);
+  }
+
+  // Far too short for these headers: NVRTC's own cancellation reports it,
+  // well before the parent would kill the compiler (limit + grace).
+  ev->options().compile_timeout_s = 0.05;
+  Solution heavy = start;
+  heavy.sources[0].content = "#include <cuda_bf16.h>\n#include <mma.h>\n#include <cuda/pipeline>\n"
+                             "#include <cooperative_groups.h>\n" + heavy.sources[0].content;
+  EvalResult slow = ev->evaluate(task, heavy.finalize());
+  INFO(slow.log);
+  CHECK(slow.status == EvalStatus::compile_error);
+  CHECK(contains(slow.log, "compilation exceeded its time limit of 0.1 s"));
 }

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "eval/backend.hpp"
@@ -19,6 +20,12 @@ std::uint16_t double_to_f16(double v);
 std::uint16_t double_to_bf16(double v);
 float f16_to_float(std::uint16_t h);
 float bf16_to_float(std::uint16_t h);
+
+// The conversion rules of generated inputs below, as text: part of the key
+// of cached reference outputs, so changing a rule must change this text.
+inline constexpr std::string_view kInputConversionRules =
+    "inputs-v1: f32 round-to-nearest-even from double; f64 as is; f16, bf16 one round-to-nearest-even from "
+    "double, overflow to infinity; integers round half away from zero, saturate, NaN to 0";
 
 // Stores `v` as element `index` of a `dtype` array: floats round to nearest
 // even; integers round to nearest (ties away from zero) and saturate to the

@@ -76,6 +76,7 @@ std::variant<PreparedSolution, EvalResult> prepare_solution(const TaskSpec& task
   PreparedSolution p;
   p.solution = solution;
   if (p.solution.id.empty()) p.solution.finalize();
+  p.flags = options.extra_compile_flags;
   double failed_compile_s = 0;  // time spent on a compilation that failed
   auto failed = [&](EvalStatus status, const std::string& message, const std::string& log) {
     EvalResult r;
@@ -126,6 +127,12 @@ std::variant<PreparedSolution, EvalResult> prepare_solution(const TaskSpec& task
     p.workload_build[name] = it->second;
   }
   return p;
+}
+
+EvalOptions reference_build_options(const EvalOptions& options) {
+  EvalOptions o = options;
+  o.extra_compile_flags.clear();
+  return o;
 }
 
 void add_compile_info(EvalResult& result, const PreparedSolution& prepared) {

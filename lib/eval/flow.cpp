@@ -230,22 +230,7 @@ std::optional<Failure> WorkloadRun::inputs_unchanged(std::uint64_t seed, const c
 }
 
 std::string WorkloadRun::reference_key(std::uint64_t seed) const {
-  detail::Sha256 h;
-  auto field = [&](std::string_view s) {
-    h.update(std::to_string(s.size()) + ":");
-    h.update(s);
-  };
-  field("ksearch-reference-v1");
-  field(task_.name);
-  for (const auto& t : task_.tensors) field(t.to_json().dump());
-  field(w_.to_json().dump());
-  field(std::to_string(seed));
-  field(req_.reference.solution.id);
-  for (const auto& [k, v] : ref_build_.params) field(fmt::format("{}={}", k, v));
-  field(info_.backend);
-  field(info_.name);
-  field(info_.arch);
-  return h.hex_digest().substr(0, 32);
+  return reference_cache_key(task_, w_, seed, req_.reference, ref_build_, info_);
 }
 
 void WorkloadRun::reference_outputs(std::uint64_t seed) {
@@ -400,6 +385,33 @@ const PreparedSolution::Build& build_of(const PreparedSolution& p, const std::st
 }
 
 }  // namespace
+
+std::string reference_cache_key(const TaskSpec& task, const WorkloadSpec& workload, std::uint64_t seed,
+                                const PreparedSolution& reference, const PreparedSolution::Build& build,
+                                const DeviceInfo& device) {
+  detail::Sha256 h;
+  auto field = [&](std::string_view s) {
+    h.update(std::to_string(s.size()) + ":");
+    h.update(s);
+  };
+  field("ksearch-reference-v2");
+  // The inputs: how they are drawn (the generator's source) and converted.
+  field(KS_RNG_H_SHA256);
+  field(kInputConversionRules);
+  field(task.name);
+  for (const auto& t : task.tensors) field(t.to_json().dump());
+  field(workload.to_json().dump());
+  field(std::to_string(seed));
+  // The reference's code: its source, its parameter values, its flags.
+  field(reference.solution.id);
+  for (const auto& [k, v] : build.params) field(fmt::format("{}={}", k, v));
+  field(std::to_string(reference.flags.size()));
+  for (const auto& f : reference.flags) field(f);
+  field(device.backend);
+  field(device.name);
+  field(device.arch);
+  return h.hex_digest().substr(0, 32);
+}
 
 double speed_of_light_ms(const TaskSpec& task, const WorkloadSpec& workload, const DeviceInfo& device,
                          bool caches_flushed, std::string* explanation) {

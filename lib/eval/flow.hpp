@@ -57,6 +57,14 @@ class EvaluationFlow {
   bool device_suspect_ = false;
 };
 
+// The key of a reference output in the ReferenceStore (memory and files):
+// the input generator's source and conversion rules, the task's tensors,
+// the workload, the seed, the reference's code, parameter values and
+// compile flags, and the device.
+std::string reference_cache_key(const TaskSpec& task, const WorkloadSpec& workload, std::uint64_t seed,
+                                const PreparedSolution& reference, const PreparedSolution::Build& build,
+                                const DeviceInfo& device);
+
 // The speed-of-light time of one call in milliseconds: the larger of
 // flops / peak_flops and bytes / peak_bytes_per_s (the bytes term only when
 // caches are flushed between repetitions); 0 when nothing is known.

@@ -49,12 +49,14 @@ Json PreparedSolution::to_json() const {
     bs.push_back(Json::obj({{"params", vars_to_json(b.params)}, {"artifact", artifact_to_json(b.artifact)}}));
   Json wb = Json::object();
   for (const auto& [w, i] : workload_build) wb[w] = i;
-  return Json::obj({{"solution", solution.to_json()}, {"builds", bs}, {"workload_build", wb}});
+  return Json::obj(
+      {{"solution", solution.to_json()}, {"flags", string_array(flags)}, {"builds", bs}, {"workload_build", wb}});
 }
 
 PreparedSolution PreparedSolution::from_json(const Json& j) {
   PreparedSolution p;
   p.solution = Solution::from_json(j.at("solution"));
+  p.flags = strings_from(j.find("flags"));
   for (const auto& b : j.at("builds").as_array())
     p.builds.push_back({vars_from_json(b.at("params")), artifact_from_json(b.at("artifact"))});
   for (const auto& [w, i] : j.at("workload_build").as_object()) p.workload_build[w] = static_cast<int>(i.as_int());

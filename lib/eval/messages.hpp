@@ -21,6 +21,7 @@ struct PreparedSolution {
     Artifact artifact;
   };
   Solution solution;
+  std::vector<std::string> flags;             // the extra compile flags every build used
   std::vector<Build> builds;
   std::map<std::string, int> workload_build;  // workload name -> index into builds
 

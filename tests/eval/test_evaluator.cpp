@@ -180,6 +180,24 @@ TEST_CASE("evaluator: a failing task reference is an error of the evaluation, no
         EvalStatus::passed);
 }
 
+TEST_CASE("evaluator: the reference is compiled without the candidate's extra flags") {
+  auto cfg = ks::test::test_config(ks::test::scratch_dir("eval_reference_flags").string());
+  cfg.options.extra_compile_flags = {"-DKS_CANDIDATE_ONLY_FLAG=1"};
+  cfg.options.run_benchmarks = false;
+  auto ev = make_evaluator(cfg);
+  TaskSpec spec = ks::test::vadd_task("2*N", "test/vadd-flags");
+  auto& ref = spec.references.at(Language::cpp);
+  ref.sources[0].content =
+      "#ifdef KS_CANDIDATE_ONLY_FLAG\n#error the reference was compiled with the candidate's flags\n#endif\n" +
+      ref.sources[0].content;
+  ref.finalize();
+  // The candidate does get them.
+  Solution s = vadd_candidate("static_assert(KS_CANDIDATE_ONLY_FLAG == 1);\n" + std::string(ks::test::kGoodBody));
+  EvalResult r = ev->evaluate(SpecTask(spec), s);
+  INFO(r.to_json().dump(2));
+  CHECK(r.status == EvalStatus::passed);
+}
+
 TEST_CASE("evaluator: a batch overlaps compilation with runs and keeps input order") {
   auto cfg = ks::test::test_config(ks::test::scratch_dir("eval_batch").string());
   auto ev = make_evaluator(cfg);

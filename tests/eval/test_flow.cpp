@@ -146,3 +146,25 @@ TEST_CASE("flow: a failing reference is the task's fault, not the candidate's") 
     CHECK(contains(e.what(), "not the candidate"));
   }
 }
+
+TEST_CASE("flow: the key of cached reference outputs covers the reference's flags, parameters and seed") {
+  TaskSpec task = ks::test::vadd_task();
+  const WorkloadSpec& w = *task.find_workload("t1");
+  PreparedSolution ref;
+  ref.solution = task.references.at(Language::cpp);
+  PreparedSolution::Build b;
+  DeviceInfo dev = host::host_device_info();
+  const std::string base = reference_cache_key(task, w, 7, ref, b, dev);
+  CHECK(base.size() == 32);
+  CHECK(reference_cache_key(task, w, 7, ref, b, dev) == base);
+  CHECK(reference_cache_key(task, w, 8, ref, b, dev) != base);
+  PreparedSolution flagged = ref;
+  flagged.flags = {"-ffast-math"};
+  CHECK(reference_cache_key(task, w, 7, flagged, b, dev) != base);
+  PreparedSolution::Build tuned;
+  tuned.params = {{"BLOCK", 64}};
+  CHECK(reference_cache_key(task, w, 7, ref, tuned, dev) != base);
+  DeviceInfo other = dev;
+  other.name += " (another)";
+  CHECK(reference_cache_key(task, w, 7, ref, b, other) != base);
+}

@@ -32,7 +32,13 @@ struct Buffer {
 struct CompareStats {
   std::uint64_t count = 0;
   std::uint64_t mismatches = 0;       // elements outside tolerance (NaN/Inf rule included)
-  std::uint64_t nonfinite_mismatches = 0;
+  // NaN or infinity in the output that the policy does not accept (under
+  // forbid: any; under must_match: not the reference's same value). These
+  // fail the output whatever min_matched_ratio allows.
+  std::uint64_t nonfinite_outputs = 0;
+  // A finite output where the reference is NaN or infinite: a mismatch that
+  // counts against min_matched_ratio like any other.
+  std::uint64_t nonfinite_reference = 0;
   std::uint64_t poisoned = 0;         // elements still holding the poison pattern (never written)
   double max_abs_error = 0;           // over finite pairs
   double max_rel_error = 0;

@@ -79,7 +79,7 @@ CompareStats compare_loop(const void* out, const void* ref, std::size_t count, s
   };
   for (std::size_t i = 0; i < count; ++i) {
     const double o = load(out, i), r = load(ref, i);
-    bool bad = false, nonfinite = false, poisoned = false;
+    bool bad = false, nonfinite_out = false, nonfinite_ref = false, poisoned = false;
     if (all_ones(ob + i * elem_bytes) && !all_ones(rb + i * elem_bytes)) {
       bad = poisoned = true;
     } else if (std::isfinite(o) && std::isfinite(r)) {
@@ -90,17 +90,17 @@ CompareStats compare_loop(const void* out, const void* ref, std::size_t count, s
         if (rel > st.max_rel_error) st.max_rel_error = rel;
       }
       bad = !(diff <= tol.atol + tol.rtol * std::fabs(r));
-    } else if (tol.nan_policy == Tolerance::NanPolicy::forbid && !std::isfinite(o)) {
-      bad = nonfinite = true;
-    } else {
-      // must_match (or forbid with a finite output and a non-finite reference).
+    } else if (!std::isfinite(o)) {
+      // Accepted only under must_match, and only as the reference's own value.
       const bool same = (std::isnan(o) && std::isnan(r)) || (std::isinf(o) && o == r);
-      bad = !same;
-      nonfinite = bad;
+      bad = nonfinite_out = tol.nan_policy == Tolerance::NanPolicy::forbid || !same;
+    } else {
+      bad = nonfinite_ref = true;  // a number where the reference has NaN or infinity
     }
     if (!bad) continue;
     ++st.mismatches;
-    if (nonfinite) ++st.nonfinite_mismatches;
+    if (nonfinite_out) ++st.nonfinite_outputs;
+    if (nonfinite_ref) ++st.nonfinite_reference;
     if (poisoned) ++st.poisoned;
     if (st.first_bad_index < 0) {
       st.first_bad_index = static_cast<std::int64_t>(i);

@@ -39,9 +39,12 @@ bool is_poison_element(const void* data, DType dtype, std::size_t index);
 
 // Compares out with ref element by element:
 //   |out - ref| <= atol + rtol * |ref| for finite pairs;
-//   NanPolicy::must_match: a NaN or infinity in either must be matched by the
-//   same value in the other (NaN with NaN, +inf with +inf);
-//   NanPolicy::forbid: any NaN or infinity in the output is a mismatch.
+//   a NaN or infinity in the output is accepted only under
+//   NanPolicy::must_match and only where the reference has the same value
+//   (NaN with NaN, +inf with +inf); otherwise it counts as a mismatch and in
+//   `nonfinite_outputs`;
+//   a finite output where the reference is NaN or infinite counts as a
+//   mismatch and in `nonfinite_reference`.
 // An output element holding the poison pattern where the reference does not
 // counts as a mismatch and as `poisoned` (never written).
 CompareStats compare_elements(const void* out, const void* ref, DType dtype, std::size_t count,

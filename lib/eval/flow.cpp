@@ -298,13 +298,22 @@ std::optional<Failure> WorkloadRun::judge(std::uint64_t seed, const std::string&
                                  "kernel must write every output element on every call",
                                  what, st.poisoned, st.count, name,
                                  format_index(name, tb.shape, st.first_bad_index))};
-    if (st.nonfinite_mismatches > 0 && tol.nan_policy == Tolerance::NanPolicy::forbid)
-      return Failure{EvalStatus::incorrect,
-                     fmt::format("{}: output \"{}\" contains {} NaN or infinite values, which this task forbids; {}",
-                                 what, name, st.nonfinite_mismatches, first)};
+    // A NaN or infinity the reference does not have fails whatever the
+    // matched ratio allows: it poisons whatever consumes the output.
+    if (st.nonfinite_outputs > 0)
+      return Failure{
+          EvalStatus::incorrect,
+          tol.nan_policy == Tolerance::NanPolicy::forbid
+              ? fmt::format("{}: output \"{}\" contains {} NaN or infinite values, which this task forbids; {}",
+                            what, name, st.nonfinite_outputs, first)
+              : fmt::format("{}: output \"{}\" has {} NaN or infinite values where the reference has a number or "
+                            "another non-finite value; {}",
+                            what, name, st.nonfinite_outputs, first)};
     if (st.matched_ratio() < tol.min_matched_ratio) {
       std::string nonfinite =
-          st.nonfinite_mismatches ? fmt::format(" ({} involve NaN or infinity)", st.nonfinite_mismatches) : "";
+          st.nonfinite_reference
+              ? fmt::format(" ({} of them numbers where the reference is NaN or infinite)", st.nonfinite_reference)
+              : "";
       std::string poisoned =
           st.poisoned ? fmt::format(" ({} still hold the poison pattern: never written)", st.poisoned) : "";
       return Failure{EvalStatus::incorrect,

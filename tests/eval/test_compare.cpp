@@ -69,10 +69,16 @@ TEST_CASE("compare: NaN and infinity under must_match") {
   CHECK(cmp({float(-kInf)}, {float(-kInf)}, t).mismatches == 0);
   CompareStats s = cmp({float(kInf)}, {float(-kInf)}, t);
   CHECK(s.mismatches == 1);
-  CHECK(s.nonfinite_mismatches == 1);
-  CHECK(cmp({float(kNaN)}, {1.0f}, t).nonfinite_mismatches == 1);
-  CHECK(cmp({1.0f}, {float(kNaN)}, t).mismatches == 1);  // the reference's NaN must be reproduced
-  CHECK(cmp({float(kInf)}, {1e30f}, t).mismatches == 1);
+  CHECK(s.nonfinite_outputs == 1);
+  CHECK(s.nonfinite_reference == 0);
+  CHECK(cmp({float(kNaN)}, {1.0f}, t).nonfinite_outputs == 1);
+  // The reference's NaN must be reproduced: a number there is a mismatch of
+  // the reference side, not a NaN in the output.
+  CompareStats r = cmp({1.0f}, {float(kNaN)}, t);
+  CHECK(r.mismatches == 1);
+  CHECK(r.nonfinite_outputs == 0);
+  CHECK(r.nonfinite_reference == 1);
+  CHECK(cmp({float(kInf)}, {1e30f}, t).nonfinite_outputs == 1);
   // Non-finite pairs do not pollute the error figures.
   CompareStats e = cmp({float(kNaN), 1.25f}, {float(kNaN), 1.0f}, t);
   CHECK(e.max_abs_error == doctest::Approx(0.25));
@@ -80,9 +86,14 @@ TEST_CASE("compare: NaN and infinity under must_match") {
 
 TEST_CASE("compare: forbid rejects every NaN or infinity in the output") {
   auto t = tol(1e-3, 1e-3, Tolerance::NanPolicy::forbid);
-  CHECK(cmp({float(kNaN)}, {float(kNaN)}, t).nonfinite_mismatches == 1);
-  CHECK(cmp({float(kInf)}, {float(kInf)}, t).nonfinite_mismatches == 1);
+  CHECK(cmp({float(kNaN)}, {float(kNaN)}, t).nonfinite_outputs == 1);
+  CHECK(cmp({float(kInf)}, {float(kInf)}, t).nonfinite_outputs == 1);
   CHECK(cmp({1.0f}, {1.0f}, t).mismatches == 0);
+  // A number where the reference has NaN is no NaN in the output.
+  CompareStats r = cmp({1.0f, 2.0f}, {float(kNaN), 2.0f}, t);
+  CHECK(r.mismatches == 1);
+  CHECK(r.nonfinite_outputs == 0);
+  CHECK(r.nonfinite_reference == 1);
 }
 
 TEST_CASE("compare: elements left holding the poison pattern count as never written") {
@@ -90,7 +101,7 @@ TEST_CASE("compare: elements left holding the poison pattern count as never writ
   CompareStats s = cmp({1.0f, poison_f32(), poison_f32()}, {1.0f, 2.0f, 3.0f}, t);
   CHECK(s.poisoned == 2);
   CHECK(s.mismatches == 2);
-  CHECK(s.nonfinite_mismatches == 0);  // reported as unwritten, not as a NaN result
+  CHECK(s.nonfinite_outputs == 0);  // reported as unwritten, not as a NaN result
   CHECK(s.first_bad_index == 1);
   CHECK(is_poison_element(std::vector<float>{poison_f32()}.data(), DType::f32, 0));
 

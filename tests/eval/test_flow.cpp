@@ -168,3 +168,60 @@ TEST_CASE("flow: the key of cached reference outputs covers the reference's flag
   other.name += " (another)";
   CHECK(reference_cache_key(task, w, 7, ref, b, other) != base);
 }
+
+namespace {
+
+EvalResult run_in_process(const TaskSpec& task, const Solution& candidate, const std::string& cache) {
+  RunRequest req = request(task, candidate, cache, false);
+  req.workloads = {"t1"};
+  host::HostDevice device;
+  ReferenceStore refs(device, {}, 1 << 30);
+  NoEvents events;
+  EvaluationFlow flow(device, refs);
+  return flow.run(task, req, events);
+}
+
+}  // namespace
+
+TEST_CASE("flow: a NaN the reference does not have fails whatever the matched ratio allows") {
+  TaskSpec task = ks::test::vadd_task();
+  task.tolerance.min_matched_ratio = 0.9;  // 100 of t1's 1000 elements may be off
+  task.tolerance.nan_policy = Tolerance::NanPolicy::must_match;
+  EvalResult r = run_in_process(
+      task,
+      ks::test::vadd_candidate(std::string(ks::test::kGoodBody) + "\nz[3] = std::nanf(\"\");"),
+      ks::test::scratch_dir("flow_nan_must_match").string());
+  INFO(r.to_json().dump(2));
+  CHECK(r.status == EvalStatus::incorrect);
+  REQUIRE(r.workloads.size() == 1);
+  CHECK(contains(r.workloads[0].message,
+                 "output \"Z\" has 1 NaN or infinite values where the reference has a number"));
+  CHECK(contains(r.workloads[0].message, "Z[3]"));
+}
+
+TEST_CASE("flow: under forbid, a number where the reference has NaN is no NaN in the output") {
+  TaskSpec task = ks::test::vadd_task();
+  task.tolerance.min_matched_ratio = 0.9;
+  task.tolerance.nan_policy = Tolerance::NanPolicy::forbid;
+  auto& ref = task.references.at(Language::cpp);
+  ref.sources[0].content =
+      "#include <cmath>\n#include <cstdint>\n"
+      "void vadd_ref(const float* x, const float* y, float* z, std::int64_t n) {\n"
+      "  for (std::int64_t i = 0; i < n; ++i) z[i] = x[i] + 2.0f * y[i];\n"
+      "  z[5] = std::nanf(\"\");\n}\n";
+  ref.finalize();
+  const std::string cache = ks::test::scratch_dir("flow_nan_forbid").string();
+  // One element of 1000 differs, within the ratio: the output has no NaN.
+  EvalResult r = run_in_process(task, ks::test::vadd_candidate(ks::test::kGoodBody), cache);
+  INFO(r.to_json().dump(2));
+  CHECK(r.status == EvalStatus::passed);
+
+  // Beyond the ratio, the message says which side is non-finite.
+  task.tolerance.min_matched_ratio = 1.0;
+  EvalResult strict = run_in_process(task, ks::test::vadd_candidate(ks::test::kGoodBody), cache);
+  INFO(strict.to_json().dump(2));
+  CHECK(strict.status == EvalStatus::incorrect);
+  REQUIRE(strict.workloads.size() == 1);
+  CHECK(contains(strict.workloads[0].message, "1 of them numbers where the reference is NaN or infinite"));
+  CHECK_FALSE(contains(strict.workloads[0].message, "forbids"));
+}

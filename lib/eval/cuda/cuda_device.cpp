@@ -17,7 +17,8 @@ namespace {
 // Laid out as KsCompareResult in kernels/runtime.cu.
 struct CompareResult {
   std::uint64_t mismatches = 0;
-  std::uint64_t nonfinite_mismatches = 0;
+  std::uint64_t nonfinite_outputs = 0;
+  std::uint64_t nonfinite_reference = 0;
   std::uint64_t poisoned = 0;
   std::uint64_t first_bad = ~0ULL;
   std::uint64_t max_abs_bits = 0;
@@ -365,7 +366,8 @@ CompareStats CudaDevice::compare(Buffer out, Buffer ref, DType dtype, std::size_
   CompareResult got;
   download(&got, compare_result_, sizeof got);
   st.mismatches = got.mismatches;
-  st.nonfinite_mismatches = got.nonfinite_mismatches;
+  st.nonfinite_outputs = got.nonfinite_outputs;
+  st.nonfinite_reference = got.nonfinite_reference;
   st.poisoned = got.poisoned;
   st.max_abs_error = bits_to_double(got.max_abs_bits);
   st.max_rel_error = bits_to_double(got.max_rel_bits);

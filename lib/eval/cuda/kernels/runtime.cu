@@ -65,7 +65,8 @@ KS_GENERATE(u8, unsigned char)
 
 struct KsCompareResult {
   ks_u64_t mismatches;
-  ks_u64_t nonfinite_mismatches;
+  ks_u64_t nonfinite_outputs;    // NaN/inf in the output the policy does not accept
+  ks_u64_t nonfinite_reference;  // a finite output where the reference is NaN/inf
   ks_u64_t poisoned;
   ks_u64_t first_bad;      // smallest bad index; ~0 when none
   ks_u64_t max_abs_bits;   // non-negative doubles order like their bit patterns
@@ -86,14 +87,15 @@ template <typename T, typename U>
 __device__ void ks_compare(const T* out, const T* ref, ks_u64_t n, double atol, double rtol,
                            int forbid_nonfinite, KsCompareResult* result) {
   const U poison = (U)~(U)0;
-  ks_u64_t bad_count = 0, nonfinite_count = 0, poisoned_count = 0, first_bad = ~0ULL;
+  ks_u64_t bad_count = 0, nonfinite_out_count = 0, nonfinite_ref_count = 0, poisoned_count = 0,
+           first_bad = ~0ULL;
   double max_abs = 0.0, max_rel = 0.0;
   const ks_u64_t step = (ks_u64_t)gridDim.x * blockDim.x;
   for (ks_u64_t i = (ks_u64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
     const U ob = reinterpret_cast<const U*>(out)[i];
     const U rb = reinterpret_cast<const U*>(ref)[i];
     const double o = ks_value(out[i]), r = ks_value(ref[i]);
-    bool bad = false, nonfinite = false, poisoned = false;
+    bool bad = false, nonfinite_out = false, nonfinite_ref = false, poisoned = false;
     if (ob == poison && rb != poison) {
       bad = poisoned = true;
     } else if (isfinite(o) && isfinite(r)) {
@@ -102,16 +104,17 @@ __device__ void ks_compare(const T* out, const T* ref, ks_u64_t n, double atol, 
       if (r != 0.0) max_rel = fmax(max_rel, diff / fabs(r));
       // Explicit roundings: the bound must not become a fused multiply-add.
       bad = !(diff <= __dadd_rn(atol, __dmul_rn(rtol, fabs(r))));
-    } else if (forbid_nonfinite && !isfinite(o)) {
-      bad = nonfinite = true;
-    } else {
+    } else if (!isfinite(o)) {
+      // Accepted only under must_match, and only as the reference's own value.
       const bool same = (isnan(o) && isnan(r)) || (isinf(o) && o == r);
-      bad = !same;
-      nonfinite = bad;
+      bad = nonfinite_out = forbid_nonfinite || !same;
+    } else {
+      bad = nonfinite_ref = true;  // a number where the reference has NaN or infinity
     }
     if (bad) {
       ++bad_count;
-      if (nonfinite) ++nonfinite_count;
+      if (nonfinite_out) ++nonfinite_out_count;
+      if (nonfinite_ref) ++nonfinite_ref_count;
       if (poisoned) ++poisoned_count;
       if (i < first_bad) first_bad = i;
     }
@@ -119,7 +122,8 @@ __device__ void ks_compare(const T* out, const T* ref, ks_u64_t n, double atol, 
   // Reduce within the warp, then one set of atomics per warp.
   for (int offset = 16; offset > 0; offset >>= 1) {
     bad_count += __shfl_down_sync(0xffffffffu, bad_count, offset);
-    nonfinite_count += __shfl_down_sync(0xffffffffu, nonfinite_count, offset);
+    nonfinite_out_count += __shfl_down_sync(0xffffffffu, nonfinite_out_count, offset);
+    nonfinite_ref_count += __shfl_down_sync(0xffffffffu, nonfinite_ref_count, offset);
     poisoned_count += __shfl_down_sync(0xffffffffu, poisoned_count, offset);
     first_bad = min(first_bad, __shfl_down_sync(0xffffffffu, first_bad, offset));
     max_abs = fmax(max_abs, __shfl_down_sync(0xffffffffu, max_abs, offset));
@@ -128,7 +132,8 @@ __device__ void ks_compare(const T* out, const T* ref, ks_u64_t n, double atol, 
   if ((threadIdx.x & 31) != 0) return;
   if (bad_count) {
     atomicAdd(&result->mismatches, bad_count);
-    if (nonfinite_count) atomicAdd(&result->nonfinite_mismatches, nonfinite_count);
+    if (nonfinite_out_count) atomicAdd(&result->nonfinite_outputs, nonfinite_out_count);
+    if (nonfinite_ref_count) atomicAdd(&result->nonfinite_reference, nonfinite_ref_count);
     if (poisoned_count) atomicAdd(&result->poisoned, poisoned_count);
     atomicMin(&result->first_bad, first_bad);
   }

@@ -92,7 +92,17 @@ class RunSlot {
     auto deadline = after(req.options.run_timeout_s + kLoadGraceS);
     for (;;) {
       Json m;
-      auto got = worker_->receive(m, deadline);
+      WorkerProcess::Received got;
+      std::string corrupt;  // why the stream from the worker cannot be read any more
+      try {
+        got = worker_->receive(m, deadline);
+      } catch (const Error& e) {
+        // Bytes that are no frame: something in the worker (a candidate, on
+        // the host) wrote to the protocol's descriptor. The stream cannot be
+        // resynchronised, so the worker goes, like one that crashed.
+        got = WorkerProcess::Received::exited;
+        corrupt = e.what();
+      }
       if (got == WorkerProcess::Received::message) {
         const std::string ev = m.get_string("event");
         if (ev == "workload_started") {
@@ -129,6 +139,10 @@ class RunSlot {
       // The worker died or hung: record it against the workload in progress.
       const bool hung = got == WorkerProcess::Received::timed_out;
       std::string how = worker_->kill_and_describe();
+      if (!corrupt.empty())
+        how = fmt::format("killed, because something in it (the candidate?) corrupted the worker protocol: "
+                          "{}; a kernel must not write to file descriptors it did not open",
+                          corrupt);
       reset();
       ++restarts_;
       EvalStatus status = hung ? EvalStatus::timeout : EvalStatus::crashed;
@@ -139,7 +153,7 @@ class RunSlot {
                       : fmt::format("did not finish within {:.3g} s; the worker was killed (an endless loop, a "
                                     "deadlock, or a kernel far too slow for this workload)",
                                     req.options.run_timeout_s))
-               : fmt::format("the worker process died while running this {}: {}",
+               : fmt::format("the worker process {} while running this {}: {}", corrupt.empty() ? "died" : "ended",
                              current.empty() ? "candidate" : "workload", how);
       if (!current.empty()) {
         WorkloadResult w;

@@ -50,6 +50,7 @@ inline Solution vadd_candidate(const std::string& body, const std::string& name 
   s.sources = {{"kernel.cpp",
                 "#include <algorithm>\n#include <chrono>\n#include <cmath>\n#include <cstdint>\n#include <cstdio>\n#include <cstdlib>\n"
                 "#include <map>\n#include <stdexcept>\n#include <thread>\n#include <vector>\n"
+                "#include <fcntl.h>\n#include <sys/stat.h>\n#include <unistd.h>\n"
                 "void vadd(const float* x, const float* y, float* z, std::int64_t n) {\n" +
                     body + "\n}\n"}};
   s.launch_plan = Json::obj({{"calls", Json::arr({Json::obj({{"fn", "vadd"}, {"args", Json::arr({"X", "Y", "Z", "N"})}})})}});
@@ -106,6 +107,18 @@ inline const char* kThrowBody = "(void)x; (void)y; (void)z; (void)n; throw std::
 inline const char* kExitBody = "(void)x; (void)y; (void)z; (void)n; std::exit(0);";
 inline const char* kChattyBody =
     "std::printf(\"KSW1 garbage on stdout from the kernel\\n\"); std::fflush(stdout);\n"
+    "for (std::int64_t i = 0; i < n; ++i) z[i] = x[i] + 2.0f * y[i];";
+
+// Writes bytes that are no frame to every pipe it may write to beyond
+// stdout and stderr: the worker's protocol descriptor among them.
+inline const char* kProtocolGarbageBody =
+    "for (int fd = 3; fd < 1024; ++fd) {\n"
+    "  struct stat st;\n"
+    "  if (fstat(fd, &st) != 0 || !S_ISFIFO(st.st_mode)) continue;\n"
+    "  int fl = fcntl(fd, F_GETFL);\n"
+    "  if (fl < 0 || (fl & O_ACCMODE) != O_WRONLY) continue;\n"
+    "  if (write(fd, \"garbage!\", 8) < 0) continue;\n"
+    "}\n"
     "for (std::int64_t i = 0; i < n; ++i) z[i] = x[i] + 2.0f * y[i];";
 
 // Fast evaluation settings for tests: a few short timed repetitions.

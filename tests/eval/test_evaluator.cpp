@@ -68,6 +68,8 @@ TEST_CASE("evaluator: one evaluator survives crashing, hanging and cheating cand
         {"skips-last", ks::test::kSkipLastBody, EvalStatus::incorrect, {"never written", "Z[999]"}},
         {"throws", ks::test::kThrowBody, EvalStatus::runtime_error, {"boom from the kernel"}},
         {"exits", ks::test::kExitBody, EvalStatus::crashed, {"exited with code 0"}},
+        {"protocol-garbage", ks::test::kProtocolGarbageBody, EvalStatus::crashed,
+         {"corrupted the worker protocol", "bad frame magic"}},
         {"compile-error", "this is not C++", EvalStatus::compile_error, {"error"}},
     };
     for (const auto& c : cases) {

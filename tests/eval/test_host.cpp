@@ -139,6 +139,23 @@ TEST_CASE("host device: generated inputs are deterministic and follow their dist
   CHECK(info.l2_bytes > 0);
 }
 
+TEST_CASE("host device: the speed-of-light peak assumes the fastest arithmetic the CPU offers") {
+  std::string why;
+  CHECK(host_peak_ops_per_cycle("fpu sse2 avx avx2 fma", 32, &why) == 128);  // 4 x fp32
+  CHECK(why.find("4 x the fp32 FMA rate") != std::string::npos);
+  CHECK(host_peak_ops_per_cycle("avx512f avx512_vnni", 64) == 256);
+  CHECK(host_peak_ops_per_cycle("avx512f avx512_bf16", 64) == 256);  // 4 x 64 is more than BF16's 128
+  CHECK(host_peak_ops_per_cycle("avx2 avx_vnni", 32) == 128);
+  CHECK(host_peak_ops_per_cycle("avx512f avx512_vnni amx_bf16 amx_tile amx_int8", 64, &why) == 2048);
+  CHECK(why.find("AMX int8") != std::string::npos);
+  CHECK(host_peak_ops_per_cycle("avx512_vnni_extra", 16) == 64);  // whole flags only
+  // The device's peak uses it: at least four fp32 FMA units' worth per thread.
+  const CpuFacts& f = cpu_facts();
+  CHECK(f.peak_ops_per_cycle >= 4.0 * f.flops_per_cycle);
+  CHECK(host_device_info().peak_flops ==
+        doctest::Approx(f.threads * f.max_ghz * 1e9 * f.peak_ops_per_cycle));
+}
+
 TEST_CASE("guarded memory: overruns into the canary bytes are reported with the buffer's name") {
   void* p = guarded_alloc(1000);  // 1000 bytes: 24 canary bytes before the guard page
   set_guard_label(p, "output \"Z\"");

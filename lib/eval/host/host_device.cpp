@@ -75,6 +75,7 @@ CpuFacts read_cpu_facts() {
   else if (has("avx2") || has("fma") || has("avx")) f.flops_per_cycle = 32;
   else if (has("sve")) f.flops_per_cycle = 64;
   else f.flops_per_cycle = 16;
+  f.peak_ops_per_cycle = host_peak_ops_per_cycle(f.isa_flags, f.flops_per_cycle, &f.peak_basis);
   // The last-level cache one CPU sees (sysconf reports a whole-package figure
   // on some virtual machines, which would make every flush huge).
   for (int idx = 0; idx < 8; ++idx) {
@@ -117,6 +118,33 @@ void generate_range(void* data, DType dtype, std::size_t begin, std::size_t end,
 
 }  // namespace
 
+double host_peak_ops_per_cycle(const std::string& isa_flags, int fp32_flops_per_cycle, std::string* basis) {
+  auto has = [&](const char* flag) {
+    return (" " + isa_flags + " ").find(std::string(" ") + flag + " ") != std::string::npos;
+  };
+  struct Unit {
+    const char* flag;
+    double ops;
+    const char* what;
+  };
+  // Per cycle per thread, two units where the core has two; rounded up.
+  static const Unit units[] = {{"amx_int8", 2048, "AMX int8 tiles"},
+                               {"amx_bf16", 1024, "AMX bf16 tiles"},
+                               {"avx512_vnni", 256, "AVX-512 VNNI int8 dot products"},
+                               {"avx512_bf16", 128, "AVX-512 BF16 dot products"},
+                               {"avx_vnni", 128, "AVX-VNNI int8 dot products"}};
+  double best = 4.0 * fp32_flops_per_cycle;
+  std::string why = fmt::format("4 x the fp32 FMA rate of {} FLOP/cycle (packed 8/16-bit dot products)",
+                                fp32_flops_per_cycle);
+  for (const auto& u : units)
+    if (has(u.flag) && u.ops > best) {
+      best = u.ops;
+      why = u.what;
+    }
+  if (basis) *basis = fmt::format("{} ops/cycle per thread: {}", best, why);
+  return best;
+}
+
 const CpuFacts& cpu_facts() {
   static const CpuFacts facts = read_cpu_facts();
   return facts;
@@ -129,7 +157,7 @@ DeviceInfo host_device_info() {
   d.name = f.model;
   d.arch = f.arch;
   d.count = 1;
-  d.peak_flops = static_cast<double>(f.threads) * f.max_ghz * 1e9 * f.flops_per_cycle;
+  d.peak_flops = static_cast<double>(f.threads) * f.max_ghz * 1e9 * f.peak_ops_per_cycle;
   d.peak_bytes_per_s = 0;
   d.l2_bytes = f.llc_bytes;
   d.memory_bytes = f.memory_bytes;

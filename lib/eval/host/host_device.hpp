@@ -18,15 +18,27 @@ struct CpuFacts {
   int threads = 1;            // hardware threads available to this process
   double max_ghz = 0;         // highest clock found (cpufreq or /proc/cpuinfo)
   int flops_per_cycle = 16;   // per thread, fp32, from the widest vector FMA the CPU has
+  double peak_ops_per_cycle = 64;  // per thread, at the fastest precision it has (see host_peak_ops_per_cycle)
+  std::string peak_basis;          // what that figure assumes, for messages
   std::int64_t llc_bytes = 0; // last-level cache as seen by one CPU
   std::int64_t memory_bytes = 0;
   std::string isa_flags;      // the CPU's feature flags, for the compile cache key
 };
 const CpuFacts& cpu_facts();
 
+// Arithmetic operations per cycle per hardware thread at the fastest
+// precision the CPU's feature flags (/proc/cpuinfo) offer, for the
+// speed-of-light bound: AMX int8 (2048) or bf16 (1024) tiles, AVX-512 VNNI
+// int8 dot products (256), AVX-512 BF16 (128), AVX-VNNI (128); and never
+// less than 4x the fp32 FMA rate, since packed 8- and 16-bit dot products
+// (pmaddubsw, sdot) do up to four times the operations of an fp32 FMA per
+// instruction. A kernel may use any of them for a task that tolerates it, so
+// the bound must assume the fastest. `basis` says which was taken.
+double host_peak_ops_per_cycle(const std::string& isa_flags, int fp32_flops_per_cycle, std::string* basis = nullptr);
+
 // Facts for the manifest and the speed-of-light bound. peak_flops is a
 // deliberate over-estimate (every hardware thread at the highest clock
-// issuing the widest FMA every cycle) so that no honest kernel is rejected;
+// doing host_peak_ops_per_cycle every cycle) so that no honest kernel is rejected;
 // peak_bytes_per_s is 0 (unknown): a CPU's private caches keep data a flush
 // of the shared cache cannot evict, so bytes give no hard bound here.
 DeviceInfo host_device_info();

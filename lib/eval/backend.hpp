@@ -53,6 +53,9 @@ struct RunFailure {
   EvalStatus status = EvalStatus::runtime_error;
   std::string message;  // e.g. "CUDA_ERROR_ILLEGAL_ADDRESS after kernel `foo`"
   bool out_of_memory = false;  // an allocation failed: memory the evaluator holds may be released and retried
+  // The device's memory may have been written where it should not (an
+  // out-of-bounds write was seen): cached data on it is no longer trusted.
+  bool memory_corrupted = false;
 };
 
 // Raised by Device and Program methods; carries the status to report.

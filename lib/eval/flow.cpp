@@ -559,7 +559,13 @@ EvalResult EvaluationFlow::run(const TaskSpec& task, const RunRequest& req, Flow
   return result;
 }
 
-void EvaluationFlow::note_device_error(const RunFailure&) { device_suspect_ = true; }
+// Only an error that may have left the device unusable or its memory
+// untrustworthy costs the worker (and the reference outputs it keeps): a
+// crash, a sticky CUDA error, a write out of bounds. Plan-binding errors,
+// running out of memory and ordinary launch errors leave it as it was.
+void EvaluationFlow::note_device_error(const RunFailure& f) {
+  if (f.status == EvalStatus::crashed || f.memory_corrupted || !device_.usable()) device_suspect_ = true;
+}
 
 Error EvaluationFlow::reference_fault(const TaskSpec& task, const std::string& workload, const std::string& step,
                                       const std::string& what) {

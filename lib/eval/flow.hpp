@@ -42,8 +42,9 @@ class EvaluationFlow {
   // the candidate's to answer for.
   EvalResult run(const TaskSpec& task, const RunRequest& request, FlowEvents& events);
 
-  // True once a candidate raised a device error: a CUDA context may now be
-  // unusable, so the worker should be replaced before the next candidate.
+  // True once a candidate crashed the device, left it unusable (a sticky
+  // CUDA error) or wrote out of bounds: the worker should be replaced before
+  // the next candidate. Other device errors keep it and its cached data.
   bool device_suspect() const { return device_suspect_; }
 
  private:

@@ -277,6 +277,7 @@ TEST_CASE("fake driver: a fault names its kernel and leaves the device unusable"
     CHECK(contains(e.what(), "while running kernel `k1`"));
   }
   CHECK(fake().launches()->size() == 1);  // k2 and k3 never started
+  CHECK_FALSE(l.device->usable());
   try {
     l.device->alloc(16);
     FAIL("the context is unusable");
@@ -330,7 +331,17 @@ TEST_CASE("fake driver: a write past the end of a tensor or scratch buffer is fo
   CHECK_THROWS_WITH_AS(l.program->synchronize(),
                        doctest::Contains("wrote past the end of scratch \"tmp\" (101 bytes beyond its 4000 bytes)"),
                        RunError);
-  // The device stays usable: an overrun found this way is no sticky error.
+  // The device stays usable: an overrun found this way is no sticky error
+  // (its memory is no longer trusted, though: the worker is replaced).
+  bool threw = false;
+  try {
+    l.program->synchronize();
+  } catch (const RunError& e) {
+    threw = true;
+    CHECK(e.failure().memory_corrupted);
+  }
+  CHECK(threw);
+  CHECK(l.device->usable());
   Buffer b = l.device->alloc(16);
   CHECK(b);
   l.device->free(b);

@@ -93,6 +93,11 @@ TEST_CASE("evaluator: one evaluator survives crashing, hanging and cheating cand
         CHECK(after.metrics.get_int("worker_pid") != first_pid);
         CHECK(after.metrics.get_int("reference_file_hits") > 0);
       }
+      if (c.status == EvalStatus::runtime_error || c.status == EvalStatus::incorrect) {
+        // Nothing sticky happened: the worker and the references it holds stay.
+        CHECK(after.metrics.get_int("worker_pid") == r.metrics.get_int("worker_pid"));
+        CHECK(after.metrics.get_int("reference_memory_hits") > 0);
+      }
     }
   }
 

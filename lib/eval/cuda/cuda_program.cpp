@@ -251,7 +251,8 @@ void CudaProgram::synchronize() {
       throw RunError(RunFailure{EvalStatus::runtime_error,
                                 fmt::format("kernel(s) {} {}: an out-of-bounds write; check the bounds of every store, "
                                             "vector stores at the end of a row or of the tensor especially",
-                                            kernel_list(), what)});
+                                            kernel_list(), what),
+                                false, true});
 }
 
 double CudaProgram::timed_launch() {

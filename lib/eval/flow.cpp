@@ -65,23 +65,26 @@ class Allocations {
 struct Failure {
   EvalStatus status;
   std::string message;
+  bool unwritten = false;  // outputs still held the poison pattern
 };
 
 // Names a step of the task's reference while it runs; the name stays when
 // an exception leaves the step, so the handler knows whose failure it is.
 class StepScope {
  public:
-  StepScope(std::string& slot, std::string what) : slot_(slot), exceptions_(std::uncaught_exceptions()) {
+  StepScope(std::string& slot, std::string what)
+      : slot_(slot), outer_(slot), exceptions_(std::uncaught_exceptions()) {
     slot_ = std::move(what);
   }
   ~StepScope() {
-    if (std::uncaught_exceptions() == exceptions_) slot_.clear();
+    if (std::uncaught_exceptions() == exceptions_) slot_ = outer_;
   }
   StepScope(const StepScope&) = delete;
   StepScope& operator=(const StepScope&) = delete;
 
  private:
   std::string& slot_;
+  std::string outer_;  // the enclosing step, restored when this one ends
   int exceptions_;
 };
 
@@ -97,15 +100,18 @@ class WorkloadRun {
               const WorkloadSpec& w, const RunRequest& req, Program& cand,
               const PreparedSolution::Build& cand_build, Program& ref,
               const PreparedSolution::Build& ref_build, WorkloadResult& result, Json& metrics,
-              std::string& reference_step)
+              std::string& reference_step, FlowEvents& events)
       : device_(device), refs_(refs), info_(info), task_(task), w_(w), req_(req), cand_(cand),
         cand_build_(cand_build), ref_(ref), ref_build_(ref_build), r_(result), metrics_(metrics),
-        reference_step_(reference_step), allocs_(device) {
+        reference_step_(reference_step), events_(events), allocs_(device) {
     for (const auto& [k, v] : w.dims) dims_[k] = v;
   }
 
   void prepare();
   std::optional<Failure> check(std::uint64_t seed, const std::string& what);
+  // The re-check after timing on fresh inputs; says when the outputs are
+  // stale (those of the earlier inputs) or unwritten.
+  std::optional<Failure> recheck(std::uint64_t seed);
   // Times the candidate (outputs and scratch poisoned before every call) and
   // then checks what its last timed call left behind.
   TimingStats time_candidate();
@@ -115,7 +121,25 @@ class WorkloadRun {
 
  private:
   TimingStats time(Program& p, const std::vector<Buffer>& outputs);
+  void run_candidate();
   std::optional<Failure> judge(std::uint64_t seed, const std::string& what);
+  std::optional<Failure> compare_outputs(const std::string& what);
+  bool outputs_match_reference();
+  void enter(FlowPhase phase);
+  // A step of the task's reference: reported as such, and afterwards the
+  // candidate's step in progress is reported again.
+  class ReferencePhase {
+   public:
+    ReferencePhase(WorkloadRun& run, std::string detail, double extra_s);
+    ~ReferencePhase();
+    ReferencePhase(const ReferencePhase&) = delete;
+    ReferencePhase& operator=(const ReferencePhase&) = delete;
+
+   private:
+    WorkloadRun& run_;
+    FlowPhase resume_;
+    StepScope step_;
+  };
   void generate_inputs(std::uint64_t seed);
   std::optional<Failure> inputs_unchanged(std::uint64_t seed, const char* who);
   void reference_outputs(std::uint64_t seed);
@@ -135,6 +159,8 @@ class WorkloadRun {
   WorkloadResult& r_;
   Json& metrics_;
   std::string& reference_step_;
+  FlowEvents& events_;
+  FlowPhase phase_;              // the candidate's step in progress
   Allocations allocs_;
   detail::Vars dims_;
   std::vector<TensorBuffer> tensors_;
@@ -185,9 +211,24 @@ void WorkloadRun::prepare() {
   cand_.bind(b);
 }
 
+void WorkloadRun::enter(FlowPhase phase) {
+  if (!phase.reference) phase_ = phase;
+  events_.phase(w_.name, phase);
+}
+
+WorkloadRun::ReferencePhase::ReferencePhase(WorkloadRun& run, std::string detail, double extra_s)
+    : run_(run), resume_(run.phase_), step_(run.reference_step_, detail) {
+  run_.enter(FlowPhase{"reference", std::move(detail), extra_s, true});
+}
+
+WorkloadRun::ReferencePhase::~ReferencePhase() {
+  if (std::uncaught_exceptions() == 0) run_.enter(resume_);
+}
+
 void WorkloadRun::bind_reference() {
   if (ref_bound_) return;
-  StepScope step(reference_step_, "binding its plan to the workload");
+  StepScope step(reference_step_, reference_step_.empty() ? "binding its plan to the workload"
+                                                          : reference_step_ + " (binding its plan)");
   Bindings b;
   std::size_t o = 0;
   for (const auto& tb : tensors_) b.tensors[tb.spec->name] = tb.spec->is_output ? ref_out_[o++] : tb.buf;
@@ -236,8 +277,8 @@ std::string WorkloadRun::reference_key(std::uint64_t seed) const {
 void WorkloadRun::reference_outputs(std::uint64_t seed) {
   const std::string key = reference_key(seed);
   if (refs_.fetch(key, ref_out_)) return;
+  ReferencePhase step(*this, fmt::format("computing the reference outputs for {}", seed_what_), 0);
   bind_reference();
-  StepScope step(reference_step_, fmt::format("computing the reference outputs for {}", seed_what_));
   for (const auto& b : ref_out_) device_.poison(b, b.bytes);
   ref_.poison_scratch();
   const auto started = std::chrono::steady_clock::now();
@@ -251,17 +292,59 @@ void WorkloadRun::reference_outputs(std::uint64_t seed) {
   metrics_["reference_runs"] = metrics_.get_int("reference_runs") + 1;
 }
 
-std::optional<Failure> WorkloadRun::check(std::uint64_t seed, const std::string& what) {
-  seed_ = seed;
-  seed_what_ = what;
-  generate_inputs(seed);
-  reference_outputs(seed);
+void WorkloadRun::run_candidate() {
   for (const auto& b : cand_out_) device_.poison(b, b.bytes);
   cand_.poison_scratch();
   cand_.launch();
   cand_.synchronize();
   device_.synchronize();
+}
+
+std::optional<Failure> WorkloadRun::check(std::uint64_t seed, const std::string& what) {
+  seed_ = seed;
+  seed_what_ = what;
+  enter(FlowPhase{"checks", "running the kernel on " + what});
+  generate_inputs(seed);
+  reference_outputs(seed);
+  run_candidate();
   return judge(seed, what);
+}
+
+std::optional<Failure> WorkloadRun::recheck(std::uint64_t seed) {
+  const std::string what = describe_seed(0, 0, true);
+  enter(FlowPhase{"re-check", "running " + what});
+  generate_inputs(seed);
+  // The candidate runs before the new reference outputs are fetched: until
+  // then ref_out_ holds those of the timed inputs, and outputs that match
+  // them are stale.
+  run_candidate();
+  if (auto f = inputs_unchanged(seed, "the kernel")) {
+    f->message = fmt::format("{}: {}", what, f->message);
+    return f;
+  }
+  const bool stale = outputs_match_reference();
+  seed_ = seed;
+  seed_what_ = what;
+  reference_outputs(seed);
+  auto f = compare_outputs(what);
+  if (f && stale)
+    f->message += "; these are the outputs for the inputs of the timed calls, not for the new ones: the kernel "
+                  "passed the checks before timing, so it probably reuses results from earlier calls instead "
+                  "of computing them";
+  else if (f && f->unwritten)
+    f->message += "; the kernel wrote them in the checks before timing, so it probably reuses results from "
+                  "earlier calls (keeping their outputs) instead of computing them";
+  return f;
+}
+
+bool WorkloadRun::outputs_match_reference() {
+  std::size_t o = 0;
+  for (const auto& tb : tensors_) {
+    if (!tb.spec->is_output) continue;
+    CompareStats st = device_.compare(tb.buf, ref_out_[o++], tb.spec->dtype, tb.count, task_.tolerance);
+    if (st.mismatches > 0) return false;
+  }
+  return true;
 }
 
 // Checks what the candidate's last call left: inputs unchanged, outputs
@@ -271,6 +354,10 @@ std::optional<Failure> WorkloadRun::judge(std::uint64_t seed, const std::string&
     f->message = fmt::format("{}: {}", what, f->message);
     return f;
   }
+  return compare_outputs(what);
+}
+
+std::optional<Failure> WorkloadRun::compare_outputs(const std::string& what) {
   std::size_t o = 0;
   for (const auto& tb : tensors_) {
     if (!tb.spec->is_output) continue;
@@ -295,9 +382,12 @@ std::optional<Failure> WorkloadRun::judge(std::uint64_t seed, const std::string&
       return Failure{EvalStatus::incorrect,
                      fmt::format("{}: {} of {} elements of output \"{}\" were never written (they still hold "
                                  "the poison pattern 0xFF..); first unwritten or wrong element {}; the "
-                                 "kernel must write every output element on every call",
+                                 "kernel must write every output element on every call. Scratch buffers hold "
+                                 "the same pattern before every call, so an output copied from scratch the "
+                                 "kernel did not fill looks the same",
                                  what, st.poisoned, st.count, name,
-                                 format_index(name, tb.shape, st.first_bad_index))};
+                                 format_index(name, tb.shape, st.first_bad_index)),
+                     true};
     // A NaN or infinity the reference does not have fails whatever the
     // matched ratio allows: it poisons whatever consumes the output.
     if (st.nonfinite_outputs > 0)
@@ -315,7 +405,10 @@ std::optional<Failure> WorkloadRun::judge(std::uint64_t seed, const std::string&
               ? fmt::format(" ({} of them numbers where the reference is NaN or infinite)", st.nonfinite_reference)
               : "";
       std::string poisoned =
-          st.poisoned ? fmt::format(" ({} still hold the poison pattern: never written)", st.poisoned) : "";
+          st.poisoned ? fmt::format(" ({} still hold the poison pattern: never written, or copied from scratch "
+                                    "the kernel did not fill)",
+                                    st.poisoned)
+                      : "";
       return Failure{EvalStatus::incorrect,
                      fmt::format("{}: {} of {} elements of output \"{}\" ({:.3g}%) differ from the reference "
                                  "beyond atol={:g} + rtol={:g}*|ref|{}{} (matched {:.6g}, required {:.6g}); {}; "
@@ -323,7 +416,8 @@ std::optional<Failure> WorkloadRun::judge(std::uint64_t seed, const std::string&
                                  what, st.mismatches, st.count, name,
                                  100.0 * static_cast<double>(st.mismatches) / static_cast<double>(std::max<std::uint64_t>(st.count, 1)),
                                  tol.atol, tol.rtol, nonfinite, poisoned, st.matched_ratio(), tol.min_matched_ratio,
-                                 first, format_value(st.max_abs_error), format_value(st.max_rel_error))};
+                                 first, format_value(st.max_abs_error), format_value(st.max_rel_error)),
+                     st.poisoned > 0};
     }
   }
   return std::nullopt;
@@ -362,11 +456,14 @@ TimingStats WorkloadRun::time(Program& p, const std::vector<Buffer>& outputs) {
   return summarize_samples(ctrl.samples());
 }
 
-TimingStats WorkloadRun::time_candidate() { return time(cand_, cand_out_); }
+TimingStats WorkloadRun::time_candidate() {
+  enter(FlowPhase{"timing", "in the timed calls (warm-up and repetitions)", timing_allowance_s(req_.options)});
+  return time(cand_, cand_out_);
+}
 
 TimingStats WorkloadRun::time_reference() {
+  ReferencePhase step(*this, "timing it", timing_allowance_s(req_.options));
   bind_reference();
-  StepScope step(reference_step_, "timing it");
   return time(ref_, ref_out_);
 }
 
@@ -375,6 +472,7 @@ TimingStats WorkloadRun::time_reference() {
 // This catches a kernel that skips its work when it sees the same inputs
 // again (keyed on pointers, a call counter or the values).
 std::optional<Failure> WorkloadRun::check_timed_calls() {
+  enter(FlowPhase{"timed-check", "checking the outputs of its last timed call"});
   cand_.synchronize();  // device errors and out-of-bounds writes of the timed calls
   device_.synchronize();
   auto f = judge(seed_, fmt::format("the last timed call (the inputs of {})", seed_what_));
@@ -394,6 +492,20 @@ const PreparedSolution::Build& build_of(const PreparedSolution& p, const std::st
 }
 
 }  // namespace
+
+Json FlowPhase::to_json() const {
+  return Json::obj({{"phase", name}, {"detail", detail}, {"extra_s", extra_s}, {"reference", reference}});
+}
+
+FlowPhase FlowPhase::from_json(const Json& j) {
+  return FlowPhase{j.get_string("phase"), j.get_string("detail"), j.get_number("extra_s"), j.get_bool("reference")};
+}
+
+double timing_allowance_s(const EvalOptions& options) {
+  // The warm-up runs until 25 ms have passed; a second covers it, poisoning
+  // and flushing before the first timed call, and the last call past the cap.
+  return RepetitionController::limits_from(options).wall_cap_s + 1.0;
+}
 
 std::string reference_cache_key(const TaskSpec& task, const WorkloadSpec& workload, std::uint64_t seed,
                                 const PreparedSolution& reference, const PreparedSolution::Build& build,
@@ -494,7 +606,7 @@ EvalResult EvaluationFlow::run(const TaskSpec& task, const RunRequest& req, Flow
           ref = &program_for(ref_programs, req.reference, ref_build);
         }
         WorkloadRun run(device_, refs_, info_, task, *w, req, cand, cand_build, *ref, ref_build, r, result.metrics,
-                        reference_step);
+                        reference_step, events);
         run.prepare();
         for (int k = 0; k < seeds && !failure; ++k)
           failure = run.check(ks_rng_derive_seed(w->seed, static_cast<ks_u64>(k)), describe_seed(k, seeds, false));
@@ -506,12 +618,8 @@ EvalResult EvaluationFlow::run(const TaskSpec& task, const RunRequest& req, Flow
           }
           r.timing = run.time_candidate();
           failure = run.check_timed_calls();
-          if (!failure && req.options.recheck_after_timing) {
-            failure = run.check(ks_rng_derive_seed(w->seed, static_cast<ks_u64>(seeds)), describe_seed(0, 0, true));
-            if (failure)
-              failure->message += "; the kernel passed the checks before timing, so it probably reuses results "
-                                  "from earlier calls instead of computing them";
-          }
+          if (!failure && req.options.recheck_after_timing)
+            failure = run.recheck(ks_rng_derive_seed(w->seed, static_cast<ks_u64>(seeds)));
           std::string why;
           double bound = speed_of_light_ms(task, *w, info_, req.options.flush_l2, &why);
           if (!failure && bound > 0 && r.timing.median_ms < bound)

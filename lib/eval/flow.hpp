@@ -21,12 +21,34 @@
 
 namespace ks::eval {
 
+// A step within a workload. The parent uses it for deadlines (timing gets
+// its caps on top of run_timeout_s; the reference's steps do not count
+// against the candidate) and to say where a worker was when it had to be
+// killed or died.
+struct FlowPhase {
+  std::string name;      // "checks", "reference", "timing", "timed-check", "re-check"
+  std::string detail;    // how far, in words: "running the kernel on input seed 1 of 2"
+  double extra_s = 0;    // how much longer than run_timeout_s this step may take
+  bool reference = false;  // the task's reference runs, not the candidate
+
+  Json to_json() const;
+  static FlowPhase from_json(const Json& j);
+};
+
+// How much time one timing (warm-up and timed repetitions) may take beyond
+// the candidate's own run time limit: its wall-time cap plus the warm-up.
+double timing_allowance_s(const EvalOptions& options);
+
 // Progress of one evaluation, reported as it happens so the parent keeps
 // every finished result even if the worker dies on the next workload.
 class FlowEvents {
  public:
   virtual ~FlowEvents() = default;
   virtual void workload_started(const std::string& workload) = 0;
+  virtual void phase(const std::string& workload, const FlowPhase& phase) {
+    (void)workload;
+    (void)phase;
+  }
   virtual void reference_timed(const std::string& workload, const TimingStats& timing) = 0;
   virtual void workload_finished(const WorkloadResult& result) = 0;
 };

@@ -14,6 +14,7 @@
 
 #include "core/fs.hpp"
 #include "eval/evaluator_common.hpp"
+#include "eval/flow.hpp"
 #include "eval/host/host_compiler.hpp"
 #include "eval/host/host_device.hpp"
 #include "eval/messages.hpp"
@@ -89,7 +90,16 @@ class RunSlot {
     r.solution_id = req.candidate.solution.id;
     r.device = info_.name;
     std::string current;  // the workload in progress
-    auto deadline = after(req.options.run_timeout_s + kLoadGraceS);
+    // Deadlines: run_timeout_s per workload for the candidate's own work,
+    // plus each timing's allowance (its caps) when it starts; the task's
+    // reference runs on a clock of its own, and the candidate's clock
+    // resumes where it stopped.
+    const double limit = req.options.run_timeout_s;
+    auto deadline = after(limit + kLoadGraceS);
+    double allowed = 0;          // the candidate's time for the current workload so far
+    double candidate_left = 0;   // what was left of it when the reference took over
+    double reference_allowed = 0;
+    FlowPhase phase;             // the step in progress
     for (;;) {
       Json m;
       WorkerProcess::Received got;
@@ -107,7 +117,23 @@ class RunSlot {
         const std::string ev = m.get_string("event");
         if (ev == "workload_started") {
           current = m.get_string("workload");
-          deadline = after(req.options.run_timeout_s);
+          deadline = after(limit);
+          allowed = limit;
+          phase = FlowPhase{"", "starting the workload"};
+        } else if (ev == "phase") {
+          FlowPhase next = FlowPhase::from_json(m);
+          const auto now = Clock::now();
+          if (next.reference) {
+            if (!phase.reference)
+              candidate_left = std::max(0.0, std::chrono::duration<double>(deadline - now).count());
+            reference_allowed = limit + next.extra_s;
+            deadline = after(reference_allowed);
+          } else {
+            if (phase.reference) deadline = after(candidate_left);
+            deadline += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(next.extra_s));
+            allowed += next.extra_s;
+          }
+          phase = std::move(next);
         } else if (ev == "reference_timed") {
           out.reference_times[m.get_string("workload")] = TimingStats::from_json(m.at("timing"));
         } else if (ev == "workload_finished") {
@@ -145,16 +171,31 @@ class RunSlot {
                           corrupt);
       reset();
       ++restarts_;
+      if (!current.empty() && phase.reference) {
+        // The task's reference hung or took the worker down: not the candidate's doing.
+        std::string what =
+            hung ? fmt::format("did not finish within {:.3g} s while {}; the worker was killed", reference_allowed,
+                               phase.detail)
+                 : fmt::format("ended the worker while {}: {}", phase.detail, how);
+        throw Error(hung ? Status::timeout : Status::subprocess,
+                    fmt::format("task \"{}\", workload \"{}\": the task's reference {}; the task or the evaluator "
+                                "is at fault, not the candidate",
+                                task.name, current, what));
+      }
       EvalStatus status = hung ? EvalStatus::timeout : EvalStatus::crashed;
+      const std::string extra =
+          allowed > limit ? fmt::format(" (run_timeout_s of {:.3g} s plus {:.3g} s for timing)", limit, allowed - limit)
+                          : "";
       std::string message =
           hung ? (current.empty()
                       ? fmt::format("loading the candidate did not finish within {:.3g} s; the worker was killed",
-                                    req.options.run_timeout_s + kLoadGraceS)
-                      : fmt::format("did not finish within {:.3g} s; the worker was killed (an endless loop, a "
-                                    "deadlock, or a kernel far too slow for this workload)",
-                                    req.options.run_timeout_s))
-               : fmt::format("the worker process {} while running this {}: {}", corrupt.empty() ? "died" : "ended",
-                             current.empty() ? "candidate" : "workload", how);
+                                    limit + kLoadGraceS)
+                      : fmt::format("did not finish within {:.3g} s{}; the worker was killed while {} (an endless "
+                                    "loop, a deadlock, or a kernel far too slow for this workload)",
+                                    allowed, extra, phase.detail))
+               : fmt::format("the worker process {} while running this {}{}: {}", corrupt.empty() ? "died" : "ended",
+                             current.empty() ? "candidate" : "workload",
+                             current.empty() ? "" : " (" + phase.detail + ")", how);
       if (!current.empty()) {
         WorkloadResult w;
         w.name = current;

@@ -123,6 +123,12 @@ class FrameEvents final : public FlowEvents {
   void workload_started(const std::string& w) override {
     send(Json::obj({{"event", "workload_started"}, {"workload", w}}));
   }
+  void phase(const std::string& w, const FlowPhase& p) override {
+    Json m = p.to_json();
+    m["event"] = "phase";
+    m["workload"] = w;
+    send(m);
+  }
   void reference_timed(const std::string& w, const TimingStats& t) override {
     send(Json::obj({{"event", "reference_timed"}, {"workload", w}, {"timing", t.to_json()}}));
   }

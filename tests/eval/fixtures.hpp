@@ -121,6 +121,21 @@ inline const char* kProtocolGarbageBody =
     "}\n"
     "for (std::int64_t i = 0; i < n; ++i) z[i] = x[i] + 2.0f * y[i];";
 
+// Right on the first four input sets it sees, wrong from the fifth on (t1's
+// two seeds, b1's two, then b1's re-check): a kernel that is simply wrong on
+// fresh inputs, not one that reuses results.
+inline const char* kWrongLaterBody =
+    "static int sets = 0;\n"
+    "static float last = 0.0f;\n"
+    "if (x[0] != last) { ++sets; last = x[0]; }\n"
+    "const float k = sets >= 5 ? 1.0f : 2.0f;\n"
+    "for (std::int64_t i = 0; i < n; ++i) z[i] = x[i] + k * y[i];";
+// Sleeps 50 ms per call: honest, but slow enough that the checks, the
+// reference's timing and its own timing together outlast a short run timeout.
+inline const char* kSlowBody =
+    "std::this_thread::sleep_for(std::chrono::milliseconds(50));\n"
+    "for (std::int64_t i = 0; i < n; ++i) z[i] = x[i] + 2.0f * y[i];";
+
 // Fast evaluation settings for tests: a few short timed repetitions.
 inline EvaluatorConfig test_config(const std::string& cache_dir) {
   EvaluatorConfig c;

@@ -59,13 +59,15 @@ TEST_CASE("evaluator: one evaluator survives crashing, hanging and cheating cand
     };
     std::vector<Case> cases = {
         {"wrong", ks::test::kWrongBody, EvalStatus::incorrect, {"differ from the reference", "Z[", "output \"Z\""}},
-        {"segfault", ks::test::kSegfaultBody, EvalStatus::crashed, {"signal 11", "SIGSEGV", "0x40"}},
+        {"segfault", ks::test::kSegfaultBody, EvalStatus::crashed,
+         {"signal 11", "SIGSEGV", "0x40", "(running the kernel on input seed 1 of 2)"}},
         {"far-overrun", ks::test::kFarOverrunBody, EvalStatus::crashed,
          {"out-of-bounds write at byte offset", "(past the end) of output \"Z\", which has 4000 bytes"}},
         {"near-overrun", ks::test::kNearOverrunBody, EvalStatus::runtime_error,
          {"4 bytes past the end of output \"Z\""}},
         {"modifies-input", ks::test::kModifyInputBody, EvalStatus::incorrect, {"modified input \"X\"", "X[500]"}},
-        {"skips-last", ks::test::kSkipLastBody, EvalStatus::incorrect, {"never written", "Z[999]"}},
+        {"skips-last", ks::test::kSkipLastBody, EvalStatus::incorrect,
+         {"never written", "Z[999]", "copied from scratch"}},
         {"throws", ks::test::kThrowBody, EvalStatus::runtime_error, {"boom from the kernel"}},
         {"exits", ks::test::kExitBody, EvalStatus::crashed, {"exited with code 0"}},
         {"protocol-garbage", ks::test::kProtocolGarbageBody, EvalStatus::crashed,
@@ -119,7 +121,18 @@ TEST_CASE("evaluator: one evaluator survives crashing, hanging and cheating cand
     CHECK(r.workloads[0].status == EvalStatus::passed);
     CHECK(r.workloads[1].name == "b1");
     CHECK(contains(r.workloads[1].message, "re-check after timing"));
+    CHECK(contains(r.workloads[1].message, "outputs for the inputs of the timed calls"));
     CHECK(contains(r.workloads[1].message, "reuses results"));
+  }
+
+  SUBCASE("a kernel that is merely wrong on the re-check's inputs is not accused of reusing results") {
+    EvalResult r = ev->evaluate(task, vadd_candidate(ks::test::kWrongLaterBody, "wrong-later"));
+    INFO(r.to_json().dump(2));
+    CHECK(r.status == EvalStatus::incorrect);
+    REQUIRE(r.workloads.size() == 2);
+    CHECK(contains(r.workloads[1].message, "re-check after timing"));
+    CHECK(contains(r.workloads[1].message, "differ from the reference"));
+    CHECK_FALSE(contains(r.workloads[1].message, "reuses results"));
   }
 
   SUBCASE("a kernel that skips work on inputs it has seen fails the check of its timed calls") {
@@ -155,6 +168,7 @@ TEST_CASE("evaluator: one evaluator survives crashing, hanging and cheating cand
     REQUIRE(last_workload(r));
     CHECK(last_workload(r)->name == "t1");
     CHECK(contains(last_workload(r)->message, "did not finish within 1.5 s"));
+    CHECK(contains(last_workload(r)->message, "killed while running the kernel on input seed 1 of 2"));
     CHECK(s < 10);
     ev->options().run_timeout_s = 20;
     CHECK(ev->evaluate(task, vadd_candidate(ks::test::kGoodBody, "good-after-hang")).status == EvalStatus::passed);
@@ -185,6 +199,48 @@ TEST_CASE("evaluator: a failing task reference is an error of the evaluation, no
   // The evaluator carries on with a sound task.
   CHECK(ev->evaluate(SpecTask(ks::test::vadd_task()), vadd_candidate(ks::test::kGoodBody)).status ==
         EvalStatus::passed);
+}
+
+TEST_CASE("evaluator: timing caps come on top of the run timeout, and the reference's time is its own") {
+  // run_timeout_s 1 s; each timing may take up to its wall cap (0.5 s) and
+  // both sides take 50 ms per call: checks, the reference's timing and the
+  // candidate's timing need about 1.3 s together, more than the run timeout.
+  auto cfg = ks::test::test_config(ks::test::scratch_dir("eval_deadlines").string());
+  cfg.options.run_timeout_s = 1.0;
+  cfg.options.max_time_per_workload_s = 0.45;
+  cfg.options.target_rel_stderr = 1e-12;  // time until a cap ends it
+  cfg.options.only_workloads = {"b1"};
+  auto ev = make_evaluator(cfg);
+  TaskSpec spec = ks::test::vadd_task("2*N", "test/vadd-slow");
+  auto& ref = spec.references.at(Language::cpp);
+  ref.sources[0].content =
+      "#include <chrono>\n#include <cstdint>\n#include <thread>\n"
+      "void vadd_ref(const float* x, const float* y, float* z, std::int64_t n) {\n"
+      "  std::this_thread::sleep_for(std::chrono::milliseconds(50));\n"
+      "  for (std::int64_t i = 0; i < n; ++i) z[i] = x[i] + 2.0f * y[i];\n}\n";
+  ref.finalize();
+  EvalResult r = ev->evaluate(SpecTask(spec), vadd_candidate(ks::test::kSlowBody, "slow"));
+  INFO(r.to_json().dump(2));
+  CHECK(r.status == EvalStatus::passed);
+  REQUIRE(r.workloads.size() == 1);
+  CHECK(r.workloads[0].timing.count >= 3);
+  CHECK(r.workloads[0].reference_ms >= 50);
+  CHECK(r.metrics.get_number("run_s") > 1.0);  // longer than run_timeout_s, and not killed
+
+  // A reference that never finishes is the task's problem, reported as an error.
+  TaskSpec hung = ks::test::vadd_task("2*N", "test/vadd-hung-reference");
+  auto& href = hung.references.at(Language::cpp);
+  href.sources[0].content =
+      "#include <cstdint>\nvoid vadd_ref(const float*, const float*, float*, std::int64_t) {\n"
+      "  volatile int spin = 1;\n  while (spin) {}\n}\n";
+  href.finalize();
+  try {
+    ev->evaluate(SpecTask(hung), vadd_candidate(ks::test::kGoodBody));
+    FAIL("a hanging reference became the candidate's timeout");
+  } catch (const ks::Error& e) {
+    CHECK(e.status() == Status::timeout);
+    CHECK(contains(e.what(), "the task's reference did not finish within 1 s while computing the reference outputs"));
+  }
 }
 
 TEST_CASE("evaluator: the reference is compiled without the candidate's extra flags") {

@@ -371,3 +371,22 @@ TEST_CASE("nvrtc: without an architecture or a GPU the compiler says so") {
   auto r = request(cuda_solution("extern \"C\" __global__ void k() {}\n"), test::scratch_dir("nvrtc_noarch").string(), "");
   CHECK_THROWS_WITH_AS(c.compile(r), doctest::Contains("CUDA"), Error);
 }
+
+TEST_CASE("nvrtc: a runaway log is capped, keeping its start and its end") {
+  if (!nvrtc_present()) return;
+  auto dir = test::scratch_dir("nvrtc_log_cap");
+  // Thousands of warnings, then an error: NVRTC's log is far beyond 32 KiB.
+  std::string src = "__global__ void k(float* y) {\n";
+  for (int i = 0; i < 3000; ++i) src += "  int unused_variable_number_" + std::to_string(i) + ";\n";
+  src += "  y[0] = 1.0f;\n}\nthis_is_the_last_error;\n";
+  auto c = compiler();
+  try {
+    c.compile(request(cuda_solution(src), dir.string()));
+    FAIL("the source has an error");
+  } catch (const CompileError& e) {
+    CHECK(e.log().size() <= 33u * 1024);
+    CHECK(contains(e.log(), "unused_variable_number_0\""));      // the start
+    CHECK(contains(e.log(), "this_is_the_last_error"));          // the end
+    CHECK(contains(e.log(), "bytes of compiler output left out"));
+  }
+}

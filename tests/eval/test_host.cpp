@@ -283,3 +283,21 @@ void small(float* z, std::int64_t n) { for (std::int64_t i = 0; i < n; ++i) z[i]
   }
   d.free(z);
 }
+
+TEST_CASE("host compiler: a runaway log is capped, keeping its start and its end") {
+  const std::string cache = ks::test::scratch_dir("host_log_cap").string();
+  auto c = make_host_compiler({.compiler = "", .cache_dir = cache});
+  std::string body = "for (std::int64_t i = 0; i < n; ++i) z[i] = x[i] + 2.0f * y[i];\n}\n";
+  for (int i = 0; i < 3000; ++i) body += "int error_number_" + std::to_string(i) + "() { return missing_" + std::to_string(i) + "; }\n";
+  body += "int the_last_error() { return missing_at_the_end; }\nvoid unused() {";
+  Solution s = ks::test::vadd_candidate(body);
+  try {
+    c->compile(request(s, cache));
+    FAIL("the source has errors");
+  } catch (const CompileError& e) {
+    CHECK(e.log().size() <= 33u * 1024);
+    CHECK(e.log().find("missing_0") != std::string::npos);
+    CHECK(e.log().find("missing_at_the_end") != std::string::npos);
+    CHECK(e.log().find("bytes of compiler output left out") != std::string::npos);
+  }
+}

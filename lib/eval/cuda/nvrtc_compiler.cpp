@@ -13,6 +13,7 @@
 #include "core/fs.hpp"
 #include "core/sha256.hpp"
 #include "eval/cuda/cuda_api.hpp"
+#include "eval/log_cap.hpp"
 #include "ksearch/error.hpp"
 
 namespace ks::eval::cuda {
@@ -404,7 +405,9 @@ CudaCompiler::Outcome CudaCompiler::run_nvrtc(const ProgramSource& src,
   }
   bool created = false, used = false;
   Outcome out;
-  out.log = strip_pch_messages(raw_log, &created, &used);
+  // Capped like the host compiler's: a runaway log would otherwise travel
+  // through the protocol, the cache and every prompt.
+  out.log = cap_log(strip_pch_messages(raw_log, &created, &used));
   if (created) ++pch_created_;
   if (used) ++pch_used_;
   if (pch && api.nvrtcGetPCHCreateStatus(prog) == NVRTC_ERROR_PCH_CREATE_HEAP_EXHAUSTED &&

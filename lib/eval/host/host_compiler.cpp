@@ -16,6 +16,7 @@
 #include "core/tune/params.hpp"
 #include "eval/host/call_plan.hpp"
 #include "eval/host/host_device.hpp"
+#include "eval/log_cap.hpp"
 #include "ksearch/error.hpp"
 
 namespace ks::eval::host {
@@ -24,7 +25,7 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char* kUnitName = "ks_candidate.cpp";
-constexpr std::size_t kMaxLogBytes = 32u << 10;
+constexpr std::size_t kMaxLogBytes = kMaxCompilerLogBytes;
 
 bool is_header(const std::string& path) {
   auto ext = fs::path(path).extension().string();
@@ -73,7 +74,7 @@ std::string compiler_identity(const std::string& compiler) {
 }
 
 // Drops the compiler's "In file included from ks_candidate.cpp" chatter and
-// caps the size, keeping the start (the first error matters most).
+// caps the size, keeping the start (the first error matters most) and the end.
 std::string clean_log(const std::string& raw) {
   std::istringstream in(raw);
   std::string out;
@@ -81,8 +82,7 @@ std::string clean_log(const std::string& raw) {
     if (line.rfind("In file included from ks_candidate.cpp", 0) == 0) continue;
     out += line + "\n";
   }
-  if (out.size() > kMaxLogBytes) out = out.substr(0, kMaxLogBytes) + "\n[... compiler output truncated]\n";
-  return out;
+  return cap_log(std::move(out), kMaxLogBytes);
 }
 
 std::string first_error_line(const std::string& log) {

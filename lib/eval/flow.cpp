@@ -190,10 +190,18 @@ void WorkloadRun::prepare() {
                     fmt::format("task \"{}\", workload \"{}\": tensor \"{}\" has a negative extent {} (\"{}\")",
                                 task_.name, w_.name, t.name, d, e));
       tb.shape.push_back(d);
-      count *= d;
+      if (__builtin_mul_overflow(count, d, &count))
+        throw Error(Status::invalid_argument,
+                    fmt::format("task \"{}\", workload \"{}\": tensor \"{}\" has more elements than 64 bits can "
+                                "count (the product overflows at extent \"{}\" = {})",
+                                task_.name, w_.name, t.name, e, d));
     }
     tb.count = static_cast<std::size_t>(count);
-    tb.bytes = tb.count * dtype_size(t.dtype);
+    if (__builtin_mul_overflow(tb.count, dtype_size(t.dtype), &tb.bytes))
+      throw Error(Status::invalid_argument,
+                  fmt::format("task \"{}\", workload \"{}\": tensor \"{}\" of {} elements of {} has a size in "
+                              "bytes that overflows 64 bits",
+                              task_.name, w_.name, t.name, count, to_string(t.dtype)));
     tb.buf = allocs_.alloc(tb.bytes, fmt::format("{} \"{}\"", t.is_output ? "output" : "input", t.name));
     if (!t.is_output) max_input = std::max(max_input, tb.bytes);
     if (t.is_output) cand_out_.push_back(tb.buf);

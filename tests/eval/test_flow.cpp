@@ -225,3 +225,18 @@ TEST_CASE("flow: under forbid, a number where the reference has NaN is no NaN in
   CHECK(contains(strict.workloads[0].message, "1 of them numbers where the reference is NaN or infinite"));
   CHECK_FALSE(contains(strict.workloads[0].message, "forbids"));
 }
+
+TEST_CASE("flow: a tensor whose size overflows 64 bits is an error of the task, found before anything runs") {
+  TaskSpec task = ks::test::vadd_task();
+  for (auto& w : task.workloads)
+    if (w.name == "t1") w.dims["N"] = std::int64_t{1} << 62;  // 2^62 floats: 2^64 bytes
+  try {
+    run_in_process(task, ks::test::vadd_candidate(ks::test::kGoodBody),
+                   ks::test::scratch_dir("flow_size_overflow").string());
+    FAIL("the size wrapped around");
+  } catch (const Error& e) {
+    CHECK(e.status() == Status::invalid_argument);
+    CHECK(contains(e.what(), "tensor \"X\""));
+    CHECK(contains(e.what(), "overflows 64 bits"));
+  }
+}

@@ -281,6 +281,26 @@ void small(float* z, std::int64_t n) { for (std::int64_t i = 0; i < n; ++i) z[i]
     CHECK(std::string(e.what()).find("argument 1 (\"N * Q\")") != std::string::npos);
     CHECK(std::string(e.what()).find("N=4") != std::string::npos);
   }
+
+  // Scratch sizes: every extent must be non-negative (two negative ones
+  // make a positive product), and the product must fit in 64 bits.
+  auto scratch_error = [&](const char* shape) {
+    Solution sc = s;
+    sc.launch_plan = Json::parse(std::string(R"({"calls": [{"fn": "small", "args": ["Z", "N"]}],
+                                                 "scratch": [{"name": "tmp", "dtype": "f32", "shape": )") +
+                                 shape + "}]}");
+    sc.finalize();
+    auto p = d.load(compiler->compile(request(sc, cache)), sc);
+    try {
+      p->bind({{{"Z", z}}, {{"N", 4}}});
+    } catch (const RunError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(scratch_error(R"(["N - 5", "0 - 1"])").find("shape[0] = -1 is negative") != std::string::npos);
+  CHECK(scratch_error(R"(["N * 1000000000000", "1000000000000"])").find("overflows 64 bits at shape[1]") !=
+        std::string::npos);
   d.free(z);
 }
 

@@ -87,7 +87,15 @@ class HostProgram final : public Program {
           bytes = s.bytes.eval_int(b.vars);
         } else {
           bytes = static_cast<std::int64_t>(dtype_size(s.dtype));
-          for (const auto& e : s.shape) bytes *= e.eval_int(b.vars);
+          for (std::size_t d = 0; d < s.shape.size(); ++d) {
+            const std::int64_t n = s.shape[d].eval_int(b.vars);
+            if (n < 0)
+              fail(fmt::format("call plan: scratch \"{}\": shape[{}] = {} is negative (variables: {})", s.name, d,
+                               n, list_vars(b.vars)));
+            if (__builtin_mul_overflow(bytes, n, &bytes))
+              fail(fmt::format("call plan: scratch \"{}\": its size overflows 64 bits at shape[{}] (variables: {})",
+                               s.name, d, list_vars(b.vars)));
+          }
         }
       } catch (const Error& e) {
         fail(fmt::format("call plan: scratch \"{}\": {} (variables: {})", s.name, e.what(), list_vars(b.vars)));

@@ -105,7 +105,9 @@ EvalOptions options_from_json(const Json& j) {
 void validate_options(const EvalOptions& o) {
   auto bad = [](const std::string& what) { throw Error(Status::invalid_argument, "evaluation options: " + what); };
   if (!o.run_tests && !o.run_benchmarks) bad("run_tests and run_benchmarks are both off: nothing to evaluate");
-  if (o.seeds_per_workload < 1) bad(fmt::format("seeds_per_workload must be >= 1, is {}", o.seeds_per_workload));
+  // Two seeds at least (architecture decision 4): one input set can be
+  // matched by accident or by a kernel that special-cases it.
+  if (o.seeds_per_workload < 2) bad(fmt::format("seeds_per_workload must be >= 2, is {}", o.seeds_per_workload));
   if (!(o.compile_timeout_s > 0)) bad("compile_timeout_s must be positive");
   if (!(o.run_timeout_s > 0)) bad("run_timeout_s must be positive");
   if (o.min_reps < 1) bad(fmt::format("min_reps must be >= 1, is {}", o.min_reps));

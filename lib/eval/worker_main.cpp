@@ -241,6 +241,10 @@ int compile_role(int in, const Args& args) {
       }
     } catch (const Error& e) {
       send_error(e);
+    } catch (const std::exception& e) {
+      // Anything else (a filesystem error, bad_alloc) is answered too: an
+      // exception leaving main would end the worker without a word.
+      send_error(Error(Status::internal, fmt::format("compile worker: {}", e.what())));
     }
   }
   return 0;

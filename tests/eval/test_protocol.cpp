@@ -177,6 +177,10 @@ TEST_CASE("protocol: option validation names the bad option") {
   EvalOptions o;
   o.seeds_per_workload = 0;
   CHECK_THROWS_WITH_AS(validate_options(o), doctest::Contains("seeds_per_workload"), ks::Error);
+  o.seeds_per_workload = 1;  // one input set is too easy to match by accident
+  CHECK_THROWS_WITH_AS(validate_options(o), doctest::Contains("seeds_per_workload must be >= 2, is 1"), ks::Error);
+  o.seeds_per_workload = 2;
+  CHECK_NOTHROW(validate_options(o));
   o = {};
   o.max_reps = 2;
   o.min_reps = 5;

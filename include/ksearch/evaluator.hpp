@@ -21,7 +21,8 @@ struct KS_API EvalOptions {
   int seeds_per_workload = 2;       // input seeds checked before timing (at least 2)
   bool recheck_after_timing = true; // fresh-input check after the timed repetitions
   double compile_timeout_s = 120;
-  double run_timeout_s = 60;        // per workload: correctness + timing
+  double run_timeout_s = 60;        // per workload: the candidate's own runs (timing caps and the
+                                    // reference's work are added to the deadline)
   double min_time_per_workload_s = 0.0;
   double max_time_per_workload_s = 2.0;  // timing cap per benchmark workload
   int min_reps = 5;
@@ -30,6 +31,10 @@ struct KS_API EvalOptions {
   bool flush_l2 = true;
   bool time_reference = true;       // also time the task's reference (once per run)
   std::vector<std::string> extra_compile_flags;
+
+  Json to_json() const;
+  // Fields absent from `j` keep their defaults; a field of the wrong type is an error.
+  static EvalOptions from_json(const Json& j);
 };
 
 // Facts about where evaluation happens, for the manifest and for prompts.

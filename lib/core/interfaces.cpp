@@ -18,6 +18,66 @@ std::vector<EvalResult> Evaluator::evaluate_batch(const Task& task,
   return out;
 }
 
+namespace {
+
+Json strings_json(const std::vector<std::string>& v) {
+  Json a = Json::array();
+  for (const auto& s : v) a.push_back(s);
+  return a;
+}
+
+std::vector<std::string> strings_of(const Json* j, const char* field) {
+  std::vector<std::string> out;
+  if (!j || j->is_null()) return out;
+  if (!j->is_array()) throw Error(Status::invalid_argument, fmt::format("evaluation options: \"{}\" must be an array of strings", field));
+  for (const auto& s : j->as_array()) {
+    if (!s.is_string()) throw Error(Status::invalid_argument, fmt::format("evaluation options: \"{}\" must be an array of strings", field));
+    out.push_back(s.as_string());
+  }
+  return out;
+}
+
+}  // namespace
+
+Json EvalOptions::to_json() const {
+  return Json::obj({{"run_tests", run_tests},
+                    {"run_benchmarks", run_benchmarks},
+                    {"only_workloads", strings_json(only_workloads)},
+                    {"seeds_per_workload", seeds_per_workload},
+                    {"recheck_after_timing", recheck_after_timing},
+                    {"compile_timeout_s", compile_timeout_s},
+                    {"run_timeout_s", run_timeout_s},
+                    {"min_time_per_workload_s", min_time_per_workload_s},
+                    {"max_time_per_workload_s", max_time_per_workload_s},
+                    {"min_reps", min_reps},
+                    {"max_reps", max_reps},
+                    {"target_rel_stderr", target_rel_stderr},
+                    {"flush_l2", flush_l2},
+                    {"time_reference", time_reference},
+                    {"extra_compile_flags", strings_json(extra_compile_flags)}});
+}
+
+EvalOptions EvalOptions::from_json(const Json& j) {
+  EvalOptions o;
+  if (!j.is_object()) throw Error(Status::invalid_argument, "evaluation options must be a JSON object");
+  o.run_tests = j.get_bool("run_tests", o.run_tests);
+  o.run_benchmarks = j.get_bool("run_benchmarks", o.run_benchmarks);
+  o.only_workloads = strings_of(j.find("only_workloads"), "only_workloads");
+  o.seeds_per_workload = static_cast<int>(j.get_int("seeds_per_workload", o.seeds_per_workload));
+  o.recheck_after_timing = j.get_bool("recheck_after_timing", o.recheck_after_timing);
+  o.compile_timeout_s = j.get_number("compile_timeout_s", o.compile_timeout_s);
+  o.run_timeout_s = j.get_number("run_timeout_s", o.run_timeout_s);
+  o.min_time_per_workload_s = j.get_number("min_time_per_workload_s", o.min_time_per_workload_s);
+  o.max_time_per_workload_s = j.get_number("max_time_per_workload_s", o.max_time_per_workload_s);
+  o.min_reps = static_cast<int>(j.get_int("min_reps", o.min_reps));
+  o.max_reps = static_cast<int>(j.get_int("max_reps", o.max_reps));
+  o.target_rel_stderr = j.get_number("target_rel_stderr", o.target_rel_stderr);
+  o.flush_l2 = j.get_bool("flush_l2", o.flush_l2);
+  o.time_reference = j.get_bool("time_reference", o.time_reference);
+  o.extra_compile_flags = strings_of(j.find("extra_compile_flags"), "extra_compile_flags");
+  return o;
+}
+
 Json DeviceInfo::to_json() const {
   return Json::obj({{"backend", backend},
                     {"name", name},

@@ -128,22 +128,13 @@ struct Parts {
 Json evaluator_config_json(const EvaluatorConfig& e) {
   Json devices = Json::array();
   for (int d : e.devices) devices.push_back(d);
-  const EvalOptions& o = e.options;
   return Json::obj({{"backend", e.backend},
                     {"devices", devices},
                     {"in_process", e.in_process},
                     {"cache_dir", e.cache_dir.string()},
                     {"compile_workers", e.compile_workers},
                     {"cuda_arch", e.cuda_arch},
-                    {"options", Json::obj({{"seeds_per_workload", o.seeds_per_workload},
-                                           {"recheck_after_timing", o.recheck_after_timing},
-                                           {"compile_timeout_s", o.compile_timeout_s},
-                                           {"run_timeout_s", o.run_timeout_s},
-                                           {"max_time_per_workload_s", o.max_time_per_workload_s},
-                                           {"min_reps", o.min_reps},
-                                           {"max_reps", o.max_reps},
-                                           {"target_rel_stderr", o.target_rel_stderr},
-                                           {"flush_l2", o.flush_l2}})}});
+                    {"options", e.options.to_json()}});
 }
 
 EvaluatorConfig evaluator_config_from_json(const Json& j) {
@@ -155,18 +146,7 @@ EvaluatorConfig evaluator_config_from_json(const Json& j) {
   e.cache_dir = j.get_string("cache_dir");
   e.compile_workers = static_cast<int>(j.get_int("compile_workers"));
   e.cuda_arch = j.get_string("cuda_arch");
-  const Json& o = j["options"];
-  if (o.is_object()) {
-    e.options.seeds_per_workload = static_cast<int>(o.get_int("seeds_per_workload", e.options.seeds_per_workload));
-    e.options.recheck_after_timing = o.get_bool("recheck_after_timing", e.options.recheck_after_timing);
-    e.options.compile_timeout_s = o.get_number("compile_timeout_s", e.options.compile_timeout_s);
-    e.options.run_timeout_s = o.get_number("run_timeout_s", e.options.run_timeout_s);
-    e.options.max_time_per_workload_s = o.get_number("max_time_per_workload_s", e.options.max_time_per_workload_s);
-    e.options.min_reps = static_cast<int>(o.get_int("min_reps", e.options.min_reps));
-    e.options.max_reps = static_cast<int>(o.get_int("max_reps", e.options.max_reps));
-    e.options.target_rel_stderr = o.get_number("target_rel_stderr", e.options.target_rel_stderr);
-    e.options.flush_l2 = o.get_bool("flush_l2", e.options.flush_l2);
-  }
+  if (j["options"].is_object()) e.options = EvalOptions::from_json(j["options"]);
   return e;
 }
 

@@ -63,44 +63,9 @@ PreparedSolution PreparedSolution::from_json(const Json& j) {
   return p;
 }
 
-Json options_to_json(const EvalOptions& o) {
-  return Json::obj({{"run_tests", o.run_tests},
-                    {"run_benchmarks", o.run_benchmarks},
-                    {"only_workloads", string_array(o.only_workloads)},
-                    {"seeds_per_workload", o.seeds_per_workload},
-                    {"recheck_after_timing", o.recheck_after_timing},
-                    {"compile_timeout_s", o.compile_timeout_s},
-                    {"run_timeout_s", o.run_timeout_s},
-                    {"min_time_per_workload_s", o.min_time_per_workload_s},
-                    {"max_time_per_workload_s", o.max_time_per_workload_s},
-                    {"min_reps", o.min_reps},
-                    {"max_reps", o.max_reps},
-                    {"target_rel_stderr", o.target_rel_stderr},
-                    {"flush_l2", o.flush_l2},
-                    {"time_reference", o.time_reference},
-                    {"extra_compile_flags", string_array(o.extra_compile_flags)}});
-}
+Json options_to_json(const EvalOptions& o) { return o.to_json(); }
 
-EvalOptions options_from_json(const Json& j) {
-  EvalOptions o;
-  if (!j.is_object()) throw Error(Status::invalid_argument, "evaluation options must be a JSON object");
-  o.run_tests = j.get_bool("run_tests", o.run_tests);
-  o.run_benchmarks = j.get_bool("run_benchmarks", o.run_benchmarks);
-  o.only_workloads = strings_from(j.find("only_workloads"));
-  o.seeds_per_workload = static_cast<int>(j.get_int("seeds_per_workload", o.seeds_per_workload));
-  o.recheck_after_timing = j.get_bool("recheck_after_timing", o.recheck_after_timing);
-  o.compile_timeout_s = j.get_number("compile_timeout_s", o.compile_timeout_s);
-  o.run_timeout_s = j.get_number("run_timeout_s", o.run_timeout_s);
-  o.min_time_per_workload_s = j.get_number("min_time_per_workload_s", o.min_time_per_workload_s);
-  o.max_time_per_workload_s = j.get_number("max_time_per_workload_s", o.max_time_per_workload_s);
-  o.min_reps = static_cast<int>(j.get_int("min_reps", o.min_reps));
-  o.max_reps = static_cast<int>(j.get_int("max_reps", o.max_reps));
-  o.target_rel_stderr = j.get_number("target_rel_stderr", o.target_rel_stderr);
-  o.flush_l2 = j.get_bool("flush_l2", o.flush_l2);
-  o.time_reference = j.get_bool("time_reference", o.time_reference);
-  o.extra_compile_flags = strings_from(j.find("extra_compile_flags"));
-  return o;
-}
+EvalOptions options_from_json(const Json& j) { return EvalOptions::from_json(j); }
 
 void validate_options(const EvalOptions& o) {
   auto bad = [](const std::string& what) { throw Error(Status::invalid_argument, "evaluation options: " + what); };

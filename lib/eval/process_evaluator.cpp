@@ -273,7 +273,11 @@ class CudaCompileService {
       }
       if (got == WorkerProcess::Received::exited) {
         std::string how = w.kill();
-        throw CompileError("the CUDA compiler process died: " + how, how);
+        // A worker killed from outside can still take a request while its
+        // last threads wind down; the candidate is to blame only when a
+        // fresh compiler dies on it too.
+        if (attempt == 0) continue;
+        throw CompileError("the CUDA compiler process died twice on this candidate: " + how, how);
       }
       w.give_back();
       const std::string ev = m.get_string("event");

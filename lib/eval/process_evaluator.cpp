@@ -425,6 +425,7 @@ class ProcessEvaluator final : public Evaluator {
       if (auto* failed = std::get_if<EvalResult>(&prepared)) {
         results[i] = std::move(*failed);
         results[i].device = backend[i] == Backend::host ? host::host_device_info().name : slot.info().name;
+        results[i].metrics["worker_device"] = slot.device_spec();
         return;
       }
       auto& p = std::get<PreparedSolution>(prepared);
@@ -447,6 +448,7 @@ class ProcessEvaluator final : public Evaluator {
       }
       add_compile_info(r, p);
       if (backend[i] == Backend::cuda && gpus_skipped_ > 0) r.metrics["gpus_skipped"] = gpus_skipped_;
+      r.metrics["worker_device"] = slot.device_spec();  // which GPU ("cuda:1") or "host"
       r.solution_id = p.solution.id;
       results[i] = std::move(r);
     };

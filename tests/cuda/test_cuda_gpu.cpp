@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <memory>
+#include <set>
 
 #include "ksearch/eval.hpp"
 #include "ksearch/error.hpp"
@@ -383,4 +384,44 @@ TEST_CASE("gpu: timing of the same kernel agrees across evaluator runs") {
   MESSAGE("median of two separate evaluator runs: " << medians[0] << " ms and " << medians[1] << " ms");
   CHECK(medians[0] > 0);
   CHECK(medians[1] > 0);
+}
+
+TEST_CASE("gpu: a batch spreads over every GPU, and a crash on one leaves the others measuring") {
+  if (!gpu_present()) return;
+  auto task = scale_task();
+  auto ev = evaluator();
+  const int gpus = ev->device().count;
+  if (gpus < 2) {
+    MESSAGE("skipped: needs two GPUs of one architecture, this machine has " << gpus);
+    return;
+  }
+  // Distinct correct candidates (distinct ids), one illegal-address kernel among them.
+  std::vector<Solution> batch;
+  for (int k = 0; k < 4 * gpus; ++k)
+    batch.push_back(cuda(std::string(kCorrect) + "\n// variant " + std::to_string(k) + "\n", kScalePlan));
+  const std::size_t crash_at = 1;
+  batch[crash_at] = cuda(R"(
+extern "C" __global__ void scale(const float* x, float* y, int n) {
+  float* bad = (float*)0x10;
+  bad[threadIdx.x] = x[0];
+})",
+                         kScalePlan);
+  std::vector<EvalResult> results = ev->evaluate_batch(*task, batch);
+  REQUIRE(results.size() == batch.size());
+  std::set<std::string> used;
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const EvalResult& r = results[i];
+    INFO("candidate " << i << ": " << r.summary() << " " << messages(r));
+    used.insert(r.metrics.get_string("worker_device"));
+    CHECK(r.solution_id == batch[i].id);
+    if (i == crash_at) {
+      CHECK((r.status == EvalStatus::crashed || r.status == EvalStatus::runtime_error));
+    } else {
+      CHECK(r.status == EvalStatus::passed);
+      REQUIRE(r.workloads.size() == 2);
+      CHECK(r.workloads[1].timing.median_ms > 0);
+    }
+  }
+  CHECK(static_cast<int>(used.size()) == gpus);
+  for (int d = 0; d < gpus; ++d) CHECK(used.count("cuda:" + std::to_string(d)) == 1);
 }

@@ -156,6 +156,27 @@ std::unique_ptr<Device> open_device(const std::string& spec) {
   fatal(Status::invalid_argument, fmt::format("bad device \"{}\" (expected host or cuda:N)", spec));
 }
 
+// The request loop both roles share: `exit` ends it, `ping` is answered
+// here, every other op goes to `handle`, which returns false for an op it
+// does not know. Every error is answered: an exception leaving main would
+// end the worker without a word.
+template <class Handler>
+int serve(int in, const char* role, Handler&& handle) {
+  while (auto msg = read_frame(in)) {
+    const std::string op = msg->get_string("op");
+    try {
+      if (op == "exit") break;
+      if (op == "ping") send(Json::obj({{"event", "pong"}, {"pid", static_cast<int>(::getpid())}}));
+      else if (!handle(op, *msg)) throw Error(Status::invalid_argument, fmt::format("unknown op \"{}\"", op));
+    } catch (const Error& e) {
+      send_error(e);
+    } catch (const std::exception& e) {
+      send_error(Error(Status::internal, fmt::format("{}: {}", role, e.what())));
+    }
+  }
+  return 0;
+}
+
 int run_role(int in, const Args& args) {
   host::install_crash_reporter();
   std::unique_ptr<Device> device;
@@ -172,42 +193,29 @@ int run_role(int in, const Args& args) {
   std::map<std::string, ks::TaskSpec> tasks;  // by key: sent once per worker
   int loaded_builds = 0;
 
-  while (auto msg = read_frame(in)) {
-    const std::string op = msg->get_string("op");
-    try {
-      if (op == "exit") break;
-      if (op == "ping") {
-        send(Json::obj({{"event", "pong"}, {"pid", static_cast<int>(::getpid())}}));
-      } else if (op == "evaluate") {
-        const std::string key = msg->get_string("task_key");
-        if (const Json* t = msg->find("task"); t && !t->is_null()) tasks[key] = TaskSpec::from_json(*t);
-        auto it = tasks.find(key);
-        if (it == tasks.end())
-          throw Error(Status::invalid_argument, fmt::format("evaluate: unknown task key \"{}\"", key));
-        RunRequest req;
-        req.candidate = PreparedSolution::from_json(msg->at("candidate"));
-        req.reference = PreparedSolution::from_json(msg->at("reference"));
-        req.options = options_from_json(msg->at("options"));
-        for (const auto& w : msg->at("workloads").as_array()) req.workloads.push_back(w.as_string());
-        if (const Json* tr = msg->find("time_reference"); tr && tr->is_array())
-          for (const auto& w : tr->as_array()) req.time_reference.push_back(w.as_string());
-        EvaluationFlow flow(*device, refs);
-        FrameEvents events;
-        EvalResult result = flow.run(it->second, req, events);
-        loaded_builds += static_cast<int>(req.candidate.builds.size());
-        result.metrics["worker_pid"] = static_cast<int>(::getpid());
-        result.metrics["worker_loaded_builds"] = loaded_builds;
-        send(Json::obj({{"event", "finished"}, {"result", result.to_json()}, {"restart", flow.device_suspect()}}));
-      } else {
-        throw Error(Status::invalid_argument, fmt::format("unknown op \"{}\"", op));
-      }
-    } catch (const Error& e) {
-      send_error(e);
-    } catch (const std::exception& e) {
-      send_error(Error(Status::internal, fmt::format("worker: {}", e.what())));
-    }
-  }
-  return 0;
+  return serve(in, "worker", [&](const std::string& op, const Json& msg) {
+    if (op != "evaluate") return false;
+    const std::string key = msg.get_string("task_key");
+    if (const Json* t = msg.find("task"); t && !t->is_null()) tasks[key] = TaskSpec::from_json(*t);
+    auto it = tasks.find(key);
+    if (it == tasks.end())
+      throw Error(Status::invalid_argument, fmt::format("evaluate: unknown task key \"{}\"", key));
+    RunRequest req;
+    req.candidate = PreparedSolution::from_json(msg.at("candidate"));
+    req.reference = PreparedSolution::from_json(msg.at("reference"));
+    req.options = options_from_json(msg.at("options"));
+    for (const auto& w : msg.at("workloads").as_array()) req.workloads.push_back(w.as_string());
+    if (const Json* tr = msg.find("time_reference"); tr && tr->is_array())
+      for (const auto& w : tr->as_array()) req.time_reference.push_back(w.as_string());
+    EvaluationFlow flow(*device, refs);
+    FrameEvents events;
+    EvalResult result = flow.run(it->second, req, events);
+    loaded_builds += static_cast<int>(req.candidate.builds.size());
+    result.metrics["worker_pid"] = static_cast<int>(::getpid());
+    result.metrics["worker_loaded_builds"] = loaded_builds;
+    send(Json::obj({{"event", "finished"}, {"result", result.to_json()}, {"restart", flow.device_suspect()}}));
+    return true;
+  });
 }
 
 int compile_role(int in, const Args& args) {
@@ -215,39 +223,24 @@ int compile_role(int in, const Args& args) {
   host::install_crash_reporter();  // a crash inside NVRTC is reported like a candidate's
   send(Json::obj({{"event", "hello"}, {"role", "compile"}, {"pid", static_cast<int>(::getpid())}}));
   std::map<std::string, std::unique_ptr<Compiler>> compilers;  // by architecture
-  while (auto msg = read_frame(in)) {
-    const std::string op = msg->get_string("op");
-    try {
-      if (op == "exit") break;
-      if (op == "ping") {
-        send(Json::obj({{"event", "pong"}, {"pid", static_cast<int>(::getpid())}}));
-      } else if (op == "compile") {
-        CompileRequest req = compile_request_from_json(msg->at("request"));
-        auto& compiler = compilers[req.arch];
-        if (!compiler) {
-          CudaCompilerOptions o;
-          o.arch = req.arch;
-          o.cache_dir = req.cache_dir.empty() ? (fs::path(args.cache_dir) / "cuda").string() : req.cache_dir;
-          compiler = make_cuda_compiler(o);
-        }
-        try {
-          Artifact a = compiler->compile(req);
-          send(Json::obj({{"event", "compiled"}, {"artifact", artifact_to_json(a)}}));
-        } catch (const CompileError& e) {
-          send(Json::obj({{"event", "compile_failed"}, {"message", e.what()}, {"log", e.log()}}));
-        }
-      } else {
-        throw Error(Status::invalid_argument, fmt::format("unknown op \"{}\"", op));
-      }
-    } catch (const Error& e) {
-      send_error(e);
-    } catch (const std::exception& e) {
-      // Anything else (a filesystem error, bad_alloc) is answered too: an
-      // exception leaving main would end the worker without a word.
-      send_error(Error(Status::internal, fmt::format("compile worker: {}", e.what())));
+  return serve(in, "compile worker", [&](const std::string& op, const Json& msg) {
+    if (op != "compile") return false;
+    CompileRequest req = compile_request_from_json(msg.at("request"));
+    auto& compiler = compilers[req.arch];
+    if (!compiler) {
+      CudaCompilerOptions o;
+      o.arch = req.arch;
+      o.cache_dir = req.cache_dir.empty() ? (fs::path(args.cache_dir) / "cuda").string() : req.cache_dir;
+      compiler = make_cuda_compiler(o);
     }
-  }
-  return 0;
+    try {
+      Artifact a = compiler->compile(req);
+      send(Json::obj({{"event", "compiled"}, {"artifact", artifact_to_json(a)}}));
+    } catch (const CompileError& e) {
+      send(Json::obj({{"event", "compile_failed"}, {"message", e.what()}, {"log", e.log()}}));
+    }
+    return true;
+  });
 #else
   (void)in;
   (void)args;

@@ -129,10 +129,17 @@ std::variant<PreparedSolution, EvalResult> prepare_solution(const TaskSpec& task
   return p;
 }
 
-EvalOptions reference_build_options(const EvalOptions& options) {
+PreparedSolution prepare_reference(const TaskSpec& task, Language l, const EvalOptions& options,
+                                   const std::string& arch, const std::string& cache_dir, const CompileFn& compile) {
   EvalOptions o = options;
   o.extra_compile_flags.clear();
-  return o;
+  std::vector<std::string> all;
+  for (const auto& w : task.workloads) all.push_back(w.name);
+  auto prepared = prepare_solution(task, task.references.at(l), all, o, arch, cache_dir, compile);
+  if (auto* failed = std::get_if<EvalResult>(&prepared))
+    throw Error(Status::compile, fmt::format("the {} reference of task \"{}\" does not compile: {}",
+                                             ks::to_string(l), task.name, failed->log));
+  return std::get<PreparedSolution>(std::move(prepared));
 }
 
 void add_compile_info(EvalResult& result, const PreparedSolution& prepared) {

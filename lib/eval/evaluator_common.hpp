@@ -50,9 +50,11 @@ std::variant<PreparedSolution, EvalResult> prepare_solution(const TaskSpec& task
                                                             const EvalOptions& options, const std::string& arch,
                                                             const std::string& cache_dir, const CompileFn& compile);
 
-// The options the task's reference is compiled with: the candidate's extra
-// compile flags are not for it (a task has no flags of its own, so none).
-EvalOptions reference_build_options(const EvalOptions& options);
+// Compiles the task's reference in language `l` for every workload, with
+// the options a reference gets (the candidate's extra compile flags are not
+// for it). A reference that does not compile is the task's fault: ks::Error.
+PreparedSolution prepare_reference(const TaskSpec& task, Language l, const EvalOptions& options,
+                                   const std::string& arch, const std::string& cache_dir, const CompileFn& compile);
 
 // Adds compile metrics and the compile log (warnings) of `prepared` to `result`.
 void add_compile_info(EvalResult& result, const PreparedSolution& prepared);

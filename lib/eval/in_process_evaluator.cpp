@@ -160,14 +160,7 @@ class InProcessEvaluator final : public Evaluator {
                                         const EvalOptions& opts, const DeviceSlot& slot) {
     const std::string rkey = key + "/" + ks::to_string(l);
     if (auto it = references_.find(rkey); it != references_.end()) return it->second;
-    std::vector<std::string> all;
-    for (const auto& w : spec.workloads) all.push_back(w.name);
-    auto prepared = prepare_solution(spec, spec.references.at(l), all, reference_build_options(opts), arch_for(l, slot), cache_dir_for(l),
-                                     compile_fn(l, slot));
-    if (auto* failed = std::get_if<EvalResult>(&prepared))
-      throw Error(Status::compile, fmt::format("the {} reference of task \"{}\" does not compile: {}",
-                                               ks::to_string(l), spec.name, failed->log));
-    return references_.emplace(rkey, std::get<PreparedSolution>(std::move(prepared))).first->second;
+    return references_.emplace(rkey, prepare_reference(spec, l, opts, arch_for(l, slot), cache_dir_for(l), compile_fn(l, slot))).first->second;
   }
 
   EvaluatorConfig config_;

@@ -67,14 +67,19 @@ std::optional<double> GaussianProcess::profiled_lml(const GpHyper& h) const {
   return lml;
 }
 
-void GaussianProcess::fit(const Eigen::MatrixXd& X, const Eigen::VectorXd& y, const GpHyper* warm_start) {
-  check_inputs(X, y);
+// Keeps the inputs and standardises the targets (zero mean, unit spread).
+void GaussianProcess::set_data(const Eigen::MatrixXd& X, const Eigen::VectorXd& y) {
   X_ = X;
   n_ = static_cast<int>(X.rows());
   y_mean_ = y.mean();
   const double sd = std::sqrt((y.array() - y_mean_).square().mean());
   y_scale_ = sd > 1e-12 ? sd : 1.0;
   ys_ = (y.array() - y_mean_) / y_scale_;
+}
+
+void GaussianProcess::fit(const Eigen::MatrixXd& X, const Eigen::VectorXd& y, const GpHyper* warm_start) {
+  check_inputs(X, y);
+  set_data(X, y);
 
   const Eigen::Index d = X.cols();
   GpHyper best;
@@ -126,12 +131,7 @@ void GaussianProcess::fit_fixed(const Eigen::MatrixXd& X, const Eigen::VectorXd&
     throw Error(Status::invalid_argument,
                 fmt::format("gaussian process: {} length scales for {} input dimensions",
                             hyper.length_scales.size(), X.cols()));
-  X_ = X;
-  n_ = static_cast<int>(X.rows());
-  y_mean_ = y.mean();
-  const double sd = std::sqrt((y.array() - y_mean_).square().mean());
-  y_scale_ = sd > 1e-12 ? sd : 1.0;
-  ys_ = (y.array() - y_mean_) / y_scale_;
+  set_data(X, y);
   finish(hyper);
 }
 

@@ -47,6 +47,7 @@ class GaussianProcess {
   // Log marginal likelihood (plus a weak length-scale prior) with the signal
   // variance profiled out; nullopt when the kernel matrix is not positive definite.
   std::optional<double> profiled_lml(const GpHyper& h) const;
+  void set_data(const Eigen::MatrixXd& X, const Eigen::VectorXd& y);
   void finish(const GpHyper& h);
 
   Eigen::MatrixXd X_;

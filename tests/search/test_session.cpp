@@ -208,6 +208,62 @@ TEST_CASE("session: a journal whose LLM calls differ in kind is refused") {
   CHECK_THROWS_WITH(s.run(toy), doctest::Contains("\"wm_init\" in the journal"));
 }
 
+TEST_CASE("session: a resume that stops at a journal mismatch leaves best/ as it was") {
+  auto dir = test::scratch_dir("session_diverge_best");
+  std::string best_id;
+  {
+    Fixture f;
+    test::ScriptedLlm llm(script());
+    RunStore store = RunStore::create(dir, Json::object());
+    Session s(f.task, f.evaluator, llm, f.wm, store, config(6));
+    ToyStrategy toy;
+    s.run(toy);
+    REQUIRE(store.best().has_value());
+    best_id = store.best()->solution.id;  // round 5's, after round 1's
+  }
+  // LLM call 4 (the best kernel's answer) now differs in kind: the replay
+  // passes round 1's improvement, then stops.
+  {
+    auto lines = detail::read_lines(dir / "transcript.jsonl");
+    Json e = Json::parse(lines[4]);
+    e["kind"] = "wm_init";
+    lines[4] = e.dump();
+    std::string all;
+    for (auto& l : lines) all += l + "\n";
+    detail::write_file_atomic(dir / "transcript.jsonl", all);
+  }
+  Fixture f;
+  test::ScriptedLlm llm({});
+  RunStore store = RunStore::open(dir);
+  Session s(f.task, f.evaluator, llm, f.wm, store, config(6));
+  ToyStrategy toy;
+  CHECK_THROWS_WITH(s.run(toy), doctest::Contains("cannot resume"));
+  REQUIRE(store.best().has_value());
+  CHECK(store.best()->solution.id == best_id);
+  CHECK(store.best()->round == 5);
+}
+
+TEST_CASE("session: a replay that reaches the journal's end restores a missing best.json") {
+  auto dir = test::scratch_dir("session_restore_best");
+  {
+    Fixture f;
+    test::ScriptedLlm llm(script());
+    RunStore store = RunStore::create(dir, Json::object());
+    Session s(f.task, f.evaluator, llm, f.wm, store, config(6));
+    ToyStrategy toy;
+    s.run(toy);
+  }
+  std::filesystem::remove(dir / "best.json");
+  Fixture f;
+  test::ScriptedLlm llm({});
+  RunStore store = RunStore::open(dir);
+  Session s(f.task, f.evaluator, llm, f.wm, store, config(6));
+  ToyStrategy toy;
+  CHECK(s.run(toy) == "max_rounds");
+  REQUIRE(store.best().has_value());
+  CHECK(store.best()->round == 5);
+}
+
 // Does "post-stop" work after its loop, as a careless strategy might.
 class TidyingStrategy : public ToyStrategy {
  public:

@@ -283,8 +283,14 @@ EvalResult Session::finish_attempt(Solution& s, const std::string& action, bool 
   if (counted && r.passed() && r.score > 0 && (!best_ || r.score > best_->eval.score)) {
     best_ = BestSolution{s, r, round};
     improved = true;
-    store_.write_best(*best_);
+    // A replayed improvement is already on disk, or a later one is: writing
+    // it again would roll best/ back to an older kernel, and leave it there
+    // if the resume then stops at a journal mismatch.
+    if (!replayed) store_.write_best(*best_);
   }
+  // At the journal's end best/ holds the replayed run's best again (this
+  // also restores a best.json that went missing).
+  if (replayed && seq + 1 == journal_evals_.size() && best_) store_.write_best(*best_);
   Json ev = Json::obj({{"round", round},
                        {"counted", counted},
                        {"action", action},
@@ -421,6 +427,8 @@ void Session::snapshot_world_model() {
 void Session::set_state(Json state) {
   state["rounds_used"] = rounds_used_;
   state["max_rounds"] = config_.max_rounds;
+  // While the journal replays, state.json already holds a later state.
+  if (replaying_evals()) return;
   store_.write_state(state);
 }
 

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -218,6 +219,10 @@ ks_status ks_llm_answer_set_usage(ks_llm_answer* answer, int64_t input_tokens, i
   if (!answer) return fail(KS_E_INVALID_ARGUMENT, "ks_llm_answer_set_usage: answer is NULL");
   if (input_tokens < 0 || output_tokens < 0 || cost_usd < 0)
     return fail(KS_E_INVALID_ARGUMENT, "ks_llm_answer_set_usage: negative usage");
+  // NaN passes `< 0`: a NaN cost would make the run's total NaN (written as
+  // null) and silently switch max_cost_usd off; an infinite one is no cost either.
+  if (!std::isfinite(cost_usd))
+    return fail(KS_E_INVALID_ARGUMENT, "ks_llm_answer_set_usage: cost_usd is not a finite number");
   answer->usage.input_tokens = input_tokens;
   answer->usage.output_tokens = output_tokens;
   answer->usage.cost_usd = cost_usd;

@@ -1,6 +1,7 @@
 /* The C ABI from C: compiled as C99 with -Wall -Wextra -pedantic -Werror.
  * Runs a real search on a host task through ks_search_run with a C LLM
  * callback, and checks the error paths of the ABI. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +55,10 @@ static int model_answer(const ks_llm_request *req, ks_llm_answer *answer, void *
   if (m->stop_after && m->calls == m->stop_after) return KS_E_USER;
   if (req->prompt == NULL || strstr(req->prompt, "3 * x") == NULL) return 1; /* the task text must reach us */
   text = m->calls == 1 ? kWrong : kGood;
+  /* A NaN or infinite cost is refused: NaN passes `< 0` and would switch max_cost_usd off. */
+  CHECK(ks_llm_answer_set_usage(answer, 1, 1, NAN) == KS_E_INVALID_ARGUMENT);
+  CHECK(ks_llm_answer_set_usage(answer, 1, 1, HUGE_VAL) == KS_E_INVALID_ARGUMENT);
+  CHECK(strstr(ks_last_error_message(), "cost_usd") != NULL);
   if (ks_llm_answer_set_usage(answer, 100, 50, 0.001) != KS_OK) return 1;
   return ks_llm_answer_set_text(answer, text, strlen(text)) == KS_OK ? 0 : 1;
 }

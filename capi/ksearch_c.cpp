@@ -272,7 +272,9 @@ ks_status ks_search_run(const ks_search_params* params, ks_result** out) {
     o.llm = llm_choice_of(params);
     o.evaluator.backend = params->backend ? params->backend : "auto";
     o.evaluator.in_process = params->in_process != 0;
-    if (params->timing_cap_s < 0) throw ks::Error(ks::Status::invalid_argument, "params.timing_cap_s must be >= 0");
+    if (!(params->timing_cap_s >= 0))  // NaN too, which would silently mean the default
+      throw ks::Error(ks::Status::invalid_argument,
+                      fmt::format("params.timing_cap_s must be a number >= 0, is {}", params->timing_cap_s));
     if (params->timing_cap_s > 0) o.evaluator.options.max_time_per_workload_s = params->timing_cap_s;
     if (params->run_dir) o.run_dir = params->run_dir;
     o.progress = progress_of(params);

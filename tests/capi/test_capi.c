@@ -211,6 +211,22 @@ static void test_errors(void) {
   CHECK(ks_search_run(&params, &result) == KS_E_NOT_FOUND);
   CHECK(strstr(ks_last_error_message(), "no/such/task") != NULL);
 
+  /* NaN limits are refused by name, not taken as "unlimited" or "default". */
+  params.task = "examples/tasks/matmul";
+  params.language = "cpp";
+  params.max_cost_usd = NAN;
+  CHECK(ks_search_run(&params, &result) == KS_E_INVALID_ARGUMENT);
+  CHECK(strstr(ks_last_error_message(), "max_cost_usd") != NULL);
+  params.max_cost_usd = 0;
+  params.max_wall_s = NAN;
+  CHECK(ks_search_run(&params, &result) == KS_E_INVALID_ARGUMENT);
+  CHECK(strstr(ks_last_error_message(), "max_wall_s") != NULL);
+  params.max_wall_s = 0;
+  params.timing_cap_s = NAN;
+  CHECK(ks_search_run(&params, &result) == KS_E_INVALID_ARGUMENT);
+  CHECK(strstr(ks_last_error_message(), "timing_cap_s") != NULL);
+  CHECK(result == NULL);
+
   params.version = 7;
   CHECK(ks_search_run(&params, &result) == KS_E_VERSION);
 

@@ -67,8 +67,9 @@ void SearchConfig::validate() const {
   if (wm_edit_retries < 1) bad(fmt::format("wm_edit_retries must be >= 1, is {}", wm_edit_retries));
   if (parallel < 1) bad(fmt::format("parallel must be >= 1, is {}", parallel));
   if (tune_rounds < 0) bad(fmt::format("tune_rounds must be >= 0, is {}", tune_rounds));
-  if (max_cost_usd < 0) bad("max_cost_usd must be >= 0");
-  if (max_wall_s < 0) bad("max_wall_s must be >= 0");
+  // Written so that NaN fails too: a NaN budget would silently mean "unlimited".
+  if (!(max_cost_usd >= 0)) bad(fmt::format("max_cost_usd must be a number >= 0, is {}", max_cost_usd));
+  if (!(max_wall_s >= 0)) bad(fmt::format("max_wall_s must be a number >= 0, is {}", max_wall_s));
   bool known = false;
   for (const auto& n : strategy_names()) known = known || n == strategy;
   if (!known) bad(fmt::format("unknown strategy \"{}\" (known: world_model, greedy, tune)", strategy));

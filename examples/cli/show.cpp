@@ -5,6 +5,7 @@
 
 #include "args.hpp"
 #include "commands.hpp"
+#include "ksearch/error.hpp"
 #include "ksearch/run_store.hpp"
 #include "ksearch/world_model.hpp"
 #include "report.hpp"
@@ -65,7 +66,13 @@ int cmd_show(int argc, char** argv) {
   if (!a.has("no-tree")) {
     if (auto wmj = store.latest_world_model()) {
       auto wm = make_tree_world_model();
-      wm->load_json(*wmj);
+      try {
+        wm->load_json(*wmj);
+      } catch (const Error& e) {
+        // Name the damaged snapshot, not only what is wrong inside it.
+        auto file = store.dir() / "world_model" / fmt::format("v{:06d}.json", store.world_model_versions().back());
+        throw Error(e.status(), fmt::format("{}: {}", file.string(), e.what()));
+      }
       fmt::print("\nWorld model (version {}):\n{}\n", wm->version(), wm->render_tree());
     }
   }

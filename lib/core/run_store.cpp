@@ -65,6 +65,23 @@ void write_solution_files(const fs::path& dir, const Solution& s) {
   if (!s.launch_plan.is_null()) detail::write_file_atomic(dir / "launch_plan.json", s.launch_plan.dump(2));
 }
 
+// Reads one record of the run folder. A record that is not valid JSON, or
+// holds a field of the wrong type, is an error that names its file: "invalid
+// JSON" alone does not say which of the folder's files is damaged.
+template <class F>
+auto in_file(const fs::path& file, F&& read) {
+  try {
+    return read();
+  } catch (const Error& e) {
+    throw Error(e.status(), fmt::format("{}: {}", file.string(), e.what()));
+  }
+}
+
+Json read_json(const fs::path& file) {
+  std::string text = detail::read_file(file);  // its errors name the file
+  return in_file(file, [&] { return Json::parse(text); });
+}
+
 Json parse_line(const std::string& line, const fs::path& file) {
   std::string err;
   auto j = Json::try_parse(line, &err);
@@ -181,7 +198,7 @@ RunStore RunStore::open(const fs::path& dir) {
 const fs::path& RunStore::dir() const { return impl_->dir; }
 
 Json RunStore::manifest() const {
-  return Json::parse(detail::read_file(impl_->dir / "manifest.json"));
+  return read_json(impl_->dir / "manifest.json");
 }
 
 namespace {
@@ -243,18 +260,22 @@ std::vector<AttemptRecord> RunStore::attempts() const {
   for (const auto& line : detail::read_lines(p)) {
     Json j = parse_line(line, p);
     AttemptRecord a;
-    a.seq = static_cast<int>(j.get_int("seq"));
-    a.round = static_cast<int>(j.get_int("round"));
-    a.action = j.get_string("action");
-    a.time = j.get_string("time");
-    a.solution.id = j.get_string("solution_id");
-    a.solution.parent_id = j.get_string("parent_id");
+    in_file(p, [&] {
+      a.seq = static_cast<int>(j.get_int("seq"));
+      a.round = static_cast<int>(j.get_int("round"));
+      a.action = j.get_string("action");
+      a.time = j.get_string("time");
+      a.solution.id = j.get_string("solution_id");
+      a.solution.parent_id = j.get_string("parent_id");
+    });
     fs::path d = impl_->attempt_dir(a);
     if (fs::exists(d / "solution.json")) {
-      a.solution = Solution::from_json(Json::parse(detail::read_file(d / "solution.json")));
+      Json sj = read_json(d / "solution.json");
+      a.solution = in_file(d / "solution.json", [&] { return Solution::from_json(sj); });
       a.solution.parent_id = j.get_string("parent_id");
     }
-    a.eval = EvalResult::from_json(Json::parse(detail::read_file(d / "eval.json")));
+    Json ej = read_json(d / "eval.json");
+    a.eval = in_file(d / "eval.json", [&] { return EvalResult::from_json(ej); });
     if (fs::exists(d / "answer.txt")) a.raw_answer = detail::read_file(d / "answer.txt");
     out.push_back(std::move(a));
   }
@@ -291,7 +312,7 @@ std::vector<std::uint64_t> RunStore::world_model_versions() const {
 std::optional<Json> RunStore::latest_world_model() const {
   auto v = world_model_versions();
   if (v.empty()) return std::nullopt;
-  return Json::parse(detail::read_file(impl_->dir / "world_model" / fmt::format("v{:06d}.json", v.back())));
+  return read_json(impl_->dir / "world_model" / fmt::format("v{:06d}.json", v.back()));
 }
 
 void RunStore::write_best(const BestSolution& best) {
@@ -315,12 +336,14 @@ std::optional<BestSolution> RunStore::best() const {
   std::error_code ec;
   fs::path p = impl_->dir / "best.json";
   if (!fs::exists(p, ec)) return std::nullopt;
-  Json j = Json::parse(detail::read_file(p));
-  BestSolution b;
-  b.round = static_cast<int>(j.get_int("round"));
-  b.solution = Solution::from_json(j.at("solution"));
-  b.eval = EvalResult::from_json(j.at("eval"));
-  return b;
+  Json j = read_json(p);
+  return in_file(p, [&] {
+    BestSolution b;
+    b.round = static_cast<int>(j.get_int("round"));
+    b.solution = Solution::from_json(j.at("solution"));
+    b.eval = EvalResult::from_json(j.at("eval"));
+    return b;
+  });
 }
 
 void RunStore::write_state(const Json& state) {
@@ -331,7 +354,7 @@ void RunStore::write_state(const Json& state) {
 std::optional<Json> RunStore::state() const {
   std::error_code ec;
   if (!fs::exists(impl_->dir / "state.json", ec)) return std::nullopt;
-  return Json::parse(detail::read_file(impl_->dir / "state.json"));
+  return read_json(impl_->dir / "state.json");
 }
 
 }  // namespace ks

@@ -143,3 +143,49 @@ TEST_CASE("run store: best solution replaces the previous one completely") {
   CHECK(back->solution.id == b2.solution.id);
   CHECK(back->eval.latency_ms == 0.5);
 }
+
+// Checks that f throws a ks::Error whose message holds `needle`.
+template <class F>
+void check_error(F f, const std::string& needle) {
+  std::string what = "(no error)";
+  try {
+    f();
+  } catch (const Error& e) {
+    what = e.what();
+  }
+  CHECK_MESSAGE(what.find(needle) != std::string::npos, what);
+}
+
+TEST_CASE("run store: a damaged record is an error that names its file") {
+  auto dir = test::scratch_dir("rs_damaged");
+  RunStore s = RunStore::create(dir, Json::object());
+  AttemptRecord a;
+  a.round = 1;
+  a.solution = sol("int a;");
+  s.record_attempt(a);
+  s.write_best(BestSolution{sol("int a;"), EvalResult{}, 1});
+  s.write_state(Json::obj({{"cycle", 1}}));
+  s.write_world_model(1, Json::object());
+  fs::path attempt = dir / "attempts" / fmt::format("0000-{}", a.solution.id);
+  auto damage = [](const fs::path& p, const std::string& text) { detail::write_file_atomic(p, text); };
+  RunStore r = RunStore::open_read_only(dir);
+  auto attempts = [&] { r.attempts(); };
+
+  damage(attempt / "eval.json", R"({"status": "pass)");
+  check_error(attempts, (attempt / "eval.json").string() + ": invalid JSON");
+  damage(attempt / "eval.json", R"({"status": 5})");
+  check_error(attempts, (attempt / "eval.json").string() + ": field \"status\"");
+  damage(attempt / "eval.json", "{}");
+  damage(attempt / "solution.json", "[");
+  check_error(attempts, (attempt / "solution.json").string() + ": invalid JSON");
+  damage(dir / "attempts.jsonl", R"({"seq": 0, "round": "one"})" "\n");
+  check_error(attempts, (dir / "attempts.jsonl").string() + ": field \"round\"");
+  damage(dir / "best.json", R"({"round": "x"})");
+  check_error([&] { r.best(); }, (dir / "best.json").string() + ": field \"round\"");
+  damage(dir / "state.json", "{");
+  check_error([&] { r.state(); }, (dir / "state.json").string() + ": invalid JSON");
+  damage(dir / "world_model" / "v000001.json", "");
+  check_error([&] { r.latest_world_model(); }, "v000001.json: invalid JSON");
+  damage(dir / "manifest.json", "{\"task\": ");
+  check_error([&] { r.manifest(); }, (dir / "manifest.json").string() + ": invalid JSON");
+}

@@ -162,13 +162,22 @@ ks_status check_params(const ks_search_params* p) {
   });
 }
 
+// The same rule for a run and a resume: with both llm and llm_callback set,
+// either choice would silently ignore something the caller asked for.
 ks::LlmChoice llm_choice_of(const ks_search_params* p) {
   ks::LlmChoice c;
-  if (p->llm_callback && (!p->llm || std::strcmp(p->llm, "callback") == 0)) {
+  bool names_callback = p->llm && std::strcmp(p->llm, "callback") == 0;
+  if (p->llm_callback && p->llm && !names_callback)
+    throw ks::Error(ks::Status::invalid_argument,
+                    fmt::format("params.llm is \"{}\" and params.llm_callback is set too; set only one "
+                                "(params.llm NULL or \"callback\" uses the callback)", p->llm));
+  if (p->llm_callback) {
     c.kind = "custom";
     c.custom = std::make_shared<CallbackPolicy>(p->llm_callback, p->llm_user_data);
     return c;
   }
+  if (names_callback)
+    throw ks::Error(ks::Status::invalid_argument, "params.llm is \"callback\" but params.llm_callback is NULL");
   if (!p->llm) throw ks::Error(ks::Status::invalid_argument, "set params.llm or params.llm_callback");
   c = ks::LlmChoice::parse(p->llm);
   if (c.kind == "openai") {
@@ -292,8 +301,11 @@ ks_status ks_search_resume(const char* run_dir, const ks_search_params* params, 
     if (params) {
       r.max_rounds = params->max_rounds;
       r.progress = progress_of(params);
-      if (params->llm_callback) r.custom_llm = std::make_shared<CallbackPolicy>(params->llm_callback, params->llm_user_data);
-      else if (params->llm) r.llm = llm_choice_of(params);
+      if (params->llm_callback || params->llm) {
+        ks::LlmChoice c = llm_choice_of(params);
+        if (c.kind == "custom") r.custom_llm = c.custom;
+        else r.llm = c;
+      }
     }
     return make_result(ks::resume_search(run_dir, r), out);
   });

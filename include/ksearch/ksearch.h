@@ -103,8 +103,9 @@ typedef struct ks_search_params {
   double max_cost_usd;       /* 0 = unlimited */
   double max_wall_s;         /* 0 = unlimited */
   const char *run_dir;       /* NULL: runs/<task>-<UTC time> */
-  /* How prompts are answered: NULL with llm_callback set = the callback;
-   * "openai" (with model/base_url), "replay:PATH", "command:PROGRAM ARGS", "offline". */
+  /* How prompts are answered: NULL (or "callback") with llm_callback set = the callback;
+   * "openai" (with model/base_url), "replay:PATH", "command:PROGRAM ARGS", "offline".
+   * Naming another policy here while llm_callback is set is KS_E_INVALID_ARGUMENT. */
   const char *llm;
   const char *model;
   const char *base_url;

@@ -226,6 +226,19 @@ static void test_errors(void) {
   CHECK(ks_search_run(&params, &result) == KS_E_INVALID_ARGUMENT);
   CHECK(strstr(ks_last_error_message(), "timing_cap_s") != NULL);
   CHECK(result == NULL);
+  params.timing_cap_s = 0;
+
+  /* llm and llm_callback both set: refused by a run and a resume alike, not one silently ignored. */
+  params.llm_callback = model_answer;
+  CHECK(ks_search_run(&params, &result) == KS_E_INVALID_ARGUMENT);
+  CHECK(strstr(ks_last_error_message(), "llm_callback") != NULL);
+  CHECK(ks_search_resume("/nonexistent/run", &params, &result) == KS_E_INVALID_ARGUMENT);
+  CHECK(strstr(ks_last_error_message(), "llm_callback") != NULL);
+  params.llm = "callback";
+  params.llm_callback = NULL;
+  CHECK(ks_search_run(&params, &result) == KS_E_INVALID_ARGUMENT);
+  CHECK(strstr(ks_last_error_message(), "llm_callback is NULL") != NULL);
+  params.llm = "offline";
 
   params.version = 7;
   CHECK(ks_search_run(&params, &result) == KS_E_VERSION);

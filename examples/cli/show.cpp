@@ -49,6 +49,7 @@ int cmd_show(int argc, char** argv) {
   fmt::print("Run {}\n  task {} | strategy {} | language {} | status {} ({})\n", store.dir().string(),
              m["task"].get_string("name"), cfg.get_string("strategy"), cfg.get_string("language"),
              m.get_string("status"), m.get_string("stop_reason", "-"));
+  if (m.contains("error")) fmt::print("  error: {}\n", m.get_string("error"));
   fmt::print("  created {} | library {} | device {}\n", m.get_string("created"), m.get_string("library_version"),
              m["device"].get_string("name", m["device"].get_string("backend")));
   const Json& totals = m["totals"];

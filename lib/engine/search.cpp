@@ -185,8 +185,31 @@ void check_language(const Task& task, Language lang) {
                                                     task.name(), to_string(lang), langs));
 }
 
+SearchOutcome execute_session(Parts& parts, RunStore& store, const SearchConfig& config,
+                              const ProgressCallback& progress);
+
 // Runs the strategy (and the tune phase) in a session and records the end.
+// A run that ends in an error says so in its manifest: left "running", it
+// would look like a run still going (or killed) to `ksearch show`.
 SearchOutcome execute(Parts& parts, RunStore& store, const SearchConfig& config, const ProgressCallback& progress) {
+  try {
+    return execute_session(parts, store, config, progress);
+  } catch (const std::exception& e) {
+    try {
+      Json m = store.manifest();
+      m["status"] = "failed";
+      m["error"] = e.what();
+      m["finished"] = utc_timestamp();
+      store.write_manifest(m);
+    } catch (const std::exception&) {
+      // The folder itself is the problem; the first error is the one to report.
+    }
+    throw;
+  }
+}
+
+SearchOutcome execute_session(Parts& parts, RunStore& store, const SearchConfig& config,
+                              const ProgressCallback& progress) {
   auto wm = make_tree_world_model();
   detail::Session session(*parts.task, *parts.evaluator, *parts.llm, *wm, store, config, progress);
   auto strategy = make_strategy(config.strategy);
@@ -313,6 +336,7 @@ SearchOutcome resume_search(const fs::path& run_dir, const ResumeOptions& option
                                              : std::shared_ptr<Evaluator>(make_evaluator(ec));
   m["config"] = config.to_json();
   m["status"] = "running";
+  if (m.contains("error")) m.erase("error");  // an earlier attempt's failure
   m["resumed"] = m.get_int("resumed") + 1;
   m["last_resumed"] = utc_timestamp();
   store.write_manifest(m);

@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""End to end: bad input to the ksearch CLI gets a clear error that names the
+problem and a non-zero exit, never a crash, and never damage to a run folder.
+Each case is one regression found by a bad-input sweep.
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--ksearch", required=True)
+ap.add_argument("--source-dir", required=True)
+ap.add_argument("--work", required=True)
+args = ap.parse_args()
+
+src = Path(args.source_dir)
+work = Path(args.work)
+shutil.rmtree(work, ignore_errors=True)
+work.mkdir(parents=True)
+task = src / "tests/fixtures/tasks/scale3"
+transcript = src / "tests/fixtures/wm_e2e/transcript.jsonl"
+env = dict(os.environ, KSEARCH_CACHE_DIR=str(work / "cache"))
+failures = []
+
+
+def ksearch(*argv):
+    p = subprocess.run([args.ksearch, *map(str, argv)], capture_output=True, text=True, env=env, timeout=300)
+    return p.returncode, p.stdout + p.stderr
+
+
+def expect_error(name, argv, *needles, rc=None):
+    code, out = ksearch(*argv)
+    bad = code == 0 or code < 0 or (rc is not None and code != rc)
+    bad = bad or "internal error" in out or "terminate called" in out
+    missing = [n for n in needles if n not in out]
+    if bad or missing:
+        failures.append(f"{name}: exit {code}, missing {missing}:\n{out}")
+    else:
+        print(f"ok: {name}")
+    return out
+
+
+def run_cmd(run_dir, rounds):
+    return ["run", "--task", task, "--language", "cpp", "--llm", f"replay:{transcript}", "--max-rounds", rounds,
+            "--wm-stagnation-window", "2", "--timing-cap", "0.05", "--quiet", "--run-dir", run_dir]
+
+
+# A resume that stops at a journal mismatch records the failure in the
+# manifest and leaves best/ as it was.
+run = work / "diverged"
+code, out = ksearch(*run_cmd(run, 6))
+assert code == 0, out
+best_before = json.loads((run / "best.json").read_text())
+lines = (run / "transcript.jsonl").read_text().splitlines(keepends=True)
+entry = json.loads(lines[2])
+entry["kind"] = "wm_init"
+lines[2] = json.dumps(entry) + "\n"
+(run / "transcript.jsonl").write_text("".join(lines))
+expect_error("resume of a diverged journal", ["resume", run, "--max-rounds", "8", "--quiet"],
+             "LLM call 2 was \"wm_init\" in the journal", rc=1)
+manifest = json.loads((run / "manifest.json").read_text())
+if manifest["status"] != "failed" or "LLM call 2" not in manifest.get("error", ""):
+    failures.append(f"diverged resume: manifest says {manifest['status']!r}, error {manifest.get('error')!r}")
+if json.loads((run / "best.json").read_text()) != best_before:
+    failures.append("diverged resume: best.json changed")
+code, out = ksearch("show", run)
+if code != 0 or "status failed" not in out or "error: cannot resume" not in out:
+    failures.append(f"show of a failed run does not say it failed and why:\n{out}")
+
+if failures:
+    print("\n\n".join(failures))
+    sys.exit(1)
+print("all bad-input cases pass")

@@ -78,6 +78,15 @@ class BindingsTest(unittest.TestCase):
         self.assertEqual(res2.rounds, 3)
         self.assertEqual(len(prompts), 3)  # only the new round asked the model
 
+    def test_unencodable_answer_is_a_reported_failed_generation(self):
+        # A str with a lone surrogate cannot be encoded: the error must reach
+        # llm_errors, not escape the ctypes callback (printed and lost).
+        res = ksearch.run_search(TASK, llm=lambda k, s, p: GOOD + "\udc80", strategy="greedy", language="cpp",
+                                 max_rounds=1, backend="host", timing_cap_s=0.2, run_dir=self.work / "surrogate")
+        self.assertEqual(res.rounds, 1)
+        self.assertEqual(len(res.llm_errors), 1)
+        self.assertIsInstance(res.llm_errors[0], UnicodeEncodeError)
+
     def test_failing_progress_function_is_reported(self):
         def progress(r):
             raise ValueError("bug in my progress function")

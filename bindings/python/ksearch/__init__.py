@@ -232,21 +232,21 @@ def _make_callbacks(llm: Optional[LlmFunction], progress: Optional[ProgressFunct
     if llm is not None:
         def on_prompt(req_p, answer, _user):
             req = req_p.contents
+            # Everything that can raise stays inside the try: an exception
+            # leaving a ctypes callback is printed, dropped, and the C side
+            # gets an undefined return value.
             try:
                 text = llm(PROMPT_KINDS[req.kind], req.system.decode("utf-8", "replace"),
                            req.prompt.decode("utf-8", "replace"))
+                if not isinstance(text, str):
+                    raise TypeError("the llm function must return a str")
+                data = text.encode()  # UnicodeEncodeError for a str holding lone surrogates
             except _StopSearch:
                 return _KS_E_USER
             except Exception as e:  # a failing model is a failed generation, not a crash
                 e._ksearch_from = "llm"
                 errors.append(e)
                 return 1
-            if not isinstance(text, str):
-                e = TypeError("the llm function must return a str")
-                e._ksearch_from = "llm"
-                errors.append(e)
-                return 1
-            data = text.encode()
             return _c().ks_llm_answer_set_text(answer, data, len(data))
         llm_cb = _LLM_CALLBACK(on_prompt)
     if progress is not None:

@@ -35,6 +35,11 @@ void write_all(int fd, std::string_view data, const fs::path& path) {
 }  // namespace
 
 std::string read_file(const fs::path& path) {
+  // An ifstream opens a folder and reads it as empty, which callers would
+  // then report as "no JSON found" or "0 answers" instead of the real problem.
+  std::error_code dir_ec;
+  if (fs::is_directory(path, dir_ec))
+    throw Error(Status::invalid_argument, fmt::format("{} is a folder, not a file", path.string()));
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     std::error_code ec;

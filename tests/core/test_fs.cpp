@@ -52,6 +52,11 @@ TEST_CASE("fs: reading a missing file says not found") {
   }
 }
 
+TEST_CASE("fs: reading a folder says it is a folder, not that it is empty") {
+  auto dir = ks::test::scratch_dir("fs_read_dir");
+  CHECK_THROWS_WITH(read_file(dir), doctest::Contains("is a folder, not a file"));
+}
+
 TEST_CASE("fs: TempDir removes itself") {
   fs::path kept;
   {

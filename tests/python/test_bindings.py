@@ -87,6 +87,32 @@ class BindingsTest(unittest.TestCase):
         self.assertEqual(len(res.llm_errors), 1)
         self.assertIsInstance(res.llm_errors[0], UnicodeEncodeError)
 
+    def test_keyboard_interrupt_in_llm_stops_the_run_and_is_raised(self):
+        # Not an Exception: it used to escape into ctypes, be printed and
+        # dropped, and the run went on to its full budget.
+        calls = []
+
+        def model(kind, system, prompt):
+            calls.append(kind)
+            if len(calls) == 2:
+                raise KeyboardInterrupt()
+            return GOOD
+        run_dir = self.work / "interrupted"
+        with self.assertRaises(KeyboardInterrupt):
+            ksearch.run_search(TASK, llm=model, strategy="greedy", language="cpp", max_rounds=4,
+                               backend="host", timing_cap_s=0.2, run_dir=run_dir)
+        self.assertEqual(len(calls), 2)
+        res = ksearch.resume_search(run_dir, llm=lambda k, s, p: GOOD)  # the run stays resumable
+        self.assertEqual(res.rounds, 4)
+
+    def test_keyboard_interrupt_in_progress_is_raised(self):
+        def progress(r):
+            raise KeyboardInterrupt()
+        with self.assertRaises(KeyboardInterrupt):
+            ksearch.run_search(TASK, llm=lambda k, s, p: GOOD, strategy="greedy", language="cpp", max_rounds=3,
+                               backend="host", timing_cap_s=0.2, run_dir=self.work / "interrupted2",
+                               progress=progress)
+
     def test_failing_progress_function_is_reported(self):
         def progress(r):
             raise ValueError("bug in my progress function")

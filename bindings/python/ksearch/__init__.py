@@ -247,6 +247,10 @@ def _make_callbacks(llm: Optional[LlmFunction], progress: Optional[ProgressFunct
                 e._ksearch_from = "llm"
                 errors.append(e)
                 return 1
+            except BaseException as e:  # Ctrl-C (KeyboardInterrupt), SystemExit: stop the run, raise it after
+                e._ksearch_from = "interrupt"
+                errors.append(e)
+                return _KS_E_USER
             return _c().ks_llm_answer_set_text(answer, data, len(data))
         llm_cb = _LLM_CALLBACK(on_prompt)
     if progress is not None:
@@ -262,7 +266,7 @@ def _make_callbacks(llm: Optional[LlmFunction], progress: Optional[ProgressFunct
             }
             try:
                 return 0 if progress(report) is not False else 1
-            except Exception as e:
+            except BaseException as e:  # KeyboardInterrupt too: it must stop the run, not vanish in ctypes
                 e._ksearch_from = "progress"
                 errors.append(e)
                 return 1
@@ -278,9 +282,10 @@ def _finish(status: int, handle: ctypes.c_void_p, errors: list) -> Result:
     finally:
         if handle:
             _c().ks_result_destroy(handle)
-    # A progress function that raised stopped the run: say why, loudly.
+    # A progress function that raised, or a KeyboardInterrupt or SystemExit in
+    # the llm function, stopped the run: say why, loudly.
     for e in errors:
-        if getattr(e, "_ksearch_from", "") == "progress":
+        if getattr(e, "_ksearch_from", "") in ("progress", "interrupt"):
             raise e
     # Exceptions from the llm function became failed generations; keep them visible.
     result.llm_errors = [e for e in errors if getattr(e, "_ksearch_from", "") == "llm"]

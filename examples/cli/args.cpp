@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 
 #include "ksearch/error.hpp"
@@ -102,9 +103,9 @@ std::vector<std::string> Args::get_all(const std::string& name) const {
   return it == values_.end() ? std::vector<std::string>{} : it->second;
 }
 
-int Args::get_int(const std::string& name, int def) const {
-  if (!has(name)) return def;
-  std::string v = get(name);
+namespace {
+
+int to_int(const std::string& name, const std::string& v) {
   char* end = nullptr;
   long x = std::strtol(v.c_str(), &end, 10);
   if (v.empty() || *end != '\0' || x < -2147483647L || x > 2147483647L)
@@ -112,12 +113,27 @@ int Args::get_int(const std::string& name, int def) const {
   return static_cast<int>(x);
 }
 
+}  // namespace
+
+int Args::get_int(const std::string& name, int def) const {
+  if (!has(name)) return def;
+  return to_int(name, get(name));
+}
+
+std::vector<int> Args::get_int_all(const std::string& name) const {
+  std::vector<int> out;
+  for (const auto& v : get_all(name)) out.push_back(to_int(name, v));
+  return out;
+}
+
 double Args::get_double(const std::string& name, double def) const {
   if (!has(name)) return def;
   std::string v = get(name);
   char* end = nullptr;
   double x = std::strtod(v.c_str(), &end);
-  if (v.empty() || *end != '\0')
+  // strtod also reads "inf" and "nan": no option means either, and neither
+  // survives the trip through the run's JSON manifest (both become null).
+  if (v.empty() || *end != '\0' || !std::isfinite(x))
     throw Error(Status::invalid_argument, fmt::format("--{} needs a number, got \"{}\"", name, v));
   return x;
 }

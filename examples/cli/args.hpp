@@ -34,6 +34,7 @@ class Args {
   std::vector<std::string> get_all(const std::string& name) const;
   // Typed getters throw ks::Error(Status::invalid_argument) naming the option.
   int get_int(const std::string& name, int def) const;
+  std::vector<int> get_int_all(const std::string& name) const;  // a repeatable integer option
   double get_double(const std::string& name, double def) const;
   const std::vector<std::string>& positional() const { return positional_; }
 

@@ -57,13 +57,7 @@ int cmd_eval(int argc, char** argv) {
 
   EvaluatorConfig cfg;
   cfg.backend = a.get("backend", "auto");
-  for (const auto& d : a.get_all("device")) {
-    try {
-      cfg.devices.push_back(std::stoi(d));
-    } catch (const std::exception&) {
-      throw Error(Status::invalid_argument, fmt::format("--device expects a GPU ordinal, found \"{}\"", d));
-    }
-  }
+  cfg.devices = a.get_int_all("device");
   cfg.in_process = a.has("in-process");
   cfg.cache_dir = a.get("cache-dir");
   cfg.cuda_arch = a.get("cuda-arch");

@@ -173,7 +173,7 @@ int cmd_run(int argc, char** argv) {
   o.llm = llm_choice_from_args(a);
   if (o.llm.kind == "offline" && !a.has("strategy")) c.strategy = "tune";
   o.evaluator.backend = a.get("backend", "auto");
-  for (const auto& d : a.get_all("device")) o.evaluator.devices.push_back(std::atoi(d.c_str()));
+  o.evaluator.devices = a.get_int_all("device");
   o.evaluator.in_process = a.has("in-process");
   o.evaluator.cache_dir = a.get("cache-dir");
   o.evaluator.cuda_arch = a.get("cuda-arch");

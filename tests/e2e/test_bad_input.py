@@ -71,6 +71,29 @@ code, out = ksearch("show", run)
 if code != 0 or "status failed" not in out or "error: cannot resume" not in out:
     failures.append(f"show of a failed run does not say it failed and why:\n{out}")
 
+# Numbers on the command line: a GPU ordinal that is not an integer, and the
+# non-finite values strtod accepts, are usage errors (exit 2) naming the option.
+solution = work / "solution.md"
+solution.write_text("```cpp kernel.cpp\n#include <cstdint>\nvoid scale3(const float* x, float* y, std::int64_t n) "
+                    "{ for (std::int64_t i = 0; i < n; ++i) y[i] = 3.0f * x[i]; }\n```\n```json launch_plan\n"
+                    '{"calls": [{"fn": "scale3", "args": ["x", "y", "N"]}]}\n```\n')
+offline = ["run", "--task", task, "--language", "cpp", "--llm", "offline", "--max-rounds", "1"]
+expect_error("run --device abc", [*offline, "--device", "abc", "--run-dir", work / "r1"],
+             '--device needs an integer, got "abc"', rc=2)
+expect_error("eval --device 1abc", ["eval", "--task", task, "--solution", solution, "--device", "1abc"],
+             '--device needs an integer, got "1abc"', rc=2)
+expect_error("run --timing-cap inf", [*offline, "--timing-cap", "inf", "--run-dir", work / "r2"],
+             '--timing-cap needs a number, got "inf"', rc=2)
+expect_error("eval --max-time nan", ["eval", "--task", task, "--solution", solution, "--max-time", "nan"],
+             '--max-time needs a number, got "nan"', rc=2)
+
+# A folder where a file belongs is named as such.
+expect_error("eval --solution FOLDER", ["eval", "--task", task, "--solution", work],
+             f"{work} is a folder, not a file")
+expect_error("run --llm replay:FOLDER", ["run", "--task", task, "--language", "cpp", "--llm", f"replay:{work}",
+                                         "--max-rounds", "1", "--run-dir", work / "r3"],
+             f"{work} is a folder, not a file")
+
 if failures:
     print("\n\n".join(failures))
     sys.exit(1)

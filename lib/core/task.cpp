@@ -200,12 +200,15 @@ std::string Task::prompt(Language lang) const {
 Solution parse_solution_text(std::string_view text, const TaskSpec& spec) {
   // Solution JSON first: an object with "sources".
   std::size_t first = text.find_first_not_of(" \t\r\n");
+  std::string json_problem;  // why text that looks like solution JSON is not one
   if (first != std::string_view::npos && text[first] == '{') {
     std::string err;
     if (auto j = Json::try_parse(text, &err); j && j->is_object() && j->contains("sources")) {
       Solution s = Solution::from_json(*j);
       if (s.task.empty()) s.task = spec.name;
       return s;
+    } else {
+      json_problem = j ? "it has no \"sources\"" : "it is not valid JSON: " + err;
     }
   }
   std::string first_error;
@@ -218,7 +221,12 @@ Solution parse_solution_text(std::string_view text, const TaskSpec& spec) {
       if (first_error.empty()) first_error = e.what();
     }
   }
-  throw Error(Status::parse, first_error.empty() ? "the task declares no language" : first_error);
+  if (first_error.empty()) throw Error(Status::parse, "the task declares no language");
+  // A truncated solution JSON would otherwise be reported as an answer
+  // without code blocks, which says nothing about the actual damage.
+  if (!json_problem.empty())
+    throw Error(Status::parse, fmt::format("this looks like solution JSON, but {}", json_problem));
+  throw Error(Status::parse, first_error);
 }
 
 Solution load_solution_file(const std::filesystem::path& path, const TaskSpec& spec) {

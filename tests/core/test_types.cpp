@@ -134,6 +134,18 @@ TEST_CASE("task spec: unknown and mistyped fields are rejected by name") {
   CHECK_THROWS_WITH(TaskSpec::from_json(j4), doctest::Contains("unknown distribution kind \"gamma\""));
 }
 
+TEST_CASE("solution text: a damaged solution JSON is named as such, not as an answer without code") {
+  TaskSpec t = tiny_task();
+  std::string good = R"({"language": "cpp", "sources": [{"path": "k.cpp", "content": "void f(){}"}],
+                         "launch_plan": {"calls": [{"fn": "f", "args": []}]}})";
+  CHECK(parse_solution_text(good, t).sources.size() == 1);
+  CHECK_THROWS_WITH(parse_solution_text(good.substr(0, 40), t),
+                    doctest::Contains("looks like solution JSON, but it is not valid JSON"));
+  CHECK_THROWS_WITH(parse_solution_text("{}", t), doctest::Contains("looks like solution JSON, but it has no \"sources\""));
+  // Prose without code blocks keeps the message written for a model.
+  CHECK_THROWS_WITH(parse_solution_text("no code here", t), doctest::Contains("no source code block"));
+}
+
 TEST_CASE("eval result: geometric mean, speedup and score") {
   EvalResult r;
   r.status = EvalStatus::passed;

@@ -303,6 +303,12 @@ SearchOutcome resume_search(const fs::path& run_dir, const ResumeOptions& option
   Json m = store.manifest();
   if (m.get_string("format") != "ksearch-run")
     throw Error(Status::invalid_argument, fmt::format("{}: manifest.json is not a ksearch run", run_dir.string()));
+  // A later format may record the run differently; replaying it with this
+  // library's rules could mix two runs' meanings.
+  if (m.get_int("format_version", 1) != 1)
+    throw Error(Status::invalid_argument,
+                fmt::format("{}: manifest.json has run format_version {}; this libksearch resumes format 1",
+                            run_dir.string(), m["format_version"].dump()));
   SearchConfig config = SearchConfig::from_json(m["config"]);
   const Json& tj = m["task"];
   if (tj.get_bool("custom"))

@@ -71,6 +71,17 @@ code, out = ksearch("show", run)
 if code != 0 or "status failed" not in out or "error: cannot resume" not in out:
     failures.append(f"show of a failed run does not say it failed and why:\n{out}")
 
+# A run folder of a later format is not resumed, and is left as it was.
+later = work / "later"
+shutil.copytree(run, later)
+manifest = json.loads((later / "manifest.json").read_text())
+manifest["format_version"] = 2
+(later / "manifest.json").write_text(json.dumps(manifest))
+expect_error("resume of a later run format", ["resume", later, "--quiet"],
+             "manifest.json has run format_version 2", rc=2)
+if json.loads((later / "manifest.json").read_text()) != manifest:
+    failures.append("resume of a later run format changed its manifest")
+
 # Numbers on the command line: a GPU ordinal that is not an integer, and the
 # non-finite values strtod accepts, are usage errors (exit 2) naming the option.
 solution = work / "solution.md"

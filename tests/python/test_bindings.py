@@ -48,6 +48,34 @@ class BindingsTest(unittest.TestCase):
             ev.evaluate(task, "no code")
         self.assertIn("source", str(cm.exception))
 
+    def test_bad_arguments_are_clear_errors(self):
+        # ctypes would wrap an out-of-range int (2**32 + 1 rounds ran as 1),
+        # cut a string at a NUL, and fail on a wrong type with an AttributeError.
+        def run(**kw):
+            args = dict(llm="offline", language="cpp", run_dir=self.work / "never")
+            args.update(kw)
+            return ksearch.run_search(args.pop("task", TASK), **args)
+        for kw, exc, words in [({"max_rounds": 2**32 + 1}, ValueError, "max_rounds"),
+                               ({"seed": -1}, ValueError, "seed"),
+                               ({"parallel": 1.5}, TypeError, "parallel"),
+                               ({"task": 5}, TypeError, "task"),
+                               ({"task": TASK + "\0x"}, ValueError, "NUL"),
+                               ({"llm": 5}, TypeError, "llm")]:
+            with self.assertRaises(exc, msg=kw) as cm:
+                run(**kw)
+            self.assertIn(words, str(cm.exception))
+        self.assertFalse((self.work / "never").exists())
+        with self.assertRaises(ValueError):
+            ksearch.resume_search(self.work, max_rounds=-2**40)
+        with self.assertRaises(TypeError):
+            ksearch.load_task(None)
+        ev = ksearch.Evaluator("host")
+        with self.assertRaisesRegex(TypeError, "ksearch.Task"):
+            ev.evaluate(TASK, GOOD)
+        ev.close()
+        with self.assertRaisesRegex(ValueError, "closed"):
+            ev.evaluate(ksearch.load_task(TASK), GOOD)
+
     def test_unknown_task_is_a_clear_error(self):
         with self.assertRaises(ksearch.KsearchError) as cm:
             ksearch.load_task("no/such/task")

@@ -147,8 +147,28 @@ def _check(status: int) -> None:
         raise KsearchError(status, _c().ks_last_error_message().decode("utf-8", "replace"))
 
 
-def _b(s: Optional[Union[str, os.PathLike]]) -> Optional[bytes]:
-    return None if s is None else os.fsencode(s) if isinstance(s, os.PathLike) else s.encode()
+def _b(s: Optional[Union[str, bytes, os.PathLike]], name: str = "argument") -> Optional[bytes]:
+    """`s` as a C string; `name` says which argument a TypeError or ValueError is about."""
+    if s is None:
+        return None
+    if isinstance(s, str):
+        b = s.encode()
+    elif isinstance(s, (bytes, os.PathLike)):
+        b = os.fsencode(s)
+    else:
+        raise TypeError(f"{name} must be a str or a path, not {type(s).__name__}")
+    if b"\0" in b:  # ctypes would silently cut the string there
+        raise ValueError(f"{name} contains a NUL character")
+    return b
+
+
+def _int(v: int, name: str, lo: int = -2**31, hi: int = 2**31 - 1) -> int:
+    """`v` checked for a C int (or the given range): ctypes would silently wrap it."""
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError(f"{name} must be an int, not {type(v).__name__}")
+    if not lo <= v <= hi:
+        raise ValueError(f"{name} must be between {lo} and {hi}, is {v}")
+    return v
 
 
 def version() -> str:
@@ -179,8 +199,10 @@ class Result:
 
 class Task:
     def __init__(self, name_or_path: Union[str, os.PathLike]):
+        if name_or_path is None:
+            raise TypeError("name_or_path must be a task name or a path, not None")
         handle = ctypes.c_void_p()
-        _check(_c().ks_task_load(_b(name_or_path), ctypes.byref(handle)))
+        _check(_c().ks_task_load(_b(name_or_path, "name_or_path"), ctypes.byref(handle)))
         self._handle = handle
         self.spec: dict = json.loads(_c().ks_task_json(handle).decode())
         self.name: str = self.spec["name"]
@@ -200,13 +222,18 @@ class Evaluator:
 
     def __init__(self, backend: str = "auto"):
         handle = ctypes.c_void_p()
-        _check(_c().ks_evaluator_create(_b(backend), ctypes.byref(handle)))
+        _check(_c().ks_evaluator_create(_b(backend, "backend"), ctypes.byref(handle)))
         self._handle = handle
 
     def evaluate(self, task: Task, solution: str) -> dict:
         """`solution`: solution JSON or an LLM-style answer. Returns the evaluation as a dict."""
+        if not isinstance(task, Task):
+            raise TypeError(f"task must be a ksearch.Task (see load_task), not {type(task).__name__}")
+        if not getattr(self, "_handle", None):
+            raise ValueError("this Evaluator is closed")
+        data = _b(solution, "solution")
         out = ctypes.c_void_p()
-        _check(_c().ks_evaluate(self._handle, task._handle, solution.encode(), ctypes.byref(out)))
+        _check(_c().ks_evaluate(self._handle, task._handle, data, ctypes.byref(out)))
         try:
             return json.loads(ctypes.cast(out, ctypes.c_char_p).value.decode())
         finally:
@@ -224,6 +251,12 @@ class Evaluator:
 
 LlmFunction = Callable[[str, str, str], str]          # (kind, system, prompt) -> answer text
 ProgressFunction = Callable[[dict], Optional[bool]]    # return False to stop
+
+
+def _check_llm(llm) -> None:
+    if llm is not None and not callable(llm) and not isinstance(llm, str):
+        raise TypeError("llm must be a function (kind, system, prompt) -> str or a name such as "
+                        f"\"offline\" or \"replay:PATH\", not {type(llm).__name__}")
 
 
 def _make_callbacks(llm: Optional[LlmFunction], progress: Optional[ProgressFunction], errors: list):
@@ -307,26 +340,30 @@ def run_search(task: Union[str, os.PathLike], *, llm: Union[str, LlmFunction] = 
     Raise ksearch.stop() inside the llm function, or return False from
     `progress`, to stop the run cleanly (it stays resumable).
     """
+    _check_llm(llm)
     p = _SearchParams()
     _check(_c().ks_search_params_init(ctypes.byref(p), _SEARCH_PARAMS_VERSION))
     errors: list = []
     llm_cb, progress_cb = _make_callbacks(llm if callable(llm) else None, progress, errors)
     keep = []  # byte strings must outlive the call
-    def s(v):
-        b = _b(v)
+    def s(v, name):
+        b = _b(v, name)
         keep.append(b)
         return b
-    p.task = s(task)
-    p.strategy = s(strategy or ("tune" if llm == "offline" else "world_model"))
-    p.language = s(language)
-    p.max_rounds, p.wm_stagnation_window, p.wm_max_difficulty = max_rounds, wm_stagnation_window, wm_max_difficulty
-    p.parallel, p.tune_rounds, p.seed = parallel, tune_rounds, seed
+    p.task = s(task, "task")
+    p.strategy = s(strategy or ("tune" if llm == "offline" else "world_model"), "strategy")
+    p.language = s(language, "language")
+    p.max_rounds = _int(max_rounds, "max_rounds")
+    p.wm_stagnation_window = _int(wm_stagnation_window, "wm_stagnation_window")
+    p.wm_max_difficulty = _int(wm_max_difficulty, "wm_max_difficulty")
+    p.parallel, p.tune_rounds = _int(parallel, "parallel"), _int(tune_rounds, "tune_rounds")
+    p.seed = _int(seed, "seed", 0, 2**64 - 1)
     p.max_cost_usd, p.max_wall_s = max_cost_usd, max_wall_s
-    p.run_dir = s(run_dir)
-    p.llm = None if callable(llm) else s(llm)
-    p.model, p.base_url, p.api_key_env = s(model), s(base_url), s(api_key_env)
+    p.run_dir = s(run_dir, "run_dir")
+    p.llm = None if callable(llm) else s(llm, "llm")
+    p.model, p.base_url, p.api_key_env = s(model, "model"), s(base_url, "base_url"), s(api_key_env, "api_key_env")
     p.llm_callback, p.progress_callback = llm_cb, progress_cb
-    p.backend, p.in_process = s(backend), int(in_process)
+    p.backend, p.in_process = s(backend, "backend"), int(in_process)
     if timing_cap_s > 0:
         p.timing_cap_s = timing_cap_s
     handle = ctypes.c_void_p()
@@ -338,16 +375,17 @@ def resume_search(run_dir: Union[str, os.PathLike], *, max_rounds: int = 0,
                   llm: Optional[Union[str, LlmFunction]] = None,
                   progress: Optional[ProgressFunction] = None) -> Result:
     """Resumes a run folder; the recorded answers and evaluations are replayed."""
+    _check_llm(llm)
     p = _SearchParams()
     _check(_c().ks_search_params_init(ctypes.byref(p), _SEARCH_PARAMS_VERSION))
     errors: list = []
     llm_cb, progress_cb = _make_callbacks(llm if callable(llm) else None, progress, errors)
-    llm_b = None if llm is None or callable(llm) else _b(llm)
-    p.max_rounds = max_rounds
+    llm_b = None if llm is None or callable(llm) else _b(llm, "llm")
+    p.max_rounds = _int(max_rounds, "max_rounds")
     p.llm = llm_b
     p.llm_callback, p.progress_callback = llm_cb, progress_cb
     handle = ctypes.c_void_p()
-    status = _c().ks_search_resume(_b(run_dir), ctypes.byref(p), ctypes.byref(handle))
+    status = _c().ks_search_resume(_b(run_dir, "run_dir"), ctypes.byref(p), ctypes.byref(handle))
     return _finish(status, handle, errors)
 
 

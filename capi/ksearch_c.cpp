@@ -151,9 +151,10 @@ std::size_t search_params_size(std::uint32_t version) {
   }
 }
 
-ks_status check_params(const ks_search_params* p) {
-  return guarded("ks_search_params", [&] {
-    if (!p) return fail(KS_E_INVALID_ARGUMENT, "params is NULL");
+// `where` names the entry point, so the message says which call was refused.
+ks_status check_params(const char* where, const ks_search_params* p) {
+  return guarded(where, [&] {
+    if (!p) return fail(KS_E_INVALID_ARGUMENT, fmt::format("{}: params is NULL", where));
     if (search_params_size(p->version) == 0)
       return fail(KS_E_VERSION, fmt::format("ks_search_params version {} is not supported (this library knows "
                                             "1..{}); initialise params with ks_search_params_init",
@@ -216,7 +217,10 @@ void ks_version(int* major, int* minor, int* patch) {
 const char* ks_last_error_message(void) { return g_last_error.c_str(); }
 
 ks_status ks_llm_answer_set_text(ks_llm_answer* answer, const char* text, size_t length) {
-  if (!answer || (!text && length > 0)) return fail(KS_E_INVALID_ARGUMENT, "ks_llm_answer_set_text: NULL argument");
+  // Each message names the NULL argument: "NULL argument" alone leaves the caller guessing.
+  if (!answer) return fail(KS_E_INVALID_ARGUMENT, "ks_llm_answer_set_text: answer is NULL");
+  if (!text && length > 0)
+    return fail(KS_E_INVALID_ARGUMENT, "ks_llm_answer_set_text: text is NULL but length is not 0");
   return guarded("ks_llm_answer_set_text", [&] {
     answer->text.assign(text ? text : "", length);
     answer->has_text = true;
@@ -259,7 +263,7 @@ ks_status ks_search_params_init(ks_search_params* params, uint32_t version) {
 ks_status ks_search_run(const ks_search_params* params, ks_result** out) {
   if (!out) return fail(KS_E_INVALID_ARGUMENT, "ks_search_run: out is NULL");
   *out = nullptr;
-  if (ks_status s = check_params(params); s != KS_OK) return s;
+  if (ks_status s = check_params("ks_search_run", params); s != KS_OK) return s;
   if (!params->task || !*params->task) return fail(KS_E_INVALID_ARGUMENT, "ks_search_run: params.task is required");
   return guarded("ks_search_run", [&] {
     ks::SearchOptions o;
@@ -292,10 +296,12 @@ ks_status ks_search_run(const ks_search_params* params, ks_result** out) {
 }
 
 ks_status ks_search_resume(const char* run_dir, const ks_search_params* params, ks_result** out) {
-  if (!run_dir || !out) return fail(KS_E_INVALID_ARGUMENT, "ks_search_resume: run_dir and out are required");
+  if (!run_dir) return fail(KS_E_INVALID_ARGUMENT, "ks_search_resume: run_dir is NULL");
+  if (!*run_dir) return fail(KS_E_INVALID_ARGUMENT, "ks_search_resume: run_dir is empty");
+  if (!out) return fail(KS_E_INVALID_ARGUMENT, "ks_search_resume: out is NULL");
   *out = nullptr;
   if (params)
-    if (ks_status s = check_params(params); s != KS_OK) return s;
+    if (ks_status s = check_params("ks_search_resume", params); s != KS_OK) return s;
   return guarded("ks_search_resume", [&] {
     ks::ResumeOptions r;
     if (params) {
@@ -340,7 +346,8 @@ const char* ks_result_best_solution_id(const ks_result* r) {
 const char* ks_result_json(const ks_result* r) { return r ? r->json.c_str() : ""; }
 
 ks_status ks_task_load(const char* name_or_path, ks_task** out) {
-  if (!name_or_path || !out) return fail(KS_E_INVALID_ARGUMENT, "ks_task_load: NULL argument");
+  if (!name_or_path) return fail(KS_E_INVALID_ARGUMENT, "ks_task_load: name_or_path is NULL");
+  if (!out) return fail(KS_E_INVALID_ARGUMENT, "ks_task_load: out is NULL");
   *out = nullptr;
   return guarded("ks_task_load", [&] {
     auto t = std::make_unique<ks_task>();
@@ -371,8 +378,10 @@ ks_status ks_evaluator_create(const char* backend, ks_evaluator** out) {
 void ks_evaluator_destroy(ks_evaluator* e) { delete e; }
 
 ks_status ks_evaluate(ks_evaluator* evaluator, const ks_task* task, const char* solution, char** result_json) {
-  if (!evaluator || !task || !solution || !result_json)
-    return fail(KS_E_INVALID_ARGUMENT, "ks_evaluate: NULL argument");
+  if (!evaluator) return fail(KS_E_INVALID_ARGUMENT, "ks_evaluate: evaluator is NULL");
+  if (!task) return fail(KS_E_INVALID_ARGUMENT, "ks_evaluate: task is NULL");
+  if (!solution) return fail(KS_E_INVALID_ARGUMENT, "ks_evaluate: solution is NULL");
+  if (!result_json) return fail(KS_E_INVALID_ARGUMENT, "ks_evaluate: result_json is NULL");
   *result_json = nullptr;
   return guarded("ks_evaluate", [&] {
     ks::Solution s = ks::parse_solution_text(solution, task->task->spec());

@@ -247,6 +247,19 @@ static void test_errors(void) {
   CHECK(task == NULL);
   CHECK(ks_search_resume("/nonexistent/run", NULL, &result) == KS_E_NOT_FOUND);
   CHECK(ks_llm_answer_set_text(NULL, "x", 1) == KS_E_INVALID_ARGUMENT);
+  CHECK(strstr(ks_last_error_message(), "answer is NULL") != NULL);
+
+  /* A NULL or empty argument is named in the message. */
+  CHECK(ks_search_run(NULL, &result) == KS_E_INVALID_ARGUMENT);
+  CHECK(strcmp(ks_last_error_message(), "ks_search_run: params is NULL") == 0);
+  CHECK(ks_search_resume("", NULL, &result) == KS_E_INVALID_ARGUMENT);
+  CHECK(strstr(ks_last_error_message(), "run_dir is empty") != NULL);
+  CHECK(ks_search_resume(NULL, NULL, &result) == KS_E_INVALID_ARGUMENT);
+  CHECK(strstr(ks_last_error_message(), "run_dir is NULL") != NULL);
+  CHECK(ks_task_load(NULL, &task) == KS_E_INVALID_ARGUMENT);
+  CHECK(strstr(ks_last_error_message(), "name_or_path is NULL") != NULL);
+  CHECK(ks_evaluate(NULL, NULL, NULL, NULL) == KS_E_INVALID_ARGUMENT);
+  CHECK(strstr(ks_last_error_message(), "evaluator is NULL") != NULL);
 
   ks_result_destroy(NULL); /* destroy accepts NULL */
   ks_task_destroy(NULL);

@@ -5,12 +5,15 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "core/expr.hpp"
 #include "core/fs.hpp"
 #include "core/json_fields.hpp"
 #include "core/response/parse.hpp"
+#include "core/tune/params.hpp"
 #include "ksearch/error.hpp"
 
 namespace ks {
@@ -64,6 +67,65 @@ void check_expr(const TaskSpec& t, const std::string& where, const std::string& 
     }
 }
 
+// Evaluates `text` on a workload's dimensions, naming where it failed.
+double eval_on(const TaskSpec& t, const WorkloadSpec& w, const std::string& where, const std::string& text) {
+  double v = 0;
+  try {
+    v = detail::eval_double_expr(text, detail::Vars(w.dims.begin(), w.dims.end()));
+  } catch (const Error& e) {
+    invalid(t, fmt::format("workload \"{}\": {} \"{}\": {}", w.name, where, text, e.what()));
+  }
+  if (!std::isfinite(v)) invalid(t, fmt::format("workload \"{}\": {} \"{}\" is not finite", w.name, where, text));
+  return v;
+}
+
+// The values a workload gives the formulas: checked at load, so a task file
+// that could only fail in the middle of an evaluation is refused up front.
+void check_workload_values(const TaskSpec& t, const WorkloadSpec& w) {
+  for (const auto& ts : t.tensors) {
+    for (const auto& s : ts.shape)
+      if (eval_on(t, w, fmt::format("tensor \"{}\" shape", ts.name), s) < 0)
+        invalid(t, fmt::format("workload \"{}\": tensor \"{}\" has a negative extent \"{}\"", w.name, ts.name, s));
+    if (ts.is_output) continue;
+    auto o = w.dist_overrides.find(ts.name);
+    const Distribution& d = o != w.dist_overrides.end() ? o->second : ts.dist;
+    const std::string where = fmt::format("distribution of \"{}\"", ts.name);
+    const double p0 = eval_on(t, w, where, d.p0), p1 = eval_on(t, w, where, d.p1);
+    const char* wrong = nullptr;
+    switch (d.kind) {
+      case Distribution::Kind::normal: wrong = p1 < 0 ? "a negative standard deviation" : nullptr; break;
+      case Distribution::Kind::uniform:
+      case Distribution::Kind::int_range: wrong = p0 > p1 ? "a lower bound above its upper bound" : nullptr; break;
+      case Distribution::Kind::cauchy: wrong = !(p1 > 0) ? "a scale that is not positive" : nullptr; break;
+      case Distribution::Kind::constant: break;
+    }
+    if (wrong)
+      invalid(t, fmt::format("workload \"{}\": the {} distribution of \"{}\" has {} ({}, {})", w.name,
+                             to_string(d.kind), ts.name, wrong, p0, p1));
+  }
+  for (const auto& [field, text] : {std::pair{"flops", &t.flops}, std::pair{"bytes", &t.bytes}})
+    if (!text->empty() && eval_on(t, w, field, *text) < 0)
+      invalid(t, fmt::format("workload \"{}\": {} \"{}\" is negative", w.name, field, *text));
+}
+
+// A solution's parameter declaration, checked against every workload: a
+// bad declaration or a default that breaks a constraint is the task file's
+// error, reported when it loads rather than when the tuner first runs.
+void check_solution_params(const TaskSpec& t, const Solution& s, const std::string& what) {
+  if (s.params.is_null()) return;
+  detail::ParamSpace space;
+  try {
+    space = detail::ParamSpace::from_json(s.params);
+    for (const auto& w : t.workloads)
+      detail::resolve_param_values(s.params, w.name, detail::Vars(w.dims.begin(), w.dims.end()));
+  } catch (const Error& e) {
+    invalid(t, fmt::format("{}: {}", what, e.what()));
+  }
+  for (const auto& p : space.params())
+    if (std::find(t.dims.begin(), t.dims.end(), p.name) != t.dims.end() || t.find_tensor(p.name))
+      invalid(t, fmt::format("{}: parameter \"{}\" has the name of a dimension or tensor", what, p.name));
+}
+
 }  // namespace
 
 void TaskSpec::validate() const {
@@ -107,6 +169,7 @@ void TaskSpec::validate() const {
   if (benchmark_workloads().empty()) invalid(*this, "no workload has \"benchmark\": true");
   if (!flops.empty()) check_expr(*this, "flops", flops, dim_set);
   if (!bytes.empty()) check_expr(*this, "bytes", bytes, dim_set);
+  for (const auto& w : workloads) check_workload_values(*this, w);
   for (auto lang : languages) {
     if (!references.count(lang))
       invalid(*this, fmt::format("no reference solution for language \"{}\"", to_string(lang)));
@@ -115,6 +178,12 @@ void TaskSpec::validate() const {
     if (ref.language != lang)
       invalid(*this, fmt::format("the reference for \"{}\" is written in \"{}\"", to_string(lang),
                                  to_string(ref.language)));
+  for (const auto& [lang, ref] : references)
+    check_solution_params(*this, ref, fmt::format("the {} reference", to_string(lang)));
+  for (std::size_t i = 0; i < starting_points.size(); ++i)
+    check_solution_params(*this, starting_points[i],
+                          starting_points[i].name.empty() ? fmt::format("starting point {}", i + 1)
+                                                          : fmt::format("starting point \"{}\"", starting_points[i].name));
 }
 
 Json TaskSpec::to_json() const {

@@ -176,3 +176,36 @@ TEST_CASE("task file: errors name the malformed field") {
   expect_error("start_language", [](Json& j) { j["starting_points"][0]["language"] = "cuda"; },
                "starting_points[0]");
 }
+
+TEST_CASE("task file: values that only a workload's dimensions reveal are checked at load") {
+  expect_error("flops_div_zero", [](Json& j) { j["flops"] = "N/(N-8)"; }, "workload \"small\": flops \"N/(N-8)\"");
+  expect_error("bytes_negative", [](Json& j) { j["bytes"] = "8*N - 100"; }, "bytes \"8*N - 100\" is negative");
+  expect_error("shape_negative", [](Json& j) { j["tensors"][1]["shape"] = Json::arr({"N-9"}); },
+               "tensor \"y\" has a negative extent \"N-9\"");
+  expect_error("normal_std", [](Json& j) { j["tensors"][0]["dist"]["std"] = "-1"; }, "negative standard deviation");
+  expect_error("uniform_bounds", [](Json& j) { j["tensors"][0]["dist"] = Json::obj({{"kind", "uniform"}, {"low", "N"}, {"high", "1"}}); },
+               "workload \"small\": the uniform distribution of \"x\" has a lower bound above its upper bound (8, 1)");
+  expect_error("int_range_bounds", [](Json& j) { j["tensors"][0]["dist"] = Json::obj({{"kind", "int_range"}, {"low", "3"}, {"high", "2"}}); },
+               "lower bound above its upper bound");
+  expect_error("cauchy_scale", [](Json& j) { j["tensors"][0]["dist"] = Json::obj({{"kind", "cauchy"}, {"scale", "0"}}); },
+               "scale that is not positive");
+  expect_error("override_std", [](Json& j) { j["workloads"][1]["dist"] = Json::obj({{"x", Json::obj({{"kind", "normal"}, {"std", "1-N"}})}}); },
+               "workload \"big\": the normal distribution of \"x\" has a negative standard deviation");
+  expect_error("dist_div_zero", [](Json& j) { j["tensors"][0]["dist"]["std"] = "1/(N-8)"; }, "distribution of \"x\"");
+}
+
+TEST_CASE("task file: a starting point's parameter declaration is checked at load") {
+  auto params = [](const char* text) { return [text](Json& j) { j["starting_points"][0]["params"] = Json::parse(text); }; };
+  expect_error("params_empty_values", params(R"({"space": {"B": {"values": []}}})"), "starting point \"start\"");
+  expect_error("params_default", params(R"({"space": {"B": {"values": [1, 2], "default": 3}}})"), "starting point \"start\"");
+  expect_error("params_constraint", params(R"({"space": {"B": {"values": [16, 32]}}, "constraints": ["N % B == 0"]})"),
+               "workload \"small\"");
+  expect_error("params_dim_name", params(R"({"space": {"N": {"values": [1, 2]}}})"), "parameter \"N\"");
+  expect_error("params_tensor_name", params(R"({"space": {"x": {"values": [1, 2]}}})"),
+               "parameter \"x\" has the name of a dimension or tensor");
+
+  // A declaration that holds on every workload loads.
+  Json j = Json::parse(kValid);
+  j["starting_points"][0]["params"] = Json::parse(R"({"space": {"B": {"values": [2, 4, 8]}}, "constraints": ["N % B == 0"]})");
+  CHECK_NOTHROW(load_task_file(write_task("params_fine", j)));
+}

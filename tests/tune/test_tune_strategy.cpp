@@ -271,14 +271,15 @@ TEST_CASE("tune strategy: nothing to tune") {
     CHECK(std::string(e.what()).find("no starting point") != std::string::npos);
   }
 
-  // A malformed declaration names the solution.
+  // A malformed declaration in a task is refused when the task is checked,
+  // naming the solution (LLM-written ones are checked by the strategy).
   ks::TaskSpec broken = make_task();
   broken.starting_points[0].params = Json::parse(R"({"space": {"B": {"values": []}}})");
-  FakeContext bad(broken, config(5), fake_eval);
   try {
-    ks::detail::make_tune_strategy()->run(bad);
+    broken.validate();
     FAIL("expected an error");
   } catch (const ks::Error& e) {
+    CHECK(e.status() == ks::Status::invalid_argument);
     CHECK(std::string(e.what()).find("tunable start") != std::string::npos);
   }
 

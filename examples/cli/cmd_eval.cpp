@@ -25,7 +25,7 @@ int cmd_eval(int argc, char** argv) {
           {"json", "", "Print the evaluation result as JSON.", "", false},
           {"backend", "auto|cuda|host", "Evaluation backend.", "auto", false},
           {"workload", "NAME", "Evaluate only this workload (repeatable).", "all", true},
-          {"seeds", "N", "Input seeds checked per workload before timing.", "2", false},
+          {"seeds", "N", "Input seeds checked per workload before timing (2 to 64).", "2", false},
           {"no-tests", "", "Skip the correctness-only workloads.", "", false},
           {"no-benchmarks", "", "Skip the timed workloads.", "", false},
           {"max-time", "S", "Timing cap per benchmark workload, in seconds.", "2", false},

@@ -70,7 +70,7 @@ std::vector<OptionSpec> search_options() {
       {"cuda-arch", "ARCH", "NVRTC target, e.g. sm_90a.", "the device's", false},
       {"timing-cap", "S", "Longest time spent timing one benchmark workload; repetitions stop earlier once the "
                           "standard error of the mean is below 0.1 %.", "2", false},
-      {"seeds", "N", "Input seeds checked per workload before timing (at least 2).", "2", false},
+      {"seeds", "N", "Input seeds checked per workload before timing (2 to 64).", "2", false},
       {"quiet", "", "Print only the final summary.", "", false},
       {"json", "", "Print the outcome as JSON at the end.", "", false},
   };

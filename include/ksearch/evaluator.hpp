@@ -18,7 +18,7 @@ struct KS_API EvalOptions {
   bool run_tests = true;            // correctness-only workloads
   bool run_benchmarks = true;       // timed workloads
   std::vector<std::string> only_workloads;  // when non-empty, evaluate only these
-  int seeds_per_workload = 2;       // input seeds checked before timing (at least 2)
+  int seeds_per_workload = 2;       // input seeds checked before timing (2 to 64)
   bool recheck_after_timing = true; // fresh-input check after the timed repetitions
   double compile_timeout_s = 120;
   double run_timeout_s = 60;        // per workload: the candidate's own runs (timing caps and the

@@ -67,12 +67,18 @@ Json options_to_json(const EvalOptions& o) { return o.to_json(); }
 
 EvalOptions options_from_json(const Json& j) { return EvalOptions::from_json(j); }
 
+constexpr int kMaxSeedsPerWorkload = 64;
+
 void validate_options(const EvalOptions& o) {
   auto bad = [](const std::string& what) { throw Error(Status::invalid_argument, "evaluation options: " + what); };
   if (!o.run_tests && !o.run_benchmarks) bad("run_tests and run_benchmarks are both off: nothing to evaluate");
   // Two seeds at least (architecture decision 4): one input set can be
   // matched by accident or by a kernel that special-cases it.
   if (o.seeds_per_workload < 2) bad(fmt::format("seeds_per_workload must be >= 2, is {}", o.seeds_per_workload));
+  // Each seed is a full checked run per workload; beyond this an
+  // evaluation takes hours without checking anything new.
+  if (o.seeds_per_workload > kMaxSeedsPerWorkload)
+    bad(fmt::format("seeds_per_workload must be <= {}, is {}", kMaxSeedsPerWorkload, o.seeds_per_workload));
   if (!(o.compile_timeout_s > 0)) bad("compile_timeout_s must be positive");
   if (!(o.run_timeout_s > 0)) bad("run_timeout_s must be positive");
   if (o.min_reps < 1) bad(fmt::format("min_reps must be >= 1, is {}", o.min_reps));

@@ -179,6 +179,8 @@ TEST_CASE("protocol: option validation names the bad option") {
   CHECK_THROWS_WITH_AS(validate_options(o), doctest::Contains("seeds_per_workload"), ks::Error);
   o.seeds_per_workload = 1;  // one input set is too easy to match by accident
   CHECK_THROWS_WITH_AS(validate_options(o), doctest::Contains("seeds_per_workload must be >= 2, is 1"), ks::Error);
+  o.seeds_per_workload = 100000000;
+  CHECK_THROWS_WITH_AS(validate_options(o), doctest::Contains("seeds_per_workload must be <= 64"), ks::Error);
   o.seeds_per_workload = 2;
   CHECK_NOTHROW(validate_options(o));
   o = {};

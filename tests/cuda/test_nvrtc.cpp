@@ -327,20 +327,6 @@ TEST_CASE("nvrtc: precompiled headers stay valid across parameter values") {
   CHECK(std::filesystem::exists(dir / "pch" / std::to_string(::getpid())));
 }
 
-TEST_CASE("nvrtc: a source without #include compiles without precompiled headers") {
-  if (!nvrtc_present()) return;
-  auto dir = test::scratch_dir("nvrtc_no_pch");
-  auto c = compiler(true);
-  auto r = request(cuda_solution("extern \"C\" __global__ void k(float* y) { y[0] = BLOCK; }\n"), dir.string());
-  r.params = {{"BLOCK", 32}};
-  Artifact a = c.compile(r);
-  CHECK(a.kernels == std::vector<std::string>{"k"});
-  auto n = c.counters();
-  CHECK(n.compiled == 1);
-  CHECK(n.pch_created == 0);
-  CHECK(n.pch_used == 0);
-}
-
 TEST_CASE("nvrtc: a compile time limit cancels NVRTC") {
   if (!nvrtc_present()) return;
   if (!nvrtc().nvrtcSetFlowCallback) {

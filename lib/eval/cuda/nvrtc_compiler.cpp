@@ -337,10 +337,7 @@ CudaCompiler::Outcome CudaCompiler::run_nvrtc(const ProgramSource& src,
                                               const std::string& cache_dir, double timeout_s) {
   const NvrtcApi& api = nvrtc();
   std::vector<std::string> all = options;
-  // Precompiled headers pay off only where there are headers to precompile:
-  // on an H100 host a small kernel without #include compiled in 0.017 s
-  // without -pch and 0.17 s with it (bench_eval).
-  bool pch = options_.use_pch && api.nvrtcGetPCHCreateStatus && src.text.find("#include") != std::string::npos;
+  bool pch = options_.use_pch && api.nvrtcGetPCHCreateStatus;
   std::string pch_dir;
   if (pch) {
     try {

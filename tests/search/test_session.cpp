@@ -82,6 +82,28 @@ std::vector<std::string> script() {
           "!FAIL:HTTP 503", test::answer("passed 1.5", "c"), test::answer("passed 2.0", "d")};
 }
 
+// Records an uninterrupted run of `rounds` rounds of script() into `dir`.
+void record_run(const std::filesystem::path& dir, int rounds) {
+  Fixture f;
+  test::ScriptedLlm llm(script());
+  RunStore store = RunStore::create(dir, Json::object());
+  Session s(f.task, f.evaluator, llm, f.wm, store, config(rounds));
+  ToyStrategy toy;
+  s.run(toy);
+}
+
+// Rewrites line `i` of the run's transcript through `edit`.
+template <class Edit>
+void edit_transcript(const std::filesystem::path& dir, std::size_t i, Edit edit) {
+  auto lines = detail::read_lines(dir / "transcript.jsonl");
+  Json entry = Json::parse(lines.at(i));
+  edit(entry);
+  lines[i] = entry.dump();
+  std::string all;
+  for (auto& l : lines) all += l + "\n";
+  detail::write_file_atomic(dir / "transcript.jsonl", all);
+}
+
 }  // namespace
 
 TEST_CASE("session: rounds, failures and the best solution are journaled") {
@@ -154,25 +176,10 @@ TEST_CASE("session: resume replays the journal and continues live") {
 
 TEST_CASE("session: a journal from a different strategy path is refused, not silently mixed") {
   auto dir = test::scratch_dir("session_diverge");
-  {
-    Fixture f;
-    test::ScriptedLlm llm(script());
-    RunStore store = RunStore::create(dir, Json::object());
-    Session s(f.task, f.evaluator, llm, f.wm, store, config(2));
-    ToyStrategy toy;
-    s.run(toy);
-  }
+  record_run(dir, 2);
   // Edit the journal so LLM answer 0 differs: the strategy now produces a
   // solution the evaluation journal does not hold.
-  {
-    auto lines = detail::read_lines(dir / "transcript.jsonl");
-    Json first = Json::parse(lines[0]);
-    first["response"]["text"] = test::answer("passed 9.0", "edited");
-    lines[0] = first.dump();
-    std::string all;
-    for (auto& l : lines) all += l + "\n";
-    detail::write_file_atomic(dir / "transcript.jsonl", all);
-  }
+  edit_transcript(dir, 0, [](Json& e) { e["response"]["text"] = test::answer("passed 9.0", "edited"); });
   Fixture f;
   test::ScriptedLlm llm({});
   RunStore store = RunStore::open(dir);
@@ -183,23 +190,8 @@ TEST_CASE("session: a journal from a different strategy path is refused, not sil
 
 TEST_CASE("session: a journal whose LLM calls differ in kind is refused") {
   auto dir = test::scratch_dir("session_diverge_kind");
-  {
-    Fixture f;
-    test::ScriptedLlm llm(script());
-    RunStore store = RunStore::create(dir, Json::object());
-    Session s(f.task, f.evaluator, llm, f.wm, store, config(2));
-    ToyStrategy toy;
-    s.run(toy);
-  }
-  {
-    auto lines = detail::read_lines(dir / "transcript.jsonl");
-    Json first = Json::parse(lines[0]);
-    first["kind"] = "wm_init";
-    lines[0] = first.dump();
-    std::string all;
-    for (auto& l : lines) all += l + "\n";
-    detail::write_file_atomic(dir / "transcript.jsonl", all);
-  }
+  record_run(dir, 2);
+  edit_transcript(dir, 0, [](Json& e) { e["kind"] = "wm_init"; });
   Fixture f;
   test::ScriptedLlm llm({});
   RunStore store = RunStore::open(dir);
@@ -223,15 +215,7 @@ TEST_CASE("session: a resume that stops at a journal mismatch leaves best/ as it
   }
   // LLM call 4 (the best kernel's answer) now differs in kind: the replay
   // passes round 1's improvement, then stops.
-  {
-    auto lines = detail::read_lines(dir / "transcript.jsonl");
-    Json e = Json::parse(lines[4]);
-    e["kind"] = "wm_init";
-    lines[4] = e.dump();
-    std::string all;
-    for (auto& l : lines) all += l + "\n";
-    detail::write_file_atomic(dir / "transcript.jsonl", all);
-  }
+  edit_transcript(dir, 4, [](Json& e) { e["kind"] = "wm_init"; });
   Fixture f;
   test::ScriptedLlm llm({});
   RunStore store = RunStore::open(dir);
@@ -245,14 +229,7 @@ TEST_CASE("session: a resume that stops at a journal mismatch leaves best/ as it
 
 TEST_CASE("session: a replay that reaches the journal's end restores a missing best.json") {
   auto dir = test::scratch_dir("session_restore_best");
-  {
-    Fixture f;
-    test::ScriptedLlm llm(script());
-    RunStore store = RunStore::create(dir, Json::object());
-    Session s(f.task, f.evaluator, llm, f.wm, store, config(6));
-    ToyStrategy toy;
-    s.run(toy);
-  }
+  record_run(dir, 6);
   std::filesystem::remove(dir / "best.json");
   Fixture f;
   test::ScriptedLlm llm({});

@@ -67,11 +67,12 @@ void check_expr(const TaskSpec& t, const std::string& where, const std::string& 
     }
 }
 
-// Evaluates `text` on a workload's dimensions, naming where it failed.
-double eval_on(const TaskSpec& t, const WorkloadSpec& w, const std::string& where, const std::string& text) {
+// Evaluates `text` on a workload's dimensions `vars`, naming where it failed.
+double eval_on(const TaskSpec& t, const WorkloadSpec& w, const detail::Vars& vars, const std::string& where,
+               const std::string& text) {
   double v = 0;
   try {
-    v = detail::eval_double_expr(text, detail::Vars(w.dims.begin(), w.dims.end()));
+    v = detail::eval_double_expr(text, vars);
   } catch (const Error& e) {
     invalid(t, fmt::format("workload \"{}\": {} \"{}\": {}", w.name, where, text, e.what()));
   }
@@ -82,15 +83,16 @@ double eval_on(const TaskSpec& t, const WorkloadSpec& w, const std::string& wher
 // The values a workload gives the formulas: checked at load, so a task file
 // that could only fail in the middle of an evaluation is refused up front.
 void check_workload_values(const TaskSpec& t, const WorkloadSpec& w) {
+  const detail::Vars vars(w.dims.begin(), w.dims.end());
   for (const auto& ts : t.tensors) {
     for (const auto& s : ts.shape)
-      if (eval_on(t, w, fmt::format("tensor \"{}\" shape", ts.name), s) < 0)
+      if (eval_on(t, w, vars, fmt::format("tensor \"{}\" shape", ts.name), s) < 0)
         invalid(t, fmt::format("workload \"{}\": tensor \"{}\" has a negative extent \"{}\"", w.name, ts.name, s));
     if (ts.is_output) continue;
     auto o = w.dist_overrides.find(ts.name);
     const Distribution& d = o != w.dist_overrides.end() ? o->second : ts.dist;
     const std::string where = fmt::format("distribution of \"{}\"", ts.name);
-    const double p0 = eval_on(t, w, where, d.p0), p1 = eval_on(t, w, where, d.p1);
+    const double p0 = eval_on(t, w, vars, where, d.p0), p1 = eval_on(t, w, vars, where, d.p1);
     const char* wrong = nullptr;
     switch (d.kind) {
       case Distribution::Kind::normal: wrong = p1 < 0 ? "a negative standard deviation" : nullptr; break;
@@ -104,7 +106,7 @@ void check_workload_values(const TaskSpec& t, const WorkloadSpec& w) {
                              to_string(d.kind), ts.name, wrong, p0, p1));
   }
   for (const auto& [field, text] : {std::pair{"flops", &t.flops}, std::pair{"bytes", &t.bytes}})
-    if (!text->empty() && eval_on(t, w, field, *text) < 0)
+    if (!text->empty() && eval_on(t, w, vars, field, *text) < 0)
       invalid(t, fmt::format("workload \"{}\": {} \"{}\" is negative", w.name, field, *text));
 }
 
@@ -180,10 +182,11 @@ void TaskSpec::validate() const {
                                  to_string(ref.language)));
   for (const auto& [lang, ref] : references)
     check_solution_params(*this, ref, fmt::format("the {} reference", to_string(lang)));
-  for (std::size_t i = 0; i < starting_points.size(); ++i)
-    check_solution_params(*this, starting_points[i],
-                          starting_points[i].name.empty() ? fmt::format("starting point {}", i + 1)
-                                                          : fmt::format("starting point \"{}\"", starting_points[i].name));
+  for (std::size_t i = 0; i < starting_points.size(); ++i) {
+    const Solution& sp = starting_points[i];
+    check_solution_params(*this, sp, sp.name.empty() ? fmt::format("starting point {}", i + 1)
+                                                     : fmt::format("starting point \"{}\"", sp.name));
+  }
 }
 
 Json TaskSpec::to_json() const {

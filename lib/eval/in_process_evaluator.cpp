@@ -160,7 +160,9 @@ class InProcessEvaluator final : public Evaluator {
                                         const EvalOptions& opts, const DeviceSlot& slot) {
     const std::string rkey = key + "/" + ks::to_string(l);
     if (auto it = references_.find(rkey); it != references_.end()) return it->second;
-    return references_.emplace(rkey, prepare_reference(spec, l, opts, arch_for(l, slot), cache_dir_for(l), compile_fn(l, slot))).first->second;
+    PreparedSolution ref =
+        prepare_reference(spec, l, opts, arch_for(l, slot), cache_dir_for(l), compile_fn(l, slot));
+    return references_.emplace(rkey, std::move(ref)).first->second;
   }
 
   EvaluatorConfig config_;

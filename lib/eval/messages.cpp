@@ -63,10 +63,6 @@ PreparedSolution PreparedSolution::from_json(const Json& j) {
   return p;
 }
 
-Json options_to_json(const EvalOptions& o) { return o.to_json(); }
-
-EvalOptions options_from_json(const Json& j) { return EvalOptions::from_json(j); }
-
 constexpr int kMaxSeedsPerWorkload = 64;
 
 void validate_options(const EvalOptions& o) {

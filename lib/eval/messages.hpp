@@ -39,9 +39,6 @@ struct RunRequest {
   std::vector<std::string> time_reference;  // benchmark workloads whose reference latency is wanted
 };
 
-Json options_to_json(const EvalOptions& o);
-// Throws ks::Error(Status::invalid_argument) naming a field of the wrong type.
-EvalOptions options_from_json(const Json& j);
 // Throws ks::Error(Status::invalid_argument) naming the first option out of range.
 void validate_options(const EvalOptions& o);
 

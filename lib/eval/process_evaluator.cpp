@@ -66,7 +66,7 @@ class RunSlot {
                           {"task_key", key},
                           {"candidate", req.candidate.to_json()},
                           {"reference", req.reference.to_json()},
-                          {"options", options_to_json(req.options)}});
+                          {"options", req.options.to_json()}});
     if (!tasks_sent_.count(key)) msg["task"] = task.to_json();
     Json wl = Json::array();
     for (const auto& w : req.workloads) wl.push_back(w);

@@ -203,7 +203,7 @@ int run_role(int in, const Args& args) {
     RunRequest req;
     req.candidate = PreparedSolution::from_json(msg.at("candidate"));
     req.reference = PreparedSolution::from_json(msg.at("reference"));
-    req.options = options_from_json(msg.at("options"));
+    req.options = EvalOptions::from_json(msg.at("options"));
     for (const auto& w : msg.at("workloads").as_array()) req.workloads.push_back(w.as_string());
     if (const Json* tr = msg.find("time_reference"); tr && tr->is_array())
       for (const auto& w : tr->as_array()) req.time_reference.push_back(w.as_string());

@@ -148,7 +148,7 @@ TEST_CASE("protocol: options and prepared solutions survive JSON") {
   o.only_workloads = {"a", "b"};
   o.flush_l2 = false;
   o.extra_compile_flags = {"-DX=1"};
-  EvalOptions back = options_from_json(options_to_json(o));
+  EvalOptions back = EvalOptions::from_json(o.to_json());
   CHECK(back.seeds_per_workload == 3);
   CHECK(back.only_workloads == o.only_workloads);
   CHECK_FALSE(back.flush_l2);

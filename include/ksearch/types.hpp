@@ -77,7 +77,14 @@ struct KS_API WorkloadSpec {
 struct KS_API Tolerance {
   double atol = 1e-3;
   double rtol = 1e-3;
-  // Fraction of elements that must satisfy |out - ref| <= atol + rtol*|ref|.
+  // When a finite element matches its reference. The suites differ:
+  //   ref_relative: |out - ref| <= atol + rtol * |ref|   (GPUMode, numpy.isclose)
+  //   out_relative: |out - ref| <= atol + rtol * |out|   (KernelBench: torch.allclose(ref, out))
+  //   abs_or_rel:   |out - ref| <= atol or |out - ref| / (|ref| + 1e-8) <= rtol
+  //                 (FlashInfer-Bench: an element fails only when both errors are too large)
+  enum class Rule { ref_relative, out_relative, abs_or_rel };
+  Rule rule = Rule::ref_relative;
+  // Fraction of elements that must match under `rule`.
   double min_matched_ratio = 1.0;
   // must_match: NaN/Inf in the output is fine only where the reference has the
   // same value; forbid: any NaN/Inf in the output fails.
@@ -87,6 +94,8 @@ struct KS_API Tolerance {
   Json to_json() const;
   static Tolerance from_json(const Json& j);
 };
+
+KS_API const char* to_string(Tolerance::Rule r);
 
 // ---------------------------------------------------------------------------
 // Solutions

@@ -282,9 +282,19 @@ WorkloadSpec WorkloadSpec::from_json(const Json& j) {
   return w;
 }
 
+const char* to_string(Tolerance::Rule r) {
+  switch (r) {
+    case Tolerance::Rule::ref_relative: return "ref_relative";
+    case Tolerance::Rule::out_relative: return "out_relative";
+    case Tolerance::Rule::abs_or_rel: return "abs_or_rel";
+  }
+  return "?";
+}
+
 Json Tolerance::to_json() const {
   return Json::obj({{"atol", atol},
                     {"rtol", rtol},
+                    {"rule", to_string(rule)},
                     {"min_matched_ratio", min_matched_ratio},
                     {"nan_policy", nan_policy == NanPolicy::must_match ? "must_match" : "forbid"}});
 }
@@ -306,7 +316,16 @@ Tolerance Tolerance::from_json(const Json& j) {
     throw Error(Status::invalid_argument,
                 fmt::format("tolerance: nan_policy must be \"must_match\" or \"forbid\", found \"{}\"",
                             nan));
-  r.allow({"atol", "rtol", "min_matched_ratio", "nan_policy"});
+  std::string rule = j.get_string("rule", "ref_relative");
+  if (rule == "ref_relative") t.rule = Rule::ref_relative;
+  else if (rule == "out_relative") t.rule = Rule::out_relative;
+  else if (rule == "abs_or_rel") t.rule = Rule::abs_or_rel;
+  else
+    throw Error(Status::invalid_argument,
+                fmt::format("tolerance: rule must be \"ref_relative\", \"out_relative\" or \"abs_or_rel\", "
+                            "found \"{}\"",
+                            rule));
+  r.allow({"atol", "rtol", "rule", "min_matched_ratio", "nan_policy"});
   return t;
 }
 

@@ -64,6 +64,29 @@ void store_as(void* data, std::size_t i, T v) {
   std::memcpy(static_cast<char*>(data) + i * sizeof(T), &v, sizeof(T));
 }
 
+}  // namespace
+
+bool element_matches(double diff, double out, double ref, const Tolerance& tol) {
+  switch (tol.rule) {
+    case Tolerance::Rule::ref_relative: return diff <= tol.atol + tol.rtol * std::fabs(ref);
+    case Tolerance::Rule::out_relative: return diff <= tol.atol + tol.rtol * std::fabs(out);
+    case Tolerance::Rule::abs_or_rel: return diff <= tol.atol || diff / (std::fabs(ref) + 1e-8) <= tol.rtol;
+  }
+  return false;
+}
+
+std::string describe_tolerance(const Tolerance& tol) {
+  switch (tol.rule) {
+    case Tolerance::Rule::ref_relative: return fmt::format("atol={:g} + rtol={:g}*|ref|", tol.atol, tol.rtol);
+    case Tolerance::Rule::out_relative: return fmt::format("atol={:g} + rtol={:g}*|out|", tol.atol, tol.rtol);
+    case Tolerance::Rule::abs_or_rel:
+      return fmt::format("both atol={:g} and rtol={:g} (relative to |ref|)", tol.atol, tol.rtol);
+  }
+  return "?";
+}
+
+namespace {
+
 // The comparison loop, specialised per element type through `load`.
 template <typename Load>
 CompareStats compare_loop(const void* out, const void* ref, std::size_t count, std::size_t elem_bytes,
@@ -89,7 +112,7 @@ CompareStats compare_loop(const void* out, const void* ref, std::size_t count, s
         const double rel = diff / std::fabs(r);
         if (rel > st.max_rel_error) st.max_rel_error = rel;
       }
-      bad = !(diff <= tol.atol + tol.rtol * std::fabs(r));
+      bad = !element_matches(diff, o, r, tol);
     } else if (!std::isfinite(o)) {
       // Accepted only under must_match, and only as the reference's own value.
       const bool same = (std::isnan(o) && std::isnan(r)) || (std::isinf(o) && o == r);

@@ -37,8 +37,14 @@ double load_element(const void* data, DType dtype, std::size_t index);
 // floating types, -1 or the maximum for integers).
 bool is_poison_element(const void* data, DType dtype, std::size_t index);
 
+// Whether a finite pair matches under the tolerance's rule; `diff` is |out - ref|.
+bool element_matches(double diff, double out, double ref, const Tolerance& tol);
+
+// The rule in words, for failure messages: "atol=0.01 + rtol=0.01*|ref|".
+std::string describe_tolerance(const Tolerance& tol);
+
 // Compares out with ref element by element:
-//   |out - ref| <= atol + rtol * |ref| for finite pairs;
+//   element_matches (the tolerance's rule) for finite pairs;
 //   a NaN or infinity in the output is accepted only under
 //   NanPolicy::must_match and only where the reference has the same value
 //   (NaN with NaN, +inf with +inf); otherwise it counts as a mismatch and in

@@ -419,11 +419,11 @@ std::optional<Failure> WorkloadRun::compare_outputs(const std::string& what) {
                       : "";
       return Failure{EvalStatus::incorrect,
                      fmt::format("{}: {} of {} elements of output \"{}\" ({:.3g}%) differ from the reference "
-                                 "beyond atol={:g} + rtol={:g}*|ref|{}{} (matched {:.6g}, required {:.6g}); {}; "
+                                 "beyond {}{}{} (matched {:.6g}, required {:.6g}); {}; "
                                  "max abs error {}, max rel error {}",
                                  what, st.mismatches, st.count, name,
                                  100.0 * static_cast<double>(st.mismatches) / static_cast<double>(std::max<std::uint64_t>(st.count, 1)),
-                                 tol.atol, tol.rtol, nonfinite, poisoned, st.matched_ratio(), tol.min_matched_ratio,
+                                 describe_tolerance(tol), nonfinite, poisoned, st.matched_ratio(), tol.min_matched_ratio,
                                  first, format_value(st.max_abs_error), format_value(st.max_rel_error)),
                      st.poisoned > 0};
     }

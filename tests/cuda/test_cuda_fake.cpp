@@ -380,7 +380,8 @@ TEST_CASE("fake driver: inputs and comparisons launch the runtime kernels with t
   CHECK(param<unsigned long long>(c, 2) == 1500);
   CHECK(param<double>(c, 3) == 1e-5);
   CHECK(param<double>(c, 4) == 1e-3);
-  CHECK(param<int>(c, 5) == 1);
+  CHECK(param<int>(c, 5) == 0);  // Tolerance::Rule::ref_relative
+  CHECK(param<int>(c, 6) == 1);  // forbid NaN and infinity
   // Nothing ran, so the result block is as initialised: no mismatch found.
   CHECK(st.count == 1500);
   CHECK(st.mismatches == 0);

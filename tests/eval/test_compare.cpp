@@ -51,6 +51,40 @@ TEST_CASE("compare: the tolerance boundary is inclusive, and rtol scales with |r
   CHECK(s.max_abs_error == doctest::Approx(10));
 }
 
+TEST_CASE("compare: out_relative scales rtol with |out| (KernelBench's torch.allclose(ref, out))") {
+  Tolerance t = tol(0.0, 0.5);
+  t.rule = Tolerance::Rule::out_relative;
+  // |1.0 - 2.0| = 1.0 <= 0.5 * |2.0| but > 0.5 * |1.0|.
+  CHECK(cmp({2.0f}, {1.0f}, t).mismatches == 0);
+  CHECK(cmp({2.0f}, {1.0f}, tol(0.0, 0.5)).mismatches == 1);
+  CHECK(cmp({1.0f}, {2.0f}, t).mismatches == 1);  // 1.0 > 0.5 * |1.0|
+  t.atol = 0.25;
+  CHECK(cmp({1.5f}, {1.0f}, t).mismatches == 0);  // 0.5 <= 0.25 + 0.5*1.5
+}
+
+TEST_CASE("compare: abs_or_rel fails an element only when both errors are too large (FlashInfer-Bench)") {
+  Tolerance t = tol(0.01, 0.01);
+  t.rule = Tolerance::Rule::abs_or_rel;
+  CHECK(cmp({0.005f}, {0.0f}, t).mismatches == 0);    // abs 0.005 <= atol, rel huge
+  CHECK(cmp({1000.5f}, {1000.0f}, t).mismatches == 0);  // abs 0.5 > atol, rel 5e-4 <= rtol
+  CHECK(cmp({1.5f}, {1.0f}, t).mismatches == 1);      // abs 0.5, rel 0.5: both too large
+  // The relative error divides by |ref| + 1e-8: at ref = 0 only atol helps.
+  CHECK(cmp({0.02f}, {0.0f}, t).mismatches == 1);
+  // The ref_relative bound would pass 1.015 vs 1.0 (0.015 <= 0.01 + 0.01); abs_or_rel does not.
+  CHECK(cmp({1.015f}, {1.0f}, t).mismatches == 1);
+  CHECK(cmp({1.015f}, {1.0f}, tol(0.01, 0.01)).mismatches == 0);
+}
+
+TEST_CASE("compare: tolerance rules round-trip through JSON and bad ones are named") {
+  Tolerance t;
+  t.rule = Tolerance::Rule::abs_or_rel;
+  CHECK(Tolerance::from_json(t.to_json()).rule == Tolerance::Rule::abs_or_rel);
+  CHECK(Tolerance::from_json(Json::object()).rule == Tolerance::Rule::ref_relative);
+  Json bad = Json::obj({{"rule", "loose"}});
+  CHECK_THROWS_WITH(Tolerance::from_json(bad), doctest::Contains("rule must be"));
+  CHECK(describe_tolerance(t).find("both atol=") != std::string::npos);
+}
+
 TEST_CASE("compare: the first mismatch and the matched ratio") {
   CompareStats s = cmp({1, 2, 9, 4, 7}, {1, 2, 3, 4, 5}, tol(1e-3, 0));
   CHECK(s.count == 5);

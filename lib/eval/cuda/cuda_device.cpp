@@ -357,8 +357,13 @@ CompareStats CudaDevice::compare(Buffer out, Buffer ref, DType dtype, std::size_
   unsigned long long n = count;
   double atol = tol.atol, rtol = tol.rtol;
   int forbid = tol.nan_policy == Tolerance::NanPolicy::forbid ? 1 : 0;
+  // runtime.cu numbers the rules the same way.
+  static_assert(static_cast<int>(Tolerance::Rule::ref_relative) == 0 &&
+                static_cast<int>(Tolerance::Rule::out_relative) == 1 &&
+                static_cast<int>(Tolerance::Rule::abs_or_rel) == 2);
+  int rule = static_cast<int>(tol.rule);
   CUdeviceptr o = out.addr, r = ref.addr, res = compare_result_.addr;
-  void* params[] = {&o, &r, &n, &atol, &rtol, &forbid, &res};
+  void* params[] = {&o, &r, &n, &atol, &rtol, &rule, &forbid, &res};
   auto blocks = static_cast<unsigned>(
       std::min<std::size_t>((count + kRuntimeBlock - 1) / kRuntimeBlock, 4096));
   check(api_.cuLaunchKernel(f, blocks, 1, 1, kRuntimeBlock, 1, 1, 0, stream_, params, nullptr),

@@ -84,7 +84,7 @@ __device__ __forceinline__ double ks_value(unsigned char v) { return (double)v; 
 // T is the element type, U an unsigned integer of the same size (the poison
 // pattern is every byte 0xFF).
 template <typename T, typename U>
-__device__ void ks_compare(const T* out, const T* ref, ks_u64_t n, double atol, double rtol,
+__device__ void ks_compare(const T* out, const T* ref, ks_u64_t n, double atol, double rtol, int rule,
                            int forbid_nonfinite, KsCompareResult* result) {
   const U poison = (U)~(U)0;
   ks_u64_t bad_count = 0, nonfinite_out_count = 0, nonfinite_ref_count = 0, poisoned_count = 0,
@@ -103,7 +103,9 @@ __device__ void ks_compare(const T* out, const T* ref, ks_u64_t n, double atol, 
       max_abs = fmax(max_abs, diff);
       if (r != 0.0) max_rel = fmax(max_rel, diff / fabs(r));
       // Explicit roundings: the bound must not become a fused multiply-add.
-      bad = !(diff <= __dadd_rn(atol, __dmul_rn(rtol, fabs(r))));
+      // rule (Tolerance::Rule): 0 ref_relative, 1 out_relative, 2 abs_or_rel.
+      if (rule == 2) bad = !(diff <= atol || __ddiv_rn(diff, __dadd_rn(fabs(r), 1e-8)) <= rtol);
+      else bad = !(diff <= __dadd_rn(atol, __dmul_rn(rtol, fabs(rule == 1 ? o : r))));
     } else if (!isfinite(o)) {
       // Accepted only under must_match, and only as the reference's own value.
       const bool same = (isnan(o) && isnan(r)) || (isinf(o) && o == r);
@@ -143,9 +145,9 @@ __device__ void ks_compare(const T* out, const T* ref, ks_u64_t n, double atol, 
 
 #define KS_COMPARE(suffix, T, U)                                                                  \
   extern "C" __global__ void ks_compare_##suffix(const T* out, const T* ref, ks_u64_t n,         \
-                                                 double atol, double rtol, int forbid_nonfinite, \
-                                                 KsCompareResult* result) {                      \
-    ks_compare<T, U>(out, ref, n, atol, rtol, forbid_nonfinite, result);                         \
+                                                 double atol, double rtol, int rule,             \
+                                                 int forbid_nonfinite, KsCompareResult* result) { \
+    ks_compare<T, U>(out, ref, n, atol, rtol, rule, forbid_nonfinite, result);                   \
   }
 
 KS_COMPARE(f32, float, unsigned int)

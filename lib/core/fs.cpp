@@ -1,6 +1,7 @@
 #include "core/fs.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -34,22 +35,55 @@ void write_all(int fd, std::string_view data, const fs::path& path) {
 
 }  // namespace
 
-std::string read_file(const fs::path& path) {
-  // An ifstream opens a folder and reads it as empty, which callers would
-  // then report as "no JSON found" or "0 answers" instead of the real problem.
-  std::error_code dir_ec;
-  if (fs::is_directory(path, dir_ec))
-    throw Error(Status::invalid_argument, fmt::format("{} is a folder, not a file", path.string()));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    std::error_code ec;
-    if (!fs::exists(path, ec))
-      throw Error(Status::not_found, fmt::format("file not found: {}", path.string()));
-    throw Error(Status::io, fmt::format("cannot read {}", path.string()));
+std::string read_file(const fs::path& path, std::size_t max_bytes) {
+  // O_NONBLOCK: opening a FIFO must not wait for a writer. Whether it is a
+  // regular file is checked on the descriptor, not the name, so nothing can
+  // be swapped in between.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    if (errno == ENOENT || errno == ENOTDIR) throw Error(Status::not_found, fmt::format("file not found: {}", path.string()));
+    io_error("cannot read", path);
   }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) io_error("cannot read", path);
+  if (S_ISDIR(st.st_mode))
+    throw Error(Status::invalid_argument, fmt::format("{} is a folder, not a file", path.string()));
+  if (!S_ISREG(st.st_mode))
+    throw Error(Status::invalid_argument,
+                fmt::format("{} is not a regular file (a device, FIFO or socket); give a file", path.string()));
+  if (static_cast<std::uint64_t>(st.st_size) > max_bytes)
+    throw Error(Status::invalid_argument, fmt::format("{} is {} bytes, over the limit of {} bytes for this kind of file",
+                                                      path.string(), st.st_size, max_bytes));
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  std::string out;
+  out.resize(static_cast<std::size_t>(st.st_size));
+  std::size_t got = 0;
+  for (;;) {
+    if (got == out.size()) {
+      // The file grew since fstat: read on, still within the cap.
+      if (out.size() >= max_bytes) {
+        char probe;
+        ssize_t n = ::read(fd, &probe, 1);
+        if (n == 0) break;
+        throw Error(Status::invalid_argument,
+                    fmt::format("{} grew past the limit of {} bytes while being read", path.string(), max_bytes));
+      }
+      out.resize(std::min<std::size_t>(max_bytes, std::max<std::size_t>(out.size() * 2, 4096)));
+    }
+    ssize_t n = ::read(fd, out.data() + got, out.size() - got);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      io_error("cannot read", path);
+    }
+    if (n == 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  out.resize(got);
+  return out;
 }
 
 void make_dirs(const fs::path& path) {

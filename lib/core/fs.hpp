@@ -3,6 +3,7 @@
 // line at a time and flushed.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -12,8 +13,16 @@ namespace ks::detail {
 
 namespace fs = std::filesystem;
 
-// Reads a whole file; throws ks::Error(Status::io or not_found) naming the path.
-std::string read_file(const fs::path& path);
+// Reads a whole regular file of at most `max_bytes`; throws ks::Error naming
+// the path: not_found, io, or invalid_argument for a folder, a device, a FIFO
+// or a socket (so /dev/zero or a pipe fails at once instead of reading
+// forever) and for a file over the cap.
+std::string read_file(const fs::path& path, std::size_t max_bytes = SIZE_MAX);
+
+// Caps for files a user or a model hands in (see docs/security.md).
+inline constexpr std::size_t kMaxSolutionFileBytes = std::size_t{16} << 20;
+inline constexpr std::size_t kMaxTaskFileBytes = std::size_t{64} << 20;     // task.json and the files it names
+inline constexpr std::size_t kMaxTranscriptBytes = std::size_t{1} << 30;
 // Writes via a temporary file in the same folder and renames it into place,
 // so readers see the old or the new content, never a torn one.
 void write_file_atomic(const fs::path& path, std::string_view content);

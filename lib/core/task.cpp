@@ -302,7 +302,7 @@ Solution parse_solution_text(std::string_view text, const TaskSpec& spec) {
 }
 
 Solution load_solution_file(const std::filesystem::path& path, const TaskSpec& spec) {
-  std::string text = detail::read_file(path);
+  std::string text = detail::read_file(path, detail::kMaxSolutionFileBytes);
   try {
     return parse_solution_text(text, spec);
   } catch (const Error& e) {

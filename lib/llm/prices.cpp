@@ -66,7 +66,7 @@ const std::map<std::string, ModelPrice>& builtin_prices() {
 std::map<std::string, ModelPrice> read_price_file(const std::filesystem::path& path) {
   Json j;
   try {
-    j = Json::parse(detail::read_file(path));
+    j = Json::parse(detail::read_file(path, std::size_t{1} << 20));
   } catch (const Error& e) {
     throw Error(e.status(), fmt::format("price file {}: {}", path.string(), e.what()));
   }

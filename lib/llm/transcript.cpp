@@ -58,7 +58,7 @@ TranscriptEntry TranscriptEntry::from_json(const Json& j) {
 }
 
 std::vector<TranscriptEntry> read_transcript(const std::filesystem::path& path) {
-  std::string text = detail::read_file(path);
+  std::string text = detail::read_file(path, detail::kMaxTranscriptBytes);
   std::vector<TranscriptEntry> out;
   std::size_t pos = 0;
   int line_no = 0;

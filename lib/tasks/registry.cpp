@@ -69,7 +69,9 @@ std::optional<Entry> find_builtin(const std::string& name) {
 
 bool is_task_path(const fs::path& p) {
   std::error_code ec;
-  return fs::is_regular_file(p, ec) || fs::is_regular_file(p / "task.json", ec);
+  // Any existing non-folder counts, so a device or a FIFO given as a task is
+  // refused by the loader with its reason rather than called an unknown name.
+  return (fs::exists(p, ec) && !fs::is_directory(p, ec)) || fs::is_regular_file(p / "task.json", ec);
 }
 
 // Example folders (each holding task.json) under `dir`, sorted by name.

@@ -31,14 +31,16 @@ std::optional<fs::path> file_ref(const Json& j, const fs::path& base, const std:
       bad(where, fmt::format("unknown field \"{}\" next to \"file\" (allowed: file, path)", k));
   fs::path p = base / f.as_string();
   std::error_code ec;
-  if (!fs::is_regular_file(p, ec))
+  if (!fs::exists(p, ec))
     bad(where, fmt::format("file \"{}\" not found (looked at {})", f.as_string(), fs::absolute(p).string()));
+  if (!fs::is_regular_file(p, ec))
+    bad(where, fmt::format("\"{}\" is not a regular file ({})", f.as_string(), fs::absolute(p).string()));
   return p;
 }
 
 std::string read_text(const fs::path& p, const std::string& where) {
   try {
-    return detail::read_file(p);
+    return detail::read_file(p, detail::kMaxTaskFileBytes);
   } catch (const Error& e) {
     bad(where, e.what());
   }
@@ -150,12 +152,12 @@ TaskSpec load_task_file(const std::filesystem::path& given) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::path path = fs::is_directory(given, ec) ? given / "task.json" : given;
-  if (!fs::is_regular_file(path, ec))
+  if (!fs::exists(path, ec))
     throw Error(Status::not_found, fmt::format("task file not found: {}", fs::absolute(path).string()));
   const std::string where = fmt::format("task file {}", path.string());
   std::string text;
   try {
-    text = detail::read_file(path);
+    text = detail::read_file(path, detail::kMaxTaskFileBytes);
   } catch (const Error& e) {
     throw Error(e.status(), fmt::format("{}: {}", where, e.what()));
   }

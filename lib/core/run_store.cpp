@@ -13,6 +13,7 @@
 #include <ctime>
 
 #include "core/fs.hpp"
+#include "core/secrets.hpp"
 #include "ksearch/error.hpp"
 
 namespace ks {
@@ -32,6 +33,11 @@ std::string utc_timestamp() {
 }
 
 namespace {
+
+// Every byte the run folder receives passes through redact(): a secret that
+// slipped into a compile log, a model's answer or an event never lands on disk.
+void put(const fs::path& path, std::string_view content) { detail::write_file_atomic(path, detail::redact(content)); }
+void add(AppendLog& log, std::string_view line) { log.append(detail::redact(line)); }
 
 // File names written into the run folder come from LLM answers: keep only a
 // safe base name so nothing escapes the folder, never one of the record
@@ -61,8 +67,8 @@ std::vector<std::string> safe_file_names(const Solution& s) {
 
 void write_solution_files(const fs::path& dir, const Solution& s) {
   auto names = safe_file_names(s);
-  for (std::size_t i = 0; i < s.sources.size(); ++i) detail::write_file_atomic(dir / names[i], s.sources[i].content);
-  if (!s.launch_plan.is_null()) detail::write_file_atomic(dir / "launch_plan.json", s.launch_plan.dump(2));
+  for (std::size_t i = 0; i < s.sources.size(); ++i) put(dir / names[i], s.sources[i].content);
+  if (!s.launch_plan.is_null()) put(dir / "launch_plan.json", s.launch_plan.dump(2));
 }
 
 // Reads one record of the run folder. A record that is not valid JSON, or
@@ -209,7 +215,7 @@ void require_writable(bool read_only, const fs::path& dir) {
 
 void RunStore::write_manifest(const Json& manifest) {
   require_writable(impl_->read_only, impl_->dir);
-  detail::write_file_atomic(impl_->dir / "manifest.json", manifest.dump(2) + "\n");
+  put(impl_->dir / "manifest.json", manifest.dump(2) + "\n");
 }
 
 int RunStore::append_event(const std::string& type, Json data) {
@@ -220,7 +226,7 @@ int RunStore::append_event(const std::string& type, Json data) {
   } else if (!data.is_null()) {
     e["data"] = std::move(data);
   }
-  impl_->events.append(e.dump());
+  add(impl_->events, e.dump());
   return impl_->next_event_seq++;
 }
 
@@ -232,7 +238,7 @@ std::vector<Json> RunStore::events() const {
 }
 
 void RunStore::append_transcript(const Json& entry) {
-  require_writable(impl_->read_only, impl_->dir); impl_->transcript.append(entry.dump()); }
+  require_writable(impl_->read_only, impl_->dir); add(impl_->transcript, entry.dump()); }
 
 std::vector<Json> RunStore::transcript() const {
   std::vector<Json> out;
@@ -247,11 +253,11 @@ void RunStore::record_attempt(const AttemptRecord& a) {
   detail::make_dirs(d);
   if (!a.solution.sources.empty()) {
     write_solution_files(d, a.solution);
-    detail::write_file_atomic(d / "solution.json", a.solution.to_json().dump(2));
+    put(d / "solution.json", a.solution.to_json().dump(2));
   }
-  if (!a.raw_answer.empty()) detail::write_file_atomic(d / "answer.txt", a.raw_answer);
-  detail::write_file_atomic(d / "eval.json", a.eval.to_json().dump(2));
-  impl_->attempts.append(a.to_json().dump());
+  if (!a.raw_answer.empty()) put(d / "answer.txt", a.raw_answer);
+  put(d / "eval.json", a.eval.to_json().dump(2));
+  add(impl_->attempts, a.to_json().dump());
 }
 
 std::vector<AttemptRecord> RunStore::attempts() const {
@@ -288,7 +294,7 @@ void RunStore::write_world_model(std::uint64_t version, const Json& wm) {
   fs::path p = impl_->dir / "world_model" / fmt::format("v{:06d}.json", version);
   std::error_code ec;
   if (fs::exists(p, ec)) return;
-  detail::write_file_atomic(p, wm.dump(2) + "\n");
+  put(p, wm.dump(2) + "\n");
 }
 
 std::vector<std::uint64_t> RunStore::world_model_versions() const {
@@ -320,16 +326,16 @@ void RunStore::write_best(const BestSolution& best) {
   // The record is one file, replaced atomically: a kill leaves the old best
   // or the new one, never a mix. best/ is a readable copy, rebuilt after it.
   Json record = Json::obj({{"round", best.round}, {"solution", best.solution.to_json()}, {"eval", best.eval.to_json()}});
-  detail::write_file_atomic(impl_->dir / "best.json", record.dump(2) + "\n");
+  put(impl_->dir / "best.json", record.dump(2) + "\n");
   fs::path d = impl_->dir / "best";
   detail::make_dirs(d);
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(d, ec)) fs::remove(e.path(), ec);
   write_solution_files(d, best.solution);
-  detail::write_file_atomic(d / "eval.json", best.eval.to_json().dump(2));
+  put(d / "eval.json", best.eval.to_json().dump(2));
   Json sj = best.solution.to_json();
   sj["round"] = best.round;
-  detail::write_file_atomic(d / "solution.json", sj.dump(2));
+  put(d / "solution.json", sj.dump(2));
 }
 
 std::optional<BestSolution> RunStore::best() const {
@@ -348,7 +354,7 @@ std::optional<BestSolution> RunStore::best() const {
 
 void RunStore::write_state(const Json& state) {
   require_writable(impl_->read_only, impl_->dir);
-  detail::write_file_atomic(impl_->dir / "state.json", state.dump(2) + "\n");
+  put(impl_->dir / "state.json", state.dump(2) + "\n");
 }
 
 std::optional<Json> RunStore::state() const {

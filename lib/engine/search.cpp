@@ -11,6 +11,7 @@
 
 #include "core/json_fields.hpp"
 #include "core/search/session.hpp"
+#include "core/secrets.hpp"
 #include "core/sha256.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/run_store.hpp"
@@ -134,6 +135,8 @@ Json evaluator_config_json(const EvaluatorConfig& e) {
                     {"cache_dir", e.cache_dir.string()},
                     {"compile_workers", e.compile_workers},
                     {"cuda_arch", e.cuda_arch},
+                    {"sandbox", e.sandbox},
+                    {"memory_limit_bytes", static_cast<std::int64_t>(e.memory_limit_bytes)},
                     {"options", e.options.to_json()}});
 }
 
@@ -146,6 +149,8 @@ EvaluatorConfig evaluator_config_from_json(const Json& j) {
   e.cache_dir = j.get_string("cache_dir");
   e.compile_workers = static_cast<int>(j.get_int("compile_workers"));
   e.cuda_arch = j.get_string("cuda_arch");
+  e.sandbox = j.get_string("sandbox", "auto");
+  e.memory_limit_bytes = static_cast<std::uint64_t>(std::max<std::int64_t>(0, j.get_int("memory_limit_bytes")));
   if (j["options"].is_object()) e.options = EvalOptions::from_json(j["options"]);
   return e;
 }
@@ -264,6 +269,7 @@ Json SearchOutcome::to_json() const {
 
 SearchOutcome run_search(const SearchOptions& options) {
   options.config.validate();
+  detail::register_environment_secrets(options.llm.openai.api_key_env);
   Parts parts;
   parts.task = options.custom_task ? options.custom_task : std::shared_ptr<Task>(load_task(options.task));
   check_language(*parts.task, options.config.language);
@@ -328,6 +334,7 @@ SearchOutcome resume_search(const fs::path& run_dir, const ResumeOptions& option
     config.max_rounds = options.max_rounds;
   }
   LlmChoice choice = options.llm ? *options.llm : LlmChoice::from_json(m["llm"]);
+  detail::register_environment_secrets(choice.openai.api_key_env);
   if (options.custom_llm) parts.llm = options.custom_llm;
   else if (choice.kind == "custom")
     throw Error(Status::invalid_argument,

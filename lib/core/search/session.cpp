@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "core/secrets.hpp"
 #include "core/sha256.hpp"
 #include "ksearch/error.hpp"
 
@@ -118,6 +119,14 @@ void Session::event(const std::string& type, Json data) {
   emit(type, std::move(data));
 }
 
+// What goes to a provider never holds a secret this process knows, whatever
+// a compiler log or a candidate's output put into the prompt.
+LlmRequest Session::without_secrets(LlmRequest r) {
+  r.system = detail::redact(r.system);
+  r.prompt = detail::redact(r.prompt);
+  return r;
+}
+
 void Session::emit(const std::string& type, Json data) {
   // Events are numbered in the order the (deterministic) strategy emits them;
   // on replay the ones already on disk are skipped.
@@ -183,7 +192,7 @@ LlmResponse Session::llm(const LlmRequest& request) {
   }
   LlmResponse r;
   try {
-    r = llm_.complete(request);
+    r = llm_.complete(without_secrets(request));
   } catch (const Error& e) {
     // A policy that says "stop" (a host callback returning KS_E_USER) cancels
     // the run; its non-answer is not journaled.
@@ -206,7 +215,7 @@ std::vector<LlmResponse> Session::llm_batch(const std::vector<LlmRequest>& reque
   for (std::size_t i = 0; i < requests.size(); ++i) {
     if (llm_seq_ + i < journal_llm_.size()) continue;
     first_live = std::min(first_live, i);
-    live.push_back(requests[i]);
+    live.push_back(without_secrets(requests[i]));
   }
   std::vector<LlmResponse> answers;
   if (!live.empty()) {
@@ -324,7 +333,7 @@ void Session::report(const std::string& action, const Solution& s, const EvalRes
   rep.round = rounds_used_;
   rep.max_rounds = config_.max_rounds;
   rep.strategy = config_.strategy;
-  rep.action = action;
+  rep.action = detail::redact(action);
   rep.solution_id = s.id;
   rep.status = r.status;
   rep.latency_ms = r.passed() ? r.latency_ms : 0;

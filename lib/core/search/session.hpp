@@ -75,6 +75,7 @@ class Session final : public SearchContext {
   bool replaying_evals() const { return eval_seq_ < journal_evals_.size(); }
   // Throws SearchStopped once a stop condition holds (see strategy.hpp).
   void ensure_running() const;
+  static LlmRequest without_secrets(LlmRequest r);
   // Appends a strategy event without the stop check: the session's own
   // events inside an action that was admitted before the stop.
   void emit(const std::string& type, Json data);

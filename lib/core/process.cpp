@@ -12,7 +12,10 @@
 #include <pthread.h>
 
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
+#include <functional>
+#include <mutex>
 #include <thread>
 
 #include "ksearch/error.hpp"
@@ -39,6 +42,43 @@ void child_fail(int fd, int err) {
   ssize_t r = ::write(fd, &err, sizeof err);
   (void)r;
   ::_exit(127);
+}
+
+// Runs `fork` on a thread that lives as long as the process, so a child's
+// PR_SET_PDEATHSIG (which follows the forking *thread*) fires only when the
+// process ends. The thread is detached: it is never joined, it just waits.
+pid_t run_on_lasting_thread(const std::function<pid_t()>& fork) {
+  struct Lasting {
+    std::mutex m;
+    std::condition_variable cv;
+    const std::function<pid_t()>* job = nullptr;
+    pid_t result = -1;
+    int error = 0;
+    bool done = false;
+    std::mutex one_at_a_time;
+    Lasting() {
+      std::thread([this] {
+        std::unique_lock lock(m);
+        for (;;) {
+          cv.wait(lock, [&] { return job != nullptr; });
+          result = (*job)();
+          error = errno;
+          job = nullptr;
+          done = true;
+          cv.notify_all();
+        }
+      }).detach();
+    }
+  };
+  static Lasting* lasting = new Lasting;  // never destroyed: its thread outlives static destruction
+  std::lock_guard serial(lasting->one_at_a_time);
+  std::unique_lock lock(lasting->m);
+  lasting->done = false;
+  lasting->job = &fork;
+  lasting->cv.notify_all();
+  lasting->cv.wait(lock, [&] { return lasting->done; });
+  errno = lasting->error;
+  return lasting->result;
 }
 
 // Writing to a pipe whose reader has gone raises SIGPIPE, which would kill
@@ -76,7 +116,7 @@ Subprocess::Subprocess(const SpawnOptions& opts) {
   if (opts.argv.empty()) throw Error(Status::invalid_argument, "spawn: empty argv");
   // Build everything the child needs before fork().
   std::vector<std::string> env_strings;
-  for (char** e = environ; e && *e; ++e) {
+  for (char** e = opts.clear_env ? nullptr : environ; e && *e; ++e) {
     std::string_view kv(*e);
     std::string key(kv.substr(0, kv.find('=')));
     if (opts.env_set.count(key)) continue;
@@ -120,15 +160,13 @@ Subprocess::Subprocess(const SpawnOptions& opts) {
   make_pipe(status_pipe);
   pid_t parent = ::getpid();
 
-  pid_t pid = ::fork();
-  if (pid < 0) {
-    for (int* fd : {&in[0], &in[1], &out[0], &out[1], &err[0], &err[1], &status_pipe[0], &status_pipe[1]})
-      close_fd(*fd);
-    throw Error(Status::subprocess, fmt::format("fork: {}", std::strerror(errno)));
-  }
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    if (opts.die_with_parent_thread) {
+  const bool deathsig = opts.die_with_parent_thread || opts.die_with_parent_process;
+  auto do_fork = [&]() -> pid_t {
+    pid_t child = ::fork();
+    if (child != 0) return child;
+    if (opts.new_session) ::setsid();
+    else ::setpgid(0, 0);
+    if (deathsig) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != parent) ::_exit(127);
     }
@@ -142,14 +180,27 @@ Subprocess::Subprocess(const SpawnOptions& opts) {
     if (in[0] >= 0 && ::dup2(in[0], 0) < 0) child_fail(status_pipe[1], errno);
     if (out[1] >= 0 && ::dup2(out[1], 1) < 0) child_fail(status_pipe[1], errno);
     if (err[1] >= 0 && ::dup2(err[1], 2) < 0) child_fail(status_pipe[1], errno);
-    // Close every other inherited descriptor, whatever its CLOEXEC flag.
-    for (int fd = 3; fd < 1024; ++fd)
-      if (fd != status_pipe[1]) ::close(fd);
+    // Close every other inherited descriptor, whatever its CLOEXEC flag (a
+    // child holding another worker's pipe would keep it from seeing its
+    // parent hang up).
+    const unsigned keep = static_cast<unsigned>(status_pipe[1]);
+    if (::syscall(SYS_close_range, 3u, keep - 1, 0u) != 0 || ::syscall(SYS_close_range, keep + 1, ~0u, 0u) != 0)
+      for (int fd = 3; fd < 65536; ++fd)
+        if (fd != status_pipe[1]) ::close(fd);
     if (!opts.cwd.empty() && ::chdir(opts.cwd.c_str()) != 0) child_fail(status_pipe[1], errno);
     ::execve(prog.c_str(), argv.data(), envp.data());
     child_fail(status_pipe[1], errno);
+    return -1;  // not reached
+  };
+  pid_t pid = opts.die_with_parent_process ? run_on_lasting_thread(do_fork) : do_fork();
+  if (pid < 0) {
+    for (int* fd : {&in[0], &in[1], &out[0], &out[1], &err[0], &err[1], &status_pipe[0], &status_pipe[1]})
+      close_fd(*fd);
+    throw Error(Status::subprocess, fmt::format("fork: {}", std::strerror(errno)));
   }
-  ::setpgid(pid, pid);  // also from the parent, to close the race with kill()
+  // Also from the parent, to close the race with kill(). Not for a new
+  // session: setsid() fails in a child that is already a group leader.
+  if (!opts.new_session) ::setpgid(pid, pid);
   pid_ = pid;
   close_fd(in[0]);
   close_fd(out[1]);

@@ -15,16 +15,26 @@ namespace ks::detail {
 
 struct SpawnOptions {
   std::vector<std::string> argv;                  // argv[0] is looked up in PATH when it has no '/'
-  std::map<std::string, std::string> env_set;     // added to (or replacing in) the parent's environment
+  // The child's environment: the parent's, less env_unset, plus env_set; or,
+  // with clear_env, env_set alone (processes that run untrusted code get an
+  // environment built from an allowlist, never the caller's whole one).
+  std::map<std::string, std::string> env_set;
   std::vector<std::string> env_unset;
+  bool clear_env = false;
+  // setsid() instead of setpgid(): a session of its own, so the child has no
+  // controlling terminal to inject input into; still its own process group.
+  bool new_session = false;
   std::string cwd;                                // empty: inherit
   bool pipe_stdin = true;
   bool pipe_stdout = true;
   bool pipe_stderr = true;                        // false: stderr goes to the parent's stderr
   // Ask the kernel to SIGKILL the child when the thread that spawned it dies.
-  // Only safe when the spawning thread outlives the child (synchronous use);
-  // long-lived workers watch their parent themselves instead.
+  // Only safe when the spawning thread outlives the child (synchronous use).
   bool die_with_parent_thread = false;
+  // The same for the whole process: the child is forked by a thread that
+  // lives as long as the process, so it dies with the process and not with
+  // a short-lived thread that happened to start it (long-lived workers).
+  bool die_with_parent_process = false;
 };
 
 // A running child. The destructor kills the whole process group and reaps

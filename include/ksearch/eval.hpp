@@ -2,6 +2,7 @@
 // execution for trusted kernels, on CUDA GPUs or the host CPU.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -22,6 +23,14 @@ struct KS_API EvaluatorConfig {
   std::filesystem::path worker_path;   // ksearch-worker executable; empty = found next to the library
   int compile_workers = 0;             // parallel compilations; 0 = min(hardware threads, 8)
   std::string cuda_arch;               // e.g. "sm_90a"; empty = the device's own
+  // Confinement of candidates and their compilers (docs/security.md): "auto"
+  // (bubblewrap where it works, one warning where it does not), "on" (refuse
+  // to evaluate without it) or "off".
+  std::string sandbox = "auto";
+  // Address-space limit (RLIMIT_AS) of the host run worker, where host
+  // candidates run: one that reaches it ends as `memory_limit`. 0 = half of
+  // the machine's RAM.
+  std::uint64_t memory_limit_bytes = 0;
   EvalOptions options;
 };
 
@@ -31,5 +40,13 @@ KS_API std::unique_ptr<Evaluator> make_evaluator(const EvaluatorConfig& config);
 
 // Whether a CUDA driver and at least one GPU are usable here, and if not, why.
 KS_API bool cuda_available(std::string* why = nullptr);
+
+// The sandbox for candidates on this machine: "bubblewrap 0.8.0 (active)" or
+// "unavailable: <why>" (probed once per process).
+KS_API std::string sandbox_description();
+
+// The host memory limit that memory_limit_bytes = 0 stands for: half of the
+// machine's RAM.
+KS_API std::uint64_t default_memory_limit_bytes();
 
 }  // namespace ks

@@ -140,6 +140,7 @@ enum class EvalStatus {
   crashed,
   invalid,            // rejected by an anti-cheat check (e.g. faster than speed of light)
   generation_failed,  // the LLM produced no usable candidate; nothing was evaluated
+  memory_limit,       // a host candidate reached the worker's memory limit (RLIMIT_AS)
 };
 
 KS_API const char* to_string(EvalStatus s);

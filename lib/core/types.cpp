@@ -100,6 +100,7 @@ const char* to_string(EvalStatus s) {
     case EvalStatus::crashed: return "crashed";
     case EvalStatus::invalid: return "invalid";
     case EvalStatus::generation_failed: return "generation_failed";
+    case EvalStatus::memory_limit: return "memory_limit";
   }
   return "?";
 }
@@ -107,7 +108,7 @@ const char* to_string(EvalStatus s) {
 std::optional<EvalStatus> eval_status_from_string(std::string_view s) {
   for (auto st : {EvalStatus::passed, EvalStatus::compile_error, EvalStatus::runtime_error,
                   EvalStatus::incorrect, EvalStatus::timeout, EvalStatus::crashed,
-                  EvalStatus::invalid, EvalStatus::generation_failed})
+                  EvalStatus::invalid, EvalStatus::generation_failed, EvalStatus::memory_limit})
     if (s == to_string(st)) return st;
   return std::nullopt;
 }

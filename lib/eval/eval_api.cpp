@@ -1,8 +1,10 @@
 // The public entry points of include/ksearch/eval.hpp.
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include "eval/evaluator_common.hpp"
 #include "eval/process_evaluator.hpp"
+#include "eval/sandbox.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/eval.hpp"
 #if KS_HAVE_CUDA_BACKEND
@@ -22,8 +24,26 @@ bool cuda_available(std::string* why) {
 #endif
 }
 
+std::string sandbox_description() {
+  const eval::SandboxStatus& st = eval::sandbox_status();
+  return st.available ? st.version + " (active)" : "unavailable: " + st.problem;
+}
+
+std::uint64_t default_memory_limit_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return std::uint64_t{4} << 30;
+  return static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page) / 2;
+}
+
 std::unique_ptr<Evaluator> make_evaluator(const EvaluatorConfig& config) {
   eval::validate_backend_name(config.backend);
+  if (!eval::sandbox_mode_from_string(config.sandbox))
+    throw Error(Status::invalid_argument,
+                fmt::format("sandbox \"{}\" is not one of auto, on, off", config.sandbox));
+  if (config.in_process && config.sandbox == "on")
+    throw Error(Status::invalid_argument,
+                "an in-process evaluator runs kernels in this process and cannot confine them; use worker "
+                "processes (in_process = false) with sandbox \"on\"");
   eval::validate_options(config.options);
   if (config.backend == "cuda") {
     std::string why;

@@ -18,9 +18,11 @@
 #include "eval/host/host_compiler.hpp"
 #include "eval/host/host_device.hpp"
 #include "eval/messages.hpp"
+#include "eval/sandbox.hpp"
 #include "eval/thread_pool.hpp"
 #include "eval/worker_client.hpp"
 #include "ksearch/error.hpp"
+#include "ksearch/eval.hpp"
 #if KS_HAVE_CUDA_BACKEND
 #include "eval/cuda/cuda_backend.hpp"
 #endif
@@ -43,8 +45,13 @@ Clock::time_point after(double seconds) {
 // One run worker bound to one device, restarted after every crash.
 class RunSlot {
  public:
-  RunSlot(fs::path exe, std::string device_spec, fs::path cache_dir)
-      : exe_(std::move(exe)), device_(std::move(device_spec)), cache_dir_(std::move(cache_dir)) {}
+  RunSlot(fs::path exe, std::string device_spec, fs::path cache_dir, const Sandbox& sandbox,
+          std::uint64_t memory_limit_bytes)
+      : exe_(std::move(exe)),
+        device_(std::move(device_spec)),
+        cache_dir_(std::move(cache_dir)),
+        sandbox_(sandbox),
+        memory_limit_bytes_(memory_limit_bytes) {}
 
   const DeviceInfo& info() {
     ensure_started();
@@ -143,6 +150,8 @@ class RunSlot {
           EvalResult fin = EvalResult::from_json(m.at("result"));
           r.status = fin.status;
           r.metrics = fin.metrics;
+          // The PID as this process sees it (a sandboxed worker counts from 2 in its own namespace).
+          r.metrics["worker_pid"] = static_cast<int>(worker_->pid());
           if (!fin.log.empty()) r.log = fin.log;
           builds_loaded_ = static_cast<int>(fin.metrics.get_int("worker_loaded_builds"));
           // After a device error (possibly a sticky CUDA error), or once the
@@ -165,6 +174,7 @@ class RunSlot {
       // The worker died or hung: record it against the workload in progress.
       const bool hung = got == WorkerProcess::Received::timed_out;
       std::string how = worker_->kill_and_describe();
+      const bool memory_limit = !hung && worker_->hit_memory_limit();
       if (!corrupt.empty())
         how = fmt::format("killed, because something in it (the candidate?) corrupted the worker protocol: "
                           "{}; a kernel must not write to file descriptors it did not open",
@@ -182,7 +192,7 @@ class RunSlot {
                                 "is at fault, not the candidate",
                                 task.name, current, what));
       }
-      EvalStatus status = hung ? EvalStatus::timeout : EvalStatus::crashed;
+      EvalStatus status = hung ? EvalStatus::timeout : memory_limit ? EvalStatus::memory_limit : EvalStatus::crashed;
       const std::string extra =
           allowed > limit ? fmt::format(" (run_timeout_s of {:.3g} s plus {:.3g} s for timing)", limit, allowed - limit)
                           : "";
@@ -193,6 +203,11 @@ class RunSlot {
                       : fmt::format("did not finish within {:.3g} s{}; the worker was killed while {} (an endless "
                                     "loop, a deadlock, or a kernel far too slow for this workload)",
                                     allowed, extra, phase.detail))
+          : memory_limit
+               ? fmt::format("the candidate reached the memory limit of {} MiB per host candidate while running this "
+                             "{}{} (an allocation failed); use less memory, or raise the limit (--memory-limit): {}",
+                             memory_limit_bytes_ >> 20, current.empty() ? "candidate" : "workload",
+                             current.empty() ? "" : " (" + phase.detail + ")", how)
                : fmt::format("the worker process {} while running this {}{}: {}", corrupt.empty() ? "died" : "ended",
                              current.empty() ? "candidate" : "workload",
                              current.empty() ? "" : " (" + phase.detail + ")", how);
@@ -216,10 +231,27 @@ class RunSlot {
   pid_t pid() const { return worker_ ? worker_->pid() : -1; }
 
  private:
+  // A CUDA worker runs only trusted host code (candidates are device code):
+  // it keeps reference outputs on disk. A host worker runs the candidate in
+  // its own address space, so in a sandbox it sees no reference files and
+  // lives under the memory limit.
   void ensure_started() {
     if (worker_) return;
-    auto w = std::make_unique<WorkerProcess>(
-        exe_, std::vector<std::string>{"--role", "run", "--device", device_, "--cache-dir", cache_dir_.string()});
+    std::vector<std::string> args{"--role", "run", "--device", device_, "--cache-dir", cache_dir_.string()};
+    SandboxView view;
+    const fs::path refs = cache_dir_ / "refs";
+    if (device_ == "host") {
+      view.read_only.push_back(cache_dir_ / "host");
+      if (sandbox_.active()) args.insert(args.end(), {"--refs-dir", "none"});
+      args.insert(args.end(), {"--memory-limit", std::to_string(memory_limit_bytes_)});
+    } else {
+      view.read_only.push_back(cache_dir_ / "cuda");
+      view.read_write.push_back(refs);
+      view.gpu = true;
+    }
+    for (const auto& d : view.read_only) detail::make_dirs(d);
+    for (const auto& d : view.read_write) detail::make_dirs(d);
+    auto w = std::make_unique<WorkerProcess>(exe_, args, &sandbox_, view);
     Json hello = w->wait_hello(kStartTimeoutS);
     info_ = device_info_from_json(hello.at("device"));
     worker_ = std::move(w);
@@ -233,6 +265,8 @@ class RunSlot {
   fs::path exe_;
   std::string device_;
   fs::path cache_dir_;
+  const Sandbox& sandbox_;
+  std::uint64_t memory_limit_bytes_;
   std::unique_ptr<WorkerProcess> worker_;
   DeviceInfo info_;
   std::set<std::string> tasks_sent_;
@@ -244,8 +278,8 @@ class RunSlot {
 // warm), at most `max_workers`, each used by one compilation at a time.
 class CudaCompileService {
  public:
-  CudaCompileService(fs::path exe, fs::path cache_dir, int max_workers)
-      : exe_(std::move(exe)), cache_dir_(std::move(cache_dir)), max_(std::max(1, max_workers)) {}
+  CudaCompileService(fs::path exe, fs::path cache_dir, int max_workers, const Sandbox& sandbox)
+      : exe_(std::move(exe)), cache_dir_(std::move(cache_dir)), max_(std::max(1, max_workers)), sandbox_(sandbox) {}
 
   Artifact compile(const CompileRequest& req) {
     const Json request = Json::obj({{"op", "compile"}, {"request", compile_request_to_json(req)}});
@@ -327,8 +361,15 @@ class CudaCompileService {
     ++live_;
     lock.unlock();
     try {
-      auto w = std::make_unique<WorkerProcess>(
-          exe_, std::vector<std::string>{"--role", "compile", "--cache-dir", cache_dir_.string()});
+      // NVRTC sees the candidate's source: it writes only the cubin cache, and
+      // its precompiled headers go to the sandbox's private /tmp (every
+      // compile worker is process 2 of its own PID namespace there).
+      std::vector<std::string> args{"--role", "compile", "--cache-dir", cache_dir_.string()};
+      SandboxView view;
+      view.read_write.push_back(cache_dir_ / "cuda");
+      detail::make_dirs(cache_dir_ / "cuda");
+      if (sandbox_.active()) args.insert(args.end(), {"--pch-dir", "/tmp/ksearch-pch"});
+      auto w = std::make_unique<WorkerProcess>(exe_, args, &sandbox_, view);
       w->wait_hello(kStartTimeoutS);
       return w;
     } catch (...) {
@@ -353,11 +394,18 @@ class CudaCompileService {
 
   fs::path exe_, cache_dir_;
   int max_;
+  const Sandbox& sandbox_;
   std::mutex m_;
   std::condition_variable cv_;
   std::vector<std::unique_ptr<WorkerProcess>> idle_;
   int live_ = 0;
 };
+
+SandboxMode checked_sandbox_mode(const std::string& name) {
+  auto m = sandbox_mode_from_string(name);
+  if (!m) throw Error(Status::invalid_argument, fmt::format("sandbox \"{}\" is not one of auto, on, off", name));
+  return *m;
+}
 
 int default_compile_workers(int configured) {
   if (configured > 0) return configured;
@@ -370,8 +418,11 @@ class ProcessEvaluator final : public Evaluator {
       : config_(config),
         options_(config.options),
         worker_exe_(locate_worker(config.worker_path)),
-        cache_dir_(config.cache_dir.empty() ? detail::default_cache_dir() : config.cache_dir),
-        host_compiler_(host::make_host_compiler({.compiler = "", .cache_dir = (cache_dir_ / "host").string()})),
+        cache_dir_(fs::absolute(config.cache_dir.empty() ? detail::default_cache_dir() : config.cache_dir)),
+        sandbox_(checked_sandbox_mode(config.sandbox)),
+        memory_limit_bytes_(config.memory_limit_bytes ? config.memory_limit_bytes : default_memory_limit_bytes()),
+        host_compiler_(host::make_host_compiler(
+            {.compiler = "", .cache_dir = (cache_dir_ / "host").string(), .sandbox = &sandbox_})),
         pool_(default_compile_workers(config.compile_workers)) {
     validate_backend_name(config.backend);
     detail::make_dirs(cache_dir_);
@@ -508,7 +559,7 @@ class ProcessEvaluator final : public Evaluator {
   }
 
   std::unique_ptr<RunSlot> make_host_slot() {
-    return std::make_unique<RunSlot>(worker_exe_, "host", cache_dir_);
+    return std::make_unique<RunSlot>(worker_exe_, "host", cache_dir_, sandbox_, memory_limit_bytes_);
   }
 
   // One run slot per GPU: the configured ordinals, or every device the
@@ -536,7 +587,8 @@ class ProcessEvaluator final : public Evaluator {
                      d, arch.c_str(), first_arch.c_str());
         continue;
       }
-      slots.push_back(std::make_unique<RunSlot>(worker_exe_, fmt::format("cuda:{}", d), cache_dir_));
+      slots.push_back(
+          std::make_unique<RunSlot>(worker_exe_, fmt::format("cuda:{}", d), cache_dir_, sandbox_, memory_limit_bytes_));
     }
     if (slots.empty()) throw Error(Status::no_device, "CUDA evaluation is not possible here: no device selected");
     cuda_arch_ = config_.cuda_arch.empty() ? first_arch : config_.cuda_arch;
@@ -557,8 +609,8 @@ class ProcessEvaluator final : public Evaluator {
     {
       std::lock_guard lock(cuda_compile_mu_);
       if (!cuda_compile_)
-        cuda_compile_ = std::make_unique<CudaCompileService>(worker_exe_, cache_dir_,
-                                                             default_compile_workers(config_.compile_workers));
+        cuda_compile_ = std::make_unique<CudaCompileService>(
+            worker_exe_, cache_dir_, default_compile_workers(config_.compile_workers), sandbox_);
     }
     return [this](const CompileRequest& r) { return cuda_compile_->compile(r); };
   }
@@ -575,6 +627,8 @@ class ProcessEvaluator final : public Evaluator {
   EvalOptions options_;
   fs::path worker_exe_;
   fs::path cache_dir_;
+  Sandbox sandbox_;
+  std::uint64_t memory_limit_bytes_;
   mutable std::mutex mu_;
   std::unique_ptr<Compiler> host_compiler_;
   std::mutex cuda_compile_mu_;

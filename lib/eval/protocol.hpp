@@ -20,6 +20,11 @@ inline constexpr std::size_t kFrameHeaderBytes = 8;
 // Results and requests are small; a larger length means a corrupt stream.
 inline constexpr std::size_t kMaxFrameBytes = 256u << 20;
 
+// The exit code of a worker that reached its memory limit (RLIMIT_AS): an
+// allocation failed, or a fault followed one. The parent reports the
+// candidate as `memory_limit`, not as a crash.
+inline constexpr int kWorkerExitMemoryLimit = 86;
+
 std::string encode_frame(const Json& message);
 
 // Reassembles frames from bytes that arrive in arbitrary pieces.

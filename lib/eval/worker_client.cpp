@@ -69,11 +69,21 @@ fs::path locate_worker(const fs::path& configured) {
                   "\nset $KSEARCH_WORKER or EvaluatorConfig::worker_path");
 }
 
-WorkerProcess::WorkerProcess(const fs::path& exe, const std::vector<std::string>& args)
-    : proc_([&] {
+WorkerProcess::WorkerProcess(const fs::path& exe, const std::vector<std::string>& args, const Sandbox* sandbox,
+                             const SandboxView& view)
+    : sandboxed_(sandbox && sandbox->active()),
+      proc_([&] {
+        std::vector<std::string> argv{fs::absolute(exe).string()};
+        argv.insert(argv.end(), args.begin(), args.end());
+        const bool confined = sandbox && sandbox->active();
+        SandboxView v = view;
+        v.die_with_parent = true;  // bubblewrap's parent is the lasting spawner thread (process.hpp)
         detail::SpawnOptions o;
-        o.argv.push_back(exe.string());
-        o.argv.insert(o.argv.end(), args.begin(), args.end());
+        o.argv = confined ? sandbox->wrap(argv, v) : argv;
+        o.clear_env = true;
+        o.env_set = candidate_environment(confined);
+        o.new_session = true;
+        o.die_with_parent_process = true;
         return o;
       }()) {}
 
@@ -149,8 +159,15 @@ std::string WorkerProcess::kill_and_describe() {
   for (int i = 0; i < 20 && err_open_; ++i) drain_stderr(std::chrono::milliseconds(10));
   detail::CommandResult cr;
   detail::decode_wait_status(status, cr);
+  // bubblewrap exits with 128 + the signal that ended the process it ran.
+  if (sandboxed_ && !cr.signaled && cr.exit_code > 128 && cr.exit_code < 128 + 65) {
+    cr.signaled = true;
+    cr.signal = cr.exit_code - 128;
+  }
+  memory_limit_ = st && !cr.signaled && cr.exit_code == kWorkerExitMemoryLimit;
   std::string how = st ? (cr.signaled ? fmt::format("killed by signal {} ({})", cr.signal, detail::signal_name(cr.signal))
-                                      : fmt::format("exited with code {}", cr.exit_code))
+                          : memory_limit_ ? std::string("ended at its memory limit")
+                                          : fmt::format("exited with code {}", cr.exit_code))
                        : "killed";
   // The crash reporter's line first, then what the candidate printed last.
   std::string report, printed;

@@ -13,6 +13,7 @@
 
 #include "core/process.hpp"
 #include "eval/protocol.hpp"
+#include "eval/sandbox.hpp"
 #include "ksearch/json.hpp"
 
 namespace ks::eval {
@@ -27,8 +28,11 @@ class WorkerProcess {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // Starts the worker; does not wait for it (see wait_hello).
-  WorkerProcess(const std::filesystem::path& exe, const std::vector<std::string>& args);
+  // Starts the worker; does not wait for it (see wait_hello). It gets the
+  // candidate environment (sandbox.hpp), a session of its own, and, with an
+  // active `sandbox`, the confinement of `view`.
+  WorkerProcess(const std::filesystem::path& exe, const std::vector<std::string>& args,
+                const Sandbox* sandbox = nullptr, const SandboxView& view = {});
   // Closes the worker's stdin, gives it a moment to exit, then kills its
   // process group. No worker outlives its WorkerProcess.
   ~WorkerProcess();
@@ -51,20 +55,27 @@ class WorkerProcess {
   // signal 11 (Segmentation fault)", plus the crash reporter's line and the
   // last lines the candidate printed.
   std::string kill_and_describe();
+  // After kill_and_describe: the worker ended because it reached its memory
+  // limit (kWorkerExitMemoryLimit).
+  bool hit_memory_limit() const { return memory_limit_; }
 
   // False once the process has exited (reaped; kill_and_describe still
   // reports how).
   bool running() { return proc_.running(); }
+  // The process this side started: the worker, or the bubblewrap process
+  // that holds it (inside the sandbox the worker has a PID of its own).
   pid_t pid() const { return proc_.pid(); }
   const std::string& stderr_tail() const { return err_tail_; }
 
  private:
   void drain_stderr(std::chrono::milliseconds wait);
 
+  bool sandboxed_;
   detail::Subprocess proc_;
   FrameDecoder decoder_;
   std::string err_tail_;
   bool out_open_ = true, err_open_ = true;
+  bool memory_limit_ = false;
 };
 
 }  // namespace ks::eval

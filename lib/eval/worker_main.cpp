@@ -9,6 +9,8 @@
 // eval/protocol.hpp. It exits when stdin closes, and within a fraction of a
 // second when its parent dies, even while a candidate spins forever.
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/resource.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -16,6 +18,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <new>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -44,6 +47,9 @@ struct Args {
   std::string role = "run";
   std::string device = "host";
   std::string cache_dir;
+  std::string refs_dir;            // empty: <cache>/refs; "none": reference outputs in memory only
+  std::uint64_t memory_limit = 0;  // RLIMIT_AS in bytes; 0: none
+  std::string pch_dir;             // compile role: where NVRTC keeps precompiled headers
 };
 
 int g_out = -1;  // the protocol's write end
@@ -64,14 +70,42 @@ void send_error(const Error& e) {
 // Exits when the parent dies. A thread of its own, so it works while the
 // main thread is stuck in a candidate. (PR_SET_PDEATHSIG would follow the
 // parent *thread* that spawned us, which may be a short-lived pool thread.)
-void start_watchdog() {
+// The protocol's input pipe tells: once no writer is left it hangs up, also
+// in a sandbox, where the parent is bubblewrap's init and never changes.
+// The main thread normally sees the end of input first and exits cleanly;
+// the grace period is for a candidate that keeps it busy.
+void start_watchdog(int protocol_in) {
   const pid_t parent = ::getppid();
-  std::thread([parent] {
+  std::thread([parent, protocol_in] {
     for (;;) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      if (::getppid() != parent) std::_Exit(3);
+      pollfd p{protocol_in, 0, 0};  // POLLHUP and POLLERR are always reported
+      if (::poll(&p, 1, 100) > 0 && (p.revents & (POLLHUP | POLLERR | POLLNVAL))) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        std::_Exit(3);
+      }
+      if (parent != 1 && ::getppid() != parent) std::_Exit(3);
     }
   }).detach();
+}
+
+// The memory limit of a host run worker: the kernel refuses address space
+// beyond it, so a candidate that allocates without bound fails an
+// allocation instead of driving the machine into its OOM killer. A failed
+// `new` ends the worker with kWorkerExitMemoryLimit; a fault that follows a
+// failed malloc is recognised by the crash reporter (guarded_memory.hpp).
+void apply_memory_limit(std::uint64_t bytes) {
+  if (bytes == 0) return;
+  rlimit lim{static_cast<rlim_t>(bytes), static_cast<rlim_t>(bytes)};
+  if (::setrlimit(RLIMIT_AS, &lim) != 0) {
+    fatal(Status::internal, fmt::format("cannot set the memory limit of {} bytes: {}", bytes, std::strerror(errno)));
+  }
+  host::set_memory_limit(bytes);
+  std::set_new_handler([] {
+    static const char msg[] = "ksearch-worker: fatal: an allocation failed at the memory limit\n";
+    ssize_t r = ::write(2, msg, sizeof msg - 1);
+    (void)r;
+    std::_Exit(kWorkerExitMemoryLimit);
+  });
 }
 
 // Moves the protocol off descriptors 0 and 1 so nothing a candidate prints
@@ -104,10 +138,21 @@ Args parse_args(int argc, char** argv) {
     if (k == "--role") a.role = value();
     else if (k == "--device") a.device = value();
     else if (k == "--cache-dir") a.cache_dir = value();
-    else {
+    else if (k == "--refs-dir") a.refs_dir = value();
+    else if (k == "--pch-dir") a.pch_dir = value();
+    else if (k == "--memory-limit") {
+      const std::string v = value();
+      char* end = nullptr;
+      a.memory_limit = std::strtoull(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0') {
+        std::fprintf(stderr, "ksearch-worker: --memory-limit takes a number of bytes, not \"%s\"\n", v.c_str());
+        std::exit(2);
+      }
+    } else {
       std::fprintf(stderr,
                    "ksearch-worker: unknown argument \"%s\"\n"
                    "usage: ksearch-worker --role run|compile [--device host|cuda:N] [--cache-dir DIR]\n"
+                   "       [--refs-dir DIR|none] [--memory-limit BYTES] [--pch-dir DIR]\n"
                    "This program is started by libksearch; it speaks a binary protocol on stdin/stdout.\n",
                    k.c_str());
       std::exit(2);
@@ -179,6 +224,7 @@ int serve(int in, const char* role, Handler&& handle) {
 
 int run_role(int in, const Args& args) {
   host::install_crash_reporter();
+  apply_memory_limit(args.memory_limit);
   std::unique_ptr<Device> device;
   try {
     device = open_device(args.device);
@@ -189,7 +235,12 @@ int run_role(int in, const Args& args) {
   send(Json::obj({{"event", "hello"}, {"role", "run"}, {"pid", static_cast<int>(::getpid())},
                   {"device", info.to_json()}}));
   std::size_t budget = reference_budget(info);
-  ReferenceStore refs(*device, fs::path(args.cache_dir) / "refs", budget);
+  // Reference outputs share the limited address space with the candidate.
+  if (args.memory_limit > 0) budget = std::min<std::size_t>(budget, args.memory_limit / 4);
+  const fs::path refs_dir = args.refs_dir == "none" ? fs::path()
+                            : args.refs_dir.empty()  ? fs::path(args.cache_dir) / "refs"
+                                                     : fs::path(args.refs_dir);
+  ReferenceStore refs(*device, refs_dir, budget);
   std::map<std::string, ks::TaskSpec> tasks;  // by key: sent once per worker
   int loaded_builds = 0;
 
@@ -231,6 +282,7 @@ int compile_role(int in, const Args& args) {
       CudaCompilerOptions o;
       o.arch = req.arch;
       o.cache_dir = req.cache_dir.empty() ? (fs::path(args.cache_dir) / "cuda").string() : req.cache_dir;
+      o.pch_dir = args.pch_dir;
       compiler = make_cuda_compiler(o);
     }
     try {
@@ -253,7 +305,7 @@ int compile_role(int in, const Args& args) {
 int main(int argc, char** argv) {
   Args args = parse_args(argc, argv);
   int in = take_protocol_fds();
-  start_watchdog();
+  start_watchdog(in);
   try {
     if (args.role == "run") return run_role(in, args);
     if (args.role == "compile") return compile_role(in, args);

@@ -51,6 +51,7 @@ const Fake& fake() {
     ::setenv("KSEARCH_LIBCUDA", KS_FAKE_LIBCUDA, 0);
     // Two Hopper GPUs and an Ampere one: the evaluator must use the first two.
     ::setenv("KSFAKE_DEVICES", "9.0,9.0,8.6", 1);
+    ::setenv("KSEARCH_WORKER_ENV", "KSFAKE_DEVICES", 1);  // workers get an allowlisted environment
     // Devices compile their runtime kernels into the default cache: keep it here.
     ::setenv("KSEARCH_CACHE_DIR", test::scratch_dir("cuda_fake_default_cache").c_str(), 1);
     cuda::driver();  // loads it

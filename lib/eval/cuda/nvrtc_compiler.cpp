@@ -13,6 +13,7 @@
 #include "core/fs.hpp"
 #include "core/sha256.hpp"
 #include "eval/cuda/cuda_api.hpp"
+#include "eval/include_check.hpp"
 #include "eval/log_cap.hpp"
 #include "ksearch/error.hpp"
 
@@ -451,6 +452,9 @@ Artifact CudaCompiler::compile(const CompileRequest& request) {
     throw Error(Status::invalid_argument,
                 fmt::format("the CUDA compiler got a {} solution", to_string(sol.language)));
 
+  // NVRTC reads any file a directive names: refuse those outside the
+  // candidate's sources and the toolkit before it sees the code.
+  if (std::string refused = check_includes(sol.sources); !refused.empty()) throw CompileError(refused, refused);
   // Read the plan first: its kernel names decide the name expressions, and a
   // malformed plan is reported before any compile time is spent.
   std::optional<LaunchPlan> plan;

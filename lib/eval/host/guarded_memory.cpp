@@ -1,5 +1,6 @@
 #include "eval/host/guarded_memory.hpp"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -13,6 +14,7 @@
 #include <mutex>
 
 #include "eval/backend.hpp"
+#include "eval/protocol.hpp"
 
 namespace ks::eval::host {
 namespace {
@@ -180,7 +182,47 @@ const char* signal_label(int sig) {
   return "fatal signal";
 }
 
+std::atomic<std::uint64_t> g_memory_limit{0};
+
+// The peak address-space size from /proc/self/status, in bytes; 0 when it
+// cannot be read. Only async-signal-safe calls: it runs in the crash handler.
+std::uint64_t peak_address_space() {
+  int fd = ::open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[4096];
+  ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  const char* p = std::strstr(buf, "VmPeak:");
+  if (!p) return 0;
+  p += 7;
+  while (*p == ' ' || *p == '\t') ++p;
+  std::uint64_t kb = 0;
+  while (*p >= '0' && *p <= '9') kb = kb * 10 + static_cast<std::uint64_t>(*p++ - '0');
+  return kb * 1024;
+}
+
 void crash_handler(int sig, siginfo_t* info, void* context) {
+  // A fault after the address space came close to the limit: an allocation
+  // failed (malloc returned NULL, or an uncaught bad_alloc aborted) and the
+  // candidate went on. Reported as the memory limit, not as a crash.
+  if (const std::uint64_t limit = g_memory_limit.load(); limit > 0) {
+    const std::uint64_t peak = peak_address_space();
+    if (peak >= limit / 10 * 9) {
+      LineBuffer line;
+      line.put("ksearch-worker: fatal: ");
+      line.put(signal_label(sig));
+      line.put(" after the address space reached ");
+      line.put_dec(peak >> 20);
+      line.put(" MiB of the memory limit of ");
+      line.put_dec(limit >> 20);
+      line.put(" MiB (an allocation failed)\n");
+      ssize_t r = ::write(2, line.data, line.len);
+      (void)r;
+      ::_exit(kWorkerExitMemoryLimit);
+    }
+  }
   LineBuffer line;
   line.put("ksearch-worker: fatal: ");
   line.put(signal_label(sig));
@@ -233,6 +275,8 @@ void crash_handler(int sig, siginfo_t* info, void* context) {
 }
 
 }  // namespace
+
+void set_memory_limit(std::uint64_t bytes) { g_memory_limit = bytes; }
 
 void install_crash_reporter() {
   // An alternate stack, so a stack overflow can still be reported.

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -36,5 +37,11 @@ std::string check_canaries(const void* p);
 // signal. Only for worker processes: a library must not take over the
 // signal handlers of the program that embeds it.
 void install_crash_reporter();
+
+// Tells the crash reporter the worker's memory limit (RLIMIT_AS): a fatal
+// signal once the address space has come within 10 % of it ends the worker
+// with kWorkerExitMemoryLimit instead (a failed allocation the candidate did
+// not check). 0: no limit.
+void set_memory_limit(std::uint64_t bytes);
 
 }  // namespace ks::eval::host

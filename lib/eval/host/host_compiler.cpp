@@ -16,6 +16,7 @@
 #include "core/tune/params.hpp"
 #include "eval/host/call_plan.hpp"
 #include "eval/host/host_device.hpp"
+#include "eval/include_check.hpp"
 #include "eval/log_cap.hpp"
 #include "ksearch/error.hpp"
 
@@ -96,7 +97,7 @@ std::string first_error_line(const std::string& log) {
 class HostCompiler final : public Compiler {
  public:
   explicit HostCompiler(HostCompilerOptions o)
-      : compiler_(resolve_compiler(o.compiler)), default_cache_(std::move(o.cache_dir)) {}
+      : compiler_(resolve_compiler(o.compiler)), default_cache_(std::move(o.cache_dir)), sandbox_(o.sandbox) {}
 
   Artifact compile(const CompileRequest& req) override {
     const auto start = std::chrono::steady_clock::now();
@@ -105,6 +106,8 @@ class HostCompiler final : public Compiler {
                                      to_string(req.solution.language)),
                          "");
     if (req.solution.sources.empty()) throw CompileError("the solution has no source files", "");
+    if (std::string refused = check_includes(req.solution.sources); !refused.empty())
+      throw CompileError(refused, refused);
     HostPlan plan;
     try {
       plan = HostPlan::parse(req.solution.launch_plan, req.tensors);
@@ -183,11 +186,23 @@ class HostCompiler final : public Compiler {
     for (const auto& f : req.solution.sources) write_scratch(work / f.path, f.content);
     write_scratch(work / kUnitName, unit);
 
+    // The compiler reads the candidate's sources: it sees only its build
+    // folder and the system, with the candidate environment.
+    std::vector<std::string> argv{compiler_};
+    for (const auto& f : flags) argv.push_back(f);
+    argv.insert(argv.end(), {"-o", "candidate.so", kUnitName});
+    const bool confined = sandbox_ && sandbox_->active();
     detail::SpawnOptions spawn;
-    spawn.argv.push_back(compiler_);
-    for (const auto& f : flags) spawn.argv.push_back(f);
-    spawn.argv.insert(spawn.argv.end(), {"-o", "candidate.so", kUnitName});
+    spawn.argv = confined ? sandbox_->wrap(argv, SandboxView{.read_only = {},
+                                                              .read_write = {work},
+                                                              .gpu = false,
+                                                              .cwd = work,
+                                                              .die_with_parent = true})
+                          : argv;
     spawn.cwd = work.string();
+    spawn.clear_env = true;
+    spawn.env_set = candidate_environment(confined);
+    spawn.new_session = true;
     double timeout = req.timeout_s > 0 ? req.timeout_s : 1e9;
     auto r = detail::run_command(spawn, "", timeout);
     std::string log = clean_log(r.err + r.out);
@@ -214,6 +229,7 @@ class HostCompiler final : public Compiler {
  private:
   std::string compiler_;
   std::string default_cache_;
+  const Sandbox* sandbox_;
 };
 
 }  // namespace

@@ -8,12 +8,17 @@
 #include <vector>
 
 #include "eval/backend.hpp"
+#include "eval/sandbox.hpp"
 
 namespace ks::eval::host {
 
 struct HostCompilerOptions {
   std::string compiler;   // empty: $KSEARCH_CXX, else $CXX, else "c++"
   std::string cache_dir;  // used when a request names none; empty: <default cache>/host
+  // Runs the compiler inside it (seeing only its build folder and the system);
+  // null or inactive: unconfined. The compiler gets the candidate
+  // environment either way.
+  const Sandbox* sandbox = nullptr;
 };
 
 // The flags every host candidate is compiled with (before parameter macros

@@ -1,0 +1,273 @@
+#include "eval/sandbox.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <set>
+#include <sstream>
+
+#include "core/process.hpp"
+#include "core/secrets.hpp"
+#include "ksearch/error.hpp"
+
+extern char** environ;
+
+namespace ks::eval {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The folders of the operating system a compiler, the worker and the CUDA
+// driver load from. On a merged-/usr system most are symbolic links.
+constexpr const char* kSystemDirs[] = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"};
+
+// What of /etc the loader and the compilers read: not /etc as a whole, which
+// holds the machine's secrets (shadow, ssh host keys, credentials of tools).
+constexpr const char* kEtcFiles[] = {"/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives",
+                                     "/etc/localtime"};
+
+// Variables a candidate's processes may inherit: how to find programs and
+// libraries, the locale, and how to reach the GPU. Names that look like
+// credentials are dropped even here.
+constexpr const char* kAllowedNames[] = {"PATH", "LANG", "LANGUAGE", "TZ", "LD_LIBRARY_PATH", "CUDA_HOME",
+                                         "CUDA_PATH", "KSEARCH_LIBCUDA", "KSEARCH_LIBNVRTC"};
+constexpr const char* kAllowedPrefixes[] = {"LC_", "CUDA_", "NVIDIA_", "__NV_", "__GL_"};
+
+bool allowed_name(std::string_view name) {
+  if (detail::looks_like_credential_name(name)) return false;
+  for (const char* n : kAllowedNames)
+    if (name == n) return true;
+  for (const char* p : kAllowedPrefixes)
+    if (name.rfind(p, 0) == 0) return true;
+  return false;
+}
+
+bool under_system_dir(const fs::path& p) {
+  const std::string s = p.lexically_normal().string();
+  for (const char* d : kSystemDirs) {
+    const std::string dir(d);
+    if (s == dir || s.rfind(dir + "/", 0) == 0) return true;
+  }
+  return false;
+}
+
+std::string find_bwrap() {
+  if (const char* v = std::getenv("KSEARCH_BWRAP"); v && *v) return v;
+  const char* path = std::getenv("PATH");
+  std::string_view rest = path && *path ? path : "/usr/bin:/bin";
+  while (!rest.empty()) {
+    auto colon = rest.find(':');
+    std::string dir(rest.substr(0, colon));
+    if (!dir.empty()) {
+      std::string cand = dir + "/bwrap";
+      if (::access(cand.c_str(), X_OK) == 0) return cand;
+    }
+    if (colon == std::string_view::npos) break;
+    rest.remove_prefix(colon + 1);
+  }
+  return {};
+}
+
+// The GPU's device nodes: the control and per-GPU nodes, UVM and the
+// capability folder of MIG setups.
+std::vector<fs::path> nvidia_device_nodes() {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/dev", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("nvidia", 0) == 0) out.push_back(e.path());
+  }
+  return out;
+}
+
+void add_bind(std::vector<std::string>& a, const char* how, const fs::path& p) {
+  a.push_back(how);
+  a.push_back(p.string());
+  a.push_back(p.string());
+}
+
+// bwrap's arguments up to (not including) the command.
+std::vector<std::string> bwrap_arguments(const std::string& tool, const SandboxView& view,
+                                         const std::vector<std::string>& argv) {
+  std::vector<std::string> a{tool,
+                             "--unshare-user",
+                             "--unshare-pid",
+                             "--unshare-ipc",
+                             "--unshare-net",
+                             "--unshare-uts",
+                             "--unshare-cgroup-try",
+                             "--cap-drop",
+                             "ALL",
+                             "--hostname",
+                             "ksearch-sandbox"};
+  if (view.die_with_parent) a.emplace_back("--die-with-parent");
+  std::error_code ec;
+  for (const char* d : kSystemDirs) {
+    fs::path p(d);
+    if (fs::is_symlink(p, ec)) {
+      a.insert(a.end(), {"--symlink", fs::read_symlink(p, ec).string(), p.string()});
+    } else if (fs::is_directory(p, ec)) {
+      add_bind(a, "--ro-bind", p);
+    }
+  }
+  for (const char* f : kEtcFiles) add_bind(a, "--ro-bind-try", f);
+  a.insert(a.end(), {"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"});
+  // The toolkit and library folders the caller pointed at, when they live
+  // outside the system folders (binds after the /tmp tmpfs may sit inside it).
+  std::set<std::string> extra;
+  auto add_from_env = [&](const char* var, bool list) {
+    const char* v = std::getenv(var);
+    if (!v || !*v) return;
+    std::string_view rest(v);
+    while (!rest.empty()) {
+      auto colon = list ? rest.find(':') : std::string_view::npos;
+      fs::path p(std::string(rest.substr(0, colon)));
+      if (p.is_absolute() && !under_system_dir(p)) extra.insert(p.lexically_normal().string());
+      if (colon == std::string_view::npos) break;
+      rest.remove_prefix(colon + 1);
+    }
+  };
+  add_from_env("LD_LIBRARY_PATH", true);
+  add_from_env("CUDA_HOME", false);
+  add_from_env("CUDA_PATH", false);
+  add_from_env("KSEARCH_LIBCUDA", false);
+  add_from_env("KSEARCH_LIBNVRTC", false);
+  if (!argv.empty() && fs::path(argv[0]).is_absolute() && !under_system_dir(argv[0])) extra.insert(argv[0]);
+  for (const auto& p : view.read_only) extra.insert(fs::absolute(p).lexically_normal().string());
+  for (const auto& p : extra) add_bind(a, "--ro-bind-try", p);
+  for (const auto& p : view.read_write) add_bind(a, "--bind", fs::absolute(p).lexically_normal());
+  if (view.gpu) {
+    for (const auto& n : nvidia_device_nodes()) add_bind(a, "--dev-bind", n);
+    add_bind(a, "--ro-bind-try", "/sys");
+  }
+  a.insert(a.end(), {"--chdir", view.cwd.empty() ? std::string("/tmp") : view.cwd.string()});
+  a.emplace_back("--");
+  return a;
+}
+
+SandboxStatus probe() {
+  SandboxStatus st;
+  st.tool = find_bwrap();
+  if (st.tool.empty()) {
+    st.problem = "bubblewrap (bwrap) is not installed (Debian/Ubuntu package `bubblewrap`; or set $KSEARCH_BWRAP)";
+    return st;
+  }
+  try {
+    detail::SpawnOptions v;
+    v.argv = {st.tool, "--version"};
+    auto r = detail::run_command(v, "", 10);
+    std::string out = r.out;
+    while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+    st.version = out.empty() ? "bubblewrap" : out;
+    // The real thing: the namespaces and mounts a worker gets.
+    detail::SpawnOptions o;
+    o.argv = bwrap_arguments(st.tool, SandboxView{}, {});
+    o.argv.emplace_back("true");
+    o.clear_env = true;
+    o.env_set = candidate_environment(true);
+    auto t = detail::run_command(o, "", 20);
+    if (!t.ok()) {
+      std::string why = t.err;
+      if (auto nl = why.find('\n'); nl != std::string::npos) why.resize(nl);
+      st.problem = fmt::format("{} cannot create its namespaces here ({}): {}", st.tool, t.describe(),
+                               why.empty() ? "no message" : why);
+      return st;
+    }
+  } catch (const Error& e) {
+    st.problem = fmt::format("{} cannot be run: {}", st.tool, e.what());
+    return st;
+  }
+  st.available = true;
+  return st;
+}
+
+}  // namespace
+
+const char* to_string(SandboxMode m) {
+  switch (m) {
+    case SandboxMode::automatic: return "auto";
+    case SandboxMode::required: return "on";
+    case SandboxMode::off: return "off";
+  }
+  return "?";
+}
+
+std::optional<SandboxMode> sandbox_mode_from_string(std::string_view s) {
+  if (s == "auto") return SandboxMode::automatic;
+  if (s == "on") return SandboxMode::required;
+  if (s == "off") return SandboxMode::off;
+  return std::nullopt;
+}
+
+const SandboxStatus& sandbox_status() {
+  static const SandboxStatus st = probe();
+  return st;
+}
+
+Sandbox::Sandbox(SandboxMode mode) : mode_(mode) {
+  if (mode == SandboxMode::off) return;
+  const SandboxStatus& st = sandbox_status();
+  if (st.available) {
+    active_ = true;
+    return;
+  }
+  if (mode == SandboxMode::required)
+    throw Error(Status::state, "the sandbox for candidates was required (--sandbox on) but cannot start: " + st.problem);
+  static std::atomic<bool> warned{false};
+  if (!warned.exchange(true))
+    std::fprintf(stderr,
+                 "ksearch: WARNING: candidates and their compilers run WITHOUT a sandbox: %s.\n"
+                 "ksearch: WARNING: they get a scrubbed environment and resource limits, but can read and write "
+                 "whatever this user can (home folder, run folders, the reference cache) and reach the network. "
+                 "See docs/security.md.\n",
+                 st.problem.c_str());
+}
+
+std::vector<std::string> Sandbox::wrap(const std::vector<std::string>& argv, const SandboxView& view) const {
+  if (!active_) return argv;
+  std::vector<std::string> out = bwrap_arguments(sandbox_status().tool, view, argv);
+  out.insert(out.end(), argv.begin(), argv.end());
+  return out;
+}
+
+std::string Sandbox::describe() const {
+  if (active_) return sandbox_status().version + " (active)";
+  if (mode_ == SandboxMode::off) return "off (--sandbox off)";
+  return "unavailable: " + sandbox_status().problem;
+}
+
+std::map<std::string, std::string> candidate_environment(bool sandboxed) {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; e && *e; ++e) {
+    std::string_view kv(*e);
+    auto eq = kv.find('=');
+    if (eq == std::string_view::npos) continue;
+    std::string_view name = kv.substr(0, eq), value = kv.substr(eq + 1);
+    if (!allowed_name(name) || detail::contains_secret(value)) continue;
+    env.emplace(std::string(name), std::string(value));
+  }
+  // Names the user adds on purpose, e.g. the settings of a custom driver.
+  if (const char* extra = std::getenv("KSEARCH_WORKER_ENV"); extra && *extra) {
+    std::string_view rest(extra);
+    while (!rest.empty()) {
+      auto sep = rest.find_first_of(",:");
+      std::string name(rest.substr(0, sep));
+      const char* v = name.empty() ? nullptr : std::getenv(name.c_str());
+      if (v && !detail::looks_like_credential_name(name) && !detail::contains_secret(v)) env[name] = v;
+      if (sep == std::string_view::npos) break;
+      rest.remove_prefix(sep + 1);
+    }
+  }
+  if (!env.count("PATH")) env["PATH"] = "/usr/local/bin:/usr/bin:/bin";
+  if (sandboxed) {
+    env["TMPDIR"] = "/tmp";
+    env["HOME"] = "/tmp";
+  }
+  return env;
+}
+
+}  // namespace ks::eval

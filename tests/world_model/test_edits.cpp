@@ -2,6 +2,8 @@
 // its problem and commits nothing.
 #include <doctest/doctest.h>
 
+#include <chrono>
+
 #include "ksearch/error.hpp"
 #include "wm_fixtures.hpp"
 
@@ -406,4 +408,27 @@ TEST_CASE("edits: the report records each op for the event log") {
   CHECK(out.report["ops"][0]["status"].as_string() == "applied");
   CHECK(out.report["ops"][1]["status"].as_string() == "rejected");
   CHECK(out.report["errors"].size() == out.errors.size());
+}
+
+TEST_CASE("edits: an answer nested 50 000 levels deep is refused by the depth limit, in linear time") {
+  // A hostile answer: each '{' opens an object that only the end closes. The
+  // old brace scan restarted at every '{' (quadratic: seconds per answer).
+  auto wm = initialized_model();
+  const auto v0 = wm->version();
+  std::string deep = R"({"ops": [)";
+  for (int i = 0; i < 50000; ++i) deep += R"({"a": )";
+  deep += "1";
+  for (int i = 0; i < 50000; ++i) deep += "}";
+  deep += "]}";
+  const auto t0 = std::chrono::steady_clock::now();
+  auto out = wm->apply_edits(deep, propose_rules());
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  CHECK_FALSE(out.ok);
+  REQUIRE_FALSE(out.errors.empty());
+  CHECK(out.errors.front().find("nests 50002 levels deep") != std::string::npos);
+  CHECK(wm->version() == v0);
+  MESSAGE("refused in " << ms << " ms");
+  // A guard against a return to the quadratic scan, far above the linear
+  // pass's time on any machine (benchmarks/ holds the measured figure).
+  CHECK(ms < 2000);
 }

@@ -2,15 +2,52 @@
 
 #include <fmt/format.h>
 
+#include <unordered_map>
+#include <vector>
+
 namespace ks::detail {
 
-namespace {
-
-// End (exclusive) of the balanced object starting at `start`, or npos.
-std::size_t balanced_end(std::string_view text, std::size_t start) {
-  int depth = 0;
+int json_nesting_depth(std::string_view text) {
+  int depth = 0, deepest = 0;
   bool in_string = false, escaped = false;
-  for (std::size_t i = start; i < text.size(); ++i) {
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      deepest = std::max(deepest, ++depth);
+    } else if ((c == '}' || c == ']') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+std::string json_depth_problem(std::string_view text) {
+  const int depth = json_nesting_depth(text);
+  if (depth <= kMaxAnswerJsonDepth) return {};
+  return fmt::format("the answer's JSON nests {} levels deep, beyond the limit of {}; write flat objects as the "
+                     "answer format shows",
+                     depth, kMaxAnswerJsonDepth);
+}
+
+std::optional<Json> extract_json_object(std::string_view text, std::string* error) {
+  // Checked first and in one pass: a hostile answer nested thousands of
+  // levels deep is refused in milliseconds, before any parser sees it.
+  if (std::string deep = json_depth_problem(text); !deep.empty()) {
+    if (error) *error = deep;
+    return std::nullopt;
+  }
+  // Where each '{' closes, found in one pass (strings and escapes respected).
+  std::unordered_map<std::size_t, std::size_t> close_of;
+  std::vector<std::size_t> open;
+  bool in_string = false, escaped = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
     char c = text[i];
     if (in_string) {
       if (escaped) escaped = false;
@@ -18,23 +55,23 @@ std::size_t balanced_end(std::string_view text, std::size_t start) {
       else if (c == '"') in_string = false;
       continue;
     }
-    if (c == '"') in_string = true;
-    else if (c == '{') ++depth;
-    else if (c == '}' && --depth == 0) return i + 1;
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '{') {
+      open.push_back(i);
+    } else if (c == '}' && !open.empty()) {
+      close_of[open.back()] = i + 1;
+      open.pop_back();
+    }
   }
-  return std::string_view::npos;
-}
-
-}  // namespace
-
-std::optional<Json> extract_json_object(std::string_view text, std::string* error) {
   std::string last_error;
   std::size_t longest = 0;
   bool any_open = false, any_balanced = false;
   for (std::size_t pos = text.find('{'); pos != std::string_view::npos; pos = text.find('{', pos + 1)) {
     any_open = true;
-    std::size_t end = balanced_end(text, pos);
-    if (end == std::string_view::npos) continue;
+    auto it = close_of.find(pos);
+    if (it == close_of.end()) continue;
+    const std::size_t end = it->second;
     any_balanced = true;
     std::string err;
     auto j = Json::try_parse(text.substr(pos, end - pos), &err);

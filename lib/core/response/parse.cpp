@@ -7,6 +7,7 @@
 #include <cctype>
 #include <optional>
 
+#include "core/response/json_extract.hpp"
 #include "core/tune/params.hpp"
 #include "ksearch/error.hpp"
 
@@ -409,6 +410,7 @@ Json parse_json_block(const CodeBlock& b, const std::string& what) {
     fail(fmt::format("The {} block ({}) is never closed: the answer looks cut off. "
                      "Write the complete block and close it.",
                      what, block_label(b)));
+  if (std::string deep = json_depth_problem(b.content); !deep.empty()) fail(fmt::format("The {}: {}.", what, deep));
   std::string err;
   auto j = Json::try_parse(trim(b.content), &err);
   if (!j)
@@ -528,6 +530,8 @@ Solution parse_candidate(std::string_view answer, Language language) {
   const CodeBlock* params_block = nullptr;
   for (const auto& c : items)
     if (c.role == Role::params) params_block = c.block;
+  for (const auto* b : loose_json)
+    if (std::string deep = json_depth_problem(b->content); !deep.empty()) fail(deep + ".");
   if (!plan_block) {
     for (const auto* b : loose_json) {
       auto j = Json::try_parse(trim(b->content));

@@ -20,7 +20,7 @@ namespace fs = std::filesystem;
 std::string read_file(const fs::path& path, std::size_t max_bytes = SIZE_MAX);
 
 // Caps for files a user or a model hands in (see docs/security.md).
-inline constexpr std::size_t kMaxSolutionFileBytes = std::size_t{16} << 20;
+inline constexpr std::size_t kMaxSolutionFileBytes = std::size_t{64} << 20;
 inline constexpr std::size_t kMaxTaskFileBytes = std::size_t{64} << 20;     // task.json and the files it names
 inline constexpr std::size_t kMaxTranscriptBytes = std::size_t{1} << 30;
 // Writes via a temporary file in the same folder and renames it into place,

@@ -14,6 +14,7 @@
 
 #include "core/fs.hpp"
 #include "core/secrets.hpp"
+#include "core/solution_files.hpp"
 #include "ksearch/error.hpp"
 
 namespace ks {
@@ -65,10 +66,27 @@ std::vector<std::string> safe_file_names(const Solution& s) {
   return out;
 }
 
+// The sources as readable files, and solution.json referring to them: each
+// source is stored once (solution_files.hpp).
 void write_solution_files(const fs::path& dir, const Solution& s) {
   auto names = safe_file_names(s);
-  for (std::size_t i = 0; i < s.sources.size(); ++i) put(dir / names[i], s.sources[i].content);
+  Json j = s.to_json();
+  for (std::size_t i = 0; i < s.sources.size(); ++i) {
+    put(dir / names[i], s.sources[i].content);
+    j["sources"][i] = Json::obj({{"path", s.sources[i].path}, {"file", names[i]}});
+  }
   if (!s.launch_plan.is_null()) put(dir / "launch_plan.json", s.launch_plan.dump(2));
+  put(dir / "solution.json", j.dump(2));
+}
+
+// `to` as a hard link to `from` (the same bytes stored once), or a copy
+// where the file system cannot link.
+void link_or_copy(const fs::path& from, const fs::path& to) {
+  std::error_code ec;
+  fs::remove(to, ec);
+  fs::create_hard_link(from, to, ec);
+  if (ec) fs::copy_file(from, to, fs::copy_options::overwrite_existing, ec);
+  if (ec) throw Error(Status::io, fmt::format("cannot copy {} to {}: {}", from.string(), to.string(), ec.message()));
 }
 
 // Reads one record of the run folder. A record that is not valid JSON, or
@@ -96,6 +114,14 @@ Json parse_line(const std::string& line, const fs::path& file) {
   return std::move(*j);
 }
 
+Solution read_solution(const fs::path& dir) {
+  const fs::path file = dir / "solution.json";
+  Json sj = read_json(file);
+  return in_file(file, [&] {
+    return Solution::from_json(detail::has_source_file_refs(sj) ? detail::inline_source_files(sj, dir, SIZE_MAX) : sj);
+  });
+}
+
 }  // namespace
 
 Json AttemptRecord::to_json() const {
@@ -121,6 +147,21 @@ struct RunStore::Impl {
   AppendLog transcript;
   AppendLog attempts;
   int next_event_seq = 0;
+
+  // An attempt folder holding this solution (any, when the same code was
+  // evaluated twice: they hold the same files), or empty.
+  fs::path attempt_folder_of(const std::string& id) const {
+    std::error_code ec;
+    if (id.empty() || !fs::is_directory(dir / "attempts", ec)) return {};
+    const std::string suffix = "-" + id;
+    for (const auto& e : fs::directory_iterator(dir / "attempts", ec)) {
+      const std::string name = e.path().filename().string();
+      if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0 &&
+          fs::exists(e.path() / "solution.json", ec))
+        return e.path();
+    }
+    return {};
+  }
 
   fs::path attempt_dir(const AttemptRecord& a) const {
     std::string id = a.solution.id.empty() ? "no-code" : a.solution.id;
@@ -251,10 +292,7 @@ void RunStore::record_attempt(const AttemptRecord& a) {
   require_writable(impl_->read_only, impl_->dir);
   fs::path d = impl_->attempt_dir(a);
   detail::make_dirs(d);
-  if (!a.solution.sources.empty()) {
-    write_solution_files(d, a.solution);
-    put(d / "solution.json", a.solution.to_json().dump(2));
-  }
+  if (!a.solution.sources.empty()) write_solution_files(d, a.solution);
   if (!a.raw_answer.empty()) put(d / "answer.txt", a.raw_answer);
   put(d / "eval.json", a.eval.to_json().dump(2));
   add(impl_->attempts, a.to_json().dump());
@@ -276,8 +314,7 @@ std::vector<AttemptRecord> RunStore::attempts() const {
     });
     fs::path d = impl_->attempt_dir(a);
     if (fs::exists(d / "solution.json")) {
-      Json sj = read_json(d / "solution.json");
-      a.solution = in_file(d / "solution.json", [&] { return Solution::from_json(sj); });
+      a.solution = read_solution(d);
       a.solution.parent_id = j.get_string("parent_id");
     }
     Json ej = read_json(d / "eval.json");
@@ -324,18 +361,26 @@ std::optional<Json> RunStore::latest_world_model() const {
 void RunStore::write_best(const BestSolution& best) {
   require_writable(impl_->read_only, impl_->dir);
   // The record is one file, replaced atomically: a kill leaves the old best
-  // or the new one, never a mix. best/ is a readable copy, rebuilt after it.
-  Json record = Json::obj({{"round", best.round}, {"solution", best.solution.to_json()}, {"eval", best.eval.to_json()}});
+  // or the new one, never a mix. It names the attempt folder that holds the
+  // solution, so the code is not stored again; best/ is a readable view of
+  // that folder (hard links), rebuilt after the record.
+  const fs::path from = impl_->attempt_folder_of(best.solution.id);
+  Json record = Json::obj({{"round", best.round}, {"solution_id", best.solution.id}, {"eval", best.eval.to_json()}});
+  if (from.empty()) record["solution"] = best.solution.to_json();  // not recorded as an attempt (an API caller's)
+  else record["attempt"] = fs::relative(from, impl_->dir).string();
   put(impl_->dir / "best.json", record.dump(2) + "\n");
   fs::path d = impl_->dir / "best";
   detail::make_dirs(d);
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(d, ec)) fs::remove(e.path(), ec);
-  write_solution_files(d, best.solution);
+  if (from.empty()) {
+    write_solution_files(d, best.solution);
+  } else {
+    for (const auto& e : fs::directory_iterator(from))
+      if (e.is_regular_file() && e.path().filename() != "eval.json" && e.path().filename() != "answer.txt")
+        link_or_copy(e.path(), d / e.path().filename());
+  }
   put(d / "eval.json", best.eval.to_json().dump(2));
-  Json sj = best.solution.to_json();
-  sj["round"] = best.round;
-  put(d / "solution.json", sj.dump(2));
 }
 
 std::optional<BestSolution> RunStore::best() const {
@@ -343,13 +388,21 @@ std::optional<BestSolution> RunStore::best() const {
   fs::path p = impl_->dir / "best.json";
   if (!fs::exists(p, ec)) return std::nullopt;
   Json j = read_json(p);
-  return in_file(p, [&] {
-    BestSolution b;
-    b.round = static_cast<int>(j.get_int("round"));
-    b.solution = Solution::from_json(j.at("solution"));
-    b.eval = EvalResult::from_json(j.at("eval"));
-    return b;
+  BestSolution b = in_file(p, [&] {
+    BestSolution r;
+    r.round = static_cast<int>(j.get_int("round"));
+    if (const Json* s = j.find("solution")) r.solution = Solution::from_json(*s);  // inline (older runs, API callers)
+    r.eval = EvalResult::from_json(j.at("eval"));
+    return r;
   });
+  if (!j.contains("solution")) {
+    const std::string rel = j.get_string("attempt");
+    const fs::path rp(rel);
+    if (rel.empty() || rp.is_absolute() || std::any_of(rp.begin(), rp.end(), [](const fs::path& c) { return c == ".."; }))
+      throw Error(Status::parse, fmt::format("{}: \"attempt\" must name a folder of the run, not \"{}\"", p.string(), rel));
+    b.solution = read_solution(impl_->dir / rp);
+  }
+  return b;
 }
 
 void RunStore::write_state(const Json& state) {

@@ -13,6 +13,7 @@
 #include "core/fs.hpp"
 #include "core/json_fields.hpp"
 #include "core/response/parse.hpp"
+#include "core/solution_files.hpp"
 #include "core/tune/params.hpp"
 #include "ksearch/error.hpp"
 
@@ -304,6 +305,11 @@ Solution parse_solution_text(std::string_view text, const TaskSpec& spec) {
 Solution load_solution_file(const std::filesystem::path& path, const TaskSpec& spec) {
   std::string text = detail::read_file(path, detail::kMaxSolutionFileBytes);
   try {
+    // A run folder's solution.json names its source files instead of repeating them.
+    if (auto j = Json::try_parse(text); j && detail::has_source_file_refs(*j))
+      text = detail::inline_source_files(*j, path.parent_path().empty() ? "." : path.parent_path(),
+                                          detail::kMaxSolutionFileBytes)
+                 .dump();
     return parse_solution_text(text, spec);
   } catch (const Error& e) {
     throw Error(e.status(), fmt::format("{}: {}", path.string(), e.what()));

@@ -1,0 +1,21 @@
+// Solution JSON whose sources live in files beside it: a run folder stores
+// each source once, as a readable file, and its solution.json refers to it
+// ({"path": "kernel.cu", "file": "kernel.cu"}) instead of repeating it.
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+
+#include "ksearch/json.hpp"
+
+namespace ks::detail {
+
+// True when some entry of j["sources"] has "file" instead of "content".
+bool has_source_file_refs(const Json& solution);
+
+// The same solution with every {"file": NAME} read from `dir` into
+// "content". NAME must be a plain file name in `dir` (no folders, no "..");
+// each file holds at most `max_bytes`. Throws ks::Error naming the entry.
+Json inline_source_files(const Json& solution, const std::filesystem::path& dir, std::size_t max_bytes);
+
+}  // namespace ks::detail

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 
@@ -136,6 +137,27 @@ double Args::get_double(const std::string& name, double def) const {
   if (v.empty() || *end != '\0' || !std::isfinite(x))
     throw Error(Status::invalid_argument, fmt::format("--{} needs a number, got \"{}\"", name, v));
   return x;
+}
+
+std::uint64_t Args::get_size(const std::string& name, std::uint64_t def) const {
+  if (!has(name)) return def;
+  const std::string v = get(name);
+  char* end = nullptr;
+  const double x = std::strtod(v.c_str(), &end);
+  std::string unit(end ? end : "");
+  for (auto& ch : unit) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  if (unit.size() > 1 && unit.back() == 'B') unit.pop_back();  // "MB", "MiB" -> "M", "MI"
+  if (unit.size() > 1 && unit.back() == 'I') unit.pop_back();
+  double scale = 0;
+  if (unit.empty()) scale = 1;
+  else if (unit == "K") scale = 1024.0;
+  else if (unit == "M") scale = 1024.0 * 1024;
+  else if (unit == "G") scale = 1024.0 * 1024 * 1024;
+  else if (unit == "T") scale = 1024.0 * 1024 * 1024 * 1024;
+  if (v.empty() || end == v.c_str() || scale == 0 || !std::isfinite(x) || x < 1 || x * scale > 9.0e18)
+    throw Error(Status::invalid_argument,
+                fmt::format("--{} needs a size such as 4M, 512K or 2G (binary units), got \"{}\"", name, v));
+  return static_cast<std::uint64_t>(x * scale);
 }
 
 std::string Args::help_text() const {

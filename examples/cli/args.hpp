@@ -3,6 +3,7 @@
 // option and a mistyped one is named in the error.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -36,6 +37,8 @@ class Args {
   int get_int(const std::string& name, int def) const;
   std::vector<int> get_int_all(const std::string& name) const;  // a repeatable integer option
   double get_double(const std::string& name, double def) const;
+  // A size in bytes: "4194304", "4M", "512K", "2G" (binary units; B, iB accepted).
+  std::uint64_t get_size(const std::string& name, std::uint64_t def) const;
   const std::vector<std::string>& positional() const { return positional_; }
 
  private:

@@ -38,7 +38,11 @@ int cmd_eval(int argc, char** argv) {
           {"in-process", "", "Run the kernel in this process instead of a worker (trusted code only).", "",
            false},
           {"cache-dir", "DIR", "Compiled kernels and reference outputs.", "~/.cache/ksearch", false},
-          {"cuda-arch", "ARCH", "NVRTC target, e.g. sm_90a.", "the device's", false}});
+          {"cuda-arch", "ARCH", "NVRTC target, e.g. sm_90a.", "the device's", false},
+          {"sandbox", "auto|on|off", "Confine the candidate and its compiler with bubblewrap (docs/security.md).",
+           "auto", false},
+          {"memory-limit", "SIZE", "Address-space limit of the worker that runs a host (cpp) candidate, e.g. 8G.",
+           "half the RAM", false}});
   if (!a.parse(argc, argv)) {
     std::fprintf(stderr, "ksearch eval: %s\n", a.error().c_str());
     return 2;
@@ -61,6 +65,8 @@ int cmd_eval(int argc, char** argv) {
   cfg.in_process = a.has("in-process");
   cfg.cache_dir = a.get("cache-dir");
   cfg.cuda_arch = a.get("cuda-arch");
+  cfg.sandbox = a.get("sandbox", "auto");
+  cfg.memory_limit_bytes = a.get_size("memory-limit", 0);
   EvalOptions& o = cfg.options;
   o.only_workloads = a.get_all("workload");
   o.seeds_per_workload = a.get_int("seeds", o.seeds_per_workload);

@@ -11,7 +11,8 @@ namespace ks::cli {
 
 int cmd_devices(int argc, char** argv) {
   Args a("devices", "ksearch devices",
-         "Says whether CUDA evaluation is available here (driver, GPU, NVRTC) and names the evaluation devices. "
+         "Says whether CUDA evaluation is available here (driver, GPU, NVRTC), names the evaluation devices, and "
+         "whether candidates can be sandboxed (bubblewrap). "
          "Exit status 0 when CUDA is available, 1 when only the host backend is.",
          {});
   if (!a.parse(argc, argv)) {
@@ -27,6 +28,7 @@ int cmd_devices(int argc, char** argv) {
   EvaluatorConfig host;
   host.backend = "host";
   fmt::print("host: {}\n", make_evaluator(host)->device().name);
+  fmt::print("sandbox: {}\n", sandbox_description());
   if (!cuda) {
     fmt::print("cuda: unavailable: {}\n", why);
     return 1;

@@ -68,6 +68,13 @@ std::vector<OptionSpec> search_options() {
       {"in-process", "", "Run kernels in this process instead of isolated workers (trusted code only).", "", false},
       {"cache-dir", "DIR", "Compiled kernels and reference outputs.", "~/.cache/ksearch", false},
       {"cuda-arch", "ARCH", "NVRTC target, e.g. sm_90a.", "the device's", false},
+      {"sandbox", "auto|on|off", "Confine candidates and their compilers with bubblewrap (see docs/security.md): "
+                                 "auto uses it where it works and warns where not; on refuses to run without it.",
+       "auto", false},
+      {"memory-limit", "SIZE", "Address-space limit of the worker that runs host (cpp) candidates, e.g. 8G; a "
+                               "candidate that reaches it ends as memory_limit.", "half the RAM", false},
+      {"max-answer-size", "SIZE", "Longest LLM answer accepted; a longer one is a failed generation and is not "
+                                  "stored.", "4M", false},
       {"timing-cap", "S", "Longest time spent timing one benchmark workload; repetitions stop earlier once the "
                           "standard error of the mean is below 0.1 %.", "2", false},
       {"seeds", "N", "Input seeds checked per workload before timing (2 to 64).", "2", false},
@@ -177,6 +184,9 @@ int cmd_run(int argc, char** argv) {
   o.evaluator.in_process = a.has("in-process");
   o.evaluator.cache_dir = a.get("cache-dir");
   o.evaluator.cuda_arch = a.get("cuda-arch");
+  o.evaluator.sandbox = a.get("sandbox", "auto");
+  o.evaluator.memory_limit_bytes = a.get_size("memory-limit", 0);
+  c.max_answer_bytes = static_cast<std::size_t>(a.get_size("max-answer-size", c.max_answer_bytes));
   o.evaluator.options.max_time_per_workload_s = a.get_double("timing-cap", o.evaluator.options.max_time_per_workload_s);
   o.evaluator.options.seeds_per_workload = a.get_int("seeds", o.evaluator.options.seeds_per_workload);
   if (o.evaluator.options.seeds_per_workload < 2)

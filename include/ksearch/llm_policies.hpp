@@ -86,6 +86,7 @@ struct KS_API OpenAiConfig {
   double backoff_cap_s = 60;
   double retry_after_cap_s = 600;  // a longer Retry-After gives the request up instead
   int max_concurrency = 4;         // requests in flight at once in complete_batch
+  std::size_t max_response_bytes = std::size_t{16} << 20;  // a longer HTTP body is a failed attempt
   double max_cost_usd = 0;         // 0: unlimited; once reached, no new request is sent
   std::string price_file;          // JSON price overrides (see read_price_file)
   std::map<std::string, ModelPrice> prices;  // overrides that win over the price file
@@ -133,6 +134,7 @@ struct KS_API CommandConfig {
   // Either way $KSEARCH_PROMPT_KIND holds the kind and stdout is the answer.
   enum class Input { plain, json };
   Input input = Input::plain;
+  std::size_t max_output_bytes = std::size_t{16} << 20;  // more on stdout is a failed generation
 };
 
 // A nonzero exit, a signal, a timeout or an empty answer is a failed

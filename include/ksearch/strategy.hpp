@@ -61,6 +61,9 @@ struct KS_API SearchConfig {
   std::uint64_t seed = 0;
   double max_cost_usd = 0;               // 0 = unlimited
   double max_wall_s = 0;                 // 0 = unlimited; checked between rounds only
+  // A longer answer is a failed generation, recorded without its text: a
+  // model (or a hostile provider) cannot fill the disk or the next prompt.
+  std::size_t max_answer_bytes = std::size_t{4} << 20;
   std::string model;                     // for the manifest: what answered the prompts
 
   // Throws ks::Error(Status::invalid_argument) naming the first bad field.

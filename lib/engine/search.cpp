@@ -193,6 +193,14 @@ void check_language(const Task& task, Language lang) {
 SearchOutcome execute_session(Parts& parts, RunStore& store, const SearchConfig& config,
                               const ProgressCallback& progress);
 
+// The transports must carry an answer of max_answer_bytes (JSON escaping can
+// double it); the session then refuses anything longer, whoever sent it.
+LlmChoice with_transport_caps(LlmChoice c, std::size_t max_answer_bytes) {
+  c.openai.max_response_bytes = std::max(c.openai.max_response_bytes, 2 * max_answer_bytes + (std::size_t{1} << 20));
+  c.command.max_output_bytes = std::max(c.command.max_output_bytes, max_answer_bytes + 1);
+  return c;
+}
+
 // Runs the strategy (and the tune phase) in a session and records the end.
 // A run that ends in an error says so in its manifest: left "running", it
 // would look like a run still going (or killed) to `ksearch show`.
@@ -276,7 +284,10 @@ SearchOutcome run_search(const SearchOptions& options) {
   if (options.llm.kind == "offline" && options.config.strategy != "tune")
     throw Error(Status::invalid_argument,
                 fmt::format("--llm offline needs --strategy tune (the {} strategy asks an LLM)", options.config.strategy));
-  parts.llm = options.llm.kind == "custom" ? options.llm.custom : std::shared_ptr<LlmPolicy>(make_llm_policy(options.llm));
+  parts.llm = options.llm.kind == "custom"
+                  ? options.llm.custom
+                  : std::shared_ptr<LlmPolicy>(
+                        make_llm_policy(with_transport_caps(options.llm, options.config.max_answer_bytes)));
   if (!parts.llm) throw Error(Status::invalid_argument, "LLM kind \"custom\" needs a policy object");
   parts.evaluator = options.custom_evaluator ? options.custom_evaluator
                                              : std::shared_ptr<Evaluator>(make_evaluator(options.evaluator));
@@ -343,7 +354,7 @@ SearchOutcome resume_search(const fs::path& run_dir, const ResumeOptions& option
     // The run's own journal answers the calls made so far; the recording
     // continues from there.
     parts.llm = make_replay_policy(choice.replay_path, store.transcript().size());
-  else parts.llm = make_llm_policy(choice);
+  else parts.llm = make_llm_policy(with_transport_caps(choice, config.max_answer_bytes));
   EvaluatorConfig ec = evaluator_config_from_json(m["evaluator"]);
   parts.evaluator = options.custom_evaluator ? options.custom_evaluator
                                              : std::shared_ptr<Evaluator>(make_evaluator(ec));

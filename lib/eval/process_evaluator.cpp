@@ -249,6 +249,7 @@ class RunSlot {
       view.read_write.push_back(refs);
       view.gpu = true;
     }
+    if (sandbox_.active()) args.emplace_back("--sandboxed");
     for (const auto& d : view.read_only) detail::make_dirs(d);
     for (const auto& d : view.read_write) detail::make_dirs(d);
     auto w = std::make_unique<WorkerProcess>(exe_, args, &sandbox_, view);

@@ -159,6 +159,8 @@ SandboxStatus probe() {
   try {
     detail::SpawnOptions v;
     v.argv = {st.tool, "--version"};
+    v.clear_env = true;
+    v.env_set = candidate_environment(false);
     auto r = detail::run_command(v, "", 10);
     std::string out = r.out;
     while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();

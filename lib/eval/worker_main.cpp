@@ -10,7 +10,9 @@
 // second when its parent dies, even while a candidate spins forever.
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -50,7 +52,34 @@ struct Args {
   std::string refs_dir;            // empty: <cache>/refs; "none": reference outputs in memory only
   std::uint64_t memory_limit = 0;  // RLIMIT_AS in bytes; 0: none
   std::string pch_dir;             // compile role: where NVRTC keeps precompiled headers
+  bool sandboxed = false;          // started by bubblewrap in a PID namespace of its own
 };
+
+// In a sandbox the worker is process 2 of its PID namespace (bubblewrap's
+// init is 1), so every other process there was started by a candidate. They
+// are killed after each evaluation, setsid() or not, and the candidate is
+// told. Never outside a sandbox: kill(-1) there would reach every process of
+// this user.
+int kill_leftover_processes(bool sandboxed) {
+  if (!sandboxed || ::getpid() != 2) return 0;
+  int found = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (name != "1" && name != "2") ++found;
+  }
+  if (found == 0) return 0;
+  ::kill(-1, SIGKILL);
+  // Our own children are ours to reap; orphans go to bubblewrap's init.
+  for (int i = 0; i < 100; ++i) {
+    int st;
+    pid_t r = ::waitpid(-1, &st, WNOHANG);
+    if (r < 0) break;
+    if (r == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return found;
+}
 
 int g_out = -1;  // the protocol's write end
 
@@ -140,6 +169,7 @@ Args parse_args(int argc, char** argv) {
     else if (k == "--cache-dir") a.cache_dir = value();
     else if (k == "--refs-dir") a.refs_dir = value();
     else if (k == "--pch-dir") a.pch_dir = value();
+    else if (k == "--sandboxed") a.sandboxed = true;
     else if (k == "--memory-limit") {
       const std::string v = value();
       char* end = nullptr;
@@ -261,10 +291,24 @@ int run_role(int in, const Args& args) {
     EvaluationFlow flow(*device, refs);
     FrameEvents events;
     EvalResult result = flow.run(it->second, req, events);
+    bool restart = flow.device_suspect();
+    if (int left = kill_leftover_processes(args.sandboxed); left > 0) {
+      if (result.passed()) {
+        result.status = EvalStatus::runtime_error;
+        result.compute_summary();  // no latency or score for a failure
+      }
+      const std::string note = fmt::format(
+          "the candidate left {} process{} running after its calls returned (fork, exec or setsid); they were "
+          "killed. A kernel must not start processes",
+          left, left == 1 ? "" : "es");
+      result.log = result.log.empty() ? note : note + "\n" + result.log;
+      result.metrics["leftover_processes"] = left;
+      restart = true;
+    }
     loaded_builds += static_cast<int>(req.candidate.builds.size());
     result.metrics["worker_pid"] = static_cast<int>(::getpid());
     result.metrics["worker_loaded_builds"] = loaded_builds;
-    send(Json::obj({{"event", "finished"}, {"result", result.to_json()}, {"restart", flow.device_suspect()}}));
+    send(Json::obj({{"event", "finished"}, {"result", result.to_json()}, {"restart", restart}}));
     return true;
   });
 }

@@ -51,7 +51,7 @@ class CommandPolicy final : public LlmPolicy {
       input = request.prompt;
     }
     // A program that cannot start throws: that is configuration, not a bad answer.
-    detail::CommandResult r = detail::run_command(std::move(opts), input, cfg_.timeout_s);
+    detail::CommandResult r = detail::run_command(std::move(opts), input, cfg_.timeout_s, cfg_.max_output_bytes);
 
     LlmResponse resp;
     resp.model = describe();

@@ -19,9 +19,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Larger answers are a misbehaving server, not a model's reply.
-constexpr std::size_t kMaxBody = 64u << 20;
-
 void global_init() {
   static const CURLcode rc = curl_global_init(CURL_GLOBAL_DEFAULT);
   if (rc != CURLE_OK)
@@ -50,6 +47,7 @@ struct Transfer {
   curl_slist* headers = nullptr;
   std::string body;
   HttpResult result;
+  std::size_t max_body = 0;
   std::optional<double> retry_after_ms;
   char errbuf[CURL_ERROR_SIZE] = {};
   Clock::time_point start = Clock::now();
@@ -66,7 +64,7 @@ struct Transfer {
 std::size_t on_body(char* data, std::size_t size, std::size_t n, void* user) {
   auto* t = static_cast<Transfer*>(user);
   std::size_t bytes = size * n;
-  if (t->result.body.size() + bytes > kMaxBody) {
+  if (t->result.body.size() + bytes > t->max_body) {
     t->result.body_too_large = true;
     return 0;  // aborts the transfer with CURLE_WRITE_ERROR
   }
@@ -113,6 +111,7 @@ std::unique_ptr<Transfer> start_transfer(CURLM* multi, std::size_t job, HttpRequ
   auto t = std::make_unique<Transfer>();
   t->job = job;
   t->body = std::move(req.body);
+  t->max_body = req.max_body_bytes;
   t->easy = curl_easy_init();
   if (!t->easy) throw Error(Status::internal, "libcurl could not create a transfer");
   for (const auto& h : req.headers) {
@@ -157,7 +156,8 @@ void finish_transfer(Transfer& t, CURLcode code) {
   curl_easy_getinfo(t.easy, CURLINFO_RESPONSE_CODE, &r.status);
   if (code != CURLE_OK) {
     r.transport_error = t.errbuf[0] ? std::string(trim(t.errbuf)) : std::string(curl_easy_strerror(code));
-    if (r.body_too_large) r.transport_error = fmt::format("the response is larger than {} MiB", kMaxBody >> 20);
+    if (r.body_too_large)
+      r.transport_error = fmt::format("the response is larger than the limit of {} bytes", t.max_body);
   }
   // retry-after-ms is the more precise of the two when a server sends both.
   if (t.retry_after_ms) r.retry_after_s = t.retry_after_ms;

@@ -19,6 +19,9 @@ struct HttpRequest {
   double timeout_s = 600;            // whole transfer
   double connect_timeout_s = 15;
   std::string proxy;                 // empty: libcurl's default (environment)
+  // A longer response body aborts the transfer (body_too_large): a
+  // misbehaving or hostile server cannot fill memory.
+  std::size_t max_body_bytes = std::size_t{16} << 20;
 };
 
 struct HttpResult {

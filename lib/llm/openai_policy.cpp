@@ -58,6 +58,7 @@ Json OpenAiConfig::to_json() const {
   j["extra_headers"] = std::move(headers);
   if (!extra_body.is_null()) j["extra_body"] = extra_body;
   j["request_timeout_s"] = request_timeout_s;
+  j["max_response_bytes"] = static_cast<std::int64_t>(max_response_bytes);
   j["connect_timeout_s"] = connect_timeout_s;
   j["proxy"] = mask_userinfo(proxy);
   j["max_retries"] = max_retries;
@@ -75,6 +76,7 @@ OpenAiConfig OpenAiConfig::from_json(const Json& j) {
   detail::FieldReader r(j, "openai config");
   r.allow({"base_url", "model", "api", "reasoning_effort", "temperature", "max_output_tokens", "api_key_env",
            "extra_headers", "extra_body", "request_timeout_s", "connect_timeout_s", "proxy", "max_retries",
+           "max_response_bytes",
            "backoff_base_s", "backoff_cap_s", "retry_after_cap_s", "max_concurrency", "max_cost_usd",
            "price_file", "prices"});
   OpenAiConfig c;
@@ -104,6 +106,8 @@ OpenAiConfig OpenAiConfig::from_json(const Json& j) {
   }
   if (const Json* b = j.find("extra_body")) c.extra_body = *b;
   c.request_timeout_s = r.optional_number("request_timeout_s", c.request_timeout_s);
+  c.max_response_bytes = static_cast<std::size_t>(
+      std::max<std::int64_t>(1, r.optional_int("max_response_bytes", static_cast<std::int64_t>(c.max_response_bytes))));
   c.connect_timeout_s = r.optional_number("connect_timeout_s", c.connect_timeout_s);
   c.proxy = j.get_string("proxy");
   c.max_retries = static_cast<int>(r.optional_int("max_retries", c.max_retries));
@@ -275,7 +279,13 @@ class OpenAiPolicy final : public LlmPolicy {
         return std::nullopt;
       }
       if (job.attempts++ == 0) job.start = Clock::now();
-      return HttpRequest{url_, headers_, job.body, cfg_.request_timeout_s, cfg_.connect_timeout_s, cfg_.proxy};
+      return HttpRequest{url_,
+                         headers_,
+                         job.body,
+                         cfg_.request_timeout_s,
+                         cfg_.connect_timeout_s,
+                         cfg_.proxy,
+                         cfg_.max_response_bytes};
     };
     hooks.finished = [&](std::size_t i, HttpResult&& r) -> std::optional<double> {
       Job& job = jobs[i];

@@ -119,6 +119,16 @@ void Session::event(const std::string& type, Json data) {
   emit(type, std::move(data));
 }
 
+void Session::cap_answer(LlmResponse& r) const {
+  if (!r.ok || r.text.size() <= config_.max_answer_bytes) return;
+  r.ok = false;
+  r.error = fmt::format("the answer is {} bytes, over the limit of {} bytes per answer (max_answer_bytes); it was "
+                        "discarded",
+                        r.text.size(), config_.max_answer_bytes);
+  r.text.clear();
+  r.text.shrink_to_fit();
+}
+
 // What goes to a provider never holds a secret this process knows, whatever
 // a compiler log or a candidate's output put into the prompt.
 LlmRequest Session::without_secrets(LlmRequest r) {
@@ -201,6 +211,7 @@ LlmResponse Session::llm(const LlmRequest& request) {
     store_.append_event("cancel_requested", Json::obj({{"by", "llm policy"}, {"llm_seq", static_cast<std::int64_t>(seq)}}));
     throw SearchStopped("cancelled");
   }
+  cap_answer(r);
   store_.append_transcript(llm_entry(seq, request, r));
   ++llm_seq_;
   after_llm(seq, request, r, false);
@@ -235,6 +246,7 @@ std::vector<LlmResponse> Session::llm_batch(const std::vector<LlmRequest>& reque
       out[i] = replay_llm(requests[i]);
     } else {
       out[i] = answers.at(i - first_live);
+      cap_answer(out[i]);
       store_.append_transcript(llm_entry(seq, requests[i], out[i]));
     }
     ++llm_seq_;

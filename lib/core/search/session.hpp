@@ -76,6 +76,8 @@ class Session final : public SearchContext {
   // Throws SearchStopped once a stop condition holds (see strategy.hpp).
   void ensure_running() const;
   static LlmRequest without_secrets(LlmRequest r);
+  // An answer over max_answer_bytes becomes a failed generation without its text.
+  void cap_answer(LlmResponse& r) const;
   // Appends a strategy event without the stop check: the session's own
   // events inside an action that was admitted before the stop.
   void emit(const std::string& type, Json data);

@@ -32,6 +32,7 @@ Json SearchConfig::to_json() const {
                     {"seed", static_cast<std::int64_t>(seed)},
                     {"max_cost_usd", max_cost_usd},
                     {"max_wall_s", max_wall_s},
+                    {"max_answer_bytes", static_cast<std::int64_t>(max_answer_bytes)},
                     {"model", model}});
 }
 
@@ -53,6 +54,9 @@ SearchConfig SearchConfig::from_json(const Json& j) {
   c.seed = static_cast<std::uint64_t>(r.optional_int("seed", 0));
   c.max_cost_usd = r.optional_number("max_cost_usd", 0);
   c.max_wall_s = r.optional_number("max_wall_s", 0);
+  const std::int64_t answer_cap = r.optional_int("max_answer_bytes", static_cast<std::int64_t>(c.max_answer_bytes));
+  if (answer_cap < 1) throw Error(Status::invalid_argument, "search configuration: max_answer_bytes must be >= 1");
+  c.max_answer_bytes = static_cast<std::size_t>(answer_cap);
   c.model = j.get_string("model");
   c.validate();
   return c;
@@ -70,6 +74,7 @@ void SearchConfig::validate() const {
   // Written so that NaN fails too: a NaN budget would silently mean "unlimited".
   if (!(max_cost_usd >= 0)) bad(fmt::format("max_cost_usd must be a number >= 0, is {}", max_cost_usd));
   if (!(max_wall_s >= 0)) bad(fmt::format("max_wall_s must be a number >= 0, is {}", max_wall_s));
+  if (max_answer_bytes < 1) bad("max_answer_bytes must be >= 1");
   bool known = false;
   for (const auto& n : strategy_names()) known = known || n == strategy;
   if (!known) bad(fmt::format("unknown strategy \"{}\" (known: world_model, greedy, tune)", strategy));

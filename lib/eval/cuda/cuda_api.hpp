@@ -35,7 +35,7 @@ namespace ks::eval::cuda {
 
 // Newer entry points used when present: exact parameter layouts (CUDA 12.4+)
 // and launches with attributes such as cluster dimensions (CUDA 12.0+).
-#define KS_CUDA_DRIVER_OPTIONAL(X) X(cuFuncGetParamInfo) X(cuLaunchKernelEx)
+#define KS_CUDA_DRIVER_OPTIONAL(X) X(cuFuncGetParamInfo) X(cuLaunchKernelEx) X(cuCtxSetLimit)
 
 #define KS_NVRTC_REQUIRED(X)                                                                     \
   X(nvrtcVersion) X(nvrtcGetErrorString) X(nvrtcCreateProgram) X(nvrtcDestroyProgram)           \

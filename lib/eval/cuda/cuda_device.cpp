@@ -103,6 +103,9 @@ CudaDevice::CudaDevice(int ordinal) : api_(driver()), ordinal_(ordinal) {
   if (r != CUDA_SUCCESS) setup_failed(api_, r, "cuDevicePrimaryCtxRetain", ordinal);
   r = api_.cuCtxSetCurrent(context_);
   if (r != CUDA_SUCCESS) setup_failed(api_, r, "cuCtxSetCurrent", ordinal);
+  // A kernel's malloc() draws on this heap: kept small, so a candidate cannot
+  // take the device's memory from under the evaluator (docs/security.md).
+  if (api_.cuCtxSetLimit) api_.cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, kDeviceMallocHeapBytes);
   r = api_.cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING);
   if (r != CUDA_SUCCESS) setup_failed(api_, r, "cuStreamCreate", ordinal);
 
@@ -185,9 +188,13 @@ Buffer CudaDevice::alloc(std::size_t bytes) {
   make_current();
   if (bytes == 0) return Buffer{};
   CUdeviceptr p = 0;
-  CUresult r = api_.cuMemAlloc(&p, bytes + kRedzoneBytes);
+  // Checked before asking: a request far beyond what is free gets the same
+  // clear answer as one the driver refuses, without the driver's attempt.
+  std::size_t free_b = 0, total_b = 0;
+  const bool known = api_.cuMemGetInfo(&free_b, &total_b) == CUDA_SUCCESS;
+  CUresult r = known && bytes + kRedzoneBytes > free_b ? CUDA_ERROR_OUT_OF_MEMORY
+                                                       : api_.cuMemAlloc(&p, bytes + kRedzoneBytes);
   if (r == CUDA_ERROR_OUT_OF_MEMORY) {
-    std::size_t free_b = 0, total_b = 0;
     api_.cuMemGetInfo(&free_b, &total_b);
     throw RunError(RunFailure{
         EvalStatus::runtime_error,

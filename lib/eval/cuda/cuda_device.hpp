@@ -57,6 +57,8 @@ class CudaDevice final : public Device {
   // Every allocation is followed by a redzone of kRedzoneBytes filled with
   // kRedzoneByte; a kernel that writes past the end of a buffer changes it.
   static constexpr std::size_t kRedzoneBytes = 4096;
+  // The device-side malloc heap of every context (CU_LIMIT_MALLOC_HEAP_SIZE).
+  static constexpr std::size_t kDeviceMallocHeapBytes = std::size_t{4} << 20;
   static constexpr unsigned char kRedzoneByte = 0xA5;
   // "" when the redzone after `b` is intact; otherwise what was overwritten:
   // "wrote past the end of output \"y\" (12 bytes beyond its 4004 bytes)".

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cerrno>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -204,20 +205,22 @@ std::uint64_t peak_address_space() {
 }
 
 void crash_handler(int sig, siginfo_t* info, void* context) {
-  // A fault after the address space came close to the limit: an allocation
-  // failed (malloc returned NULL, or an uncaught bad_alloc aborted) and the
-  // candidate went on. Reported as the memory limit, not as a crash.
+  // A synchronous fault runs the handler on the faulting thread, so errno is
+  // still what the candidate's last failed call left: ENOMEM after a malloc
+  // that hit the limit and returned NULL. Or the address space came close to
+  // the limit. Either way: the memory limit, not a crash.
+  const int last_error = errno;
   if (const std::uint64_t limit = g_memory_limit.load(); limit > 0) {
     const std::uint64_t peak = peak_address_space();
-    if (peak >= limit / 10 * 9) {
+    if (last_error == ENOMEM || peak >= limit / 10 * 9) {
       LineBuffer line;
       line.put("ksearch-worker: fatal: ");
       line.put(signal_label(sig));
-      line.put(" after the address space reached ");
+      line.put(" after an allocation failed; the address space reached ");
       line.put_dec(peak >> 20);
       line.put(" MiB of the memory limit of ");
       line.put_dec(limit >> 20);
-      line.put(" MiB (an allocation failed)\n");
+      line.put(" MiB\n");
       ssize_t r = ::write(2, line.data, line.len);
       (void)r;
       ::_exit(kWorkerExitMemoryLimit);

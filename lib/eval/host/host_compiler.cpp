@@ -61,7 +61,10 @@ std::string compiler_identity(const std::string& compiler) {
   if (it != cache.end()) return it->second;
   std::string id;
   try {
-    auto r = detail::run_command({.argv = {compiler, "--version"}}, "", 30);
+    detail::SpawnOptions o{.argv = {compiler, "--version"}};
+    o.clear_env = true;  // like every process near a candidate: no credentials
+    o.env_set = candidate_environment(false);
+    auto r = detail::run_command(o, "", 30);
     id = r.ok() ? r.out : "";
   } catch (const Error&) {
   }

@@ -480,6 +480,10 @@ class ProcessEvaluator final : public Evaluator {
       EvalResult& r = outcome.result;
       if (oracle_task) {
         apply_baselines(r, baselines);
+        std::lock_guard ol(oracle_mu_);
+        // One oracle per evaluator and task: every candidate names the same process.
+        for (const auto& [k, o] : oracles_)
+          if (k.rfind(key + "\n", 0) == 0 && o.process) r.metrics["oracle_pid"] = o.process->hello().get_int("pid");
       } else {
         std::lock_guard rl(ref_mu_);
         for (const auto& [w, t] : outcome.reference_times) ref_times_.put(key, device, w, t.mean_ms);

@@ -35,7 +35,7 @@ extern "C" __global__ void kb_ref_softmax(const float* __restrict__ x, float* __
   __shared__ double shared[KB_REF_THREADS];
   const float* row = x + (long long)blockIdx.x * cols;
   float* dst = out + (long long)blockIdx.x * cols;
-  double m = -1.0 / 0.0;
+  double m = __longlong_as_double(0xfff0000000000000ULL);  // -infinity
   for (long long j = threadIdx.x; j < cols; j += KB_REF_THREADS) m = fmax(m, (double)row[j]);
   m = kb_ref_block_max(m, shared);
   double s = 0.0;

@@ -21,7 +21,7 @@ extern "C" __global__ void kb_softmax(const float* __restrict__ x, float* __rest
   __shared__ float shared[THREADS];
   const float* row = x + (long long)blockIdx.x * cols;
   float* dst = out + (long long)blockIdx.x * cols;
-  float m = -INFINITY;
+  float m = __int_as_float(0xff800000);  // -infinity
   for (long long j = threadIdx.x; j < cols; j += THREADS) m = fmaxf(m, row[j]);
   m = block_reduce(m, shared, true);
   float s = 0.0f;

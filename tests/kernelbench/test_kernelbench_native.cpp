@@ -13,6 +13,7 @@
 #include "eval/cuda/cuda_backend.hpp"
 #include "eval/cuda/nvrtc_compiler.hpp"
 #include "ksearch/error.hpp"
+#include "ksearch/metrics.hpp"
 #include "ksearch/tasks.hpp"
 #include "support/test_util.hpp"
 #include "tasks/kernelbench/level1.hpp"
@@ -285,4 +286,25 @@ TEST_CASE("kernelbench native: every CUDA reference and starting kernel compiles
         CHECK(std::find(a.kernels.begin(), a.kernels.end(), k.get_string("name")) != a.kernels.end());
     }
   }
+}
+
+TEST_CASE("fast_p: counts correct problems faster than p over all problems; geometric mean over correct ones") {
+  std::vector<ProblemOutcome> o = {
+      {"a", true, 1.0, 2.0, 1.0},   // 2x eager, 1x compile
+      {"b", true, 4.0, 2.0, 8.0},   // 0.5x eager, 2x compile
+      {"c", false, 0.1, 2.0, 2.0},  // fast but wrong: never counts
+      {"d", true, 1.0, 0.0, 0.0},   // correct, no baseline: counts for p = 0 only
+  };
+  FastPTable t = fast_p_table(o);
+  REQUIRE(t.p == std::vector<double>{0, 0.5, 0.8, 1, 1.5, 2});
+  CHECK(t.n_total == 4);
+  CHECK(t.n_correct == 3);
+  CHECK(t.fast_p_eager == std::vector<double>{0.75, 0.25, 0.25, 0.25, 0.25, 0.0});  // "> p": 2x is not > 2
+  CHECK(t.fast_p_compile == std::vector<double>{0.75, 0.5, 0.5, 0.25, 0.25, 0.0});
+  CHECK(t.geomean_speedup_eager == doctest::Approx(1.0));  // sqrt(2 * 0.5)
+  CHECK(t.geomean_speedup_compile == doctest::Approx(std::sqrt(2.0)));
+  CHECK(t.n_eager == 2);
+  Json j = t.to_json();
+  CHECK(j.at("fast_p_over_eager").get_number("fast_0.5") == doctest::Approx(0.25));
+  CHECK(fast_p_table({}).fast_p_eager == std::vector<double>(6, 0.0));
 }

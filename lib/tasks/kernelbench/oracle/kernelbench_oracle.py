@@ -430,6 +430,11 @@ def serve(args):
         return 2
     try:
         device = args["--device"]
+        if os.environ.get("KSEARCH_KERNELBENCH_ALLOW_TF32") == "0":
+            # PyTorch's default runs cuDNN convolutions in TF32 (and KernelBench keeps it);
+            # off, the reference is true FP32 like libksearch's native references.
+            torch.backends.cudnn.allow_tf32 = False
+            torch.backends.cuda.matmul.allow_tf32 = False
         if device.startswith("cuda"):
             if not torch.cuda.is_available():
                 raise ProblemError(f"PyTorch {torch.__version__} sees no CUDA device (asked for {device})")

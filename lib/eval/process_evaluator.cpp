@@ -622,6 +622,11 @@ class ProcessEvaluator final : public Evaluator {
   // (CUDA IPC) when they can reach it, else from files in the cache.
   OracleState& oracle_state(const TaskSpec& spec, const std::string& key, RunSlot& slot, const EvalOptions& opts) {
     const std::string okey = key + "\n" + (slot.device_spec() == "host" ? "host" : "cuda");
+    // An oracle holds its problem's data in (GPU) memory: only the latest
+    // task's stays; a run has one task, an evaluation of many problems
+    // starts one oracle after the other.
+    for (auto it = oracles_.begin(); it != oracles_.end();)
+      it = it->first == okey ? std::next(it) : oracles_.erase(it);
     OracleState& o = oracles_[okey];
     const std::vector<std::string> workloads = select_workloads(spec, opts);
     if (o.process && (o.seeds != opts.seeds_per_workload || o.workloads != workloads)) {

@@ -3,25 +3,145 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 
 #include "args.hpp"
 #include "commands.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/eval.hpp"
+#include "ksearch/metrics.hpp"
 #include "ksearch/tasks.hpp"
 #include "report.hpp"
 
 namespace ks::cli {
 
+namespace {
+
+// The baselines of one result: an oracle task's measured ones, else a native
+// task's published ones (its targets).
+ProblemOutcome outcome_of(const Task& task, const EvalResult& r) {
+  ProblemOutcome o;
+  o.problem = task.name();
+  o.correct = r.passed();
+  o.kernel_ms = r.latency_ms;
+  o.eager_ms = r.metrics.get_number("eager_ms");
+  o.compile_ms = r.metrics.get_number("compile_ms");
+  if (o.eager_ms <= 0) o.eager_ms = task.spec().targets.get_number("eager_ms");
+  if (o.compile_ms <= 0) o.compile_ms = task.spec().targets.get_number("torch_compile_ms");
+  return o;
+}
+
+std::string ms_text(double ms) { return ms > 0 ? fmt::format("{:.4g}", ms) : "-"; }
+std::string x_text(double x) { return x > 0 ? fmt::format("{:.3g}x", x) : "-"; }
+
+// TASK=FILE pairs from --problem and from the lines of --problems files
+// ("TASK FILE", blank lines and # comments ignored).
+std::vector<std::pair<std::string, std::string>> problem_pairs(const Args& a) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& p : a.get_all("problem")) {
+    auto eq = p.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == p.size())
+      throw Error(Status::invalid_argument, fmt::format("--problem \"{}\" must look like TASK=SOLUTION_FILE", p));
+    out.push_back({p.substr(0, eq), p.substr(eq + 1)});
+  }
+  for (const auto& f : a.get_all("problems")) {
+    std::ifstream in(f);
+    if (!in) throw Error(Status::not_found, fmt::format("--problems: cannot read {}", f));
+    std::string line;
+    for (int n = 1; std::getline(in, line); ++n) {
+      std::istringstream words(line);
+      std::string task, file, extra;
+      if (!(words >> task) || task[0] == '#') continue;
+      if (!(words >> file) || (words >> extra))
+        throw Error(Status::invalid_argument,
+                    fmt::format("--problems {} line {}: expected \"TASK SOLUTION_FILE\", found \"{}\"", f, n, line));
+      out.push_back({task, file});
+    }
+  }
+  return out;
+}
+
+int eval_problems(const Args& a, const EvaluatorConfig& cfg) {
+  auto pairs = problem_pairs(a);
+  auto evaluator = make_evaluator(cfg);
+  std::vector<ProblemOutcome> outcomes;
+  Json rows = Json::array();
+  const bool json = a.has("json");
+  if (!json)
+    fmt::print("{:<58} {:<14} {:>10} {:>10} {:>10} {:>9} {:>9}\n", "problem", "status", "kernel ms", "eager ms",
+               "compile ms", "vs eager", "vs comp.");
+  for (const auto& [task_name, file] : pairs) {
+    auto task = load_task(task_name);
+    EvalResult r;
+    try {
+      Solution solution = load_solution_file(file, task->spec());
+      r = evaluator->evaluate(*task, solution);
+    } catch (const Error& e) {
+      if (e.status() != Status::parse && e.status() != Status::not_found) throw;
+      r.status = EvalStatus::generation_failed;  // no usable solution: a failure, as KernelBench counts a missing one
+      r.log = e.what();
+    }
+    ProblemOutcome o = outcome_of(*task, r);
+    outcomes.push_back(o);
+    Json row = r.to_json();
+    row["task"] = task->name();
+    row["solution_file"] = file;
+    row["eager_ms"] = o.eager_ms;
+    row["compile_ms"] = o.compile_ms;
+    row["speedup_over_eager"] = o.speedup_over_eager();
+    row["speedup_over_compile"] = o.speedup_over_compile();
+    rows.push_back(row);
+    if (!json) {
+      std::string status = to_string(r.status);
+      fmt::print("{:<58} {:<14} {:>10} {:>10} {:>10} {:>9} {:>9}\n", task->name(), status,
+                 ms_text(r.passed() ? r.latency_ms : 0), ms_text(o.eager_ms), ms_text(o.compile_ms),
+                 x_text(o.speedup_over_eager()), x_text(o.speedup_over_compile()));
+      if (!r.passed()) {
+        std::string why = r.workloads.empty() ? r.log : r.workloads.back().message;
+        if (why.size() > 300) why = why.substr(0, 297) + "...";
+        if (!why.empty()) fmt::print("    {}\n", why);
+      }
+    }
+  }
+  FastPTable t = fast_p_table(outcomes);
+  if (json) {
+    std::printf("%s\n", Json::obj({{"problems", rows}, {"summary", t.to_json()}}).dump(2).c_str());
+  } else {
+    fmt::print("\n{} problems, {} correct\n{:<24}", t.n_total, t.n_correct, "fast_p");
+    for (double p : t.p) fmt::print(" {:>8}", fmt::format("p={:g}", p));
+    fmt::print("\n{:<24}", "over PyTorch eager");
+    for (double v : t.fast_p_eager) fmt::print(" {:>8.3f}", v);
+    fmt::print("\n{:<24}", "over torch.compile");
+    for (double v : t.fast_p_compile) fmt::print(" {:>8.3f}", v);
+    fmt::print("\ngeometric-mean speedup over eager {} ({} correct problems with a baseline), over torch.compile {} "
+               "({})\n",
+               x_text(t.geomean_speedup_eager), t.n_eager, x_text(t.geomean_speedup_compile), t.n_compile);
+  }
+  return t.n_correct == t.n_total ? 0 : 1;
+}
+
+}  // namespace
+
 int cmd_eval(int argc, char** argv) {
-  Args a("eval", "ksearch eval --task TASK --solution FILE [options]",
+  Args a("eval", "ksearch eval --task TASK --solution FILE [options]\n       ksearch eval --problem TASK=FILE [--problem ...] [--problems LIST] [options]",
          "Compiles, checks and times one solution on a task's workloads, in an isolated worker process. "
          "FILE is a solution JSON (as stored in a run folder) or an answer in the candidate format "
          "(fenced or tagged source blocks plus a plan; see docs/candidate-format.md). Exit status: 0 when "
-         "the solution passes, 1 when it does not, 2 for a usage error.",
+         "the solution passes, 1 when it does not, 2 for a usage error. With --problem/--problems, evaluates a set of "
+         "problems, each with its solution, and prints KernelBench's metrics: per problem the speedup over PyTorch "
+         "eager and torch.compile, then fast_p for p in {0, 0.5, 0.8, 1, 1.5, 2} and the geometric-mean speedup "
+         "(exit 0 only when every problem is correct).",
          {{"task", "NAME|PATH", "Built-in task, example task name (see `ksearch tasks`), or a task file / folder.",
            "", false},
           {"solution", "FILE", "The solution to evaluate.", "", false},
+          {"problem", "TASK=FILE", "A problem and its solution, for a fast_p table (repeatable).", "", true},
+          {"problems", "LIST", "A file of \"TASK SOLUTION_FILE\" lines, for a fast_p table (repeatable).", "", true},
+          {"kernelbench", "DIR", "A KernelBench checkout: kernelbench/levelN/... tasks are its problems, run by a "
+                                 "PyTorch reference oracle (sets $KSEARCH_KERNELBENCH).", "$KSEARCH_KERNELBENCH", false},
+          {"kernelbench-version", "head|v0.1|v0", "KernelBench's fp32 tolerance: 1e-4 (head) or 1e-2 (v0, v0.1).",
+           "head", false},
           {"json", "", "Print the evaluation result as JSON.", "", false},
           {"backend", "auto|cuda|host", "Evaluation backend.", "auto", false},
           {"workload", "NAME", "Evaluate only this workload (repeatable).", "all", true},
@@ -51,13 +171,17 @@ int cmd_eval(int argc, char** argv) {
     std::printf("%s", a.help_text().c_str());
     return 0;
   }
-  if (!a.has("task") || !a.has("solution") || !a.positional().empty()) {
+  if (a.has("kernelbench")) ::setenv("KSEARCH_KERNELBENCH", a.get("kernelbench").c_str(), 1);
+  if (a.has("kernelbench-version")) ::setenv("KSEARCH_KERNELBENCH_VERSION", a.get("kernelbench-version").c_str(), 1);
+  const bool many = a.has("problem") || a.has("problems");
+  if (many && (a.has("task") || a.has("solution"))) {
+    std::fprintf(stderr, "ksearch eval: give either --task and --solution, or --problem/--problems\n");
+    return 2;
+  }
+  if (!many && (!a.has("task") || !a.has("solution") || !a.positional().empty())) {
     std::fprintf(stderr, "ksearch eval: give --task and --solution (see ksearch eval --help)\n");
     return 2;
   }
-
-  auto task = load_task(a.get("task"));
-  Solution solution = load_solution_file(a.get("solution"), task->spec());
 
   EvaluatorConfig cfg;
   cfg.backend = a.get("backend", "auto");
@@ -77,7 +201,10 @@ int cmd_eval(int argc, char** argv) {
   o.compile_timeout_s = a.get_double("compile-timeout", o.compile_timeout_s);
   o.flush_l2 = !a.has("no-flush");
   o.time_reference = !a.has("no-reference-timing");
+  if (many) return eval_problems(a, cfg);
 
+  auto task = load_task(a.get("task"));
+  Solution solution = load_solution_file(a.get("solution"), task->spec());
   auto evaluator = make_evaluator(cfg);
   EvalResult r = evaluator->evaluate(*task, solution);
 

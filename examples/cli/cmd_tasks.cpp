@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "args.hpp"
 #include "commands.hpp"
@@ -36,10 +37,14 @@ std::string targets_text(const Json& targets) {
 }  // namespace
 
 int cmd_tasks(int argc, char** argv) {
-  Args a("tasks", "ksearch tasks [--json]",
+  Args a("tasks", "ksearch tasks [--kernelbench DIR] [--json]",
          "Lists the built-in tasks and the example task files (in the installed share/ksearch/tasks, or "
          "$KSEARCH_TASKS_DIR), with their languages and the published numbers to beat.",
-         {{"json", "", "Print the list as JSON.", "", false}});
+         {{"json", "", "Print the list as JSON.", "", false},
+          {"spec", "NAME", "Print one task's full specification as JSON (tensors, workloads, references, starting "
+                           "points, prompt) instead of the list.", "", false},
+          {"kernelbench", "DIR", "Also list the problems of this KernelBench checkout (run by a PyTorch reference "
+                                 "oracle).", "$KSEARCH_KERNELBENCH", false}});
   if (!a.parse(argc, argv)) {
     std::fprintf(stderr, "ksearch tasks: %s\n", a.error().c_str());
     return 2;
@@ -48,9 +53,18 @@ int cmd_tasks(int argc, char** argv) {
     std::printf("%s", a.help_text().c_str());
     return 0;
   }
+  if (a.has("kernelbench")) ::setenv("KSEARCH_KERNELBENCH", a.get("kernelbench").c_str(), 1);
+  if (a.has("spec")) {
+    std::printf("%s\n", load_task(a.get("spec"))->spec().to_json().dump(2).c_str());
+    return 0;
+  }
   std::vector<std::filesystem::path> dirs;
   if (auto d = example_tasks_dir(); !d.empty()) dirs.push_back(d);
   auto tasks = list_tasks(dirs);
+  const char* kb_env = std::getenv("KSEARCH_KERNELBENCH");
+  std::string kb = kb_env ? kb_env : "";
+  if (!kb.empty())
+    for (auto& t : list_kernelbench_tasks(kb)) tasks.push_back(std::move(t));
   if (a.has("json")) {
     Json arr = Json::array();
     for (const auto& t : tasks) {

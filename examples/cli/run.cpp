@@ -27,6 +27,8 @@ extern "C" void on_sigint(int) {
 std::vector<OptionSpec> search_options() {
   return {
       {"task", "NAME|PATH", "Built-in task (see `ksearch tasks`) or a task file / folder.", "", false},
+      {"kernelbench", "DIR", "A KernelBench checkout: kernelbench/levelN/... tasks are its problems, run by a PyTorch "
+                             "reference oracle (sets $KSEARCH_KERNELBENCH).", "$KSEARCH_KERNELBENCH", false},
       {"model", "NAME", "Model name sent to the endpoint (e.g. gpt-5.2, gemini-3-pro-preview).", "", false},
       {"base-url", "URL", "OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 for a local server.",
        "https://api.openai.com/v1", false},
@@ -157,6 +159,7 @@ int cmd_run(int argc, char** argv) {
     std::fprintf(stderr, "ksearch run: unexpected argument \"%s\"\n", a.positional()[0].c_str());
     return 2;
   }
+  if (a.has("kernelbench")) ::setenv("KSEARCH_KERNELBENCH", a.get("kernelbench").c_str(), 1);
   SearchOptions o;
   o.task = a.get("task");
   if (o.task.empty()) {

@@ -29,6 +29,12 @@ struct KS_API TaskSpec {
   std::map<Language, std::string> prompts;  // specification text given to the LLM
   std::vector<Solution> starting_points;    // labelled starting kernels (often tunable)
   Json targets = Json::object();       // published numbers to beat, free-form
+  // Null for native tasks. Otherwise a reference oracle, a separate process
+  // that supplies each workload's inputs and reference outputs instead of the
+  // generators and `references` (e.g. a KernelBench problem run by PyTorch):
+  // {"argv": [program, args...], "problem": path, ...}; see
+  // docs/tasks/kernelbench.md and docs/evaluation.md ("Reference oracles").
+  Json oracle;
   std::filesystem::path base_dir;      // where a task file's sources live
 
   const TensorSpec* find_tensor(std::string_view name) const;

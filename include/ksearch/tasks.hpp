@@ -31,6 +31,14 @@ KS_API TaskSpec load_task_file(const std::filesystem::path& path);
 // Built-in tasks, then the example task files found in `example_dirs`.
 KS_API std::vector<TaskInfo> list_tasks(const std::vector<std::filesystem::path>& example_dirs = {});
 
+// The problems of a KernelBench checkout (DIR, or DIR/KernelBench, holding
+// level1/ ... level4/): tasks named kernelbench/level<N>/<file stem>, whose
+// inputs and reference outputs come from a PyTorch reference oracle. Listing
+// starts no Python. `load_task` resolves such a name to the oracle task when
+// $KSEARCH_KERNELBENCH names a checkout (else to the native built-in task of
+// that name, where one exists); docs/tasks/kernelbench.md.
+KS_API std::vector<TaskInfo> list_kernelbench_tasks(const std::filesystem::path& kernelbench_dir);
+
 // Built-in suites register a factory under a name at library load time.
 using TaskFactory = std::function<std::unique_ptr<Task>()>;
 KS_API void register_builtin_task(const std::string& name, const std::string& description,

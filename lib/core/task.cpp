@@ -173,8 +173,14 @@ void TaskSpec::validate() const {
   if (!flops.empty()) check_expr(*this, "flops", flops, dim_set);
   if (!bytes.empty()) check_expr(*this, "bytes", bytes, dim_set);
   for (const auto& w : workloads) check_workload_values(*this, w);
+  if (!oracle.is_null()) {
+    const Json* argv = oracle.is_object() ? oracle.find("argv") : nullptr;
+    bool ok = argv && argv->is_array() && argv->size() > 0;
+    for (std::size_t i = 0; ok && i < argv->size(); ++i) ok = (*argv)[i].is_string();
+    if (!ok) invalid(*this, "\"oracle\" must be an object with \"argv\": a non-empty array of strings");
+  }
   for (auto lang : languages) {
-    if (!references.count(lang))
+    if (!references.count(lang) && oracle.is_null())
       invalid(*this, fmt::format("no reference solution for language \"{}\"", to_string(lang)));
   }
   for (const auto& [lang, ref] : references)
@@ -205,7 +211,7 @@ Json TaskSpec::to_json() const {
   for (const auto& [l, p] : prompts) prompts_j[to_string(l)] = p;
   Json starts = Json::array();
   for (const auto& s : starting_points) starts.push_back(s.to_json());
-  return Json::obj({{"name", name},
+  Json j = Json::obj({{"name", name},
                     {"description", description},
                     {"languages", langs},
                     {"dims", dims_j},
@@ -218,6 +224,8 @@ Json TaskSpec::to_json() const {
                     {"prompts", prompts_j},
                     {"starting_points", starts},
                     {"targets", targets}});
+  if (!oracle.is_null()) j["oracle"] = oracle;  // absent for native tasks: their keys stay as they were
+  return j;
 }
 
 TaskSpec TaskSpec::from_json(const Json& j) {
@@ -257,8 +265,9 @@ TaskSpec TaskSpec::from_json(const Json& j) {
   if (const Json* ss = j.find("starting_points"); ss && ss->is_array())
     for (const auto& s : ss->as_array()) t.starting_points.push_back(Solution::from_json(s));
   if (const Json* tg = j.find("targets")) t.targets = *tg;
+  if (const Json* o = j.find("oracle")) t.oracle = *o;
   r.allow({"name", "description", "languages", "dims", "tensors", "workloads", "tolerance", "flops",
-           "bytes", "references", "prompts", "starting_points", "targets"});
+           "bytes", "references", "prompts", "starting_points", "targets", "oracle"});
   return t;
 }
 

@@ -27,6 +27,20 @@ struct Buffer {
   explicit operator bool() const { return addr != 0; }
 };
 
+// A tensor held by another process (a reference oracle, docs/evaluation.md
+// "Reference oracles"): `bytes` at `offset` of a CUDA IPC allocation
+// (`handle`, 64 bytes in hex), or of a file (`path`).
+struct ExternalTensor {
+  std::string handover;  // "cuda_ipc" or "file"
+  std::string handle;
+  std::string path;
+  std::uint64_t offset = 0;
+  std::uint64_t bytes = 0;
+
+  Json to_json() const;
+  static ExternalTensor from_json(const Json& j);
+};
+
 // The outcome of comparing an output with its reference element by element:
 // |out - ref| <= atol + rtol * |ref|, with the NaN/Inf policy of Tolerance.
 struct CompareStats {
@@ -169,6 +183,13 @@ class Device {
   }
 
   virtual std::unique_ptr<Program> load(const Artifact& artifact, const Solution& solution) = 0;
+
+  // Memory another process holds. The default reads a "file" tensor into a
+  // fresh buffer (release_external frees it); the CUDA device maps a
+  // "cuda_ipc" tensor in place (read-only by convention). Throws RunError
+  // (runtime_error) when the memory cannot be reached.
+  virtual Buffer open_external(const ExternalTensor& t);
+  virtual void release_external(Buffer b, const ExternalTensor& t);
 
   // False once an error has left the device unusable (a sticky CUDA error:
   // the context must be recreated, so the worker must be replaced).

@@ -98,13 +98,14 @@ class WorkloadRun {
  public:
   WorkloadRun(Device& device, ReferenceStore& refs, const DeviceInfo& info, const TaskSpec& task,
               const WorkloadSpec& w, const RunRequest& req, Program& cand,
-              const PreparedSolution::Build& cand_build, Program& ref,
+              const PreparedSolution::Build& cand_build, Program* ref,
               const PreparedSolution::Build& ref_build, WorkloadResult& result, Json& metrics,
               std::string& reference_step, FlowEvents& events)
       : device_(device), refs_(refs), info_(info), task_(task), w_(w), req_(req), cand_(cand),
         cand_build_(cand_build), ref_(ref), ref_build_(ref_build), r_(result), metrics_(metrics),
-        reference_step_(reference_step), events_(events), allocs_(device) {
+        reference_step_(reference_step), events_(events), allocs_(device), external_(device) {
     for (const auto& [k, v] : w.dims) dims_[k] = v;
+    if (auto it = req.oracle.find(w.name); it != req.oracle.end()) oracle_ = &it->second;
   }
 
   void prepare();
@@ -145,6 +146,30 @@ class WorkloadRun {
   void reference_outputs(std::uint64_t seed);
   std::string reference_key(std::uint64_t seed) const;
   Distribution distribution_of(const TensorSpec& t) const;
+  // Oracle tasks: the oracle's tensors of `seed`, opened on first use.
+  struct OracleSet {
+    std::vector<Buffer> inputs, outputs;  // in task order
+  };
+  const OracleSet& oracle_set(std::uint64_t seed);
+  // Gives back what open_external took, whatever path leaves the workload.
+  class Externals {
+   public:
+    explicit Externals(Device& d) : device_(d) {}
+    ~Externals() {
+      for (const auto& [b, t] : opened_) device_.release_external(b, t);
+    }
+    Externals(const Externals&) = delete;
+    Externals& operator=(const Externals&) = delete;
+    Buffer open(const ExternalTensor& t) {
+      Buffer b = device_.open_external(t);
+      opened_.push_back({b, t});
+      return b;
+    }
+
+   private:
+    Device& device_;
+    std::vector<std::pair<Buffer, ExternalTensor>> opened_;
+  };
 
   Device& device_;
   ReferenceStore& refs_;
@@ -154,7 +179,7 @@ class WorkloadRun {
   const RunRequest& req_;
   Program& cand_;
   const PreparedSolution::Build& cand_build_;
-  Program& ref_;
+  Program* ref_;  // null for oracle tasks
   const PreparedSolution::Build& ref_build_;
   WorkloadResult& r_;
   Json& metrics_;
@@ -170,7 +195,48 @@ class WorkloadRun {
   std::uint64_t seed_ = 0;       // the seed whose inputs the tensors hold
   std::string seed_what_;        // how messages name that seed
   bool ref_bound_ = false;
+  const std::vector<OracleSeed>* oracle_ = nullptr;  // this workload's seeds, for oracle tasks
+  Externals external_;
+  std::map<std::uint64_t, OracleSet> oracle_sets_;
 };
+
+const WorkloadRun::OracleSet& WorkloadRun::oracle_set(std::uint64_t seed) {
+  if (auto it = oracle_sets_.find(seed); it != oracle_sets_.end()) return it->second;
+  const OracleSeed* found = nullptr;
+  for (const auto& s : *oracle_)
+    if (s.seed == seed) found = &s;
+  if (!found)
+    throw Error(Status::invalid_argument,
+                fmt::format("evaluation request: the reference oracle sent no data for input seed {} of workload \"{}\"",
+                            seed, w_.name));
+  OracleSet set;
+  std::size_t i = 0, o = 0;
+  auto check = [&](const TensorBuffer& tb, const ExternalTensor& t) {
+    if (t.bytes != tb.bytes)
+      throw Error(Status::invalid_argument,
+                  fmt::format("task \"{}\", workload \"{}\": the reference oracle's tensor \"{}\" has {} bytes, the "
+                              "task declares {} ({} elements of {})",
+                              task_.name, w_.name, tb.spec->name, t.bytes, tb.bytes, tb.count, to_string(tb.spec->dtype)));
+  };
+  if (found->inputs.size() + found->outputs.size() != tensors_.size())
+    throw Error(Status::invalid_argument,
+                fmt::format("task \"{}\": the reference oracle sent {} inputs and {} outputs for a task of {} tensors",
+                            task_.name, found->inputs.size(), found->outputs.size(), tensors_.size()));
+  for (const auto& tb : tensors_) {
+    if (tb.spec->is_output) {
+      if (o >= found->outputs.size()) throw Error(Status::invalid_argument, "reference oracle: too few outputs");
+      check(tb, found->outputs[o]);
+      set.outputs.push_back(external_.open(found->outputs[o++]));
+    } else {
+      if (i >= found->inputs.size()) throw Error(Status::invalid_argument, "reference oracle: too few inputs");
+      check(tb, found->inputs[i]);
+      set.inputs.push_back(external_.open(found->inputs[i++]));
+    }
+  }
+  // Metrics are numbers: 1 when the oracle's memory was mapped in place (CUDA IPC), 0 for files.
+  metrics_["oracle_cuda_ipc"] = !found->inputs.empty() && found->inputs.front().handover == "cuda_ipc" ? 1 : 0;
+  return oracle_sets_.emplace(seed, std::move(set)).first->second;
+}
 
 Distribution WorkloadRun::distribution_of(const TensorSpec& t) const {
   auto it = w_.dist_overrides.find(t.name);
@@ -207,10 +273,13 @@ void WorkloadRun::prepare() {
     if (t.is_output) cand_out_.push_back(tb.buf);
     tensors_.push_back(std::move(tb));
   }
-  for (const auto& tb : tensors_)
-    if (tb.spec->is_output)
-      ref_out_.push_back(allocs_.alloc(tb.bytes, fmt::format("reference output \"{}\"", tb.spec->name)));
-  check_buf_ = allocs_.alloc(std::max<std::size_t>(max_input, 1), "input check copy");
+  // An oracle's reference outputs and pristine inputs are its own buffers.
+  if (!oracle_) {
+    for (const auto& tb : tensors_)
+      if (tb.spec->is_output)
+        ref_out_.push_back(allocs_.alloc(tb.bytes, fmt::format("reference output \"{}\"", tb.spec->name)));
+    check_buf_ = allocs_.alloc(std::max<std::size_t>(max_input, 1), "input check copy");
+  }
 
   Bindings b;
   for (const auto& tb : tensors_) b.tensors[tb.spec->name] = tb.buf;
@@ -242,11 +311,22 @@ void WorkloadRun::bind_reference() {
   for (const auto& tb : tensors_) b.tensors[tb.spec->name] = tb.spec->is_output ? ref_out_[o++] : tb.buf;
   b.vars = dims_;
   for (const auto& [k, v] : ref_build_.params) b.vars[k] = v;
-  ref_.bind(b);
+  ref_->bind(b);
   ref_bound_ = true;
 }
 
 void WorkloadRun::generate_inputs(std::uint64_t seed) {
+  if (oracle_) {
+    StepScope step(reference_step_, "handing over its inputs");
+    const OracleSet& set = oracle_set(seed);
+    std::size_t i = 0;
+    for (const auto& tb : tensors_)
+      if (!tb.spec->is_output) {
+        device_.copy(tb.buf, set.inputs[i++], tb.bytes);
+      }
+    device_.synchronize();
+    return;
+  }
   for (const auto& tb : tensors_) {
     if (tb.spec->is_output) continue;
     Distribution d = distribution_of(*tb.spec);
@@ -261,12 +341,20 @@ std::optional<Failure> WorkloadRun::inputs_unchanged(std::uint64_t seed, const c
   exact.rtol = 0;
   exact.min_matched_ratio = 1;
   exact.nan_policy = Tolerance::NanPolicy::must_match;
+  std::size_t input_index = 0;
   for (const auto& tb : tensors_) {
-    if (tb.spec->is_output || tb.count == 0) continue;
-    Distribution d = distribution_of(*tb.spec);
-    double p0 = detail::eval_double_expr(d.p0, dims_), p1 = detail::eval_double_expr(d.p1, dims_);
-    device_.generate(check_buf_, tb.spec->dtype, tb.count, d.kind, p0, p1, seed, rng_stream_of(tb.spec->name));
-    CompareStats st = device_.compare(tb.buf, check_buf_, tb.spec->dtype, tb.count, exact);
+    if (tb.spec->is_output) continue;
+    const std::size_t i = input_index++;
+    if (tb.count == 0) continue;
+    Buffer pristine = check_buf_;
+    if (oracle_) {
+      pristine = oracle_set(seed).inputs[i];
+    } else {
+      Distribution d = distribution_of(*tb.spec);
+      double p0 = detail::eval_double_expr(d.p0, dims_), p1 = detail::eval_double_expr(d.p1, dims_);
+      device_.generate(check_buf_, tb.spec->dtype, tb.count, d.kind, p0, p1, seed, rng_stream_of(tb.spec->name));
+    }
+    CompareStats st = device_.compare(tb.buf, pristine, tb.spec->dtype, tb.count, exact);
     if (st.mismatches == 0) continue;
     return Failure{EvalStatus::incorrect,
                    fmt::format("{} modified input \"{}\": {} of {} elements changed, first at {} ({} became "
@@ -283,15 +371,21 @@ std::string WorkloadRun::reference_key(std::uint64_t seed) const {
 }
 
 void WorkloadRun::reference_outputs(std::uint64_t seed) {
+  if (oracle_) {
+    // The oracle computed them once for this seed and holds them.
+    StepScope step(reference_step_, "handing over its reference outputs");
+    ref_out_ = oracle_set(seed).outputs;
+    return;
+  }
   const std::string key = reference_key(seed);
   if (refs_.fetch(key, ref_out_)) return;
   ReferencePhase step(*this, fmt::format("computing the reference outputs for {}", seed_what_), 0);
   bind_reference();
   for (const auto& b : ref_out_) device_.poison(b, b.bytes);
-  ref_.poison_scratch();
+  ref_->poison_scratch();
   const auto started = std::chrono::steady_clock::now();
-  ref_.launch();
-  ref_.synchronize();
+  ref_->launch();
+  ref_->synchronize();
   device_.synchronize();
   const double compute_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (auto f = inputs_unchanged(seed, "the task's reference"))
@@ -471,8 +565,10 @@ TimingStats WorkloadRun::time_candidate() {
 
 TimingStats WorkloadRun::time_reference() {
   ReferencePhase step(*this, "timing it", timing_allowance_s(req_.options));
+  if (!ref_)
+    throw Error(Status::invalid_argument, "evaluation request: an oracle task's reference is timed by its oracle");
   bind_reference();
-  return time(ref_, ref_out_);
+  return time(*ref_, ref_out_);
 }
 
 // The timed calls ran on the inputs of the last checked seed, whose reference
@@ -590,7 +686,10 @@ EvalResult EvaluationFlow::run(const TaskSpec& task, const RunRequest& req, Flow
       throw Error(Status::invalid_argument,
                   fmt::format("evaluation request: task \"{}\" has no workload \"{}\"", task.name, name));
     const auto& cand_build = build_of(req.candidate, name, "candidate");
-    const auto& ref_build = build_of(req.reference, name, "reference");
+    // An oracle task has no reference program: the oracle supplies inputs and outputs.
+    const bool oracle = req.oracle.count(name) > 0;
+    static const PreparedSolution::Build kNoBuild{};
+    const auto& ref_build = oracle ? kNoBuild : build_of(req.reference, name, "reference");
     events.workload_started(name);
     WorkloadResult r;
     std::optional<Failure> failure;
@@ -609,11 +708,11 @@ EvalResult EvaluationFlow::run(const TaskSpec& task, const RunRequest& req, Flow
       try {
         Program& cand = program_for(cand_programs, req.candidate, cand_build);
         Program* ref = nullptr;
-        {
+        if (!oracle) {
           StepScope step(reference_step, "loading the reference");
           ref = &program_for(ref_programs, req.reference, ref_build);
         }
-        WorkloadRun run(device_, refs_, info_, task, *w, req, cand, cand_build, *ref, ref_build, r, result.metrics,
+        WorkloadRun run(device_, refs_, info_, task, *w, req, cand, cand_build, ref, ref_build, r, result.metrics,
                         reference_step, events);
         run.prepare();
         for (int k = 0; k < seeds && !failure; ++k)

@@ -57,6 +57,11 @@ class InProcessEvaluator final : public Evaluator {
   EvalResult evaluate(const Task& task, const Solution& solution) override {
     std::lock_guard lock(mu_);
     const TaskSpec& spec = task.spec();
+    if (!spec.oracle.is_null())
+      throw Error(Status::invalid_argument,
+                  fmt::format("task \"{}\" takes its inputs and reference outputs from an oracle process; evaluate it "
+                              "with worker processes (in_process off)",
+                              spec.name));
     validate_options(options_);
     const EvalOptions opts = options_;
     const auto workloads = select_workloads(spec, opts);

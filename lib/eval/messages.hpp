@@ -30,6 +30,19 @@ struct PreparedSolution {
   static PreparedSolution from_json(const Json& j);
 };
 
+// One input seed of a workload whose inputs and reference outputs come from
+// a reference oracle instead of the generators and the task's reference.
+struct OracleSeed {
+  std::uint64_t seed = 0;        // ks_rng_derive_seed(workload seed, index): the flow's name for it
+  int index = 0;                 // 0 .. seeds_per_workload (the last: the re-check after timing)
+  std::uint64_t trial_seed = 0;  // the oracle's own seed for it (KernelBench's trial seed)
+  std::vector<ExternalTensor> inputs;   // the task's inputs, in task order
+  std::vector<ExternalTensor> outputs;  // the reference outputs, in task order
+
+  Json to_json() const;
+  static OracleSeed from_json(const Json& j);
+};
+
 // One evaluation as the flow sees it.
 struct RunRequest {
   PreparedSolution candidate;
@@ -37,6 +50,8 @@ struct RunRequest {
   EvalOptions options;
   std::vector<std::string> workloads;       // in the order to evaluate
   std::vector<std::string> time_reference;  // benchmark workloads whose reference latency is wanted
+  // Oracle tasks (TaskSpec::oracle): every seed of every workload; `reference` is then empty.
+  std::map<std::string, std::vector<OracleSeed>> oracle;
 };
 
 // Throws ks::Error(Status::invalid_argument) naming the first option out of range.

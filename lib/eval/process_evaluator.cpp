@@ -18,6 +18,7 @@
 #include "eval/host/host_compiler.hpp"
 #include "eval/host/host_device.hpp"
 #include "eval/messages.hpp"
+#include "eval/oracle_client.hpp"
 #include "eval/sandbox.hpp"
 #include "eval/thread_pool.hpp"
 #include "eval/worker_client.hpp"
@@ -72,7 +73,7 @@ class RunSlot {
     Json msg = Json::obj({{"op", "evaluate"},
                           {"task_key", key},
                           {"candidate", req.candidate.to_json()},
-                          {"reference", req.reference.to_json()},
+                          {"reference", req.oracle.empty() ? req.reference.to_json() : Json()},
                           {"options", req.options.to_json()}});
     if (!tasks_sent_.count(key)) msg["task"] = task.to_json();
     Json wl = Json::array();
@@ -81,6 +82,15 @@ class RunSlot {
     Json tr = Json::array();
     for (const auto& w : req.time_reference) tr.push_back(w);
     msg["time_reference"] = tr;
+    if (!req.oracle.empty()) {
+      Json o = Json::object();
+      for (const auto& [w, seeds] : req.oracle) {
+        Json list = Json::array();
+        for (const auto& x : seeds) list.push_back(x.to_json());
+        o[w] = list;
+      }
+      msg["oracle"] = o;
+    }
     try {
       worker_->send(msg);
     } catch (const Error&) {
@@ -230,6 +240,24 @@ class RunSlot {
   int restarts() const { return restarts_; }
   pid_t pid() const { return worker_ ? worker_->pid() : -1; }
 
+  // Whether this slot's worker can open a reference oracle's tensor `t`;
+  // `why` says why not.
+  bool probe_external(const ExternalTensor& t, std::string* why) {
+    if (worker_ && !worker_->running()) reset();
+    ensure_started();
+    worker_->send(Json::obj({{"op", "probe_external"}, {"tensor", t.to_json()}}));
+    Json m;
+    auto got = worker_->receive(m, after(kStartTimeoutS));
+    if (got != WorkerProcess::Received::message) {
+      if (why) *why = "the worker " + worker_->kill_and_describe();
+      reset();
+      return false;
+    }
+    if (m.get_string("event") == "external_ok") return true;
+    if (why) *why = m.get_string("message", m.dump());
+    return false;
+  }
+
  private:
   // A CUDA worker runs only trusted host code (candidates are device code):
   // it keeps reference outputs on disk. A host worker runs the candidate in
@@ -240,6 +268,8 @@ class RunSlot {
     std::vector<std::string> args{"--role", "run", "--device", device_, "--cache-dir", cache_dir_.string()};
     SandboxView view;
     const fs::path refs = cache_dir_ / "refs";
+    // A reference oracle's file handover (KernelBench tasks) is read here.
+    view.read_only.push_back(cache_dir_ / "kernelbench");
     if (device_ == "host") {
       view.read_only.push_back(cache_dir_ / "host");
       if (sandbox_.active()) args.insert(args.end(), {"--refs-dir", "none"});
@@ -449,8 +479,11 @@ class ProcessEvaluator final : public Evaluator {
       languages.insert(solutions[i].language);
     }
     if (languages.count(Language::cuda)) ensure_cuda_slots();
+    // An oracle task has no reference program: its oracle supplies the data.
+    const bool oracle_task = !spec.oracle.is_null();
     std::map<Language, const PreparedSolution*> references;
-    for (Language l : languages) references[l] = &reference_for(spec, key, l, opts);
+    static const PreparedSolution kNoReference{};
+    for (Language l : languages) references[l] = oracle_task ? &kNoReference : &reference_for(spec, key, l, opts);
 
     // Compile everything on the pool; measurement starts as soon as the first is ready.
     // Everything a job needs is worked out here, on this thread: the jobs
@@ -487,13 +520,25 @@ class ProcessEvaluator final : public Evaluator {
       req.options = opts;
       req.workloads = workloads;
       const std::string device = slot.info().name;
-      if (opts.time_reference) {
+      Json baselines;
+      if (oracle_task) {
+        std::lock_guard ol(oracle_mu_);
+        OracleState& o = oracle_state(spec, key, slot, opts);
+        req.oracle = o.data.at(slot.device_spec());
+        if (opts.time_reference) baselines = oracle_baselines(o);
+      } else if (opts.time_reference) {
         std::lock_guard rl(ref_mu_);
         req.time_reference = ref_times_.missing(spec, key, device, workloads);
       }
       auto outcome = slot.run(key, spec, req);
       EvalResult& r = outcome.result;
-      {
+      if (oracle_task) {
+        apply_baselines(r, baselines);
+        std::lock_guard ol(oracle_mu_);
+        // One oracle per evaluator and task: every candidate names the same process.
+        for (const auto& [k, o] : oracles_)
+          if (k.rfind(key + "\n", 0) == 0 && o.process) r.metrics["oracle_pid"] = o.process->hello().get_int("pid");
+      } else {
         std::lock_guard rl(ref_mu_);
         for (const auto& [w, t] : outcome.reference_times) ref_times_.put(key, device, w, t.mean_ms);
         ref_times_.apply(r, key, device);
@@ -616,6 +661,92 @@ class ProcessEvaluator final : public Evaluator {
     return [this](const CompileRequest& r) { return cuda_compile_->compile(r); };
   }
 
+  // A reference oracle and what it handed over, per task.
+  struct OracleState {
+    std::unique_ptr<OracleProcess> process;
+    int seeds = 0;
+    std::vector<std::string> workloads;
+    std::map<std::string, std::map<std::string, std::vector<OracleSeed>>> data;  // by slot device spec
+    std::map<std::string, std::map<std::string, std::vector<OracleSeed>>> by_handover;
+    Json baselines;
+  };
+
+  // Starts the task's oracle on the first device that asks (the host: its
+  // CPU; a GPU: that GPU), once per evaluator, and has it prepare every seed
+  // of the selected workloads. GPU workers read the oracle's memory in place
+  // (CUDA IPC) when they can reach it, else from files in the cache.
+  OracleState& oracle_state(const TaskSpec& spec, const std::string& key, RunSlot& slot, const EvalOptions& opts) {
+    const std::string okey = key + "\n" + (slot.device_spec() == "host" ? "host" : "cuda");
+    // An oracle holds its problem's data in (GPU) memory: only the latest
+    // task's stays; a run has one task, an evaluation of many problems
+    // starts one oracle after the other.
+    for (auto it = oracles_.begin(); it != oracles_.end();)
+      it = it->first == okey ? std::next(it) : oracles_.erase(it);
+    OracleState& o = oracles_[okey];
+    const std::vector<std::string> workloads = select_workloads(spec, opts);
+    if (o.process && (o.seeds != opts.seeds_per_workload || o.workloads != workloads)) {
+      o.data.clear();
+      o.by_handover.clear();
+    }
+    if (!o.process)
+      o.process = std::make_unique<OracleProcess>(spec, slot.device_spec() == "host" ? "cpu" : slot.device_spec(),
+                                                  cache_dir_);
+    o.seeds = opts.seeds_per_workload;
+    o.workloads = workloads;
+    if (o.data.count(slot.device_spec())) return o;
+    auto data_for = [&](const std::string& handover) -> const std::map<std::string, std::vector<OracleSeed>>& {
+      auto it = o.by_handover.find(handover);
+      if (it == o.by_handover.end())
+        it = o.by_handover.emplace(handover, o.process->prepare(spec, workloads, opts.seeds_per_workload, handover))
+                 .first;
+      return it->second;
+    };
+    if (slot.device_spec() == "host") {
+      o.data[slot.device_spec()] = data_for("file");
+      return o;
+    }
+    const auto& ipc = data_for("cuda_ipc");
+    std::string why;
+    const ExternalTensor* probe = nullptr;
+    for (const auto& [w, seeds] : ipc)
+      for (const auto& s : seeds)
+        for (const auto& t : s.inputs)
+          if (!probe && t.bytes > 0) probe = &t;
+    if (!probe || slot.probe_external(*probe, &why)) {
+      o.data[slot.device_spec()] = ipc;
+    } else {
+      std::fprintf(stderr,
+                   "ksearch: note: %s cannot map the reference oracle's GPU memory (%s); its data goes through files "
+                   "in the cache instead\n",
+                   slot.device_spec().c_str(), why.c_str());
+      o.data[slot.device_spec()] = data_for("file");
+    }
+    return o;
+  }
+
+  Json oracle_baselines(OracleState& o) {
+    if (o.baselines.is_null()) o.baselines = o.process->baseline({"eager", "compile"}, 5, 100);
+    return o.baselines;
+  }
+
+  // The oracle's eager time is the reference each benchmark workload is
+  // compared with (speedup over eager); torch.compile's joins the metrics.
+  static void apply_baselines(EvalResult& r, const Json& b) {
+    if (b.is_object()) {
+      for (const char* mode : {"eager", "compile"}) {
+        const Json* m = b.find(mode);
+        if (m && m->is_object() && m->contains("mean_ms"))
+          r.metrics[fmt::format("{}_ms", mode)] = m->get_number("mean_ms");
+      }
+      if (const Json* e = b.find("eager"); e && e->contains("mean_ms"))
+        for (auto& w : r.workloads)
+          if (w.benchmark) w.reference_ms = e->get_number("mean_ms");
+    }
+    r.compute_summary();
+    if (r.passed() && r.latency_ms > 0 && r.metrics.contains("compile_ms"))
+      r.metrics["speedup_over_compile"] = r.metrics.get_number("compile_ms") / r.latency_ms;
+  }
+
   const PreparedSolution& reference_for(const TaskSpec& spec, const std::string& key, Language l,
                                         const EvalOptions& opts) {
     const std::string rkey = key + "/" + ks::to_string(l);
@@ -641,6 +772,8 @@ class ProcessEvaluator final : public Evaluator {
   std::map<std::string, PreparedSolution> references_;
   std::mutex ref_mu_;
   ReferenceTimes ref_times_;
+  std::mutex oracle_mu_;
+  std::map<std::string, OracleState> oracles_;  // by task key and backend
   // Last, so it is destroyed first: its threads may use the members above.
   ThreadPool pool_;
 };

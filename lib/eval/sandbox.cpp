@@ -272,4 +272,17 @@ std::map<std::string, std::string> candidate_environment(bool sandboxed) {
   return env;
 }
 
+std::map<std::string, std::string> trusted_environment() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; e && *e; ++e) {
+    std::string_view kv(*e);
+    auto eq = kv.find('=');
+    if (eq == std::string_view::npos) continue;
+    std::string_view name = kv.substr(0, eq), value = kv.substr(eq + 1);
+    if (detail::looks_like_credential_name(name) || detail::contains_secret(value)) continue;
+    env.emplace(std::string(name), std::string(value));
+  }
+  return env;
+}
+
 }  // namespace ks::eval

@@ -84,4 +84,9 @@ class Sandbox {
 // credential rules. TMPDIR and HOME point at the private /tmp when `sandboxed`.
 std::map<std::string, std::string> candidate_environment(bool sandboxed);
 
+// The environment of trusted helpers (a task's reference oracle): the
+// caller's, less names that look like credentials and values that hold a
+// registered secret.
+std::map<std::string, std::string> trusted_environment();
+
 }  // namespace ks::eval

@@ -70,7 +70,7 @@ fs::path locate_worker(const fs::path& configured) {
 }
 
 WorkerProcess::WorkerProcess(const fs::path& exe, const std::vector<std::string>& args, const Sandbox* sandbox,
-                             const SandboxView& view)
+                             const SandboxView& view, Code code)
     : sandboxed_(sandbox && sandbox->active()),
       proc_([&] {
         std::vector<std::string> argv{fs::absolute(exe).string()};
@@ -81,7 +81,7 @@ WorkerProcess::WorkerProcess(const fs::path& exe, const std::vector<std::string>
         detail::SpawnOptions o;
         o.argv = confined ? sandbox->wrap(argv, v) : argv;
         o.clear_env = true;
-        o.env_set = candidate_environment(confined);
+        o.env_set = code == Code::trusted ? trusted_environment() : candidate_environment(confined);
         o.new_session = true;
         o.die_with_parent_process = true;
         return o;

@@ -28,11 +28,17 @@ class WorkerProcess {
  public:
   using Clock = std::chrono::steady_clock;
 
+  // Whose code the process runs: a worker near candidates gets the
+  // candidate environment (an allowlist, sandbox.hpp); a trusted helper such
+  // as a task's reference oracle gets the caller's environment less every
+  // credential (it needs the user's Python setup).
+  enum class Code { candidate, trusted };
+
   // Starts the worker; does not wait for it (see wait_hello). It gets the
-  // candidate environment (sandbox.hpp), a session of its own, and, with an
-  // active `sandbox`, the confinement of `view`.
+  // environment `code` calls for, a session of its own, and, with an active
+  // `sandbox`, the confinement of `view`.
   WorkerProcess(const std::filesystem::path& exe, const std::vector<std::string>& args,
-                const Sandbox* sandbox = nullptr, const SandboxView& view = {});
+                const Sandbox* sandbox = nullptr, const SandboxView& view = {}, Code code = Code::candidate);
   // Closes the worker's stdin, gives it a moment to exit, then kills its
   // process group. No worker outlives its WorkerProcess.
   ~WorkerProcess();

@@ -275,6 +275,15 @@ int run_role(int in, const Args& args) {
   int loaded_builds = 0;
 
   return serve(in, "worker", [&](const std::string& op, const Json& msg) {
+    if (op == "probe_external") {
+      // Can this worker reach a reference oracle's memory this way (CUDA IPC
+      // across a sandbox's namespaces may not work)? Answers external_ok or error.
+      ExternalTensor t = ExternalTensor::from_json(msg.at("tensor"));
+      Buffer b = device->open_external(t);
+      device->release_external(b, t);
+      send(Json::obj({{"event", "external_ok"}}));
+      return true;
+    }
     if (op != "evaluate") return false;
     const std::string key = msg.get_string("task_key");
     if (const Json* t = msg.find("task"); t && !t->is_null()) tasks[key] = TaskSpec::from_json(*t);
@@ -283,11 +292,15 @@ int run_role(int in, const Args& args) {
       throw Error(Status::invalid_argument, fmt::format("evaluate: unknown task key \"{}\"", key));
     RunRequest req;
     req.candidate = PreparedSolution::from_json(msg.at("candidate"));
-    req.reference = PreparedSolution::from_json(msg.at("reference"));
+    // Null for an oracle task: its oracle supplies inputs and reference outputs.
+    if (const Json* ref = msg.find("reference"); ref && !ref->is_null()) req.reference = PreparedSolution::from_json(*ref);
     req.options = EvalOptions::from_json(msg.at("options"));
     for (const auto& w : msg.at("workloads").as_array()) req.workloads.push_back(w.as_string());
     if (const Json* tr = msg.find("time_reference"); tr && tr->is_array())
       for (const auto& w : tr->as_array()) req.time_reference.push_back(w.as_string());
+    if (const Json* o = msg.find("oracle"); o && o->is_object())
+      for (const auto& [w, seeds] : o->as_object())
+        for (const auto& s : seeds.as_array()) req.oracle[w].push_back(OracleSeed::from_json(s));
     EvaluationFlow flow(*device, refs);
     FrameEvents events;
     EvalResult result = flow.run(it->second, req, events);

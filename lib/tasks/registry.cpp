@@ -13,6 +13,10 @@
 #if KS_HAVE_GPUMODE_SUITE
 #include "tasks/gpumode/gpumode.hpp"
 #endif
+#if KS_HAVE_KERNELBENCH_SUITE
+#include "tasks/kernelbench/level1.hpp"
+#include "tasks/kernelbench/oracle_task.hpp"
+#endif
 
 namespace ks {
 namespace {
@@ -46,6 +50,9 @@ void ensure_builtin_suites() {
     t_registering_builtins = true;
 #if KS_HAVE_GPUMODE_SUITE
     tasks::register_gpumode_suite();
+#endif
+#if KS_HAVE_KERNELBENCH_SUITE
+    tasks::register_kernelbench_suite();
 #endif
     t_registering_builtins = false;
   });
@@ -114,6 +121,11 @@ fs::path example_tasks_dir() {
 
 std::unique_ptr<Task> load_task(const std::string& name_or_path) {
   if (name_or_path.empty()) throw Error(Status::invalid_argument, "load_task: empty task name");
+#if KS_HAVE_KERNELBENCH_SUITE
+  // With a KernelBench checkout configured, its problems take precedence
+  // over the native tasks of the same names.
+  if (auto task = tasks::load_kernelbench_oracle_task(name_or_path)) return task;
+#endif
   if (auto e = find_builtin(name_or_path)) {
     auto task = e->factory();
     if (!task) throw Error(Status::internal, fmt::format("built-in task \"{}\" could not be created", name_or_path));

@@ -35,7 +35,10 @@ namespace ks::eval::cuda {
 
 // Newer entry points used when present: exact parameter layouts (CUDA 12.4+)
 // and launches with attributes such as cluster dimensions (CUDA 12.0+).
-#define KS_CUDA_DRIVER_OPTIONAL(X) X(cuFuncGetParamInfo) X(cuLaunchKernelEx) X(cuCtxSetLimit)
+// cuCtxSetLimit: a small device malloc heap. CUDA IPC: reading a reference
+// oracle's tensors in place (docs/evaluation.md).
+#define KS_CUDA_DRIVER_OPTIONAL(X) \
+  X(cuFuncGetParamInfo) X(cuLaunchKernelEx) X(cuCtxSetLimit) X(cuIpcOpenMemHandle) X(cuIpcCloseMemHandle)
 
 #define KS_NVRTC_REQUIRED(X)                                                                     \
   X(nvrtcVersion) X(nvrtcGetErrorString) X(nvrtcCreateProgram) X(nvrtcDestroyProgram)           \

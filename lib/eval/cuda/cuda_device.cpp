@@ -155,6 +155,8 @@ CudaDevice::~CudaDevice() {
   // Teardown in a context a kernel broke fails; nothing useful can be done
   // about that, and the process is about to end.
   api_.cuCtxSetCurrent(context_);
+  if (api_.cuIpcCloseMemHandle)
+    for (const auto& [handle, base] : ipc_mappings_) api_.cuIpcCloseMemHandle(base);
   if (compare_result_) api_.cuMemFree(compare_result_.addr);
   if (flush_buffer_) api_.cuMemFree(flush_buffer_.addr);
   if (runtime_module_) api_.cuModuleUnload(runtime_module_);
@@ -273,6 +275,40 @@ void CudaDevice::copy(Buffer dst, Buffer src, std::size_t bytes) {
   if (bytes == 0) return;
   make_current();
   check(api_.cuMemcpyDtoDAsync(dst.addr, src.addr, bytes, stream_), "cuMemcpyDtoDAsync");
+}
+
+Buffer CudaDevice::open_external(const ExternalTensor& t) {
+  if (t.handover != "cuda_ipc") return Device::open_external(t);
+  require_usable();
+  make_current();
+  auto it = ipc_mappings_.find(t.handle);
+  if (it == ipc_mappings_.end()) {
+    if (!api_.cuIpcOpenMemHandle)
+      throw RunError(RunFailure{EvalStatus::runtime_error, "this CUDA driver has no cuIpcOpenMemHandle"});
+    CUipcMemHandle h{};
+    if (t.handle.size() != 2 * sizeof(h.reserved))
+      throw Error(Status::invalid_argument, fmt::format("CUDA IPC handle of {} hex digits, expected {}",
+                                                        t.handle.size(), 2 * sizeof(h.reserved)));
+    for (std::size_t i = 0; i < sizeof(h.reserved); ++i)
+      h.reserved[i] = static_cast<char>(std::stoi(t.handle.substr(2 * i, 2), nullptr, 16));
+    CUdeviceptr base = 0;
+    CUresult r = api_.cuIpcOpenMemHandle(&base, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+    if (r != CUDA_SUCCESS) {
+      const char* name = nullptr;
+      api_.cuGetErrorName(r, &name);
+      // Not a fault of the candidate or a sticky error: the oracle's memory
+      // is out of reach (another PID or IPC namespace, another machine).
+      throw RunError(RunFailure{EvalStatus::runtime_error,
+                                fmt::format("cannot map the reference oracle's memory (cuIpcOpenMemHandle: {})",
+                                            name ? name : "unknown error")});
+    }
+    it = ipc_mappings_.emplace(t.handle, base).first;
+  }
+  return Buffer{it->second + t.offset, static_cast<std::size_t>(t.bytes)};
+}
+
+void CudaDevice::release_external(Buffer b, const ExternalTensor& t) {
+  if (t.handover != "cuda_ipc") Device::release_external(b, t);
 }
 
 void CudaDevice::load_runtime_kernels() {

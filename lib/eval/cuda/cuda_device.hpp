@@ -52,6 +52,10 @@ class CudaDevice final : public Device {
   void synchronize() override;
   void label(Buffer b, std::string_view name) override;
   std::unique_ptr<Program> load(const Artifact& artifact, const Solution& solution) override;
+  // "cuda_ipc" tensors are mapped once per allocation (cuIpcOpenMemHandle)
+  // and stay mapped until the device goes; "file" tensors as any device.
+  Buffer open_external(const ExternalTensor& t) override;
+  void release_external(Buffer b, const ExternalTensor& t) override;
   bool usable() const override { return sticky_error_.empty(); }
 
   // Every allocation is followed by a redzone of kRedzoneBytes filled with
@@ -93,6 +97,7 @@ class CudaDevice final : public Device {
     std::string label;
   };
   std::map<CUdeviceptr, Allocation> allocations_;  // live buffers, for their redzones
+  std::map<std::string, CUdeviceptr> ipc_mappings_;  // by IPC handle (hex): another process's memory
 
   std::once_flag runtime_once_;
   CUmodule runtime_module_ = nullptr;

@@ -27,6 +27,9 @@ if want bench; then
   echo "== bench_eval"
   timeout 300 "$build/benchmarks/eval/bench_eval" > "$out/bench_eval.log" 2>&1
   tail -32 "$out/bench_eval.log"
+  echo "== bench_sandbox"
+  timeout 300 "$build/benchmarks/eval/bench_sandbox" > "$out/bench_sandbox.log" 2>&1
+  cat "$out/bench_sandbox.log"
   echo "== bench_trimul"
   timeout 400 "$build/benchmarks/trimul/bench_trimul" --json "$out/bench_trimul.json" > "$out/bench_trimul.log" 2>&1
   tail -30 "$out/bench_trimul.log"

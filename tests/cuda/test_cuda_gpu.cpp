@@ -4,9 +4,16 @@
 // status, and a correct kernel must still evaluate fine after every failure.
 // Skipped, with the reason, where no CUDA device is usable.
 #include <doctest/doctest.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <set>
+#include <sstream>
+#include <thread>
 
 #include "ksearch/eval.hpp"
 #include "ksearch/error.hpp"
@@ -424,4 +431,78 @@ extern "C" __global__ void scale(const float* x, float* y, int n) {
   }
   CHECK(static_cast<int>(used.size()) == gpus);
   for (int d = 0; d < gpus; ++d) CHECK(used.count("cuda:" + std::to_string(d)) == 1);
+}
+
+TEST_CASE("gpu: CUDA workers are confined and hold no credentials; a kernel's malloc heap is small") {
+  if (!gpu_present()) return;
+  const std::string key = "sk-gpu-test-never-leak-93c1";
+  ::setenv("OPENAI_API_KEY", key.c_str(), 1);
+  auto task = scale_task();
+  auto ev = evaluator();
+  // Compile and run workers start during the first evaluation; watch every
+  // process below this one meanwhile.
+  std::atomic<bool> done{false};
+  std::set<std::string> with_key, commands;
+  std::thread scanner([&] {
+    while (!done) {
+      for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+        const std::string name = e.path().filename().string();
+        if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+        std::ifstream st(e.path() / "stat");
+        std::string stat((std::istreambuf_iterator<char>(st)), std::istreambuf_iterator<char>());
+        auto close = stat.rfind(')');
+        if (close == std::string::npos) continue;
+        std::istringstream f(stat.substr(close + 2));
+        char state;
+        long ppid;
+        f >> state >> ppid;
+        if (ppid != ::getpid()) continue;  // direct children: bubblewrap, or the worker itself
+        std::ifstream ce(e.path() / "cmdline"), ee(e.path() / "environ");
+        std::string cmd((std::istreambuf_iterator<char>(ce)), std::istreambuf_iterator<char>());
+        std::string env((std::istreambuf_iterator<char>(ee)), std::istreambuf_iterator<char>());
+        std::replace(cmd.begin(), cmd.end(), '\0', ' ');
+        if (cmd.find("ksearch-worker") == std::string::npos) continue;  // between fork and exec
+        commands.insert(cmd);
+        if (env.find(key) != std::string::npos) with_key.insert(cmd);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+  Solution s = cuda(std::string(kCorrect) + "\n// confined\n", kScalePlan);
+  EvalResult r = ev->evaluate(*task, s);
+  done = true;
+  scanner.join();
+  CHECK(r.status == EvalStatus::passed);
+  bool compile = false, run = false;
+  for (const auto& c : commands) {
+    MESSAGE("worker: " << c.substr(0, 200) << (c.size() > 200 ? "..." : ""));
+    compile = compile || contains(c, "--role compile");
+    run = run || contains(c, "--role run");
+    if (contains(sandbox_description(), "active")) CHECK_MESSAGE(contains(c, "bwrap"), c);
+  }
+  CHECK(compile);
+  CHECK(run);
+  for (const auto& c : with_key) FAIL_CHECK("a worker holds the key: " << c);
+  MESSAGE("sandbox: " << sandbox_description());
+
+  // NVRTC in the compile worker: an include outside the sources is refused.
+  EvalResult inc = ev->evaluate(*task, cuda("#include \"/etc/passwd\"\n" + std::string(kCorrect), kScalePlan));
+  CHECK(inc.status == EvalStatus::compile_error);
+  CHECK(contains(inc.log, "refused before compiling"));
+
+  // Device malloc draws on a 4 MiB heap: 64 MiB is refused (NULL), so this
+  // kernel writes NaN and fails the check instead of taking device memory.
+  EvalResult heap = ev->evaluate(*task, cuda(R"(
+extern "C" __global__ void scale(const float* x, float* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  __shared__ char* p;
+  if (threadIdx.x == 0) p = (char*)malloc(64u << 20);
+  __syncthreads();
+  if (i < n) y[i] = p ? x[i] + x[i] : __int_as_float(0x7fc00000);
+  __syncthreads();
+  if (threadIdx.x == 0 && p) free(p);
+})", kScalePlan));
+  INFO(messages(heap));
+  CHECK(heap.status == EvalStatus::incorrect);
+  expect_passes(*ev, *task, "the security checks");
 }

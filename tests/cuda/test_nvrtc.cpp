@@ -125,6 +125,24 @@ TEST_CASE("nvrtc: a broken candidate gives the full compiler log") {
   CHECK(c.counters().cache_hits == 1);
 }
 
+TEST_CASE("nvrtc: a candidate that includes a file outside its sources is refused before NVRTC reads it") {
+  if (!nvrtc_present()) return;
+  auto dir = test::scratch_dir("nvrtc_include_refused");
+  auto c = compiler();
+  const int before = c.counters().compiled;
+  for (const char* src : {"#include \"/etc/passwd\"\nextern \"C\" __global__ void k(float* y) { y[0] = 1; }\n",
+                          "#include <../../../../etc/hostname>\nextern \"C\" __global__ void k(float* y) {}\n"}) {
+    try {
+      c.compile(request(cuda_solution(src), dir.string()));
+      FAIL("should be refused");
+    } catch (const CompileError& e) {
+      CHECK(contains(e.what(), "refused before compiling: kernel.cu:1"));
+      CHECK_FALSE(contains(e.log(), "root:"));
+    }
+  }
+  CHECK(c.counters().compiled == before);  // NVRTC never ran
+}
+
 TEST_CASE("nvrtc: an unknown option is a compile error naming it") {
   if (!nvrtc_present()) return;
   auto dir = test::scratch_dir("nvrtc_option");

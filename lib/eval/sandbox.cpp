@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -55,21 +56,28 @@ bool under_system_dir(const fs::path& p) {
   return false;
 }
 
-std::string find_bwrap() {
-  if (const char* v = std::getenv("KSEARCH_BWRAP"); v && *v) return v;
+// `program` as exec would find it: itself when it holds a '/', else the
+// first executable of that name in PATH; empty when there is none.
+std::string find_in_path(const std::string& program) {
+  if (program.find('/') != std::string::npos) return program;
   const char* path = std::getenv("PATH");
   std::string_view rest = path && *path ? path : "/usr/bin:/bin";
   while (!rest.empty()) {
     auto colon = rest.find(':');
     std::string dir(rest.substr(0, colon));
     if (!dir.empty()) {
-      std::string cand = dir + "/bwrap";
+      std::string cand = dir + "/" + program;
       if (::access(cand.c_str(), X_OK) == 0) return cand;
     }
     if (colon == std::string_view::npos) break;
     rest.remove_prefix(colon + 1);
   }
   return {};
+}
+
+std::string find_bwrap() {
+  if (const char* v = std::getenv("KSEARCH_BWRAP"); v && *v) return v;
+  return find_in_path("bwrap");
 }
 
 // The GPU's device nodes: the control and per-GPU nodes, UVM and the
@@ -188,6 +196,26 @@ SandboxStatus probe() {
 }
 
 }  // namespace
+
+std::vector<fs::path> program_folders(const std::string& program) {
+  std::vector<fs::path> out;
+  std::string found = find_in_path(program);
+  if (found.empty()) return out;
+  fs::path p = fs::absolute(found);
+  std::error_code ec;
+  for (int hop = 0; hop < 16; ++hop) {
+    if (!under_system_dir(p)) {
+      fs::path dir = p.parent_path();
+      fs::path folder = dir.filename() == "bin" ? dir.parent_path() : dir;
+      if (std::find(out.begin(), out.end(), folder) == out.end()) out.push_back(folder);
+    }
+    if (!fs::is_symlink(p, ec)) break;
+    fs::path next = fs::read_symlink(p, ec);
+    if (ec) break;
+    p = next.is_absolute() ? next : (p.parent_path() / next).lexically_normal();
+  }
+  return out;
+}
 
 const char* to_string(SandboxMode m) {
   switch (m) {

@@ -53,6 +53,12 @@ struct SandboxView {
   bool die_with_parent = false;
 };
 
+// The installation folders a program needs inside the sandbox when it lives
+// outside the system folders (a compiler under /opt/gcc, say): for argv[0]
+// found in PATH and every hop of its symbolic links, the folder above its
+// `bin`, or its own folder. Empty for programs under /usr.
+std::vector<std::filesystem::path> program_folders(const std::string& program);
+
 class Sandbox {
  public:
   // Throws ks::Error(Status::state) for `required` when bubblewrap is

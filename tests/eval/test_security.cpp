@@ -260,6 +260,14 @@ TEST_CASE("attack: a candidate that prints the API key and crashes leaks nothing
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
   });
+  struct Stop {  // however evaluate() ends, the scanner stops
+    std::atomic<bool>& done;
+    std::thread& t;
+    ~Stop() {
+      done = true;
+      if (t.joinable()) t.join();
+    }
+  } stop{done, scanner};
   EvalResult r = ev->evaluate(task, test::vadd_candidate(body, "leaks-key"));
   done = true;
   scanner.join();

@@ -196,7 +196,7 @@ class HostCompiler final : public Compiler {
     argv.insert(argv.end(), {"-o", "candidate.so", kUnitName});
     const bool confined = sandbox_ && sandbox_->active();
     detail::SpawnOptions spawn;
-    spawn.argv = confined ? sandbox_->wrap(argv, SandboxView{.read_only = {},
+    spawn.argv = confined ? sandbox_->wrap(argv, SandboxView{.read_only = program_folders(compiler_),
                                                               .read_write = {work},
                                                               .gpu = false,
                                                               .cwd = work,

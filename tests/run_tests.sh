@@ -7,4 +7,6 @@ cd "$(dirname "$0")/.."
 cmake/install-deps.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DKS_WERROR=ON
 cmake --build build -j"$(nproc)"
+# Where the tests run: the host, whether candidates can be sandboxed, CUDA.
+build/examples/cli/ksearch devices || true
 ctest --test-dir build --output-on-failure -j"$(nproc)" "$@"

@@ -13,6 +13,9 @@
 #if KS_HAVE_GPUMODE_SUITE
 #include "tasks/gpumode/gpumode.hpp"
 #endif
+#if KS_HAVE_FLASHINFER_SUITE
+#include "tasks/flashinfer/flashinfer.hpp"
+#endif
 
 namespace ks {
 namespace {
@@ -46,6 +49,9 @@ void ensure_builtin_suites() {
     t_registering_builtins = true;
 #if KS_HAVE_GPUMODE_SUITE
     tasks::register_gpumode_suite();
+#endif
+#if KS_HAVE_FLASHINFER_SUITE
+    tasks::flashinfer::register_flashinfer_suite();
 #endif
     t_registering_builtins = false;
   });

@@ -1,0 +1,116 @@
+// CPU references of the flashinfer suite: plain loops in double precision,
+// for small workloads. They are independent of the CUDA references (no code
+// shared), so agreement between the two checks both.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/elements.hpp"
+#include "ksearch/error.hpp"
+#include "tasks/flashinfer/flashinfer.hpp"
+
+namespace ks::tasks::flashinfer {
+namespace {
+
+using detail::HostTensor;
+
+[[noreturn]] void bad(std::string_view definition, const std::string& what) {
+  throw Error(Status::invalid_argument, fmt::format("{} CPU reference: {}", definition, what));
+}
+
+double bf(std::uint16_t h) { return detail::bf16_to_float(h); }
+
+HostTensor& tensor(std::string_view definition, std::map<std::string, HostTensor>& t, const char* name, DType dtype) {
+  auto it = t.find(name);
+  if (it == t.end()) bad(definition, fmt::format("no tensor \"{}\"", name));
+  if (!it->second.spec || it->second.spec->dtype != dtype)
+    bad(definition, fmt::format("tensor \"{}\" is not {}", name, to_string(dtype)));
+  return it->second;
+}
+
+std::int64_t extent(const HostTensor& t, std::size_t i) { return t.shape.at(i); }
+
+// Checks kv_indptr: starts at 0, monotone, within the page table.
+void check_indptr(std::string_view definition, const std::int32_t* indptr, std::int64_t n, std::int64_t entries) {
+  if (indptr[0] != 0) bad(definition, "kv_indptr must start at 0");
+  for (std::int64_t i = 0; i < n; ++i)
+    if (indptr[i + 1] < indptr[i]) bad(definition, "kv_indptr must not decrease");
+  if (indptr[n] > entries) bad(definition, "kv_indptr ends past kv_indices");
+}
+
+}  // namespace
+
+void gqa_decode_cpu(const PagedDecodeGqa& p, std::uint16_t* output, float* lse) {
+  const std::int64_t group = p.num_qo_heads / p.num_kv_heads, D = p.head_dim;
+  for (std::int64_t b = 0; b < p.batch_size; ++b) {
+    const std::int32_t begin = p.kv_indptr[b], end = p.kv_indptr[b + 1];
+    for (std::int64_t h = 0; h < p.num_qo_heads; ++h) {
+      const std::int64_t kvh = h / group;
+      const std::uint16_t* qh = p.q + (b * p.num_qo_heads + h) * D;
+      std::vector<double> logits;
+      for (std::int32_t j = begin; j < end; ++j) {
+        const std::uint16_t* k = p.k_cache + (static_cast<std::int64_t>(p.kv_indices[j]) * p.num_kv_heads + kvh) * D;
+        double dot = 0;
+        for (std::int64_t d = 0; d < D; ++d) dot += bf(qh[d]) * bf(k[d]);
+        logits.push_back(dot * static_cast<double>(p.sm_scale));
+      }
+      std::uint16_t* out = output + (b * p.num_qo_heads + h) * D;
+      if (logits.empty()) {
+        for (std::int64_t d = 0; d < D; ++d) out[d] = 0;
+        lse[b * p.num_qo_heads + h] = -std::numeric_limits<float>::infinity();
+        continue;
+      }
+      double m = logits[0];
+      for (double l : logits) m = std::max(m, l);
+      double s = 0;
+      for (double l : logits) s += std::exp(l - m);
+      std::vector<double> acc(static_cast<std::size_t>(D), 0.0);
+      for (std::size_t t = 0; t < logits.size(); ++t) {
+        const double w = std::exp(logits[t] - m) / s;
+        const std::uint16_t* v =
+            p.v_cache + (static_cast<std::int64_t>(p.kv_indices[begin + static_cast<std::int32_t>(t)]) * p.num_kv_heads + kvh) * D;
+        for (std::int64_t d = 0; d < D; ++d) acc[static_cast<std::size_t>(d)] += w * bf(v[d]);
+      }
+      for (std::int64_t d = 0; d < D; ++d) out[d] = detail::double_to_bf16(acc[static_cast<std::size_t>(d)]);
+      lse[b * p.num_qo_heads + h] = static_cast<float>((m + std::log(s)) / std::log(2.0));
+    }
+  }
+}
+
+void cpu_reference(std::string_view definition, std::map<std::string, HostTensor>& t) {
+  std::string_view name = definition;
+  if (name.substr(0, kPrefix.size()) == kPrefix) name.remove_prefix(kPrefix.size());
+  if (name == kGqaDecode) {
+    auto& q = tensor(name, t, "q", DType::bf16);
+    auto& k = tensor(name, t, "k_cache", DType::bf16);
+    auto& v = tensor(name, t, "v_cache", DType::bf16);
+    auto& indptr = tensor(name, t, "kv_indptr", DType::i32);
+    auto& indices = tensor(name, t, "kv_indices", DType::i32);
+    auto& out = tensor(name, t, "output", DType::bf16);
+    auto& lse = tensor(name, t, "lse", DType::f32);
+    PagedDecodeGqa p;
+    p.batch_size = extent(q, 0);
+    p.num_qo_heads = extent(q, 1);
+    p.head_dim = extent(q, 2);
+    p.num_kv_heads = extent(k, 2);
+    if (extent(k, 1) != 1) bad(name, "page_size must be 1");
+    if (static_cast<std::int64_t>(indptr.count()) != p.batch_size + 1) bad(name, "kv_indptr must have batch_size + 1 entries");
+    check_indptr(name, indptr.as<std::int32_t>(), p.batch_size, static_cast<std::int64_t>(indices.count()));
+    for (std::size_t i = 0; i < indices.count(); ++i)
+      if (indices.as<std::int32_t>()[i] < 0 || indices.as<std::int32_t>()[i] >= extent(k, 0))
+        bad(name, fmt::format("kv_indices[{}] = {} is not a page", i, indices.as<std::int32_t>()[i]));
+    p.q = q.as<std::uint16_t>();
+    p.k_cache = k.as<std::uint16_t>();
+    p.v_cache = v.as<std::uint16_t>();
+    p.kv_indptr = indptr.as<std::int32_t>();
+    p.kv_indices = indices.as<std::int32_t>();
+    p.sm_scale = static_cast<float>(t.at("sm_scale").scalar);
+    gqa_decode_cpu(p, out.as<std::uint16_t>(), lse.as<float>());
+    return;
+  }
+  bad(definition, "no CPU reference for this definition");
+}
+
+}  // namespace ks::tasks::flashinfer

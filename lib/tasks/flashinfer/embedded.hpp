@@ -1,0 +1,15 @@
+// Kernel sources, launch plans and prompts of the flashinfer suite, kept as
+// ordinary files beside this header (kernels/, prompt/) and compiled into the
+// library by CMake (../embed_files.cmake).
+#pragma once
+
+#include <string_view>
+
+namespace ks::tasks::flashinfer::embedded {
+
+extern const std::string_view gqa_decode_reference_cu, gqa_decode_reference_plan_json;
+extern const std::string_view gqa_decode_start_cu, gqa_decode_start_plan_json;
+extern const std::string_view gqa_decode_baseline_cu, gqa_decode_baseline_plan_json;
+extern const std::string_view gqa_decode_md;
+
+}  // namespace ks::tasks::flashinfer::embedded

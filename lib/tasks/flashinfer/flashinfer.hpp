@@ -1,0 +1,70 @@
+// The flashinfer suite: the four FlashInfer-Bench definitions K-Search
+// reports on, as built-in tasks (docs/tasks/flashinfer.md):
+//
+//   flashinfer/gqa_paged_decode_h32_kv4_d128_ps1
+//   flashinfer/mla_paged_decode_h16_ckv512_kpe64_ps1
+//   flashinfer/mla_paged_prefill_causal_h16_ckv512_kpe64_ps1
+//   flashinfer/moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048
+//
+// Each has its inputs and outputs in definition order (the argument order of
+// a FlashInfer-Bench solution in destination-passing style), a trusted FP32
+// CUDA reference, a CPU reference for small workloads, dataset-shaped
+// workloads with a feedback subset, FLOP and byte formulas, a prompt, a
+// straightforward starting kernel and a baseline kernel for vs_baseline
+// scores. This header is internal to the library (tests, benchmarks and the
+// dataset loader use it); users reach the tasks through ks::load_task.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/inputs.hpp"
+#include "ksearch/task.hpp"
+
+namespace ks::tasks::flashinfer {
+
+inline constexpr std::string_view kPrefix = "flashinfer/";
+inline constexpr std::string_view kGqaDecode = "gqa_paged_decode_h32_kv4_d128_ps1";
+inline constexpr std::string_view kMlaDecode = "mla_paged_decode_h16_ckv512_kpe64_ps1";
+inline constexpr std::string_view kMlaPrefill = "mla_paged_prefill_causal_h16_ckv512_kpe64_ps1";
+inline constexpr std::string_view kMoe = "moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048";
+
+// The definition names (without the prefix) that have native tasks.
+std::vector<std::string> definition_names();
+
+// The complete task for a definition name (with or without the prefix), or
+// nullopt when the suite has none.
+std::optional<TaskSpec> make_spec(std::string_view definition);
+TaskSpec make_gqa_decode_spec();
+TaskSpec make_mla_decode_spec();
+TaskSpec make_mla_prefill_spec();
+TaskSpec make_moe_spec();
+
+// Registers the four tasks with the registry.
+void register_flashinfer_suite();
+
+// CPU references, double precision, for small workloads: fills the output
+// tensors of `tensors` (as detail::generate_host_inputs returns them, or as
+// downloaded from a device) from its inputs. `definition` as for make_spec.
+// Throws ks::Error(Status::invalid_argument) for inconsistent inputs.
+void cpu_reference(std::string_view definition, std::map<std::string, detail::HostTensor>& tensors);
+
+// The reference computations with their dimensions as arguments (the
+// definitions fix them; hand-computed tests use smaller ones). bf16 as raw
+// bits, outputs rounded to bf16 from double; lse in base 2.
+struct PagedDecodeGqa {
+  std::int64_t batch_size = 0, num_qo_heads = 0, num_kv_heads = 0, head_dim = 0;
+  const std::uint16_t* q = nullptr;        // [batch, qo_heads, head_dim]
+  const std::uint16_t* k_cache = nullptr;  // [pages, 1, kv_heads, head_dim]
+  const std::uint16_t* v_cache = nullptr;
+  const std::int32_t* kv_indptr = nullptr;
+  const std::int32_t* kv_indices = nullptr;
+  float sm_scale = 1;
+};
+void gqa_decode_cpu(const PagedDecodeGqa& p, std::uint16_t* output, float* lse);
+
+}  // namespace ks::tasks::flashinfer

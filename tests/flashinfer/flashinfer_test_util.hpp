@@ -20,6 +20,11 @@ KS_FI_EMULATED(gqa_start)
 KS_FI_EMULATED(gqa_baseline)
 KS_FI_EMULATED(gqa_pages_in_order)
 KS_FI_EMULATED(gqa_natural_lse)
+KS_FI_EMULATED(mla_decode_reference)
+KS_FI_EMULATED(mla_decode_start)
+KS_FI_EMULATED(mla_decode_baseline)
+KS_FI_EMULATED(mla_decode_pages_in_order)
+KS_FI_EMULATED(mla_decode_no_pe)
 #undef KS_FI_EMULATED
 
 namespace ks::test {

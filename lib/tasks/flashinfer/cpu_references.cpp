@@ -3,6 +3,7 @@
 // shared), so agreement between the two checks both.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -79,6 +80,50 @@ void gqa_decode_cpu(const PagedDecodeGqa& p, std::uint16_t* output, float* lse) 
   }
 }
 
+void mla_paged_cpu(const PagedMla& p, std::uint16_t* output, float* lse) {
+  const std::int64_t H = p.num_qo_heads, C = p.head_dim_ckv, K = p.head_dim_kpe;
+  for (std::int64_t b = 0; b < p.num_requests; ++b) {
+    const std::int32_t kv_begin = p.kv_indptr[b], kv_len = p.kv_indptr[b + 1] - kv_begin;
+    const std::int64_t q_begin = p.qo_indptr ? p.qo_indptr[b] : b;
+    const std::int64_t q_len = p.qo_indptr ? p.qo_indptr[b + 1] - p.qo_indptr[b] : 1;
+    for (std::int64_t i = 0; i < q_len; ++i) {
+      const std::int64_t qi = q_begin + i;
+      // Entries this query may attend: all, or up to its causal position.
+      const std::int64_t visible = p.causal ? std::min<std::int64_t>(kv_len, kv_len - q_len + i + 1) : kv_len;
+      for (std::int64_t h = 0; h < H; ++h) {
+        const std::uint16_t* qn = p.q_nope + (qi * H + h) * C;
+        const std::uint16_t* qp = p.q_pe + (qi * H + h) * K;
+        std::uint16_t* out = output + (qi * H + h) * C;
+        std::vector<double> logits;
+        for (std::int64_t j = 0; j < visible; ++j) {
+          const std::int64_t row = p.kv_indices[kv_begin + j];
+          double dot = 0;
+          for (std::int64_t d = 0; d < C; ++d) dot += bf(qn[d]) * bf(p.ckv_cache[row * C + d]);
+          for (std::int64_t d = 0; d < K; ++d) dot += bf(qp[d]) * bf(p.kpe_cache[row * K + d]);
+          logits.push_back(dot * static_cast<double>(p.sm_scale));
+        }
+        if (logits.empty()) {
+          for (std::int64_t d = 0; d < C; ++d) out[d] = 0;
+          lse[qi * H + h] = -std::numeric_limits<float>::infinity();
+          continue;
+        }
+        double m = logits[0];
+        for (double l : logits) m = std::max(m, l);
+        double s = 0;
+        for (double l : logits) s += std::exp(l - m);
+        std::vector<double> acc(static_cast<std::size_t>(C), 0.0);
+        for (std::size_t j = 0; j < logits.size(); ++j) {
+          const double w = std::exp(logits[j] - m) / s;
+          const std::int64_t row = p.kv_indices[kv_begin + static_cast<std::int64_t>(j)];
+          for (std::int64_t d = 0; d < C; ++d) acc[static_cast<std::size_t>(d)] += w * bf(p.ckv_cache[row * C + d]);
+        }
+        for (std::int64_t d = 0; d < C; ++d) out[d] = detail::double_to_bf16(acc[static_cast<std::size_t>(d)]);
+        lse[qi * H + h] = static_cast<float>((m + std::log(s)) / std::log(2.0));
+      }
+    }
+  }
+}
+
 void cpu_reference(std::string_view definition, std::map<std::string, HostTensor>& t) {
   std::string_view name = definition;
   if (name.substr(0, kPrefix.size()) == kPrefix) name.remove_prefix(kPrefix.size());
@@ -108,6 +153,46 @@ void cpu_reference(std::string_view definition, std::map<std::string, HostTensor
     p.kv_indices = indices.as<std::int32_t>();
     p.sm_scale = static_cast<float>(t.at("sm_scale").scalar);
     gqa_decode_cpu(p, out.as<std::uint16_t>(), lse.as<float>());
+    return;
+  }
+  if (name == kMlaDecode || name == kMlaPrefill) {
+    const bool prefill = name == kMlaPrefill;
+    auto& qn = tensor(name, t, "q_nope", DType::bf16);
+    auto& qp = tensor(name, t, "q_pe", DType::bf16);
+    auto& ckv = tensor(name, t, "ckv_cache", DType::bf16);
+    auto& kpe = tensor(name, t, "kpe_cache", DType::bf16);
+    auto& indptr = tensor(name, t, "kv_indptr", DType::i32);
+    auto& indices = tensor(name, t, "kv_indices", DType::i32);
+    auto& out = tensor(name, t, "output", DType::bf16);
+    auto& lse = tensor(name, t, "lse", DType::f32);
+    PagedMla p;
+    p.num_requests = static_cast<std::int64_t>(indptr.count()) - 1;
+    p.num_qo_heads = extent(qn, 1);
+    p.head_dim_ckv = extent(qn, 2);
+    p.head_dim_kpe = extent(qp, 2);
+    if (extent(ckv, 1) != 1) bad(name, "page_size must be 1");
+    if (p.num_requests < 0) bad(name, "kv_indptr is empty");
+    check_indptr(name, indptr.as<std::int32_t>(), p.num_requests, static_cast<std::int64_t>(indices.count()));
+    for (std::size_t i = 0; i < indices.count(); ++i)
+      if (indices.as<std::int32_t>()[i] < 0 || indices.as<std::int32_t>()[i] >= extent(ckv, 0))
+        bad(name, fmt::format("kv_indices[{}] = {} is not a page", i, indices.as<std::int32_t>()[i]));
+    if (prefill) {
+      auto& qo = tensor(name, t, "qo_indptr", DType::i32);
+      if (qo.count() != indptr.count()) bad(name, "qo_indptr and kv_indptr must have the same length");
+      check_indptr(name, qo.as<std::int32_t>(), p.num_requests, extent(qn, 0));
+      p.qo_indptr = qo.as<std::int32_t>();
+      p.causal = true;
+    } else if (extent(qn, 0) != p.num_requests) {
+      bad(name, "kv_indptr must have batch_size + 1 entries");
+    }
+    p.q_nope = qn.as<std::uint16_t>();
+    p.q_pe = qp.as<std::uint16_t>();
+    p.ckv_cache = ckv.as<std::uint16_t>();
+    p.kpe_cache = kpe.as<std::uint16_t>();
+    p.kv_indptr = indptr.as<std::int32_t>();
+    p.kv_indices = indices.as<std::int32_t>();
+    p.sm_scale = static_cast<float>(t.at("sm_scale").scalar);
+    mla_paged_cpu(p, out.as<std::uint16_t>(), lse.as<float>());
     return;
   }
   bad(definition, "no CPU reference for this definition");

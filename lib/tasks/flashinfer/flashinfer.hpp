@@ -67,4 +67,22 @@ struct PagedDecodeGqa {
 };
 void gqa_decode_cpu(const PagedDecodeGqa& p, std::uint16_t* output, float* lse);
 
+// MLA over a paged latent cache. Decode (qo_indptr null): query b is request
+// b's and attends all its entries. Prefill: request b's queries are
+// qo_indptr[b] .. qo_indptr[b + 1] - 1; with `causal`, its i-th query (from 0)
+// attends entry positions j <= kv_len - q_len + i. Values are the ckv rows.
+struct PagedMla {
+  std::int64_t num_requests = 0, num_qo_heads = 0, head_dim_ckv = 0, head_dim_kpe = 0;
+  const std::int32_t* qo_indptr = nullptr;
+  const std::uint16_t* q_nope = nullptr;     // [queries, heads, ckv]
+  const std::uint16_t* q_pe = nullptr;       // [queries, heads, kpe]
+  const std::uint16_t* ckv_cache = nullptr;  // [pages, 1, ckv]
+  const std::uint16_t* kpe_cache = nullptr;  // [pages, 1, kpe]
+  const std::int32_t* kv_indptr = nullptr;
+  const std::int32_t* kv_indices = nullptr;
+  float sm_scale = 1;
+  bool causal = false;
+};
+void mla_paged_cpu(const PagedMla& p, std::uint16_t* output, float* lse);
+
 }  // namespace ks::tasks::flashinfer

@@ -25,6 +25,11 @@ KS_FI_EMULATED(mla_decode_start)
 KS_FI_EMULATED(mla_decode_baseline)
 KS_FI_EMULATED(mla_decode_pages_in_order)
 KS_FI_EMULATED(mla_decode_no_pe)
+KS_FI_EMULATED(mla_prefill_reference)
+KS_FI_EMULATED(mla_prefill_start)
+KS_FI_EMULATED(mla_prefill_baseline)
+KS_FI_EMULATED(mla_prefill_pages_in_order)
+KS_FI_EMULATED(mla_prefill_no_mask)
 #undef KS_FI_EMULATED
 
 namespace ks::test {

@@ -15,5 +15,9 @@ extern const std::string_view mla_decode_reference_cu, mla_decode_reference_plan
 extern const std::string_view mla_decode_start_cu, mla_decode_start_plan_json;
 extern const std::string_view mla_decode_baseline_cu, mla_decode_baseline_plan_json;
 extern const std::string_view mla_decode_md;
+extern const std::string_view mla_prefill_reference_cu, mla_prefill_reference_plan_json;
+extern const std::string_view mla_prefill_start_cu, mla_prefill_start_plan_json;
+extern const std::string_view mla_prefill_baseline_cu, mla_prefill_baseline_plan_json;
+extern const std::string_view mla_prefill_md;
 
 }  // namespace ks::tasks::flashinfer::embedded

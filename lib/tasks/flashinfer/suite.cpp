@@ -7,13 +7,14 @@
 namespace ks::tasks::flashinfer {
 
 std::vector<std::string> definition_names() {
-  return {std::string(kGqaDecode), std::string(kMlaDecode)};
+  return {std::string(kGqaDecode), std::string(kMlaDecode), std::string(kMlaPrefill)};
 }
 
 std::optional<TaskSpec> make_spec(std::string_view definition) {
   if (definition.substr(0, kPrefix.size()) == kPrefix) definition.remove_prefix(kPrefix.size());
   if (definition == kGqaDecode) return make_gqa_decode_spec();
   if (definition == kMlaDecode) return make_mla_decode_spec();
+  if (definition == kMlaPrefill) return make_mla_prefill_spec();
   return std::nullopt;
 }
 

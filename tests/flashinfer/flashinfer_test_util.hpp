@@ -30,6 +30,10 @@ KS_FI_EMULATED(mla_prefill_start)
 KS_FI_EMULATED(mla_prefill_baseline)
 KS_FI_EMULATED(mla_prefill_pages_in_order)
 KS_FI_EMULATED(mla_prefill_no_mask)
+KS_FI_EMULATED(moe_reference)
+KS_FI_EMULATED(moe_start)
+KS_FI_EMULATED(moe_baseline)
+KS_FI_EMULATED(moe_no_offset)
 #undef KS_FI_EMULATED
 
 namespace ks::test {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <vector>
 
@@ -124,6 +125,82 @@ void mla_paged_cpu(const PagedMla& p, std::uint16_t* output, float* lse) {
   }
 }
 
+void moe_route_cpu(const float* logits, const std::uint16_t* bias, std::int64_t num_experts, std::int64_t n_group,
+                   std::int64_t topk_group, std::int64_t top_k, float routed_scaling_factor, std::int32_t* ids,
+                   float* weights) {
+  const std::int64_t per_group = num_experts / n_group;
+  std::vector<float> s(static_cast<std::size_t>(num_experts)), sb(s.size());
+  for (std::int64_t e = 0; e < num_experts; ++e) {
+    s[static_cast<std::size_t>(e)] = 1.f / (1.f + std::exp(-logits[e]));
+    sb[static_cast<std::size_t>(e)] = s[static_cast<std::size_t>(e)] + detail::bf16_to_float(bias[e]);
+  }
+  // Group scores: the two largest sb of each group.
+  std::vector<float> gscore(static_cast<std::size_t>(n_group));
+  for (std::int64_t g = 0; g < n_group; ++g) {
+    std::vector<float> v(sb.begin() + g * per_group, sb.begin() + (g + 1) * per_group);
+    std::partial_sort(v.begin(), v.begin() + 2, v.end(), std::greater<float>());
+    gscore[static_cast<std::size_t>(g)] = v[0] + v[1];
+  }
+  // The best groups, then the best experts among them; ties to the lower index.
+  auto better = [](const std::vector<float>& v, std::int64_t a, std::int64_t b) {
+    return v[static_cast<std::size_t>(a)] > v[static_cast<std::size_t>(b)] ||
+           (v[static_cast<std::size_t>(a)] == v[static_cast<std::size_t>(b)] && a < b);
+  };
+  std::vector<std::int64_t> groups(static_cast<std::size_t>(n_group));
+  for (std::int64_t g = 0; g < n_group; ++g) groups[static_cast<std::size_t>(g)] = g;
+  std::sort(groups.begin(), groups.end(), [&](std::int64_t a, std::int64_t b) { return better(gscore, a, b); });
+  std::vector<std::int64_t> cands;
+  for (std::int64_t k = 0; k < topk_group; ++k)
+    for (std::int64_t e = 0; e < per_group; ++e) cands.push_back(groups[static_cast<std::size_t>(k)] * per_group + e);
+  std::sort(cands.begin(), cands.end(), [&](std::int64_t a, std::int64_t b) { return better(sb, a, b); });
+  float sum = 0.f;
+  for (std::int64_t k = 0; k < top_k; ++k) sum += s[static_cast<std::size_t>(cands[static_cast<std::size_t>(k)])];
+  for (std::int64_t k = 0; k < top_k; ++k) {
+    const std::int64_t e = cands[static_cast<std::size_t>(k)];
+    ids[k] = static_cast<std::int32_t>(e);
+    weights[k] = s[static_cast<std::size_t>(e)] / (sum + 1e-20f) * routed_scaling_factor;
+  }
+}
+
+void moe_fp8_cpu(const MoeFp8& p, std::uint16_t* output) {
+  const std::int64_t H = p.hidden, I = p.inter, B = p.block, E = p.num_experts;
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(p.top_k));
+  std::vector<float> w(static_cast<std::size_t>(p.top_k));
+  std::vector<double> a(static_cast<std::size_t>(H)), c(static_cast<std::size_t>(I)), out(static_cast<std::size_t>(H));
+  for (std::int64_t t = 0; t < p.seq_len; ++t) {
+    moe_route_cpu(p.routing_logits + t * E, p.routing_bias, E, p.n_group, p.topk_group, p.top_k,
+                  p.routed_scaling_factor, ids.data(), w.data());
+    for (std::int64_t k = 0; k < H; ++k)
+      a[static_cast<std::size_t>(k)] = static_cast<double>(detail::f8e4m3_to_float(p.hidden_states[t * H + k])) *
+                                       p.hidden_states_scale[(k / B) * p.seq_len + t];
+    std::fill(out.begin(), out.end(), 0.0);
+    for (std::int64_t slot = 0; slot < p.top_k; ++slot) {
+      const std::int64_t le = ids[static_cast<std::size_t>(slot)] - p.local_expert_offset;
+      if (le < 0 || le >= p.num_local_experts) continue;
+      const std::uint8_t* w1 = p.gemm1_weights + le * 2 * I * H;
+      const float* s1 = p.gemm1_weights_scale + le * (2 * I / B) * (H / B);
+      for (std::int64_t i = 0; i < I; ++i) {
+        double x1 = 0, x2 = 0;
+        for (std::int64_t k = 0; k < H; ++k) {
+          x1 += a[static_cast<std::size_t>(k)] * detail::f8e4m3_to_float(w1[i * H + k]) * s1[(i / B) * (H / B) + k / B];
+          x2 += a[static_cast<std::size_t>(k)] * detail::f8e4m3_to_float(w1[(I + i) * H + k]) *
+                s1[((I + i) / B) * (H / B) + k / B];
+        }
+        c[static_cast<std::size_t>(i)] = x2 / (1 + std::exp(-x2)) * x1;
+      }
+      const std::uint8_t* w2 = p.gemm2_weights + le * H * I;
+      const float* s2 = p.gemm2_weights_scale + le * (H / B) * (I / B);
+      for (std::int64_t h = 0; h < H; ++h) {
+        double o = 0;
+        for (std::int64_t i = 0; i < I; ++i)
+          o += c[static_cast<std::size_t>(i)] * detail::f8e4m3_to_float(w2[h * I + i]) * s2[(h / B) * (I / B) + i / B];
+        out[static_cast<std::size_t>(h)] += static_cast<double>(w[static_cast<std::size_t>(slot)]) * o;
+      }
+    }
+    for (std::int64_t h = 0; h < H; ++h) output[t * H + h] = detail::double_to_bf16(out[static_cast<std::size_t>(h)]);
+  }
+}
+
 void cpu_reference(std::string_view definition, std::map<std::string, HostTensor>& t) {
   std::string_view name = definition;
   if (name.substr(0, kPrefix.size()) == kPrefix) name.remove_prefix(kPrefix.size());
@@ -193,6 +270,37 @@ void cpu_reference(std::string_view definition, std::map<std::string, HostTensor
     p.kv_indices = indices.as<std::int32_t>();
     p.sm_scale = static_cast<float>(t.at("sm_scale").scalar);
     mla_paged_cpu(p, out.as<std::uint16_t>(), lse.as<float>());
+    return;
+  }
+  if (name == kMoe) {
+    auto& logits = tensor(name, t, "routing_logits", DType::f32);
+    auto& bias = tensor(name, t, "routing_bias", DType::bf16);
+    auto& hs = tensor(name, t, "hidden_states", DType::f8e4m3);
+    auto& hss = tensor(name, t, "hidden_states_scale", DType::f32);
+    auto& w1 = tensor(name, t, "gemm1_weights", DType::f8e4m3);
+    auto& w1s = tensor(name, t, "gemm1_weights_scale", DType::f32);
+    auto& w2 = tensor(name, t, "gemm2_weights", DType::f8e4m3);
+    auto& w2s = tensor(name, t, "gemm2_weights_scale", DType::f32);
+    auto& out = tensor(name, t, "output", DType::bf16);
+    MoeFp8 p;
+    p.seq_len = extent(hs, 0);
+    p.hidden = extent(hs, 1);
+    p.num_experts = extent(logits, 1);
+    p.num_local_experts = extent(w1, 0);
+    p.inter = extent(w2, 2);
+    if (extent(w1, 1) != 2 * p.inter || extent(w1, 2) != p.hidden) bad(name, "gemm1_weights must be [local, 2 * inter, hidden]");
+    if (p.hidden % p.block || p.inter % p.block) bad(name, "hidden and intermediate sizes must be multiples of 128");
+    p.routing_logits = logits.as<float>();
+    p.routing_bias = bias.as<std::uint16_t>();
+    p.hidden_states = hs.as<std::uint8_t>();
+    p.hidden_states_scale = hss.as<float>();
+    p.gemm1_weights = w1.as<std::uint8_t>();
+    p.gemm1_weights_scale = w1s.as<float>();
+    p.gemm2_weights = w2.as<std::uint8_t>();
+    p.gemm2_weights_scale = w2s.as<float>();
+    p.local_expert_offset = static_cast<std::int64_t>(t.at("local_expert_offset").scalar);
+    p.routed_scaling_factor = static_cast<float>(t.at("routed_scaling_factor").scalar);
+    moe_fp8_cpu(p, out.as<std::uint16_t>());
     return;
   }
   bad(definition, "no CPU reference for this definition");

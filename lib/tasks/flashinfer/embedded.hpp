@@ -19,5 +19,9 @@ extern const std::string_view mla_prefill_reference_cu, mla_prefill_reference_pl
 extern const std::string_view mla_prefill_start_cu, mla_prefill_start_plan_json;
 extern const std::string_view mla_prefill_baseline_cu, mla_prefill_baseline_plan_json;
 extern const std::string_view mla_prefill_md;
+extern const std::string_view moe_reference_cu, moe_reference_plan_json;
+extern const std::string_view moe_start_cu, moe_start_plan_json;
+extern const std::string_view moe_baseline_cu, moe_baseline_plan_json;
+extern const std::string_view moe_md;
 
 }  // namespace ks::tasks::flashinfer::embedded

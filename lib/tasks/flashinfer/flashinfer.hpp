@@ -85,4 +85,28 @@ struct PagedMla {
 };
 void mla_paged_cpu(const PagedMla& p, std::uint16_t* output, float* lse);
 
+// DeepSeek-V3 no-aux routing of one token, in float as the GPU kernels do
+// (ties to the lower index): the top_k expert ids in order and their weights.
+void moe_route_cpu(const float* logits, const std::uint16_t* bias, std::int64_t num_experts, std::int64_t n_group,
+                   std::int64_t topk_group, std::int64_t top_k, float routed_scaling_factor, std::int32_t* ids,
+                   float* weights);
+
+// The fp8 block-scale MoE: routing as above, then double-precision GEMMs on
+// elements dequantized with their block scales, SwiGLU, weighted sum, bf16.
+struct MoeFp8 {
+  std::int64_t seq_len = 0, num_experts = 256, num_local_experts = 32, hidden = 0, inter = 0, block = 128;
+  std::int64_t n_group = 8, topk_group = 4, top_k = 8;
+  const float* routing_logits = nullptr;       // [seq, experts]
+  const std::uint16_t* routing_bias = nullptr;  // [experts] bf16
+  const std::uint8_t* hidden_states = nullptr;  // [seq, hidden] e4m3
+  const float* hidden_states_scale = nullptr;   // [hidden / block, seq]
+  const std::uint8_t* gemm1_weights = nullptr;  // [local, 2 * inter, hidden]
+  const float* gemm1_weights_scale = nullptr;   // [local, 2 * inter / block, hidden / block]
+  const std::uint8_t* gemm2_weights = nullptr;  // [local, hidden, inter]
+  const float* gemm2_weights_scale = nullptr;   // [local, hidden / block, inter / block]
+  std::int64_t local_expert_offset = 0;
+  float routed_scaling_factor = 1;
+};
+void moe_fp8_cpu(const MoeFp8& p, std::uint16_t* output);
+
 }  // namespace ks::tasks::flashinfer

@@ -7,7 +7,7 @@
 namespace ks::tasks::flashinfer {
 
 std::vector<std::string> definition_names() {
-  return {std::string(kGqaDecode), std::string(kMlaDecode), std::string(kMlaPrefill)};
+  return {std::string(kGqaDecode), std::string(kMlaDecode), std::string(kMlaPrefill), std::string(kMoe)};
 }
 
 std::optional<TaskSpec> make_spec(std::string_view definition) {
@@ -15,6 +15,7 @@ std::optional<TaskSpec> make_spec(std::string_view definition) {
   if (definition == kGqaDecode) return make_gqa_decode_spec();
   if (definition == kMlaDecode) return make_mla_decode_spec();
   if (definition == kMlaPrefill) return make_mla_prefill_spec();
+  if (definition == kMoe) return make_moe_spec();
   return std::nullopt;
 }
 

@@ -36,10 +36,12 @@ std::string targets_text(const Json& targets) {
 }  // namespace
 
 int cmd_tasks(int argc, char** argv) {
-  Args a("tasks", "ksearch tasks [--json]",
+  Args a("tasks", "ksearch tasks [--dataset DIR] [--json]",
          "Lists the built-in tasks and the example task files (in the installed share/ksearch/tasks, or "
-         "$KSEARCH_TASKS_DIR), with their languages and the published numbers to beat.",
-         {{"json", "", "Print the list as JSON.", "", false}});
+         "$KSEARCH_TASKS_DIR), with their languages and the published numbers to beat; with --dataset, the "
+         "definitions of a FlashInfer-Trace checkout (run one with --task DIR/definitions/<op_type>/<name>.json).",
+         {{"json", "", "Print the list as JSON.", "", false},
+          {"dataset", "DIR", "A FlashInfer-Trace dataset checkout to list instead.", "", false}});
   if (!a.parse(argc, argv)) {
     std::fprintf(stderr, "ksearch tasks: %s\n", a.error().c_str());
     return 2;
@@ -50,7 +52,8 @@ int cmd_tasks(int argc, char** argv) {
   }
   std::vector<std::filesystem::path> dirs;
   if (auto d = example_tasks_dir(); !d.empty()) dirs.push_back(d);
-  auto tasks = list_tasks(dirs);
+  const bool dataset = a.has("dataset");
+  auto tasks = dataset ? list_dataset_tasks(a.get("dataset")) : list_tasks(dirs);
   if (a.has("json")) {
     Json arr = Json::array();
     for (const auto& t : tasks) {
@@ -74,7 +77,7 @@ int cmd_tasks(int argc, char** argv) {
     fmt::print("{:<24} {:<9} source: {}\n", "", "", t.source);
     if (std::string tg = targets_text(t.targets); !tg.empty()) fmt::print("{:<24} {:<9} targets: {}\n", "", "", tg);
   }
-  if (dirs.empty()) fmt::print("\n(no example task folder found; set $KSEARCH_TASKS_DIR)\n");
+  if (!dataset && dirs.empty()) fmt::print("\n(no example task folder found; set $KSEARCH_TASKS_DIR)\n");
   return 0;
 }
 

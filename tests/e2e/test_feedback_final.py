@@ -3,7 +3,9 @@
 the search evaluates only those, the run ends with the best kernel evaluated
 on every workload (final_eval.json, best/final_eval.json, `ksearch show`),
 a resumed run keeps that final evaluation, and `ksearch eval --workloads
-feedback|all` evaluates either set.
+feedback|all` evaluates either set. Then the same on a definition of the
+FlashInfer-Trace dataset fixture (scalar and safetensors inputs, a reference
+given as a solution file), after `ksearch tasks --dataset` lists it.
 """
 import argparse
 import json
@@ -86,4 +88,25 @@ al = json.loads(run([args.ksearch, "eval", "--task", str(task), "--solution", st
                      "--max-time", "0.1", "--json", "--cache-dir", str(work / "cache")]))
 check([w["name"] for w in al["workloads"]] == ALL, "eval --workloads all evaluates every workload")
 run([args.ksearch, "eval", "--task", str(task), "--solution", str(sol), "--workloads", "some"], expect=2)
+
+# A FlashInfer-Trace dataset checkout: list it, then search a definition of it.
+dataset = src / "tests/fixtures/flashinfer_trace"
+listing = run([args.ksearch, "tasks", "--dataset", str(dataset)])
+check("flashinfer/gather_scale_d64" in listing and "native reference: solution file" in listing
+      and "native reference: built-in" in listing, "ksearch tasks --dataset lists the fixture's definitions")
+missing = subprocess.run([args.ksearch, "run", "--task", str(dataset / "definitions/rmsnorm/rmsnorm_h128.json"),
+                          "--language", "cpp", "--llm", "offline"], env=env, capture_output=True, text=True)
+check(missing.returncode != 0 and "has no native reference" in missing.stderr,
+      "a definition without a reference is refused with a clear message")
+gather = dataset / "definitions/gather/gather_scale_d64.json"
+gdir = work / "gather_run"
+out = run([args.ksearch, "run", "--task", str(gather), "--language", "cpp", "--strategy", "greedy",
+           "--llm", f"command:{sys.executable} {responder} {work / 'gather_state.json'} gather", "--max-rounds", "3",
+           "--timing-cap", "0.2", "--cache-dir", str(work / "cache"), "--run-dir", str(gdir)])
+gfinal = json.loads((gdir / "final_eval.json").read_text())
+check(gfinal["status"] == "passed" and len(gfinal["workloads"]) == 8,
+      "the dataset definition's best kernel passes all eight workloads in the final evaluation")
+for d in sorted((gdir / "attempts").iterdir()):
+    ev = json.loads((d / "eval.json").read_text())
+    check(len(ev["workloads"]) == 6, f"{d.name} was evaluated on the six feedback workloads")
 print("PASS")

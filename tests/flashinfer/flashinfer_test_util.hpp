@@ -34,6 +34,9 @@ KS_FI_EMULATED(moe_reference)
 KS_FI_EMULATED(moe_start)
 KS_FI_EMULATED(moe_baseline)
 KS_FI_EMULATED(moe_no_offset)
+KS_FI_EMULATED(demo_v1_warp_per_head)
+KS_FI_EMULATED(demo_v2_group_shared)
+KS_FI_EMULATED(demo_v3_split_kv_wide)
 #undef KS_FI_EMULATED
 
 namespace ks::test {

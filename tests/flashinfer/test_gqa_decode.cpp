@@ -8,6 +8,9 @@
 #include <cstring>
 
 #include "core/elements.hpp"
+#include "core/fs.hpp"
+#include "core/response/parse.hpp"
+#include "support/test_util.hpp"
 #include "emu/kernel_table.hpp"
 #include "flashinfer_test_util.hpp"
 #include "ksearch/tasks.hpp"
@@ -166,4 +169,30 @@ TEST_CASE("gqa decode: wrong kernels fail (emulated): pages read in order, lse i
   const Json& plan = t.starting_points[0].launch_plan;
   CHECK(test::compare_outputs(t, test::run_emulated(t, w, in_order, plan), want, t.tolerance).find("output:") != std::string::npos);
   CHECK(test::compare_outputs(t, test::run_emulated(t, w, natural, plan), want, t.tolerance).find("lse:") != std::string::npos);
+}
+
+TEST_CASE("gqa decode: the demonstration's hand-written answers compile and agree with the CPU reference (emulated)") {
+  const TaskSpec& t = spec();
+  struct Answer {
+    const char* file;
+    void (*reg)(ks_emu::KernelTable&);
+  };
+  const Answer answers[] = {{"v1_warp_per_head.md", ks_emu_register_demo_v1_warp_per_head},
+                            {"v2_group_shared.md", ks_emu_register_demo_v2_group_shared},
+                            {"v3_split_kv_wide.md", ks_emu_register_demo_v3_split_kv_wide}};
+  const WorkloadSpec cases[] = {small("tiny", 3, 7, 40, 11), small("ragged", 5, 180, 400, 13, 0.2),
+                                small("long", 1, 1100, 1500, 14, 0.05)};
+  for (const auto& a : answers) {
+    INFO("answer " << a.file);
+    Solution s = detail::parse_candidate(
+        detail::read_file(test::source_dir() / "examples" / "flashinfer" / "candidates" / a.file), Language::cuda);
+    s.name = a.file;
+    test::check_compiles(t, s);
+    ks_emu::KernelTable table;
+    a.reg(table);
+    for (const auto& w : cases) {
+      INFO("workload " << w.name);
+      CHECK(test::compare_outputs(t, test::run_emulated(t, w, table, s.launch_plan), test::cpu_outputs(t, w), t.tolerance) == "");
+    }
+  }
 }

@@ -150,7 +150,7 @@ PlanScratch parse_scratch(const Json& j, const std::string& where) {
   s.dtype = dtype_from_string(dt);
   if (!s.dtype)
     fail(where + ".dtype",
-         fmt::format("unknown dtype \"{}\" (f32, f64, f16, bf16, i32, i64, u8)", dt));
+         fmt::format("unknown dtype \"{}\" (f32, f64, f16, bf16, f8e4m3, f8e5m2, i8, i16, i32, i64, u8, bool)", dt));
   const auto& shape = r.required_array("shape");
   for (std::size_t d = 0; d < shape.size(); ++d)
     s.shape.push_back(parse_expr(shape[d], fmt::format("{}.shape[{}]", where, d)));

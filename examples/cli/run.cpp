@@ -80,6 +80,9 @@ std::vector<OptionSpec> search_options() {
       {"timing-cap", "S", "Longest time spent timing one benchmark workload; repetitions stop earlier once the "
                           "standard error of the mean is below 0.1 %.", "2", false},
       {"seeds", "N", "Input seeds checked per workload before timing (2 to 64).", "2", false},
+      {"baseline-latencies", "FILE", "Baseline latencies per card, {\"<device>\": {\"<workload>\": ms}}, for tasks "
+                                     "scored against a baseline (instead of measuring its baseline solution).", "",
+       false},
       {"quiet", "", "Print only the final summary.", "", false},
       {"json", "", "Print the outcome as JSON at the end.", "", false},
   };
@@ -192,6 +195,8 @@ int cmd_run(int argc, char** argv) {
   c.max_answer_bytes = static_cast<std::size_t>(a.get_size("max-answer-size", c.max_answer_bytes));
   o.evaluator.options.max_time_per_workload_s = a.get_double("timing-cap", o.evaluator.options.max_time_per_workload_s);
   o.evaluator.options.seeds_per_workload = a.get_int("seeds", o.evaluator.options.seeds_per_workload);
+  if (a.has("baseline-latencies"))
+    o.evaluator.options.baseline_latencies = read_baseline_latencies(a.get("baseline-latencies"));
   if (o.evaluator.options.seeds_per_workload < 2)
     throw Error(Status::invalid_argument, "--seeds must be at least 2 (two input sets are checked per workload)");
   if (o.evaluator.options.max_time_per_workload_s <= 0)

@@ -42,6 +42,7 @@ int cmd_show(int argc, char** argv) {
     for (const auto& r : attempts) at.push_back(r.to_json());
     j["attempts"] = at;
     if (best) j["best"] = Json::obj({{"round", best->round}, {"solution", best->solution.to_json()}, {"eval", best->eval.to_json()}});
+    if (auto fe = store.final_eval()) j["final_eval"] = fe->to_json();
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
@@ -85,10 +86,12 @@ int cmd_show(int argc, char** argv) {
                  r.eval.latency_ms > 0 ? fmt::format("{:.4f}", r.eval.latency_ms) : "-", r.action);
   }
   if (best) {
-    fmt::print("\nBest: {} (round {}): {:.4f} ms geometric mean", best->solution.id, best->round, best->eval.latency_ms);
-    if (best->eval.speedup > 0) fmt::print(", {:.2f}x the reference", best->eval.speedup);
-    fmt::print("\n");
+    fmt::print("\nBest: {} (round {}): {}\n", best->solution.id, best->round, eval_headline(best->eval));
     print_eval_table(stdout, best->eval);
+    if (auto fe = store.final_eval(); fe && fe->solution_id == best->solution.id) {
+      fmt::print("\nFinal evaluation on every workload: {}\n", fe->passed() ? eval_headline(*fe) : fe->summary());
+      print_eval_table(stdout, *fe);
+    }
   } else {
     fmt::print("\nNo passing solution yet.\n");
   }

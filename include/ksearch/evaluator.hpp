@@ -31,6 +31,12 @@ struct KS_API EvalOptions {
   bool flush_l2 = true;
   bool time_reference = true;       // also time the task's reference (once per run)
   std::vector<std::string> extra_compile_flags;
+  // Baseline latencies imported per card, for tasks scored vs_baseline:
+  // {"<device>": {"<workload>": ms, ...}, ...}. A device key matches a device
+  // name written the same, or its start with spaces as underscores
+  // ("NVIDIA_H100" matches "NVIDIA H100 80GB HBM3"). Workloads not listed
+  // for the device are measured with the task's baseline solution.
+  Json baseline_latencies;
 
   Json to_json() const;
   // Fields absent from `j` keep their defaults; a field of the wrong type is an error.

@@ -63,6 +63,10 @@ struct KS_API SearchOutcome {
   LlmUsage usage;
   double wall_s = 0;
   DeviceInfo device;
+  // When the task names feedback workloads, the search evaluates only those;
+  // the best kernel is then evaluated on every workload (also in
+  // <run>/final_eval.json and <run>/best/final_eval.json).
+  std::optional<EvalResult> final_eval;
   Json to_json() const;
 };
 

@@ -40,7 +40,7 @@ std::vector<std::string> strings_of(const Json* j, const char* field) {
 }  // namespace
 
 Json EvalOptions::to_json() const {
-  return Json::obj({{"run_tests", run_tests},
+  Json j = Json::obj({{"run_tests", run_tests},
                     {"run_benchmarks", run_benchmarks},
                     {"only_workloads", strings_json(only_workloads)},
                     {"seeds_per_workload", seeds_per_workload},
@@ -55,6 +55,8 @@ Json EvalOptions::to_json() const {
                     {"flush_l2", flush_l2},
                     {"time_reference", time_reference},
                     {"extra_compile_flags", strings_json(extra_compile_flags)}});
+  if (!baseline_latencies.is_null()) j["baseline_latencies"] = baseline_latencies;
+  return j;
 }
 
 EvalOptions EvalOptions::from_json(const Json& j) {
@@ -75,6 +77,7 @@ EvalOptions EvalOptions::from_json(const Json& j) {
   o.flush_l2 = j.get_bool("flush_l2", o.flush_l2);
   o.time_reference = j.get_bool("time_reference", o.time_reference);
   o.extra_compile_flags = strings_of(j.find("extra_compile_flags"), "extra_compile_flags");
+  if (const Json* b = j.find("baseline_latencies"); b && !b->is_null()) o.baseline_latencies = *b;
   return o;
 }
 

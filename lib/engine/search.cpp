@@ -221,8 +221,51 @@ SearchOutcome execute(Parts& parts, RunStore& store, const SearchConfig& config,
   }
 }
 
+// The best kernel on every workload of a task whose search saw only its
+// feedback workloads (K-Search's final evaluation). A resumed run whose best
+// was already evaluated keeps that result.
+std::optional<EvalResult> final_evaluation(Parts& parts, RunStore& store, const std::optional<BestSolution>& best,
+                                           const std::string& reason) {
+  const TaskSpec& spec = parts.task->spec();
+  if (!best || reason == "cancelled" || !spec.has_feedback_subset()) return std::nullopt;
+  if (auto done = store.final_eval(); done && done->solution_id == best->solution.id) {
+    store.write_final_eval(*done);  // best/ may have been rebuilt since
+    return done;
+  }
+  store.append_event("final_evaluation_started",
+                     Json::obj({{"solution_id", best->solution.id},
+                                {"workloads", static_cast<std::int64_t>(spec.workloads.size())}}));
+  EvalOptions& o = parts.evaluator->options();
+  const EvalOptions saved = o;
+  o.only_workloads.clear();
+  for (const auto& w : spec.workloads) o.only_workloads.push_back(w.name);
+  EvalResult r;
+  try {
+    r = parts.evaluator->evaluate(*parts.task, best->solution);
+  } catch (...) {
+    o = saved;
+    throw;
+  }
+  o = saved;
+  r.solution_id = best->solution.id;
+  store.write_final_eval(r);
+  store.append_event("final_evaluation", Json::obj({{"solution_id", r.solution_id},
+                                                    {"status", to_string(r.status)},
+                                                    {"latency_ms", r.latency_ms},
+                                                    {"speedup", r.speedup},
+                                                    {"vs_baseline", r.vs_baseline},
+                                                    {"summary", r.summary()}}));
+  return r;
+}
+
 SearchOutcome execute_session(Parts& parts, RunStore& store, const SearchConfig& config,
                               const ProgressCallback& progress) {
+  // A task with feedback workloads is searched on those only (unless the
+  // evaluator was told otherwise); the final evaluation covers the rest.
+  EvalOptions& eo = parts.evaluator->options();
+  const TaskSpec& spec = parts.task->spec();
+  const bool feedback_only = spec.has_feedback_subset() && eo.only_workloads.empty();
+  if (feedback_only) eo.only_workloads = spec.feedback_workloads;
   auto wm = make_tree_world_model();
   detail::Session session(*parts.task, *parts.evaluator, *parts.llm, *wm, store, config, progress);
   auto strategy = make_strategy(config.strategy);
@@ -232,6 +275,7 @@ SearchOutcome execute_session(Parts& parts, RunStore& store, const SearchConfig&
     auto tune = make_strategy("tune");
     reason = session.run(*tune);
   }
+  if (feedback_only) eo.only_workloads.clear();
   SearchOutcome out;
   out.run_dir = store.dir();
   out.stop_reason = reason;
@@ -241,6 +285,7 @@ SearchOutcome execute_session(Parts& parts, RunStore& store, const SearchConfig&
   out.usage = session.usage();
   out.wall_s = session.elapsed_s();
   out.device = parts.evaluator->device();
+  out.final_eval = final_evaluation(parts, store, out.best, reason);
   for (const auto& a : store.attempts()) {
     if (a.round > 0 && a.eval.passed() && a.eval.latency_ms > 0) {
       out.first_pass_round = a.round;
@@ -272,6 +317,7 @@ Json SearchOutcome::to_json() const {
   if (best) {
     j["best"] = Json::obj({{"round", best->round}, {"solution", best->solution.to_json()}, {"eval", best->eval.to_json()}});
   }
+  if (final_eval) j["final_eval"] = final_eval->to_json();
   return j;
 }
 

@@ -78,6 +78,7 @@ Json Session::totals() const {
                            {"round", best_->round},
                            {"latency_ms", best_->eval.latency_ms},
                            {"speedup", best_->eval.speedup}});
+    if (best_->eval.vs_baseline > 0) j["best"]["vs_baseline"] = best_->eval.vs_baseline;
   }
   return j;
 }
@@ -351,6 +352,7 @@ void Session::report(const std::string& action, const Solution& s, const EvalRes
   rep.latency_ms = r.passed() ? r.latency_ms : 0;
   rep.best_latency_ms = best_ ? best_->eval.latency_ms : 0;
   rep.best_speedup = best_ ? best_->eval.speedup : 0;
+  rep.best_vs_baseline = best_ ? best_->eval.vs_baseline : 0;
   rep.improved = improved;
   rep.replayed = replayed;
   rep.elapsed_s = elapsed_s();

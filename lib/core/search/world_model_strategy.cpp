@@ -14,10 +14,13 @@ namespace ks::detail {
 namespace {
 
 Json compact_eval(const EvalResult& r) {
-  return Json::obj({{"status", to_string(r.status)},
-                    {"latency_ms", r.latency_ms},
-                    {"speedup", r.speedup},
-                    {"score", r.score}});
+  Json j = Json::obj({{"status", to_string(r.status)},
+                      {"latency_ms", r.latency_ms},
+                      {"speedup", r.speedup},
+                      {"score", r.score}});
+  // K-Search's name for the mean of baseline / candidate latency.
+  if (r.vs_baseline > 0) j["mean_vs_baseline_factor"] = r.vs_baseline;
+  return j;
 }
 
 class WorldModelStrategy final : public SearchStrategy {

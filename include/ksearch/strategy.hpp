@@ -92,6 +92,7 @@ struct KS_API RoundReport {
   double best_speedup = 0;
   bool improved = false;
   bool replayed = false;         // answered from the journal during resume
+  bool recorded = false;         // its evaluation came from the recording a replay follows
   double elapsed_s = 0;
   LlmUsage llm_usage;            // totals so far
 };

@@ -90,8 +90,8 @@ int cmd_replay(int argc, char** argv) {
          "on errors, 2 on usage errors.",
          {{"run-dir", "DIR", "The new run folder (must not hold a run).", "runs/<task>-<UTC time>", false},
           {"strategy", "NAME", "Another strategy (world_model, greedy, tune).", "as recorded", false},
-          {"max-rounds", "N", "Another round budget. A larger one continues only with a model (live).",
-           "as recorded", false},
+          {"max-rounds", "N", "Another round budget. Past the recording's end a run goes on only with a model "
+                              "(live); without one it stops there.", "as recorded", false},
           {"wm-stagnation-window", "N", "End an action's cycle after N rounds without improvement.", "as recorded",
            false},
           {"wm-max-difficulty", "N", "The difficulty gate for action selection (1-5).", "as recorded", false},
@@ -150,6 +150,8 @@ int cmd_replay(int argc, char** argv) {
                   "--llm for `ksearch replay` names a model to continue with: openai or command:PROGRAM ARGS");
   }
   o.on_divergence = a.get("on-divergence", o.llm ? "live" : "stop");
+  if (o.on_divergence != "stop" && o.on_divergence != "skip" && o.on_divergence != "live")
+    throw Error(Status::invalid_argument, "--on-divergence must be stop, skip or live");
   o.check_prompts = !a.has("allow-prompt-changes");
   bool quiet = a.has("quiet");
   o.progress = progress_printer(quiet);

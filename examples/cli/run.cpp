@@ -231,7 +231,10 @@ int cmd_resume(int argc, char** argv) {
          "its recording; a reproduction (`ksearch replay`) that stopped where it left its recording continues "
          "live from there when given a model (--llm ...).",
          {{"max-rounds", "N", "A larger round budget than the one recorded.", "as recorded", false},
-          {"llm", "SPEC", "Answer new prompts with another policy (e.g. replay:FILE).", "as recorded", false},
+          {"llm", "SPEC", "Answer new prompts with another policy (e.g. replay:FILE); kept for later resumes.",
+           "as recorded", false},
+          {"on-divergence", "stop|skip", "With --llm replay: (see `ksearch run --help`); e.g. resume a replay that "
+                                         "stopped where it diverged with --on-divergence skip.", "stop", false},
           {"model", "NAME", "With --llm openai: the model.", "", false},
           {"base-url", "URL", "With --llm openai: the endpoint.", "", false},
           {"api", "chat|responses", "With --llm openai: the API.", "chat", false},

@@ -542,6 +542,9 @@ SearchOutcome resume_search(const fs::path& run_dir, const ResumeOptions& option
     LlmChoice recorded = LlmChoice::from_json(m["llm"]);
     LlmChoice choice = options.llm ? *options.llm : recorded;
     detail::register_environment_secrets(choice.openai.api_key_env);
+    // Later resumes go on with the policy given now (a replay that went on
+    // skipping must not go back to stopping where it diverged).
+    if (options.llm && choice.kind != "custom") m["llm"] = choice.to_json();
     if (options.custom_llm) {
       parts.llm = options.custom_llm;
     } else if (choice.kind == "custom") {

@@ -26,10 +26,12 @@ std::vector<std::string> compare_runs(const std::filesystem::path& mine, const s
   auto va = a.world_model_versions(), vb = b.world_model_versions();
   auto wa = a.latest_world_model(), wb = b.latest_world_model();
   if (va == vb && wa == wb) {
-    if (wa) same.push_back(fmt::format("world model: the same {} versions, final tree identical (v{})", va.size(), va.back()));
+    if (wa)
+      same.push_back(
+          fmt::format("world model: the same {} versions, final tree identical (v{})", va.size(), va.back()));
   } else {
-    differ.push_back(fmt::format("world model: {} versions here (last v{}), {} in the recording (last v{}){}", va.size(),
-                                 va.empty() ? 0 : va.back(), vb.size(), vb.empty() ? 0 : vb.back(),
+    differ.push_back(fmt::format("world model: {} versions here (last v{}), {} in the recording (last v{}){}",
+                                 va.size(), va.empty() ? 0 : va.back(), vb.size(), vb.empty() ? 0 : vb.back(),
                                  va == vb ? "; the final trees differ" : ""));
   }
 
@@ -44,11 +46,13 @@ std::vector<std::string> compare_runs(const std::filesystem::path& mine, const s
   if (first == n && aa.size() == ab.size()) {
     same.push_back(fmt::format("attempts: the same {} (candidates, rounds, actions, evaluations)", aa.size()));
   } else if (first < n) {
-    differ.push_back(fmt::format("attempts: the first {} agree; attempt {} is {} \"{}\" here, {} \"{}\" in the recording",
+    differ.push_back(fmt::format("attempts: the first {} agree; attempt {} is {} \"{}\" here, {} \"{}\" in the "
+                                 "recording",
                                  first, first + 1, aa[first].solution.id, aa[first].action, ab[first].solution.id,
                                  ab[first].action));
   } else {
-    differ.push_back(fmt::format("attempts: {} here, {} in the recording (the first {} agree)", aa.size(), ab.size(), n));
+    differ.push_back(
+        fmt::format("attempts: {} here, {} in the recording (the first {} agree)", aa.size(), ab.size(), n));
   }
 
   auto ba = a.best(), bb = b.best();
@@ -158,7 +162,8 @@ int cmd_replay(int argc, char** argv) {
   install_sigint();
   if (!quiet) {
     std::string changes;
-    for (const auto& [k, v] : o.config_changes.as_object()) changes += (changes.empty() ? "" : ", ") + k + " " + v.dump();
+    for (const auto& [k, v] : o.config_changes.as_object())
+      changes += (changes.empty() ? "" : ", ") + k + " " + v.dump();
     fmt::print("ksearch: replaying {} (recorded answers and evaluations; nothing is asked or measured while the run "
                "follows them) | settings {} | where it leaves the recording: {}\n",
                source.string(), changes.empty() ? "as recorded" : "changed: " + changes, o.on_divergence);

@@ -53,7 +53,8 @@ int cmd_show(int argc, char** argv) {
   if (const Json& r = m["replay"]; r.is_object()) {
     std::string changes;
     if (r["config_changes"].is_object())
-      for (const auto& [k, v] : r["config_changes"].as_object()) changes += (changes.empty() ? "" : ", ") + k + " " + v.dump();
+      for (const auto& [k, v] : r["config_changes"].as_object())
+        changes += (changes.empty() ? "" : ", ") + k + " " + v.dump();
     fmt::print("  replay of {} | settings {} | on divergence: {}\n", r.get_string("source"),
                changes.empty() ? "as recorded" : "changed: " + changes, r.get_string("on_divergence"));
   }

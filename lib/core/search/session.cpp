@@ -22,25 +22,27 @@ Json workloads_brief(const EvalResult& r) {
   return out;
 }
 
+std::vector<std::string_view> split_lines(std::string_view text) {
+  std::vector<std::string_view> out;
+  for (std::size_t pos = 0;;) {
+    std::size_t nl = text.find('\n', pos);
+    out.push_back(text.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos));
+    if (nl == std::string_view::npos) return out;
+    pos = nl + 1;
+  }
+}
+
 // "line 12:\n  recorded: ...\n  now:      ..." for the first line that differs.
 std::string first_difference(const std::string& recorded, const std::string& now) {
-  auto cut = [](std::string_view line) {
-    std::string s(line.substr(0, 160));
-    if (line.size() > 160) s += "...";
-    return s;
+  auto a = split_lines(recorded), b = split_lines(now);
+  auto shown = [](const std::vector<std::string_view>& lines, std::size_t i) {
+    if (i >= lines.size()) return std::string("(the prompt ends before this line)");
+    std::string s(lines[i].substr(0, 160));
+    return lines[i].size() > 160 ? s + "..." : s;
   };
-  std::size_t a = 0, b = 0;
-  for (int line = 1;; ++line) {
-    std::size_t ea = recorded.find('\n', a), eb = now.find('\n', b);
-    std::string_view la = a > recorded.size() ? std::string_view("(end of prompt)")
-                                             : std::string_view(recorded).substr(a, ea == std::string::npos ? std::string::npos : ea - a);
-    std::string_view lb = b > now.size() ? std::string_view("(end of prompt)")
-                                         : std::string_view(now).substr(b, eb == std::string::npos ? std::string::npos : eb - b);
-    if (la != lb || ea == std::string::npos || eb == std::string::npos)
-      return fmt::format("line {}:\n  recorded: {}\n  now:      {}", line, cut(la), cut(lb));
-    a = ea + 1;
-    b = eb + 1;
-  }
+  std::size_t i = 0;
+  while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+  return fmt::format("line {}:\n  recorded: {}\n  now:      {}", i + 1, shown(a, i), shown(b, i));
 }
 
 // What a decision chose: compared between a run and its recording (the
@@ -411,7 +413,8 @@ std::optional<Json> Session::recorded_answer(const LlmRequest& req, std::size_t 
     Json report = divergence_report("kind", asked, kind, static_cast<std::int64_t>(seq), -1, "");
     Json skipped = Json::array();
     for (std::size_t k = at; k < found; ++k)
-      skipped.push_back(Json::obj({{"answer", static_cast<std::int64_t>(k + 1)}, {"kind", answers[k].get_string("kind")}}));
+      skipped.push_back(
+          Json::obj({{"answer", static_cast<std::int64_t>(k + 1)}, {"kind", answers[k].get_string("kind")}}));
     report["skipped"] = skipped;
     report["stopped"] = false;
     if (divergence_.is_null()) divergence_ = report;
@@ -435,7 +438,8 @@ std::optional<Json> Session::recorded_answer(const LlmRequest& req, std::size_t 
     std::string detail =
         first_difference(r.get_string("system") + "\n" + r.get_string("prompt"), req.system + "\n" + req.prompt);
     if (rec_->check_prompts && rec_->mode != Recording::Mode::skip) {
-      leave_recording(divergence_report("prompt", asked, kind, static_cast<std::int64_t>(seq), -1, detail), in_journal);
+      leave_recording(divergence_report("prompt", asked, kind, static_cast<std::int64_t>(seq), -1, detail),
+                      in_journal);
       return std::nullopt;
     }
     if (!rec_prompt_noted_ && !in_journal) {

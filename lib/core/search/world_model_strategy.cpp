@@ -56,8 +56,8 @@ Json stagnation_decision(const SearchContext& ctx, int cycle, const CycleTracker
   std::string base_text = has_base ? kernel_brief(base, base_eval) : "";
   std::string why;
   if (ends && tracker.no_improve_streak() >= window) {
-    why = fmt::format("cycle {} ends after round {} (next: {}): {} attempt(s) in a row without beating the cycle's best "
-                      "{}, reaching the window of {}; {}",
+    why = fmt::format("cycle {} ends after round {} (next: {}): {} attempt(s) in a row without beating the "
+                      "cycle's best {}, reaching the window of {}; {}",
                       cycle, round, next, tracker.no_improve_streak(), best, window, this_attempt);
   } else if (ends) {
     why = fmt::format("cycle {} ends after round {} (next: {}): for {} attempt(s) the cycle's best {} has not beaten "

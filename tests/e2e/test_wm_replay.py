@@ -174,6 +174,6 @@ if failures:
     sys.exit("\n".join(failures))
 print(f"A: 12 rounds from the transcript, measured here; B = replay A: the same files (tree "
       f"v{sorted((A / 'world_model').glob('v*.json'))[-1].stem[1:]}, 12 attempts, best "
-      f"{json.loads((A / 'best.json').read_text())['solution']['id']}); C = replay A with window 3: stopped after "
+      f"{json.loads((A / 'best.json').read_text())['solution_id']}); C = replay A with window 3: stopped after "
       f"round 4 (improve asked, wm_refine recorded, decision 4), then live to 12 rounds; D = replay 5 + resume 12 = A; "
       f"E/F = transcript replay with window 3: stopped with the report / went on skipping {len(skips)} time(s)")

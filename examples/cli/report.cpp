@@ -31,6 +31,41 @@ void print_round(std::FILE* out, const RoundReport& r) {
   fmt::print(out, "[{:>3}/{:<3}] {}{:<17} {} {:<26} | {} | ${:.2f} {:.0f}s\n", r.round, r.max_rounds,
              r.improved ? "*" : " ", status, lat, best, action, r.llm_usage.cost_usd, r.elapsed_s);
   if (r.replayed) fmt::print(out, "          (replayed from the run's journal)\n");
+  else if (r.recorded) fmt::print(out, "          (evaluation from the recording)\n");
+  std::fflush(out);
+}
+
+void print_replay_notice(std::FILE* out, const LlmChoice& llm) {
+  fmt::print(out,
+             "ksearch: replaying the answers recorded in {}. Only the answers are recorded: every candidate is "
+             "compiled and measured again here, so its timings differ from the recording's and a decision that "
+             "compares timings (the end of a cycle, the best kernel) may go another way. Where the search then asks "
+             "for another kind of answer than the recording holds, {}. To reproduce a run folder exactly "
+             "(recorded evaluations too), use `ksearch replay RUN_DIR`.\n",
+             llm.replay_path.string(),
+             llm.on_divergence == "skip"
+                 ? "each request gets the next recorded answer of its kind (--on-divergence skip)"
+                 : "the run stops there and says where and why (--on-divergence skip goes on instead)");
+  std::fflush(out);
+}
+
+void print_divergence(std::FILE* out, const SearchOutcome& o) {
+  if (o.divergence.is_null()) return;
+  const Json& d = o.divergence;
+  bool stopped = d.get_bool("stopped");
+  std::string how = stopped ? "and stopped there"
+                    : d.get_string("on_divergence") == "skip" ? "and went on with the answers that still match"
+                                                              : "and went on live";
+  fmt::print(out, "\nksearch: the run left its recording {} {}.\n{}\n", d.get_string("source"), how,
+             d.get_string("message"));
+  if (stopped && o.stop_reason == "replay_diverged") {
+    if (d.get_string("evaluations") == "recorded")
+      fmt::print(out, "To go on from there with a model: ksearch resume {} --llm ... (--model ...)\n",
+                 o.run_dir.string());
+    else
+      fmt::print(out, "To go on with the answers that still match: rerun with --on-divergence skip; to reproduce "
+                      "the recorded run exactly: ksearch replay RUN_DIR\n");
+  }
   std::fflush(out);
 }
 
@@ -78,8 +113,9 @@ Json read_baseline_latencies(const std::string& path) {
 }
 
 void print_summary(std::FILE* out, const SearchOutcome& o) {
-  fmt::print(out, "\nksearch: {} after {} rounds ({} replayed) in {:.1f} s on {}\n", o.stop_reason, o.rounds,
-             o.replayed_rounds, o.wall_s, o.device.name.empty() ? o.device.backend : o.device.name);
+  std::string recorded = o.recorded_rounds > 0 ? fmt::format(", {} taken from the recording", o.recorded_rounds) : "";
+  fmt::print(out, "\nksearch: {} after {} rounds ({} replayed{}) in {:.1f} s on {}\n", o.stop_reason, o.rounds,
+             o.replayed_rounds, recorded, o.wall_s, o.device.name.empty() ? o.device.backend : o.device.name);
   if (o.usage.input_tokens || o.usage.output_tokens)
     fmt::print(out, "LLM: {} tokens in, {} out ({} reasoning), ${:.4f}\n", o.usage.input_tokens, o.usage.output_tokens,
                o.usage.reasoning_tokens, o.usage.cost_usd);

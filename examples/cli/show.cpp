@@ -51,6 +51,18 @@ int cmd_show(int argc, char** argv) {
              m["task"].get_string("name"), cfg.get_string("strategy"), cfg.get_string("language"),
              m.get_string("status"), m.get_string("stop_reason", "-"));
   if (m.contains("error")) fmt::print("  error: {}\n", m.get_string("error"));
+  if (const Json& r = m["replay"]; r.is_object()) {
+    std::string changes;
+    if (r["config_changes"].is_object())
+      for (const auto& [k, v] : r["config_changes"].as_object())
+        changes += (changes.empty() ? "" : ", ") + k + " " + v.dump();
+    fmt::print("  replay of {} | settings {} | on divergence: {}\n", r.get_string("source"),
+               changes.empty() ? "as recorded" : "changed: " + changes, r.get_string("on_divergence"));
+  }
+  if (const Json& d = m["replay_divergence"]; d.is_object()) {
+    std::string msg = d.get_string("message");
+    fmt::print("  left its recording: {}\n", msg.substr(0, msg.find('\n')));
+  }
   fmt::print("  created {} | library {} | device {}\n", m.get_string("created"), m.get_string("library_version"),
              m["device"].get_string("name", m["device"].get_string("backend")));
   const Json& totals = m["totals"];

@@ -93,6 +93,7 @@ struct KS_API RoundReport {
   double best_vs_baseline = 0;   // best so far against the task's baseline, 0 when not scored so
   bool improved = false;
   bool replayed = false;         // answered from the journal during resume
+  bool recorded = false;         // its evaluation came from the recording a replay follows
   double elapsed_s = 0;
   LlmUsage llm_usage;            // totals so far
 };

@@ -84,6 +84,8 @@ void validate_options(const EvalOptions& o) {
   if (o.max_time_per_workload_s < o.min_time_per_workload_s)
     bad("max_time_per_workload_s is below min_time_per_workload_s");
   if (!(o.target_rel_stderr > 0)) bad("target_rel_stderr must be positive");
+  if (o.timing != "default" && o.timing != "upstream")
+    bad(fmt::format("timing \"{}\" is not one of default, upstream", o.timing));
 }
 
 Json artifact_to_json(const Artifact& a) {

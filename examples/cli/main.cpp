@@ -18,6 +18,7 @@ void usage(std::FILE* out) {
                "  resume    continue a run folder after a stop or a crash\n"
                "  show      print a run's world-model tree, attempts and best results\n"
                "  eval      evaluate one solution file on a task\n"
+               "  export    write a solution for GPUMode, KernelBench or FlashInfer-Bench (the evaluated cubin)\n"
                "  tasks     list the built-in and example tasks\n"
                "  devices   say whether CUDA evaluation is available here (exit 0 if so)\n"
                "  version   print the library version\n",
@@ -39,6 +40,7 @@ int main(int argc, char** argv) {
     if (cmd == "resume") return ks::cli::cmd_resume(sub_argc, sub_argv);
     if (cmd == "show") return ks::cli::cmd_show(sub_argc, sub_argv);
     if (cmd == "eval") return ks::cli::cmd_eval(sub_argc, sub_argv);
+    if (cmd == "export") return ks::cli::cmd_export(sub_argc, sub_argv);
     if (cmd == "tasks") return ks::cli::cmd_tasks(sub_argc, sub_argv);
     if (cmd == "devices") return ks::cli::cmd_devices(sub_argc, sub_argv);
     if (cmd == "version" || cmd == "--version") {

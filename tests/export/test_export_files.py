@@ -248,6 +248,36 @@ expect("bundle: the manifest with its cubins, loadable by the runtime",
        b["builds"][0]["cubin_sha256"] == first["builds"][0]["cubin_sha256"] and rt.Solution(b).task_name ==
        "gpumode/trimul")
 
+# ---- a run folder: its best solution, task, architecture, flags and cache (written by hand in the run format)
+import re  # noqa: E402
+md = open(v4).read()
+code = re.search(r"```cuda kernel\.cu\n(.*?)```", md, re.S).group(1)
+plan = json.loads(re.search(r"```json launch_plan\n(.*?)```", md, re.S).group(1))
+run = os.path.join(work, "run")
+os.makedirs(run)
+json.dump({"format": "ksearch-run", "format_version": 1,
+           "task": {"name": "gpumode/trimul", "reference": "gpumode/trimul", "custom": False},
+           "evaluator": {"cuda_arch": "", "cache_dir": cache, "options": {"extra_compile_flags": ["-DKS_RUN_FLAG=1"]}},
+           "device": {"backend": "cuda", "name": "NVIDIA H100 80GB HBM3", "arch": "sm_90a"}},
+          open(os.path.join(run, "manifest.json"), "w"))
+json.dump({"round": 4, "solution_id": "", "eval": {"status": "passed", "latency_ms": 1.862,
+                                                   "device": "NVIDIA H100 80GB HBM3 (sm_90)", "workloads": []},
+           "solution": {"name": "v4 from a run", "language": "cuda",
+                        "sources": [{"path": "kernel.cu", "content": code}], "launch_plan": plan}},
+          open(os.path.join(run, "best.json"), "w"))
+p = ksearch("export", "--format", "gpumode", "--solution", run, "-o", os.path.join(work, "from_run.py"))
+expect("a run folder exports its best solution", p.returncode == 0, p.stderr)
+if p.returncode == 0:
+    m = manifest_of(open(os.path.join(work, "from_run.py")).read())
+    expect("the run's task, flags, cache and evaluation are used and recorded",
+           m["task"]["name"] == "gpumode/trimul" and "-DKS_RUN_FLAG=1" in m["nvrtc"]["options"] and
+           m["evaluated"]["latency_ms"] == 1.862 and m["solution"]["name"] == "v4 from a run" and
+           "gpumode/trimul" in p.stdout, json.dumps(m["nvrtc"]["options"]))
+os.remove(os.path.join(run, "best.json"))
+p = ksearch("export", "--format", "gpumode", "--solution", run, "-o", os.path.join(work, "none.py"))
+expect("a run without a best solution is refused, saying so", p.returncode != 0 and "no best solution" in p.stderr,
+       p.stderr)
+
 # ---- bad input
 host_sol = os.path.join(work, "host.json")
 json.dump({"language": "cpp", "sources": [{"path": "k.cpp", "content": "void f() {}"}],

@@ -1584,7 +1584,7 @@ class _Launch:
 class _Bound:
     """Everything a call with these shapes needs, computed once."""
     __slots__ = ("dims", "build", "plan", "out_shapes", "out_dtypes", "in_dtypes", "scratch_total", "launches",
-                 "module", "lock")
+                 "module", "lock", "ordinal")
 
 
 def _align(n, a=256):
@@ -1600,6 +1600,7 @@ class Runner:
         self._modules = {}
         self._bound = {}
         self._lock = threading.Lock()
+        self._n_inputs = len(self.solution.inputs)
 
     @property
     def driver(self):
@@ -1642,7 +1643,9 @@ class Runner:
             offsets[name] = total
             total += _align(max(nbytes, 1))
         b.scratch_total = total
-        index = {t.name: i for i, t in enumerate(sol.tensors)}
+        # Buffers by name -> position in the call's pointers (inputs, then outputs).
+        index = {t.name: i for i, t in enumerate(sol.inputs + sol.outputs)}
+        b.ordinal = ordinal
         b.launches = []
         for l in b.plan.launches:
             k = m.kernel(l.kernel)
@@ -1686,55 +1689,52 @@ class Runner:
         """Launches the plan on `inputs` (tensors in the task's input order) and returns the outputs (in the
         task's output order): `outputs` when given (destination-passing style), else new tensors."""
         import torch
-        sol = self.solution
-        if len(inputs) != len(sol.inputs):
+        if len(inputs) != self._n_inputs:
+            sol = self.solution
             raise KsRuntimeError("expected %d inputs (%s), got %d" % (len(sol.inputs), ", ".join(
                 t.name for t in sol.inputs), len(inputs)))
-        driver = self.driver
         first = inputs[0]
-        ordinal = driver.device_of(first)
-        key = (ordinal, tuple(t.shape for t in inputs))
+        device = first.device
+        key = (device, tuple([t.shape for t in inputs]))
         b = self._bound.get(key)
         if b is None:
             with self._lock:
                 b = self._bound.get(key)
                 if b is None:
-                    b = self._bound[key] = self.bind(inputs, ordinal)
-        device = first.device
-        for t, dt, spec in zip(inputs, b.in_dtypes, sol.inputs):
+                    b = self._bound[key] = self.bind(inputs, self.driver.device_of(first))
+        ptrs = []
+        for t, dt in zip(inputs, b.in_dtypes):
+            if t.dtype != dt or t.device != device or not t.is_contiguous():
+                self._refuse(inputs, b, device)
+            ptrs.append(t.data_ptr())
+        if outputs is None:
+            outputs = [torch.empty(s, dtype=dt, device=device) for s, dt in zip(b.out_shapes, b.out_dtypes)]
+        else:
+            for t, s, dt, spec in zip(outputs, b.out_shapes, b.out_dtypes, self.solution.outputs):
+                if tuple(t.shape) != s or t.dtype != dt or t.device != device or not t.is_contiguous():
+                    raise KsRuntimeError("output \"%s\" must be a contiguous %s tensor of shape %s on %s" % (
+                        spec.name, spec.torch_dtype, list(s), device))
+        for t in outputs:
+            ptrs.append(t.data_ptr())
+        # One allocation for every scratch buffer, each at a 256-byte boundary (as cuMemAlloc gives them).
+        scratch = torch.empty(b.scratch_total + 255, dtype=torch.uint8, device=device) if b.scratch_total else None
+        sbase = _align(scratch.data_ptr()) if scratch is not None else 0
+        driver = self.driver
+        stream = driver.stream(first)
+        with b.lock:
+            driver.make_current(b.ordinal)
+            for x in b.launches:
+                for slot, i, off in x.slots:
+                    slot.value = ptrs[i] if i >= 0 else sbase + off
+                driver.launch(x, stream)
+        return outputs
+
+    def _refuse(self, inputs, b, device):
+        for t, dt, spec in zip(inputs, b.in_dtypes, self.solution.inputs):
             if t.dtype != dt or t.device != device or not t.is_contiguous():
                 raise KsRuntimeError("input \"%s\" must be a contiguous %s tensor on %s; got %s%s on %s" % (
                     spec.name, spec.torch_dtype, device, "" if t.is_contiguous() else "non-contiguous ",
                     str(t.dtype).replace("torch.", ""), t.device))
-        if outputs is None:
-            outputs = [torch.empty(s, dtype=dt, device=device) for s, dt in zip(b.out_shapes, b.out_dtypes)]
-        else:
-            for t, s, dt, spec in zip(outputs, b.out_shapes, b.out_dtypes, sol.outputs):
-                if tuple(t.shape) != s or t.dtype != dt or t.device != device or not t.is_contiguous():
-                    raise KsRuntimeError("output \"%s\" must be a contiguous %s tensor of shape %s on %s" % (
-                        spec.name, spec.torch_dtype, list(s), device))
-        ptrs = [t.data_ptr() for t in inputs] + [t.data_ptr() for t in outputs]
-        # One allocation for every scratch buffer, each at a 256-byte boundary (as cuMemAlloc gives them).
-        scratch = torch.empty(b.scratch_total + 255, dtype=torch.uint8, device=device) if b.scratch_total else None
-        sbase = _align(scratch.data_ptr()) if scratch is not None else 0
-        stream = driver.stream(first)
-        order = self._order()
-        with b.lock:
-            driver.make_current(ordinal)
-            for x in b.launches:
-                for slot, i, off in x.slots:
-                    slot.value = ptrs[order[i]] if i >= 0 else sbase + off
-                driver.launch(x, stream)
-        return outputs
-
-    def _order(self):
-        # Task tensor index -> position in inputs + outputs.
-        o = getattr(self, "_order_cache", None)
-        if o is None:
-            sol = self.solution
-            pos = {id(t): i for i, t in enumerate(sol.inputs + sol.outputs)}
-            o = self._order_cache = [pos[id(t)] for t in sol.tensors]
-        return o
 
     def describe(self, inputs):
         """The resolved plan for these inputs, in words (for logs)."""

@@ -1358,7 +1358,12 @@ class CudaDriver:
 
     # -- launches
     def stream(self, tensor):
+        # PyTorch's current stream as a CUstream. The raw getter (what Triton's launcher calls) spares
+        # building a Stream object on every call; the public API where it is missing.
         import torch
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        if raw is not None:
+            return raw(tensor.get_device())
         return torch.cuda.current_stream(tensor.device).cuda_stream
 
     def launch(self, launch, stream):
@@ -1367,8 +1372,7 @@ class CudaDriver:
             l.config.hStream = stream
             r = self.cuLaunchKernelEx(ctypes.byref(l.config), l.function, l.param_ptrs, None)
         else:
-            r = self.cuLaunchKernel(l.function, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1],
-                                    l.block[2], l.shared_bytes, stream, l.param_ptrs, None)
+            r = self.cuLaunchKernel(*l.dims, stream, l.param_ptrs, None)
         if r != 0:
             self.check(r, "cuLaunchKernel", "launching kernel `%s` with grid %dx%dx%d, block %dx%dx%d, %d bytes of "
                        "dynamic shared memory" % ((l.kernel,) + tuple(l.grid) + tuple(l.block) + (l.shared_bytes,)))
@@ -1578,7 +1582,7 @@ class _Module:
 
 class _Launch:
     __slots__ = ("kernel", "function", "grid", "block", "shared_bytes", "config", "attr", "values", "param_ptrs",
-                 "slots")
+                 "slots", "dims")
 
 
 class _Bound:
@@ -1658,6 +1662,7 @@ class Runner:
             x = _Launch()
             x.kernel, x.function = l.kernel, k.handle
             x.grid, x.block, x.shared_bytes = tuple(l.grid), tuple(l.block), l.shared_bytes
+            x.dims = (k.handle,) + x.grid + x.block + (l.shared_bytes,)  # cuLaunchKernel's leading arguments
             n = len(l.args)
             x.values = ctypes.create_string_buffer(8 * max(n, 1))
             x.param_ptrs = (ctypes.c_void_p * max(n, 1))()
@@ -1694,17 +1699,18 @@ class Runner:
             raise KsRuntimeError("expected %d inputs (%s), got %d" % (len(sol.inputs), ", ".join(
                 t.name for t in sol.inputs), len(inputs)))
         first = inputs[0]
-        device = first.device
-        key = (device, tuple([t.shape for t in inputs]))
+        index = first.get_device()
+        key = (index, tuple([t.shape for t in inputs]))
         b = self._bound.get(key)
         if b is None:
             with self._lock:
                 b = self._bound.get(key)
                 if b is None:
                     b = self._bound[key] = self.bind(inputs, self.driver.device_of(first))
+        device = first.device
         ptrs = []
         for t, dt in zip(inputs, b.in_dtypes):
-            if t.dtype != dt or t.device != device or not t.is_contiguous():
+            if t.dtype != dt or t.get_device() != index or not t.is_contiguous():
                 self._refuse(inputs, b, device)
             ptrs.append(t.data_ptr())
         if outputs is None:

@@ -42,6 +42,11 @@ Json tensors_json(const TaskSpec& task) {
   Json out = Json::array();
   for (const auto& t : task.tensors) {
     Json j = t.to_json();
+    if (!j["shape"].is_array())
+      throw Error(Status::invalid_argument,
+                  fmt::format("task \"{}\": input \"{}\" is a scalar (no shape); exports do not pass scalar inputs "
+                              "yet (docs/export.md)",
+                              task.name, t.name));
     Json e = Json::obj({{"name", t.name}, {"dtype", to_string(t.dtype)}, {"shape", j["shape"]},
                         {"output", t.is_output}});
     out.push_back(std::move(e));

@@ -158,6 +158,11 @@ int cmd_eval(int argc, char** argv) {
            false},
           {"compile-timeout", "S", "Time limit for compiling the solution.", "120", false},
           {"no-flush", "", "Do not flush the cache between timed repetitions.", "", false},
+          {"timing", "default|upstream",
+           "upstream: GPUMode eval.py's timing rules, for side-by-side figures (no cache flush, one untimed call, "
+           "then 3 to 100 calls until SE(mean)/mean < 0.1 % or --max-time, default 10 s there); a comparison aid, "
+           "not libksearch's measure (docs/evaluation.md).",
+           "default", false},
           {"no-reference-timing", "", "Do not time the task's reference (no speedup is reported).", "", false},
           {"device", "N", "GPU ordinal to evaluate on.", "all visible", true},
           {"in-process", "", "Run the kernel in this process instead of a worker (trusted code only).", "",
@@ -213,6 +218,9 @@ int cmd_eval(int argc, char** argv) {
   o.run_timeout_s = a.get_double("run-timeout", o.run_timeout_s);
   o.compile_timeout_s = a.get_double("compile-timeout", o.compile_timeout_s);
   o.flush_l2 = !a.has("no-flush");
+  o.timing = a.get("timing", o.timing);
+  if (o.timing == "upstream" && !a.has("max-time")) o.max_time_per_workload_s = 10.0;  // eval.py benchmark mode
+  if (o.timing == "upstream" && !a.has("run-timeout")) o.run_timeout_s = 300.0;        // room for eval.py's caps
   o.time_reference = !a.has("no-reference-timing");
   if (many) return eval_problems(a, cfg);
 

@@ -11,5 +11,6 @@ int cmd_show(int argc, char** argv);    // print a run's tree and best results
 int cmd_eval(int argc, char** argv);    // evaluate one solution file
 int cmd_tasks(int argc, char** argv);   // list built-in and example tasks
 int cmd_devices(int argc, char** argv); // is CUDA evaluation available here?
+int cmd_export(int argc, char** argv);  // a solution as a file for another harness
 
 }  // namespace ks::cli

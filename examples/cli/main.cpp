@@ -20,6 +20,7 @@ void usage(std::FILE* out) {
                "            evaluations; with changed settings, say where and why it diverges\n"
                "  show      print a run's world-model tree, attempts and best results\n"
                "  eval      evaluate one solution file on a task\n"
+               "  export    write a solution for GPUMode, KernelBench or FlashInfer-Bench (the evaluated cubin)\n"
                "  tasks     list the built-in and example tasks\n"
                "  devices   say whether CUDA evaluation is available here (exit 0 if so)\n"
                "  version   print the library version\n",
@@ -42,6 +43,7 @@ int main(int argc, char** argv) {
     if (cmd == "replay") return ks::cli::cmd_replay(sub_argc, sub_argv);
     if (cmd == "show") return ks::cli::cmd_show(sub_argc, sub_argv);
     if (cmd == "eval") return ks::cli::cmd_eval(sub_argc, sub_argv);
+    if (cmd == "export") return ks::cli::cmd_export(sub_argc, sub_argv);
     if (cmd == "tasks") return ks::cli::cmd_tasks(sub_argc, sub_argv);
     if (cmd == "devices") return ks::cli::cmd_devices(sub_argc, sub_argv);
     if (cmd == "version" || cmd == "--version") {

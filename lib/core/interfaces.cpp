@@ -53,6 +53,7 @@ Json EvalOptions::to_json() const {
                     {"max_reps", max_reps},
                     {"target_rel_stderr", target_rel_stderr},
                     {"flush_l2", flush_l2},
+                    {"timing", timing},
                     {"time_reference", time_reference},
                     {"extra_compile_flags", strings_json(extra_compile_flags)}});
   if (!baseline_latencies.is_null()) j["baseline_latencies"] = baseline_latencies;
@@ -75,6 +76,7 @@ EvalOptions EvalOptions::from_json(const Json& j) {
   o.max_reps = static_cast<int>(j.get_int("max_reps", o.max_reps));
   o.target_rel_stderr = j.get_number("target_rel_stderr", o.target_rel_stderr);
   o.flush_l2 = j.get_bool("flush_l2", o.flush_l2);
+  o.timing = j.get_string("timing", o.timing);
   o.time_reference = j.get_bool("time_reference", o.time_reference);
   o.extra_compile_flags = strings_of(j.find("extra_compile_flags"), "extra_compile_flags");
   if (const Json* b = j.find("baseline_latencies"); b && !b->is_null()) o.baseline_latencies = *b;

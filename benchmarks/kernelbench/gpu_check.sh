@@ -104,7 +104,7 @@ if want oracle; then
   for p in $PROBLEMS; do for c in correct wrong; do
     if "$ks" export --format kernelbench --kernelbench "$kb" --task "kernelbench/level1/$p" \
         --solution "$out/candidates/$p/$c.json" -o "$out/candidates/$p/${c}_modelnew.py" > /dev/null 2>> "$out/export.err"; then
-      line=$(timeout 900 "$KSEARCH_PYTHON" "$here/kb_own_eval.py" "$kb" "$kb/KernelBench/level1/$p.py" \
+      line=$(KB_TRIALS=${KB_TRIALS:-2} KB_PERF=0 timeout 900 "$KSEARCH_PYTHON" "$here/kb_own_eval.py" "$kb" "$kb/KernelBench/level1/$p.py" \
         "$out/candidates/$p/${c}_modelnew.py" 2>> "$out/kb_own_eval.err" | tail -1)
     else
       line='{"export_failed": true}'

@@ -294,7 +294,8 @@ for key, d in fixture.DEFINITIONS.items():
                                       capture_output=True, text=True).stdout)
     start = os.path.join(work, definition + "_start.json")
     json.dump(tspec["starting_points"][0], open(start, "w"))
-    sol = json.load(open(export("flashinfer", "flashinfer/" + definition, start, os.path.join(work, definition + ".json"))))
+    sol = json.load(open(export("flashinfer", "flashinfer/" + definition, start,
+                                os.path.join(work, definition + ".json"))))
     pkg = os.path.join(work, "fi_pkg_" + key, "fib_python_ks_" + key)
     for s_ in sol["sources"]:
         os.makedirs(os.path.dirname(os.path.join(pkg, s_["path"])), exist_ok=True)

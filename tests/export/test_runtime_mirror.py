@@ -563,8 +563,8 @@ def find_ks(name):
     return None
 
 
-every = ["x", "sm_scale", "scale64", "offset", "flag", "tiny", "half", "big", "u", {"f32": "sm_scale * 1.4426950408889634"},
-         "offset + N"]
+every = ["x", "sm_scale", "scale64", "offset", "flag", "tiny", "half", "big", "u",
+         {"f32": "sm_scale * 1.4426950408889634"}, "offset + N"]
 scalar_plans = [
     {"kernels": [{"name": "ks", "grid": ["cdiv(N, 256) + offset % 2"], "block": [256], "args": every}]},
     {"kernels": [{"name": "ks", "grid": ["N"], "block": [1], "shared_bytes": "offset * 4", "args": every}],

@@ -339,6 +339,25 @@ for definition, inputs in FLASHINFER.items():
         [t.name for t in rs.scalar_inputs] == scalars and len(rs.tensor_inputs) == len(inputs) - len(scalars) and
         [t.name for t in rs.outputs] == outputs)
 
+# A definition of a FlashInfer-Trace dataset (tests/fixtures/flashinfer_trace): the Solution names it, and the
+# manifest holds the scalar values its workloads give.
+ds_def = os.path.join(src, "tests/fixtures/flashinfer_trace/definitions/gqa_paged",
+                      "gqa_paged_decode_h32_kv4_d128_ps1.json")
+out = os.path.join(work, "dataset_gqa.solution.json")
+export("flashinfer", ds_def, os.path.join(work, "gqa_paged_decode_h32_kv4_d128_ps1_start.json"), out)
+sol = json.load(open(out))
+manifest = manifest_of([x["content"] for x in sol["sources"] if x["path"] == "main.py"][0])
+want = {}
+for line in open(os.path.join(src, "tests/fixtures/flashinfer_trace/workloads/gqa_paged/"
+                                    "gqa_paged_decode_h32_kv4_d128_ps1.jsonl")):
+    w = json.loads(line)["workload"]
+    if "sm_scale" in w["inputs"]:
+        want[w["uuid"]] = struct.unpack("<f", struct.pack("<f", w["inputs"]["sm_scale"]["value"]))[0]
+got = {w["name"]: w["scalars"]["sm_scale"] for w in manifest["task"]["workloads"]}
+expect("flashinfer dataset definition: the Solution's definition, the workloads' sm_scale (as f32) in the manifest",
+       sol["definition"] == "gqa_paged_decode_h32_kv4_d128_ps1" and want and
+       all(got.get(k) == v for k, v in want.items()), "%s vs %s" % (got, want))
+
 # ---- the bundle format: the manifest alone, readable by the runtime
 out = os.path.join(work, "bundle.json")
 export("bundle", "gpumode/trimul", v4, out)

@@ -12,13 +12,12 @@ For each task (gqa first; then mla_decode, mla_prefill, moe while the time budge
      very cubin just evaluated), and of a deliberately wrong variant (a negative control: pages read in
      order instead of through the page table; MoE: the expert offset ignored);
   4. FlashInfer-Bench's Benchmark (TraceSet from the dataset, its persistent runner, its default or
-     low-bit evaluator, its do_bench timing) on both Solutions;
-  5. the host time of one call of the exported entry point (FlashInfer-Bench's events enclose it);
+     low-bit evaluator, its do_bench timing) on both Solutions; then, in the same process, the host time of
+     one call of the exported entry point (FlashInfer-Bench's events enclose it);
   6. PASS/FAIL lines, a per-workload table of both latencies, OUT/harness_check.json.
 
     harness_check.py --build BUILD --out OUT [--budget S] [TASK ...]
     harness_check.py fib DATASET DEFINITION OUT_JSON LOG_DIR SOLUTION...     (the FlashInfer-Bench step)
-    harness_check.py overhead DATASET DEFINITION SOLUTION_JSON OUT_JSON    (the host-time step)
 """
 import argparse
 import json
@@ -67,6 +66,13 @@ def fib_step(dataset, definition, out_json, log_dir, solutions):
         result = bench.run_all(dump_traces=False)
     finally:
         bench.close()
+    seconds = time.time() - t0
+    host = {}
+    try:  # the host time of the first Solution's entry point, in this process (PyTorch already loaded)
+        sol = next(x for x in ts.solutions.get(definition, []) if x.name == solutions[0])
+        host = host_time(ts, definition, sol.model_dump(mode="json"), Path(out_json).parent)
+    except Exception as e:  # reported, not fatal: the verdicts above do not depend on it
+        host = {"error": "%s: %s" % (type(e).__name__, e)}
     rows = []
     for tr in result.traces.get(definition, []):
         ev = tr.evaluation
@@ -76,23 +82,20 @@ def fib_step(dataset, definition, out_json, log_dir, solutions):
                      "max_rel_error": ev.correctness.max_relative_error if ev.correctness else None,
                      "hardware": ev.environment.hardware if ev.environment else None,
                      "log_tail": (ev.log or "")[-1500:] if ev.status.value != "PASSED" else ""})
-    json.dump({"traces": rows, "seconds": time.time() - t0, "torch": torch.__version__,
+    json.dump({"traces": rows, "seconds": seconds, "torch": torch.__version__, "host_ms": host,
                "workloads": [t.workload.uuid for t in ts.workloads.get(definition, [])]},
               open(out_json, "w"), indent=1)
 
 
-def overhead_step(dataset, definition, solution_json, out_json):
-    """Host time of one call of the exported run() (the GPU idle before it), as FlashInfer-Bench's
-    do_bench sees it: its start event is recorded before the call enters Python."""
+def host_time(ts, definition, sol, folder):
+    """Host time of one call of the exported run() (the GPU idle before it), per workload: FlashInfer-Bench's
+    do_bench records its start event before the call enters Python, so its latency includes this."""
     import importlib.util
     import torch
-    from flashinfer_bench import TraceSet
     from flashinfer_bench.bench.utils import gen_inputs, load_safetensors
     from flashinfer_bench.bench.evaluators.utils import allocate_outputs
-    ts = TraceSet.from_path(dataset)
     d = ts.definitions[definition]
-    sol = json.load(open(solution_json))
-    folder = Path(out_json).parent / ("overhead_" + definition)
+    folder = Path(folder) / "host_time"
     shutil.rmtree(folder, ignore_errors=True)
     for s in sol["sources"]:
         p = folder / s["path"]
@@ -101,6 +104,7 @@ def overhead_step(dataset, definition, solution_json, out_json):
     spec = importlib.util.spec_from_file_location("ks_exported_main", folder / "main.py")
     m = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(m)
+    torch.cuda.set_device(0)
     out = {}
     for tr in ts.workloads[definition]:
         w = tr.workload
@@ -117,7 +121,8 @@ def overhead_step(dataset, definition, solution_json, out_json):
             host.append((time.perf_counter() - t0) * 1e3)
         torch.cuda.synchronize()
         out[w.uuid] = {"host_ms_median": statistics.median(host), "host_ms_min": min(host)}
-    json.dump(out, open(out_json, "w"), indent=1)
+        del inputs, outputs
+    return out
 
 
 # ---------------------------------------------------------------------------
@@ -277,15 +282,9 @@ def main():
                         "workloads (%s)" % (definition, wrong_what, len(refused), len(workloads),
                                             ", ".join(sorted(set(r["status"] for r in refused))) or "none"))
 
-                # Host time of one call of the exported entry point.
-                over = {}
-                if deadline - time.time() > 15:
-                    rc, _, _ = run([py, __file__, "overhead", str(dataset), definition,
-                                 str(dataset / "solutions" / op_type / (sols["start"] + ".json")),
-                                 str(logs / "overhead.json")], min(60, deadline - time.time()), logs / "overhead.log")
-                    if rc == 0:
-                        over = json.loads((logs / "overhead.json").read_text())
-                task["host_ms"] = over
+                over = fib.get("host_ms", {})
+                if "error" in over:
+                    say("  (host time not measured: %s)" % over["error"])
 
                 # Both latencies, side by side.
                 ks_ms = {w["name"]: w.get("timing", {}).get("mean_ms") for w in (ks_result or {}).get("workloads", [])}
@@ -318,7 +317,5 @@ def main():
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "fib":
         fib_step(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6:])
-    elif len(sys.argv) > 1 and sys.argv[1] == "overhead":
-        overhead_step(*sys.argv[2:6])
     else:
         sys.exit(main())

@@ -17,6 +17,7 @@ void usage(std::FILE* out) {
                "  run       search for a fast kernel for a task (a new run folder)\n"
                "  resume    continue a run folder after a stop or a crash\n"
                "  show      print a run's world-model tree, attempts and best results\n"
+               "  report    write a run's report: one self-contained HTML page\n"
                "  eval      evaluate one solution file on a task\n"
                "  tasks     list the built-in and example tasks\n"
                "  devices   say whether CUDA evaluation is available here (exit 0 if so)\n"
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
     if (cmd == "run") return ks::cli::cmd_run(sub_argc, sub_argv);
     if (cmd == "resume") return ks::cli::cmd_resume(sub_argc, sub_argv);
     if (cmd == "show") return ks::cli::cmd_show(sub_argc, sub_argv);
+    if (cmd == "report") return ks::cli::cmd_report(sub_argc, sub_argv);
     if (cmd == "eval") return ks::cli::cmd_eval(sub_argc, sub_argv);
     if (cmd == "tasks") return ks::cli::cmd_tasks(sub_argc, sub_argv);
     if (cmd == "devices") return ks::cli::cmd_devices(sub_argc, sub_argv);

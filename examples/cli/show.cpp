@@ -6,19 +6,37 @@
 #include "args.hpp"
 #include "commands.hpp"
 #include "ksearch/error.hpp"
+#include "ksearch/report.hpp"
 #include "ksearch/run_store.hpp"
 #include "ksearch/world_model.hpp"
 #include "report.hpp"
 
 namespace ks::cli {
 
+namespace {
+
+int print_dot(const RunStore& store, const Args& a) {
+  std::optional<std::uint64_t> version;
+  if (a.has("wm-version")) {
+    int v = a.get_int("wm-version", 0);
+    if (v < 0) throw Error(Status::invalid_argument, "--wm-version must be a snapshot number (0 or more)");
+    version = static_cast<std::uint64_t>(v);
+  }
+  std::printf("%s", run_world_model_dot(store.dir(), version).c_str());
+  return 0;
+}
+
+}  // namespace
+
 int cmd_show(int argc, char** argv) {
-  Args a("show", "ksearch show RUN_DIR [--attempts] [--json]",
+  Args a("show", "ksearch show RUN_DIR [--attempts] [--json] [--dot [--wm-version N]]",
          "Prints what a run folder holds: its configuration and status, the world model's decision tree, every "
          "attempt and the best solution's per-workload results.",
          {{"attempts", "", "List every attempt, not only the counts.", "", false},
           {"no-tree", "", "Do not print the world-model tree.", "", false},
-          {"json", "", "Print manifest, state, best and attempts as one JSON object.", "", false}});
+          {"json", "", "Print manifest, state, best and attempts as one JSON object.", "", false},
+          {"dot", "", "Print the world-model tree in Graphviz dot (e.g. `| dot -Tsvg > tree.svg`).", "", false},
+          {"wm-version", "N", "With --dot: that snapshot (world_model/vNNNNNN.json).", "the latest", false}});
   if (!a.parse(argc, argv)) {
     std::fprintf(stderr, "ksearch show: %s\n", a.error().c_str());
     return 2;
@@ -32,6 +50,7 @@ int cmd_show(int argc, char** argv) {
     return 2;
   }
   RunStore store = RunStore::open_read_only(a.positional()[0]);
+  if (a.has("dot")) return print_dot(store, a);
   Json m = store.manifest();
   auto attempts = store.attempts();
   auto best = store.best();

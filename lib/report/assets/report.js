@@ -137,7 +137,7 @@
       if (refMs > 0)
         body += "<line x1=\"" + ml + "\" x2=\"" + (W - mr) + "\" y1=\"" + Y(refMs) + "\" y2=\"" + Y(refMs) +
             "\" stroke=\"#8e24aa\" stroke-dasharray=\"6 4\"" + tipAttr("reference: " + fmtMs(refMs)) + "/>" +
-            "<text x=\"" + (W - mr - 4) + "\" y=\"" + (Y(refMs) - 5) + "\" text-anchor=\"end\" fill=\"#8e24aa\">reference " +
+            "<text x=\"" + (ml + 6) + "\" y=\"" + (Y(refMs) - 5) + "\" fill=\"#8e24aa\">reference " +
             esc(fmtMs(refMs)) + "</text>";
       // best-so-far as a step line over the counted rounds
       var pts = [];

@@ -332,7 +332,7 @@ class CudaCompileService {
       }
       if (got == WorkerProcess::Received::timed_out) {
         w.kill();
-        throw CompileError(fmt::format("compilation did not finish within {:.0f} s (the compiler was killed)",
+        throw CompileError(fmt::format("compilation did not finish within {:.3g} s (the compiler was killed)",
                                        req.timeout_s),
                            "");
       }

@@ -270,16 +270,27 @@ std::string Sandbox::describe() const {
   return "unavailable: " + sandbox_status().problem;
 }
 
-std::map<std::string, std::string> candidate_environment(bool sandboxed) {
+namespace {
+
+// The caller's variables that `keep` accepts, never a value holding a
+// registered secret.
+template <class Keep>
+std::map<std::string, std::string> environment_where(Keep&& keep) {
   std::map<std::string, std::string> env;
   for (char** e = environ; e && *e; ++e) {
     std::string_view kv(*e);
     auto eq = kv.find('=');
     if (eq == std::string_view::npos) continue;
     std::string_view name = kv.substr(0, eq), value = kv.substr(eq + 1);
-    if (!allowed_name(name) || detail::contains_secret(value)) continue;
-    env.emplace(std::string(name), std::string(value));
+    if (keep(name) && !detail::contains_secret(value)) env.emplace(std::string(name), std::string(value));
   }
+  return env;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> candidate_environment(bool sandboxed) {
+  std::map<std::string, std::string> env = environment_where(allowed_name);
   // Names the user adds on purpose, e.g. the settings of a custom driver.
   if (const char* extra = std::getenv("KSEARCH_WORKER_ENV"); extra && *extra) {
     std::string_view rest(extra);
@@ -301,16 +312,7 @@ std::map<std::string, std::string> candidate_environment(bool sandboxed) {
 }
 
 std::map<std::string, std::string> trusted_environment() {
-  std::map<std::string, std::string> env;
-  for (char** e = environ; e && *e; ++e) {
-    std::string_view kv(*e);
-    auto eq = kv.find('=');
-    if (eq == std::string_view::npos) continue;
-    std::string_view name = kv.substr(0, eq), value = kv.substr(eq + 1);
-    if (detail::looks_like_credential_name(name) || detail::contains_secret(value)) continue;
-    env.emplace(std::string(name), std::string(value));
-  }
-  return env;
+  return environment_where([](std::string_view name) { return !detail::looks_like_credential_name(name); });
 }
 
 }  // namespace ks::eval

@@ -467,5 +467,9 @@ TEST_CASE("fake driver: a compile worker killed while idle is replaced, and NVRT
   EvalResult slow = ev->evaluate(task, heavy.finalize());
   INFO(slow.log);
   CHECK(slow.status == EvalStatus::compile_error);
-  CHECK(contains(slow.log, "compilation exceeded its time limit of 0.1 s"));
+  // NVRTC's own cancellation normally reports it; on a machine so busy that
+  // its check comes later than the parent's grace period, the parent's kill
+  // does. Either way the limit is named: which one wins is a matter of speed.
+  CHECK((contains(slow.log, "compilation exceeded its time limit of 0.1 s") ||
+         contains(slow.log, "compilation did not finish within 0.05 s")));
 }

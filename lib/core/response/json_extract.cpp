@@ -7,24 +7,36 @@
 
 namespace ks::detail {
 
-int json_nesting_depth(std::string_view text) {
-  int depth = 0, deepest = 0;
+namespace {
+
+// Calls `on(i, c)` for every character of `text` outside JSON strings
+// (escapes respected): the one scanner the depth check and the brace
+// matching share.
+template <class F>
+void for_each_structural(std::string_view text, F&& on) {
   bool in_string = false, escaped = false;
-  for (char c : text) {
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
     if (in_string) {
       if (escaped) escaped = false;
       else if (c == '\\') escaped = true;
       else if (c == '"') in_string = false;
-      continue;
-    }
-    if (c == '"') {
+    } else if (c == '"') {
       in_string = true;
-    } else if (c == '{' || c == '[') {
-      deepest = std::max(deepest, ++depth);
-    } else if ((c == '}' || c == ']') && depth > 0) {
-      --depth;
+    } else {
+      on(i, c);
     }
   }
+}
+
+}  // namespace
+
+int json_nesting_depth(std::string_view text) {
+  int depth = 0, deepest = 0;
+  for_each_structural(text, [&](std::size_t, char c) {
+    if (c == '{' || c == '[') deepest = std::max(deepest, ++depth);
+    else if ((c == '}' || c == ']') && depth > 0) --depth;
+  });
   return deepest;
 }
 
@@ -46,24 +58,14 @@ std::optional<Json> extract_json_object(std::string_view text, std::string* erro
   // Where each '{' closes, found in one pass (strings and escapes respected).
   std::unordered_map<std::size_t, std::size_t> close_of;
   std::vector<std::size_t> open;
-  bool in_string = false, escaped = false;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
-    if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '{') {
+  for_each_structural(text, [&](std::size_t i, char c) {
+    if (c == '{') {
       open.push_back(i);
     } else if (c == '}' && !open.empty()) {
       close_of[open.back()] = i + 1;
       open.pop_back();
     }
-  }
+  });
   std::string last_error;
   std::size_t longest = 0;
   bool any_open = false, any_balanced = false;

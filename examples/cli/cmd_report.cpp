@@ -7,6 +7,7 @@
 
 #include "args.hpp"
 #include "commands.hpp"
+#include "exit_codes.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/report.hpp"
 
@@ -23,16 +24,14 @@ int cmd_report(int argc, char** argv) {
          {{"output", "FILE", "Where to write the page; - for standard output.", "RUN_DIR/report.html", false, 'o'},
           {"json", "", "Print the report's data (the JSON the page embeds) instead of the page.", "", false}});
   if (!a.parse(argc, argv)) {
-    std::fprintf(stderr, "ksearch report: %s\n", a.error().c_str());
-    return 2;
+    throw UsageError(a.error());
   }
   if (a.help_requested()) {
     std::printf("%s", a.help_text().c_str());
     return 0;
   }
   if (a.positional().size() != 1) {
-    std::fprintf(stderr, "ksearch report: give exactly one run folder\n");
-    return 2;
+    throw UsageError("give exactly one run folder");
   }
   const fs::path run = a.positional()[0];
   if (a.has("json")) {

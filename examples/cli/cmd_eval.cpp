@@ -141,8 +141,8 @@ Solution load_solution(const std::string& arg, const TaskSpec& spec) {
         throw Error(Status::not_found, fmt::format("{} is a run folder without a passing solution yet", arg));
       return best->solution;
     }
-    throw Error(Status::not_found, fmt::format("{} is a folder without solution.json (give a solution file, an "
-                                               "attempt folder or a run folder)", arg));
+    throw Error(Status::not_found, fmt::format("{} is a folder, not a file, and holds neither solution.json nor a run "
+                                               "(give a solution file, an attempt folder or a run folder)", arg));
   }
   if (p.filename() == "best.json" && RunStore::exists(p.parent_path().empty() ? "." : p.parent_path())) {
     auto best = RunStore::open_read_only(p.parent_path().empty() ? "." : p.parent_path()).best();

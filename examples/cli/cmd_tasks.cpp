@@ -39,15 +39,17 @@ std::string targets_text(const Json& targets) {
 }  // namespace
 
 int cmd_tasks(int argc, char** argv) {
-  Args a("tasks", "ksearch tasks [--kernelbench DIR] [--json]",
+  Args a("tasks", "ksearch tasks [--kernelbench DIR] [--dataset DIR] [--spec NAME] [--json]",
          "Lists the built-in tasks (suite/name) and the example task files (examples/name, from the installed "
-         "share/ksearch/tasks or $KSEARCH_TASKS_DIR), with their languages and the published numbers to beat. "
-         "Every listed name works as --task from any directory.",
+         "share/ksearch/tasks or $KSEARCH_TASKS_DIR), with their languages and the published numbers to beat; "
+         "every listed name works as --task from any directory. With --dataset, the definitions of a "
+         "FlashInfer-Trace checkout (run one with --task DIR/definitions/<op_type>/<name>.json).",
          {{"json", "", "Print the list as JSON.", "", false},
           {"spec", "NAME", "Print one task's full specification as JSON (tensors, workloads, references, starting "
                            "points, prompt) instead of the list.", "", false},
           {"kernelbench", "DIR", "Also list the problems of this KernelBench checkout (run by a PyTorch reference "
-                                 "oracle).", "$KSEARCH_KERNELBENCH", false}});
+                                 "oracle).", "$KSEARCH_KERNELBENCH", false},
+          {"dataset", "DIR", "A FlashInfer-Trace dataset checkout to list instead.", "", false}});
   if (!a.parse(argc, argv)) {
     throw UsageError(a.error());
   }
@@ -62,10 +64,11 @@ int cmd_tasks(int argc, char** argv) {
   }
   std::vector<std::filesystem::path> dirs;
   if (auto d = example_tasks_dir(); !d.empty()) dirs.push_back(d);
-  auto tasks = list_tasks(dirs);
+  const bool dataset = a.has("dataset");
+  auto tasks = dataset ? list_dataset_tasks(a.get("dataset")) : list_tasks(dirs);
   const char* kb_env = std::getenv("KSEARCH_KERNELBENCH");
   std::string kb = kb_env ? kb_env : "";
-  if (!kb.empty())
+  if (!kb.empty() && !dataset)
     for (auto& t : list_kernelbench_tasks(kb)) tasks.push_back(std::move(t));
   if (a.has("json")) {
     Json arr = Json::array();
@@ -93,7 +96,7 @@ int cmd_tasks(int argc, char** argv) {
     if (std::string tg = targets_text(t.targets); !tg.empty())
       fmt::print("{:<{}} {:<9} targets: {}\n", "", w, "", tg);
   }
-  if (dirs.empty()) fmt::print("\n(no example task folder found; set $KSEARCH_TASKS_DIR)\n");
+  if (!dataset && dirs.empty()) fmt::print("\n(no example task folder found; set $KSEARCH_TASKS_DIR)\n");
   return 0;
 }
 

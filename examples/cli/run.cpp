@@ -8,7 +8,7 @@
 #include "commands.hpp"
 #include "exit_codes.hpp"
 #include "interrupt.hpp"
-#include "exit_codes.hpp"
+#include "search_cli.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/search.hpp"
 #include "report.hpp"
@@ -25,9 +25,15 @@ std::vector<OptionSpec> search_options() {
       {"model", "NAME", "Model name sent to the endpoint (e.g. gpt-5.2, gemini-3-pro-preview).", "", false},
       {"base-url", "URL", "OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 for a local server.",
        "https://api.openai.com/v1", false},
-      {"llm", "SPEC", "Who answers prompts: openai (an HTTP endpoint), replay:TRANSCRIPT (a recorded run), "
-                      "command:PROGRAM ARGS (prompt on stdin, answer on stdout) or offline (no model; with "
-                      "--strategy tune).", "openai", false},
+      {"llm", "SPEC", "Who answers prompts: openai (an HTTP endpoint), replay:TRANSCRIPT (recorded answers; the "
+                      "candidates are measured again, see --on-divergence; `ksearch replay` reproduces a run "
+                      "folder exactly), command:PROGRAM ARGS (prompt on stdin, answer on stdout) or offline (no "
+                      "model; with --strategy tune).", "openai", false},
+      {"on-divergence", "stop|skip", "With --llm replay: where the search asks for another kind of answer than the "
+                                     "transcript holds next (a decision went another way on this machine's "
+                                     "timings): stop says where and why and stops the run (exit 5); skip answers "
+                                     "each request with the next recorded answer of the kind asked, never using "
+                                     "the ones passed over, and stops when none is left.", "stop", false},
       {"language", "cuda|cpp", "Kernel language: cuda (NVRTC + launch plan, needs a GPU) or cpp (host C++ "
                                "kernels, runs anywhere).", "the task's only language; cuda for a task with several",
        false},
@@ -74,14 +80,26 @@ std::vector<OptionSpec> search_options() {
       {"timing-cap", "S", "Longest time spent timing one benchmark workload; repetitions stop earlier once the "
                           "standard error of the mean is below 0.1 %.", "2", false},
       {"seeds", "N", "Input seeds checked per workload before timing (2 to 64).", "2", false},
+      {"baseline-latencies", "FILE", "Baseline latencies per card, {\"<device>\": {\"<workload>\": ms}}, for tasks "
+                                     "scored against a baseline (instead of measuring its baseline solution).", "",
+       false},
       {"quiet", "", "Print only the final summary (with --json: nothing but the JSON).", "", false},
       {"json", "", "Print the outcome as one JSON document on stdout, errors too; the start line and the line per "
                    "round go to stderr.", "", false},
   };
 }
 
+}  // namespace
+
 LlmChoice llm_choice_from_args(const Args& a) {
   LlmChoice c = LlmChoice::parse(a.get("llm", "openai"));
+  if (a.has("on-divergence")) {
+    if (c.kind != "replay")
+      throw Error(Status::invalid_argument, "--on-divergence applies to --llm replay:TRANSCRIPT only");
+    c.on_divergence = a.get("on-divergence");
+    if (c.on_divergence != "stop" && c.on_divergence != "skip")
+      throw Error(Status::invalid_argument, "--on-divergence must be stop or skip with --llm replay:");
+  }
   if (c.kind == "openai") {
     OpenAiConfig& o = c.openai;
     o.model = a.get("model");
@@ -119,19 +137,24 @@ LlmChoice llm_choice_from_args(const Args& a) {
   return c;
 }
 
-int finish(const SearchOutcome& out) {
-  const int code = out.stop_reason == "cancelled" ? kExitInterrupted : out.best ? kExitOk : kExitNoPassingKernel;
+int finish(const SearchOutcome& out, Json extra) {
+  const int code = out.stop_reason == "cancelled"         ? kExitInterrupted
+                   : out.stop_reason == "replay_diverged" ? kExitReplayDiverged
+                   : out.best                             ? kExitOk
+                                                          : kExitNoPassingKernel;
   if (json_output()) {
     Json j = out.to_json();
     j["exit_code"] = code;
+    if (extra.is_object())
+      for (auto& [k, v] : extra.as_object()) j[k] = std::move(v);
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     print_summary(stdout, out);
   }
+  print_divergence(stderr, out);
   return code;
 }
 
-// Human progress goes to stdout, or to stderr when stdout is for JSON.
 std::FILE* progress_stream() { return json_output() ? stderr : stdout; }
 
 ProgressCallback progress_printer(bool quiet, const Interrupts& interrupts) {
@@ -141,10 +164,10 @@ ProgressCallback progress_printer(bool quiet, const Interrupts& interrupts) {
   };
 }
 
-StartCallback start_printer(bool quiet, Interrupts& interrupts, std::string llm_text) {
-  return [quiet, &interrupts, llm_text](const SearchStart& s) {
+StartCallback start_printer(bool quiet, Interrupts& interrupts, std::string llm) {
+  return [quiet, &interrupts, llm](const SearchStart& s) {
     interrupts.set_run_dir(s.run_dir);
-    if (!quiet) print_start(progress_stream(), s, llm_text);
+    if (!quiet) print_start(progress_stream(), s, llm);
   };
 }
 
@@ -153,8 +176,6 @@ std::string llm_text(const LlmChoice& c) {
   if (c.kind == "replay") return "replay:" + c.replay_path.string();
   return c.kind;
 }
-
-}  // namespace
 
 int cmd_run(int argc, char** argv) {
   Args a("run", "ksearch run --task TASK [options]",
@@ -165,22 +186,16 @@ int cmd_run(int argc, char** argv) {
          "is asked once (GET /models). Ctrl-C or SIGTERM stops after the current round; a second one stops at once. "
          "\n\n" + std::string(kExitCodesHelp),
          search_options());
-  if (!a.parse(argc, argv)) {
-    throw UsageError(a.error());
-  }
+  if (!a.parse(argc, argv)) throw UsageError(a.error());
   if (a.help_requested()) {
     std::printf("%s", a.help_text().c_str());
     return 0;
   }
-  if (!a.positional().empty()) {
-    throw UsageError(fmt::format("unexpected argument \"{}\"", a.positional()[0]));
-  }
+  if (!a.positional().empty()) throw UsageError(fmt::format("unexpected argument \"{}\"", a.positional()[0]));
   if (a.has("kernelbench")) ::setenv("KSEARCH_KERNELBENCH", a.get("kernelbench").c_str(), 1);
   SearchOptions o;
   o.task = a.get("task");
-  if (o.task.empty()) {
-    throw UsageError("--task is required (see `ksearch tasks`)");
-  }
+  if (o.task.empty()) throw UsageError("--task is required (see `ksearch tasks`)");
   SearchConfig& c = o.config;
   c.strategy = a.get("strategy", c.strategy);
   auto lang = language_from_string(a.get("language", "cuda"));
@@ -208,6 +223,8 @@ int cmd_run(int argc, char** argv) {
   c.max_answer_bytes = static_cast<std::size_t>(a.get_size("max-answer-size", c.max_answer_bytes));
   o.evaluator.options.max_time_per_workload_s = a.get_double("timing-cap", o.evaluator.options.max_time_per_workload_s);
   o.evaluator.options.seeds_per_workload = a.get_int("seeds", o.evaluator.options.seeds_per_workload);
+  if (a.has("baseline-latencies"))
+    o.evaluator.options.baseline_latencies = read_baseline_latencies(a.get("baseline-latencies"));
   if (o.evaluator.options.seeds_per_workload < 2)
     throw Error(Status::invalid_argument, "--seeds must be at least 2 (two input sets are checked per workload)");
   if (o.evaluator.options.max_time_per_workload_s <= 0)
@@ -217,18 +234,23 @@ int cmd_run(int argc, char** argv) {
   Interrupts interrupts;
   o.progress = progress_printer(quiet, interrupts);
   o.on_start = start_printer(quiet, interrupts, llm_text(o.llm));
+  if (o.llm.kind == "replay") print_replay_notice(stderr, o.llm);
   return finish(run_search(o));
 }
 
 int cmd_resume(int argc, char** argv) {
   Args a("resume", "ksearch resume RUN_DIR [--max-rounds N]",
          "Continues a run folder: the recorded LLM answers and evaluations are replayed (nothing is asked or "
-         "measured twice) and the search goes on with the run's recorded configuration.\n\n" +
-             std::string(kExitCodesHelp),
+         "measured twice) and the search goes on with the run's recorded configuration. A replay goes on following "
+         "its recording; a reproduction (`ksearch replay`) that stopped where it left its recording continues "
+         "live from there when given a model (--llm ...).\n\n" + std::string(kExitCodesHelp),
          {{"max-rounds", "N", "The run's total round budget, the rounds already done included: 30 on a run that "
                               "did 20 runs 10 more. Larger or smaller than the recorded budget; below the rounds "
                               "done is refused.", "as recorded", false},
-          {"llm", "SPEC", "Answer new prompts with another policy (e.g. replay:FILE).", "as recorded", false},
+          {"llm", "SPEC", "Answer new prompts with another policy (e.g. replay:FILE); kept for later resumes.",
+           "as recorded", false},
+          {"on-divergence", "stop|skip", "With --llm replay: (see `ksearch run --help`); e.g. resume a replay that "
+                                         "stopped where it diverged with --on-divergence skip.", "stop", false},
           {"model", "NAME", "With --llm openai: the model.", "", false},
           {"base-url", "URL", "With --llm openai: the endpoint.", "", false},
           {"api", "chat|responses", "With --llm openai: the API.", "chat", false},
@@ -236,16 +258,12 @@ int cmd_resume(int argc, char** argv) {
           {"quiet", "", "Print only the final summary (with --json: nothing but the JSON).", "", false},
           {"json", "", "Print the outcome as one JSON document on stdout, errors too; progress goes to stderr.", "",
            false}});
-  if (!a.parse(argc, argv)) {
-    throw UsageError(a.error());
-  }
+  if (!a.parse(argc, argv)) throw UsageError(a.error());
   if (a.help_requested()) {
     std::printf("%s", a.help_text().c_str());
     return 0;
   }
-  if (a.positional().size() != 1) {
-    throw UsageError("give exactly one run folder");
-  }
+  if (a.positional().size() != 1) throw UsageError("give exactly one run folder");
   ResumeOptions r;
   r.max_rounds = a.get_int("max-rounds", 0);
   if (a.has("llm")) r.llm = llm_choice_from_args(a);

@@ -83,6 +83,8 @@ std::string summary_html(const Json& data) {
                                 ms(num_field(best, "latency_ms").value_or(0)));
     double sp = num_field(best, "speedup").value_or(0);
     if (sp > 0) b += fmt::format(", {:.2f}x the reference's {}", sp, ms(num_field(best, "reference_latency_ms").value_or(0)));
+    if (double vb = num_field(best, "vs_baseline").value_or(0); vb > 0)
+      b += fmt::format(", {:.2f}x the task's baseline (mean over workloads)", vb);
     out += row("best kernel", b);
   } else {
     out += row("best kernel", "none passed yet");

@@ -113,14 +113,26 @@ std::vector<AttemptRecord> read_attempts(const RunStore& store, Json& warnings) 
   return out;
 }
 
+// The score the session ranks by (higher is better: 1 / latency, or the mean
+// speedup over the task's baseline); 1 / latency where a record has none.
+double score_of(const EvalResult& e) {
+  if (!e.passed()) return 0;
+  if (e.score > 0) return e.score;
+  return e.latency_ms > 0 ? 1.0 / e.latency_ms : 0;
+}
+
 Json attempts_json(const std::vector<AttemptRecord>& attempts) {
   Json out = Json::array();
-  double best = 0;
+  double best = 0, best_score = 0;
   int last_round = 0;
   for (const auto& a : attempts) {
     const bool counted = a.round > 0;
     bool improved = false;
-    if (counted && a.eval.passed() && a.eval.latency_ms > 0 && (best == 0 || a.eval.latency_ms < best)) {
+    // The best so far as the session keeps it: the counted passing attempt
+    // with the highest score.
+    const double score = score_of(a.eval);
+    if (counted && score > best_score) {
+      best_score = score;
       best = a.eval.latency_ms;
       improved = true;
     }
@@ -136,6 +148,8 @@ Json attempts_json(const std::vector<AttemptRecord>& attempts) {
                         {"status", to_string(a.eval.status)},
                         {"latency_ms", a.eval.latency_ms},
                         {"speedup", a.eval.speedup},
+                        {"score", score},
+                        {"score_mode", to_string(a.eval.score_mode)},
                         {"best_ms", best},
                         {"improved", improved},
                         {"time", a.time}});
@@ -356,6 +370,8 @@ Json best_json(const RunStore& store, const std::vector<AttemptRecord>& attempts
                       {"latency_ms", ev.latency_ms},
                       {"reference_latency_ms", ev.reference_latency_ms},
                       {"speedup", ev.speedup},
+                      {"vs_baseline", ev.vs_baseline},
+                      {"score_mode", to_string(ev.score_mode)},
                       {"device", ev.device}});
   // Baselines per workload name.
   Json baselines = Json::array();
@@ -374,6 +390,14 @@ Json best_json(const RunStore& store, const std::vector<AttemptRecord>& attempts
     }
     break;
   }
+  // The task's own baseline (FlashInfer-Bench tasks score against it).
+  bool task_baseline = false;
+  for (const auto& w : ev.workloads)
+    if (w.baseline_ms > 0) {
+      base_ms[w.name]["the task's baseline"] = w.baseline_ms;
+      task_baseline = true;
+    }
+  if (task_baseline) baselines.push_back("the task's baseline");
   if (const Json* c = ev.metrics.find("compile_ms"); c && c->is_number() && c->as_number() > 0) {
     baselines.push_back("torch.compile");
     for (const auto& w : ev.workloads)

@@ -231,3 +231,31 @@ TEST_CASE("world_model_dot: escaped labels, edges, status colours, the run's too
   CHECK(bare.find("label=\"world model v5\"") != std::string::npos);
   CHECK(bare.find("solved | V 0.50 | difficulty 1\\nkernel abc: 2 ms") != std::string::npos);
 }
+
+TEST_CASE("report data: the best so far follows the score, as the session does (vs_baseline tasks)") {
+  auto dir = test::scratch_dir("report_score");
+  RunStore s = RunStore::create(dir, Json::obj({{"task", Json::obj({{"name", "tests/scored"}})}}));
+  // Round 2 is faster by its geometric mean but scores lower against the
+  // task's baseline (an arithmetic mean of per-workload ratios).
+  const std::vector<std::pair<double, double>> rounds = {{4.0, 2.0}, {3.0, 1.5}, {5.0, 2.5}};
+  int seq = 0;
+  for (const auto& [ms, score] : rounds) {
+    AttemptRecord a;
+    a.seq = seq;
+    a.round = seq + 1;
+    a.solution = sol(fmt::format("void k() {{ /* {} */ }}\n", seq));
+    a.eval = passed(ms, 3.0);
+    a.eval.score_mode = ScoreMode::vs_baseline;
+    a.eval.score = score;
+    s.record_attempt(a);
+    ++seq;
+  }
+  Json at = run_report_data(dir)["attempts"];
+  REQUIRE(at.size() == 3);
+  CHECK(at[0]["improved"].as_bool());
+  CHECK_FALSE(at[1]["improved"].as_bool());
+  CHECK(at[1]["best_ms"].as_number() == doctest::Approx(4.0));
+  CHECK(at[2]["improved"].as_bool());
+  CHECK(at[2]["best_ms"].as_number() == doctest::Approx(5.0));
+  CHECK(at[2]["score_mode"].as_string() == "vs_baseline");
+}

@@ -8,8 +8,10 @@ It reads the run folder (docs/search.md) and needs neither the library nor a
 GPU, so it runs anywhere the folder is, also while a search writes it. One W&B
 step per counted round, under K-Search's metric names:
 
-    {task}/generate/inv_latency_ms       the round's score (1 / geometric-mean latency; null if it failed)
-    {task}/generate/best_inv_latency_ms  the best so far
+    {task}/generate/{score}       the round's score (null if it failed), named as K-Search names it:
+                                  inv_latency_ms (1 / geometric-mean latency) or, for tasks scored
+                                  against a baseline (FlashInfer-Bench), vs_baseline
+    {task}/generate/best_{score}  the best so far
     {task}/generate/latency_ms, best_latency_ms, speedup, best_speedup, passed
     {task}/llm/input_tokens, output_tokens, reasoning_tokens, cost_usd, cum_cost_usd   (spent towards the round)
 
@@ -41,7 +43,8 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 __all__ = ["RunFolder", "Round", "Replay", "CsvSink", "WandbSink", "wandb_config", "main"]
 
-SCORE_NAME = "inv_latency_ms"  # EvalResult.score: 1 / latency_ms, higher is better (K-Search's TriMul score)
+# EvalResult.score (higher is better) by its score_mode, under K-Search's names.
+SCORE_NAMES = {"latency": "inv_latency_ms", "vs_baseline": "vs_baseline"}
 CODE_KINDS = ("generate", "improve", "debug")
 CSV_COLUMNS = ["seq", "round", "counted", "time", "status", "passed", "latency_ms", "speedup", "score",
                "best_latency_ms", "best_speedup", "improved", "solution_id", "parent_id", "action", "reason",
@@ -163,6 +166,16 @@ class RunFolder:
         return False
 
 
+def score_of(ev: dict, attempt: dict) -> float:
+    """The score the session ranks by; 1 / latency where the evaluation has none."""
+    if attempt.get("status") != "passed":
+        return 0.0
+    if float(ev.get("score") or 0) > 0:
+        return float(ev["score"])
+    lat = float(attempt.get("latency_ms") or 0)
+    return 1.0 / lat if lat > 0 else 0.0
+
+
 @dataclass
 class Round:
     """One attempt, with what the tracking sinks need."""
@@ -171,6 +184,8 @@ class Round:
     best_latency_ms: float
     best_speedup: float
     improved: bool
+    score: float = 0.0
+    best_score: float = 0.0
     llm: Dict[str, float] = field(default_factory=dict)  # usage spent towards this round
     cum_cost_usd: float = 0.0
     wm_version: Optional[int] = None
@@ -197,7 +212,7 @@ class Round:
         return {
             "seq": a.get("seq"), "round": self.round, "counted": int(self.counted), "time": a.get("time", ""),
             "status": a.get("status", ""), "passed": int(self.passed), "latency_ms": lat or "",
-            "speedup": a.get("speedup") or "", "score": (1.0 / lat) if self.passed and lat > 0 else "",
+            "speedup": a.get("speedup") or "", "score": self.score or "",
             "best_latency_ms": self.best_latency_ms or "", "best_speedup": self.best_speedup or "",
             "improved": int(self.improved), "solution_id": a.get("solution_id", ""), "parent_id": a.get("parent_id", ""),
             "action": a.get("action", ""), "reason": failure_reason(self.eval) if self.eval else "",
@@ -222,6 +237,7 @@ class Replay:
         self.done = 0
         self.best = 0.0
         self.best_speedup = 0.0
+        self.best_score = 0.0
         self.cum_cost = 0.0
 
     def _context(self, events: List[dict]):
@@ -262,16 +278,19 @@ class Replay:
             rnd = int(a.get("round", 0))
             if not final and rnd > 0 and rnd not in evaluated:
                 break  # its event is not written yet: take it next time
-            lat = float(a.get("latency_ms") or 0)
+            ev = self.folder.eval(a)
+            score = score_of(ev, a)
             improved = False
-            if rnd > 0 and a.get("status") == "passed" and lat > 0 and (self.best == 0 or lat < self.best):
-                self.best, self.best_speedup, improved = lat, float(a.get("speedup") or 0), True
+            # The best so far as the session keeps it: the highest score.
+            if rnd > 0 and score > self.best_score:
+                self.best_score, improved = score, True
+                self.best, self.best_speedup = float(a.get("latency_ms") or 0), float(a.get("speedup") or 0)
             u = usage.get(rnd, {}) if rnd > 0 else {}
             if rnd > 0:
                 self.cum_cost += u.get("cost_usd", 0.0)
-            out.append(Round(attempt=a, eval=self.folder.eval(a), best_latency_ms=self.best,
-                             best_speedup=self.best_speedup, improved=improved, llm=u, cum_cost_usd=self.cum_cost,
-                             wm_version=wm_at.get(rnd)))
+            out.append(Round(attempt=a, eval=ev, best_latency_ms=self.best, best_speedup=self.best_speedup,
+                             improved=improved, score=score, best_score=self.best_score, llm=u,
+                             cum_cost_usd=self.cum_cost, wm_version=wm_at.get(rnd)))
             self.done += 1
         return out
 
@@ -349,10 +368,10 @@ class WandbSink:
         if not r.counted or r.round < self.first_step:
             return
         p = self.prefix
-        score = (1.0 / r.latency_ms) if r.passed and r.latency_ms > 0 else None
+        name = SCORE_NAMES.get(r.eval.get("score_mode", "latency"), "score")
         metrics = {
-            f"{p}/{SCORE_NAME}": score,
-            f"{p}/best_{SCORE_NAME}": (1.0 / r.best_latency_ms) if r.best_latency_ms > 0 else None,
+            f"{p}/{name}": r.score if r.passed and r.score > 0 else None,
+            f"{p}/best_{name}": r.best_score or None,
             f"{p}/latency_ms": r.latency_ms if r.passed else None,
             f"{p}/best_latency_ms": r.best_latency_ms or None,
             f"{p}/speedup": float(r.attempt.get("speedup") or 0) if r.passed else None,

@@ -13,6 +13,7 @@
 
 #include "ksearch/error.hpp"
 #include "ksearch/eval.hpp"
+#include "ksearch/run_store.hpp"
 #include "ksearch/search.hpp"
 #include "ksearch/tasks.hpp"
 
@@ -305,12 +306,18 @@ ks_status ks_search_resume(const char* run_dir, const ks_search_params* params, 
   return guarded("ks_search_resume", [&] {
     ks::ResumeOptions r;
     if (params) {
-      r.max_rounds = params->max_rounds;
       r.progress = progress_of(params);
       if (params->llm_callback || params->llm) {
         ks::LlmChoice c = llm_choice_of(params);
         if (c.kind == "custom") r.custom_llm = c.custom;
         else r.llm = c;
+      }
+      // The C ABI's rule: a larger value raises the budget; a smaller one
+      // (such as the default of ks_search_params_init) keeps it. A folder
+      // without a run is left for resume_search to report.
+      if (params->max_rounds > 0 && ks::RunStore::exists(run_dir)) {
+        const ks::Json recorded = ks::RunStore::open_read_only(run_dir).manifest()["config"];
+        if (params->max_rounds > recorded.get_int("max_rounds", 0)) r.max_rounds = params->max_rounds;
       }
     }
     return make_result(ks::resume_search(run_dir, r), out);

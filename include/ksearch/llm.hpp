@@ -80,6 +80,14 @@ class KS_API LlmPolicy {
 
   // Total usage so far.
   virtual LlmUsage total_usage() const { return {}; }
+
+  // Called once before the first prompt of a run, so a run that cannot be
+  // answered fails before it spends anything: throws ks::Error naming the
+  // problem (an endpoint that cannot be reached or refuses the key, a program
+  // that does not exist). Returns a warning for a check that could not be
+  // made (e.g. a server without the route asked), or "" when all is well.
+  // The default checks nothing.
+  virtual std::string check_ready() { return {}; }
 };
 
 }  // namespace ks

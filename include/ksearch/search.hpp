@@ -4,6 +4,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -44,6 +45,18 @@ struct KS_API LlmChoice {
 // for the tune strategy).
 KS_API std::unique_ptr<LlmPolicy> make_llm_policy(const LlmChoice& choice);
 
+// What a run starts with, reported once its folder exists and the checks
+// before spending have passed (the task loads, its backend is usable, the
+// LLM can answer), before the first LLM call.
+struct KS_API SearchStart {
+  std::filesystem::path run_dir;
+  std::string task;            // the task's name
+  SearchConfig config;         // as recorded (the language inferred, a resumed budget applied)
+  std::string llm;             // the policy's description, e.g. "openai:gpt-5.2"
+  int rounds_done = 0;         // a resume: rounds in the journal
+};
+using StartCallback = std::function<void(const SearchStart&)>;
+
 struct KS_API SearchOptions {
   std::string task;                    // built-in name or task file path
   std::shared_ptr<Task> custom_task;   // used instead of `task` when set
@@ -53,6 +66,11 @@ struct KS_API SearchOptions {
   std::shared_ptr<Evaluator> custom_evaluator;  // used instead of `evaluator` when set
   std::filesystem::path run_dir;       // empty: runs/<task>-<UTC time>
   ProgressCallback progress;
+  StartCallback on_start;              // optional
+  // When set, a task written in one language only runs in that language
+  // whatever config.language says (a CLI without --language); a task with
+  // several keeps config.language.
+  bool infer_language = false;
 };
 
 struct KS_API SearchOutcome {
@@ -92,11 +110,15 @@ KS_API SearchOutcome run_search(const SearchOptions& options);
 
 // What may change when a run is resumed.
 struct KS_API ResumeOptions {
-  int max_rounds = 0;                  // above the recorded budget: raises it; otherwise ignored
+  // 0 keeps the recorded budget; otherwise the run's new total round budget
+  // (more or fewer rounds than recorded). A value below the rounds already
+  // done is refused with ks::Error(Status::invalid_argument).
+  int max_rounds = 0;
   std::shared_ptr<LlmPolicy> custom_llm;  // needed when the run used a custom policy
   std::optional<LlmChoice> llm;        // replaces the recorded choice (e.g. another endpoint)
   std::shared_ptr<Evaluator> custom_evaluator;
   ProgressCallback progress;
+  StartCallback on_start;              // optional
 };
 
 // Resumes a run folder with its recorded configuration: the journal is
@@ -124,6 +146,7 @@ struct KS_API ReplayOptions {
   std::shared_ptr<LlmPolicy> custom_llm;
   std::shared_ptr<Evaluator> custom_evaluator;  // for live evaluations; default: the recorded evaluator settings
   ProgressCallback progress;
+  StartCallback on_start;              // optional
 };
 
 // Replays a finished or partial run folder into a new one: the recorded

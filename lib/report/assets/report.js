@@ -58,7 +58,12 @@
     timeout: "#6a1b9a", crashed: "#4e342e", invalid: "#37474f", generation_failed: "#9e9e9e",
     memory_limit: "#00838f"
   };
-  var FAIL_SHAPES = ["tri", "square", "diamond", "cross", "tridown", "star"];
+  // one fixed shape per status, so two reports read alike
+  var STATUS_SHAPE = {
+    compile_error: "tri", incorrect: "square", runtime_error: "diamond", timeout: "cross", crashed: "tridown",
+    invalid: "star", generation_failed: "cross", memory_limit: "diamond"
+  };
+  function failShape(status) { return STATUS_SHAPE[status] || "star"; }
   function marker(shape, x, y, r, color, extra) {
     var p;
     if (shape === "circle") return "<circle cx=\"" + x + "\" cy=\"" + y + "\" r=\"" + r + "\" fill=\"" + color + "\"" + extra + "/>";
@@ -165,7 +170,7 @@
     body += "<text x=\"" + (ml - 6) + "\" y=\"" + (stripY + 4) + "\" text-anchor=\"end\" class=\"muted\">failed</text>";
     attempts.forEach(function (a) {
       if (a.status === "passed") return;
-      var shape = FAIL_SHAPES[fstatus.indexOf(a.status) % FAIL_SHAPES.length];
+      var shape = failShape(a.status);
       var t = "round " + a.round + (a.round > 0 ? "" : " (not counted)") + ": " + (a.reason || a.status) + "\n" + a.action;
       body += marker(shape, X(a.x), stripY, 5, STATUS_COLOR[a.status] || "#616161",
           " class=\"pt pt-failed\" data-seq=\"" + a.seq + "\" data-status=\"" + esc(a.status) + "\"" + tipAttr(t));
@@ -173,9 +178,9 @@
     var legend = "<div class=\"legend\"><span><span class=\"sw\" style=\"background:#2e7d32\"></span>passed</span>" +
         "<span><span class=\"sw\" style=\"background:#1565c0\"></span>new best</span>" +
         "<span><span class=\"sw\" style=\"background:#1565c0;height:3px\"></span>best so far</span>";
-    fstatus.forEach(function (s, i) {
+    fstatus.forEach(function (s) {
       var n = attempts.filter(function (a) { return a.status === s; }).length;
-      legend += "<span>" + svg(14, 14, marker(FAIL_SHAPES[i % FAIL_SHAPES.length], 7, 7, 4.5, STATUS_COLOR[s] || "#616161", ""), s)
+      legend += "<span>" + svg(14, 14, marker(failShape(s), 7, 7, 4.5, STATUS_COLOR[s] || "#616161", ""), s)
           .replace("<svg ", "<svg style=\"display:inline;vertical-align:-2px\" ") + " " + esc(s) + " (" + n + ")</span>";
     });
     legend += "</div>";

@@ -91,6 +91,9 @@ def mla(x, prefill):
     return {"output": out.to(torch.bfloat16), "lse": lse}
 
 
+MOE_ROUTING = {}
+
+
 def moe(x):
     logits, bias = x["routing_logits"].float(), x["routing_bias"].float()
     T = logits.shape[0]
@@ -108,6 +111,10 @@ def moe(x):
     w = s.gather(1, ids)
     w = w / (w.sum(-1, keepdim=True) + 1e-20) * rsf
     out = torch.zeros(T, 7168, device=s.device)
+    # How much of the batch this GPU serves: a workload that routes nothing here
+    # compares zeros with zeros, so the table says so.
+    local = (ids >= offset) & (ids < offset + 32)
+    MOE_ROUTING.update(local_pairs=int(local.sum()), local_tokens=int(local.any(-1).sum()), tokens=T)
     w1, s1 = x["gemm1_weights"], x["gemm1_weights_scale"].float()
     w2, s2 = x["gemm2_weights"], x["gemm2_weights_scale"].float()
     for le in range(32):
@@ -150,6 +157,7 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--scratch", default=os.environ.get("TMPDIR", "/tmp") + "/ksearch-compare-torch")
     ap.add_argument("--quick", action="store_true", help="one workload per task")
+    ap.add_argument("--only", default="", help="comma-separated workload names to compare (default: all)")
     args = ap.parse_args()
     dump = Path(args.build) / "benchmarks/flashinfer/flashinfer_dump"
     scratch = Path(args.scratch)
@@ -162,7 +170,7 @@ def main():
     print(f"{'task':<58} {'workload':<22} {'output':<8} {'matched':>9} {'max abs':>10} {'max rel':>10} {'|ref| mean':>11} {'torch s':>8}")
     for task, workloads in CASES:
         for wl in workloads:
-            if args.quick and wl not in QUICK:
+            if (args.quick and wl not in QUICK) or (args.only and wl not in args.only.split(",")):
                 continue
             f = scratch / f"{task.split('/')[1][:24]}_{wl}.safetensors"
             p = subprocess.run([str(dump), task, wl, str(f)], capture_output=True, text=True)
@@ -176,12 +184,16 @@ def main():
                 mine = implementation(task)(x)
             torch.cuda.synchronize()
             secs = time.time() - t0
+            routing = dict(MOE_ROUTING) if "moe_" in task else {}
+            MOE_ROUTING.clear()
             for name, val in mine.items():
                 c = compare(x[name], val)
-                c.update({"task": task, "workload": wl, "output": name, "torch_s": secs})
+                c.update({"task": task, "workload": wl, "output": name, "torch_s": secs, **routing})
                 results.append(c)
                 print(f"{task:<58} {wl:<22} {name:<8} {c['matched_ratio']:>9.6f} {c['max_abs_error']:>10.3g} "
-                      f"{c['max_rel_error']:>10.3g} {c['ref_abs_mean']:>11.4g} {secs:>8.2f}")
+                      f"{c['max_rel_error']:>10.3g} {c['ref_abs_mean']:>11.4g} {secs:>8.2f}"
+                      + (f"  {routing['local_pairs']} local (token, expert) pairs, {routing['local_tokens']} of "
+                         f"{routing['tokens']} tokens" if routing else ""))
             f.unlink()
             del x, mine
             torch.cuda.empty_cache()

@@ -67,6 +67,13 @@ class KS_API Evaluator {
 
   virtual DeviceInfo device() const = 0;
   virtual EvalOptions& options() = 0;
+
+  // Called from another thread when the run is cancelled: an evaluation in
+  // flight should end promptly (its worker processes killed) by throwing
+  // ks::Error(Status::cancelled), and so should every later one. Must be
+  // thread-safe. The default does nothing; the engine then drops the
+  // result of the evaluation in flight when it returns.
+  virtual void cancel() {}
 };
 
 }  // namespace ks

@@ -80,6 +80,13 @@ class KS_API LlmPolicy {
 
   // Total usage so far.
   virtual LlmUsage total_usage() const { return {}; }
+
+  // Called from another thread when the run is cancelled: a call in flight
+  // should end promptly (abort the transfer, kill the process) and this or
+  // any later call may throw ks::Error(Status::cancelled). Must be
+  // thread-safe. The default does nothing; the engine then drops the
+  // answer of the call in flight when it returns.
+  virtual void cancel() {}
 };
 
 }  // namespace ks

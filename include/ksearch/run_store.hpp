@@ -13,6 +13,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -63,6 +64,9 @@ class KS_API RunStore {
 
   // Appends with "seq" and "time" added; returns the event's seq.
   int append_event(const std::string& type, Json data);
+  // Called with every event appended from now on, as written (with "seq",
+  // "time" and "type"), on the appending thread; what it throws is ignored.
+  void set_event_listener(std::function<void(const Json& event)> listener);
   std::vector<Json> events() const;
 
   void append_transcript(const Json& entry);

@@ -8,14 +8,21 @@
 #include <optional>
 #include <string>
 
+#include "ksearch/cancel.hpp"
 #include "ksearch/eval.hpp"
 #include "ksearch/export.h"
 #include "ksearch/llm.hpp"
 #include "ksearch/llm_policies.hpp"
 #include "ksearch/strategy.hpp"
 #include "ksearch/task.hpp"
+#include "ksearch/world_model.hpp"
 
 namespace ks {
+
+// Receives every run event as it is journalled: the object written to
+// events.jsonl (with "seq", "time" and "type"). Called on the search's
+// thread; what it throws is ignored.
+using EventCallback = std::function<void(const Json& event)>;
 
 // How prompts are answered.
 struct KS_API LlmChoice {
@@ -41,6 +48,7 @@ KS_API std::unique_ptr<LlmPolicy> make_llm_policy(const LlmChoice& choice);
 
 struct KS_API SearchOptions {
   std::string task;                    // built-in name or task file path
+  std::filesystem::path kernelbench_dir;  // for kernelbench/... names; empty: $KSEARCH_KERNELBENCH
   std::shared_ptr<Task> custom_task;   // used instead of `task` when set
   SearchConfig config;
   LlmChoice llm;
@@ -48,6 +56,15 @@ struct KS_API SearchOptions {
   std::shared_ptr<Evaluator> custom_evaluator;  // used instead of `evaluator` when set
   std::filesystem::path run_dir;       // empty: runs/<task>-<UTC time>
   ProgressCallback progress;
+  EventCallback on_event;
+  // Cancels the run from another thread (see CancelToken); null: none.
+  std::shared_ptr<CancelToken> cancel;
+  // Parts the host brings (null: the built-in ones). A custom strategy is
+  // run instead of config.strategy; a custom world model is what the
+  // world-model strategy edits. Runs made with custom parts resume only
+  // through the API, with the same parts given again.
+  std::shared_ptr<SearchStrategy> custom_strategy;
+  std::shared_ptr<WorldModel> custom_world_model;
 };
 
 struct KS_API SearchOutcome {
@@ -78,6 +95,10 @@ struct KS_API ResumeOptions {
   std::optional<LlmChoice> llm;        // replaces the recorded choice (e.g. another endpoint)
   std::shared_ptr<Evaluator> custom_evaluator;
   ProgressCallback progress;
+  EventCallback on_event;
+  std::shared_ptr<CancelToken> cancel;
+  std::shared_ptr<SearchStrategy> custom_strategy;       // needed when the run used one
+  std::shared_ptr<WorldModel> custom_world_model;
 };
 
 // Resumes a run folder with its recorded configuration: the journal is

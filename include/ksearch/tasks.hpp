@@ -25,6 +25,13 @@ struct KS_API TaskInfo {
 // listing the known names, or Status::invalid_argument naming the malformed field.
 KS_API std::unique_ptr<Task> load_task(const std::string& name_or_path);
 
+// Where task names may also resolve, beside the built-in suites.
+struct KS_API TaskSources {
+  // A KernelBench checkout for kernelbench/levelN/... names; empty: $KSEARCH_KERNELBENCH.
+  std::filesystem::path kernelbench_dir;
+};
+KS_API std::unique_ptr<Task> load_task(const std::string& name_or_path, const TaskSources& sources);
+
 // Reads a task file (sources resolved relative to its folder).
 KS_API TaskSpec load_task_file(const std::filesystem::path& path);
 

@@ -124,6 +124,73 @@ struct Parts {
   std::shared_ptr<Task> task;
   std::shared_ptr<Evaluator> evaluator;
   std::shared_ptr<LlmPolicy> llm;
+  std::shared_ptr<WorldModel> world_model;  // null: a fresh tree world model
+  std::shared_ptr<SearchStrategy> strategy;  // null: the configured built-in one
+};
+
+// What the host observes and controls a run with.
+struct Hooks {
+  ProgressCallback progress;
+  EventCallback on_event;
+  std::shared_ptr<CancelToken> cancel;
+};
+
+// With a cancel token, every LLM call and evaluation is checked against it
+// before and after: one that was cut short (or returned after the cancel)
+// throws Status::cancelled, so the session journals nothing of it.
+void check_cancel(const CancelToken& t, const char* what) {
+  if (t.cancelled()) throw Error(Status::cancelled, fmt::format("the run was cancelled ({})", what));
+}
+
+class CancellableLlm final : public LlmPolicy {
+ public:
+  CancellableLlm(std::shared_ptr<LlmPolicy> inner, std::shared_ptr<CancelToken> token)
+      : inner_(std::move(inner)), token_(std::move(token)) {}
+  LlmResponse complete(const LlmRequest& r) override {
+    check_cancel(*token_, "before an LLM call");
+    LlmResponse out = inner_->complete(r);
+    check_cancel(*token_, "during an LLM call");
+    return out;
+  }
+  std::vector<LlmResponse> complete_batch(const std::vector<LlmRequest>& r) override {
+    check_cancel(*token_, "before an LLM call");
+    auto out = inner_->complete_batch(r);
+    check_cancel(*token_, "during an LLM call");
+    return out;
+  }
+  std::string describe() const override { return inner_->describe(); }
+  bool exhausted() const override { return inner_->exhausted(); }
+  LlmUsage total_usage() const override { return inner_->total_usage(); }
+  void cancel() override { inner_->cancel(); }
+
+ private:
+  std::shared_ptr<LlmPolicy> inner_;
+  std::shared_ptr<CancelToken> token_;
+};
+
+class CancellableEvaluator final : public Evaluator {
+ public:
+  CancellableEvaluator(std::shared_ptr<Evaluator> inner, std::shared_ptr<CancelToken> token)
+      : inner_(std::move(inner)), token_(std::move(token)) {}
+  EvalResult evaluate(const Task& task, const Solution& s) override {
+    check_cancel(*token_, "before an evaluation");
+    EvalResult r = inner_->evaluate(task, s);
+    check_cancel(*token_, "during an evaluation");
+    return r;
+  }
+  std::vector<EvalResult> evaluate_batch(const Task& task, const std::vector<Solution>& s) override {
+    check_cancel(*token_, "before an evaluation");
+    auto r = inner_->evaluate_batch(task, s);
+    check_cancel(*token_, "during an evaluation");
+    return r;
+  }
+  DeviceInfo device() const override { return inner_->device(); }
+  EvalOptions& options() override { return inner_->options(); }
+  void cancel() override { inner_->cancel(); }
+
+ private:
+  std::shared_ptr<Evaluator> inner_;
+  std::shared_ptr<CancelToken> token_;
 };
 
 Json evaluator_config_json(const EvaluatorConfig& e) {
@@ -193,6 +260,27 @@ void check_language(const Task& task, Language lang) {
 SearchOutcome execute_session(Parts& parts, RunStore& store, const SearchConfig& config,
                               const ProgressCallback& progress);
 
+// Connects the host's hooks to the run's parts for the length of the run.
+class HookedRun {
+ public:
+  HookedRun(Parts& parts, RunStore& store, const Hooks& hooks) : store_(store) {
+    if (hooks.on_event) store.set_event_listener(hooks.on_event);
+    if (!hooks.cancel) return;
+    parts.llm = std::make_shared<CancellableLlm>(parts.llm, hooks.cancel);
+    parts.evaluator = std::make_shared<CancellableEvaluator>(parts.evaluator, hooks.cancel);
+    // Unsubscribed (waiting for a handler that is running) before the parts go.
+    sub_.emplace(hooks.cancel.get(), [llm = parts.llm, ev = parts.evaluator] {
+      llm->cancel();
+      ev->cancel();
+    });
+  }
+  ~HookedRun() { store_.set_event_listener({}); }
+
+ private:
+  RunStore& store_;
+  std::optional<CancelToken::Subscription> sub_;
+};
+
 // The transports must carry an answer of max_answer_bytes (JSON escaping can
 // double it); the session then refuses anything longer, whoever sent it.
 LlmChoice with_transport_caps(LlmChoice c, std::size_t max_answer_bytes) {
@@ -204,9 +292,10 @@ LlmChoice with_transport_caps(LlmChoice c, std::size_t max_answer_bytes) {
 // Runs the strategy (and the tune phase) in a session and records the end.
 // A run that ends in an error says so in its manifest: left "running", it
 // would look like a run still going (or killed) to `ksearch show`.
-SearchOutcome execute(Parts& parts, RunStore& store, const SearchConfig& config, const ProgressCallback& progress) {
+SearchOutcome execute(Parts& parts, RunStore& store, const SearchConfig& config, const Hooks& hooks) {
   try {
-    return execute_session(parts, store, config, progress);
+    HookedRun hooked(parts, store, hooks);
+    return execute_session(parts, store, config, hooks.progress);
   } catch (const std::exception& e) {
     try {
       Json m = store.manifest();
@@ -223,9 +312,9 @@ SearchOutcome execute(Parts& parts, RunStore& store, const SearchConfig& config,
 
 SearchOutcome execute_session(Parts& parts, RunStore& store, const SearchConfig& config,
                               const ProgressCallback& progress) {
-  auto wm = make_tree_world_model();
+  std::shared_ptr<WorldModel> wm = parts.world_model ? parts.world_model : make_tree_world_model();
   detail::Session session(*parts.task, *parts.evaluator, *parts.llm, *wm, store, config, progress);
-  auto strategy = make_strategy(config.strategy);
+  std::shared_ptr<SearchStrategy> strategy = parts.strategy ? parts.strategy : make_strategy(config.strategy);
   std::string reason = session.run(*strategy);
   if (config.tune_rounds > 0 && config.strategy != "tune" && (reason == "max_rounds" || reason == "strategy_done")) {
     session.add_rounds(config.tune_rounds);
@@ -276,10 +365,17 @@ Json SearchOutcome::to_json() const {
 }
 
 SearchOutcome run_search(const SearchOptions& options) {
-  options.config.validate();
+  if (options.custom_strategy) {
+    SearchConfig checked = options.config;  // a custom strategy's name need not be a built-in one
+    checked.strategy = "world_model";
+    checked.validate();
+  } else {
+    options.config.validate();
+  }
   detail::register_environment_secrets(options.llm.openai.api_key_env);
   Parts parts;
-  parts.task = options.custom_task ? options.custom_task : std::shared_ptr<Task>(load_task(options.task));
+  parts.task = options.custom_task ? options.custom_task
+                                   : std::shared_ptr<Task>(load_task(options.task, {options.kernelbench_dir}));
   check_language(*parts.task, options.config.language);
   if (options.llm.kind == "offline" && options.config.strategy != "tune")
     throw Error(Status::invalid_argument,
@@ -291,8 +387,11 @@ SearchOutcome run_search(const SearchOptions& options) {
   if (!parts.llm) throw Error(Status::invalid_argument, "LLM kind \"custom\" needs a policy object");
   parts.evaluator = options.custom_evaluator ? options.custom_evaluator
                                              : std::shared_ptr<Evaluator>(make_evaluator(options.evaluator));
+  parts.world_model = options.custom_world_model;
+  parts.strategy = options.custom_strategy;
   SearchConfig config = options.config;
   if (config.model.empty()) config.model = parts.llm->describe();
+  if (parts.strategy) config.strategy = parts.strategy->name();
 
   fs::path dir = options.run_dir.empty() ? default_run_dir(parts.task->name()) : options.run_dir;
   Json manifest = Json::obj({{"format", "ksearch-run"},
@@ -303,6 +402,9 @@ SearchOutcome run_search(const SearchOptions& options) {
                              {"task", Json::obj({{"name", parts.task->name()},
                                                  {"reference", options.custom_task ? "" : task_reference(options.task)},
                                                  {"custom", static_cast<bool>(options.custom_task)},
+                                                 {"kernelbench_dir", options.kernelbench_dir.empty()
+                                                                         ? std::string()
+                                                                         : fs::absolute(options.kernelbench_dir).string()},
                                                  {"fingerprint", task_fingerprint(*parts.task)}})},
                              {"config", config.to_json()},
                              {"llm", options.llm.kind == "custom"
@@ -311,8 +413,10 @@ SearchOutcome run_search(const SearchOptions& options) {
                              {"evaluator", evaluator_config_json(options.evaluator)},
                              {"device", parts.evaluator->device().to_json()},
                              {"status", "running"}});
+  if (parts.strategy) manifest["custom_strategy"] = true;
+  if (parts.world_model) manifest["custom_world_model"] = true;
   RunStore store = RunStore::create(dir, manifest);
-  return execute(parts, store, config, options.progress);
+  return execute(parts, store, config, Hooks{options.progress, options.on_event, options.cancel});
 }
 
 SearchOutcome resume_search(const fs::path& run_dir, const ResumeOptions& options) {
@@ -333,7 +437,7 @@ SearchOutcome resume_search(const fs::path& run_dir, const ResumeOptions& option
                 fmt::format("{} was made with a task object supplied by the host program; resume it through the "
                             "same program's API", run_dir.string()));
   Parts parts;
-  parts.task = std::shared_ptr<Task>(load_task(tj.get_string("reference")));
+  parts.task = std::shared_ptr<Task>(load_task(tj.get_string("reference"), {tj.get_string("kernelbench_dir")}));
   if (task_fingerprint(*parts.task) != tj.get_string("fingerprint"))
     throw Error(Status::state, fmt::format("task \"{}\" changed since the run started (its specification differs); "
                                            "resuming would mix results of two different tasks", parts.task->name()));
@@ -358,13 +462,21 @@ SearchOutcome resume_search(const fs::path& run_dir, const ResumeOptions& option
   EvaluatorConfig ec = evaluator_config_from_json(m["evaluator"]);
   parts.evaluator = options.custom_evaluator ? options.custom_evaluator
                                              : std::shared_ptr<Evaluator>(make_evaluator(ec));
+  parts.strategy = options.custom_strategy;
+  parts.world_model = options.custom_world_model;
+  if (m.get_bool("custom_strategy") && !parts.strategy)
+    throw Error(Status::invalid_argument,
+                "this run used a search strategy supplied by the host program; pass it again to resume");
+  if (m.get_bool("custom_world_model") && !parts.world_model)
+    throw Error(Status::invalid_argument,
+                "this run used a world model supplied by the host program; pass it again to resume");
   m["config"] = config.to_json();
   m["status"] = "running";
   if (m.contains("error")) m.erase("error");  // an earlier attempt's failure
   m["resumed"] = m.get_int("resumed") + 1;
   m["last_resumed"] = utc_timestamp();
   store.write_manifest(m);
-  return execute(parts, store, config, options.progress);
+  return execute(parts, store, config, Hooks{options.progress, options.on_event, options.cancel});
 }
 
 }  // namespace ks

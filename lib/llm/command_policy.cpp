@@ -1,6 +1,7 @@
 // The command policy: an external program answers on stdout.
 #include <fmt/format.h>
 
+#include <atomic>
 #include <mutex>
 
 #include "core/process.hpp"
@@ -51,7 +52,9 @@ class CommandPolicy final : public LlmPolicy {
       input = request.prompt;
     }
     // A program that cannot start throws: that is configuration, not a bad answer.
-    detail::CommandResult r = detail::run_command(std::move(opts), input, cfg_.timeout_s, cfg_.max_output_bytes);
+    detail::CommandResult r =
+        detail::run_command(std::move(opts), input, cfg_.timeout_s, cfg_.max_output_bytes, &cancelled_);
+    if (r.cancelled) throw Error(Status::cancelled, describe() + ": cancelled; the program was killed");
 
     LlmResponse resp;
     resp.model = describe();
@@ -78,6 +81,8 @@ class CommandPolicy final : public LlmPolicy {
 
   std::string describe() const override { return "command:" + cfg_.argv[0]; }
 
+  void cancel() override { cancelled_.store(true); }
+
   LlmUsage total_usage() const override {
     std::lock_guard lock(mu_);
     return total_;
@@ -87,6 +92,7 @@ class CommandPolicy final : public LlmPolicy {
   CommandConfig cfg_;
   mutable std::mutex mu_;
   LlmUsage total_;
+  std::atomic<bool> cancelled_{false};
 };
 
 }  // namespace

@@ -306,7 +306,8 @@ class OpenAiPolicy final : public LlmPolicy {
       if (o.verdict == Verdict::fatal && !fatal) fatal = job.response.error;
       return std::nullopt;
     };
-    http_.run(jobs.size(), cfg_.max_concurrency, hooks);
+    if (!http_.run(jobs.size(), cfg_.max_concurrency, hooks))
+      throw Error(Status::cancelled, prefix("the request was cancelled; its transfer was aborted"));
 
     if (fatal) throw Error(Status::llm, *fatal);
     std::vector<LlmResponse> out;
@@ -316,6 +317,8 @@ class OpenAiPolicy final : public LlmPolicy {
   }
 
   std::string describe() const override { return "openai:" + cfg_.model; }
+
+  void cancel() override { http_.abort(); }
 
   bool exhausted() const override { return budget_reached().has_value(); }
 

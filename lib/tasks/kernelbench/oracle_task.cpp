@@ -216,8 +216,9 @@ TaskSpec make_kernelbench_oracle_spec(const fs::path& kernelbench_dir, const std
   return spec;
 }
 
-std::unique_ptr<Task> load_kernelbench_oracle_task(const std::string& name) {
-  const std::string dir = env("KSEARCH_KERNELBENCH");
+std::unique_ptr<Task> load_kernelbench_oracle_task(const std::string& name,
+                                                   const std::filesystem::path& kernelbench_dir) {
+  const std::string dir = kernelbench_dir.empty() ? env("KSEARCH_KERNELBENCH") : kernelbench_dir.string();
   if (dir.empty() || !parse_name(name)) return nullptr;
   TaskSpec spec = make_kernelbench_oracle_spec(dir, name);
   spec.validate();

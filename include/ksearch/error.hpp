@@ -26,6 +26,7 @@ enum class Status : int {
   buffer_too_small = KS_E_BUFFER_TOO_SMALL,
   state = KS_E_STATE,
   subprocess = KS_E_SUBPROCESS,
+  cuda = KS_E_CUDA,
   internal = KS_E_INTERNAL,
 };
 

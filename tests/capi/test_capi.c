@@ -72,12 +72,26 @@ struct progress {
 static int on_round(const ks_round_report *r, void *user) {
   struct progress *p = (struct progress *)user;
   p->rounds++;
-  if (strcmp(r->status, "incorrect") == 0) p->saw_incorrect = 1;
+  if (r->status == KS_EVAL_INCORRECT) p->saw_incorrect = 1;
   return p->stop_at && r->round >= p->stop_at;
 }
 
+/* The options of the small greedy runs below: the host task, a C callback model. */
+static void greedy_options(ks_search_options *o, const char *task, const char *run_dir, struct model *m) {
+  CHECK(ks_search_options_init(o, KS_SEARCH_OPTIONS_VERSION) == KS_OK);
+  o->task = task;
+  o->language = KS_LANGUAGE_CPP;
+  o->strategy = KS_STRATEGY_GREEDY;
+  o->eval.backend = KS_BACKEND_HOST;
+  o->eval.timing_cap_s = 0.2;
+  o->run_dir = run_dir;
+  o->llm.source = KS_LLM_CALLBACK;
+  o->llm.callback = model_answer;
+  o->llm.user_data = m;
+}
+
 static void test_search(const char *task, const char *work) {
-  ks_search_params params;
+  ks_search_options params;
   ks_result *result = NULL;
   struct model m;
   struct progress p;
@@ -87,17 +101,9 @@ static void test_search(const char *task, const char *work) {
   memset(&p, 0, sizeof p);
   snprintf(run_dir, sizeof run_dir, "%s/greedy", work);
 
-  CHECK(ks_search_params_init(&params, KS_SEARCH_PARAMS_VERSION) == KS_OK);
-  params.task = task;
-  params.language = "cpp";
-  params.strategy = "greedy";
-  params.max_rounds = 3;
-  params.backend = "host";
-  params.timing_cap_s = 0.2;
-  params.run_dir = run_dir;
-  params.llm_callback = model_answer;
-  params.llm_user_data = &m;
-  params.progress_callback = on_round;
+  greedy_options(&params, task, run_dir, &m);
+  params.budget.max_rounds = 3;
+  params.progress = on_round;
   params.progress_user_data = &p;
   s = ks_search_run(&params, &result);
   if (s != KS_OK) fprintf(stderr, "ks_search_run: %s: %s\n", ks_status_string(s), ks_last_error_message());
@@ -116,6 +122,9 @@ static void test_search(const char *task, const char *work) {
   CHECK(ks_result_source_count(result) == 1);
   CHECK(strstr(ks_result_source_content(result, 0), "3.0f * x[i]") != NULL);
   CHECK(strstr(ks_result_launch_plan_json(result), "scale3") != NULL);
+  CHECK(strstr(ks_result_best_solution_json(result), "\"sources\"") != NULL);
+  CHECK(strcmp(ks_result_task(result), "tests/scale3") == 0);
+  CHECK(ks_result_best_round(result) == 2);
   CHECK(strlen(ks_result_best_solution_id(result)) == 16);
   CHECK(strstr(ks_result_json(result), "\"best\"") != NULL);
   CHECK(strcmp(ks_result_run_dir(result), run_dir) == 0);
@@ -125,7 +134,8 @@ static void test_search(const char *task, const char *work) {
 }
 
 static void test_stops(const char *task, const char *work) {
-  ks_search_params params;
+  ks_search_options params;
+  ks_resume_options resume;
   ks_result *result = NULL;
   struct model m;
   struct progress p;
@@ -137,17 +147,9 @@ static void test_stops(const char *task, const char *work) {
   memset(&p, 0, sizeof p);
   p.stop_at = 1;
   snprintf(run_dir, sizeof run_dir, "%s/stopped", work);
-  ks_search_params_init(&params, KS_SEARCH_PARAMS_VERSION);
-  params.task = task;
-  params.language = "cpp";
-  params.strategy = "greedy";
-  params.max_rounds = 5;
-  params.backend = "host";
-  params.timing_cap_s = 0.2;
-  params.run_dir = run_dir;
-  params.llm_callback = model_answer;
-  params.llm_user_data = &m;
-  params.progress_callback = on_round;
+  greedy_options(&params, task, run_dir, &m);
+  params.budget.max_rounds = 5;
+  params.progress = on_round;
   params.progress_user_data = &p;
   s = ks_search_run(&params, &result);
   CHECK(s == KS_E_CANCELLED);
@@ -158,8 +160,12 @@ static void test_stops(const char *task, const char *work) {
 
   /* Resuming it replays round 1 from the journal and finishes the budget. */
   memset(&p, 0, sizeof p);
-  params.max_rounds = 0; /* keep the recorded budget */
-  s = ks_search_resume(run_dir, &params, &result);
+  CHECK(ks_resume_options_init(&resume, KS_RESUME_OPTIONS_VERSION) == KS_OK);
+  CHECK(resume.max_rounds == 0); /* 0 keeps the recorded budget */
+  resume.llm = &params.llm;      /* a callback cannot be recorded: give it again */
+  resume.progress = on_round;
+  resume.progress_user_data = &p;
+  s = ks_search_resume(run_dir, &resume, &result);
   if (s != KS_OK) fprintf(stderr, "ks_search_resume: %s\n", ks_last_error_message());
   CHECK(s == KS_OK);
   CHECK(ks_result_rounds(result) == 5);
@@ -173,8 +179,8 @@ static void test_stops(const char *task, const char *work) {
   m.stop_after = 2;
   snprintf(run_dir, sizeof run_dir, "%s/user_stop", work);
   params.run_dir = run_dir;
-  params.max_rounds = 5;
-  params.progress_callback = NULL;
+  params.budget.max_rounds = 5;
+  params.progress = NULL;
   s = ks_search_run(&params, &result);
   CHECK(s == KS_E_CANCELLED);
   CHECK(result != NULL);
@@ -184,7 +190,7 @@ static void test_stops(const char *task, const char *work) {
 }
 
 static void test_errors(void) {
-  ks_search_params params;
+  ks_search_options params;
   ks_result *result = (ks_result *)&params; /* must be reset to NULL on failure */
   ks_task *task = NULL;
   int major = -1, minor = -1, patch = -1;
@@ -194,54 +200,63 @@ static void test_errors(void) {
   CHECK(major == KS_VERSION_MAJOR && minor == KS_VERSION_MINOR && patch == KS_VERSION_PATCH);
   CHECK(strcmp(ks_status_string(KS_OK), "ok") == 0);
   CHECK(strcmp(ks_status_string(KS_E_NO_DEVICE), "no CUDA device") == 0);
+  CHECK(strcmp(ks_status_string(KS_E_CUDA), "CUDA driver error") == 0);
   CHECK(strcmp(ks_status_string((ks_status)12345), "unknown status") == 0);
 
-  CHECK(ks_search_params_init(NULL, KS_SEARCH_PARAMS_VERSION) == KS_E_INVALID_ARGUMENT);
-  CHECK(ks_search_params_init(&params, 99) == KS_E_VERSION);
+  CHECK(ks_search_options_init(NULL, KS_SEARCH_OPTIONS_VERSION) == KS_E_INVALID_ARGUMENT);
+  CHECK(ks_search_options_init(&params, 99) == KS_E_VERSION);
   CHECK(strstr(ks_last_error_message(), "99") != NULL);
 
-  CHECK(ks_search_params_init(&params, KS_SEARCH_PARAMS_VERSION) == KS_OK);
+  CHECK(ks_search_options_init(&params, KS_SEARCH_OPTIONS_VERSION) == KS_OK);
   CHECK(ks_search_run(&params, &result) == KS_E_INVALID_ARGUMENT); /* no task */
   CHECK(result == NULL);
   CHECK(strstr(ks_last_error_message(), "task") != NULL);
 
   params.task = "no/such/task";
-  params.llm = "offline";
-  params.strategy = "tune";
+  params.llm.source = KS_LLM_OFFLINE;
+  params.strategy = KS_STRATEGY_TUNE;
   CHECK(ks_search_run(&params, &result) == KS_E_NOT_FOUND);
   CHECK(strstr(ks_last_error_message(), "no/such/task") != NULL);
 
   /* NaN limits are refused by name, not taken as "unlimited" or "default". */
   params.task = "examples/tasks/matmul";
-  params.language = "cpp";
-  params.max_cost_usd = NAN;
+  params.language = KS_LANGUAGE_CPP;
+  params.budget.max_cost_usd = NAN;
   CHECK(ks_search_run(&params, &result) == KS_E_INVALID_ARGUMENT);
   CHECK(strstr(ks_last_error_message(), "max_cost_usd") != NULL);
-  params.max_cost_usd = 0;
-  params.max_wall_s = NAN;
+  params.budget.max_cost_usd = 0;
+  params.budget.max_wall_s = NAN;
   CHECK(ks_search_run(&params, &result) == KS_E_INVALID_ARGUMENT);
   CHECK(strstr(ks_last_error_message(), "max_wall_s") != NULL);
-  params.max_wall_s = 0;
-  params.timing_cap_s = NAN;
+  params.budget.max_wall_s = 0;
+  params.eval.timing_cap_s = NAN;
   CHECK(ks_search_run(&params, &result) == KS_E_INVALID_ARGUMENT);
-  CHECK(strstr(ks_last_error_message(), "timing_cap_s") != NULL);
+  CHECK(strstr(ks_last_error_message(), "options.eval.timing_cap_s") != NULL);
   CHECK(result == NULL);
-  params.timing_cap_s = 0;
+  params.eval.timing_cap_s = 2;
 
-  /* llm and llm_callback both set: refused by a run and a resume alike, not one silently ignored. */
-  params.llm_callback = model_answer;
+  /* A callback set while the source names another policy: refused, not silently ignored. */
+  params.llm.callback = model_answer;
   CHECK(ks_search_run(&params, &result) == KS_E_INVALID_ARGUMENT);
-  CHECK(strstr(ks_last_error_message(), "llm_callback") != NULL);
-  CHECK(ks_search_resume("/nonexistent/run", &params, &result) == KS_E_INVALID_ARGUMENT);
-  CHECK(strstr(ks_last_error_message(), "llm_callback") != NULL);
-  params.llm = "callback";
-  params.llm_callback = NULL;
+  CHECK(strstr(ks_last_error_message(), "options.llm.source") != NULL);
+  params.llm.source = KS_LLM_CALLBACK;
+  params.llm.callback = NULL;
   CHECK(ks_search_run(&params, &result) == KS_E_INVALID_ARGUMENT);
-  CHECK(strstr(ks_last_error_message(), "llm_callback is NULL") != NULL);
-  params.llm = "offline";
+  CHECK(strstr(ks_last_error_message(), "options.llm.callback is NULL") != NULL);
+  params.llm.source = KS_LLM_OPENAI; /* without a model */
+  CHECK(ks_search_run(&params, &result) == KS_E_INVALID_ARGUMENT);
+  CHECK(strstr(ks_last_error_message(), "options.llm.model is required") != NULL);
+  params.llm.source = (ks_llm_source)42;
+  CHECK(ks_search_run(&params, &result) == KS_E_INVALID_ARGUMENT);
+  CHECK(strstr(ks_last_error_message(), "options.llm.source is 42") != NULL);
+  params.llm.source = KS_LLM_OFFLINE;
 
   params.version = 7;
   CHECK(ks_search_run(&params, &result) == KS_E_VERSION);
+  params.version = KS_SEARCH_OPTIONS_VERSION;
+  params.eval.version = 0; /* a nested struct left uninitialised */
+  CHECK(ks_search_run(&params, &result) == KS_E_VERSION);
+  CHECK(strstr(ks_last_error_message(), "options.eval.version") != NULL);
 
   CHECK(ks_task_load("no/such/task", &task) == KS_E_NOT_FOUND);
   CHECK(task == NULL);
@@ -251,19 +266,24 @@ static void test_errors(void) {
 
   /* A NULL or empty argument is named in the message. */
   CHECK(ks_search_run(NULL, &result) == KS_E_INVALID_ARGUMENT);
-  CHECK(strcmp(ks_last_error_message(), "ks_search_run: params is NULL") == 0);
+  CHECK(strcmp(ks_last_error_message(), "ks_search_run: options is NULL") == 0);
   CHECK(ks_search_resume("", NULL, &result) == KS_E_INVALID_ARGUMENT);
   CHECK(strstr(ks_last_error_message(), "run_dir is empty") != NULL);
   CHECK(ks_search_resume(NULL, NULL, &result) == KS_E_INVALID_ARGUMENT);
   CHECK(strstr(ks_last_error_message(), "run_dir is NULL") != NULL);
   CHECK(ks_task_load(NULL, &task) == KS_E_INVALID_ARGUMENT);
   CHECK(strstr(ks_last_error_message(), "name_or_path is NULL") != NULL);
-  CHECK(ks_evaluate(NULL, NULL, NULL, NULL) == KS_E_INVALID_ARGUMENT);
-  CHECK(strstr(ks_last_error_message(), "evaluator is NULL") != NULL);
+  {
+    char *json = (char *)"not reset";
+    CHECK(ks_evaluate(NULL, NULL, NULL, &json) == KS_E_INVALID_ARGUMENT);
+    CHECK(json == NULL);
+    CHECK(strstr(ks_last_error_message(), "evaluator is NULL") != NULL);
+  }
 
   ks_result_destroy(NULL); /* destroy accepts NULL */
   ks_task_destroy(NULL);
   ks_evaluator_destroy(NULL);
+  ks_cancel_token_destroy(NULL);
 }
 
 static void test_evaluate(const char *task_path) {
@@ -273,7 +293,12 @@ static void test_evaluate(const char *task_path) {
   CHECK(ks_task_load(task_path, &task) == KS_OK);
   CHECK(strcmp(ks_task_name(task), "tests/scale3") == 0);
   CHECK(strstr(ks_task_json(task), "\"workloads\"") != NULL);
-  CHECK(ks_evaluator_create("host", &ev) == KS_OK);
+  {
+    ks_eval_options eo;
+    CHECK(ks_eval_options_init(&eo, KS_EVAL_OPTIONS_VERSION) == KS_OK);
+    eo.backend = KS_BACKEND_HOST;
+    CHECK(ks_evaluator_create(&eo, &ev) == KS_OK);
+  }
   CHECK(ks_evaluate(ev, task, kGood, &json) == KS_OK);
   CHECK(json != NULL && strstr(json, "\"status\": \"passed\"") != NULL);
   ks_string_free(json);

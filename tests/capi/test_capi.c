@@ -286,6 +286,130 @@ static void test_errors(void) {
   ks_cancel_token_destroy(NULL);
 }
 
+/* The option structs: versions, the documented defaults, nested inits, refusals. */
+static void test_options(void) {
+  ks_search_options o;
+  ks_llm_options l;
+  ks_eval_options e;
+  ks_budget_options b;
+  ks_resume_options r;
+  memset(&o, 0x5a, sizeof o); /* init must overwrite every byte it owns */
+  CHECK(ks_search_options_init(&o, KS_SEARCH_OPTIONS_VERSION) == KS_OK);
+  CHECK(o.version == KS_SEARCH_OPTIONS_VERSION);
+  CHECK(o.task == NULL && o.run_dir == NULL && o.kernelbench_dir == NULL);
+  CHECK(o.strategy == KS_STRATEGY_AUTO && o.language == KS_LANGUAGE_CUDA);
+  CHECK(o.parallel == 1 && o.seed == 0);
+  CHECK(o.budget.version == KS_BUDGET_OPTIONS_VERSION && o.budget.max_rounds == 20);
+  CHECK(o.budget.max_cost_usd == 0 && o.budget.max_wall_s == 0 && o.budget.max_answer_bytes == 4u << 20);
+  CHECK(o.world_model.version == KS_WORLD_MODEL_OPTIONS_VERSION && o.world_model.stagnation_window == 5);
+  CHECK(o.world_model.max_difficulty == 4 && o.world_model.edit_retries == 3 && o.world_model.max_chars == 50000);
+  CHECK(o.tune.version == KS_TUNE_OPTIONS_VERSION && o.tune.rounds == 0);
+  CHECK(o.eval.version == KS_EVAL_OPTIONS_VERSION && o.eval.backend == KS_BACKEND_AUTO);
+  CHECK(o.eval.devices == NULL && o.eval.device_count == 0 && o.eval.in_process == 0);
+  CHECK(o.eval.sandbox == KS_SANDBOX_AUTO && o.eval.memory_limit_bytes == 0);
+  CHECK(o.eval.timing_cap_s == 2 && o.eval.seeds == 2 && o.eval.compile_timeout_s == 120 && o.eval.run_timeout_s == 60);
+  CHECK(o.eval.callback == NULL && o.eval.batch_callback == NULL && o.eval.options_json == NULL);
+  CHECK(o.llm.version == KS_LLM_OPTIONS_VERSION && o.llm.source == KS_LLM_OPENAI && o.llm.model == NULL);
+  CHECK(o.llm.api == KS_API_CHAT && o.llm.temperature < 0 && o.llm.max_output_tokens == 0);
+  CHECK(o.llm.request_timeout_s == 900 && o.llm.connect_timeout_s == 15);
+  CHECK(o.llm.max_retries == 8 && o.llm.max_concurrency == 4);
+  CHECK(o.llm.command_timeout_s == 600 && o.llm.command_input == KS_COMMAND_INPUT_PLAIN);
+  CHECK(o.progress == NULL && o.event == NULL && o.cancel == NULL);
+
+  /* Each nested struct has its own init, with the same defaults. */
+  CHECK(ks_llm_options_init(&l, KS_LLM_OPTIONS_VERSION) == KS_OK);
+  CHECK(memcmp(&l, &o.llm, sizeof l) == 0);
+  CHECK(ks_eval_options_init(&e, KS_EVAL_OPTIONS_VERSION) == KS_OK);
+  CHECK(memcmp(&e, &o.eval, sizeof e) == 0);
+  CHECK(ks_budget_options_init(&b, KS_BUDGET_OPTIONS_VERSION) == KS_OK);
+  CHECK(memcmp(&b, &o.budget, sizeof b) == 0);
+  CHECK(ks_resume_options_init(&r, KS_RESUME_OPTIONS_VERSION) == KS_OK);
+  CHECK(r.max_rounds == 0 && r.llm == NULL && r.cancel == NULL);
+
+  /* Unknown versions, both ways. */
+  CHECK(ks_llm_options_init(&l, 0) == KS_E_VERSION);
+  CHECK(ks_eval_options_init(&e, 2) == KS_E_VERSION);
+  CHECK(strstr(ks_last_error_message(), "ks_eval_options_init: version 2") != NULL);
+  CHECK(ks_tune_options_init(NULL, KS_TUNE_OPTIONS_VERSION) == KS_E_INVALID_ARGUMENT);
+
+  /* Enums: names, parsing, counts. */
+  CHECK(strcmp(ks_strategy_name(KS_STRATEGY_WORLD_MODEL), "world_model") == 0);
+  CHECK(strcmp(ks_strategy_name((ks_strategy)KS_STRATEGY_COUNT), "") == 0);
+  CHECK(strcmp(ks_language_name(KS_LANGUAGE_CPP), "cpp") == 0);
+  CHECK(strcmp(ks_backend_name(KS_BACKEND_HOST), "host") == 0);
+  CHECK(strcmp(ks_sandbox_mode_name(KS_SANDBOX_OFF), "off") == 0);
+  CHECK(strcmp(ks_llm_source_name(KS_LLM_BATCH_CALLBACK), "batch_callback") == 0);
+  CHECK(strcmp(ks_api_kind_name(KS_API_RESPONSES), "responses") == 0);
+  CHECK(strcmp(ks_command_input_name(KS_COMMAND_INPUT_JSON), "json") == 0);
+  CHECK(strcmp(ks_prompt_kind_name(KS_PROMPT_WM_TOO_HARD), "wm_too_hard") == 0);
+  CHECK(strcmp(ks_eval_status_name(KS_EVAL_MEMORY_LIMIT), "memory_limit") == 0);
+  CHECK(strcmp(ks_eval_status_name((ks_eval_status)-1), "") == 0);
+  {
+    ks_strategy st = KS_STRATEGY_AUTO;
+    ks_eval_status es = KS_EVAL_PASSED;
+    ks_llm_source src = KS_LLM_OPENAI;
+    int i;
+    CHECK(ks_strategy_parse("tune", &st) == KS_OK && st == KS_STRATEGY_TUNE);
+    CHECK(ks_strategy_parse("beam", &st) == KS_E_INVALID_ARGUMENT);
+    CHECK(strstr(ks_last_error_message(), "world_model, greedy, tune") != NULL);
+    CHECK(ks_llm_source_parse("replay", &src) == KS_OK && src == KS_LLM_REPLAY);
+    for (i = 0; i < KS_EVAL_STATUS_COUNT; ++i) {
+      CHECK(ks_eval_status_parse(ks_eval_status_name((ks_eval_status)i), &es) == KS_OK);
+      CHECK((int)es == i);
+    }
+  }
+
+  /* Fields are checked by name before anything runs. */
+  {
+    ks_result *res = NULL;
+    int devices[] = {0, -3};
+    const char *headers[] = {"no colon here"};
+    CHECK(ks_search_options_init(&o, KS_SEARCH_OPTIONS_VERSION) == KS_OK);
+    o.task = "examples/tasks/matmul";
+    o.language = KS_LANGUAGE_CPP;
+    o.llm.source = KS_LLM_OFFLINE;
+    o.eval.devices = devices;
+    o.eval.device_count = 2;
+    CHECK(ks_search_run(&o, &res) == KS_E_INVALID_ARGUMENT);
+    CHECK(strstr(ks_last_error_message(), "options.eval.devices holds -3") != NULL);
+    o.eval.device_count = 0;
+    o.eval.seeds = 1;
+    CHECK(ks_search_run(&o, &res) == KS_E_INVALID_ARGUMENT);
+    CHECK(strstr(ks_last_error_message(), "options.eval.seeds") != NULL);
+    o.eval.seeds = 2;
+    o.eval.options_json = "{\"min_reps\": 3, \"no_such_setting\": 1}";
+    CHECK(ks_search_run(&o, &res) == KS_E_INVALID_ARGUMENT);
+    CHECK(strstr(ks_last_error_message(), "unknown setting \"no_such_setting\"") != NULL);
+    o.eval.options_json = NULL;
+    o.eval.sandbox = (ks_sandbox_mode)9;
+    CHECK(ks_search_run(&o, &res) == KS_E_INVALID_ARGUMENT);
+    CHECK(strstr(ks_last_error_message(), "options.eval.sandbox is 9") != NULL);
+    o.eval.sandbox = KS_SANDBOX_AUTO;
+    o.strategy = (ks_strategy)7;
+    CHECK(ks_search_run(&o, &res) == KS_E_INVALID_ARGUMENT);
+    CHECK(strstr(ks_last_error_message(), "options.strategy is 7") != NULL);
+    o.strategy = KS_STRATEGY_AUTO;
+    o.llm.source = KS_LLM_OPENAI;
+    o.llm.model = "m";
+    o.llm.headers = headers;
+    o.llm.header_count = 1;
+    CHECK(ks_search_run(&o, &res) == KS_E_INVALID_ARGUMENT);
+    CHECK(strstr(ks_last_error_message(), "options.llm.headers: \"no colon here\"") != NULL);
+    o.llm.header_count = 0;
+    o.llm.temperature = NAN;
+    CHECK(ks_search_run(&o, &res) == KS_E_INVALID_ARGUMENT);
+    CHECK(strstr(ks_last_error_message(), "options.llm.temperature is NaN") != NULL);
+    o.llm.source = KS_LLM_COMMAND;
+    o.llm.command_argc = 1;
+    CHECK(ks_search_run(&o, &res) == KS_E_INVALID_ARGUMENT);
+    CHECK(strstr(ks_last_error_message(), "options.llm.command_argv is NULL") != NULL);
+    o.llm.source = KS_LLM_REPLAY;
+    CHECK(ks_search_run(&o, &res) == KS_E_INVALID_ARGUMENT);
+    CHECK(strstr(ks_last_error_message(), "options.llm.replay_path is required") != NULL);
+    CHECK(res == NULL);
+  }
+}
+
 static void test_evaluate(const char *task_path) {
   ks_task *task = NULL;
   ks_evaluator *ev = NULL;
@@ -316,6 +440,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: test_capi TASK_DIR WORK_DIR\n");
     return 2;
   }
+  test_options();
   test_errors();
   test_evaluate(argv[1]);
   test_search(argv[1], argv[2]);

@@ -31,6 +31,7 @@ struct Function {
 
 std::map<CUmodule, Module*> g_modules;
 CUresult g_next_sync_error = CUDA_SUCCESS;
+CUcontext g_current_context = nullptr;  // what cuCtxSetCurrent made current
 
 // The devices: compute capabilities from $KSFAKE_DEVICES ("9.0,9.0,8.6"),
 // one Hopper GPU by default.
@@ -143,7 +144,19 @@ KS_FAKE CUresult cuDevicePrimaryCtxRetain(CUcontext* c, CUdevice) {
   return CUDA_SUCCESS;
 }
 KS_FAKE CUresult cuDevicePrimaryCtxRelease(CUdevice) { return CUDA_SUCCESS; }
-KS_FAKE CUresult cuCtxSetCurrent(CUcontext) { return CUDA_SUCCESS; }
+KS_FAKE CUresult cuCtxSetCurrent(CUcontext c) {
+  g_current_context = c;
+  return CUDA_SUCCESS;
+}
+KS_FAKE CUresult cuCtxGetCurrent(CUcontext* c) {
+  *c = g_current_context;
+  return CUDA_SUCCESS;
+}
+KS_FAKE CUresult cuCtxGetDevice(CUdevice* d) {
+  if (!g_current_context) return CUDA_ERROR_INVALID_CONTEXT;
+  *d = 0;
+  return CUDA_SUCCESS;
+}
 KS_FAKE CUresult cuCtxSynchronize() { return CUDA_SUCCESS; }
 KS_FAKE CUresult cuStreamCreate(CUstream* s, unsigned) {
   *s = reinterpret_cast<CUstream>(0x2);

@@ -1,9 +1,9 @@
 #!/bin/sh
 # Everything that needs a GPU, in one place, for a GPU machine: the GPU tests,
 # the evaluation and TriMul benchmarks, the TriMul candidates, the TriMul
-# demonstration (recorded, then replayed), offline tuning of the TriMul
-# starting kernel, and a found kernel launched in a host program's own
-# context (examples/kernels). Logs and run folders go to OUT_DIR.
+# demonstration (recorded, replayed, then reproduced exactly), offline tuning
+# of the TriMul starting kernel, and a found kernel launched in a host
+# program's own context (examples/kernels). Logs and run folders go to OUT_DIR.
 #
 #   benchmarks/run_gpu_suite.sh BUILD_DIR OUT_DIR [tests|bench|candidates|demo|tune|kernels|all]...
 set -u
@@ -56,7 +56,7 @@ PY
 fi
 if want demo; then
   echo "== TriMul demonstration: record with the scripted responder, then replay"
-  rm -rf "$out/demo" "$out/demo_replay" "$out/demo_state.json"
+  rm -rf "$out/demo" "$out/demo_replay" "$out/demo_repro" "$out/demo_state.json"
   timeout 500 "$ks" run --task gpumode/trimul --llm "command:python3 $src/examples/trimul/demo_responder.py $out/demo_state.json" \
     --max-rounds 5 --wm-stagnation-window 1 --run-dir "$out/demo" > "$out/demo.log" 2>&1
   tail -22 "$out/demo.log"
@@ -64,6 +64,9 @@ if want demo; then
   timeout 500 "$ks" run --task gpumode/trimul --llm "replay:$out/demo-transcript.jsonl" \
     --max-rounds 5 --wm-stagnation-window 1 --run-dir "$out/demo_replay" > "$out/demo_replay.log" 2>&1
   tail -14 "$out/demo_replay.log"
+  # The exact reproduction: recorded answers and recorded evaluations, compared file by file.
+  timeout 300 "$ks" replay "$out/demo" --run-dir "$out/demo_repro" > "$out/demo_repro.log" 2>&1
+  tail -5 "$out/demo_repro.log"
 fi
 if want tune; then
   echo "== TriMul offline tuning of the starting kernel"

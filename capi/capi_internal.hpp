@@ -64,6 +64,7 @@ const char* strategy_name_checked(ks_strategy v, const char* field);
 Language language_of(ks_language v, const char* field);
 std::string backend_of(ks_backend v, const char* field);
 std::string sandbox_of(ks_sandbox_mode v, const char* field);
+std::string divergence_of(ks_replay_divergence v, const char* field);
 ks_prompt_kind prompt_kind_to_c(PromptKind k);
 ks_eval_status eval_status_to_c(EvalStatus s);
 EvalStatus eval_status_of(ks_eval_status s, const char* field);

@@ -18,6 +18,7 @@ constexpr std::array kSandbox{"auto", "on", "off"};
 constexpr std::array kLlmSource{"openai", "offline", "replay", "command", "callback", "batch_callback"};
 constexpr std::array kApiKind{"chat", "responses"};
 constexpr std::array kCommandInput{"plain", "json"};
+constexpr std::array kReplayDivergence{"stop", "skip"};
 constexpr std::array kPromptKind{"wm_init", "wm_propose", "wm_refine", "wm_too_hard", "generate", "debug", "improve"};
 constexpr std::array kEvalStatus{"passed",  "compile_error", "runtime_error",     "incorrect",   "timeout",
                                  "crashed", "invalid",       "generation_failed", "memory_limit"};
@@ -29,6 +30,7 @@ static_assert(kSandbox.size() == KS_SANDBOX_MODE_COUNT);
 static_assert(kLlmSource.size() == KS_LLM_SOURCE_COUNT);
 static_assert(kApiKind.size() == KS_API_KIND_COUNT);
 static_assert(kCommandInput.size() == KS_COMMAND_INPUT_COUNT);
+static_assert(kReplayDivergence.size() == KS_REPLAY_DIVERGENCE_COUNT);
 static_assert(kPromptKind.size() == KS_PROMPT_KIND_COUNT);
 static_assert(kEvalStatus.size() == KS_EVAL_STATUS_COUNT);
 
@@ -86,6 +88,7 @@ Language language_of(ks_language v, const char* field) {
 }
 std::string backend_of(ks_backend v, const char* field) { return checked(kBackend, v, field); }
 std::string sandbox_of(ks_sandbox_mode v, const char* field) { return checked(kSandbox, v, field); }
+std::string divergence_of(ks_replay_divergence v, const char* field) { return checked(kReplayDivergence, v, field); }
 ks_prompt_kind prompt_kind_to_c(PromptKind k) { return static_cast<ks_prompt_kind>(static_cast<int>(k)); }
 ks_eval_status eval_status_to_c(EvalStatus s) { return static_cast<ks_eval_status>(static_cast<int>(s)); }
 EvalStatus eval_status_of(ks_eval_status s, const char* field) {
@@ -105,6 +108,7 @@ const char* ks_sandbox_mode_name(ks_sandbox_mode v) { return name_of(kSandbox, v
 const char* ks_llm_source_name(ks_llm_source v) { return name_of(kLlmSource, v); }
 const char* ks_api_kind_name(ks_api_kind v) { return name_of(kApiKind, v); }
 const char* ks_command_input_name(ks_command_input v) { return name_of(kCommandInput, v); }
+const char* ks_replay_divergence_name(ks_replay_divergence v) { return name_of(kReplayDivergence, v); }
 const char* ks_prompt_kind_name(ks_prompt_kind v) { return name_of(kPromptKind, v); }
 const char* ks_eval_status_name(ks_eval_status v) { return name_of(kEvalStatus, v); }
 
@@ -120,6 +124,9 @@ ks_status ks_llm_source_parse(const char* n, ks_llm_source* out) {
 ks_status ks_api_kind_parse(const char* n, ks_api_kind* out) { return parse("ks_api_kind_parse", kApiKind, n, out); }
 ks_status ks_command_input_parse(const char* n, ks_command_input* out) {
   return parse("ks_command_input_parse", kCommandInput, n, out);
+}
+ks_status ks_replay_divergence_parse(const char* n, ks_replay_divergence* out) {
+  return parse("ks_replay_divergence_parse", kReplayDivergence, n, out);
 }
 ks_status ks_prompt_kind_parse(const char* n, ks_prompt_kind* out) {
   return parse("ks_prompt_kind_parse", kPromptKind, n, out);

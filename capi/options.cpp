@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "capi_internal.hpp"
+#include "core/fs.hpp"
 #include "ksearch/llm_policies.hpp"
 
 namespace ks::capi {
@@ -135,6 +136,7 @@ LlmChoice llm_choice_of(const ks_llm_options& o, double max_cost_usd, const char
       if (!o.replay_path || !*o.replay_path)
         throw Error(Status::invalid_argument, p + ".replay_path is required with KS_LLM_REPLAY");
       c.replay_path = o.replay_path;
+      c.on_divergence = divergence_of(o.replay_on_divergence, (p + ".replay_on_divergence").c_str());
       break;
     case KS_LLM_COMMAND:
       c.kind = "command";
@@ -191,6 +193,17 @@ void apply_eval_options(const ks_eval_options& o, EvaluatorConfig& e, const char
   x.seeds_per_workload = o.seeds;
   x.compile_timeout_s = finite_at_least(o.compile_timeout_s, 0, p + ".compile_timeout_s", true);
   x.run_timeout_s = finite_at_least(o.run_timeout_s, 0, p + ".run_timeout_s", true);
+  if (o.baseline_latencies_path) {
+    const std::string where = p + ".baseline_latencies_path";
+    std::string text;
+    try {
+      text = detail::read_file(o.baseline_latencies_path, std::size_t{64} << 20);
+    } catch (const Error& err) {
+      throw Error(Status::not_found, fmt::format("{}: {}", where, err.what()));
+    }
+    Json b = json_object_field(text.c_str(), fmt::format("{} ({})", where, o.baseline_latencies_path));
+    x.baseline_latencies = std::move(b);
+  }
   if (o.options_json) {
     Json extra = json_object_field(o.options_json, p + ".options_json");
     Json merged = x.to_json();

@@ -14,8 +14,10 @@
 #         check that it agrees with the PyTorch module on the same inputs; the
 #         conv problem is checked again with TF32 off, since PyTorch runs it in
 #         TF32 by default. Reports which handover ran (CUDA IPC or files).
-#         Hook: KernelBench's own eval_kernel_against_ref on the exported
-#         ModelNew, once `ksearch export --format kernelbench` exists.
+#         Then KernelBench's own eval_kernel_against_ref on each correct and
+#         wrong candidate, exported as a ModelNew that runs the cubin the
+#         evaluation above built (ksearch export --format kernelbench), and
+#         whether its verdict agrees with libksearch's.
 # bench   evaluation time per candidate of 19_ReLU through the oracle
 #         (reference cached) beside KernelBench's own evaluation of the same
 #         kernel (eval_kernel_against_ref on a load_inline ModelNew).
@@ -95,19 +97,40 @@ if want oracle; then
     --kernelbench "$kb" --problems "$out/conv.list" --json --seeds 2 --max-time 0.5 --no-reference-timing \
     > "$out/oracle_conv_notf32.json" 2>&1
   summary "$out/oracle_conv_notf32.json"
-  # HOOK (issue 12 item 4): KernelBench's own verdict on the binary libksearch evaluated. Once
-  # `ksearch export --format kernelbench --solution FILE --task TASK --out MODELNEW.py` exists:
-  #   for p in $PROBLEMS; do for c in correct wrong; do
-  #     "$ks" export --format kernelbench --task kernelbench/level1/$p \
-  #         --solution "$out/candidates/$p/$c.json" --out "$out/candidates/$p/${c}_modelnew.py" &&
-  #     "$KSEARCH_PYTHON" "$here/kb_own_eval.py" "$kb" "$kb/KernelBench/level1/$p.py" \
-  #         "$out/candidates/$p/${c}_modelnew.py" >> "$out/kernelbench_own_verdicts.jsonl"
-  #   done; done
-  if "$ks" export --help > /dev/null 2>&1; then
-    echo "(ksearch export exists: wire the hook above in)"
-  else
-    echo "(KernelBench's own verdicts: waiting for ksearch export --format kernelbench, issue 12 item 4)"
-  fi
+  echo "== KernelBench's own eval_kernel_against_ref on the exported ModelNew (the cubin libksearch evaluated)"
+  # ksearch export --format kernelbench embeds the cubins the oracle evaluation above built (same cache) and the
+  # problem file's Model for the module's parameters; kb_own_eval.py runs KernelBench's own check on it.
+  rm -f "$out/kernelbench_own_verdicts.jsonl" "$out/export.err"
+  for p in $PROBLEMS; do for c in correct wrong; do
+    if "$ks" export --format kernelbench --kernelbench "$kb" --task "kernelbench/level1/$p" \
+        --solution "$out/candidates/$p/$c.json" -o "$out/candidates/$p/${c}_modelnew.py" > /dev/null 2>> "$out/export.err"; then
+      line=$(KB_TRIALS=${KB_TRIALS:-2} KB_PERF=0 timeout 900 "$KSEARCH_PYTHON" "$here/kb_own_eval.py" "$kb" "$kb/KernelBench/level1/$p.py" \
+        "$out/candidates/$p/${c}_modelnew.py" 2>> "$out/kb_own_eval.err" | tail -1)
+    else
+      line='{"export_failed": true}'
+    fi
+    echo "{\"problem\": \"$p\", \"candidate\": \"$c\", \"kernelbench\": ${line:-null}}" >> "$out/kernelbench_own_verdicts.jsonl"
+  done; done
+  python3 - "$out/oracle.json" "$out/kernelbench_own_verdicts.jsonl" <<'PY' | tee "$out/verdicts.txt"
+import json, sys
+text = open(sys.argv[1]).read()
+rows = json.loads(text[text.index("{"):])["problems"]
+ours = {(r["task"].split("/")[-1], r["solution_file"].split("/")[-1].replace(".json", "")): r["status"] == "passed"
+        for r in rows}
+agree = n = 0
+print(f"{'problem':52s} {'candidate':9s} {'libksearch':10s} {'KernelBench':11s} agree")
+for line in open(sys.argv[2]):
+    v = json.loads(line)
+    kb = v["kernelbench"] or {}
+    theirs = None if kb.get("export_failed") or "correct" not in kb else bool(kb["correct"])
+    mine = ours.get((v["problem"], v["candidate"]))
+    same = mine is not None and theirs is not None and mine == theirs
+    n += 1
+    agree += same
+    print(f"{v['problem']:52s} {v['candidate']:9s} {str(mine):10s} {str(theirs):11s} {'yes' if same else 'NO'}"
+          f"{'' if kb.get('runtime_ms', -1) < 0 else '  KernelBench %.4g ms' % kb['runtime_ms']}")
+print(f"{agree}/{n} verdicts agree")
+PY
 fi
 
 if want bench; then

@@ -145,6 +145,11 @@ int cmd_eval(int argc, char** argv) {
           {"json", "", "Print the evaluation result as JSON.", "", false},
           {"backend", "auto|cuda|host", "Evaluation backend.", "auto", false},
           {"workload", "NAME", "Evaluate only this workload (repeatable).", "all", true},
+          {"workloads", "feedback|all", "feedback: only the few workloads the task's search evaluates each round; "
+                                        "all: every workload.", "all", false},
+          {"baseline-latencies", "FILE", "Baseline latencies per card, {\"<device>\": {\"<workload>\": ms}}, for "
+                                         "tasks scored against a baseline (instead of measuring its baseline "
+                                         "solution).", "", false},
           {"seeds", "N", "Input seeds checked per workload before timing (2 to 64).", "2", false},
           {"no-tests", "", "Skip the correctness-only workloads.", "", false},
           {"no-benchmarks", "", "Skip the timed workloads.", "", false},
@@ -153,6 +158,11 @@ int cmd_eval(int argc, char** argv) {
            false},
           {"compile-timeout", "S", "Time limit for compiling the solution.", "120", false},
           {"no-flush", "", "Do not flush the cache between timed repetitions.", "", false},
+          {"timing", "default|upstream",
+           "upstream: GPUMode eval.py's timing rules, for side-by-side figures (no cache flush, one untimed call, "
+           "then 3 to 100 calls until SE(mean)/mean < 0.1 % or --max-time, default 10 s there); a comparison aid, "
+           "not libksearch's measure (docs/evaluation.md).",
+           "default", false},
           {"no-reference-timing", "", "Do not time the task's reference (no speedup is reported).", "", false},
           {"device", "N", "GPU ordinal to evaluate on.", "all visible", true},
           {"in-process", "", "Run the kernel in this process instead of a worker (trusted code only).", "",
@@ -193,6 +203,14 @@ int cmd_eval(int argc, char** argv) {
   cfg.memory_limit_bytes = a.get_size("memory-limit", 0);
   EvalOptions& o = cfg.options;
   o.only_workloads = a.get_all("workload");
+  const std::string set = a.get("workloads", "all");
+  if (set != "all" && set != "feedback")
+    throw Error(Status::invalid_argument, fmt::format("--workloads must be feedback or all, found \"{}\"", set));
+  if (set == "feedback" && !o.only_workloads.empty())
+    throw Error(Status::invalid_argument, "--workloads feedback and --workload cannot be combined");
+  if (set == "feedback" && many)
+    throw Error(Status::invalid_argument, "--workloads feedback selects one task's workloads; use it with --task");
+  if (a.has("baseline-latencies")) o.baseline_latencies = read_baseline_latencies(a.get("baseline-latencies"));
   o.seeds_per_workload = a.get_int("seeds", o.seeds_per_workload);
   o.run_tests = !a.has("no-tests");
   o.run_benchmarks = !a.has("no-benchmarks");
@@ -200,10 +218,18 @@ int cmd_eval(int argc, char** argv) {
   o.run_timeout_s = a.get_double("run-timeout", o.run_timeout_s);
   o.compile_timeout_s = a.get_double("compile-timeout", o.compile_timeout_s);
   o.flush_l2 = !a.has("no-flush");
+  o.timing = a.get("timing", o.timing);
+  if (o.timing == "upstream" && !a.has("max-time")) o.max_time_per_workload_s = 10.0;  // eval.py benchmark mode
+  if (o.timing == "upstream" && !a.has("run-timeout")) o.run_timeout_s = 300.0;        // room for eval.py's caps
   o.time_reference = !a.has("no-reference-timing");
   if (many) return eval_problems(a, cfg);
 
   auto task = load_task(a.get("task"));
+  if (set == "feedback") {
+    o.only_workloads = task->spec().feedback_workloads;
+    if (o.only_workloads.empty())
+      fmt::print(stderr, "ksearch eval: task {} names no feedback workloads; evaluating all\n", task->name());
+  }
   Solution solution = load_solution_file(a.get("solution"), task->spec());
   auto evaluator = make_evaluator(cfg);
   EvalResult r = evaluator->evaluate(*task, solution);
@@ -215,7 +241,7 @@ int cmd_eval(int argc, char** argv) {
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     fmt::print("{} on {} ({}): {}\n", solution.name.empty() ? solution.id : solution.name, task->name(),
-               r.device.empty() ? cfg.backend : r.device, r.summary());
+               r.device.empty() ? cfg.backend : r.device, r.passed() && r.latency_ms > 0 ? "passed, " + eval_headline(r) : r.summary());
     if (!r.workloads.empty()) print_eval_table(stdout, r);
     if (r.status == EvalStatus::compile_error || (!r.passed() && r.workloads.empty() && !r.log.empty()))
       fmt::print("\n{}\n", r.log);

@@ -37,14 +37,16 @@ std::string targets_text(const Json& targets) {
 }  // namespace
 
 int cmd_tasks(int argc, char** argv) {
-  Args a("tasks", "ksearch tasks [--kernelbench DIR] [--json]",
+  Args a("tasks", "ksearch tasks [--kernelbench DIR] [--dataset DIR] [--spec NAME] [--json]",
          "Lists the built-in tasks and the example task files (in the installed share/ksearch/tasks, or "
-         "$KSEARCH_TASKS_DIR), with their languages and the published numbers to beat.",
+         "$KSEARCH_TASKS_DIR), with their languages and the published numbers to beat; with --dataset, the "
+         "definitions of a FlashInfer-Trace checkout (run one with --task DIR/definitions/<op_type>/<name>.json).",
          {{"json", "", "Print the list as JSON.", "", false},
           {"spec", "NAME", "Print one task's full specification as JSON (tensors, workloads, references, starting "
                            "points, prompt) instead of the list.", "", false},
           {"kernelbench", "DIR", "Also list the problems of this KernelBench checkout (run by a PyTorch reference "
-                                 "oracle).", "$KSEARCH_KERNELBENCH", false}});
+                                 "oracle).", "$KSEARCH_KERNELBENCH", false},
+          {"dataset", "DIR", "A FlashInfer-Trace dataset checkout to list instead.", "", false}});
   if (!a.parse(argc, argv)) {
     std::fprintf(stderr, "ksearch tasks: %s\n", a.error().c_str());
     return 2;
@@ -60,10 +62,11 @@ int cmd_tasks(int argc, char** argv) {
   }
   std::vector<std::filesystem::path> dirs;
   if (auto d = example_tasks_dir(); !d.empty()) dirs.push_back(d);
-  auto tasks = list_tasks(dirs);
+  const bool dataset = a.has("dataset");
+  auto tasks = dataset ? list_dataset_tasks(a.get("dataset")) : list_tasks(dirs);
   const char* kb_env = std::getenv("KSEARCH_KERNELBENCH");
   std::string kb = kb_env ? kb_env : "";
-  if (!kb.empty())
+  if (!kb.empty() && !dataset)
     for (auto& t : list_kernelbench_tasks(kb)) tasks.push_back(std::move(t));
   if (a.has("json")) {
     Json arr = Json::array();
@@ -88,7 +91,7 @@ int cmd_tasks(int argc, char** argv) {
     fmt::print("{:<24} {:<9} source: {}\n", "", "", t.source);
     if (std::string tg = targets_text(t.targets); !tg.empty()) fmt::print("{:<24} {:<9} targets: {}\n", "", "", tg);
   }
-  if (dirs.empty()) fmt::print("\n(no example task folder found; set $KSEARCH_TASKS_DIR)\n");
+  if (!dataset && dirs.empty()) fmt::print("\n(no example task folder found; set $KSEARCH_TASKS_DIR)\n");
   return 0;
 }
 

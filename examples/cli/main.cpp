@@ -16,8 +16,11 @@ void usage(std::FILE* out) {
                "Commands:\n"
                "  run       search for a fast kernel for a task (a new run folder)\n"
                "  resume    continue a run folder after a stop or a crash\n"
+               "  replay    reproduce a run folder into a new one from its recorded answers and\n"
+               "            evaluations; with changed settings, say where and why it diverges\n"
                "  show      print a run's world-model tree, attempts and best results\n"
                "  eval      evaluate one solution file on a task\n"
+               "  export    write a solution for GPUMode, KernelBench or FlashInfer-Bench (the evaluated cubin)\n"
                "  tasks     list the built-in and example tasks\n"
                "  devices   say whether CUDA evaluation is available here (exit 0 if so)\n"
                "  version   print the library version\n",
@@ -37,8 +40,10 @@ int main(int argc, char** argv) {
   try {
     if (cmd == "run") return ks::cli::cmd_run(sub_argc, sub_argv);
     if (cmd == "resume") return ks::cli::cmd_resume(sub_argc, sub_argv);
+    if (cmd == "replay") return ks::cli::cmd_replay(sub_argc, sub_argv);
     if (cmd == "show") return ks::cli::cmd_show(sub_argc, sub_argv);
     if (cmd == "eval") return ks::cli::cmd_eval(sub_argc, sub_argv);
+    if (cmd == "export") return ks::cli::cmd_export(sub_argc, sub_argv);
     if (cmd == "tasks") return ks::cli::cmd_tasks(sub_argc, sub_argv);
     if (cmd == "devices") return ks::cli::cmd_devices(sub_argc, sub_argv);
     if (cmd == "version" || cmd == "--version") {

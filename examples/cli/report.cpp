@@ -2,6 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <fstream>
+#include <sstream>
+
+#include "ksearch/error.hpp"
+
 namespace ks::cli {
 
 void print_start(std::FILE* out, const SearchOptions& o) {
@@ -17,35 +22,100 @@ void print_round(std::FILE* out, const RoundReport& r) {
   std::string status = to_string(r.status);
   std::string lat = r.latency_ms > 0 ? fmt::format("{:9.4f} ms", r.latency_ms) : std::string(12, ' ');
   std::string best = r.best_latency_ms > 0
-                         ? fmt::format("best {:.4f} ms{}", r.best_latency_ms,
-                                       r.best_speedup > 0 ? fmt::format(" ({:.2f}x)", r.best_speedup) : "")
+                         ? fmt::format("best {:.4f} ms{}{}", r.best_latency_ms,
+                                       r.best_speedup > 0 ? fmt::format(" ({:.2f}x)", r.best_speedup) : "",
+                                       r.best_vs_baseline > 0 ? fmt::format(" vs base {:.2f}", r.best_vs_baseline) : "")
                          : "best -";
   std::string action = r.action;
   if (action.size() > 48) action = action.substr(0, 45) + "...";
   fmt::print(out, "[{:>3}/{:<3}] {}{:<17} {} {:<26} | {} | ${:.2f} {:.0f}s\n", r.round, r.max_rounds,
              r.improved ? "*" : " ", status, lat, best, action, r.llm_usage.cost_usd, r.elapsed_s);
   if (r.replayed) fmt::print(out, "          (replayed from the run's journal)\n");
+  else if (r.recorded) fmt::print(out, "          (evaluation from the recording)\n");
+  std::fflush(out);
+}
+
+void print_replay_notice(std::FILE* out, const LlmChoice& llm) {
+  fmt::print(out,
+             "ksearch: replaying the answers recorded in {}. Only the answers are recorded: every candidate is "
+             "compiled and measured again here, so its timings differ from the recording's and a decision that "
+             "compares timings (the end of a cycle, the best kernel) may go another way. Where the search then asks "
+             "for another kind of answer than the recording holds, {}. To reproduce a run folder exactly "
+             "(recorded evaluations too), use `ksearch replay RUN_DIR`.\n",
+             llm.replay_path.string(),
+             llm.on_divergence == "skip"
+                 ? "each request gets the next recorded answer of its kind (--on-divergence skip)"
+                 : "the run stops there and says where and why (--on-divergence skip goes on instead)");
+  std::fflush(out);
+}
+
+void print_divergence(std::FILE* out, const SearchOutcome& o) {
+  if (o.divergence.is_null()) return;
+  const Json& d = o.divergence;
+  bool stopped = d.get_bool("stopped");
+  std::string how = stopped ? "and stopped there"
+                    : d.get_string("on_divergence") == "skip" ? "and went on with the answers that still match"
+                                                              : "and went on live";
+  fmt::print(out, "\nksearch: the run left its recording {} {}.\n{}\n", d.get_string("source"), how,
+             d.get_string("message"));
+  if (stopped && o.stop_reason == "replay_diverged") {
+    if (d.get_string("evaluations") == "recorded")
+      fmt::print(out, "To go on from there with a model: ksearch resume {} --llm ... (--model ...)\n",
+                 o.run_dir.string());
+    else
+      fmt::print(out, "To go on with the answers that still match: rerun with --on-divergence skip; to reproduce "
+                      "the recorded run exactly: ksearch replay RUN_DIR\n");
+  }
   std::fflush(out);
 }
 
 void print_eval_table(std::FILE* out, const EvalResult& r) {
-  fmt::print(out, "  {:<36} {:<16} {:>11} {:>11} {:>11} {:>9} {:>6}\n", "workload", "status", "mean ms", "median ms",
-             "ref ms", "speedup", "reps");
+  bool baseline = false;
+  for (const auto& w : r.workloads) baseline = baseline || w.baseline_ms > 0;
+  const std::string base_head = baseline ? fmt::format(" {:>11} {:>9}", "base ms", "vs base") : "";
+  fmt::print(out, "  {:<36} {:<16} {:>11} {:>11} {:>11} {:>9}{} {:>6}\n", "workload", "status", "mean ms", "median ms",
+             "ref ms", "speedup", base_head, "reps");
   for (const auto& w : r.workloads) {
     bool timed = w.timing.count > 0;
     double sp = timed && w.reference_ms > 0 ? w.reference_ms / w.timing.mean_ms : 0;
-    fmt::print(out, "  {:<36} {:<16} {:>11} {:>11} {:>11} {:>9} {:>6}\n", w.name, to_string(w.status),
+    double vb = timed && w.baseline_ms > 0 ? w.baseline_ms / w.timing.mean_ms : 0;
+    const std::string base = baseline ? fmt::format(" {:>11} {:>9}", w.baseline_ms > 0 ? fmt::format("{:.4f}", w.baseline_ms) : "-",
+                                                    vb > 0 ? fmt::format("{:.2f}x", vb) : "-")
+                                      : "";
+    fmt::print(out, "  {:<36} {:<16} {:>11} {:>11} {:>11} {:>9}{} {:>6}\n", w.name, to_string(w.status),
                timed ? fmt::format("{:.4f}", w.timing.mean_ms) : "-",
                timed ? fmt::format("{:.4f}", w.timing.median_ms) : "-",
                w.reference_ms > 0 ? fmt::format("{:.4f}", w.reference_ms) : "-",
-               sp > 0 ? fmt::format("{:.2f}x", sp) : "-", timed ? std::to_string(w.timing.count) : "-");
+               sp > 0 ? fmt::format("{:.2f}x", sp) : "-", base, timed ? std::to_string(w.timing.count) : "-");
     if (w.status != EvalStatus::passed && !w.message.empty()) fmt::print(out, "      {}\n", w.message);
   }
 }
 
+std::string eval_headline(const EvalResult& r) {
+  std::string s = fmt::format("{:.4f} ms geometric mean", r.latency_ms);
+  if (r.speedup > 0) s += fmt::format(", {:.2f}x the reference's {:.4f} ms", r.speedup, r.reference_latency_ms);
+  if (r.vs_baseline > 0) s += fmt::format(", {:.3f}x the baseline (mean of per-workload ratios; x100 = {:.1f})", r.vs_baseline, 100 * r.vs_baseline);
+  return s;
+}
+
+Json read_baseline_latencies(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(Status::not_found, fmt::format("--baseline-latencies {}: cannot read the file", path));
+  std::ostringstream text;
+  text << in.rdbuf();
+  std::string err;
+  auto j = Json::try_parse(text.str(), &err);
+  if (!j) throw Error(Status::invalid_argument, fmt::format("--baseline-latencies {}: not valid JSON: {}", path, err));
+  if (!j->is_object())
+    throw Error(Status::invalid_argument,
+                fmt::format("--baseline-latencies {}: expected {{\"<device>\": {{\"<workload>\": ms}}}}", path));
+  return *j;
+}
+
 void print_summary(std::FILE* out, const SearchOutcome& o) {
-  fmt::print(out, "\nksearch: {} after {} rounds ({} replayed) in {:.1f} s on {}\n", o.stop_reason, o.rounds,
-             o.replayed_rounds, o.wall_s, o.device.name.empty() ? o.device.backend : o.device.name);
+  std::string recorded = o.recorded_rounds > 0 ? fmt::format(", {} taken from the recording", o.recorded_rounds) : "";
+  fmt::print(out, "\nksearch: {} after {} rounds ({} replayed{}) in {:.1f} s on {}\n", o.stop_reason, o.rounds,
+             o.replayed_rounds, recorded, o.wall_s, o.device.name.empty() ? o.device.backend : o.device.name);
   if (o.usage.input_tokens || o.usage.output_tokens)
     fmt::print(out, "LLM: {} tokens in, {} out ({} reasoning), ${:.4f}\n", o.usage.input_tokens, o.usage.output_tokens,
                o.usage.reasoning_tokens, o.usage.cost_usd);
@@ -54,13 +124,16 @@ void print_summary(std::FILE* out, const SearchOutcome& o) {
     return;
   }
   const auto& b = *o.best;
-  fmt::print(out, "Best: {} (round {}): {:.4f} ms geometric mean", b.solution.id, b.round, b.eval.latency_ms);
-  if (b.eval.speedup > 0) fmt::print(out, ", {:.2f}x the reference's {:.4f} ms", b.eval.speedup, b.eval.reference_latency_ms);
-  fmt::print(out, "\n");
+  fmt::print(out, "Best: {} (round {}): {}\n", b.solution.id, b.round, eval_headline(b.eval));
   if (o.first_pass_latency_ms > 0 && o.first_pass_round != b.round)
     fmt::print(out, "Improvement: {:.2f}x over the first passing kernel (round {}, {:.4f} ms)\n",
                o.first_pass_latency_ms / b.eval.latency_ms, o.first_pass_round, o.first_pass_latency_ms);
   print_eval_table(out, b.eval);
+  if (o.final_eval) {
+    fmt::print(out, "\nFinal evaluation of the best kernel on every workload: {}\n",
+               o.final_eval->passed() ? eval_headline(*o.final_eval) : o.final_eval->summary());
+    print_eval_table(out, *o.final_eval);
+  }
   fmt::print(out, "Run folder: {} (best kernel in {}/best)\n", o.run_dir.string(), o.run_dir.string());
   std::fflush(out);
 }

@@ -11,7 +11,16 @@ namespace ks::cli {
 void print_start(std::FILE* out, const SearchOptions& o);
 void print_round(std::FILE* out, const RoundReport& r);
 void print_summary(std::FILE* out, const SearchOutcome& o);
-// Per-workload results of one evaluation as a table.
+// Said before a --llm replay: run starts: the candidates are measured again.
+void print_replay_notice(std::FILE* out, const LlmChoice& llm);
+// Where a replay left its recording and why (nothing when it did not).
+void print_divergence(std::FILE* out, const SearchOutcome& o);
+// Per-workload results of one evaluation as a table (with baseline columns
+// when baseline latencies are known).
 void print_eval_table(std::FILE* out, const EvalResult& r);
+// "1.2345 ms geometric mean, 3.10x the reference, 1.20x the baseline".
+std::string eval_headline(const EvalResult& r);
+// Reads a --baseline-latencies file (see EvalOptions::baseline_latencies).
+Json read_baseline_latencies(const std::string& path);
 
 }  // namespace ks::cli

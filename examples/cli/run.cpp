@@ -8,6 +8,7 @@
 
 #include "args.hpp"
 #include "commands.hpp"
+#include "search_cli.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/search.hpp"
 #include "report.hpp"
@@ -32,9 +33,15 @@ std::vector<OptionSpec> search_options() {
       {"model", "NAME", "Model name sent to the endpoint (e.g. gpt-5.2, gemini-3-pro-preview).", "", false},
       {"base-url", "URL", "OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 for a local server.",
        "https://api.openai.com/v1", false},
-      {"llm", "SPEC", "Who answers prompts: openai (an HTTP endpoint), replay:TRANSCRIPT (a recorded run), "
-                      "command:PROGRAM ARGS (prompt on stdin, answer on stdout) or offline (no model; with "
-                      "--strategy tune).", "openai", false},
+      {"llm", "SPEC", "Who answers prompts: openai (an HTTP endpoint), replay:TRANSCRIPT (recorded answers; the "
+                      "candidates are measured again, see --on-divergence; `ksearch replay` reproduces a run "
+                      "folder exactly), command:PROGRAM ARGS (prompt on stdin, answer on stdout) or offline (no "
+                      "model; with --strategy tune).", "openai", false},
+      {"on-divergence", "stop|skip", "With --llm replay: where the search asks for another kind of answer than the "
+                                     "transcript holds next (a decision went another way on this machine's "
+                                     "timings): stop says where and why and stops the run (exit 4); skip answers "
+                                     "each request with the next recorded answer of the kind asked, never using "
+                                     "the ones passed over, and stops when none is left.", "stop", false},
       {"language", "cuda|cpp", "Kernel language: cuda (NVRTC + launch plan, needs a GPU) or cpp (host C++ "
                                "kernels, runs anywhere).", "cuda", false},
       {"strategy", "NAME", "world_model (K-Search), greedy (refine the best kernel) or tune (parameter "
@@ -80,13 +87,25 @@ std::vector<OptionSpec> search_options() {
       {"timing-cap", "S", "Longest time spent timing one benchmark workload; repetitions stop earlier once the "
                           "standard error of the mean is below 0.1 %.", "2", false},
       {"seeds", "N", "Input seeds checked per workload before timing (2 to 64).", "2", false},
+      {"baseline-latencies", "FILE", "Baseline latencies per card, {\"<device>\": {\"<workload>\": ms}}, for tasks "
+                                     "scored against a baseline (instead of measuring its baseline solution).", "",
+       false},
       {"quiet", "", "Print only the final summary.", "", false},
       {"json", "", "Print the outcome as JSON at the end.", "", false},
   };
 }
 
+}  // namespace
+
 LlmChoice llm_choice_from_args(const Args& a) {
   LlmChoice c = LlmChoice::parse(a.get("llm", "openai"));
+  if (a.has("on-divergence")) {
+    if (c.kind != "replay")
+      throw Error(Status::invalid_argument, "--on-divergence applies to --llm replay:TRANSCRIPT only");
+    c.on_divergence = a.get("on-divergence");
+    if (c.on_divergence != "stop" && c.on_divergence != "skip")
+      throw Error(Status::invalid_argument, "--on-divergence must be stop or skip with --llm replay:");
+  }
   if (c.kind == "openai") {
     OpenAiConfig& o = c.openai;
     o.model = a.get("model");
@@ -127,7 +146,9 @@ LlmChoice llm_choice_from_args(const Args& a) {
 int finish(const SearchOutcome& out, const Args& a) {
   print_summary(stdout, out);
   if (a.has("json")) std::printf("%s\n", out.to_json().dump(2).c_str());
+  print_divergence(stderr, out);
   if (out.stop_reason == "cancelled") return 130;
+  if (out.stop_reason == "replay_diverged") return 4;
   return out.best ? 0 : 3;
 }
 
@@ -138,7 +159,7 @@ ProgressCallback progress_printer(bool quiet) {
   };
 }
 
-}  // namespace
+void install_sigint() { std::signal(SIGINT, on_sigint); }
 
 int cmd_run(int argc, char** argv) {
   Args a("run", "ksearch run --task TASK [options]",
@@ -192,6 +213,8 @@ int cmd_run(int argc, char** argv) {
   c.max_answer_bytes = static_cast<std::size_t>(a.get_size("max-answer-size", c.max_answer_bytes));
   o.evaluator.options.max_time_per_workload_s = a.get_double("timing-cap", o.evaluator.options.max_time_per_workload_s);
   o.evaluator.options.seeds_per_workload = a.get_int("seeds", o.evaluator.options.seeds_per_workload);
+  if (a.has("baseline-latencies"))
+    o.evaluator.options.baseline_latencies = read_baseline_latencies(a.get("baseline-latencies"));
   if (o.evaluator.options.seeds_per_workload < 2)
     throw Error(Status::invalid_argument, "--seeds must be at least 2 (two input sets are checked per workload)");
   if (o.evaluator.options.max_time_per_workload_s <= 0)
@@ -201,6 +224,7 @@ int cmd_run(int argc, char** argv) {
   o.progress = progress_printer(quiet);
   std::signal(SIGINT, on_sigint);
   if (!quiet) print_start(stdout, o);
+  if (o.llm.kind == "replay") print_replay_notice(stderr, o.llm);
   SearchOutcome out = run_search(o);
   return finish(out, a);
 }
@@ -208,9 +232,14 @@ int cmd_run(int argc, char** argv) {
 int cmd_resume(int argc, char** argv) {
   Args a("resume", "ksearch resume RUN_DIR [--max-rounds N]",
          "Continues a run folder: the recorded LLM answers and evaluations are replayed (nothing is asked or "
-         "measured twice) and the search goes on with the run's recorded configuration.",
+         "measured twice) and the search goes on with the run's recorded configuration. A replay goes on following "
+         "its recording; a reproduction (`ksearch replay`) that stopped where it left its recording continues "
+         "live from there when given a model (--llm ...).",
          {{"max-rounds", "N", "A larger round budget than the one recorded.", "as recorded", false},
-          {"llm", "SPEC", "Answer new prompts with another policy (e.g. replay:FILE).", "as recorded", false},
+          {"llm", "SPEC", "Answer new prompts with another policy (e.g. replay:FILE); kept for later resumes.",
+           "as recorded", false},
+          {"on-divergence", "stop|skip", "With --llm replay: (see `ksearch run --help`); e.g. resume a replay that "
+                                         "stopped where it diverged with --on-divergence skip.", "stop", false},
           {"model", "NAME", "With --llm openai: the model.", "", false},
           {"base-url", "URL", "With --llm openai: the endpoint.", "", false},
           {"api", "chat|responses", "With --llm openai: the API.", "chat", false},

@@ -42,6 +42,7 @@ int cmd_show(int argc, char** argv) {
     for (const auto& r : attempts) at.push_back(r.to_json());
     j["attempts"] = at;
     if (best) j["best"] = Json::obj({{"round", best->round}, {"solution", best->solution.to_json()}, {"eval", best->eval.to_json()}});
+    if (auto fe = store.final_eval()) j["final_eval"] = fe->to_json();
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
@@ -50,6 +51,18 @@ int cmd_show(int argc, char** argv) {
              m["task"].get_string("name"), cfg.get_string("strategy"), cfg.get_string("language"),
              m.get_string("status"), m.get_string("stop_reason", "-"));
   if (m.contains("error")) fmt::print("  error: {}\n", m.get_string("error"));
+  if (const Json& r = m["replay"]; r.is_object()) {
+    std::string changes;
+    if (r["config_changes"].is_object())
+      for (const auto& [k, v] : r["config_changes"].as_object())
+        changes += (changes.empty() ? "" : ", ") + k + " " + v.dump();
+    fmt::print("  replay of {} | settings {} | on divergence: {}\n", r.get_string("source"),
+               changes.empty() ? "as recorded" : "changed: " + changes, r.get_string("on_divergence"));
+  }
+  if (const Json& d = m["replay_divergence"]; d.is_object()) {
+    std::string msg = d.get_string("message");
+    fmt::print("  left its recording: {}\n", msg.substr(0, msg.find('\n')));
+  }
   fmt::print("  created {} | library {} | device {}\n", m.get_string("created"), m.get_string("library_version"),
              m["device"].get_string("name", m["device"].get_string("backend")));
   const Json& totals = m["totals"];
@@ -85,10 +98,12 @@ int cmd_show(int argc, char** argv) {
                  r.eval.latency_ms > 0 ? fmt::format("{:.4f}", r.eval.latency_ms) : "-", r.action);
   }
   if (best) {
-    fmt::print("\nBest: {} (round {}): {:.4f} ms geometric mean", best->solution.id, best->round, best->eval.latency_ms);
-    if (best->eval.speedup > 0) fmt::print(", {:.2f}x the reference", best->eval.speedup);
-    fmt::print("\n");
+    fmt::print("\nBest: {} (round {}): {}\n", best->solution.id, best->round, eval_headline(best->eval));
     print_eval_table(stdout, best->eval);
+    if (auto fe = store.final_eval(); fe && fe->solution_id == best->solution.id) {
+      fmt::print("\nFinal evaluation on every workload: {}\n", fe->passed() ? eval_headline(*fe) : fe->summary());
+      print_eval_table(stdout, *fe);
+    }
   } else {
     fmt::print("\nNo passing solution yet.\n");
   }

@@ -29,8 +29,20 @@ struct KS_API EvalOptions {
   int max_reps = 1000;
   double target_rel_stderr = 1e-3;  // stop when SE(mean)/mean falls below this
   bool flush_l2 = true;
+  // "default": libksearch's rules above. "upstream": GPUMode's eval.py rules,
+  // for side-by-side figures only (docs/evaluation.md): no cache flush and no
+  // poisoning between calls, one untimed call before timing, then 3 to 100
+  // calls, stopping once SE(mean)/mean < target_rel_stderr or the calls sum
+  // past max_time_per_workload_s (upstream: 10 s) or 120 s of wall time pass.
+  std::string timing = "default";
   bool time_reference = true;       // also time the task's reference (once per run)
   std::vector<std::string> extra_compile_flags;
+  // Baseline latencies imported per card, for tasks scored vs_baseline:
+  // {"<device>": {"<workload>": ms, ...}, ...}. A device key matches a device
+  // name written the same, or its start with spaces as underscores
+  // ("NVIDIA_H100" matches "NVIDIA H100 80GB HBM3"). Workloads not listed
+  // for the device are measured with the task's baseline solution.
+  Json baseline_latencies;
 
   Json to_json() const;
   // Fields absent from `j` keep their defaults; a field of the wrong type is an error.

@@ -71,6 +71,14 @@ typedef enum ks_command_input {
 } ks_command_input;
 #define KS_COMMAND_INPUT_COUNT 2
 
+/* Where a KS_LLM_REPLAY run goes when the search asks for another kind of
+ * answer than the transcript holds next (--on-divergence). */
+typedef enum ks_replay_divergence {
+  KS_REPLAY_STOP = 0, /* say where and why, and stop the run */
+  KS_REPLAY_SKIP = 1  /* answer each request with the next recorded answer of its kind */
+} ks_replay_divergence;
+#define KS_REPLAY_DIVERGENCE_COUNT 2
+
 /* Why a prompt is sent. */
 typedef enum ks_prompt_kind {
   KS_PROMPT_WM_INIT = 0,     /* build the world model from the task specification */
@@ -104,6 +112,7 @@ KS_API const char *ks_sandbox_mode_name(ks_sandbox_mode value);
 KS_API const char *ks_llm_source_name(ks_llm_source value);
 KS_API const char *ks_api_kind_name(ks_api_kind value);
 KS_API const char *ks_command_input_name(ks_command_input value);
+KS_API const char *ks_replay_divergence_name(ks_replay_divergence value);
 KS_API const char *ks_prompt_kind_name(ks_prompt_kind value);
 KS_API const char *ks_eval_status_name(ks_eval_status value);
 
@@ -116,6 +125,7 @@ KS_API ks_status ks_sandbox_mode_parse(const char *name, ks_sandbox_mode *out);
 KS_API ks_status ks_llm_source_parse(const char *name, ks_llm_source *out);
 KS_API ks_status ks_api_kind_parse(const char *name, ks_api_kind *out);
 KS_API ks_status ks_command_input_parse(const char *name, ks_command_input *out);
+KS_API ks_status ks_replay_divergence_parse(const char *name, ks_replay_divergence *out);
 KS_API ks_status ks_prompt_kind_parse(const char *name, ks_prompt_kind *out);
 KS_API ks_status ks_eval_status_parse(const char *name, ks_eval_status *out);
 

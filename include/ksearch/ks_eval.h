@@ -74,6 +74,9 @@ typedef struct ks_eval_options {
   double run_timeout_s;         /* 60: per workload, for the candidate's own runs */
   int compile_workers;          /* 0: min(hardware threads, 8) */
   const char *worker_path;      /* NULL: the ksearch-worker installed with the library */
+  /* NULL; a JSON file {"<device>": {"<workload>": ms}} of baseline latencies
+   * per card, for tasks scored against a baseline [--baseline-latencies] */
+  const char *baseline_latencies_path;
   /* NULL, or a JSON object of further evaluation settings by name, e.g.
    * {"min_reps": 10, "flush_l2": false} (the fields of EvalOptions::to_json;
    * an unknown one is an error). They apply after the fields above. */

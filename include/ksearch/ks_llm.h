@@ -78,6 +78,7 @@ typedef struct ks_llm_options {
 
   /* KS_LLM_REPLAY */
   const char *replay_path;      /* a transcript.jsonl [--llm replay:PATH] */
+  ks_replay_divergence replay_on_divergence; /* KS_REPLAY_STOP [--on-divergence] */
 
   /* KS_LLM_COMMAND: argv[0] is looked up in PATH; no shell, no splitting [--llm command:...] */
   const char *const *command_argv;

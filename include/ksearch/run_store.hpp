@@ -9,6 +9,8 @@
 //   <run>/world_model/vNNNNNN.json  versioned world-model snapshots (atomic)
 //   <run>/best.json              the best solution and its evaluation (atomic; the record)
 //   <run>/best/                  the same as files to read: solution.json, eval.json, sources, plan
+//   <run>/final_eval.json        the best kernel evaluated on every workload of the task, when the
+//                                search evaluated only its feedback workloads (copied to best/)
 //   <run>/state.json             the strategy's state, for `ksearch show` (atomic)
 #pragma once
 
@@ -86,6 +88,11 @@ class KS_API RunStore {
 
   void write_best(const BestSolution& best);
   std::optional<BestSolution> best() const;
+
+  // The final evaluation of the best solution on all workloads (atomic;
+  // also copied to best/final_eval.json while that best is current).
+  void write_final_eval(const EvalResult& eval);
+  std::optional<EvalResult> final_eval() const;
 
   void write_state(const Json& state);
   std::optional<Json> state() const;

@@ -30,6 +30,11 @@ struct KS_API LlmChoice {
   std::string kind = "openai";
   OpenAiConfig openai;
   std::filesystem::path replay_path;
+  // kind "replay": what happens where the search asks for another kind of
+  // answer than the transcript holds next: "stop" (the run stops and says
+  // why) or "skip" (each request gets the next recorded answer of its kind;
+  // the answers passed over are never used). See docs/search.md, "Replay".
+  std::string on_divergence = "stop";
   CommandConfig command;
   // kind "custom": a policy supplied by the host (C callback, Python, C++).
   std::shared_ptr<LlmPolicy> custom;
@@ -73,6 +78,16 @@ struct KS_API SearchOutcome {
   std::optional<BestSolution> best;
   int rounds = 0;
   int replayed_rounds = 0;     // rounds answered from the journal (resume)
+  int recorded_rounds = 0;     // rounds whose evaluation came from a replayed run folder
+  int recorded_answers = 0;    // LLM answers taken from a replayed recording
+  // Where a replay left its recording; null when it did not. Fields: what
+  // ("kind": another kind of request, "prompt": the same kind with another
+  // prompt, "evaluation": another candidate), after_round, llm_call or
+  // attempt (0-based), asked, recorded, decision {index, now, recorded: the
+  // strategy's "decision" events, with the timings they compared},
+  // stopped (false: the run went live or skipped ahead), message (the
+  // explanation as the CLI prints it).
+  Json divergence;
   // The first passing candidate of the run (for tune runs: the starting
   // kernel), to say how much the search improved on it.
   int first_pass_round = 0;
@@ -80,6 +95,10 @@ struct KS_API SearchOutcome {
   LlmUsage usage;
   double wall_s = 0;
   DeviceInfo device;
+  // When the task names feedback workloads, the search evaluates only those;
+  // the best kernel is then evaluated on every workload (also in
+  // <run>/final_eval.json and <run>/best/final_eval.json).
+  std::optional<EvalResult> final_eval;
   Json to_json() const;
 };
 
@@ -103,6 +122,40 @@ struct KS_API ResumeOptions {
 
 // Resumes a run folder with its recorded configuration: the journal is
 // replayed (no LLM call or evaluation is repeated) and the search continues.
+// A replay (replay_search, or a run with a replay transcript) goes on
+// following its recording; giving a model (llm or custom_llm) to a
+// reproduction that stopped where it diverged lets it continue live there.
 KS_API SearchOutcome resume_search(const std::filesystem::path& run_dir, const ResumeOptions& options = {});
+
+// What may change when a run folder is replayed into a new one.
+struct KS_API ReplayOptions {
+  std::filesystem::path run_dir;  // the new folder (must not hold a run); empty: runs/<task>-<UTC time>
+  // Changes to the recorded configuration, as SearchConfig JSON fields
+  // ({"wm_stagnation_window": 3}); a field SearchConfig does not have is an error.
+  Json config_changes = Json::object();
+  // Where the search leaves the recording: "stop" (say where and why, and
+  // stop), "skip" (take recorded answers by kind and recorded evaluations
+  // by solution id, measure the rest) or "live" (continue with `llm` or
+  // `custom_llm` and the live evaluator).
+  std::string on_divergence = "stop";
+  // A prompt that differs from the recorded one (same kind) is a divergence;
+  // false: the recorded answer is used and the difference noted once.
+  bool check_prompts = true;
+  std::optional<LlmChoice> llm;          // the model to continue with
+  std::shared_ptr<LlmPolicy> custom_llm;
+  std::shared_ptr<Evaluator> custom_evaluator;  // for live evaluations; default: the recorded evaluator settings
+  ProgressCallback progress;
+  EventCallback on_event;
+  std::shared_ptr<CancelToken> cancel;
+};
+
+// Replays a finished or partial run folder into a new one: the recorded
+// answers and the recorded evaluations are used in order, nothing is asked
+// or measured again, so with the same configuration the new folder ends with
+// the same world-model tree, attempts and best solution. With changes it
+// runs until the search asks for something the recording does not hold,
+// and reports where and why (SearchOutcome::divergence). Needs no GPU and
+// no model unless it goes live.
+KS_API SearchOutcome replay_search(const std::filesystem::path& recorded_run, const ReplayOptions& options = {});
 
 }  // namespace ks

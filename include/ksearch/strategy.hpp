@@ -90,8 +90,10 @@ struct KS_API RoundReport {
   double latency_ms = 0;         // this candidate, 0 unless passed
   double best_latency_ms = 0;    // best so far, 0 when nothing passed yet
   double best_speedup = 0;
+  double best_vs_baseline = 0;   // best so far against the task's baseline, 0 when not scored so
   bool improved = false;
   bool replayed = false;         // answered from the journal during resume
+  bool recorded = false;         // its evaluation came from the recording a replay follows
   double elapsed_s = 0;
   LlmUsage llm_usage;            // totals so far
 };

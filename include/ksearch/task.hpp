@@ -36,11 +36,23 @@ struct KS_API TaskSpec {
   // docs/tasks/kernelbench.md and docs/evaluation.md ("Reference oracles").
   Json oracle;
   std::filesystem::path base_dir;      // where a task file's sources live
+  // The few workloads a search evaluates each round (K-Search used 5-8 per
+  // FlashInfer-Bench definition); empty means all. A search ends with its
+  // best kernel evaluated on every workload (docs/search.md).
+  std::vector<std::string> feedback_workloads;
+  ScoreMode score = ScoreMode::latency;
+  // The solution whose latencies vs_baseline divides by, per language; its
+  // description says what it is. Measured once per device and cached.
+  std::map<Language, Solution> baselines;
 
   const TensorSpec* find_tensor(std::string_view name) const;
   const WorkloadSpec* find_workload(std::string_view name) const;
   std::vector<const WorkloadSpec*> benchmark_workloads() const;
   std::vector<const WorkloadSpec*> test_workloads() const;
+  // Whether a search evaluates only some workloads and then all of them at the end.
+  bool has_feedback_subset() const {
+    return !feedback_workloads.empty() && feedback_workloads.size() < workloads.size();
+  }
 
   // Checks internal consistency (shape expressions name known dims, every
   // workload sets every dim, names are unique, ...); throws ks::Error naming

@@ -20,8 +20,9 @@ struct KS_API TaskInfo {
   Json targets;             // published numbers to beat
 };
 
-// Loads a task by built-in name ("gpumode/trimul") or from a JSON task file
-// (a path, or a folder holding task.json). Throws ks::Error(Status::not_found)
+// Loads a task by built-in name ("gpumode/trimul"), from a JSON task file
+// (a path, or a folder holding task.json), or from a FlashInfer-Bench
+// definition in a dataset checkout (DIR/definitions/<op_type>/<name>.json). Throws ks::Error(Status::not_found)
 // listing the known names, or Status::invalid_argument naming the malformed field.
 KS_API std::unique_ptr<Task> load_task(const std::string& name_or_path);
 
@@ -34,6 +35,11 @@ KS_API std::unique_ptr<Task> load_task(const std::string& name_or_path, const Ta
 
 // Reads a task file (sources resolved relative to its folder).
 KS_API TaskSpec load_task_file(const std::filesystem::path& path);
+
+// The definitions of a FlashInfer-Trace dataset checkout (DIR/definitions/...),
+// each with its workload count and where its reference comes from; load one
+// with load_task("DIR/definitions/<op_type>/<name>.json").
+KS_API std::vector<TaskInfo> list_dataset_tasks(const std::filesystem::path& dataset_dir);
 
 // Built-in tasks, then the example task files found in `example_dirs`.
 KS_API std::vector<TaskInfo> list_tasks(const std::vector<std::filesystem::path>& example_dirs = {});

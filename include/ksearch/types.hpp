@@ -25,10 +25,14 @@ enum class Language { cuda, cpp };
 KS_API const char* to_string(Language lang);
 KS_API std::optional<Language> language_from_string(std::string_view s);
 
-enum class DType { f32, f64, f16, bf16, i32, i64, u8 };
+// f8e4m3: OCP float8 E4M3FN (no infinity; max 448); f8e5m2: OCP float8 E5M2
+// (IEEE-like, max finite 57344); boolean: one byte, 0 or 1 ("bool" in JSON).
+enum class DType { f32, f64, f16, bf16, i32, i64, u8, f8e4m3, f8e5m2, i8, i16, boolean };
 
 KS_API const char* to_string(DType t);
+// Accepts libksearch's names and FlashInfer's / PyTorch's (float8_e4m3fn, bfloat16, int8, ...).
 KS_API std::optional<DType> dtype_from_string(std::string_view s);
+KS_API bool dtype_is_float(DType t);
 KS_API std::size_t dtype_size(DType t);
 // The C type a kernel sees for this dtype ("float", "__nv_bfloat16", "int64_t", ...).
 KS_API const char* dtype_c_type(DType t, Language lang);
@@ -39,12 +43,22 @@ KS_API const char* dtype_c_type(DType t, Language lang);
 // How a tensor's values are drawn. Parameters are expressions over the
 // workload's dimensions (e.g. "1/sqrt(H)"), evaluated in double precision.
 struct KS_API Distribution {
-  enum class Kind { normal, uniform, cauchy, int_range, constant };
+  enum class Kind { normal, uniform, cauchy, int_range, constant, clamped_normal, indptr, permutation };
   Kind kind = Kind::normal;
   // normal: (mean, stddev); uniform: [lo, hi); cauchy: (location, scale);
-  // int_range: integers in [lo, hi] inclusive; constant: (value, unused).
+  // int_range: integers in [lo, hi] inclusive; constant: (value, unused);
+  // clamped_normal: a standard normal clamped to [lo, hi] (FlashInfer-Bench's
+  //   rule for fp8 inputs: randn clamped to [-2, 2]).
+  // Structured kinds fill the whole tensor at once, not element by element:
+  // indptr: (total, min_length): offsets 0 = a[0] <= a[1] <= ... <= a[n-1] = total
+  //   of n-1 segments (requests) of at least min_length each, lengths drawn at random;
+  // permutation: (range, unused): distinct values from [0, range) in a random
+  //   order (a page table), never the identity when two or more are drawn.
   std::string p0 = "0";
   std::string p1 = "1";
+
+  // Whether the kind fills the whole tensor at once (indptr, permutation).
+  bool structured() const { return kind == Kind::indptr || kind == Kind::permutation; }
 
   Json to_json() const;
   static Distribution from_json(const Json& j);  // throws ks::Error naming the bad field
@@ -58,9 +72,26 @@ struct KS_API TensorSpec {
   std::vector<std::string> shape;  // expressions over dimensions, e.g. {"B", "N", "N", "C"}
   Distribution dist;               // ignored for outputs
   bool is_output = false;
+  // A scalar input (FlashInfer-Bench's `shape: null`, e.g. sm_scale): no
+  // buffer; one value per workload, drawn from `dist` (a workload sets it
+  // with a constant distribution), passed to kernels by value under its
+  // name and readable in plan expressions. JSON: "shape": null.
+  bool scalar = false;
 
   Json to_json() const;
   static TensorSpec from_json(const Json& j);
+};
+
+// An input a workload supplies instead of generating it: inline values, or a
+// tensor of a .safetensors file (dtype and shape must be the tensor's).
+struct KS_API InputData {
+  std::vector<double> values;  // row-major; integers exact up to 2^53
+  std::string file;            // a .safetensors file: absolute, or relative to the task's folder
+  std::string key;             // the tensor's name in that file
+
+  bool from_file() const { return !file.empty(); }
+  Json to_json() const;
+  static InputData from_json(const Json& j);  // throws ks::Error naming the bad field
 };
 
 struct KS_API WorkloadSpec {
@@ -68,6 +99,7 @@ struct KS_API WorkloadSpec {
   std::map<std::string, std::int64_t> dims;      // dimension values
   std::uint64_t seed = 0;                        // base input seed; further seeds derive from it
   std::map<std::string, Distribution> dist_overrides;  // per-tensor generator overrides
+  std::map<std::string, InputData> data;         // inputs given as data (the same for every seed)
   bool benchmark = false;                        // timed and scored (else a correctness test)
 
   Json to_json() const;
@@ -96,6 +128,15 @@ struct KS_API Tolerance {
 };
 
 KS_API const char* to_string(Tolerance::Rule r);
+
+// How a passing result is scored (higher is better).
+//   latency:     1 / (geometric-mean latency over benchmark workloads)
+//   vs_baseline: the arithmetic mean over benchmark workloads of
+//                baseline latency / candidate latency (K-Search's score for
+//                FlashInfer-Bench); 1 / latency while baseline latencies are unknown.
+enum class ScoreMode { latency, vs_baseline };
+KS_API const char* to_string(ScoreMode m);
+KS_API std::optional<ScoreMode> score_mode_from_string(std::string_view s);
 
 // ---------------------------------------------------------------------------
 // Solutions
@@ -165,6 +206,7 @@ struct KS_API WorkloadResult {
   EvalStatus status = EvalStatus::passed;
   TimingStats timing;             // empty for correctness-only workloads
   double reference_ms = 0;        // mean latency of the task's reference, 0 when not timed
+  double baseline_ms = 0;         // the task's baseline latency on this device, 0 when unknown
   double max_abs_error = 0;
   double max_rel_error = 0;
   double matched_ratio = 1;
@@ -182,7 +224,11 @@ struct KS_API EvalResult {
   double latency_ms = 0;
   double reference_latency_ms = 0;  // the same for the task's reference, when known
   double speedup = 0;               // reference_latency_ms / latency_ms, when both known
-  double score = 0;                 // higher is better: 1 / latency_ms; 0 unless passed
+  // Mean over benchmark workloads of baseline_ms / mean latency, when every
+  // one has a baseline latency; 0 otherwise.
+  double vs_baseline = 0;
+  ScoreMode score_mode = ScoreMode::latency;
+  double score = 0;                 // higher is better (see ScoreMode); 0 unless passed
   std::string log;                  // compiler log, error detail or crash report (excerpt)
   Json metrics = Json::object();    // compile_s, run_s, cache hits, ... (free-form numbers)
   std::string device;               // where it ran, e.g. "NVIDIA H100 80GB HBM3 (sm_90)"
@@ -190,7 +236,7 @@ struct KS_API EvalResult {
   bool passed() const { return status == EvalStatus::passed; }
   // Fills latency_ms, speedup and score from the per-workload results.
   void compute_summary();
-  // Short human summary: "passed 1.234 ms (3.10x vs reference)".
+  // Short human summary: "passed 1.234 ms (3.10x vs reference, 1.20x vs baseline)".
   std::string summary() const;
 
   Json to_json() const;

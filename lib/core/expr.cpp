@@ -237,21 +237,26 @@ ExprValue make_double(double v) { return {false, 0, v}; }
 
 }  // namespace
 
-ExprValue Expr::eval_node(int idx, const Vars& vars) const {
+ExprValue Expr::eval_node(int idx, const Vars& vars, const RealVars* reals) const {
   const Node& n = nodes_[static_cast<std::size_t>(idx)];
   auto fail = [&](const std::string& what) -> ExprValue {
     throw Error(Status::invalid_argument, fmt::format("expression \"{}\": {}", text_, what));
   };
-  auto kid = [&](std::size_t k) { return eval_node(n.kids[k], vars); };
+  auto kid = [&](std::size_t k) { return eval_node(n.kids[k], vars, reals); };
   using Op = Node::Op;
   switch (n.op) {
     case Op::num_int: return make_int(n.i);
     case Op::num_double: return make_double(n.d);
     case Op::var: {
       auto it = vars.find(n.name);
+      if (it == vars.end() && reals) {
+        if (auto r = reals->find(n.name); r != reals->end()) return make_double(r->second);
+      }
       if (it == vars.end()) {
         std::string known;
         for (const auto& [k, v] : vars) known += (known.empty() ? "" : ", ") + k;
+        if (reals)
+          for (const auto& [k, v] : *reals) known += (known.empty() ? "" : ", ") + k;
         return fail(fmt::format("unknown name \"{}\" (known: {})", n.name,
                                 known.empty() ? "none" : known));
       }
@@ -347,11 +352,18 @@ ExprValue Expr::eval_node(int idx, const Vars& vars) const {
 
 ExprValue Expr::eval(const Vars& vars) const {
   if (root_ < 0) throw Error(Status::invalid_argument, "empty expression");
-  return eval_node(root_, vars);
+  return eval_node(root_, vars, nullptr);
 }
 
-std::int64_t Expr::eval_int(const Vars& vars) const {
-  ExprValue v = eval(vars);
+ExprValue Expr::eval(const Vars& vars, const RealVars& reals) const {
+  if (root_ < 0) throw Error(Status::invalid_argument, "empty expression");
+  return eval_node(root_, vars, &reals);
+}
+
+std::int64_t Expr::eval_int(const Vars& vars) const { return eval_int(vars, RealVars{}); }
+
+std::int64_t Expr::eval_int(const Vars& vars, const RealVars& reals) const {
+  ExprValue v = eval(vars, reals);
   if (v.is_int) return v.i;
   if (std::isfinite(v.d) && std::floor(v.d) == v.d && std::fabs(v.d) < 9.2e18)
     return static_cast<std::int64_t>(v.d);
@@ -360,6 +372,8 @@ std::int64_t Expr::eval_int(const Vars& vars) const {
 }
 
 double Expr::eval_double(const Vars& vars) const { return eval(vars).as_double(); }
+
+double Expr::eval_double(const Vars& vars, const RealVars& reals) const { return eval(vars, reals).as_double(); }
 
 std::vector<std::string> Expr::variables() const {
   std::vector<std::string> out;

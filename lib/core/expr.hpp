@@ -18,6 +18,9 @@
 namespace ks::detail {
 
 using Vars = std::map<std::string, std::int64_t, std::less<>>;
+// Named floating-point values (scalar inputs such as sm_scale), read where a
+// name is not among the integer variables.
+using RealVars = std::map<std::string, double, std::less<>>;
 
 struct ExprValue {
   bool is_int = true;
@@ -33,9 +36,12 @@ class Expr {
   static Expr parse(std::string_view text);
 
   ExprValue eval(const Vars& vars) const;
+  ExprValue eval(const Vars& vars, const RealVars& reals) const;
   // Throws unless the value is an integer (a double with an integral value is accepted).
   std::int64_t eval_int(const Vars& vars) const;
+  std::int64_t eval_int(const Vars& vars, const RealVars& reals) const;
   double eval_double(const Vars& vars) const;
+  double eval_double(const Vars& vars, const RealVars& reals) const;
   bool eval_bool(const Vars& vars) const { return eval_double(vars) != 0.0; }
 
   // The identifiers the expression reads, sorted and unique.
@@ -56,7 +62,7 @@ class Expr {
   };
 
  private:
-  ExprValue eval_node(int idx, const Vars& vars) const;
+  ExprValue eval_node(int idx, const Vars& vars, const RealVars* reals) const;
   std::string text_;
   std::vector<Node> nodes_;
   int root_ = -1;

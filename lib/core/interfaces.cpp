@@ -40,7 +40,7 @@ std::vector<std::string> strings_of(const Json* j, const char* field) {
 }  // namespace
 
 Json EvalOptions::to_json() const {
-  return Json::obj({{"run_tests", run_tests},
+  Json j = Json::obj({{"run_tests", run_tests},
                     {"run_benchmarks", run_benchmarks},
                     {"only_workloads", strings_json(only_workloads)},
                     {"seeds_per_workload", seeds_per_workload},
@@ -53,8 +53,11 @@ Json EvalOptions::to_json() const {
                     {"max_reps", max_reps},
                     {"target_rel_stderr", target_rel_stderr},
                     {"flush_l2", flush_l2},
+                    {"timing", timing},
                     {"time_reference", time_reference},
                     {"extra_compile_flags", strings_json(extra_compile_flags)}});
+  if (!baseline_latencies.is_null()) j["baseline_latencies"] = baseline_latencies;
+  return j;
 }
 
 EvalOptions EvalOptions::from_json(const Json& j) {
@@ -73,8 +76,10 @@ EvalOptions EvalOptions::from_json(const Json& j) {
   o.max_reps = static_cast<int>(j.get_int("max_reps", o.max_reps));
   o.target_rel_stderr = j.get_number("target_rel_stderr", o.target_rel_stderr);
   o.flush_l2 = j.get_bool("flush_l2", o.flush_l2);
+  o.timing = j.get_string("timing", o.timing);
   o.time_reference = j.get_bool("time_reference", o.time_reference);
   o.extra_compile_flags = strings_of(j.find("extra_compile_flags"), "extra_compile_flags");
+  if (const Json* b = j.find("baseline_latencies"); b && !b->is_null()) o.baseline_latencies = *b;
   return o;
 }
 

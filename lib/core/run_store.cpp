@@ -417,6 +417,22 @@ std::optional<BestSolution> RunStore::best() const {
   return b;
 }
 
+void RunStore::write_final_eval(const EvalResult& eval) {
+  require_writable(impl_->read_only, impl_->dir);
+  const std::string text = eval.to_json().dump(2) + "\n";
+  detail::write_file_atomic(impl_->dir / "final_eval.json", text);
+  std::error_code ec;
+  if (fs::is_directory(impl_->dir / "best", ec)) detail::write_file_atomic(impl_->dir / "best" / "final_eval.json", text);
+}
+
+std::optional<EvalResult> RunStore::final_eval() const {
+  std::error_code ec;
+  fs::path p = impl_->dir / "final_eval.json";
+  if (!fs::exists(p, ec)) return std::nullopt;
+  Json j = read_json(p);
+  return in_file(p, [&] { return EvalResult::from_json(j); });
+}
+
 void RunStore::write_state(const Json& state) {
   require_writable(impl_->read_only, impl_->dir);
   put(impl_->dir / "state.json", state.dump(2) + "\n");

@@ -13,6 +13,7 @@
 #include "core/fs.hpp"
 #include "core/json_fields.hpp"
 #include "core/response/parse.hpp"
+#include "core/rng/structured.hpp"
 #include "core/solution_files.hpp"
 #include "core/tune/params.hpp"
 #include "ksearch/error.hpp"
@@ -86,10 +87,20 @@ double eval_on(const TaskSpec& t, const WorkloadSpec& w, const detail::Vars& var
 void check_workload_values(const TaskSpec& t, const WorkloadSpec& w) {
   const detail::Vars vars(w.dims.begin(), w.dims.end());
   for (const auto& ts : t.tensors) {
-    for (const auto& s : ts.shape)
-      if (eval_on(t, w, vars, fmt::format("tensor \"{}\" shape", ts.name), s) < 0)
+    double count = 1;
+    for (const auto& s : ts.shape) {
+      const double extent = eval_on(t, w, vars, fmt::format("tensor \"{}\" shape", ts.name), s);
+      if (extent < 0)
         invalid(t, fmt::format("workload \"{}\": tensor \"{}\" has a negative extent \"{}\"", w.name, ts.name, s));
+      count *= extent;
+    }
     if (ts.is_output) continue;
+    if (auto data = w.data.find(ts.name); data != w.data.end()) {
+      if (!data->second.from_file() && static_cast<double>(data->second.values.size()) != count)
+        invalid(t, fmt::format("workload \"{}\": input \"{}\" is given {} values but has {} elements", w.name,
+                               ts.name, data->second.values.size(), count));
+      continue;
+    }
     auto o = w.dist_overrides.find(ts.name);
     const Distribution& d = o != w.dist_overrides.end() ? o->second : ts.dist;
     const std::string where = fmt::format("distribution of \"{}\"", ts.name);
@@ -100,7 +111,14 @@ void check_workload_values(const TaskSpec& t, const WorkloadSpec& w) {
       case Distribution::Kind::uniform:
       case Distribution::Kind::int_range: wrong = p0 > p1 ? "a lower bound above its upper bound" : nullptr; break;
       case Distribution::Kind::cauchy: wrong = !(p1 > 0) ? "a scale that is not positive" : nullptr; break;
+      case Distribution::Kind::clamped_normal: wrong = p0 > p1 ? "a lower bound above its upper bound" : nullptr; break;
       case Distribution::Kind::constant: break;
+      case Distribution::Kind::indptr:
+      case Distribution::Kind::permutation: {
+        std::string why = detail::structured_problem(d.kind, static_cast<std::size_t>(count), p0, p1);
+        if (!why.empty()) invalid(t, fmt::format("workload \"{}\": input \"{}\": {}", w.name, ts.name, why));
+        break;
+      }
     }
     if (wrong)
       invalid(t, fmt::format("workload \"{}\": the {} distribution of \"{}\" has {} ({}, {})", w.name,
@@ -144,6 +162,17 @@ void TaskSpec::validate() const {
     if (!names.insert(t.name).second) invalid(*this, fmt::format("tensor \"{}\" is declared twice", t.name));
     if (dim_set.count(t.name)) invalid(*this, fmt::format("tensor \"{}\" has the name of a dimension", t.name));
     has_output = has_output || t.is_output;
+    if (t.scalar) {
+      if (t.is_output) invalid(*this, fmt::format("output \"{}\" cannot be a scalar (\"shape\": null)", t.name));
+      if (t.dtype == DType::f16 || t.dtype == DType::bf16 || t.dtype == DType::f8e4m3 || t.dtype == DType::f8e5m2)
+        invalid(*this, fmt::format("scalar \"{}\" must be f32, f64, an integer type or bool, not {}", t.name,
+                                   to_string(t.dtype)));
+      if (t.dist.structured())
+        invalid(*this, fmt::format("scalar \"{}\" cannot use the \"{}\" distribution", t.name, to_string(t.dist.kind)));
+    }
+    if (!t.is_output && t.dist.structured() && dtype_is_float(t.dtype))
+      invalid(*this, fmt::format("tensor \"{}\": the \"{}\" distribution needs an integer dtype, not {}", t.name,
+                                 to_string(t.dist.kind), to_string(t.dtype)));
     for (const auto& s : t.shape) check_expr(*this, fmt::format("tensor \"{}\" shape", t.name), s, dim_set);
     if (!t.is_output) {
       check_expr(*this, fmt::format("tensor \"{}\" distribution", t.name), t.dist.p0, dim_set);
@@ -167,9 +196,28 @@ void TaskSpec::validate() const {
       if (t->is_output) invalid(*this, fmt::format("workload \"{}\" overrides the distribution of output \"{}\"", w.name, k));
       check_expr(*this, fmt::format("workload \"{}\" distribution of \"{}\"", w.name, k), d.p0, dim_set);
       check_expr(*this, fmt::format("workload \"{}\" distribution of \"{}\"", w.name, k), d.p1, dim_set);
+      if (d.structured() && (t->scalar || dtype_is_float(t->dtype)))
+        invalid(*this, fmt::format("workload \"{}\": \"{}\" cannot use the \"{}\" distribution (it needs an "
+                                   "integer tensor)", w.name, k, to_string(d.kind)));
+    }
+    for (const auto& [k, d] : w.data) {
+      const TensorSpec* t = find_tensor(k);
+      if (!t) invalid(*this, fmt::format("workload \"{}\" gives data for unknown tensor \"{}\"", w.name, k));
+      if (t->is_output) invalid(*this, fmt::format("workload \"{}\" gives data for output \"{}\"", w.name, k));
+      if (t->scalar)
+        invalid(*this, fmt::format("workload \"{}\" gives data for scalar \"{}\"; set a scalar with a constant "
+                                   "distribution, e.g. \"dist\": {{\"{}\": {{\"kind\": \"constant\", \"value\": ...}}}}",
+                                   w.name, k, k));
+      if (d.from_file() && d.key.empty())
+        invalid(*this, fmt::format("workload \"{}\": data of \"{}\" names a file but no \"key\"", w.name, k));
     }
   }
   if (benchmark_workloads().empty()) invalid(*this, "no workload has \"benchmark\": true");
+  std::set<std::string> feedback;
+  for (const auto& f : feedback_workloads) {
+    if (!find_workload(f)) invalid(*this, fmt::format("feedback workload \"{}\" is not a workload of the task", f));
+    if (!feedback.insert(f).second) invalid(*this, fmt::format("feedback workload \"{}\" is listed twice", f));
+  }
   if (!flops.empty()) check_expr(*this, "flops", flops, dim_set);
   if (!bytes.empty()) check_expr(*this, "bytes", bytes, dim_set);
   for (const auto& w : workloads) check_workload_values(*this, w);
@@ -189,6 +237,13 @@ void TaskSpec::validate() const {
                                  to_string(ref.language)));
   for (const auto& [lang, ref] : references)
     check_solution_params(*this, ref, fmt::format("the {} reference", to_string(lang)));
+  for (const auto& [lang, b] : baselines) {
+    if (b.language != lang)
+      invalid(*this, fmt::format("the baseline for \"{}\" is written in \"{}\"", to_string(lang), to_string(b.language)));
+    check_solution_params(*this, b, fmt::format("the {} baseline", to_string(lang)));
+  }
+  if (score == ScoreMode::vs_baseline && baselines.empty())
+    invalid(*this, "\"score\": \"vs_baseline\" needs a baseline solution (\"baselines\")");
   for (std::size_t i = 0; i < starting_points.size(); ++i) {
     const Solution& sp = starting_points[i];
     check_solution_params(*this, sp, sp.name.empty() ? fmt::format("starting point {}", i + 1)
@@ -211,6 +266,10 @@ Json TaskSpec::to_json() const {
   for (const auto& [l, p] : prompts) prompts_j[to_string(l)] = p;
   Json starts = Json::array();
   for (const auto& s : starting_points) starts.push_back(s.to_json());
+  Json feedback = Json::array();
+  for (const auto& f : feedback_workloads) feedback.push_back(f);
+  Json bases = Json::object();
+  for (const auto& [l, s] : baselines) bases[to_string(l)] = s.to_json();
   Json j = Json::obj({{"name", name},
                     {"description", description},
                     {"languages", langs},
@@ -225,6 +284,11 @@ Json TaskSpec::to_json() const {
                     {"starting_points", starts},
                     {"targets", targets}});
   if (!oracle.is_null()) j["oracle"] = oracle;  // absent for native tasks: their keys stay as they were
+  // Written only when set, so the JSON (and the key of cached work) of a
+  // task without them is what it was before they existed.
+  if (!feedback_workloads.empty()) j["feedback_workloads"] = feedback;
+  if (score != ScoreMode::latency) j["score"] = to_string(score);
+  if (!baselines.empty()) j["baselines"] = bases;
   return j;
 }
 
@@ -265,9 +329,30 @@ TaskSpec TaskSpec::from_json(const Json& j) {
   if (const Json* ss = j.find("starting_points"); ss && ss->is_array())
     for (const auto& s : ss->as_array()) t.starting_points.push_back(Solution::from_json(s));
   if (const Json* tg = j.find("targets")) t.targets = *tg;
+  if (const Json* fw = j.find("feedback_workloads"); fw && !fw->is_null()) {
+    if (!fw->is_array()) invalid(t, "\"feedback_workloads\" must be an array of workload names");
+    for (const auto& f : fw->as_array()) {
+      if (!f.is_string()) invalid(t, "\"feedback_workloads\" entries must be workload names");
+      t.feedback_workloads.push_back(f.as_string());
+    }
+  }
+  if (const Json* sc = j.find("score"); sc && !sc->is_null()) {
+    auto m = sc->is_string() ? score_mode_from_string(sc->as_string()) : std::nullopt;
+    if (!m) invalid(t, fmt::format("\"score\" must be \"latency\" or \"vs_baseline\", found {}", sc->dump()));
+    t.score = *m;
+  }
+  if (const Json* bs = j.find("baselines"); bs && !bs->is_null()) {
+    if (!bs->is_object()) invalid(t, "\"baselines\" must map languages to solutions");
+    for (const auto& [k, v] : bs->as_object()) {
+      auto lang = language_from_string(k);
+      if (!lang) invalid(t, fmt::format("\"baselines\" has unknown language \"{}\"", k));
+      t.baselines[*lang] = Solution::from_json(v);
+    }
+  }
   if (const Json* o = j.find("oracle")) t.oracle = *o;
   r.allow({"name", "description", "languages", "dims", "tensors", "workloads", "tolerance", "flops",
-           "bytes", "references", "prompts", "starting_points", "targets", "oracle"});
+           "bytes", "references", "prompts", "starting_points", "targets", "feedback_workloads", "score",
+           "baselines", "oracle"});
   return t;
 }
 

@@ -38,6 +38,11 @@ const char* to_string(DType t) {
     case DType::i32: return "i32";
     case DType::i64: return "i64";
     case DType::u8: return "u8";
+    case DType::f8e4m3: return "f8e4m3";
+    case DType::f8e5m2: return "f8e5m2";
+    case DType::i8: return "i8";
+    case DType::i16: return "i16";
+    case DType::boolean: return "bool";
   }
   return "?";
 }
@@ -50,7 +55,20 @@ std::optional<DType> dtype_from_string(std::string_view s) {
   if (s == "i32" || s == "int32") return DType::i32;
   if (s == "i64" || s == "int64") return DType::i64;
   if (s == "u8" || s == "uint8") return DType::u8;
+  if (s == "f8e4m3" || s == "float8_e4m3fn" || s == "f8e4m3fn") return DType::f8e4m3;
+  if (s == "f8e5m2" || s == "float8_e5m2") return DType::f8e5m2;
+  if (s == "i8" || s == "int8") return DType::i8;
+  if (s == "i16" || s == "int16") return DType::i16;
+  if (s == "bool" || s == "boolean") return DType::boolean;
   return std::nullopt;
+}
+
+bool dtype_is_float(DType t) {
+  switch (t) {
+    case DType::f32: case DType::f64: case DType::f16: case DType::bf16: case DType::f8e4m3: case DType::f8e5m2:
+      return true;
+    default: return false;
+  }
 }
 
 std::size_t dtype_size(DType t) {
@@ -62,6 +80,11 @@ std::size_t dtype_size(DType t) {
     case DType::i32: return 4;
     case DType::i64: return 8;
     case DType::u8: return 1;
+    case DType::f8e4m3: return 1;
+    case DType::f8e5m2: return 1;
+    case DType::i8: return 1;
+    case DType::i16: return 2;
+    case DType::boolean: return 1;
   }
   return 0;
 }
@@ -75,6 +98,12 @@ const char* dtype_c_type(DType t, Language lang) {
     case DType::i32: return lang == Language::cuda ? "int" : "int32_t";
     case DType::i64: return lang == Language::cuda ? "long long" : "int64_t";
     case DType::u8: return lang == Language::cuda ? "unsigned char" : "uint8_t";
+    // cuda_fp8.h's types; the host sees the raw byte.
+    case DType::f8e4m3: return lang == Language::cuda ? "__nv_fp8_e4m3" : "uint8_t";
+    case DType::f8e5m2: return lang == Language::cuda ? "__nv_fp8_e5m2" : "uint8_t";
+    case DType::i8: return lang == Language::cuda ? "signed char" : "int8_t";
+    case DType::i16: return lang == Language::cuda ? "short" : "int16_t";
+    case DType::boolean: return "bool";
   }
   return "?";
 }
@@ -86,8 +115,25 @@ const char* to_string(Distribution::Kind k) {
     case Distribution::Kind::cauchy: return "cauchy";
     case Distribution::Kind::int_range: return "int_range";
     case Distribution::Kind::constant: return "constant";
+    case Distribution::Kind::clamped_normal: return "clamped_normal";
+    case Distribution::Kind::indptr: return "indptr";
+    case Distribution::Kind::permutation: return "permutation";
   }
   return "?";
+}
+
+const char* to_string(ScoreMode m) {
+  switch (m) {
+    case ScoreMode::latency: return "latency";
+    case ScoreMode::vs_baseline: return "vs_baseline";
+  }
+  return "?";
+}
+
+std::optional<ScoreMode> score_mode_from_string(std::string_view s) {
+  if (s == "latency") return ScoreMode::latency;
+  if (s == "vs_baseline") return ScoreMode::vs_baseline;
+  return std::nullopt;
 }
 
 const char* to_string(EvalStatus s) {
@@ -137,6 +183,9 @@ Json Distribution::to_json() const {
     case Kind::cauchy: j["loc"] = p0; j["scale"] = p1; break;
     case Kind::int_range: j["low"] = p0; j["high"] = p1; break;
     case Kind::constant: j["value"] = p0; break;
+    case Kind::clamped_normal: j["low"] = p0; j["high"] = p1; break;
+    case Kind::indptr: j["total"] = p0; j["min_length"] = p1; break;
+    case Kind::permutation: j["range"] = p0; break;
   }
   return j;
 }
@@ -176,10 +225,32 @@ Distribution Distribution::from_json(const Json& j) {
     d.p0 = param("value", "0");
     d.p1 = "0";
     r.allow({"kind", "value"});
+  } else if (kind == "clamped_normal") {
+    d.kind = Kind::clamped_normal;
+    d.p0 = param("low", "-2");
+    d.p1 = param("high", "2");
+    r.allow({"kind", "low", "high"});
+  } else if (kind == "indptr") {
+    d.kind = Kind::indptr;
+    if (!j.contains("total"))
+      throw Error(Status::invalid_argument,
+                  "distribution \"indptr\" needs a \"total\" (the last offset, e.g. \"num_kv_indices\")");
+    d.p0 = param("total", "0");
+    d.p1 = param("min_length", "1");
+    r.allow({"kind", "total", "min_length"});
+  } else if (kind == "permutation") {
+    d.kind = Kind::permutation;
+    if (!j.contains("range"))
+      throw Error(Status::invalid_argument,
+                  "distribution \"permutation\" needs a \"range\" (values are drawn from [0, range), e.g. "
+                  "\"num_pages\")");
+    d.p0 = param("range", "0");
+    d.p1 = "0";
+    r.allow({"kind", "range"});
   } else {
     throw Error(Status::invalid_argument,
                 fmt::format("unknown distribution kind \"{}\" (expected normal, uniform, cauchy, "
-                            "int_range or constant)", kind));
+                            "int_range, constant, clamped_normal, indptr or permutation)", kind));
   }
   return d;
 }
@@ -187,6 +258,7 @@ Distribution Distribution::from_json(const Json& j) {
 Json TensorSpec::to_json() const {
   Json shape_j = Json::array();
   for (const auto& s : shape) shape_j.push_back(s);
+  if (scalar) shape_j = Json();
   Json j = Json::obj({{"name", name}, {"dtype", to_string(dtype)}, {"shape", shape_j},
                       {"role", is_output ? "output" : "input"}});
   if (!is_output) j["dist"] = dist.to_json();
@@ -202,10 +274,13 @@ TensorSpec TensorSpec::from_json(const Json& j) {
   auto d = dtype_from_string(dt);
   if (!d)
     throw Error(Status::invalid_argument,
-                fmt::format("tensor \"{}\": unknown dtype \"{}\" (expected f32, f64, f16, bf16, i32, "
-                            "i64 or u8)", t.name, dt));
+                fmt::format("tensor \"{}\": unknown dtype \"{}\" (expected f32, f64, f16, bf16, f8e4m3, "
+                            "f8e5m2, i8, i16, i32, i64, u8 or bool)", t.name, dt));
   t.dtype = *d;
-  for (const auto& s : r.required_array("shape")) {
+  // "shape": null is a scalar input (FlashInfer-Bench's convention).
+  const Json* shape_field = j.find("shape");
+  t.scalar = shape_field && shape_field->is_null();
+  for (const auto& s : t.scalar ? Json::Array{} : r.required_array("shape")) {
     if (s.is_string()) t.shape.push_back(s.as_string());
     else if (s.is_int()) t.shape.push_back(std::to_string(s.as_int()));
     else
@@ -230,6 +305,40 @@ TensorSpec TensorSpec::from_json(const Json& j) {
   return t;
 }
 
+Json InputData::to_json() const {
+  if (from_file()) return Json::obj({{"safetensors", file}, {"key", key}});
+  Json v = Json::array();
+  for (double x : values) {
+    if (std::nearbyint(x) == x && std::fabs(x) < 9e15) v.push_back(static_cast<std::int64_t>(x));
+    else v.push_back(x);
+  }
+  return Json::obj({{"values", v}});
+}
+
+InputData InputData::from_json(const Json& j) {
+  detail::FieldReader r(j, "input data");
+  InputData d;
+  if (j.contains("safetensors")) {
+    d.file = r.required_string("safetensors");
+    d.key = r.required_string("key");
+    if (d.file.empty()) throw Error(Status::invalid_argument, "input data: \"safetensors\" is an empty path");
+    r.allow({"safetensors", "key"});
+    return d;
+  }
+  if (!j.contains("values"))
+    throw Error(Status::invalid_argument,
+                "input data needs \"values\" (inline numbers) or \"safetensors\" and \"key\" (a tensor in a file)");
+  const auto& vals = r.required_array("values");
+  d.values.reserve(vals.size());
+  for (std::size_t i = 0; i < vals.size(); ++i) {
+    if (!vals[i].is_number())
+      throw Error(Status::invalid_argument, fmt::format("input data: values[{}] is not a number", i));
+    d.values.push_back(vals[i].as_number());
+  }
+  r.allow({"values"});
+  return d;
+}
+
 Json WorkloadSpec::to_json() const {
   Json dj = Json::object();
   for (const auto& [k, v] : dims) dj[k] = v;
@@ -239,6 +348,11 @@ Json WorkloadSpec::to_json() const {
     Json o = Json::object();
     for (const auto& [k, v] : dist_overrides) o[k] = v.to_json();
     j["dist"] = o;
+  }
+  if (!data.empty()) {
+    Json o = Json::object();
+    for (const auto& [k, v] : data) o[k] = v.to_json();
+    j["data"] = o;
   }
   return j;
 }
@@ -279,7 +393,19 @@ WorkloadSpec WorkloadSpec::from_json(const Json& j) {
       }
     }
   }
-  r.allow({"name", "dims", "seed", "benchmark", "dist"});
+  if (const Json* o = j.find("data"); o && !o->is_null()) {
+    if (!o->is_object())
+      throw Error(Status::invalid_argument,
+                  fmt::format("workload \"{}\": \"data\" must map tensor names to input data", w.name));
+    for (const auto& [k, v] : o->as_object()) {
+      try {
+        w.data[k] = InputData::from_json(v);
+      } catch (const Error& e) {
+        throw Error(e.status(), fmt::format("workload \"{}\", tensor \"{}\": {}", w.name, k, e.what()));
+      }
+    }
+  }
+  r.allow({"name", "dims", "seed", "benchmark", "dist", "data"});
   return w;
 }
 
@@ -434,6 +560,7 @@ Json WorkloadResult::to_json() const {
   Json j = Json::obj({{"name", name}, {"benchmark", benchmark}, {"status", to_string(status)}});
   if (timing.count > 0) j["timing"] = timing.to_json();
   if (reference_ms > 0) j["reference_ms"] = reference_ms;
+  if (baseline_ms > 0) j["baseline_ms"] = baseline_ms;
   j["max_abs_error"] = max_abs_error;
   j["max_rel_error"] = max_rel_error;
   j["matched_ratio"] = matched_ratio;
@@ -450,6 +577,7 @@ WorkloadResult WorkloadResult::from_json(const Json& j) {
   w.status = *st;
   if (const Json* t = j.find("timing")) w.timing = TimingStats::from_json(*t);
   w.reference_ms = j.get_number("reference_ms");
+  w.baseline_ms = j.get_number("baseline_ms");
   w.max_abs_error = j.get_number("max_abs_error");
   w.max_rel_error = j.get_number("max_rel_error");
   w.matched_ratio = j.get_number("matched_ratio", 1.0);
@@ -461,10 +589,11 @@ void EvalResult::compute_summary() {
   latency_ms = 0;
   reference_latency_ms = 0;
   speedup = 0;
+  vs_baseline = 0;
   score = 0;
   if (status != EvalStatus::passed) return;
-  double log_sum = 0, ref_log_sum = 0;
-  int n = 0, n_ref = 0;
+  double log_sum = 0, ref_log_sum = 0, ratio_sum = 0;
+  int n = 0, n_ref = 0, n_base = 0;
   for (const auto& w : workloads) {
     if (!w.benchmark || w.timing.count == 0 || w.timing.mean_ms <= 0) continue;
     log_sum += std::log(w.timing.mean_ms);
@@ -473,6 +602,10 @@ void EvalResult::compute_summary() {
       ref_log_sum += std::log(w.reference_ms);
       ++n_ref;
     }
+    if (w.baseline_ms > 0) {
+      ratio_sum += w.baseline_ms / w.timing.mean_ms;
+      ++n_base;
+    }
   }
   if (n == 0) return;
   latency_ms = std::exp(log_sum / n);
@@ -480,6 +613,10 @@ void EvalResult::compute_summary() {
   if (n_ref == n) {
     reference_latency_ms = std::exp(ref_log_sum / n_ref);
     speedup = reference_latency_ms / latency_ms;
+  }
+  if (n_base == n) {
+    vs_baseline = ratio_sum / n_base;
+    if (score_mode == ScoreMode::vs_baseline) score = vs_baseline;
   }
 }
 
@@ -498,7 +635,10 @@ std::string EvalResult::summary() const {
                          : fmt::format("{} ({})", to_string(status), first);
   }
   if (latency_ms <= 0) return "passed";
-  if (speedup > 0) return fmt::format("passed {:.4f} ms ({:.2f}x vs reference)", latency_ms, speedup);
+  std::string rel;
+  if (speedup > 0) rel = fmt::format("{:.2f}x vs reference", speedup);
+  if (vs_baseline > 0) rel += fmt::format("{}{:.2f}x vs baseline", rel.empty() ? "" : ", ", vs_baseline);
+  if (!rel.empty()) return fmt::format("passed {:.4f} ms ({})", latency_ms, rel);
   return fmt::format("passed {:.4f} ms", latency_ms);
 }
 
@@ -510,6 +650,8 @@ Json EvalResult::to_json() const {
                       {"latency_ms", latency_ms},
                       {"reference_latency_ms", reference_latency_ms},
                       {"speedup", speedup},
+                      {"vs_baseline", vs_baseline},
+                      {"score_mode", to_string(score_mode)},
                       {"score", score},
                       {"workloads", ws},
                       {"metrics", metrics},
@@ -529,6 +671,8 @@ EvalResult EvalResult::from_json(const Json& j) {
   r.latency_ms = j.get_number("latency_ms");
   r.reference_latency_ms = j.get_number("reference_latency_ms");
   r.speedup = j.get_number("speedup");
+  r.vs_baseline = j.get_number("vs_baseline");
+  r.score_mode = score_mode_from_string(j.get_string("score_mode", "latency")).value_or(ScoreMode::latency);
   r.score = j.get_number("score");
   if (const Json* ws = j.find("workloads"); ws && ws->is_array())
     for (const auto& w : ws->as_array()) r.workloads.push_back(WorkloadResult::from_json(w));

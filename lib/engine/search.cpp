@@ -7,6 +7,8 @@
 
 #include <cctype>
 #include <chrono>
+#include <functional>
+#include <mutex>
 #include <sstream>
 
 #include "core/json_fields.hpp"
@@ -77,7 +79,10 @@ LlmChoice LlmChoice::parse(const std::string& spec) {
 Json LlmChoice::to_json() const {
   Json j = Json::obj({{"kind", kind}});
   if (kind == "openai") j["openai"] = openai.to_json();
-  if (kind == "replay") j["replay_path"] = fs::absolute(replay_path).string();
+  if (kind == "replay") {
+    j["replay_path"] = fs::absolute(replay_path).string();
+    j["on_divergence"] = on_divergence;
+  }
   if (kind == "command") {
     Json argv = Json::array();
     for (const auto& a : command.argv) argv.push_back(a);
@@ -92,7 +97,10 @@ LlmChoice LlmChoice::from_json(const Json& j) {
   LlmChoice c;
   c.kind = j.get_string("kind", "openai");
   if (c.kind == "openai" && j.contains("openai")) c.openai = OpenAiConfig::from_json(j["openai"]);
-  if (c.kind == "replay") c.replay_path = j.get_string("replay_path");
+  if (c.kind == "replay") {
+    c.replay_path = j.get_string("replay_path");
+    c.on_divergence = j.get_string("on_divergence", "stop");
+  }
   if (c.kind == "command") {
     const Json& cmd = j["command"];
     for (const auto& a : cmd["argv"].is_array() ? cmd["argv"].as_array() : Json::Array{})
@@ -126,6 +134,7 @@ struct Parts {
   std::shared_ptr<LlmPolicy> llm;
   std::shared_ptr<WorldModel> world_model;  // null: a fresh tree world model
   std::shared_ptr<SearchStrategy> strategy;  // null: the configured built-in one
+  std::optional<detail::Recording> recording;
 };
 
 // What the host observes and controls a run with.
@@ -192,6 +201,136 @@ class CancellableEvaluator final : public Evaluator {
   std::shared_ptr<Evaluator> inner_;
   std::shared_ptr<CancelToken> token_;
 };
+
+// ---------------------------------------------------------------------------
+// Replay parts
+
+// Stands for the model while a replay follows its recording: the session
+// answers from the recording, so this is asked only once the run has left it.
+class RecordingOnlyPolicy final : public LlmPolicy {
+ public:
+  explicit RecordingOnlyPolicy(std::string source) : source_(std::move(source)) {}
+  LlmResponse complete(const LlmRequest& req) override {
+    throw Error(Status::llm, fmt::format("{} has no answer for this {} request (the run has left the recording); "
+                                         "resume it with --llm to continue with a model",
+                                         source_, to_string(req.kind)));
+  }
+  std::string describe() const override { return "replay:" + source_; }
+
+ private:
+  std::string source_;
+};
+
+// The evaluator of a reproduction: made on first use, so replaying recorded
+// evaluations needs no GPU (and starts no worker). Until then it reports the
+// recorded device, which the recorded prompts named.
+class LazyEvaluator final : public Evaluator {
+ public:
+  LazyEvaluator(std::function<std::shared_ptr<Evaluator>()> make, DeviceInfo recorded)
+      : make_(std::move(make)), recorded_(std::move(recorded)) {}
+  EvalResult evaluate(const Task& task, const Solution& s) override { return get().evaluate(task, s); }
+  std::vector<EvalResult> evaluate_batch(const Task& task, const std::vector<Solution>& s) override {
+    return get().evaluate_batch(task, s);
+  }
+  DeviceInfo device() const override { return real_ ? real_->device() : recorded_; }
+  EvalOptions& options() override { return get().options(); }
+  // From another thread: the evaluator made (or about to be) hears of it.
+  void cancel() override {
+    std::lock_guard lock(mu_);
+    cancelled_ = true;
+    if (real_) real_->cancel();
+  }
+
+ private:
+  Evaluator& get() {
+    std::lock_guard lock(mu_);
+    if (!real_) {
+      real_ = make_();
+      if (cancelled_) real_->cancel();
+    }
+    return *real_;
+  }
+  std::function<std::shared_ptr<Evaluator>()> make_;
+  DeviceInfo recorded_;
+  std::mutex mu_;
+  bool cancelled_ = false;
+  std::shared_ptr<Evaluator> real_;
+};
+
+DeviceInfo device_from_json(const Json& j) {
+  DeviceInfo d;
+  if (!j.is_object()) return d;
+  d.backend = j.get_string("backend");
+  d.name = j.get_string("name");
+  d.arch = j.get_string("arch");
+  d.count = static_cast<int>(j.get_int("count"));
+  d.peak_flops = j.get_number("peak_flops");
+  d.peak_bytes_per_s = j.get_number("peak_bytes_per_s");
+  d.l2_bytes = j.get_int("l2_bytes");
+  d.memory_bytes = j.get_int("memory_bytes");
+  return d;
+}
+
+detail::Recording::Mode replay_mode(const std::string& s) {
+  if (s == "stop") return detail::Recording::Mode::stop;
+  if (s == "skip") return detail::Recording::Mode::skip;
+  if (s == "live") return detail::Recording::Mode::live;
+  throw Error(Status::invalid_argument, fmt::format("on_divergence must be stop, skip or live, not \"{}\"", s));
+}
+
+// The "decision" events of a run folder, for explaining a divergence.
+std::vector<Json> recorded_decisions(const std::vector<Json>& events) {
+  std::vector<Json> out;
+  for (const auto& e : events) {
+    if (e.get_string("type") != "decision" || !e.contains("journal_seq")) continue;
+    Json d = e;
+    for (const char* k : {"seq", "time", "type", "journal_seq"}) d.erase(k);
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+// Another run folder as a recording: its answers and its evaluations.
+detail::Recording recording_from_run(const RunStore& src, detail::Recording::Mode mode, bool check_prompts) {
+  detail::Recording r;
+  r.source = fs::absolute(src.dir()).lexically_normal().string();
+  r.answers = src.transcript();
+  r.has_evaluations = true;
+  r.attempts = src.attempts();
+  std::vector<Json> events = src.events();
+  r.strategy_events = 0;
+  for (const auto& e : events)
+    if (e.contains("journal_seq")) ++r.strategy_events;
+  r.decisions = recorded_decisions(events);
+  r.mode = mode;
+  r.check_prompts = check_prompts;
+  return r;
+}
+
+// A transcript as a recording: answers only, the candidates are measured
+// again. When it is a run folder's transcript, that run's decisions come
+// along, so a divergence can be explained on both runs' timings.
+detail::Recording recording_from_transcript(const fs::path& path, detail::Recording::Mode mode, std::size_t joins_at) {
+  if (mode == detail::Recording::Mode::live)
+    throw Error(Status::invalid_argument,
+                "a replay transcript cannot go live (there is no model to continue with): use on_divergence stop or "
+                "skip, or replay the run folder with `ksearch replay RUN --llm ...`");
+  detail::Recording r;
+  r.source = path.string();
+  for (const auto& e : read_transcript(path)) r.answers.push_back(e.to_json());
+  r.mode = mode;
+  r.joins_at = joins_at;
+  std::error_code ec;
+  fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
+  if (path.filename() == "transcript.jsonl" && fs::exists(dir / "manifest.json", ec)) {
+    try {
+      r.decisions = recorded_decisions(RunStore::open_read_only(dir).events());
+    } catch (const std::exception&) {
+      // Only an explanation aid; the answers are what the replay needs.
+    }
+  }
+  return r;
+}
 
 Json evaluator_config_json(const EvaluatorConfig& e) {
   Json devices = Json::array();
@@ -310,10 +449,54 @@ SearchOutcome execute(Parts& parts, RunStore& store, const SearchConfig& config,
   }
 }
 
+// The best kernel on every workload of a task whose search saw only its
+// feedback workloads (K-Search's final evaluation). A resumed run whose best
+// was already evaluated keeps that result.
+std::optional<EvalResult> final_evaluation(Parts& parts, RunStore& store, const std::optional<BestSolution>& best,
+                                           const std::string& reason) {
+  const TaskSpec& spec = parts.task->spec();
+  if (!best || reason == "cancelled" || !spec.has_feedback_subset()) return std::nullopt;
+  if (auto done = store.final_eval(); done && done->solution_id == best->solution.id) {
+    store.write_final_eval(*done);  // best/ may have been rebuilt since
+    return done;
+  }
+  store.append_event("final_evaluation_started",
+                     Json::obj({{"solution_id", best->solution.id},
+                                {"workloads", static_cast<std::int64_t>(spec.workloads.size())}}));
+  EvalOptions& o = parts.evaluator->options();
+  const EvalOptions saved = o;
+  o.only_workloads.clear();
+  for (const auto& w : spec.workloads) o.only_workloads.push_back(w.name);
+  EvalResult r;
+  try {
+    r = parts.evaluator->evaluate(*parts.task, best->solution);
+  } catch (...) {
+    o = saved;
+    throw;
+  }
+  o = saved;
+  r.solution_id = best->solution.id;
+  store.write_final_eval(r);
+  store.append_event("final_evaluation", Json::obj({{"solution_id", r.solution_id},
+                                                    {"status", to_string(r.status)},
+                                                    {"latency_ms", r.latency_ms},
+                                                    {"speedup", r.speedup},
+                                                    {"vs_baseline", r.vs_baseline},
+                                                    {"summary", r.summary()}}));
+  return r;
+}
+
 SearchOutcome execute_session(Parts& parts, RunStore& store, const SearchConfig& config,
                               const ProgressCallback& progress) {
+  // A task with feedback workloads is searched on those only (unless the
+  // evaluator was told otherwise); the final evaluation covers the rest.
+  EvalOptions& eo = parts.evaluator->options();
+  const TaskSpec& spec = parts.task->spec();
+  const bool feedback_only = spec.has_feedback_subset() && eo.only_workloads.empty();
+  if (feedback_only) eo.only_workloads = spec.feedback_workloads;
   std::shared_ptr<WorldModel> wm = parts.world_model ? parts.world_model : make_tree_world_model();
   detail::Session session(*parts.task, *parts.evaluator, *parts.llm, *wm, store, config, progress);
+  if (parts.recording) session.follow(std::move(*parts.recording));
   std::shared_ptr<SearchStrategy> strategy = parts.strategy ? parts.strategy : make_strategy(config.strategy);
   std::string reason = session.run(*strategy);
   if (config.tune_rounds > 0 && config.strategy != "tune" && (reason == "max_rounds" || reason == "strategy_done")) {
@@ -321,15 +504,20 @@ SearchOutcome execute_session(Parts& parts, RunStore& store, const SearchConfig&
     auto tune = make_strategy("tune");
     reason = session.run(*tune);
   }
+  if (feedback_only) eo.only_workloads.clear();
   SearchOutcome out;
   out.run_dir = store.dir();
   out.stop_reason = reason;
   out.best = session.best();
   out.rounds = session.rounds_used();
   out.replayed_rounds = session.replayed_evaluations();
+  out.recorded_rounds = session.recording_evaluations_used();
+  out.recorded_answers = session.recording_answers_used();
+  out.divergence = session.divergence();
   out.usage = session.usage();
   out.wall_s = session.elapsed_s();
   out.device = parts.evaluator->device();
+  out.final_eval = final_evaluation(parts, store, out.best, reason);
   for (const auto& a : store.attempts()) {
     if (a.round > 0 && a.eval.passed() && a.eval.latency_ms > 0) {
       out.first_pass_round = a.round;
@@ -338,8 +526,10 @@ SearchOutcome execute_session(Parts& parts, RunStore& store, const SearchConfig&
     }
   }
   Json m = store.manifest();
-  m["status"] = reason == "cancelled" ? "stopped" : "finished";
+  bool stopped = reason == "cancelled" || reason == "replay_diverged" || reason == "recording_ended";
+  m["status"] = stopped ? "stopped" : "finished";
   m["stop_reason"] = reason;
+  if (!out.divergence.is_null()) m["replay_divergence"] = out.divergence;
   m["finished"] = utc_timestamp();
   m["totals"] = session.totals();
   store.write_manifest(m);
@@ -353,6 +543,8 @@ Json SearchOutcome::to_json() const {
                       {"stop_reason", stop_reason},
                       {"rounds", rounds},
                       {"replayed_rounds", replayed_rounds},
+                      {"recorded_rounds", recorded_rounds},
+                      {"recorded_answers", recorded_answers},
                       {"llm_usage", usage.to_json()},
                       {"wall_s", wall_s},
                       {"first_pass_round", first_pass_round},
@@ -361,6 +553,8 @@ Json SearchOutcome::to_json() const {
   if (best) {
     j["best"] = Json::obj({{"round", best->round}, {"solution", best->solution.to_json()}, {"eval", best->eval.to_json()}});
   }
+  if (final_eval) j["final_eval"] = final_eval->to_json();
+  if (!divergence.is_null()) j["divergence"] = divergence;
   return j;
 }
 
@@ -380,10 +574,17 @@ SearchOutcome run_search(const SearchOptions& options) {
   if (options.llm.kind == "offline" && options.config.strategy != "tune")
     throw Error(Status::invalid_argument,
                 fmt::format("--llm offline needs --strategy tune (the {} strategy asks an LLM)", options.config.strategy));
-  parts.llm = options.llm.kind == "custom"
-                  ? options.llm.custom
-                  : std::shared_ptr<LlmPolicy>(
-                        make_llm_policy(with_transport_caps(options.llm, options.config.max_answer_bytes)));
+  if (options.llm.kind == "replay") {
+    // The session answers from the transcript itself, so that where the
+    // search leaves it, it can say where and why.
+    parts.recording = recording_from_transcript(options.llm.replay_path, replay_mode(options.llm.on_divergence), 0);
+    parts.llm = std::make_shared<RecordingOnlyPolicy>(options.llm.replay_path.string());
+  } else {
+    parts.llm = options.llm.kind == "custom"
+                    ? options.llm.custom
+                    : std::shared_ptr<LlmPolicy>(
+                          make_llm_policy(with_transport_caps(options.llm, options.config.max_answer_bytes)));
+  }
   if (!parts.llm) throw Error(Status::invalid_argument, "LLM kind \"custom\" needs a policy object");
   parts.evaluator = options.custom_evaluator ? options.custom_evaluator
                                              : std::shared_ptr<Evaluator>(make_evaluator(options.evaluator));
@@ -419,28 +620,50 @@ SearchOutcome run_search(const SearchOptions& options) {
   return execute(parts, store, config, Hooks{options.progress, options.on_event, options.cancel});
 }
 
-SearchOutcome resume_search(const fs::path& run_dir, const ResumeOptions& options) {
-  RunStore store = RunStore::open(run_dir);
-  Json m = store.manifest();
+namespace {
+
+// A run folder's manifest, checked before anything is replayed from it.
+void check_run_manifest(const Json& m, const fs::path& dir, const char* verb) {
   if (m.get_string("format") != "ksearch-run")
-    throw Error(Status::invalid_argument, fmt::format("{}: manifest.json is not a ksearch run", run_dir.string()));
+    throw Error(Status::invalid_argument, fmt::format("{}: manifest.json is not a ksearch run", dir.string()));
   // A later format may record the run differently; replaying it with this
   // library's rules could mix two runs' meanings.
   if (m.get_int("format_version", 1) != 1)
     throw Error(Status::invalid_argument,
-                fmt::format("{}: manifest.json has run format_version {}; this libksearch resumes format 1",
-                            run_dir.string(), m["format_version"].dump()));
-  SearchConfig config = SearchConfig::from_json(m["config"]);
-  const Json& tj = m["task"];
-  if (tj.get_bool("custom"))
+                fmt::format("{}: manifest.json has run format_version {}; this libksearch {} format 1", dir.string(),
+                            m["format_version"].dump(), verb));
+  if (m["task"].get_bool("custom"))
     throw Error(Status::invalid_argument,
-                fmt::format("{} was made with a task object supplied by the host program; resume it through the "
-                            "same program's API", run_dir.string()));
-  Parts parts;
-  parts.task = std::shared_ptr<Task>(load_task(tj.get_string("reference"), {tj.get_string("kernelbench_dir")}));
-  if (task_fingerprint(*parts.task) != tj.get_string("fingerprint"))
+                fmt::format("{} was made with a task object supplied by the host program; {} it through the same "
+                            "program's API",
+                            dir.string(), verb == std::string("resumes") ? "resume" : "replay"));
+}
+
+std::shared_ptr<Task> load_recorded_task(const Json& m) {
+  const Json& tj = m["task"];
+  auto task = std::shared_ptr<Task>(load_task(tj.get_string("reference"), {tj.get_string("kernelbench_dir")}));
+  if (task_fingerprint(*task) != tj.get_string("fingerprint"))
     throw Error(Status::state, fmt::format("task \"{}\" changed since the run started (its specification differs); "
-                                           "resuming would mix results of two different tasks", parts.task->name()));
+                                           "replaying it would mix results of two different tasks", task->name()));
+  return task;
+}
+
+std::shared_ptr<Evaluator> lazy_evaluator(const EvaluatorConfig& ec, const Json& recorded_device,
+                                          std::shared_ptr<Evaluator> custom) {
+  return std::make_shared<LazyEvaluator>(
+      [ec, custom]() { return custom ? custom : std::shared_ptr<Evaluator>(make_evaluator(ec)); },
+      device_from_json(recorded_device));
+}
+
+}  // namespace
+
+SearchOutcome resume_search(const fs::path& run_dir, const ResumeOptions& options) {
+  RunStore store = RunStore::open(run_dir);
+  Json m = store.manifest();
+  check_run_manifest(m, run_dir, "resumes");
+  SearchConfig config = SearchConfig::from_json(m["config"]);
+  Parts parts;
+  parts.task = load_recorded_task(m);
   // A budget can only grow: a value at or below the recorded one keeps it.
   if (options.max_rounds > config.max_rounds) {
     if (config.tune_rounds > 0)
@@ -448,20 +671,61 @@ SearchOutcome resume_search(const fs::path& run_dir, const ResumeOptions& option
                   "this run has a tune phase after its search; its round budget cannot grow on resume");
     config.max_rounds = options.max_rounds;
   }
-  LlmChoice choice = options.llm ? *options.llm : LlmChoice::from_json(m["llm"]);
-  detail::register_environment_secrets(choice.openai.api_key_env);
-  if (options.custom_llm) parts.llm = options.custom_llm;
-  else if (choice.kind == "custom")
-    throw Error(Status::invalid_argument,
-                "this run used an LLM policy supplied by the host program; pass it again to resume");
-  else if (choice.kind == "replay")
-    // The run's own journal answers the calls made so far; the recording
-    // continues from there.
-    parts.llm = make_replay_policy(choice.replay_path, store.transcript().size());
-  else parts.llm = make_llm_policy(with_transport_caps(choice, config.max_answer_bytes));
   EvaluatorConfig ec = evaluator_config_from_json(m["evaluator"]);
-  parts.evaluator = options.custom_evaluator ? options.custom_evaluator
-                                             : std::shared_ptr<Evaluator>(make_evaluator(ec));
+  const bool new_model = options.custom_llm || options.llm;
+  if (m["replay"].is_object()) {
+    // A reproduction of another run folder goes on following it; a model
+    // given now lets it continue live where it left the recording.
+    Json& rj = m["replay"];
+    fs::path source = rj.get_string("source");
+    RunStore src = [&] {
+      try {
+        return RunStore::open_read_only(source);
+      } catch (const Error& e) {
+        throw Error(Status::not_found, fmt::format("{} reproduces the run {}, which cannot be read now: {}",
+                                                   run_dir.string(), source.string(), e.what()));
+      }
+    }();
+    auto mode = replay_mode(rj.get_string("on_divergence", "stop"));
+    if (new_model && mode == detail::Recording::Mode::stop) {
+      mode = detail::Recording::Mode::live;
+      rj["on_divergence"] = "live";
+    }
+    parts.recording = recording_from_run(src, mode, rj.get_bool("check_prompts", true));
+    if (options.llm) m["llm"] = options.llm->to_json();
+    LlmChoice choice = options.llm ? *options.llm : LlmChoice::from_json(m["llm"]);
+    detail::register_environment_secrets(choice.openai.api_key_env);
+    if (options.custom_llm) parts.llm = options.custom_llm;
+    else if (choice.kind == "custom")
+      throw Error(Status::invalid_argument,
+                  "this run continued with an LLM policy supplied by the host program; pass it again to resume");
+    else parts.llm = make_llm_policy(with_transport_caps(choice, config.max_answer_bytes));
+    parts.evaluator = lazy_evaluator(ec, m["device"], options.custom_evaluator);
+  } else {
+    LlmChoice recorded = LlmChoice::from_json(m["llm"]);
+    LlmChoice choice = options.llm ? *options.llm : recorded;
+    detail::register_environment_secrets(choice.openai.api_key_env);
+    // Later resumes go on with the policy given now (a replay that went on
+    // skipping must not go back to stopping where it diverged).
+    if (options.llm && choice.kind != "custom") m["llm"] = choice.to_json();
+    if (options.custom_llm) {
+      parts.llm = options.custom_llm;
+    } else if (choice.kind == "custom") {
+      throw Error(Status::invalid_argument,
+                  "this run used an LLM policy supplied by the host program; pass it again to resume");
+    } else if (choice.kind == "replay") {
+      // The run's own recording is followed from its start, in step with
+      // the journal; a transcript given only now answers after the journal.
+      bool same = recorded.kind == "replay" && fs::absolute(recorded.replay_path) == fs::absolute(choice.replay_path);
+      parts.recording = recording_from_transcript(choice.replay_path, replay_mode(choice.on_divergence),
+                                                  same ? 0 : store.transcript().size());
+      parts.llm = std::make_shared<RecordingOnlyPolicy>(choice.replay_path.string());
+    } else {
+      parts.llm = make_llm_policy(with_transport_caps(choice, config.max_answer_bytes));
+    }
+    parts.evaluator = options.custom_evaluator ? options.custom_evaluator
+                                               : std::shared_ptr<Evaluator>(make_evaluator(ec));
+  }
   parts.strategy = options.custom_strategy;
   parts.world_model = options.custom_world_model;
   if (m.get_bool("custom_strategy") && !parts.strategy)
@@ -476,6 +740,61 @@ SearchOutcome resume_search(const fs::path& run_dir, const ResumeOptions& option
   m["resumed"] = m.get_int("resumed") + 1;
   m["last_resumed"] = utc_timestamp();
   store.write_manifest(m);
+  return execute(parts, store, config, Hooks{options.progress, options.on_event, options.cancel});
+}
+
+SearchOutcome replay_search(const fs::path& recorded_run, const ReplayOptions& options) {
+  RunStore src = RunStore::open_read_only(recorded_run);
+  Json sm = src.manifest();
+  check_run_manifest(sm, recorded_run, "replays");
+  // The recorded configuration, with the changes asked for.
+  Json cj = sm["config"];
+  if (!options.config_changes.is_object())
+    throw Error(Status::invalid_argument, "replay: config_changes must be a JSON object of search settings");
+  for (const auto& [key, value] : options.config_changes.as_object()) {
+    if (!SearchConfig().to_json().contains(key))
+      throw Error(Status::invalid_argument, fmt::format("replay: \"{}\" is not a search setting", key));
+    cj[key] = value;
+  }
+  SearchConfig config = SearchConfig::from_json(cj);
+  auto mode = replay_mode(options.on_divergence);
+  const bool has_model = options.custom_llm || options.llm;
+  if (mode == detail::Recording::Mode::live && !has_model)
+    throw Error(Status::invalid_argument,
+                "on_divergence live needs a model to continue with where the run leaves its recording (--llm ...)");
+  Parts parts;
+  parts.task = load_recorded_task(sm);
+  parts.recording = recording_from_run(src, mode, options.check_prompts);
+  LlmChoice choice;
+  choice.kind = "offline";  // a replay without a model never asks one
+  if (options.llm) choice = *options.llm;
+  detail::register_environment_secrets(choice.openai.api_key_env);
+  if (options.custom_llm) parts.llm = options.custom_llm;
+  else if (choice.kind == "custom" || choice.kind == "replay")
+    throw Error(Status::invalid_argument,
+                fmt::format("replay: a model to continue with cannot be of kind {}", choice.kind));
+  else parts.llm = make_llm_policy(with_transport_caps(choice, config.max_answer_bytes));
+  EvaluatorConfig ec = evaluator_config_from_json(sm["evaluator"]);
+  parts.evaluator = lazy_evaluator(ec, sm["device"], options.custom_evaluator);
+
+  Json m = sm;
+  for (const char* k : {"totals", "stop_reason", "finished", "error", "resumed", "last_resumed", "replay_divergence"})
+    m.erase(k);
+  m["library_version"] = KS_VERSION_STRING;
+  m["created"] = utc_timestamp();
+  m["host"] = hostname();
+  m["config"] = config.to_json();
+  m["llm"] = options.custom_llm ? Json::obj({{"kind", "custom"}, {"describe", parts.llm->describe()}})
+                                : choice.to_json();
+  m["status"] = "running";
+  m["replay"] = Json::obj({{"source", fs::absolute(recorded_run).lexically_normal().string()},
+                           {"source_created", sm.get_string("created")},
+                           {"source_config", sm["config"]},
+                           {"config_changes", options.config_changes},
+                           {"on_divergence", to_string(mode)},
+                           {"check_prompts", options.check_prompts}});
+  fs::path dir = options.run_dir.empty() ? default_run_dir(parts.task->name()) : options.run_dir;
+  RunStore store = RunStore::create(dir, m);
   return execute(parts, store, config, Hooks{options.progress, options.on_event, options.cancel});
 }
 

@@ -125,11 +125,29 @@ class Compiler {
   virtual Artifact compile(const CompileRequest& request) = 0;  // throws CompileError
 };
 
+// The value of a scalar input (TensorSpec::scalar) on a workload, passed to
+// kernels by value in its own type.
+struct ScalarArg {
+  DType dtype = DType::f32;
+  double value = 0;
+};
+using ScalarArgs = std::map<std::string, ScalarArg>;
+
 // Binding of a plan to one workload: tensor buffers by name plus the integer
-// variables (dimensions and tunable parameter values) its expressions read.
+// variables (dimensions, tunable parameter values, integer scalar inputs)
+// its expressions read, and the scalar inputs (floating ones are readable in
+// expressions too).
 struct Bindings {
   std::map<std::string, Buffer> tensors;
   detail::Vars vars;
+  ScalarArgs scalars;
+  // The floating scalars as expression variables.
+  detail::RealVars reals() const {
+    detail::RealVars r;
+    for (const auto& [name, s] : scalars)
+      if (dtype_is_float(s.dtype)) r[name] = s.value;
+    return r;
+  }
 };
 
 // A loaded candidate. bind() validates the plan for the bound workload

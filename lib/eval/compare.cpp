@@ -9,59 +9,11 @@
 namespace ks::eval {
 namespace {
 
-// Rounds |v| (finite, > 0) to a small float with `man_bits` stored mantissa
-// bits and exponent bias `bias`; returns the magnitude bits. Scaling by
-// powers of two is exact in double, so nearbyint performs the only rounding
-// (round-to-nearest-even, the default mode).
-std::uint16_t round_small_float(double a, int man_bits, int bias, int max_field) {
-  const int min_normal_exp = 1 - bias;
-  int e2 = 0;
-  double f = std::frexp(a, &e2);  // a = f * 2^e2, f in [0.5, 1)
-  int e = e2 - 1;                 // a = (2f) * 2^e, 2f in [1, 2)
-  if (e < min_normal_exp) {
-    // Subnormal: units of 2^(min_normal_exp - man_bits). A result of
-    // 2^man_bits units is the smallest normal, whose encoding is the same.
-    double m = std::nearbyint(std::ldexp(a, man_bits - min_normal_exp));
-    return static_cast<std::uint16_t>(m);
-  }
-  double m = std::nearbyint(std::ldexp(2 * f, man_bits));  // in [2^man, 2^(man+1)]
-  if (m >= std::ldexp(1.0, man_bits + 1)) {
-    m = std::ldexp(1.0, man_bits);
-    ++e;
-  }
-  int field = e + bias;
-  if (field >= max_field) return static_cast<std::uint16_t>(max_field << man_bits);  // infinity
-  return static_cast<std::uint16_t>((field << man_bits) | (static_cast<int>(m) - (1 << man_bits)));
-}
-
-std::uint16_t to_small_float(double v, int man_bits, int bias, int max_field, std::uint16_t nan) {
-  std::uint16_t sign = std::signbit(v) ? 0x8000 : 0;
-  if (std::isnan(v)) return sign | nan;
-  double a = std::fabs(v);
-  if (std::isinf(a)) return sign | static_cast<std::uint16_t>(max_field << man_bits);
-  if (a == 0) return sign;
-  return sign | round_small_float(a, man_bits, bias, max_field);
-}
-
-template <typename T>
-T saturate_round(double v) {
-  if (std::isnan(v)) return 0;
-  double r = std::round(v);
-  if (r <= static_cast<double>(std::numeric_limits<T>::lowest())) return std::numeric_limits<T>::lowest();
-  if (r >= static_cast<double>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
-  return static_cast<T>(r);
-}
-
 template <typename T>
 T load_as(const void* data, std::size_t i) {
   T v;
   std::memcpy(&v, static_cast<const char*>(data) + i * sizeof(T), sizeof(T));
   return v;
-}
-
-template <typename T>
-void store_as(void* data, std::size_t i, T v) {
-  std::memcpy(static_cast<char*>(data) + i * sizeof(T), &v, sizeof(T));
 }
 
 }  // namespace
@@ -136,50 +88,6 @@ CompareStats compare_loop(const void* out, const void* ref, std::size_t count, s
 
 }  // namespace
 
-std::uint16_t double_to_f16(double v) { return to_small_float(v, 10, 15, 31, 0x7E00); }
-std::uint16_t double_to_bf16(double v) { return to_small_float(v, 7, 127, 255, 0x7FC0); }
-
-float f16_to_float(std::uint16_t h) {
-  const int sign = (h >> 15) & 1, field = (h >> 10) & 0x1F, man = h & 0x3FF;
-  float v;
-  if (field == 0) v = std::ldexp(static_cast<float>(man), -24);
-  else if (field == 31) v = man ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
-  else v = std::ldexp(static_cast<float>(man | 0x400), field - 25);
-  return sign ? -v : v;
-}
-
-float bf16_to_float(std::uint16_t h) {
-  std::uint32_t bits = static_cast<std::uint32_t>(h) << 16;
-  float v;
-  std::memcpy(&v, &bits, sizeof v);
-  return v;
-}
-
-void store_element(void* data, DType dtype, std::size_t i, double v) {
-  switch (dtype) {
-    case DType::f32: store_as<float>(data, i, static_cast<float>(v)); return;
-    case DType::f64: store_as<double>(data, i, v); return;
-    case DType::f16: store_as<std::uint16_t>(data, i, double_to_f16(v)); return;
-    case DType::bf16: store_as<std::uint16_t>(data, i, double_to_bf16(v)); return;
-    case DType::i32: store_as<std::int32_t>(data, i, saturate_round<std::int32_t>(v)); return;
-    case DType::i64: store_as<std::int64_t>(data, i, saturate_round<std::int64_t>(v)); return;
-    case DType::u8: store_as<std::uint8_t>(data, i, saturate_round<std::uint8_t>(v)); return;
-  }
-}
-
-double load_element(const void* data, DType dtype, std::size_t i) {
-  switch (dtype) {
-    case DType::f32: return load_as<float>(data, i);
-    case DType::f64: return load_as<double>(data, i);
-    case DType::f16: return f16_to_float(load_as<std::uint16_t>(data, i));
-    case DType::bf16: return bf16_to_float(load_as<std::uint16_t>(data, i));
-    case DType::i32: return load_as<std::int32_t>(data, i);
-    case DType::i64: return static_cast<double>(load_as<std::int64_t>(data, i));
-    case DType::u8: return load_as<std::uint8_t>(data, i);
-  }
-  return 0;
-}
-
 bool is_poison_element(const void* data, DType dtype, std::size_t i) {
   const std::size_t n = dtype_size(dtype);
   const auto* p = static_cast<const unsigned char*>(data) + i * n;
@@ -199,6 +107,11 @@ CompareStats compare_elements(const void* out, const void* ref, DType dtype, std
     case DType::i32: return compare_loop(out, ref, count, eb, tol, [](const void* d, std::size_t i) { return double(load_as<std::int32_t>(d, i)); });
     case DType::i64: return compare_loop(out, ref, count, eb, tol, [](const void* d, std::size_t i) { return double(load_as<std::int64_t>(d, i)); });
     case DType::u8: return compare_loop(out, ref, count, eb, tol, [](const void* d, std::size_t i) { return double(load_as<std::uint8_t>(d, i)); });
+    case DType::f8e4m3: return compare_loop(out, ref, count, eb, tol, [](const void* d, std::size_t i) { return double(f8e4m3_to_float(load_as<std::uint8_t>(d, i))); });
+    case DType::f8e5m2: return compare_loop(out, ref, count, eb, tol, [](const void* d, std::size_t i) { return double(f8e5m2_to_float(load_as<std::uint8_t>(d, i))); });
+    case DType::i8: return compare_loop(out, ref, count, eb, tol, [](const void* d, std::size_t i) { return double(load_as<std::int8_t>(d, i)); });
+    case DType::i16: return compare_loop(out, ref, count, eb, tol, [](const void* d, std::size_t i) { return double(load_as<std::int16_t>(d, i)); });
+    case DType::boolean: return compare_loop(out, ref, count, eb, tol, [](const void* d, std::size_t i) { return double(load_as<std::uint8_t>(d, i)); });
   }
   return {};
 }

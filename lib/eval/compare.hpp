@@ -9,29 +9,24 @@
 #include <string_view>
 #include <vector>
 
+#include "core/elements.hpp"
 #include "eval/backend.hpp"
 #include "ksearch/types.hpp"
 
 namespace ks::eval {
 
-// IEEE binary16 and bfloat16 from double with a single round-to-nearest-even
-// (no double rounding through float), saturating to infinity on overflow.
-std::uint16_t double_to_f16(double v);
-std::uint16_t double_to_bf16(double v);
-float f16_to_float(std::uint16_t h);
-float bf16_to_float(std::uint16_t h);
-
-// The conversion rules of generated inputs below, as text: part of the key
-// of cached reference outputs, so changing a rule must change this text.
-inline constexpr std::string_view kInputConversionRules =
-    "inputs-v1: f32 round-to-nearest-even from double; f64 as is; f16, bf16 one round-to-nearest-even from "
-    "double, overflow to infinity; integers round half away from zero, saturate, NaN to 0";
-
-// Stores `v` as element `index` of a `dtype` array: floats round to nearest
-// even; integers round to nearest (ties away from zero) and saturate to the
-// type's range. Both backends convert generated inputs this way.
-void store_element(void* data, DType dtype, std::size_t index, double v);
-double load_element(const void* data, DType dtype, std::size_t index);
+// Element conversions live in core (tasks' CPU references use them too).
+using detail::bf16_to_float;
+using detail::double_to_bf16;
+using detail::double_to_f16;
+using detail::double_to_f8e4m3;
+using detail::double_to_f8e5m2;
+using detail::f16_to_float;
+using detail::f8e4m3_to_float;
+using detail::f8e5m2_to_float;
+using detail::kInputConversionRules;
+using detail::load_element;
+using detail::store_element;
 
 // True when every byte of the element is 0xFF: the poison pattern (a NaN for
 // floating types, -1 or the maximum for integers).

@@ -2,6 +2,8 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include "core/fs.hpp"
+#include "eval/baseline_scoring.hpp"
 #include "eval/evaluator_common.hpp"
 #include "eval/process_evaluator.hpp"
 #include "eval/sandbox.hpp"
@@ -50,8 +52,11 @@ std::unique_ptr<Evaluator> make_evaluator(const EvaluatorConfig& config) {
     if (!cuda_available(&why))
       throw Error(Status::no_device, "a CUDA evaluator was asked for, but CUDA is not usable here: " + why);
   }
-  if (config.in_process) return eval::make_in_process_evaluator(config);
-  return eval::make_process_evaluator(config);
+  std::unique_ptr<Evaluator> inner =
+      config.in_process ? eval::make_in_process_evaluator(config) : eval::make_process_evaluator(config);
+  // Tasks scored against a baseline get its latencies; others pass through.
+  return std::make_unique<eval::BaselineScoring>(
+      std::move(inner), config.cache_dir.empty() ? detail::default_cache_dir() : config.cache_dir);
 }
 
 }  // namespace ks

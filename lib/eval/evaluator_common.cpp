@@ -69,6 +69,19 @@ void check_solution_fits(const TaskSpec& task, const Solution& s) {
 
 std::string task_key(const TaskSpec& task) { return detail::sha256_hex(task.to_json().dump()).substr(0, 24); }
 
+CompileRequest make_compile_request(const TaskSpec& task, const Solution& solution, const detail::Vars& values,
+                                    const EvalOptions& options, const std::string& arch, const std::string& cache_dir) {
+  CompileRequest req;
+  req.solution = solution;
+  req.arch = arch;
+  req.flags = options.extra_compile_flags;
+  req.params = std::map<std::string, std::int64_t>(values.begin(), values.end());
+  req.cache_dir = cache_dir;
+  req.tensors = task.tensors;
+  req.timeout_s = options.compile_timeout_s;
+  return req;
+}
+
 std::variant<PreparedSolution, EvalResult> prepare_solution(const TaskSpec& task, const Solution& solution,
                                                             const std::vector<std::string>& workloads,
                                                             const EvalOptions& options, const std::string& arch,
@@ -102,14 +115,7 @@ std::variant<PreparedSolution, EvalResult> prepare_solution(const TaskSpec& task
     }
     auto it = by_params.find(values);
     if (it == by_params.end()) {
-      CompileRequest req;
-      req.solution = p.solution;
-      req.arch = arch;
-      req.flags = options.extra_compile_flags;
-      req.params = std::map<std::string, std::int64_t>(values.begin(), values.end());
-      req.cache_dir = cache_dir;
-      req.tensors = task.tensors;
-      req.timeout_s = options.compile_timeout_s;
+      CompileRequest req = make_compile_request(task, p.solution, values, options, arch, cache_dir);
       const auto start = std::chrono::steady_clock::now();
       try {
         p.builds.push_back({values, compile(req)});

@@ -82,11 +82,12 @@ class EvaluationFlow {
 
 // The key of a reference output in the ReferenceStore (memory and files):
 // the input generator's source and conversion rules, the task's tensors,
-// the workload, the seed, the reference's code, parameter values and
-// compile flags, and the device.
+// the workload (and the content of inputs it gives as data), the seed, the
+// reference's code, parameter values and compile flags, and the device.
+// `data_digest` covers the content of inputs the workload gives as data.
 std::string reference_cache_key(const TaskSpec& task, const WorkloadSpec& workload, std::uint64_t seed,
                                 const PreparedSolution& reference, const PreparedSolution::Build& build,
-                                const DeviceInfo& device);
+                                const DeviceInfo& device, std::string_view data_digest = {});
 
 // The speed-of-light time of one call in milliseconds: the larger of
 // flops / peak_flops and bytes / peak_bytes_per_s (the bytes term only when

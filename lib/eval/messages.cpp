@@ -84,6 +84,18 @@ void validate_options(const EvalOptions& o) {
   if (o.max_time_per_workload_s < o.min_time_per_workload_s)
     bad("max_time_per_workload_s is below min_time_per_workload_s");
   if (!(o.target_rel_stderr > 0)) bad("target_rel_stderr must be positive");
+  const Json& b = o.baseline_latencies;
+  if (!b.is_null()) {
+    if (!b.is_object()) bad("baseline_latencies must map device names to {workload: ms} objects");
+    for (const auto& [device, per] : b.as_object()) {
+      if (!per.is_object()) bad(fmt::format("baseline_latencies[\"{}\"] must map workload names to milliseconds", device));
+      for (const auto& [w, ms] : per.as_object())
+        if (!ms.is_number() || !(ms.as_number() > 0))
+          bad(fmt::format("baseline_latencies[\"{}\"][\"{}\"] must be a positive number of milliseconds", device, w));
+    }
+  }
+  if (o.timing != "default" && o.timing != "upstream")
+    bad(fmt::format("timing \"{}\" is not one of default, upstream", o.timing));
 }
 
 Json artifact_to_json(const Artifact& a) {

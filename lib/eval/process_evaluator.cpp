@@ -70,6 +70,17 @@ class RunSlot {
     // A worker that died while idle (killed from outside?) must not be
     // blamed on the next candidate.
     if (worker_ && !worker_->running()) reset();
+    // A sandboxed worker sees only the folders it was started with: one that
+    // must read a workload's data files (a FlashInfer dataset's safetensors)
+    // starts again with their folders visible, read-only.
+    bool more = false;
+    for (const auto& w : task.workloads)
+      for (const auto& [name, d] : w.data)
+        if (d.from_file()) {
+          fs::path f = fs::path(d.file).is_absolute() ? fs::path(d.file) : task.base_dir / d.file;
+          more = data_folders_.insert(fs::absolute(f).lexically_normal().parent_path()).second || more;
+        }
+    if (more && worker_ && sandbox_.active()) reset();
     ensure_started();
     Json msg = Json::obj({{"op", "evaluate"},
                           {"task_key", key},
@@ -288,8 +299,9 @@ class RunSlot {
       view.gpu = true;
     }
     if (sandbox_.active()) args.emplace_back("--sandboxed");
-    for (const auto& d : view.read_only) detail::make_dirs(d);
+    for (const auto& d : view.read_only) detail::make_dirs(d);  // the cache's folders, before binding them
     for (const auto& d : view.read_write) detail::make_dirs(d);
+    for (const auto& d : data_folders_) view.read_only.push_back(d);
     auto w = std::make_unique<WorkerProcess>(exe_, args, &sandbox_, view);
     Json hello = w->wait_hello(kStartTimeoutS);
     info_ = device_info_from_json(hello.at("device"));
@@ -307,6 +319,7 @@ class RunSlot {
   const Sandbox& sandbox_;
   std::uint64_t memory_limit_bytes_;
   const std::atomic<bool>& cancelled_;
+  std::set<fs::path> data_folders_;  // folders of workload data files the worker reads
   std::unique_ptr<WorkerProcess> worker_;
   DeviceInfo info_;
   std::set<std::string> tasks_sent_;

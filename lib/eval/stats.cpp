@@ -33,6 +33,16 @@ RepetitionController::Limits RepetitionController::limits_from(const EvalOptions
   l.wall_cap_s = 3.0 * l.max_time_s;
   if (o.run_timeout_s > 0) l.wall_cap_s = std::min(l.wall_cap_s, 0.5 * o.run_timeout_s);
   l.target_rel_stderr = o.target_rel_stderr;
+  if (o.timing == "upstream") {
+    // GPUMode eval.py: 3 to 100 calls, its own caps; max_time is the
+    // caller's (upstream benchmarks use 10 s).
+    l.rule = Rule::gpumode;
+    l.min_reps = 3;
+    l.max_reps = 100;
+    l.min_time_s = 0;
+    l.wall_cap_s = 120.0;
+    if (o.run_timeout_s > 0) l.wall_cap_s = std::min(l.wall_cap_s, 0.5 * o.run_timeout_s);
+  }
   return l;
 }
 
@@ -52,6 +62,15 @@ void RepetitionController::add(double sample_ms, double loop_wall_s) {
   double delta = sample_ms - mean_;
   mean_ += delta / n;
   m2_ += delta * (sample_ms - mean_);
+  if (limits_.rule == Rule::gpumode) {
+    if (n >= limits_.min_reps) {
+      if (rel_stderr() < limits_.target_rel_stderr) reason_ = "converged";
+      else if (sum_ms_ > limits_.max_time_s * 1e3) reason_ = "max_time";
+      else if (loop_wall_s > limits_.wall_cap_s) reason_ = "wall_cap";
+    }
+    if (reason_.empty() && n >= limits_.max_reps) reason_ = "max_reps";
+    return;
+  }
   if (n >= limits_.max_reps) {
     reason_ = "max_reps";
   } else if (sum_ms_ >= limits_.max_time_s * 1e3) {

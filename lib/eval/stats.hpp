@@ -22,9 +22,17 @@ TimingStats summarize_samples(std::vector<double> samples_ms);
 //   wall time >= wall cap                                 -> "wall_cap"
 //   count >= max(min_reps, 2), sum >= min_time and
 //   rel. standard error <= target                         -> "converged"
+// Under Rule::gpumode (EvalOptions::timing "upstream") it applies GPUMode
+// eval.py's rule instead: nothing stops before min_reps (3) samples, then
+//   rel. standard error < target                          -> "converged"
+//   sum of samples > max_time                             -> "max_time"
+//   wall time > wall cap (120 s)                          -> "wall_cap"
+// and count >= max_reps (100)                             -> "max_reps".
 class RepetitionController {
  public:
+  enum class Rule { libksearch, gpumode };
   struct Limits {
+    Rule rule = Rule::libksearch;
     int min_reps = 5;
     int max_reps = 1000;
     double min_time_s = 0;
@@ -43,6 +51,7 @@ class RepetitionController {
   // Why it stopped ("converged", "max_time", ...); empty while running.
   const std::string& stop_reason() const { return reason_; }
   const std::vector<double>& samples() const { return samples_; }
+  const Limits& limits() const { return limits_; }
   double rel_stderr() const;
 
  private:

@@ -17,6 +17,10 @@
 #include "tasks/kernelbench/level1.hpp"
 #include "tasks/kernelbench/oracle_task.hpp"
 #endif
+#if KS_HAVE_FLASHINFER_SUITE
+#include "tasks/flashinfer/dataset.hpp"
+#include "tasks/flashinfer/flashinfer.hpp"
+#endif
 
 namespace ks {
 namespace {
@@ -53,6 +57,9 @@ void ensure_builtin_suites() {
 #endif
 #if KS_HAVE_KERNELBENCH_SUITE
     tasks::register_kernelbench_suite();
+#endif
+#if KS_HAVE_FLASHINFER_SUITE
+    tasks::flashinfer::register_flashinfer_suite();
 #endif
     t_registering_builtins = false;
   });
@@ -135,6 +142,11 @@ std::unique_ptr<Task> load_task(const std::string& name_or_path, const TaskSourc
     if (!task) throw Error(Status::internal, fmt::format("built-in task \"{}\" could not be created", name_or_path));
     return task;
   }
+#if KS_HAVE_FLASHINFER_SUITE
+  // A definition of a FlashInfer-Trace checkout (DIR/definitions/<op_type>/<name>.json).
+  if (tasks::flashinfer::is_definition_file(name_or_path))
+    return std::make_unique<SpecTask>(tasks::flashinfer::load_definition(name_or_path));
+#endif
   if (is_task_path(name_or_path)) return std::make_unique<SpecTask>(load_task_file(name_or_path));
   // An example by its folder name ("matmul") or task name ("examples/matmul").
   fs::path examples = example_tasks_dir();
@@ -151,6 +163,15 @@ std::unique_ptr<Task> load_task(const std::string& name_or_path, const TaskSourc
               fmt::format("unknown task \"{}\": not a built-in task, an example task or a task file (known "
                           "tasks: {}; a task file is a path to a task.json or a folder holding one)",
                           name_or_path, known.empty() ? "none" : known));
+}
+
+std::vector<TaskInfo> list_dataset_tasks(const fs::path& dataset_dir) {
+#if KS_HAVE_FLASHINFER_SUITE
+  return tasks::flashinfer::list_dataset(dataset_dir);
+#else
+  throw Error(Status::not_found,
+              fmt::format("this build of libksearch has no flashinfer suite to read {}", dataset_dir.string()));
+#endif
 }
 
 std::vector<TaskInfo> list_tasks(const std::vector<fs::path>& example_dirs) {

@@ -132,6 +132,31 @@ Json resolve_task_file_json(const Json& j, const fs::path& base) {
     }
     out["references"] = r;
   }
+  if (const Json* bases = j.find("baselines")) {
+    if (!bases->is_object()) bad("baselines", "must map languages (\"cuda\", \"cpp\") to solutions");
+    Json r = Json::object();
+    for (const auto& [lang, v] : bases->as_object()) {
+      if (!language_from_string(lang))
+        bad("baselines", fmt::format("unknown language \"{}\" (expected \"cuda\" or \"cpp\")", lang));
+      r[lang] = resolve_solution(v, base, "baselines." + lang, lang, "baseline");
+    }
+    out["baselines"] = r;
+  }
+  // Data files of workloads are read by worker processes, whatever their
+  // working directory: relative paths become absolute here.
+  if (const Json* ws = j.find("workloads"); ws && ws->is_array()) {
+    Json resolved = *ws;
+    for (auto& w : resolved.as_array()) {
+      Json* data = w.find("data");
+      if (!data || !data->is_object()) continue;
+      for (auto& [name, d] : data->as_object()) {
+        Json* file = d.find("safetensors");
+        if (file && file->is_string() && !file->as_string().empty() && fs::path(file->as_string()).is_relative())
+          *file = fs::absolute(base / file->as_string()).lexically_normal().string();
+      }
+    }
+    out["workloads"] = resolved;
+  }
   if (const Json* starts = j.find("starting_points")) {
     if (!starts->is_array()) bad("starting_points", "must be an array of solutions");
     std::string only_language;

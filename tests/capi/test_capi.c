@@ -314,6 +314,8 @@ static void test_options(void) {
   CHECK(o.llm.request_timeout_s == 900 && o.llm.connect_timeout_s == 15);
   CHECK(o.llm.max_retries == 8 && o.llm.max_concurrency == 4);
   CHECK(o.llm.command_timeout_s == 600 && o.llm.command_input == KS_COMMAND_INPUT_PLAIN);
+  CHECK(o.llm.replay_path == NULL && o.llm.replay_on_divergence == KS_REPLAY_STOP);
+  CHECK(o.eval.baseline_latencies_path == NULL);
   CHECK(o.progress == NULL && o.event == NULL && o.cancel == NULL);
 
   /* Each nested struct has its own init, with the same defaults. */
@@ -341,6 +343,7 @@ static void test_options(void) {
   CHECK(strcmp(ks_llm_source_name(KS_LLM_BATCH_CALLBACK), "batch_callback") == 0);
   CHECK(strcmp(ks_api_kind_name(KS_API_RESPONSES), "responses") == 0);
   CHECK(strcmp(ks_command_input_name(KS_COMMAND_INPUT_JSON), "json") == 0);
+  CHECK(strcmp(ks_replay_divergence_name(KS_REPLAY_SKIP), "skip") == 0);
   CHECK(strcmp(ks_prompt_kind_name(KS_PROMPT_WM_TOO_HARD), "wm_too_hard") == 0);
   CHECK(strcmp(ks_eval_status_name(KS_EVAL_MEMORY_LIMIT), "memory_limit") == 0);
   CHECK(strcmp(ks_eval_status_name((ks_eval_status)-1), "") == 0);
@@ -381,6 +384,10 @@ static void test_options(void) {
     CHECK(ks_search_run(&o, &res) == KS_E_INVALID_ARGUMENT);
     CHECK(strstr(ks_last_error_message(), "unknown setting \"no_such_setting\"") != NULL);
     o.eval.options_json = NULL;
+    o.eval.baseline_latencies_path = "/nonexistent/baselines.json";
+    CHECK(ks_search_run(&o, &res) == KS_E_NOT_FOUND);
+    CHECK(strstr(ks_last_error_message(), "options.eval.baseline_latencies_path") != NULL);
+    o.eval.baseline_latencies_path = NULL;
     o.eval.sandbox = (ks_sandbox_mode)9;
     CHECK(ks_search_run(&o, &res) == KS_E_INVALID_ARGUMENT);
     CHECK(strstr(ks_last_error_message(), "options.eval.sandbox is 9") != NULL);
@@ -406,6 +413,10 @@ static void test_options(void) {
     o.llm.source = KS_LLM_REPLAY;
     CHECK(ks_search_run(&o, &res) == KS_E_INVALID_ARGUMENT);
     CHECK(strstr(ks_last_error_message(), "options.llm.replay_path is required") != NULL);
+    o.llm.replay_path = "transcript.jsonl";
+    o.llm.replay_on_divergence = (ks_replay_divergence)3;
+    CHECK(ks_search_run(&o, &res) == KS_E_INVALID_ARGUMENT);
+    CHECK(strstr(ks_last_error_message(), "options.llm.replay_on_divergence is 3") != NULL);
     CHECK(res == NULL);
   }
 }

@@ -31,7 +31,6 @@ struct Function {
 
 std::map<CUmodule, Module*> g_modules;
 CUresult g_next_sync_error = CUDA_SUCCESS;
-CUcontext g_current_context = nullptr;  // what cuCtxSetCurrent made current
 
 // The devices: compute capabilities from $KSFAKE_DEVICES ("9.0,9.0,8.6"),
 // one Hopper GPU by default.
@@ -73,6 +72,35 @@ __attribute__((visibility("default"))) std::vector<FakeLaunch>* ksfake_launches(
   return &launches;
 }
 __attribute__((visibility("default"))) void ksfake_fail_next_sync(CUresult r) { g_next_sync_error = r; }
+// For callers without C++ (the export runtime's test, through ctypes): the
+// launch count and one launch as JSON, and a reset.
+__attribute__((visibility("default"))) int ksfake_launch_count() {
+  return static_cast<int>(ksfake_launches()->size());
+}
+__attribute__((visibility("default"))) void ksfake_clear_launches() { ksfake_launches()->clear(); }
+__attribute__((visibility("default"))) int ksfake_launch_json(int i, char* out, int size) {
+  const auto& l = ksfake_launches()->at(static_cast<std::size_t>(i));
+  std::string s = "{\"kernel\":\"" + l.kernel + "\"";
+  auto dims = [&](const char* name, const unsigned* d) {
+    s += std::string(",\"") + name + "\":[" + std::to_string(d[0]) + "," + std::to_string(d[1]) + "," +
+         std::to_string(d[2]) + "]";
+  };
+  dims("grid", l.grid);
+  dims("block", l.block);
+  dims("cluster", l.cluster);
+  s += ",\"shared_bytes\":" + std::to_string(l.shared_bytes) + ",\"extended\":" + (l.extended ? "true" : "false");
+  s += ",\"args\":[";
+  for (std::size_t a = 0; a < l.args.size(); ++a) {
+    static const char* hex = "0123456789abcdef";
+    s += a ? ",\"" : "\"";
+    for (unsigned char c : l.args[a]) s += std::string{hex[c >> 4], hex[c & 15]};
+    s += "\"";
+  }
+  s += "]}";
+  if (static_cast<int>(s.size()) >= size) return -static_cast<int>(s.size()) - 1;
+  std::memcpy(out, s.c_str(), s.size() + 1);
+  return static_cast<int>(s.size());
+}
 __attribute__((visibility("default"))) int ksfake_function_attribute(CUfunction f, int attr) {
   auto* fn = reinterpret_cast<Function*>(f);
   auto it = fn->attributes.find(attr);
@@ -144,16 +172,17 @@ KS_FAKE CUresult cuDevicePrimaryCtxRetain(CUcontext* c, CUdevice) {
   return CUDA_SUCCESS;
 }
 KS_FAKE CUresult cuDevicePrimaryCtxRelease(CUdevice) { return CUDA_SUCCESS; }
+static CUcontext g_current = nullptr;
 KS_FAKE CUresult cuCtxSetCurrent(CUcontext c) {
-  g_current_context = c;
+  g_current = c;
   return CUDA_SUCCESS;
 }
 KS_FAKE CUresult cuCtxGetCurrent(CUcontext* c) {
-  *c = g_current_context;
+  *c = g_current;
   return CUDA_SUCCESS;
 }
 KS_FAKE CUresult cuCtxGetDevice(CUdevice* d) {
-  if (!g_current_context) return CUDA_ERROR_INVALID_CONTEXT;
+  if (!g_current) return CUDA_ERROR_INVALID_CONTEXT;
   *d = 0;
   return CUDA_SUCCESS;
 }

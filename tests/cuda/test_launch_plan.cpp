@@ -267,3 +267,44 @@ TEST_CASE("launch plan: malformed plans name the field") {
   CHECK(contains(parse_error(R"js({"variants": [{"kernels": [{"name": "k", "grid": [1], "block": [1], "args": []}]}]})js"),
                  "variants[0]: \"when\" is missing"));
 }
+
+TEST_CASE("launch plan: scalar inputs pass by name in their own type and are readable in expressions") {
+  FakeModule m;
+  // row_softmax(const float*, float*, int, long long, float)
+  const eval::ScalarArgs scalars{{"sm_scale", {DType::f32, 0.125}}, {"offset", {DType::i32, 32}},
+                                 {"wide", {DType::i64, 1e12}}};
+  // Integer scalars are also plain variables (the flow adds them to vars).
+  detail::Vars vars{{"R", 64}, {"C", 1000}, {"offset", 32}, {"wide", 1000000000000}};
+  auto plan = LaunchPlan::parse(Json::parse(R"js({
+    "kernels": [{"name": "row_softmax", "grid": ["R + offset"], "block": [256],
+                 "args": ["x", "y", "offset", "wide", "sm_scale"]},
+                {"name": "row_softmax", "grid": [1], "block": [32],
+                 "args": ["x", "y", "C", {"i64": "C"}, {"f32": "sm_scale * 8"}]}]})js"));
+  auto r = resolve_plan(plan, vars, kTensors, m.catalog(), h100(), scalars);
+  REQUIRE(r.launches.size() == 2);
+  CHECK(r.launches[0].grid[0] == 96);
+  const auto& a = r.launches[0].args;
+  std::int32_t off = 0;
+  std::memcpy(&off, a[2].bytes.data(), 4);
+  CHECK(off == 32);
+  std::int64_t wide = 0;
+  std::memcpy(&wide, a[3].bytes.data(), 8);
+  CHECK(wide == 1000000000000);
+  float scale = 0;
+  CHECK(a[4].size == 4);
+  std::memcpy(&scale, a[4].bytes.data(), 4);
+  CHECK(scale == 0.125f);
+  float scaled = 0;
+  std::memcpy(&scaled, r.launches[1].args[4].bytes.data(), 4);
+  CHECK(scaled == 1.0f);
+  // A scalar whose type does not fit the kernel's parameter.
+  auto wrong = LaunchPlan::parse(Json::parse(R"js({"kernels": [{"name": "row_softmax", "grid": [1], "block": [32],
+                 "args": ["x", "y", "C", "sm_scale", {"f32": "1"}]}]})js"));
+  CHECK_THROWS_WITH_AS(resolve_plan(wrong, vars, kTensors, m.catalog(), h100(), scalars),
+                       doctest::Contains("scalar input `sm_scale` is f32 (4 bytes) but the kernel's parameter is 8 bytes"),
+                       Error);
+  auto unknown = LaunchPlan::parse(Json::parse(R"js({"kernels": [{"name": "row_max", "grid": [1], "block": [32],
+                 "args": ["x", "y", "sm_scal"]}]})js"));
+  CHECK_THROWS_WITH_AS(resolve_plan(unknown, vars, kTensors, m.catalog(), h100(), scalars),
+                       doctest::Contains("scalar inputs: offset, sm_scale, wide;"), Error);
+}

@@ -372,7 +372,7 @@ TEST_CASE("nvrtc: the evaluation device's runtime kernels compile") {
   auto r = request(s, dir.string());
   r.flags = {"-fmad=false"};
   Artifact a = c.compile(r);
-  for (const char* dt : {"f32", "f64", "f16", "bf16", "i32", "i64", "u8"}) {
+  for (const char* dt : {"f32", "f64", "f16", "bf16", "i32", "i64", "u8", "i8", "i16", "bool", "f8e4m3", "f8e5m2"}) {
     CHECK(std::find(a.kernels.begin(), a.kernels.end(), std::string("ks_generate_") + dt) != a.kernels.end());
     CHECK(std::find(a.kernels.begin(), a.kernels.end(), std::string("ks_compare_") + dt) != a.kernels.end());
   }

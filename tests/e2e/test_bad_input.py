@@ -71,6 +71,25 @@ code, out = ksearch("show", run)
 if code != 0 or "status failed" not in out or "error: cannot resume" not in out:
     failures.append(f"show of a failed run does not say it failed and why:\n{out}")
 
+# Replay options that cannot work are named as such, and nothing is written.
+expect_error("run --on-divergence without a replay transcript",
+             ["run", "--task", task, "--language", "cpp", "--llm", "offline", "--on-divergence", "skip",
+              "--run-dir", work / "r4"], "--on-divergence applies to --llm replay:TRANSCRIPT only", rc=2)
+expect_error("run --llm replay: --on-divergence live", [*run_cmd(work / "r5", 2), "--on-divergence", "live"],
+             "--on-divergence must be stop or skip", rc=2)
+expect_error("replay --on-divergence live without a model", ["replay", run, "--on-divergence", "live",
+                                                             "--run-dir", work / "r6"],
+             "needs a model to continue with", rc=2)
+expect_error("replay of a folder without a run", ["replay", work / "nothing", "--run-dir", work / "r7"],
+             "holds no run", rc=1)
+expect_error("replay into a folder that holds a run", ["replay", run, "--run-dir", run], "already holds a run", rc=2)
+expect_error("replay with a setting out of range", ["replay", run, "--wm-stagnation-window", "0",
+                                                    "--run-dir", work / "r8"],
+             "wm_stagnation_window must be >= 1", rc=2)
+for r in ("r4", "r5", "r6", "r7", "r8"):
+    if (work / r).exists():
+        failures.append(f"a refused command left {r}/ behind")
+
 # A run folder of a later format is not resumed, and is left as it was.
 later = work / "later"
 shutil.copytree(run, later)

@@ -5,6 +5,12 @@ another is killed with SIGKILL at several points (mid-cycle, mid-evaluation,
 between an LLM answer and its evaluation) and resumed each time. Both must
 end with the same world-model tree, the same attempts and the same best
 solution, and no worker process may outlive a killed run.
+
+The runs measure their candidates (that is what a kill mid-evaluation needs),
+so their decisions must not depend on the machine's speed: the fixture's
+passing kernels differ by fixed waits of 100, 10 and 0 ms, and every decision
+compares two of them (tests/fixtures/wm_e2e/responder.py says why load cannot
+swap them).
 """
 import argparse
 import json

@@ -190,6 +190,13 @@ TEST_CASE("protocol: option validation names the bad option") {
   o = {};
   o.run_tests = o.run_benchmarks = false;
   CHECK_THROWS_WITH_AS(validate_options(o), doctest::Contains("nothing to evaluate"), ks::Error);
+  o = {};
+  o.timing = "gpumode";
+  CHECK_THROWS_WITH_AS(validate_options(o), doctest::Contains("timing \"gpumode\" is not one of default, upstream"),
+                       ks::Error);
+  o.timing = "upstream";
+  CHECK_NOTHROW(validate_options(o));
+  CHECK(EvalOptions::from_json(o.to_json()).timing == "upstream");
   CHECK_NOTHROW(validate_options(EvalOptions{}));
 }
 

@@ -111,3 +111,85 @@ TEST_CASE("stats: limits from options respect the run timeout") {
   o.run_timeout_s = 600;
   CHECK(RepetitionController::limits_from(o).wall_cap_s == doctest::Approx(30.0));
 }
+
+// GPUMode eval.py's loop, written out as it reads (tests/eval only): from the
+// 3rd sample on, stop when err/mean < 0.001 (err = std(n-1)/sqrt(n)), or
+// mean*runs > max_time, or the wall time passed 120 s; at most 100 samples.
+namespace {
+int gpumode_reference_count(const std::vector<double>& ms, const std::vector<double>& wall_s, double max_time_ms) {
+  std::vector<double> d;
+  for (std::size_t i = 0; i < 100 && i < ms.size(); ++i) {
+    d.push_back(ms[i]);
+    if (i > 1) {
+      double mean = 0, var = 0;
+      for (double x : d) mean += x;
+      mean /= static_cast<double>(d.size());
+      for (double x : d) var += (x - mean) * (x - mean);
+      double err = std::sqrt(var / static_cast<double>(d.size() - 1)) / std::sqrt(static_cast<double>(d.size()));
+      if (err / mean < 0.001 || mean * static_cast<double>(d.size()) > max_time_ms || wall_s[i] > 120.0) break;
+    }
+  }
+  return static_cast<int>(d.size());
+}
+
+int controller_count(const EvalOptions& o, const std::vector<double>& ms, const std::vector<double>& wall_s,
+                     std::string* reason) {
+  RepetitionController c(RepetitionController::limits_from(o));
+  int n = 0;
+  while (!c.done() && n < static_cast<int>(ms.size())) {
+    c.add(ms[static_cast<std::size_t>(n)], wall_s[static_cast<std::size_t>(n)]);
+    ++n;
+  }
+  *reason = c.stop_reason();
+  return n;
+}
+}  // namespace
+
+TEST_CASE("stats: timing \"upstream\" stops where GPUMode's eval.py stops") {
+  EvalOptions o;
+  o.timing = "upstream";
+  o.max_time_per_workload_s = 10;  // eval.py benchmark mode
+  o.run_timeout_s = 600;
+  auto l = RepetitionController::limits_from(o);
+  CHECK(l.rule == RepetitionController::Rule::gpumode);
+  CHECK(l.min_reps == 3);
+  CHECK(l.max_reps == 100);
+  CHECK(l.wall_cap_s == doctest::Approx(120.0));
+
+  std::string why;
+  // Identical samples: converged at the 3rd (no earlier, even though two agree).
+  std::vector<double> steady(200, 1.85), wall(200, 0.0);
+  CHECK(controller_count(o, steady, wall, &why) == 3);
+  CHECK(gpumode_reference_count(steady, wall, 10e3) == 3);
+  CHECK(why == "converged");
+
+  // Noise of a few per cent: the 0.1 % target is out of reach, 100 calls.
+  std::vector<double> noisy;
+  for (int i = 0; i < 200; ++i) noisy.push_back(1.85 * (1.0 + 0.03 * std::sin(1.7 * i)));
+  CHECK(controller_count(o, noisy, wall, &why) == gpumode_reference_count(noisy, wall, 10e3));
+  CHECK(why == "max_reps");
+
+  // A slow call: the time cap, but never before three samples.
+  std::vector<double> slow(200, 0.0);
+  for (int i = 0; i < 200; ++i) slow[static_cast<std::size_t>(i)] = 6000.0 * (1.0 + 0.1 * (i % 2));
+  CHECK(controller_count(o, slow, wall, &why) == 3);
+  CHECK(gpumode_reference_count(slow, wall, 10e3) == 3);
+  CHECK(why == "max_time");
+
+  // Slowly decaying noise: both stop at the same sample.
+  std::vector<double> decay;
+  for (int i = 0; i < 200; ++i) decay.push_back(2.0 + 0.05 * std::cos(2.1 * i) / (1.0 + 0.2 * i));
+  int expect = gpumode_reference_count(decay, wall, 10e3);
+  CHECK(expect > 3);
+  CHECK(expect < 100);
+  CHECK(controller_count(o, decay, wall, &why) == expect);
+
+  // The wall clock: past 120 s at the 5th sample.
+  std::vector<double> walls;
+  for (int i = 0; i < 200; ++i) walls.push_back(30.0 * (i + 1));
+  CHECK(controller_count(o, noisy, walls, &why) == gpumode_reference_count(noisy, walls, 10e3));
+  CHECK(why == "wall_cap");
+
+  EvalOptions d;  // the default rule is unchanged
+  CHECK(RepetitionController::limits_from(d).rule == RepetitionController::Rule::libksearch);
+}

@@ -33,6 +33,17 @@ class GreedyStrategy final : public SearchStrategy {
       in.debug_rounds_label = cfg.debug_rounds_label;
       if (best) in.base = {&best->solution, &best->eval, ""};
       in.last = {last ? &*last : nullptr, last_eval ? &*last_eval : nullptr, last_raw};
+      // Which request this step makes rests on what passed so far: a replay
+      // compares it with the recording's (docs/search.md, "Replay").
+      std::string next = best ? "improve" : last_eval ? "debug" : "generate";
+      std::string because =
+          best        ? fmt::format("step {}: improve the best kernel so far, {} ({:.4f} ms)", step,
+                                    best->solution.id.substr(0, 8), best->eval.latency_ms)
+          : last_eval ? fmt::format("step {}: nothing has passed yet; fix the last attempt ({})", step,
+                                    to_string(last_eval->status))
+                      : fmt::format("step {}: nothing attempted yet", step);
+      ctx.event("decision", Json::obj({{"decision", "step"}, {"next", next}, {"step", step}, {"parallel", k},
+                                       {"why", because}}));
       std::vector<LlmRequest> reqs;
       for (int i = 0; i < k; ++i) {
         if (k > 1)

@@ -103,23 +103,36 @@ std::string eval_feedback_text(const EvalResult& r, const PromptBudgets& budgets
     out += fmt::format("Geometric-mean latency over benchmark workloads: {:.4f} ms", r.latency_ms);
     if (r.speedup > 0) out += fmt::format(" ({:.3f}x the reference's {:.4f} ms)", r.speedup, r.reference_latency_ms);
     out += "\n";
+    if (r.vs_baseline > 0)
+      out += fmt::format("Mean over benchmark workloads of baseline latency / your latency: {:.3f} (higher is "
+                         "better; this is the score)\n",
+                         r.vs_baseline);
   }
   if (!r.workloads.empty()) {
+    // Baseline columns only where a baseline is known, so other tasks'
+    // prompts stay as they were.
+    bool baseline = false;
+    for (const auto& w : r.workloads) baseline = baseline || w.baseline_ms > 0;
     std::string table =
-        "| workload | kind | status | mean ms | median ms | min ms | reference ms | speedup | max abs err | note |\n"
-        "|---|---|---|---|---|---|---|---|---|---|\n";
+        baseline ? "| workload | kind | status | mean ms | median ms | min ms | reference ms | speedup | baseline ms | "
+                   "vs baseline | max abs err | note |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+                 : "| workload | kind | status | mean ms | median ms | min ms | reference ms | speedup | max abs err | note |\n"
+                   "|---|---|---|---|---|---|---|---|---|---|\n";
     for (const auto& w : r.workloads) {
       double sp = (w.timing.mean_ms > 0 && w.reference_ms > 0) ? w.reference_ms / w.timing.mean_ms : 0;
+      double vb = (w.timing.mean_ms > 0 && w.baseline_ms > 0) ? w.baseline_ms / w.timing.mean_ms : 0;
       std::string note = w.message;
       if (note.size() > 200) note = note.substr(0, 197) + "...";
       for (char& c : note)
         if (c == '\n' || c == '|') c = ' ';
-      table += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {:.3g} | {} |\n", w.name,
+      std::string base = baseline ? fmt::format(" {} | {} |", fmt_ms(w.baseline_ms), vb > 0 ? fmt::format("{:.3f}x", vb) : "-")
+                                  : "";
+      table += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |{} {:.3g} | {} |\n", w.name,
                            w.benchmark ? "bench" : "test", to_string(w.status),
                            w.timing.count ? fmt_ms(w.timing.mean_ms) : "-",
                            w.timing.count ? fmt_ms(w.timing.median_ms) : "-",
                            w.timing.count ? fmt_ms(w.timing.min_ms) : "-", fmt_ms(w.reference_ms),
-                           sp > 0 ? fmt::format("{:.3f}x", sp) : "-", w.max_abs_error, note);
+                           sp > 0 ? fmt::format("{:.3f}x", sp) : "-", base, w.max_abs_error, note);
     }
     out += clip(table, budgets.workloads);
   }

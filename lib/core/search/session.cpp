@@ -22,7 +22,43 @@ Json workloads_brief(const EvalResult& r) {
   return out;
 }
 
+std::vector<std::string_view> split_lines(std::string_view text) {
+  std::vector<std::string_view> out;
+  for (std::size_t pos = 0;;) {
+    std::size_t nl = text.find('\n', pos);
+    out.push_back(text.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos));
+    if (nl == std::string_view::npos) return out;
+    pos = nl + 1;
+  }
+}
+
+// "line 12:\n  recorded: ...\n  now:      ..." for the first line that differs.
+std::string first_difference(const std::string& recorded, const std::string& now) {
+  auto a = split_lines(recorded), b = split_lines(now);
+  auto shown = [](const std::vector<std::string_view>& lines, std::size_t i) {
+    if (i >= lines.size()) return std::string("(the prompt ends before this line)");
+    std::string s(lines[i].substr(0, 160));
+    return lines[i].size() > 160 ? s + "..." : s;
+  };
+  std::size_t i = 0;
+  while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+  return fmt::format("line {}:\n  recorded: {}\n  now:      {}", i + 1, shown(a, i), shown(b, i));
+}
+
+// What a decision chose: compared between a run and its recording (the
+// evidence may differ, the outcome tells whether the path changed).
+std::string decision_outcome(const Json& d) { return d.get_string("decision") + " -> " + d.get_string("next"); }
+
 }  // namespace
+
+const char* to_string(Recording::Mode m) {
+  switch (m) {
+    case Recording::Mode::stop: return "stop";
+    case Recording::Mode::skip: return "skip";
+    case Recording::Mode::live: return "live";
+  }
+  return "stop";
+}
 
 Session::Session(const Task& task, Evaluator& evaluator, LlmPolicy& llm, WorldModel& world_model,
                  RunStore& store, SearchConfig config, ProgressCallback progress)
@@ -68,6 +104,24 @@ void Session::diverged(const std::string& what) const {
                           "configuration; start a new run instead.", store_.dir().string(), what));
 }
 
+void Session::follow(Recording recording) {
+  for (std::size_t i = 0; i < recording.attempts.size(); ++i)
+    if (recording.attempts[i].seq != static_cast<int>(i))
+      throw Error(Status::state, fmt::format("{}: attempts.jsonl is missing attempt {} (found {} next)",
+                                             recording.source, i, recording.attempts[i].seq));
+  for (std::size_t i = 0; i < recording.answers.size(); ++i) {
+    const Json& e = recording.answers[i];
+    if (!e.is_object() || !e.find("response") || !prompt_kind_from_string(e.get_string("kind")))
+      throw Error(Status::parse, fmt::format("{}: answer {} has no kind or no response", recording.source, i + 1));
+  }
+  if (recording.joins_at > recording.answers.size())
+    throw Error(Status::invalid_argument,
+                fmt::format("{} has {} answers; cannot start following it at answer {}", recording.source,
+                            recording.answers.size(), recording.joins_at + 1));
+  rec_next_ = recording.joins_at;
+  rec_ = std::move(recording);
+}
+
 Json Session::totals() const {
   Json j = Json::obj({{"rounds", rounds_used_},
                       {"llm_calls", static_cast<std::int64_t>(llm_seq_)},
@@ -78,15 +132,18 @@ Json Session::totals() const {
                            {"round", best_->round},
                            {"latency_ms", best_->eval.latency_ms},
                            {"speedup", best_->eval.speedup}});
+    if (best_->eval.vs_baseline > 0) j["best"]["vs_baseline"] = best_->eval.vs_baseline;
   }
   return j;
 }
 
 std::string Session::stop_reason() const {
   if (cancelled_) return "cancelled";
+  if (!rec_stop_.empty()) return rec_stop_;
   if (config_.max_cost_usd > 0 && usage_.cost_usd >= config_.max_cost_usd) return "max_cost";
   if (llm_seq_ >= journal_llm_.size() && llm_.exhausted()) return "llm_exhausted";
-  if (config_.max_wall_s > 0 && !replaying_evals() && elapsed_s() >= config_.max_wall_s) return "max_wall_time";
+  if (config_.max_wall_s > 0 && !replaying_evals() && !following_evaluations() && elapsed_s() >= config_.max_wall_s)
+    return "max_wall_time";
   if (rounds_used_ >= config_.max_rounds) return "max_rounds";
   return "";
 }
@@ -101,6 +158,25 @@ std::string Session::run(SearchStrategy& strategy) {
                       Json::obj({{"strategy", strategy.name()},
                                  {"journal_llm_calls", static_cast<std::int64_t>(journal_llm_.size())},
                                  {"journal_attempts", static_cast<std::int64_t>(journal_evals_.size())}}));
+  if (rec_ && !rec_announced_) {
+    rec_announced_ = true;
+    // Said up front: whether the candidates are measured again decides
+    // whether the replay can be exact.
+    store_.append_event(
+        "replay_started",
+        Json::obj({{"source", rec_->source},
+                   {"answers", static_cast<std::int64_t>(rec_->answers.size())},
+                   {"evaluations", rec_->has_evaluations ? "recorded" : "measured_again"},
+                   {"recorded_attempts", static_cast<std::int64_t>(rec_->attempts.size())},
+                   {"on_divergence", to_string(rec_->mode)},
+                   {"check_prompts", rec_->check_prompts},
+                   {"note", rec_->has_evaluations
+                                ? "answers and evaluations come from the recording; nothing is asked or measured "
+                                  "again while the run follows it"
+                                : "answers come from the recording; every candidate is compiled and measured again "
+                                  "here, so timings differ from the recording's and a decision that rests on them "
+                                  "may change"}}));
+  }
   try {
     strategy.run(*this);
     snapshot_world_model();
@@ -116,6 +192,7 @@ std::string Session::run(SearchStrategy& strategy) {
 
 void Session::event(const std::string& type, Json data) {
   ensure_running();
+  if (recording_exhausted()) recording_ended("the run passed the last event of the recording", false);
   emit(type, std::move(data));
 }
 
@@ -140,8 +217,9 @@ LlmRequest Session::without_secrets(LlmRequest r) {
 void Session::emit(const std::string& type, Json data) {
   // Events are numbered in the order the (deterministic) strategy emits them;
   // on replay the ones already on disk are skipped.
+  if (!data.is_object()) data = Json::obj({{"data", std::move(data)}});
+  if (type == "decision") decisions_.push_back(data);
   if (event_seq_ >= events_on_disk_) {
-    if (!data.is_object()) data = Json::obj({{"data", std::move(data)}});
     data["journal_seq"] = event_seq_;
     store_.append_event(type, std::move(data));
   }
@@ -156,6 +234,15 @@ Json Session::llm_entry(std::size_t seq, const LlmRequest& req, const LlmRespons
                     {"prompt_sha256", sha256_hex(req.system + "\n" + req.prompt)},
                     {"response", resp.to_json()},
                     {"time", utc_timestamp()}});
+}
+
+Json Session::recorded_entry(std::size_t seq, const LlmRequest& req, const LlmResponse& resp,
+                             const Json& recorded) const {
+  // What was asked now, with the recorded answer and who gave it when.
+  Json e = llm_entry(seq, req, resp);
+  if (const Json* p = recorded.find("policy"); p && p->is_string()) e["policy"] = *p;
+  if (const Json* t = recorded.find("time"); t && t->is_string()) e["time"] = *t;
+  return e;
 }
 
 LlmResponse Session::replay_llm(const LlmRequest& req) {
@@ -191,13 +278,226 @@ void Session::after_llm(std::size_t seq, const LlmRequest& req, const LlmRespons
   emit("llm_call", std::move(ev));
 }
 
+// ---------------------------------------------------------------------------
+// Following a recording
+
+bool Session::recording_exhausted() const {
+  return rec_ && !rec_left_ && rec_->mode == Recording::Mode::stop && rec_->has_evaluations &&
+         rec_next_ >= rec_->answers.size() && eval_seq_ >= rec_->attempts.size() && rec_->strategy_events >= 0 &&
+         event_seq_ >= rec_->strategy_events && event_seq_ >= events_on_disk_;
+}
+
+Json Session::divergence_report(const std::string& what, const std::string& asked, const std::string& recorded,
+                                std::int64_t llm_call, std::int64_t attempt, const std::string& detail) const {
+  Json j = Json::obj({{"source", rec_->source},
+                      {"what", what},
+                      {"after_round", rounds_used_},
+                      {"asked", asked},
+                      {"recorded", recorded},
+                      {"on_divergence", to_string(rec_->mode)},
+                      {"evaluations", rec_->has_evaluations ? "recorded" : "measured_again"}});
+  std::string head;
+  if (what == "kind") {
+    j["llm_call"] = llm_call;
+    j["recording_answer"] = static_cast<std::int64_t>(rec_next_);
+    head = fmt::format("After round {}, at LLM call {}: the search asked for an answer of kind {}; the recording "
+                       "holds one of kind {} there (its answer {})",
+                       rounds_used_, llm_call + 1, asked, recorded, rec_next_ + 1);
+  } else if (what == "prompt") {
+    j["llm_call"] = llm_call;
+    head = fmt::format("After round {}, at LLM call {} ({}): the prompt differs from the recorded one at {}",
+                       rounds_used_, llm_call + 1, asked, detail);
+  } else {
+    j["attempt"] = attempt;
+    head = fmt::format("After round {}, at attempt {}: the search evaluates {}; the recording evaluated {} there",
+                       rounds_used_, attempt + 1, asked.empty() ? "no candidate (a failed round)" : "solution " + asked,
+                       recorded.empty() ? "no candidate (a failed round)" : "solution " + recorded);
+    if (!detail.empty()) head += " (" + detail + ")";
+  }
+  if (!detail.empty()) j["detail"] = detail;
+
+  // Which decision changed: the first of this run's decisions whose outcome
+  // differs from the recording's, with the evidence each rested on.
+  std::string why;
+  const auto& mine = decisions_;
+  const auto& theirs = rec_->decisions;
+  std::optional<std::size_t> changed;
+  for (std::size_t i = 0; i < std::min(mine.size(), theirs.size()) && !changed; ++i)
+    if (decision_outcome(mine[i]) != decision_outcome(theirs[i])) changed = i;
+  if (changed) {
+    std::size_t i = *changed;
+    j["decision"] = Json::obj({{"index", static_cast<std::int64_t>(i)}, {"now", mine[i]}, {"recorded", theirs[i]}});
+    why = fmt::format("Decision {} changed.\n  now:      {}\n  recorded: {}", i + 1, mine[i].get_string("why"),
+                      theirs[i].get_string("why"));
+  } else if (!mine.empty()) {
+    std::size_t i = mine.size() - 1;
+    j["decision"] = Json::obj({{"index", static_cast<std::int64_t>(i)},
+                               {"now", mine[i]},
+                               {"recorded", i < theirs.size() ? theirs[i] : Json()}});
+    why = fmt::format("No decision differs from the recording's before this point{}. The last one:\n  now:      {}",
+                      theirs.empty() ? " (the recording holds no decisions to compare: a transcript without its run "
+                                       "folder, or a run made before libksearch recorded them)"
+                                     : "",
+                      mine[i].get_string("why"));
+    if (i < theirs.size()) why += "\n  recorded: " + theirs[i].get_string("why");
+  }
+  std::string message = head + ".";
+  if (!why.empty()) message += "\n" + why;
+  if (!rec_->has_evaluations)
+    message += "\nThe candidates were measured again in this run (only the answers are recorded), so a decision "
+               "that compares timings can go another way than it did in the recording.";
+  j["message"] = message;
+  return j;
+}
+
+void Session::leave_recording(Json report, bool in_journal) {
+  bool stop = rec_->mode != Recording::Mode::live;
+  report["stopped"] = stop && !in_journal;
+  if (divergence_.is_null()) divergence_ = report;
+  if (in_journal) {
+    // This run's own journal already went past this point (a resume): it
+    // is what the run is, and the recording has no say after it.
+    rec_left_ = true;
+    return;
+  }
+  if (stop) {
+    rec_stop_ = "replay_diverged";
+    store_.append_event("replay_diverged", std::move(report));
+    throw SearchStopped(rec_stop_);
+  }
+  rec_left_ = true;
+  store_.append_event("replay_went_live", std::move(report));
+}
+
+void Session::recording_ended(const std::string& what, bool in_journal) {
+  if (in_journal) {
+    rec_left_ = true;
+    return;
+  }
+  Json ev = Json::obj({{"source", rec_->source},
+                       {"after_round", rounds_used_},
+                       {"detail", what},
+                       {"answers_used", rec_answers_used_},
+                       {"evaluations_used", rec_evals_used_}});
+  if (rec_->mode == Recording::Mode::live) {
+    rec_left_ = true;
+    store_.append_event("replay_went_live", std::move(ev));
+    return;
+  }
+  rec_stop_ = "recording_ended";
+  store_.append_event("replay_recording_ended", std::move(ev));
+  throw SearchStopped(rec_stop_);
+}
+
+std::optional<Json> Session::recorded_answer(const LlmRequest& req, std::size_t seq) {
+  if (!rec_ || rec_left_ || seq < rec_->joins_at) return std::nullopt;
+  const bool in_journal = seq < journal_llm_.size();
+  const auto& answers = rec_->answers;
+  const std::string asked = to_string(req.kind);
+  if (rec_next_ >= answers.size()) {
+    recording_ended(fmt::format("the search asked for a {} answer (LLM call {}) after the recording's last answer",
+                                asked, seq + 1),
+                    in_journal);
+    return std::nullopt;
+  }
+  std::size_t at = rec_next_;
+  const std::string kind = answers[at].get_string("kind");
+  if (kind != asked) {
+    if (rec_->mode != Recording::Mode::skip) {
+      leave_recording(divergence_report("kind", asked, kind, static_cast<std::int64_t>(seq), -1, ""), in_journal);
+      return std::nullopt;
+    }
+    // Skip mode: the next recorded answer of the kind asked; the ones passed
+    // over are never used.
+    std::size_t found = at;
+    while (found < answers.size() && answers[found].get_string("kind") != asked) ++found;
+    Json report = divergence_report("kind", asked, kind, static_cast<std::int64_t>(seq), -1, "");
+    Json skipped = Json::array();
+    for (std::size_t k = at; k < found; ++k)
+      skipped.push_back(
+          Json::obj({{"answer", static_cast<std::int64_t>(k + 1)}, {"kind", answers[k].get_string("kind")}}));
+    report["skipped"] = skipped;
+    report["stopped"] = false;
+    if (divergence_.is_null()) divergence_ = report;
+    if (!in_journal) store_.append_event("replay_skipped", std::move(report));
+    rec_next_ = found;
+    if (found == answers.size()) {
+      recording_ended(fmt::format("the search asked for a {} answer (LLM call {}) and the recording holds none after "
+                                  "its answer {}",
+                                  asked, seq + 1, at + 1),
+                      in_journal);
+      return std::nullopt;
+    }
+    at = found;
+  }
+  const Json& e = answers[at];
+  // The same kind with another prompt: the model would have been asked
+  // something else. An exact reproduction stops there; otherwise noted once.
+  std::string recorded_hash = e.get_string("prompt_sha256");
+  if (!recorded_hash.empty() && recorded_hash != sha256_hex(req.system + "\n" + req.prompt)) {
+    const Json& r = e["request"];
+    std::string detail =
+        first_difference(r.get_string("system") + "\n" + r.get_string("prompt"), req.system + "\n" + req.prompt);
+    if (rec_->check_prompts && rec_->mode != Recording::Mode::skip) {
+      leave_recording(divergence_report("prompt", asked, kind, static_cast<std::int64_t>(seq), -1, detail),
+                      in_journal);
+      return std::nullopt;
+    }
+    if (!rec_prompt_noted_ && !in_journal) {
+      rec_prompt_noted_ = true;
+      store_.append_event("replay_prompt_changed",
+                          Json::obj({{"llm_call", static_cast<std::int64_t>(seq)},
+                                     {"recording_answer", static_cast<std::int64_t>(at + 1)},
+                                     {"detail", detail},
+                                     {"note", "a recorded answer is used for a prompt that differs from the one it "
+                                              "answered (noted once per session)"}}));
+    }
+  }
+  rec_next_ = at + 1;
+  return e;
+}
+
+Session::RecordedEval Session::lookup_recorded(std::size_t seq, const Solution& s, bool left) const {
+  if (!rec_ || !rec_->has_evaluations || left) return {};
+  const auto& atts = rec_->attempts;
+  if (rec_->mode == Recording::Mode::skip) {
+    if (s.id.empty()) return {};
+    for (const auto& a : atts)
+      if (a.solution.id == s.id) return {RecordedEval::What::use, &a};
+    return {};
+  }
+  if (seq >= atts.size()) return {RecordedEval::What::ended, nullptr};
+  if (atts[seq].solution.id != s.id) return {RecordedEval::What::diverged, &atts[seq]};
+  return {RecordedEval::What::use, &atts[seq]};
+}
+
+namespace {
+
+LlmResponse response_of(const Json& entry) { return LlmResponse::from_json(entry["response"]); }
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// LLM calls
+
 LlmResponse Session::llm(const LlmRequest& request) {
   ensure_running();
   std::size_t seq = llm_seq_;
+  std::optional<Json> recorded = recorded_answer(request, seq);
   if (seq < journal_llm_.size()) {
     LlmResponse r = replay_llm(request);
     ++llm_seq_;
     after_llm(seq, request, r, true);
+    return r;
+  }
+  if (recorded) {
+    // A recording is untrusted input too: its answers get the same cap.
+    LlmResponse r = response_of(*recorded);
+    cap_answer(r);
+    store_.append_transcript(recorded_entry(seq, request, r, *recorded));
+    ++llm_seq_;
+    ++rec_answers_used_;
+    after_llm(seq, request, r, false);
     return r;
   }
   LlmResponse r;
@@ -220,13 +520,14 @@ LlmResponse Session::llm(const LlmRequest& request) {
 
 std::vector<LlmResponse> Session::llm_batch(const std::vector<LlmRequest>& requests) {
   ensure_running();
-  std::vector<LlmResponse> out(requests.size());
+  // Where each answer comes from: the journal, the recording or the live
+  // policy. A replay that stops does so before anything of the batch is written.
+  std::vector<std::optional<Json>> recorded(requests.size());
   std::vector<LlmRequest> live;
-  std::size_t first_live = requests.size();
   for (std::size_t i = 0; i < requests.size(); ++i) {
-    if (llm_seq_ + i < journal_llm_.size()) continue;
-    first_live = std::min(first_live, i);
-    live.push_back(without_secrets(requests[i]));
+    std::size_t seq = llm_seq_ + i;
+    recorded[i] = recorded_answer(requests[i], seq);
+    if (seq >= journal_llm_.size() && !recorded[i]) live.push_back(without_secrets(requests[i]));
   }
   std::vector<LlmResponse> answers;
   if (!live.empty()) {
@@ -239,13 +540,20 @@ std::vector<LlmResponse> Session::llm_batch(const std::vector<LlmRequest>& reque
       throw SearchStopped("cancelled");
     }
   }
+  std::vector<LlmResponse> out(requests.size());
+  std::size_t next_live = 0;
   for (std::size_t i = 0; i < requests.size(); ++i) {
     std::size_t seq = llm_seq_;
     bool replayed = seq < journal_llm_.size();
     if (replayed) {
       out[i] = replay_llm(requests[i]);
+    } else if (recorded[i]) {
+      out[i] = response_of(*recorded[i]);
+      cap_answer(out[i]);
+      store_.append_transcript(recorded_entry(seq, requests[i], out[i], *recorded[i]));
+      ++rec_answers_used_;
     } else {
-      out[i] = answers.at(i - first_live);
+      out[i] = answers.at(next_live++);
       cap_answer(out[i]);
       store_.append_transcript(llm_entry(seq, requests[i], out[i]));
     }
@@ -258,9 +566,29 @@ std::vector<LlmResponse> Session::llm_batch(const std::vector<LlmRequest>& reque
 EvalResult Session::finish_attempt(Solution& s, const std::string& action, bool counted,
                                    std::optional<EvalResult> live_result, const std::string& raw_answer) {
   ensure_running();
-  std::size_t seq = eval_seq_++;
+  const std::size_t seq = eval_seq_;
+  const bool replayed = seq < journal_evals_.size();
+  // The recording's evaluation of this candidate; a replay that stops here
+  // does so before the attempt counts.
+  const AttemptRecord* recorded = nullptr;
+  if (following_evaluations()) {
+    RecordedEval found = lookup_recorded(seq, s, false);
+    if (found.what == RecordedEval::What::use) {
+      recorded = found.attempt;
+    } else if (found.what == RecordedEval::What::diverged) {
+      const AttemptRecord& other = *found.attempt;
+      leave_recording(divergence_report("evaluation", s.id, other.solution.id, -1, static_cast<std::int64_t>(seq),
+                                        fmt::format("now \"{}\", recorded \"{}\"", action, other.action)),
+                      replayed);
+    } else if (found.what == RecordedEval::What::ended) {
+      recording_ended(fmt::format("the search evaluates a candidate (attempt {}) after the recording's last "
+                                  "evaluation",
+                                  seq + 1),
+                      replayed);
+    }
+  }
+  ++eval_seq_;
   int round = counted ? ++rounds_used_ : 0;
-  bool replayed = seq < journal_evals_.size();
   EvalResult r;
   if (replayed) {
     const AttemptRecord& rec = journal_evals_[seq];
@@ -273,7 +601,10 @@ EvalResult Session::finish_attempt(Solution& s, const std::string& action, bool 
     ++replayed_evals_;
   } else {
     emit("round_started", Json::obj({{"round", round}, {"action", action}, {"solution_id", s.id}}));
-    if (!live_result) {
+    if (recorded) {
+      live_result = recorded->eval;
+      ++rec_evals_used_;
+    } else if (!live_result) {
       // The same code again (models repeat themselves): its result is known,
       // and a second measurement would only add noise to the comparison.
       auto known = s.id.empty() ? evals_.end() : evals_.find(s.id);
@@ -293,7 +624,7 @@ EvalResult Session::finish_attempt(Solution& s, const std::string& action, bool 
     rec.solution = s;
     rec.eval = r;
     rec.raw_answer = raw_answer;
-    rec.time = utc_timestamp();
+    rec.time = recorded ? recorded->time : utc_timestamp();  // when it was measured
     store_.record_attempt(rec);
   }
   if (!s.id.empty()) {
@@ -333,13 +664,13 @@ EvalResult Session::finish_attempt(Solution& s, const std::string& action, bool 
     m["totals"] = totals();
     m["status"] = "running";
     if (!replayed) store_.write_manifest(m);
-    report(action, s, r, improved, replayed);
+    report(action, s, r, improved, replayed, recorded != nullptr);
   }
   return r;
 }
 
 void Session::report(const std::string& action, const Solution& s, const EvalResult& r, bool improved,
-                     bool replayed) {
+                     bool replayed, bool recorded) {
   if (!progress_) return;
   RoundReport rep;
   rep.round = rounds_used_;
@@ -351,8 +682,10 @@ void Session::report(const std::string& action, const Solution& s, const EvalRes
   rep.latency_ms = r.passed() ? r.latency_ms : 0;
   rep.best_latency_ms = best_ ? best_->eval.latency_ms : 0;
   rep.best_speedup = best_ ? best_->eval.speedup : 0;
+  rep.best_vs_baseline = best_ ? best_->eval.vs_baseline : 0;
   rep.improved = improved;
   rep.replayed = replayed;
+  rep.recorded = recorded;
   rep.elapsed_s = elapsed_s();
   rep.llm_usage = usage_;
   bool go_on = true;
@@ -383,12 +716,22 @@ std::vector<EvalResult> Session::evaluate_batch(std::vector<Solution>& candidate
   // Candidates past the journal are evaluated together (compilation overlaps
   // measurement); code already evaluated in this run, or twice in the batch,
   // is evaluated once and its result reused by finish_attempt.
+  // Candidates the recording holds are not measured either; after the
+  // recording is left (live mode) the rest are.
   std::vector<Solution> live;
   std::vector<int> live_index(candidates.size(), -1);
+  bool left = !following_evaluations();
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     if (candidates[i].task.empty()) candidates[i].task = task_.name();
     candidates[i].finalize();
-    if (eval_seq_ + i < journal_evals_.size() || evals_.count(candidates[i].id)) continue;
+    std::size_t seq = eval_seq_ + i;
+    RecordedEval found = lookup_recorded(seq, candidates[i], left);
+    if (found.what == RecordedEval::What::diverged || found.what == RecordedEval::What::ended) {
+      if (rec_->mode != Recording::Mode::live && seq >= journal_evals_.size()) break;  // the replay stops here
+      left = true;
+    }
+    if (seq < journal_evals_.size() || found.what == RecordedEval::What::use || evals_.count(candidates[i].id))
+      continue;
     bool earlier = false;
     for (const auto& l : live) earlier = earlier || l.id == candidates[i].id;
     if (earlier) continue;
@@ -465,6 +808,7 @@ void Session::snapshot_world_model() {
   if (!wm_.initialized()) return;
   std::uint64_t v = wm_.version();
   if (snapshot_written_ && v == snapshot_version_) return;
+  if (recording_exhausted()) recording_ended("the run passed the last event of the recording", false);
   store_.write_world_model(v, wm_.to_json());
   snapshot_version_ = v;
   snapshot_written_ = true;

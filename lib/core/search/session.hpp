@@ -8,6 +8,13 @@
 // event already on disk is not written twice. The result: after a kill at
 // any point, the resumed run reaches exactly the state the uninterrupted run
 // would have, with no strategy-specific checkpoint code.
+//
+// A session can also follow a recording made elsewhere (follow()): another
+// run's folder (its answers and its evaluations: an exact reproduction) or a
+// transcript (answers only; candidates are measured again). Recorded items
+// are written to this run's folder as they are used, so the folder reads as
+// an ordinary run; where the search asks for something the recording does
+// not hold, the session stops and explains why, skips ahead, or goes live.
 #pragma once
 
 #include <chrono>
@@ -26,6 +33,29 @@
 
 namespace ks::detail {
 
+// What a replay follows besides the run's own journal (docs/search.md, "Replay").
+struct Recording {
+  // Where the search leaves the recording: stop there; answer each request
+  // with the next recorded answer of its kind (skipping the others) and
+  // take recorded evaluations by solution id; or go on with the live model
+  // and evaluator.
+  enum class Mode { stop, skip, live };
+
+  std::string source;               // the run folder or transcript, for messages
+  std::vector<Json> answers;        // transcript entries, in order
+  bool has_evaluations = false;     // a run folder: its evaluations are replayed, not measured
+  std::vector<AttemptRecord> attempts;
+  int strategy_events = -1;         // its journaled events (-1: unknown)
+  std::vector<Json> decisions;      // its "decision" events, in order
+  Mode mode = Mode::stop;
+  bool check_prompts = false;       // a prompt that differs from the recorded one is a divergence
+  // The first LLM call the recording answers, with its entry of that index:
+  // a resume that switches to a new transcript lets it answer after the journal.
+  std::size_t joins_at = 0;
+};
+
+const char* to_string(Recording::Mode m);
+
 class Session final : public SearchContext {
  public:
   Session(const Task& task, Evaluator& evaluator, LlmPolicy& llm, WorldModel& world_model, RunStore& store,
@@ -36,12 +66,21 @@ class Session final : public SearchContext {
   // "llm_exhausted" or "strategy_done".
   std::string run(SearchStrategy& strategy);
 
+  // Follows a recording (before run()); see Recording.
+  void follow(Recording recording);
+
   // Raises the round budget (the tune phase after a search).
   void add_rounds(int n) { config_.max_rounds += n; }
 
   // How much of the journal was replayed, and totals, for the manifest.
   int replayed_llm_calls() const { return replayed_llm_; }
   int replayed_evaluations() const { return replayed_evals_; }
+  // Answers and evaluations taken from the followed recording.
+  int recording_answers_used() const { return rec_answers_used_; }
+  int recording_evaluations_used() const { return rec_evals_used_; }
+  // Where the run first left its recording (null when it did not): see
+  // divergence_report() in session.cpp for the fields.
+  const Json& divergence() const { return divergence_; }
   const LlmUsage& usage() const { return usage_; }
   double elapsed_s() const;
   Json totals() const;
@@ -73,6 +112,26 @@ class Session final : public SearchContext {
 
  private:
   bool replaying_evals() const { return eval_seq_ < journal_evals_.size(); }
+  bool following_evaluations() const { return rec_ && rec_->has_evaluations && !rec_left_; }
+
+  // The recording's part in one LLM call (may stop the run); nullopt when
+  // the call is answered by the journal or live.
+  std::optional<Json> recorded_answer(const LlmRequest& req, std::size_t seq);
+  // What the recording says about attempt `seq` evaluating `s`.
+  struct RecordedEval {
+    enum class What { none, use, diverged, ended } what = What::none;
+    const AttemptRecord* attempt = nullptr;
+  };
+  RecordedEval lookup_recorded(std::size_t seq, const Solution& s, bool left) const;
+  // Applies a divergence: stops (stop mode), or leaves the recording. `in_journal`:
+  // the point lies inside this run's own journal (a resume passing it again).
+  void leave_recording(Json report, bool in_journal);
+  // The recording is used up: stops (stop and skip modes) or goes live.
+  void recording_ended(const std::string& what, bool in_journal);
+  // Stop mode, a run-folder recording: true once everything it holds was replayed.
+  bool recording_exhausted() const;
+  Json divergence_report(const std::string& what, const std::string& asked, const std::string& recorded,
+                         std::int64_t llm_call, std::int64_t attempt, const std::string& detail) const;
   // Throws SearchStopped once a stop condition holds (see strategy.hpp).
   void ensure_running() const;
   static LlmRequest without_secrets(LlmRequest r);
@@ -82,6 +141,7 @@ class Session final : public SearchContext {
   // events inside an action that was admitted before the stop.
   void emit(const std::string& type, Json data);
   Json llm_entry(std::size_t seq, const LlmRequest& req, const LlmResponse& resp) const;
+  Json recorded_entry(std::size_t seq, const LlmRequest& req, const LlmResponse& resp, const Json& recorded) const;
   LlmResponse replay_llm(const LlmRequest& req);
   void after_llm(std::size_t seq, const LlmRequest& req, const LlmResponse& resp, bool replayed);
   // The evaluator's verdict on a candidate; an evaluation the evaluator
@@ -92,7 +152,7 @@ class Session final : public SearchContext {
   EvalResult finish_attempt(Solution& s, const std::string& action, bool counted,
                             std::optional<EvalResult> live_result, const std::string& raw_answer);
   void report(const std::string& action, const Solution& s, const EvalResult& r, bool improved,
-              bool replayed);
+              bool replayed, bool recorded);
   [[noreturn]] void diverged(const std::string& what) const;
 
   const Task& task_;
@@ -123,6 +183,17 @@ class Session final : public SearchContext {
   std::map<std::string, Solution> solutions_;
   std::map<std::string, EvalResult> evals_;
   LlmUsage usage_;
+
+  std::optional<Recording> rec_;
+  std::size_t rec_next_ = 0;        // next recorded answer
+  bool rec_left_ = false;           // the run went live after leaving the recording
+  std::string rec_stop_;            // "replay_diverged" / "recording_ended" once the replay stopped
+  bool rec_prompt_noted_ = false;
+  bool rec_announced_ = false;
+  int rec_answers_used_ = 0;
+  int rec_evals_used_ = 0;
+  Json divergence_;
+  std::vector<Json> decisions_;     // this run's "decision" events, replayed ones included
 };
 
 }  // namespace ks::detail

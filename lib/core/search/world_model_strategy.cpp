@@ -14,10 +14,79 @@ namespace ks::detail {
 namespace {
 
 Json compact_eval(const EvalResult& r) {
-  return Json::obj({{"status", to_string(r.status)},
-                    {"latency_ms", r.latency_ms},
-                    {"speedup", r.speedup},
-                    {"score", r.score}});
+  Json j = Json::obj({{"status", to_string(r.status)},
+                      {"latency_ms", r.latency_ms},
+                      {"speedup", r.speedup},
+                      {"score", r.score}});
+  // K-Search's name for the mean of baseline / candidate latency.
+  if (r.vs_baseline > 0) j["mean_vs_baseline_factor"] = r.vs_baseline;
+  return j;
+}
+
+Json compact_eval_with_id(const Solution& s, const EvalResult& r) {
+  Json j = compact_eval(r);
+  j["solution_id"] = s.id;
+  return j;
+}
+
+std::string short_id(const std::string& id) { return id.empty() ? "(none)" : id.substr(0, 8); }
+
+// "5ba86dee (0.1780 ms)", or its status when it did not pass.
+std::string kernel_brief(const std::optional<Solution>& s, const std::optional<EvalResult>& r) {
+  if (!s || !r) return "none";
+  if (!r->passed()) return fmt::format("{} ({})", short_id(s->id), to_string(r->status));
+  return fmt::format("{} ({:.4f} ms)", short_id(s->id), r->latency_ms);
+}
+
+// The stagnation check after one attempt of a cycle, as a "decision" event:
+// what it chose, the next request, and the timings it compared. A replay
+// compares these with the recording's to say which decision changed.
+Json stagnation_decision(const SearchContext& ctx, int cycle, const CycleTracker& tracker,
+                         std::optional<PromptKind> resend, const std::optional<Solution>& last,
+                         const std::optional<EvalResult>& last_eval, const std::optional<Solution>& cycle_best,
+                         const std::optional<EvalResult>& cycle_best_eval, const std::optional<Solution>& base,
+                         const std::optional<EvalResult>& base_eval) {
+  const int window = std::max(1, ctx.config().wm_stagnation_window);
+  const int round = ctx.rounds_used();
+  const bool ends = tracker.stagnant();
+  const bool has_base = base && base_eval && base_eval->passed() && base_eval->score > 0;
+  std::string next = ends ? (cycle_best ? "wm_refine" : "wm_too_hard")
+                          : to_string(resend ? *resend : tracker.has_pass() ? PromptKind::improve : PromptKind::debug);
+  std::string this_attempt = resend ? "the LLM request failed (no evidence)"
+                             : last  ? "this attempt " + kernel_brief(last, last_eval)
+                                     : "this attempt held no usable candidate";
+  std::string best = kernel_brief(cycle_best, cycle_best_eval);
+  std::string base_text = has_base ? kernel_brief(base, base_eval) : "";
+  std::string why;
+  if (ends && tracker.no_improve_streak() >= window) {
+    why = fmt::format("cycle {} ends after round {} (next: {}): {} attempt(s) in a row without beating the "
+                      "cycle's best {}, reaching the window of {}; {}",
+                      cycle, round, next, tracker.no_improve_streak(), best, window, this_attempt);
+  } else if (ends) {
+    why = fmt::format("cycle {} ends after round {} (next: {}): for {} attempt(s) the cycle's best {} has not beaten "
+                      "the base kernel {}, reaching the window of {}; {}",
+                      cycle, round, next, tracker.no_improve_over_base_streak(), best, base_text, window,
+                      this_attempt);
+  } else {
+    why = fmt::format("cycle {} goes on after round {} (next: {}): {}; the cycle's best is {}; {} of {} attempts "
+                      "without beating it",
+                      cycle, round, next, this_attempt, best, tracker.no_improve_streak(), window);
+    if (has_base && tracker.has_pass())
+      why += fmt::format("; against the base kernel {}: {} of {}", base_text, tracker.no_improve_over_base_streak(),
+                         window);
+  }
+  Json j = Json::obj({{"decision", ends ? "cycle_ends" : "cycle_goes_on"},
+                      {"next", next},
+                      {"cycle", cycle},
+                      {"round", round},
+                      {"window", window},
+                      {"no_improve_streak", tracker.no_improve_streak()},
+                      {"no_improve_over_base_streak", tracker.no_improve_over_base_streak()},
+                      {"why", why}});
+  if (last && last_eval) j["attempt"] = compact_eval_with_id(*last, *last_eval);
+  if (cycle_best && cycle_best_eval) j["cycle_best"] = compact_eval_with_id(*cycle_best, *cycle_best_eval);
+  if (has_base) j["base"] = compact_eval_with_id(*base, *base_eval);
+  return j;
 }
 
 class WorldModelStrategy final : public SearchStrategy {
@@ -214,6 +283,10 @@ class WorldModelStrategy final : public SearchStrategy {
                                {"no_improve_streak", tracker.no_improve_streak()},
                                {"no_improve_over_base_streak", tracker.no_improve_over_base_streak()},
                                {"cycle_best", cycle_best ? cycle_best->id : ""}}));
+      std::optional<PromptKind> resent;
+      if (resend) resent = resend->kind;
+      ctx.event("decision", stagnation_decision(ctx, cycle, tracker, resent, last, last_eval, cycle_best,
+                                                cycle_best_eval, base, base_eval));
       if (tracker.stagnant()) break;
     }
     // A stop inside the cycle ends the run here: the next context call throws

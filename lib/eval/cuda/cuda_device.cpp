@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/fs.hpp"
+#include "core/inputs.hpp"
 #include "eval/compare.hpp"
 #include "eval/cuda/embedded.hpp"
 #include "eval/cuda/nvrtc_compiler.hpp"
@@ -350,6 +351,14 @@ void CudaDevice::generate(Buffer b, DType dtype, std::size_t count, Distribution
   require_usable();
   count = std::min(count, b.bytes / dtype_size(dtype));
   if (count == 0) return;
+  if (Distribution{kind}.structured()) {
+    // Offsets and page tables are built whole (sorting, shuffling) on the
+    // host, by the same code as the host backend's, and copied over.
+    std::vector<unsigned char> host(count * dtype_size(dtype));
+    detail::generate_values(host.data(), dtype, count, kind, p0, p1, seed, stream);
+    upload(b, host.data(), host.size());
+    return;
+  }
   CUfunction f = runtime_kernel(std::string("ks_generate_") + to_string(dtype));
   make_current();
   unsigned long long n = count, s = seed, st = stream;

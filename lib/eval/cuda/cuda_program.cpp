@@ -108,7 +108,7 @@ void CudaProgram::bind(const Bindings& b) {
     return f ? &f->desc : nullptr;
   };
   try {
-    resolved_ = resolve_plan(plan_, b.vars, tensors, cat, device_.limits());
+    resolved_ = resolve_plan(plan_, b.vars, tensors, cat, device_.limits(), b.scalars);
   } catch (const Error& e) {
     plan_error(e.what());
   }

@@ -150,7 +150,7 @@ PlanScratch parse_scratch(const Json& j, const std::string& where) {
   s.dtype = dtype_from_string(dt);
   if (!s.dtype)
     fail(where + ".dtype",
-         fmt::format("unknown dtype \"{}\" (f32, f64, f16, bf16, i32, i64, u8)", dt));
+         fmt::format("unknown dtype \"{}\" (f32, f64, f16, bf16, f8e4m3, f8e5m2, i8, i16, i32, i64, u8, bool)", dt));
   const auto& shape = r.required_array("shape");
   for (std::size_t d = 0; d < shape.size(); ++d)
     s.shape.push_back(parse_expr(shape[d], fmt::format("{}.shape[{}]", where, d)));
@@ -265,11 +265,13 @@ struct Resolver {
   const std::set<std::string>& tensors;
   const KernelCatalog& kernels;
   const DeviceLimits& limits;
+  const ScalarArgs& scalars;
+  detail::RealVars reals;  // the floating scalar inputs
   std::set<std::string> scratch_names;
 
   std::int64_t eval_int(const Expr& e, const std::string& where) const {
     try {
-      return e.eval_int(vars);
+      return e.eval_int(vars, reals);
     } catch (const Error& err) {
       fail(where, err.what());
     }
@@ -277,10 +279,32 @@ struct Resolver {
 
   double eval_double(const Expr& e, const std::string& where) const {
     try {
-      return e.eval_double(vars);
+      return e.eval_double(vars, reals);
     } catch (const Error& err) {
       fail(where, err.what());
     }
+  }
+
+  // A scalar input named as an argument: its value in its own type.
+  ResolvedArg scalar_input(const std::string& name, const ScalarArg& s, const std::optional<ParamInfo>& param,
+                           const std::string& where) const {
+    ResolvedArg out;
+    out.size = dtype_size(s.dtype);
+    if (param && param->size != out.size)
+      fail(where, fmt::format("scalar input `{}` is {} ({} bytes) but the kernel's parameter is {} bytes", name,
+                              to_string(s.dtype), out.size, param->size));
+    switch (s.dtype) {
+      case DType::f32: out.bytes = bytes_of(static_cast<float>(s.value)); break;
+      case DType::f64: out.bytes = bytes_of(s.value); break;
+      case DType::i64: out.bytes = bytes_of(static_cast<std::int64_t>(s.value)); break;
+      case DType::i32: out.bytes = bytes_of(static_cast<std::int32_t>(s.value)); break;
+      case DType::i16: out.bytes = bytes_of(static_cast<std::int16_t>(s.value)); break;
+      case DType::i8: out.bytes = bytes_of(static_cast<std::int8_t>(s.value)); break;
+      case DType::u8:
+      case DType::boolean: out.bytes = bytes_of(static_cast<std::uint8_t>(s.value)); break;
+      default: fail(where, fmt::format("scalar input `{}` has dtype {}, which a plan cannot pass", name, to_string(s.dtype)));
+    }
+    return out;
   }
 
   std::vector<ResolvedScratch> scratch(const std::vector<PlanScratch>& list,
@@ -443,15 +467,24 @@ struct Resolver {
         continue;
       }
       if (a.kind == PlanArg::Kind::name_or_expr) {
+        if (auto s = scalars.find(a.text); s != scalars.end()) {
+          out.args.push_back(scalar_input(a.text, s->second, param, aw));
+          continue;
+        }
         // Name the buffers too, so a misspelt tensor reads as such.
         for (const auto& v : a.expr.variables())
-          if (!vars.count(v))
-            fail(aw, fmt::format("unknown name `{}`; tensors: {}; scratch: {}; dimensions and "
-                                 "parameters: {}",
-                                 v, join(to_list(tensors)), join(to_list(scratch_names)),
+          if (!vars.count(v) && !reals.count(v))
+            fail(aw, fmt::format("unknown name `{}`; tensors: {}; scratch: {}; {}dimensions and parameters: {}", v,
+                                 join(to_list(tensors)), join(to_list(scratch_names)),
+                                 scalars.empty() ? std::string() : "scalar inputs: " + join([&] {
+                                   std::vector<std::string> names;
+                                   for (const auto& [n, val] : scalars) names.push_back(n);
+                                   return names;
+                                 }()) + "; ",
                                  join([&] {
                                    std::vector<std::string> names;
-                                   for (const auto& [n, val] : vars) names.push_back(n);
+                                   for (const auto& [n, val] : vars)
+                                     if (!scalars.count(n)) names.push_back(n);
                                    return names;
                                  }())));
       }
@@ -465,8 +498,10 @@ struct Resolver {
 
 ResolvedPlan resolve_plan(const LaunchPlan& plan, const Vars& vars,
                           const std::set<std::string>& tensors, const KernelCatalog& kernels,
-                          const DeviceLimits& limits) {
-  Resolver r{vars, tensors, kernels, limits, {}};
+                          const DeviceLimits& limits, const ScalarArgs& scalars) {
+  Resolver r{vars, tensors, kernels, limits, scalars, {}, {}};
+  for (const auto& [name, s] : scalars)
+    if (dtype_is_float(s.dtype)) r.reals[name] = s.value;
   ResolvedPlan out;
   const PlanBody* body = nullptr;
   std::string prefix;

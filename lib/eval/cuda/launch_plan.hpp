@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/expr.hpp"
+#include "eval/backend.hpp"
 #include "eval/cuda/cubin.hpp"
 #include "ksearch/json.hpp"
 #include "ksearch/types.hpp"
@@ -126,11 +127,13 @@ struct ResolvedPlan {
 };
 
 // Evaluates the plan for one workload: `vars` holds dimensions and tunable
-// parameter values, `tensors` the task's tensor names. Throws
+// parameter values, `tensors` the task's tensor names, `scalars` the task's
+// scalar inputs (an argument naming one passes its value in its own type;
+// floating ones are also readable in expressions). Throws
 // ks::Error(Status::invalid_argument) with an actionable message.
 ResolvedPlan resolve_plan(const LaunchPlan& plan, const detail::Vars& vars,
                           const std::set<std::string>& tensors, const KernelCatalog& kernels,
-                          const DeviceLimits& limits);
+                          const DeviceLimits& limits, const ScalarArgs& scalars = {});
 
 // The checks that need no workload: every kernel the plan names exists in the
 // module and receives as many arguments as it has parameters. Run right

@@ -172,6 +172,8 @@ void remove_stale_pch_dirs(const fs::path& root) {
   }
 }
 
+}  // namespace
+
 std::vector<std::string> name_expressions_of(const LaunchPlan* plan) {
   std::vector<std::string> out;
   if (!plan) return out;
@@ -179,8 +181,6 @@ std::vector<std::string> name_expressions_of(const LaunchPlan* plan) {
     if (!is_plain_identifier(n)) out.push_back(n);
   return out;
 }
-
-}  // namespace
 
 bool is_plain_identifier(const std::string& name) {
   if (name.empty() || !(std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_'))

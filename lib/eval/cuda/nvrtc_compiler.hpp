@@ -47,6 +47,10 @@ KernelCatalog module_catalog(const std::vector<CubinKernel>& kernels,
 // True for names a plan may use without a name expression ("row_softmax").
 bool is_plain_identifier(const std::string& name);
 
+// The name expressions NVRTC is given for a plan: its kernel names that are
+// not plain identifiers ("gemm<128, 64>"), in order of first appearance.
+std::vector<std::string> name_expressions_of(const LaunchPlan* plan);
+
 class CudaCompiler final : public Compiler {
  public:
   explicit CudaCompiler(CudaCompilerOptions options);

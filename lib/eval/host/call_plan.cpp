@@ -47,6 +47,10 @@ const char* scalar_c_type(DType t) {
     case DType::f32: return "float";
     case DType::f64: return "double";
     case DType::i32: return "std::int32_t";
+    case DType::i16: return "std::int16_t";
+    case DType::i8: return "std::int8_t";
+    case DType::u8: return "std::uint8_t";
+    case DType::boolean: return "bool";
     default: return "std::int64_t";
   }
 }
@@ -137,7 +141,12 @@ HostPlanBody parse_body(const Json& j, const std::string& where, const std::vect
         const HostScratch* sc = nullptr;
         for (const auto& s : body.scratch)
           if (s.name == ha.text) sc = &s;
-        if (t) {
+        if (t && t->scalar) {
+          // A scalar input: its value, in its own type.
+          ha.kind = HostArg::Kind::value;
+          ha.dtype = t->dtype;
+          ha.expr = parse_expr(ha.text, aat);
+        } else if (t) {
           ha.kind = HostArg::Kind::tensor;
           ha.dtype = t->dtype;
           ha.is_const = !t->is_output;

@@ -16,7 +16,7 @@ struct HostArg {
   enum class Kind { tensor, scratch, value };
   Kind kind = Kind::value;
   std::string text;         // tensor or scratch name, or the expression as written
-  DType dtype = DType::i64; // tensor element type, or the scalar's type (i64 unless typed)
+  DType dtype = DType::i64; // tensor element type, or the scalar's type (i64 unless typed or a scalar input)
   bool is_const = false;    // task inputs are passed as const T*
   detail::Expr expr;        // for values
 };

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/inputs.hpp"
 #include "eval/compare.hpp"
 #include "eval/host/guarded_memory.hpp"
 #include "core/rng/ks_rng.h"
@@ -192,6 +193,10 @@ void HostDevice::copy(Buffer dst, Buffer src, std::size_t bytes) {
 void HostDevice::generate(Buffer b, DType dtype, std::size_t count, Distribution::Kind kind, double p0,
                           double p1, std::uint64_t seed, std::uint64_t stream) {
   count = std::min(count, b.bytes / dtype_size(dtype));
+  if (Distribution{kind}.structured()) {
+    detail::generate_values(b.host_ptr(), dtype, count, kind, p0, p1, seed, stream);
+    return;
+  }
   const int k = static_cast<int>(kind);
   // Elements are independent (counter-based RNG), so split large tensors.
   const std::size_t per_thread = 1u << 18;

@@ -32,6 +32,10 @@ union ArgValue {
   void* ptr;
   std::int64_t i64;
   std::int32_t i32;
+  std::int16_t i16;
+  std::int8_t i8;
+  std::uint8_t u8;
+  bool b;
   float f32;
   double f64;
 };
@@ -66,6 +70,8 @@ class HostProgram final : public Program {
       // when the shims were generated.
       std::vector<TensorSpec> names;
       for (const auto& [name, buf] : b.tensors) names.push_back(TensorSpec{.name = name});
+      // Scalar inputs are values of their own type, as in the shims.
+      for (const auto& [name, sc] : b.scalars) names.push_back(TensorSpec{.name = name, .dtype = sc.dtype, .scalar = true});
       try {
         plan_ = HostPlan::parse(plan_json_, names);
       } catch (const Error& e) {
@@ -109,6 +115,7 @@ class HostProgram final : public Program {
       scratch_by_name[s.name] = buf;
     }
     poison_scratch();
+    const detail::RealVars reals = b.reals();
     for (const auto& call : body->calls) {
       BoundCall bc;
       bc.fn = reinterpret_cast<ShimFn>(::dlsym(handle_, call.shim.c_str()));
@@ -132,17 +139,23 @@ class HostProgram final : public Program {
           v.ptr = it->second.host_ptr();
         } else {
           try {
+            auto small_int = [&](std::int64_t lo, std::int64_t hi, const char* type) {
+              std::int64_t x = a.expr.eval_int(b.vars, reals);
+              if (x < lo || x > hi) fail(fmt::format("{}: value {} does not fit in {}", where, x, type));
+              return x;
+            };
             switch (a.dtype) {
-              case DType::f32: v.f32 = static_cast<float>(a.expr.eval_double(b.vars)); break;
-              case DType::f64: v.f64 = a.expr.eval_double(b.vars); break;
-              case DType::i32: {
-                std::int64_t x = a.expr.eval_int(b.vars);
-                if (x < std::numeric_limits<std::int32_t>::min() || x > std::numeric_limits<std::int32_t>::max())
-                  fail(fmt::format("{}: value {} does not fit in i32", where, x));
-                v.i32 = static_cast<std::int32_t>(x);
+              case DType::f32: v.f32 = static_cast<float>(a.expr.eval_double(b.vars, reals)); break;
+              case DType::f64: v.f64 = a.expr.eval_double(b.vars, reals); break;
+              case DType::i32:
+                v.i32 = static_cast<std::int32_t>(small_int(std::numeric_limits<std::int32_t>::min(),
+                                                            std::numeric_limits<std::int32_t>::max(), "i32"));
                 break;
-              }
-              default: v.i64 = a.expr.eval_int(b.vars); break;
+              case DType::i16: v.i16 = static_cast<std::int16_t>(small_int(-32768, 32767, "i16")); break;
+              case DType::i8: v.i8 = static_cast<std::int8_t>(small_int(-128, 127, "i8")); break;
+              case DType::u8: v.u8 = static_cast<std::uint8_t>(small_int(0, 255, "u8")); break;
+              case DType::boolean: v.b = a.expr.eval_double(b.vars, reals) != 0.0; break;
+              default: v.i64 = a.expr.eval_int(b.vars, reals); break;
             }
           } catch (const Error& e) {
             fail(fmt::format("{}: {} (variables: {})", where, e.what(), list_vars(b.vars)));

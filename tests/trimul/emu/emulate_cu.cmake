@@ -1,4 +1,5 @@
-# ks_emulated_kernels(<out.cpp> <id> <source> [MARKDOWN] [DEFINES NAME=VALUE ...])
+# ks_emulated_kernels(<out.cpp> <id> <source> [MARKDOWN] [DEFINES NAME=VALUE ...]
+#                     [REPLACE <from> <to> ...])
 #
 # Turns a CUDA kernel source (or the first ```cuda block of a candidate answer
 # in Markdown) into host C++ for the emulation in cuda_emu.hpp:
@@ -9,11 +10,13 @@
 #   - `extern __shared__ T name[];` becomes a pointer to the block's dynamic
 #     shared memory;
 #   - DEFINES become #define lines ahead of the source (tunable parameters);
+#   - REPLACE pairs edit the source first (deliberately wrong variants of a
+#     kernel for tests: every <from> must occur);
 #   - void ks_emu_register_<id>(ks_emu::KernelTable&) registers every
 #     __global__ function under its name.
 # Runs at configure time; the source is a configure dependency.
 function(ks_emulated_kernels out id source)
-  cmake_parse_arguments(KE "MARKDOWN" "" "DEFINES" ${ARGN})
+  cmake_parse_arguments(KE "MARKDOWN" "" "DEFINES;REPLACE" ${ARGN})
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${source}")
   file(READ "${source}" text)
   if(KE_MARKDOWN)
@@ -30,6 +33,20 @@ function(ks_emulated_kernels out id source)
       message(FATAL_ERROR "ks_emulated_kernels: the ```cuda block of ${source} is not closed")
     endif()
     string(SUBSTRING "${text}" 0 ${stop} text)
+  endif()
+  list(LENGTH KE_REPLACE nrep)
+  if(nrep GREATER 0)
+    math(EXPR last_rep "${nrep} - 1")
+    foreach(i RANGE 0 ${last_rep} 2)
+      math(EXPR j "${i} + 1")
+      list(GET KE_REPLACE ${i} from)
+      list(GET KE_REPLACE ${j} to)
+      string(FIND "${text}" "${from}" at)
+      if(at EQUAL -1)
+        message(FATAL_ERROR "ks_emulated_kernels: ${source} does not contain \"${from}\"")
+      endif()
+      string(REPLACE "${from}" "${to}" text "${text}")
+    endforeach()
   endif()
   string(FIND "${text}" "PTX wrappers: begin" begin)
   string(FIND "${text}" "PTX wrappers: end" end)

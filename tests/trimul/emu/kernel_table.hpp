@@ -81,7 +81,8 @@ class KernelTable {
       return static_cast<T>(a.i);
     } else {
       if (a.kind == Arg::Kind::pointer) throw bad("expects a number, the plan passes a buffer");
-      return static_cast<T>(a.kind == Arg::Kind::real ? a.d : static_cast<double>(a.i));
+      // A scalar input may arrive as an integer kind with its double alongside.
+      return static_cast<T>(a.kind == Arg::Kind::real || a.d != 0 ? a.d : static_cast<double>(a.i));
     }
   }
 

@@ -37,7 +37,9 @@ void GuardedBuffer::check_guards(const std::string& what) const {
 }
 
 PlanRunStats run_plan(const KernelTable& table, const ks::Json& plan,
-                      std::map<std::string, GuardedBuffer*> tensors, const ks::detail::Vars& vars) {
+                      std::map<std::string, GuardedBuffer*> tensors, const ks::detail::Vars& vars,
+                      const std::map<std::string, double>& scalars) {
+  const ks::detail::RealVars reals(scalars.begin(), scalars.end());
   const ks::Json* kernels = plan.find("kernels");
   const ks::Json* scratch = plan.find("scratch");
   if (const ks::Json* variants = plan.find("variants")) {
@@ -90,9 +92,16 @@ PlanRunStats run_plan(const KernelTable& table, const ks::Json& plan,
       Arg arg;
       if (a.is_string()) {
         auto t = tensors.find(a.as_string());
+        auto sc = scalars.find(a.as_string());
         if (t != tensors.end()) {
           arg.kind = Arg::Kind::pointer;
           arg.ptr = t->second->data();
+        } else if (sc != scalars.end()) {
+          // A scalar input by name: its value (an integral one also converts to an integer parameter).
+          arg.kind = sc->second == static_cast<double>(static_cast<long long>(sc->second)) ? Arg::Kind::integer
+                                                                                            : Arg::Kind::real;
+          arg.i = static_cast<long long>(sc->second);
+          arg.d = sc->second;
         } else {
           arg.kind = Arg::Kind::integer;
           arg.i = ks::detail::eval_int_expr(a.as_string(), vars);
@@ -101,10 +110,10 @@ PlanRunStats run_plan(const KernelTable& table, const ks::Json& plan,
         const auto& [type, expr] = a.as_object().front();
         if (type == "f32" || type == "f64") {
           arg.kind = Arg::Kind::real;
-          arg.d = ks::detail::eval_double_expr(expr.as_string(), vars);
+          arg.d = ks::detail::Expr::parse(expr.is_string() ? expr.as_string() : expr.dump()).eval_double(vars, reals);
         } else {
           arg.kind = Arg::Kind::integer;
-          arg.i = ks::detail::eval_int_expr(expr.as_string(), vars);
+          arg.i = ks::detail::Expr::parse(expr.is_string() ? expr.as_string() : expr.dump()).eval_int(vars, reals);
         }
       } else {
         throw std::runtime_error("kernel `" + name + "`: an argument is neither a name, an expression nor a typed scalar");

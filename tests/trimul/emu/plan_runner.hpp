@@ -38,10 +38,13 @@ struct PlanRunStats {
 };
 
 // `tensors` maps the task's tensor names to their buffers; `vars` holds the
-// workload's dimensions and the solution's parameter values. Throws
+// workload's dimensions, the solution's parameter values and integer scalar
+// inputs; `scalars` the task's scalar inputs (a bare name passes the value,
+// floating ones are readable in typed expressions). Throws
 // std::runtime_error (or ks::Error for a malformed expression) naming the
 // kernel and the problem.
 PlanRunStats run_plan(const KernelTable& table, const ks::Json& plan,
-                      std::map<std::string, GuardedBuffer*> tensors, const ks::detail::Vars& vars);
+                      std::map<std::string, GuardedBuffer*> tensors, const ks::detail::Vars& vars,
+                      const std::map<std::string, double>& scalars = {});
 
 }  // namespace ks_emu

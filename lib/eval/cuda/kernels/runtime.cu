@@ -42,6 +42,38 @@ __device__ __forceinline__ unsigned char ks_to_u8(double v) {
   if (r >= 255.0) return 255;
   return (unsigned char)r;
 }
+__device__ __forceinline__ signed char ks_to_i8(double v) {
+  double r = ks_round_int(v);
+  if (r <= -128.0) return -128;
+  if (r >= 127.0) return 127;
+  return (signed char)r;
+}
+__device__ __forceinline__ short ks_to_i16(double v) {
+  double r = ks_round_int(v);
+  if (r <= -32768.0) return -32768;
+  if (r >= 32767.0) return 32767;
+  return (short)r;
+}
+__device__ __forceinline__ unsigned char ks_to_bool(double v) { return ks_round_int(v) != 0.0 ? 1 : 0; }
+
+// float8 elements as raw bytes, converted by ks_rng.h's ks_f8_bits: the same
+// function the host uses, so both sides produce the same bits.
+struct KsF8E4M3 {
+  unsigned char bits;
+};
+struct KsF8E5M2 {
+  unsigned char bits;
+};
+__device__ __forceinline__ KsF8E4M3 ks_to_f8e4m3(double v) {
+  KsF8E4M3 r;
+  r.bits = (unsigned char)ks_f8e4m3_bits(v);
+  return r;
+}
+__device__ __forceinline__ KsF8E5M2 ks_to_f8e5m2(double v) {
+  KsF8E5M2 r;
+  r.bits = (unsigned char)ks_f8e5m2_bits(v);
+  return r;
+}
 
 // One launch per tensor; element i is a pure function of (seed, stream, i).
 #define KS_GENERATE(suffix, T)                                                                 \
@@ -59,6 +91,11 @@ KS_GENERATE(bf16, __nv_bfloat16)
 KS_GENERATE(i32, int)
 KS_GENERATE(i64, long long)
 KS_GENERATE(u8, unsigned char)
+KS_GENERATE(i8, signed char)
+KS_GENERATE(i16, short)
+KS_GENERATE(bool, unsigned char)
+KS_GENERATE(f8e4m3, KsF8E4M3)
+KS_GENERATE(f8e5m2, KsF8E5M2)
 
 // ---------------------------------------------------------------------------
 // Comparison. The result block is laid out as CompareResult in cuda_device.cpp.
@@ -80,6 +117,34 @@ __device__ __forceinline__ double ks_value(__nv_bfloat16 v) { return (double)__b
 __device__ __forceinline__ double ks_value(int v) { return (double)v; }
 __device__ __forceinline__ double ks_value(long long v) { return (double)v; }
 __device__ __forceinline__ double ks_value(unsigned char v) { return (double)v; }
+__device__ __forceinline__ double ks_value(signed char v) { return (double)v; }
+__device__ __forceinline__ double ks_value(short v) { return (double)v; }
+
+// An 8-bit float's value; `nan_mag` is the first magnitude that is NaN,
+// `inf_mag` the infinite one (0 when the format has none).
+__device__ __forceinline__ double ks_f8_value(unsigned char b, int man_bits, int bias, unsigned inf_mag,
+                                              unsigned nan_mag) {
+  const unsigned mag = b & 0x7Fu;
+  double v;
+  if (mag >= nan_mag) {
+    v = __longlong_as_double(0x7ff8000000000000LL);
+  } else if (inf_mag != 0 && mag == inf_mag) {
+    v = __longlong_as_double(0x7ff0000000000000LL);
+  } else {
+    const unsigned field = mag >> man_bits, man = mag & ((1u << man_bits) - 1u);
+    // Both cases are exact: a small integer times a power of two.
+    v = field == 0 ? ldexp((double)man, 1 - bias - man_bits)
+                   : ldexp((double)(man | (1u << man_bits)), (int)field - bias - man_bits);
+  }
+  return (b & 0x80u) ? -v : v;
+}
+__device__ __forceinline__ double ks_value(KsF8E4M3 v) { return ks_f8_value(v.bits, 3, 7, 0, 0x7Fu); }
+__device__ __forceinline__ double ks_value(KsF8E5M2 v) { return ks_f8_value(v.bits, 2, 15, 0x7Cu, 0x7Du); }
+// bool is stored as a byte; its comparison reads the byte.
+struct KsBool {
+  unsigned char v;
+};
+__device__ __forceinline__ double ks_value(KsBool v) { return (double)v.v; }
 
 // T is the element type, U an unsigned integer of the same size (the poison
 // pattern is every byte 0xFF).
@@ -157,3 +222,8 @@ KS_COMPARE(bf16, __nv_bfloat16, unsigned short)
 KS_COMPARE(i32, int, unsigned int)
 KS_COMPARE(i64, long long, ks_u64_t)
 KS_COMPARE(u8, unsigned char, unsigned char)
+KS_COMPARE(i8, signed char, unsigned char)
+KS_COMPARE(i16, short, unsigned short)
+KS_COMPARE(bool, KsBool, unsigned char)
+KS_COMPARE(f8e4m3, KsF8E4M3, unsigned char)
+KS_COMPARE(f8e5m2, KsF8E5M2, unsigned char)

@@ -1,0 +1,326 @@
+// The export formats: each is the Python runtime (embedded verbatim), the
+// manifest, and a few lines of glue in the harness's own calling convention.
+// docs/export.md describes each harness's ABI and why it is met this way.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "core/fs.hpp"
+#include "export/bundle.hpp"
+#include "export/embedded.hpp"
+#include "ksearch/error.hpp"
+#include "ksearch/solution_export.hpp"
+#include "ksearch/version.h"
+
+namespace ks {
+namespace {
+
+using exporter::json_for_python;
+
+bool starts_with(const std::string& s, std::string_view p) { return s.rfind(p, 0) == 0; }
+
+std::string py_string(const std::string& s) {
+  // A Python string literal; JSON's escapes are valid Python escapes.
+  return Json(s).dump();
+}
+
+std::string one_line(std::string s) {
+  std::replace(s.begin(), s.end(), '\n', ' ');
+  if (s.size() > 160) s = s.substr(0, 157) + "...";
+  return s;
+}
+
+bool is_python_keyword(const std::string& s) {
+  static const std::set<std::string> kw = {
+      "False", "None",   "True",  "and",      "as",    "assert", "async",  "await", "break",
+      "class", "continue", "def", "del",      "elif",  "else",   "except", "finally", "for",
+      "from",  "global", "if",    "import",   "in",    "is",     "lambda", "nonlocal", "not",
+      "or",    "pass",   "raise", "return",   "try",   "while",  "with",   "yield"};
+  return kw.count(s) > 0;
+}
+
+std::string header(const char* what, const TaskSpec& task, const Json& bundle) {
+  const Json& sol = bundle["solution"];
+  const Json& nv = bundle["nvrtc"];
+  std::string out = fmt::format(
+      "# {}, written by `ksearch export` (libksearch {}).\n"
+      "# Task {}; solution \"{}\" (id {}).\n"
+      "# It runs the cubin(s) libksearch's NVRTC build produced for {} (NVRTC {}) - the binaries the\n"
+      "# evaluator timed - loaded through the CUDA driver by the runtime below (docs/export.md). A GPU of\n"
+      "# another architecture gets an NVRTC rebuild with the recorded options, announced on stderr.\n",
+      what, KS_VERSION_STRING, task.name, one_line(sol.get_string("name")), sol.get_string("id"),
+      bundle.get_string("arch"), nv.get_string("version"));
+  for (const auto& b : bundle["builds"].as_array())
+    out += fmt::format("#   cubin sha256 {} ({} bytes, {})\n", b.get_string("cubin_sha256"), b.get_int("cubin_bytes"),
+                       b.get_string("origin"));
+  return out + "\n";
+}
+
+std::string runtime_block() {
+  return "# ---- ksearch_runtime (lib/export/runtime/ksearch_runtime.py) -------------------------------------\n" +
+         std::string(exporter::embedded::ksearch_runtime_py) +
+         "\n# ---- generated for this solution ----------------------------------------------------------------\n\n";
+}
+
+std::vector<const TensorSpec*> inputs_of(const TaskSpec& t) {
+  std::vector<const TensorSpec*> out;
+  for (const auto& x : t.tensors)
+    if (!x.is_output) out.push_back(&x);
+  return out;
+}
+
+std::vector<const TensorSpec*> outputs_of(const TaskSpec& t) {
+  std::vector<const TensorSpec*> out;
+  for (const auto& x : t.tensors)
+    if (x.is_output) out.push_back(&x);
+  return out;
+}
+
+// ---- GPUMode: submission.py with custom_kernel(data), data = (input, mask, weights, config).
+
+std::string gpumode_file(const TaskSpec& task, const Json& bundle) {
+  if (task.name != "gpumode/trimul")
+    throw Error(Status::invalid_argument,
+                fmt::format("--format gpumode writes submissions for gpumode/trimul (GPUMode's bioml/trimul); task "
+                            "\"{}\" is not a GPUMode problem libksearch knows",
+                            task.name));
+  // reference.py's names for the task's parameter tensors (nn.Linear weights
+  // are [out, in], the task's [H, C] and [C, H] layouts, row-major).
+  static const std::map<std::string, std::string> weight_key = {
+      {"norm_weight", "norm.weight"},
+      {"norm_bias", "norm.bias"},
+      {"left_proj", "left_proj.weight"},
+      {"right_proj", "right_proj.weight"},
+      {"left_gate", "left_gate.weight"},
+      {"right_gate", "right_gate.weight"},
+      {"out_gate", "out_gate.weight"},
+      {"to_out_norm_weight", "to_out_norm.weight"},
+      {"to_out_norm_bias", "to_out_norm.bias"},
+      {"to_out", "to_out.weight"}};
+  auto ins = inputs_of(task);
+  auto outs = outputs_of(task);
+  if (ins.size() < 2 || ins[0]->name != "x" || ins[1]->name != "mask" || outs.size() != 1)
+    throw Error(Status::invalid_argument, "gpumode/trimul's tensors are not x, mask, the weights and one output");
+  std::string weights;
+  for (std::size_t i = 2; i < ins.size(); ++i) {
+    auto it = weight_key.find(ins[i]->name);
+    if (it == weight_key.end())
+      throw Error(Status::invalid_argument,
+                  fmt::format("task tensor \"{}\" has no counterpart among reference.py's weights", ins[i]->name));
+    weights += fmt::format("    {},  # {}\n", py_string(it->second), ins[i]->name);
+  }
+  std::string out = header("GPUMode submission (bioml/trimul)", task, bundle) + runtime_block();
+  out += "import torch\n\n";
+  out += "MANIFEST = load_json(" + json_for_python(bundle) + ")\n\n";
+  out += "_RUNNER = Runner(MANIFEST)\n";
+  out += "_F32 = torch.float32\n";
+  out += "# reference.py's weight names, in the order of the task's tensors after x and mask.\n";
+  out += "_WEIGHTS = (\n" + weights + ")\n\n\n";
+  out += R"PY(def custom_kernel(data):
+    """GPUMode's entry point: data = (input [B, N, N, C] float32, mask [B, N, N], weights by reference.py's
+    names, config {"dim", "hidden_dim"}); returns the output [B, N, N, C] float32."""
+    x, mask, weights, config = data
+    # generate_input gives an int64 0/1 mask when masked and float32 ones when not; the kernels read float32.
+    if mask.dtype != _F32:
+        mask = mask.to(_F32)
+    inputs = [x, mask]
+    try:
+        for key in _WEIGHTS:
+            inputs.append(weights[key])
+    except KeyError as e:
+        raise KsRuntimeError("weights has no %s (reference.py's names: %s)" % (e, ", ".join(_WEIGHTS)))
+    return _RUNNER.run(inputs)[0]
+)PY";
+  return out;
+}
+
+// ---- KernelBench: a module defining ModelNew, exec'd by eval_kernel_against_ref.
+
+std::string kernelbench_file(const TaskSpec& task, const Json& bundle, const std::string& problem_source) {
+  auto outs = outputs_of(task);
+  if (outs.empty()) throw Error(Status::invalid_argument, fmt::format("task \"{}\" has no output", task.name));
+  std::string out = header("KernelBench ModelNew", task, bundle) + runtime_block();
+  out += "import torch\nimport torch.nn as nn\n\n";
+  out += "MANIFEST = load_json(" + json_for_python(bundle) + ")\n\n";
+  out += "_RUNNER = Runner(MANIFEST)\n";
+  if (problem_source.empty()) {
+    out += "# No problem file was given at export: the parameters come from the Model of the namespace ModelNew\n"
+           "# runs in (eval_kernel_against_ref executes the reference and ModelNew in one).\n"
+           "_PROBLEM_SOURCE = None\n";
+  } else {
+    Json src = problem_source;
+    out += "# The problem file this export was made for; its Model builds the module's parameters.\n";
+    out += "_PROBLEM_SOURCE = load_json(" + json_for_python(src) + ")\n";
+  }
+  out += R"PY(
+
+def _problem_model_class():
+    if _PROBLEM_SOURCE is not None:
+        namespace = {"__name__": "ksearch_kernelbench_problem"}
+        exec(compile(_PROBLEM_SOURCE, "<KernelBench problem>", "exec"), namespace)
+        return namespace.get("Model")
+    return globals().get("Model")
+
+
+class ModelNew(nn.Module):
+    """The problem's computation by the embedded kernels. Inputs are forward()'s arguments, then the
+    problem module's state_dict() entries in order (the task's tensor order, docs/tasks/kernelbench.md)."""
+
+    def __init__(self, *init_inputs):
+        super().__init__()
+        model_class = _problem_model_class()
+        # Built right after KernelBench's set_seed(42), as the reference is: the same parameter values.
+        self.problem = model_class(*init_inputs) if model_class is not None else None
+
+    def forward(self, *args):
+        spec = _RUNNER.solution.inputs
+        device = next((a.device for a in args if isinstance(a, torch.Tensor)), None)
+        inputs = []
+        for i, a in enumerate(args):
+            if i >= len(spec):
+                raise KsRuntimeError("ModelNew takes %d inputs, got %d" % (len(spec), len(args)))
+            dtype = getattr(torch, spec[i].torch_dtype)
+            if isinstance(a, torch.Tensor):
+                inputs.append(a.to(dtype=dtype).contiguous())
+            else:  # a Python scalar is a one-element tensor of the task
+                inputs.append(torch.full((1,) * len(spec[i].shape), float(a), dtype=dtype, device=device))
+        if len(inputs) < len(spec):
+            if self.problem is None:
+                raise KsRuntimeError("the task takes %d inputs (%s) and forward() passed %d; the rest are the "
+                                     "problem module's parameters, but no problem Model is known (export with "
+                                     "--problem-file)" % (len(spec), ", ".join(t.name for t in spec), len(inputs)))
+            for t in self.problem.state_dict().values():
+                dtype = getattr(torch, spec[len(inputs)].torch_dtype) if len(inputs) < len(spec) else t.dtype
+                inputs.append(t.detach().to(device=device, dtype=dtype).contiguous())
+        if len(inputs) != len(spec):
+            raise KsRuntimeError("the task takes %d inputs (%s); forward() and the module's parameters gave %d"
+                                 % (len(spec), ", ".join(t.name for t in spec), len(inputs)))
+        outputs = _RUNNER.run(inputs)
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+)PY";
+  return out;
+}
+
+// ---- FlashInfer-Bench: a python-language Solution, destination-passing style.
+
+std::string definition_of(const TaskSpec& task) {
+  const std::string prefix = "flashinfer/";
+  return starts_with(task.name, prefix) ? task.name.substr(prefix.size()) : task.name;
+}
+
+std::string hardware_for(const std::string& arch) {
+  if (starts_with(arch, "sm_90")) return "NVIDIA_H100";
+  if (starts_with(arch, "sm_100")) return "NVIDIA_B200";
+  if (starts_with(arch, "sm_80")) return "NVIDIA_A100";
+  return "NVIDIA_" + arch;
+}
+
+std::string flashinfer_entry(const TaskSpec& task, const Json& bundle) {
+  auto ins = inputs_of(task);
+  auto outs = outputs_of(task);
+  if (outs.empty()) throw Error(Status::invalid_argument, fmt::format("task \"{}\" has no output", task.name));
+  auto param = [](const std::string& n) { return is_python_keyword(n) ? n + "_" : n; };
+  std::string args, in_list, out_list;
+  for (const auto* t : ins) {
+    args += (args.empty() ? "" : ", ") + param(t->name);
+    in_list += (in_list.empty() ? "" : ", ") + param(t->name);
+  }
+  for (const auto* t : outs) {
+    args += (args.empty() ? "" : ", ") + param(t->name);
+    out_list += (out_list.empty() ? "" : ", ") + param(t->name);
+  }
+  std::string out = header("FlashInfer-Bench Solution entry point", task, bundle) + runtime_block();
+  out += "MANIFEST = load_json(" + json_for_python(bundle) + ")\n\n";
+  out += "_RUNNER = Runner(MANIFEST)\n\n\n";
+  out += fmt::format(R"PY(def run({}):
+    """Destination-passing style: the definition's inputs in order, then its outputs, which are filled."""
+    _RUNNER.run([{}], [{}])
+)PY",
+                     args, in_list, out_list);
+  return out;
+}
+
+std::string flashinfer_file(const TaskSpec& task, const Solution& solution, const Json& bundle,
+                            const ExportOptions& o) {
+  const std::string def = definition_of(task);
+  std::string name = o.name;
+  if (name.empty()) name = fmt::format("{}_ksearch_{}", def, bundle["solution"].get_string("id").substr(0, 12));
+  Json hardware = Json::array();
+  if (o.target_hardware.empty()) hardware.push_back(hardware_for(o.arch));
+  for (const auto& h : o.target_hardware) hardware.push_back(h);
+  Json sources = Json::array();
+  sources.push_back(Json::obj({{"path", "main.py"}, {"content", flashinfer_entry(task, bundle)}}));
+  // The device code, for readers: main.py runs the cubin built from it.
+  for (const auto& f : solution.sources)
+    if (!f.content.empty())
+      sources.push_back(Json::obj({{"path", "kernel/" + std::filesystem::path(f.path).filename().string()},
+                                   {"content", f.content}}));
+  std::string description = solution.description;
+  description += std::string(description.empty() ? "" : " ") +
+                 fmt::format("(libksearch export: main.py launches the embedded {} cubin libksearch built with "
+                             "NVRTC {} and evaluated; kernel/ holds its source.)",
+                             o.arch, bundle["nvrtc"].get_string("version"));
+  Json sol = Json::obj({{"name", name},
+                        {"definition", def},
+                        {"author", o.author.empty() ? "libksearch" : o.author},
+                        {"description", description},
+                        {"spec", Json::obj({{"language", "python"},
+                                            {"target_hardware", hardware},
+                                            {"entry_point", "main.py::run"},
+                                            {"dependencies", Json::array()},
+                                            {"destination_passing_style", true}})},
+                        {"sources", sources}});
+  return sol.dump(2) + "\n";
+}
+
+}  // namespace
+
+std::vector<std::string> export_formats() { return {"gpumode", "kernelbench", "flashinfer", "bundle"}; }
+
+std::string export_runtime_source() { return std::string(exporter::embedded::ksearch_runtime_py); }
+
+ExportResult export_solution(const Task& task_in, const Solution& solution, const ExportOptions& o) {
+  const auto formats = export_formats();
+  if (std::find(formats.begin(), formats.end(), o.format) == formats.end())
+    throw Error(Status::invalid_argument,
+                fmt::format("unknown export format \"{}\" (gpumode, kernelbench, flashinfer, bundle)", o.format));
+  if (o.arch.rfind("sm_", 0) != 0)
+    throw Error(Status::invalid_argument, fmt::format("--arch \"{}\" is not an NVRTC target such as sm_90a", o.arch));
+  const TaskSpec& task = task_in.spec();
+  ExportResult r;
+  exporter::BundleOptions bo;
+  bo.arch = o.arch;
+  bo.cache_root = o.cache_dir.string();
+  bo.flags = o.extra_compile_flags;
+  bo.compile_timeout_s = o.compile_timeout_s;
+  Json bundle = exporter::make_bundle(task, solution, bo, &r.notes);
+  if (!o.evaluated.is_null()) bundle["evaluated"] = o.evaluated;
+  r.manifest = exporter::bundle_summary(bundle);
+  if (o.format == "gpumode") {
+    r.content = gpumode_file(task, bundle);
+    r.default_file_name = "submission.py";
+  } else if (o.format == "kernelbench") {
+    std::string problem = o.problem_source;
+    if (problem.empty() && task.oracle.is_object() && !task.oracle.get_string("problem").empty()) {
+      problem = detail::read_file(task.oracle.get_string("problem"));
+      r.notes.push_back("ModelNew builds its parameters with the Model of " + task.oracle.get_string("problem"));
+    }
+    if (problem.empty())
+      r.notes.push_back("no problem file given: module parameters, if the task has any, come from the Model of the "
+                        "namespace ModelNew runs in (KernelBench's eval has one there); --problem-file embeds one");
+    r.content = kernelbench_file(task, bundle, problem);
+    r.default_file_name = "model_new.py";
+  } else if (o.format == "flashinfer") {
+    r.content = flashinfer_file(task, solution, bundle, o);
+    r.default_file_name = Json::parse(r.content).get_string("name") + ".json";
+  } else {
+    r.content = bundle.dump(1) + "\n";
+    r.default_file_name = "bundle.json";
+  }
+  return r;
+}
+
+}  // namespace ks

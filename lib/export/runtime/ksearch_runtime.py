@@ -1,0 +1,1754 @@
+# ksearch_runtime: runs a solution exported by libksearch (docs/export.md).
+#
+# This file is embedded verbatim in every export (a GPUMode submission, a
+# KernelBench ModelNew, a FlashInfer-Bench Solution). It loads the cubins
+# libksearch's NVRTC build produced - the very binaries the evaluator timed -
+# through the CUDA driver (ctypes over libcuda, no extra package), resolves
+# the launch plan for the shapes at hand, takes scratch memory from
+# PyTorch's allocator and launches on PyTorch's current stream. On a GPU of
+# another architecture it compiles the embedded program with NVRTC (ctypes
+# over libnvrtc) with the recorded options, and says so on stderr.
+#
+# Two parts mirror libksearch's C++ exactly and are tested against it
+# (tests/export): the expression language (lib/core/expr.cpp) and launch-plan
+# parsing and resolution (lib/eval/cuda/launch_plan.cpp). Keep them in step.
+
+import base64
+import ctypes
+import ctypes.util
+import glob
+import hashlib
+import math
+import os
+import re
+import struct
+import sys
+import threading
+
+RUNTIME_VERSION = 1
+
+INT64_MIN = -(1 << 63)
+INT64_MAX = (1 << 63) - 1
+
+
+class KsRuntimeError(RuntimeError):
+    """A problem the runtime can name: bad input, a plan that does not fit, a CUDA error."""
+
+
+class ExprError(KsRuntimeError):
+    """ks::Error(Status::invalid_argument) of lib/core/expr.cpp, same message."""
+
+
+class PlanError(KsRuntimeError):
+    """ks::Error(Status::invalid_argument) of lib/eval/cuda/launch_plan.cpp, same message."""
+
+
+# ---------------------------------------------------------------------------
+# C library helpers: the C++ side parses numbers with strtod and computes
+# with libm, so the mirror calls the same functions where it can.
+
+def _load_libc():
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.strtod
+        fn.restype = ctypes.c_double
+        fn.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p)]
+        return fn
+    except (OSError, AttributeError):
+        return None
+
+
+def _load_libm():
+    out = {}
+    try:
+        libm = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
+        for name, nargs in (("pow", 2), ("log", 1), ("log2", 1), ("exp", 1), ("sqrt", 1), ("fmod", 2),
+                            ("floor", 1), ("ceil", 1), ("fabs", 1)):
+            f = getattr(libm, name)
+            f.restype = ctypes.c_double
+            f.argtypes = [ctypes.c_double] * nargs
+            out[name] = f
+    except (OSError, AttributeError):
+        pass
+    return out
+
+
+_STRTOD = _load_libc()
+_LIBM = _load_libm()
+
+
+def _strtod(tok):
+    """(value, out_of_range) as C's strtod gives them for a decimal token."""
+    if _STRTOD is not None:
+        ctypes.set_errno(0)
+        v = _STRTOD(tok.encode("ascii"), None)
+        return v, ctypes.get_errno() == 34  # ERANGE
+    v = float(tok)
+    tiny = v != 0.0 and abs(v) < 2.2250738585072014e-308
+    zero_from_digits = v == 0.0 and any(c in "123456789" for c in tok.split("e")[0].split("E")[0])
+    return v, math.isinf(v) or tiny or zero_from_digits
+
+
+def _c_math(name, *args):
+    f = _LIBM.get(name)
+    if f is not None:
+        return f(*args)
+    try:  # without libm: Python's math, with C's results where it raises
+        if name == "pow":
+            return math.pow(*args)
+        if name == "fmod":
+            return math.fmod(*args)
+        if name == "fabs":
+            return math.fabs(*args)
+        if name in ("floor", "ceil"):
+            x = args[0]
+            return x if math.isinf(x) or math.isnan(x) else float(getattr(math, name)(x))
+        return getattr(math, name)(*args)
+    except OverflowError:
+        return math.inf
+    except ValueError:
+        return math.nan
+
+
+# ---------------------------------------------------------------------------
+# Expressions: a mirror of lib/core/expr.cpp (same grammar, limits, integer
+# rules and messages).
+#
+#   operators:  ?:  ||  &&  == != < <= > >=  + -  * / %  unary - + !
+#   functions:  min max cdiv(a,b) ceil_div round_up(a,m) abs sqrt pow log log2 exp floor ceil
+
+_MAX_LENGTH = 4096
+_MAX_DEPTH = 200
+_ARITY = {"min": -2, "max": -2, "cdiv": 2, "ceil_div": 2, "round_up": 2, "abs": 1, "sqrt": 1, "pow": 2,
+          "log": 1, "log2": 1, "exp": 1, "floor": 1, "ceil": 1}
+_SPACE = " \t\n\v\f\r"
+_DIGITS = "0123456789"
+_ALPHA = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+# Node kinds
+_INT, _DBL, _VAR, _NEG, _NOT, _ADD, _SUB, _MUL, _DIV, _MOD, _LT, _LE, _GT, _GE, _EQ, _NE, _AND, _OR, _COND, \
+    _CALL = range(20)
+
+
+def _fmt_double(d):
+    # fmt's "{}" of a double: the shortest form that reads back, like repr.
+    if math.isnan(d):
+        return "-nan" if math.copysign(1.0, d) < 0 else "nan"
+    if math.isinf(d):
+        return "inf" if d > 0 else "-inf"
+    return repr(float(d))
+
+
+def _raw(c):
+    # A byte of the UTF-8 text as C++ prints it alone: ASCII as itself, any
+    # other byte as a lone surrogate (the byte again under "surrogateescape").
+    return c if ord(c) < 0x80 else chr(0xDC00 + ord(c))
+
+
+class _Parser:
+    def __init__(self, text):
+        self.text = text
+        # C++ reads the UTF-8 bytes; one character per byte keeps columns and limits equal.
+        self.s = text.encode("utf-8").decode("latin-1")
+        self.pos = 0
+        self.depth = 0
+        self.nodes = []
+
+    def fail(self, what):
+        raise ExprError('expression "%s": %s at column %d' % (self.text, what, self.pos + 1))
+
+    def skip(self):
+        s = self.s
+        while self.pos < len(s) and s[self.pos] in _SPACE:
+            self.pos += 1
+
+    def eat(self, tok):
+        self.skip()
+        s = self.s
+        if s.startswith(tok, self.pos):
+            if len(tok) == 1 and self.pos + 1 < len(s):
+                n = s[self.pos + 1]
+                if tok in ("<", ">", "!", "=") and n == "=":
+                    return False
+                if tok == "*" and n == "*":
+                    return False
+            self.pos += len(tok)
+            return True
+        return False
+
+    def add(self, node):
+        if len(self.nodes) >= 2 * _MAX_DEPTH:
+            self.fail("too many terms")
+        self.nodes.append(node)
+        return len(self.nodes) - 1
+
+    def enter(self):
+        self.depth += 1
+        if self.depth > _MAX_DEPTH:
+            self.fail("nested more than %d levels deep" % _MAX_DEPTH)
+
+    def run(self):
+        if len(self.s) > _MAX_LENGTH:
+            self.fail("longer than %d characters" % _MAX_LENGTH)
+        self.skip()
+        if self.pos >= len(self.s):
+            self.fail("empty expression")
+        root = self.ternary()
+        self.skip()
+        if self.pos < len(self.s):
+            self.fail("unexpected '%s'" % _raw(self.s[self.pos]))
+        return root
+
+    def ternary(self):
+        self.enter()
+        c = self.lor()
+        if self.eat("?"):
+            a = self.ternary()
+            if not self.eat(":"):
+                self.fail("expected ':' in conditional")
+            b = self.ternary()
+            c = self.add((_COND, 0, 0.0, None, (c, a, b)))
+        self.depth -= 1
+        return c
+
+    def lor(self):
+        a = self.land()
+        while self.eat("||"):
+            b = self.land()
+            a = self.add((_OR, 0, 0.0, None, (a, b)))
+        return a
+
+    def land(self):
+        a = self.cmp()
+        while self.eat("&&"):
+            b = self.cmp()
+            a = self.add((_AND, 0, 0.0, None, (a, b)))
+        return a
+
+    def cmp(self):
+        a = self.sum()
+        for tok, op in (("==", _EQ), ("!=", _NE), ("<=", _LE), (">=", _GE), ("<", _LT), (">", _GT)):
+            if self.eat(tok):
+                b = self.sum()
+                return self.add((op, 0, 0.0, None, (a, b)))
+        return a
+
+    def sum(self):
+        a = self.product()
+        while True:
+            if self.eat("+"):
+                op = _ADD
+            elif self.eat("-"):
+                op = _SUB
+            else:
+                return a
+            b = self.product()
+            a = self.add((op, 0, 0.0, None, (a, b)))
+
+    def product(self):
+        a = self.unary()
+        while True:
+            if self.eat("*"):
+                op = _MUL
+            elif self.eat("/"):
+                op = _DIV
+            elif self.eat("%"):
+                op = _MOD
+            else:
+                return a
+            b = self.unary()
+            a = self.add((op, 0, 0.0, None, (a, b)))
+
+    def unary(self):
+        self.enter()
+        if self.eat("-"):
+            k = self.unary()
+            r = self.add((_NEG, 0, 0.0, None, (k,)))
+        elif self.eat("+"):
+            r = self.unary()
+        elif self.eat("!"):
+            k = self.unary()
+            r = self.add((_NOT, 0, 0.0, None, (k,)))
+        else:
+            r = self.primary()
+        self.depth -= 1
+        return r
+
+    def primary(self):
+        self.skip()
+        s = self.s
+        if self.pos >= len(s):
+            self.fail("unexpected end")
+        c = s[self.pos]
+        if self.eat("("):
+            e = self.ternary()
+            if not self.eat(")"):
+                self.fail("expected ')'")
+            return e
+        if c in _DIGITS or c == ".":
+            return self.number()
+        if c in _ALPHA or c == "_":
+            start = self.pos
+            while self.pos < len(s) and (s[self.pos] in _ALPHA or s[self.pos] in _DIGITS or s[self.pos] == "_"):
+                self.pos += 1
+            name = s[start:self.pos]
+            if self.eat("("):
+                kids = []
+                if not self.eat(")"):
+                    kids.append(self.ternary())
+                    while self.eat(","):
+                        kids.append(self.ternary())
+                    if not self.eat(")"):
+                        self.fail("expected ')' after arguments of %s()" % name)
+                self.check_call(name, kids)
+                return self.add((_CALL, 0, 0.0, name, tuple(kids)))
+            return self.add((_VAR, 0, 0.0, name, ()))
+        self.fail("unexpected '%s'" % _raw(c))
+
+    def check_call(self, name, kids):
+        want = _ARITY.get(name)
+        if want is None:
+            self.fail("unknown function %s() (known: min, max, cdiv, round_up, abs, sqrt, pow, log, log2, exp, "
+                      "floor, ceil)" % name)
+        got = len(kids)
+        if (got < -want) if want < 0 else (got != want):
+            self.fail("%s() takes %s%d argument(s), got %d" % (name, "at least " if want < 0 else "",
+                                                               -want if want < 0 else want, got))
+
+    def number(self):
+        s = self.s
+        start = self.pos
+        is_double = False
+        while self.pos < len(s) and s[self.pos] in _DIGITS:
+            self.pos += 1
+        if self.pos < len(s) and s[self.pos] == ".":
+            is_double = True
+            self.pos += 1
+            while self.pos < len(s) and s[self.pos] in _DIGITS:
+                self.pos += 1
+        if self.pos < len(s) and s[self.pos] in "eE":
+            is_double = True
+            self.pos += 1
+            if self.pos < len(s) and s[self.pos] in "+-":
+                self.pos += 1
+            if self.pos >= len(s) or s[self.pos] not in _DIGITS:
+                self.fail("malformed exponent")
+            while self.pos < len(s) and s[self.pos] in _DIGITS:
+                self.pos += 1
+        tok = s[start:self.pos]
+        if tok[0] == "." and (len(tok) == 1 or tok[1] not in _DIGITS):
+            self.fail("malformed number")
+        if is_double:
+            d, out_of_range = _strtod(tok)
+            if out_of_range or math.isinf(d) or math.isnan(d):
+                self.fail("number out of range or malformed")
+            return self.add((_DBL, 0, d, None, ()))
+        v = int(tok)
+        if v > INT64_MAX:
+            self.fail("integer literal out of range")
+        return self.add((_INT, v, 0.0, None, ()))
+
+
+def _trunc_div(a, b):
+    q = abs(a) // abs(b)
+    return q if (a < 0) == (b < 0) else -q
+
+
+def _c_mod(a, b):
+    r = abs(a) % abs(b)
+    return -r if a < 0 else r
+
+
+class Expr:
+    """An integer expression over named variables, as lib/core/expr.hpp defines it."""
+
+    __slots__ = ("text", "_nodes", "_root")
+
+    def __init__(self, text):
+        # C++ reads the UTF-8 bytes; one character per byte keeps columns and limits equal.
+        self.text = text
+        p = _Parser(text)
+        self._root = p.run()
+        self._nodes = p.nodes
+
+    def variables(self):
+        return sorted({n[3] for n in self._nodes if n[0] == _VAR}, key=lambda v: v.encode("utf-8"))
+
+    def _fail(self, what):
+        raise ExprError('expression "%s": %s' % (self.text, what))
+
+    def eval(self, variables):
+        """(is_int, value) of the expression."""
+        return self._eval(self._root, variables)
+
+    def eval_int(self, variables):
+        is_int, v = self._eval(self._root, variables)
+        if is_int:
+            return v
+        if math.isfinite(v) and math.floor(v) == v and abs(v) < 9.2e18:
+            return int(v)
+        raise ExprError('expression "%s" must give an integer, gave %s' % (self.text, _fmt_double(v)))
+
+    def eval_double(self, variables):
+        is_int, v = self._eval(self._root, variables)
+        return float(v) if is_int else v
+
+    def _int(self, v):
+        if v < INT64_MIN or v > INT64_MAX:
+            self._fail("integer overflow")
+        return (True, v)
+
+    def _eval(self, idx, variables):
+        op, i, d, name, kids = self._nodes[idx]
+        ev = self._eval
+        if op == _INT:
+            return (True, i)
+        if op == _DBL:
+            return (False, d)
+        if op == _VAR:
+            v = variables.get(name)
+            if v is None:
+                known = ", ".join(sorted(variables, key=lambda k: k.encode("utf-8")))
+                self._fail('unknown name "%s" (known: %s)' % (name, known or "none"))
+            return (True, v)
+        if op == _NEG:
+            a_int, a = ev(kids[0], variables)
+            if a_int:
+                if a == INT64_MIN:
+                    self._fail("integer overflow")
+                return (True, -a)
+            return (False, -a)
+        if op == _NOT:
+            return (True, 1 if float(ev(kids[0], variables)[1]) == 0.0 else 0)
+        if op == _AND:
+            if float(ev(kids[0], variables)[1]) == 0.0:
+                return (True, 0)
+            return (True, 1 if float(ev(kids[1], variables)[1]) != 0.0 else 0)
+        if op == _OR:
+            if float(ev(kids[0], variables)[1]) != 0.0:
+                return (True, 1)
+            return (True, 1 if float(ev(kids[1], variables)[1]) != 0.0 else 0)
+        if op == _COND:
+            return ev(kids[1], variables) if float(ev(kids[0], variables)[1]) != 0.0 else ev(kids[2], variables)
+        if op == _CALL:
+            return self._call(name, [ev(k, variables) for k in kids])
+        a_int, a = ev(kids[0], variables)
+        b_int, b = ev(kids[1], variables)
+        if a_int and b_int:
+            if op == _ADD:
+                return self._int(a + b)
+            if op == _SUB:
+                return self._int(a - b)
+            if op == _MUL:
+                return self._int(a * b)
+            if op == _DIV:
+                if b == 0:
+                    self._fail("division by zero")
+                if a == INT64_MIN and b == -1:
+                    self._fail("integer overflow")
+                return (True, _trunc_div(a, b))
+            if op == _MOD:
+                if b == 0:
+                    self._fail("modulo by zero")
+                if b == -1:
+                    return (True, 0)
+                return (True, _c_mod(a, b))
+            return (True, int(_compare(op, a, b)))
+        x, y = float(a), float(b)
+        if op == _ADD:
+            return (False, x + y)
+        if op == _SUB:
+            return (False, x - y)
+        if op == _MUL:
+            return (False, x * y)
+        if op == _DIV:
+            if y == 0:
+                self._fail("division by zero")
+            return (False, x / y)
+        if op == _MOD:
+            if y == 0:
+                self._fail("modulo by zero")
+            return (False, _c_math("fmod", x, y))
+        return (True, int(_compare(op, x, y)))
+
+    def _call(self, f, args):
+        all_int = all(a[0] for a in args)
+        if f in ("min", "max"):
+            best = args[0]
+            for a in args[1:]:
+                less = float(a[1]) < float(best[1])
+                if (f == "min") == less:
+                    best = a
+            return best if all_int else (False, float(best[1]))
+        if f in ("cdiv", "ceil_div", "round_up"):
+            if not all_int:
+                self._fail("%s() needs integer arguments" % f)
+            a, b = args[0][1], args[1][1]
+            if b <= 0:
+                self._fail("%s() needs a positive divisor" % f)
+            q = _trunc_div(a, b) + (1 if _c_mod(a, b) > 0 else 0)
+            if f != "round_up":
+                return (True, q)
+            return self._int(q * b)
+        if f == "abs":
+            is_int, v = args[0]
+            if is_int:
+                if v == INT64_MIN:
+                    self._fail("integer overflow")
+                return (True, abs(v))
+            return (False, _c_math("fabs", v))
+        x = float(args[0][1])
+        if f == "sqrt":
+            if x < 0:
+                self._fail("sqrt of a negative number")
+            return (False, _c_math("sqrt", x))
+        if f == "pow":
+            return (False, _c_math("pow", x, float(args[1][1])))
+        if f == "log":
+            if x <= 0:
+                self._fail("log of a non-positive number")
+            return (False, _c_math("log", x))
+        if f == "log2":
+            if x <= 0:
+                self._fail("log2 of a non-positive number")
+            return (False, _c_math("log2", x))
+        if f == "exp":
+            return (False, _c_math("exp", x))
+        if f == "floor":
+            return args[0] if args[0][0] else (False, _c_math("floor", x))
+        if f == "ceil":
+            return args[0] if args[0][0] else (False, _c_math("ceil", x))
+        self._fail("internal error: unknown node")
+
+
+def _compare(op, a, b):
+    if op == _LT:
+        return a < b
+    if op == _LE:
+        return a <= b
+    if op == _GT:
+        return a > b
+    if op == _GE:
+        return a >= b
+    if op == _EQ:
+        return a == b
+    return a != b
+
+
+# ---------------------------------------------------------------------------
+# Launch plans: a mirror of lib/eval/cuda/launch_plan.cpp (docs/launch-plan.md).
+
+# Element sizes by the names plans and tasks use (types.cpp), with the
+# PyTorch dtype of each for tensors.
+_DTYPES = {
+    "f32": (4, "float32"), "float32": (4, "float32"),
+    "f64": (8, "float64"), "float64": (8, "float64"),
+    "f16": (2, "float16"), "float16": (2, "float16"),
+    "bf16": (2, "bfloat16"), "bfloat16": (2, "bfloat16"),
+    "i32": (4, "int32"), "int32": (4, "int32"),
+    "i64": (8, "int64"), "int64": (8, "int64"),
+    "u8": (1, "uint8"), "uint8": (1, "uint8"),
+    "i8": (1, "int8"), "int8": (1, "int8"),
+    "i16": (2, "int16"), "int16": (2, "int16"),
+    "bool": (1, "bool"), "boolean": (1, "bool"),
+    "f8e4m3": (1, "float8_e4m3fn"), "float8_e4m3fn": (1, "float8_e4m3fn"),
+    "f8e5m2": (1, "float8_e5m2"), "float8_e5m2": (1, "float8_e5m2"),
+}
+# The scratch dtypes C++ accepts (dtype_from_string on this libksearch).
+_PLAN_DTYPES = ("f32", "float32", "f64", "float64", "f16", "float16", "bf16", "bfloat16", "i32", "int32", "i64",
+                "int64", "u8", "uint8")
+
+
+def _plan_fail(where, what):
+    raise PlanError("launch plan: %s: %s" % (where, what))
+
+
+def _dump(value):
+    # The C++ messages show JSON as Json::dump writes it (compact).
+    import json
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _parse_expr(value, where):
+    if _is_int(value):
+        text = str(value)
+    elif isinstance(value, str):
+        text = value
+    else:
+        _plan_fail(where, 'expected an integer expression (a string such as "cdiv(N, 256)" or a number), got %s'
+                   % _dump(value))
+    try:
+        return Expr(text)
+    except ExprError as e:
+        _plan_fail(where, str(e))
+
+
+_ONE = None
+
+
+def _one():
+    global _ONE
+    if _ONE is None:
+        _ONE = Expr("1")
+    return _ONE
+
+
+def _parse_dims(value, where):
+    if not isinstance(value, list) or not value or len(value) > 3:
+        _plan_fail(where, 'expected one to three integer expressions, e.g. ["cdiv(N, 256)", 1], got %s'
+                   % _dump(value))
+    out = [_one(), _one(), _one()]
+    for d, v in enumerate(value):
+        out[d] = _parse_expr(v, "%s[%d]" % (where, d))
+    return out
+
+
+class PlanArg:
+    __slots__ = ("kind", "text", "expr")
+
+    def __init__(self, kind, text, expr):
+        self.kind, self.text, self.expr = kind, text, expr
+
+
+def _parse_arg(value, where):
+    if isinstance(value, str) or _is_int(value):
+        return PlanArg("name_or_expr", value if isinstance(value, str) else str(value), _parse_expr(value, where))
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        _plan_fail(where, '%s is not an integer; pass a floating value as {"f32": "%s"}' % (_dump(value), _dump(value)))
+    if isinstance(value, dict) and len(value) == 1:
+        key, v = next(iter(value.items()))
+        if key in ("f32", "f64", "i32", "i64"):
+            if isinstance(v, float):
+                text = _fmt_double(v)
+                try:
+                    return PlanArg(key, text, Expr(text))
+                except ExprError as e:
+                    _plan_fail(where, str(e))
+            e = _parse_expr(v, "%s.%s" % (where, key))
+            return PlanArg(key, e.text, e)
+    _plan_fail(where, 'expected a tensor or scratch name, an integer expression, or one of '
+                      '{"f32"|"f64"|"i32"|"i64": "expr"}, got %s' % _dump(value))
+
+
+class PlanLaunch:
+    __slots__ = ("kernel", "grid", "block", "cluster", "has_cluster", "shared_bytes", "args")
+
+
+class PlanScratch:
+    __slots__ = ("name", "dtype_size", "shape", "bytes")
+
+
+def _required(obj, key, where):
+    v = obj.get(key)
+    if v is None:
+        _plan_fail(where, '"%s" is missing' % key)
+    return v
+
+
+def _parse_launch(value, where):
+    if not isinstance(value, dict):
+        _plan_fail(where, "expected an object, got %s" % _dump(value))
+    k = PlanLaunch()
+    name = value.get("name")
+    if not isinstance(name, str):
+        _plan_fail(where, '"name" is missing or not a string')
+    if not name:
+        _plan_fail(where, '"name" is empty')
+    k.kernel = name
+    k.grid = _parse_dims(_required(value, "grid", where), where + ".grid")
+    k.block = _parse_dims(_required(value, "block", where), where + ".block")
+    s = value.get("shared_bytes")
+    k.shared_bytes = _parse_expr(s, where + ".shared_bytes") if s is not None else Expr("0")
+    c = value.get("cluster")
+    if c is not None:
+        k.cluster = _parse_dims(c, where + ".cluster")
+        k.has_cluster = True
+    else:
+        k.cluster = [_one(), _one(), _one()]
+        k.has_cluster = False
+    args = value.get("args")
+    if not isinstance(args, list):
+        _plan_fail(where, '"args" is missing or not an array')
+    k.args = [_parse_arg(a, "%s.args[%d]" % (where, i)) for i, a in enumerate(args)]
+    return k
+
+
+def _parse_scratch(value, where):
+    if not isinstance(value, dict):
+        _plan_fail(where, "expected an object, got %s" % _dump(value))
+    s = PlanScratch()
+    s.name = value.get("name")
+    if not isinstance(s.name, str):
+        _plan_fail(where, '"name" is missing or not a string')
+    has_bytes = "bytes" in value
+    has_shape = "shape" in value or "dtype" in value
+    if has_bytes == has_shape:
+        _plan_fail(where, 'scratch "%s" needs either "dtype" and "shape", or "bytes"' % s.name)
+    if has_bytes:
+        s.dtype_size = None
+        s.shape = None
+        s.bytes = _parse_expr(_required(value, "bytes", where), where + ".bytes")
+        return s
+    dt = value.get("dtype")
+    if dt not in _PLAN_DTYPES:
+        _plan_fail(where + ".dtype", 'unknown dtype "%s" (f32, f64, f16, bf16, i32, i64, u8)' % dt)
+    s.dtype_size = _DTYPES[dt][0]
+    shape = value.get("shape")
+    if not isinstance(shape, list):
+        _plan_fail(where, '"shape" is missing or not an array')
+    s.shape = [_parse_expr(x, "%s.shape[%d]" % (where, d)) for d, x in enumerate(shape)]
+    s.bytes = None
+    return s
+
+
+def _parse_body(value, prefix):
+    kernels, scratch = [], []
+    ks = value.get("kernels")
+    if "kernels" in value:
+        if not isinstance(ks, list) or not ks:
+            _plan_fail(prefix + "kernels", "expected a non-empty array of kernel launches")
+        kernels = [_parse_launch(k, "%skernels[%d]" % (prefix, i)) for i, k in enumerate(ks)]
+    ss = value.get("scratch")
+    if ss is not None:
+        if not isinstance(ss, list):
+            _plan_fail(prefix + "scratch", "expected an array of buffers")
+        scratch = [_parse_scratch(s, "%sscratch[%d]" % (prefix, i)) for i, s in enumerate(ss)]
+    return kernels, scratch
+
+
+class LaunchPlan:
+    """A parsed launch plan (docs/launch-plan.md)."""
+
+    def __init__(self, plan):
+        if not isinstance(plan, dict):
+            raise PlanError('launch plan: expected a JSON object with "kernels", got %s'
+                            % ("nothing" if plan is None else _dump(plan)))
+        self.kernels, self.scratch = _parse_body(plan, "")
+        self.variants = []  # (when, kernels, scratch, has_scratch)
+        vs = plan.get("variants")
+        if vs is not None:
+            if not isinstance(vs, list):
+                _plan_fail("variants", 'expected an array of {"when": ..., "kernels": [...]}')
+            for i, v in enumerate(vs):
+                where = "variants[%d]" % i
+                if not isinstance(v, dict):
+                    _plan_fail(where, "expected an object, got %s" % _dump(v))
+                when = _parse_expr(_required(v, "when", where), where + ".when")
+                if "kernels" not in v:
+                    _plan_fail(where, '"kernels" is missing')
+                kernels, scratch = _parse_body(v, where + ".")
+                self.variants.append((when, kernels, scratch, "scratch" in v))
+        if not self.kernels and not self.variants:
+            raise PlanError('launch plan: "kernels" is missing (the list of kernel launches, e.g. [{"name": "k", '
+                            '"grid": ["N"], "block": [256], "args": ["x", "y", "N"]}])')
+
+    def kernel_names(self):
+        out = []
+        for body in [self.kernels] + [v[1] for v in self.variants]:
+            for k in body:
+                if k.kernel not in out:
+                    out.append(k.kernel)
+        return out
+
+
+class DeviceLimits:
+    """What the device allows (lib/eval/cuda/launch_plan.hpp DeviceLimits)."""
+
+    def __init__(self, max_threads_per_block=1024, max_block=(1024, 1024, 64),
+                 max_grid=(2147483647, 65535, 65535), max_shared_per_block=48 * 1024,
+                 max_shared_per_block_optin=48 * 1024, cluster_launch=False, max_cluster_size=8):
+        self.max_threads_per_block = max_threads_per_block
+        self.max_block = tuple(max_block)
+        self.max_grid = tuple(max_grid)
+        self.max_shared_per_block = max_shared_per_block
+        self.max_shared_per_block_optin = max_shared_per_block_optin
+        self.cluster_launch = cluster_launch
+        self.max_cluster_size = max_cluster_size
+
+
+class KernelDesc:
+    """A kernel as a plan addresses it: params is a list of (offset, size) or None when unknown."""
+
+    def __init__(self, symbol, params=None, max_threads_per_block=0, static_shared_bytes=0):
+        self.symbol = symbol
+        self.params = params
+        self.max_threads_per_block = max_threads_per_block
+        self.static_shared_bytes = static_shared_bytes
+
+
+class ResolvedArg:
+    __slots__ = ("is_buffer", "buffer", "data", "size")
+
+    def __init__(self, is_buffer, buffer, data, size):
+        self.is_buffer, self.buffer, self.data, self.size = is_buffer, buffer, data, size
+
+
+class ResolvedLaunch:
+    __slots__ = ("kernel", "symbol", "grid", "block", "cluster", "has_cluster", "shared_bytes", "args")
+
+
+class ResolvedPlan:
+    def __init__(self):
+        self.variant = -1
+        self.launches = []
+        self.scratch = []  # (name, bytes)
+
+    def describe(self):
+        parts = []
+        for l in self.launches:
+            s = "%s grid %dx%dx%d block %dx%dx%d smem %d" % ((l.kernel,) + tuple(l.grid) + tuple(l.block)
+                                                            + (l.shared_bytes,))
+            if l.has_cluster:
+                s += " cluster %dx%dx%d" % tuple(l.cluster)
+            parts.append(s)
+        return "; ".join(parts)
+
+
+def _join(items, none="none"):
+    items = list(items)
+    return ", ".join(items) if items else none
+
+
+def _cpp_sorted(names):
+    # std::set / std::map order: bytewise.
+    return sorted(names, key=lambda n: n.encode("utf-8"))
+
+
+class _Resolver:
+    def __init__(self, variables, tensors, find_kernel, kernel_names, limits):
+        self.vars = variables
+        self.tensors = tensors
+        self.find_kernel = find_kernel
+        self.kernel_names = kernel_names
+        self.limits = limits
+        self.scratch_names = set()
+
+    def eval_int(self, e, where):
+        try:
+            return e.eval_int(self.vars)
+        except ExprError as err:
+            _plan_fail(where, str(err))
+
+    def eval_double(self, e, where):
+        try:
+            return e.eval_double(self.vars)
+        except ExprError as err:
+            _plan_fail(where, str(err))
+
+    def scratch(self, items, prefix):
+        out = []
+        for i, s in enumerate(items):
+            where = '%sscratch[%d] "%s"' % (prefix, i, s.name)
+            if s.name in self.tensors:
+                _plan_fail(where, "the name is already a tensor of the task; pick another")
+            if s.name in self.vars:
+                _plan_fail(where, "the name is already a dimension or parameter; pick another")
+            if s.name in self.scratch_names:
+                _plan_fail(where, "declared twice")
+            self.scratch_names.add(s.name)
+            if s.dtype_size is not None:
+                nbytes = s.dtype_size
+                for d, e in enumerate(s.shape):
+                    n = self.eval_int(e, "%s.shape[%d]" % (where, d))
+                    if n < 0:
+                        _plan_fail(where, "shape[%d] = %d is negative" % (d, n))
+                    nbytes *= n
+                    if nbytes > INT64_MAX:
+                        _plan_fail(where, "the size overflows")
+            else:
+                nbytes = self.eval_int(s.bytes, where + ".bytes")
+                if nbytes < 0:
+                    _plan_fail(where, "bytes = %d is negative" % nbytes)
+            out.append((s.name, nbytes))
+        return out
+
+    def dims(self, exprs, where, maxima):
+        out = []
+        for d in range(3):
+            v = self.eval_int(exprs[d], "%s[%d]" % (where, d))
+            if v < 1 or v > maxima[d]:
+                _plan_fail("%s[%d]" % (where, d), "`%s` = %d is outside 1..%d" % (exprs[d].text, v, maxima[d]))
+            out.append(v)
+        return out
+
+    def find(self, name, where):
+        k = self.find_kernel(name)
+        if k is None:
+            hint = "" if "<" not in name else (" (a template kernel is named by its instantiation, e.g. "
+                                              "`gemm<128, 64>`, and must be instantiable with those arguments)")
+            _plan_fail(where, "kernel `%s` not found in module; kernels are: %s%s" % (name, _join(self.kernel_names),
+                                                                                    hint))
+        return k
+
+    @staticmethod
+    def check_arg_count(l, k, where):
+        if k.params is None or len(k.params) == len(l.args):
+            return
+        n, m = len(k.params), len(l.args)
+        _plan_fail(where, "kernel `%s` takes %d parameter%s but the plan passes %d argument%s"
+                   % (l.kernel, n, "" if n == 1 else "s", m, "" if m == 1 else "s"))
+
+    def scalar_arg(self, a, param, where):
+        def need_size(size, what):
+            if param is not None and param[1] != size:
+                _plan_fail(where, "%s is %d bytes but the kernel's parameter is %d bytes" % (what, size, param[1]))
+            return size
+
+        if a.kind == "f32":
+            size = need_size(4, "an f32 value")
+            v = self.eval_double(a.expr, where)
+            return ResolvedArg(False, None, _pack_f32(v), size)
+        if a.kind == "f64":
+            size = need_size(8, "an f64 value")
+            return ResolvedArg(False, None, struct.pack("<d", self.eval_double(a.expr, where)), size)
+        if a.kind == "i32":
+            size = need_size(4, "an i32 value")
+            v = self.eval_int(a.expr, where)
+            if v < -(1 << 31) or v > (1 << 31) - 1:
+                _plan_fail(where, "`%s` = %d does not fit in 32 bits" % (a.text, v))
+            return ResolvedArg(False, None, struct.pack("<i", v), size)
+        if a.kind == "i64":
+            size = need_size(8, "an i64 value")
+            return ResolvedArg(False, None, struct.pack("<q", self.eval_int(a.expr, where)), size)
+        v = self.eval_int(a.expr, where)
+        size = param[1] if param is not None else 4
+        if size == 1:
+            ok = -128 <= v <= 255
+        elif size == 2:
+            ok = -32768 <= v <= 65535
+        elif size == 4:
+            ok = -(1 << 31) <= v <= (1 << 32) - 1
+        elif size == 8:
+            ok = True
+        else:
+            _plan_fail(where, "the kernel's parameter is a %d-byte value, which a plan cannot pass; take pointers "
+                              "and integers or floats" % size)
+        if not ok:
+            _plan_fail(where, "`%s` = %d does not fit the kernel's %d-byte integer parameter%s"
+                       % (a.text, v, size, "" if param is not None else ' (use {"i64": ...} for a 64-bit parameter)'))
+        return ResolvedArg(False, None, (v & ((1 << (8 * size)) - 1)).to_bytes(size, "little"), size)
+
+    def launch(self, l, where):
+        k = self.find(l.kernel, where)
+        self.check_arg_count(l, k, where)
+        lim = self.limits
+        out = ResolvedLaunch()
+        out.kernel = l.kernel
+        out.symbol = k.symbol
+        kw = "%s (kernel `%s`)" % (where, l.kernel)
+        out.grid = self.dims(l.grid, kw + " grid", lim.max_grid)
+        out.block = self.dims(l.block, kw + " block", lim.max_block)
+        threads = out.block[0] * out.block[1] * out.block[2]
+        if threads > lim.max_threads_per_block:
+            _plan_fail(kw, "a block of %dx%dx%d = %d threads exceeds the device's limit of %d"
+                       % (out.block[0], out.block[1], out.block[2], threads, lim.max_threads_per_block))
+        if k.max_threads_per_block > 0 and threads > k.max_threads_per_block:
+            _plan_fail(kw, "a block of %d threads exceeds this kernel's limit of %d (set by its register use or "
+                           "__launch_bounds__)" % (threads, k.max_threads_per_block))
+        shared = self.eval_int(l.shared_bytes, kw + " shared_bytes")
+        if shared < 0:
+            _plan_fail(kw, "shared_bytes = %d is negative" % shared)
+        if shared + k.static_shared_bytes > lim.max_shared_per_block_optin:
+            _plan_fail(kw, "shared_bytes = `%s` = %d plus %d bytes of static shared memory exceeds the device's "
+                           "limit of %d bytes per block" % (l.shared_bytes.text, shared, k.static_shared_bytes,
+                                                             lim.max_shared_per_block_optin))
+        out.shared_bytes = shared
+        out.cluster = [1, 1, 1]
+        out.has_cluster = False
+        if l.has_cluster:
+            m = lim.max_cluster_size
+            out.cluster = self.dims(l.cluster, kw + " cluster", (m, m, m))
+            size = out.cluster[0] * out.cluster[1] * out.cluster[2]
+            out.has_cluster = size > 1
+            if out.has_cluster and not lim.cluster_launch:
+                _plan_fail(kw, "cluster dimensions need thread-block clusters (sm_90 or newer), which this device "
+                               "does not support")
+            if size > m:
+                _plan_fail(kw, "a cluster of %d blocks exceeds the limit of %d" % (size, m))
+            for d in range(3):
+                if out.grid[d] % out.cluster[d] != 0:
+                    _plan_fail(kw, "cluster[%d] = %d does not divide grid[%d] = %d" % (d, out.cluster[d], d,
+                                                                                       out.grid[d]))
+        out.args = []
+        for i, a in enumerate(l.args):
+            aw = "%s argument %d `%s`" % (kw, i, a.text)
+            param = k.params[i] if k.params is not None else None
+            if a.kind == "name_or_expr" and (a.text in self.tensors or a.text in self.scratch_names):
+                if param is not None and param[1] != 8:
+                    _plan_fail(aw, "a buffer is passed as an 8-byte pointer but the kernel's parameter %d is %d bytes"
+                               % (i, param[1]))
+                out.args.append(ResolvedArg(True, a.text, None, 8))
+                continue
+            if a.kind == "name_or_expr":
+                for v in a.expr.variables():
+                    if v not in self.vars:
+                        _plan_fail(aw, "unknown name `%s`; tensors: %s; scratch: %s; dimensions and parameters: %s"
+                                   % (v, _join(_cpp_sorted(self.tensors)), _join(_cpp_sorted(self.scratch_names)),
+                                      _join(_cpp_sorted(self.vars))))
+            out.args.append(self.scalar_arg(a, param, aw))
+        return out
+
+
+def _pack_f32(v):
+    # static_cast<float>(double): round to nearest, out of range -> infinity.
+    try:
+        return struct.pack("<f", v)
+    except OverflowError:
+        return struct.pack("<f", math.copysign(math.inf, v))
+
+
+def resolve_plan(plan, variables, tensors, find_kernel, kernel_names, limits):
+    """Mirror of ks::eval::cuda::resolve_plan. `variables`: dims and parameter values (name -> int);
+    `tensors`: the task's tensor names; `find_kernel(plan_name)` -> KernelDesc or None;
+    `kernel_names`: what the module offers, for messages. Raises PlanError."""
+    r = _Resolver(variables, set(tensors), find_kernel, kernel_names, limits)
+    out = ResolvedPlan()
+    body = None
+    prefix = ""
+    for i, (when, kernels, scratch, has_scratch) in enumerate(plan.variants):
+        if r.eval_double(when, "variants[%d].when" % i) != 0.0:
+            body = kernels
+            out.variant = i
+            prefix = "variants[%d]." % i
+            break
+    scratch = plan.scratch
+    scratch_prefix = ""
+    if body is not None:
+        if plan.variants[out.variant][3]:
+            scratch = plan.variants[out.variant][2]
+            scratch_prefix = prefix
+    else:
+        if not plan.kernels:
+            dims = ", ".join("%s=%d" % (n, variables[n]) for n in _cpp_sorted(variables))
+            raise PlanError('launch plan: no variant applies to this workload (%s) and there are no top-level '
+                            '"kernels"' % dims)
+        body = plan.kernels
+    out.scratch = r.scratch(scratch, scratch_prefix)
+    out.launches = [r.launch(k, "%skernels[%d]" % (prefix, i)) for i, k in enumerate(body)]
+    return out
+
+
+def strip_spaces(name):
+    return name.replace(" ", "")
+
+
+# ---------------------------------------------------------------------------
+# The exported solution: its builds (one cubin per set of tunable-parameter
+# values), the plan, and the task's tensors.
+
+class Build:
+    def __init__(self, b):
+        self.params = {k: int(v) for k, v in b.get("params", {}).items()}
+        self.arch = b["arch"]
+        self.cubin_b64 = b.get("cubin")
+        self.cubin_sha256 = b.get("cubin_sha256")
+        self.program = b.get("program")
+        self.name_expressions = b.get("name_expressions", [])
+        self.lowered_names = dict(b.get("lowered_names", {}))
+        self.kernels = b.get("kernels", [])  # [{"symbol", "name", "params": [[offset, size], ...] | None}]
+        self._cubin = None
+
+    def cubin(self):
+        if self._cubin is None:
+            data = base64.b64decode(self.cubin_b64)
+            if self.cubin_sha256 and hashlib.sha256(data).hexdigest() != self.cubin_sha256:
+                raise KsRuntimeError("the embedded cubin does not match its recorded SHA-256: the export is damaged")
+            self._cubin = data
+        return self._cubin
+
+    def kernel_names(self):
+        return [k["name"] for k in self.kernels]
+
+    def symbol_for(self, plan_name, lowered=None):
+        """The symbol a plan name leads to: recorded lowered names first, then the module's own names
+        (lib/eval/cuda/nvrtc_compiler.cpp module_catalog)."""
+        lowered = self.lowered_names if lowered is None else lowered
+        if plan_name in lowered:
+            return lowered[plan_name]
+        want = strip_spaces(plan_name)
+        for expr, sym in lowered.items():
+            if strip_spaces(expr) == want:
+                return sym
+        for k in self.kernels:
+            if k["symbol"] == plan_name:
+                return k["symbol"]
+        matches = [k["symbol"] for k in self.kernels if strip_spaces(k["name"]) == want]
+        return matches[0] if len(matches) == 1 else None
+
+    def recorded_params(self, symbol):
+        for k in self.kernels:
+            if k["symbol"] == symbol:
+                p = k.get("params")
+                return None if p is None else [tuple(x) for x in p]
+        return None
+
+
+class TensorArg:
+    __slots__ = ("name", "dtype", "size", "torch_dtype", "shape", "output")
+
+    def __init__(self, t):
+        self.name = t["name"]
+        self.dtype = t["dtype"]
+        self.size, self.torch_dtype = _DTYPES[self.dtype]
+        self.shape = [Expr(str(s)) for s in t["shape"]]
+        self.output = bool(t.get("output"))
+
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class Solution:
+    """The data of an export (the manifest libksearch wrote) and the rules that need no GPU:
+    binding dimensions to tensor shapes, choosing a build, resolving the plan."""
+
+    def __init__(self, manifest):
+        if manifest.get("format") != "ksearch-export":
+            raise KsRuntimeError("not a libksearch export manifest")
+        self.manifest = manifest
+        task = manifest["task"]
+        self.task_name = task["name"]
+        self.dims = list(task["dims"])
+        self.tensors = [TensorArg(t) for t in task["tensors"]]
+        self.inputs = [t for t in self.tensors if not t.output]
+        self.outputs = [t for t in self.tensors if t.output]
+        self.tensor_names = set(t.name for t in self.tensors)
+        self.workloads = [(w["name"], {k: int(v) for k, v in w["dims"].items()}, int(w["build"]))
+                          for w in task.get("workloads", [])]
+        self.plan = LaunchPlan(manifest["plan"])
+        self.builds = [Build(b) for b in manifest["builds"]]
+        self.default_build = int(manifest.get("default_build", -1))
+        self.constraints = [Expr(c) for c in manifest.get("constraints", [])]
+        self.nvrtc = manifest.get("nvrtc", {})
+
+    # -- dimensions
+    def bind_dims(self, shapes):
+        """Dimension values from the input shapes (in task input order); dimensions no shape names
+        directly come from the task's workloads that agree with the rest."""
+        dims = {}
+        where = {}
+        for t, shape in zip(self.inputs, shapes):
+            if len(shape) != len(t.shape):
+                raise KsRuntimeError("input \"%s\" has %d dimensions %s; the task's shape is [%s]"
+                                     % (t.name, len(shape), list(shape), ", ".join(e.text for e in t.shape)))
+            for i, (e, n) in enumerate(zip(t.shape, shape)):
+                if _IDENT.match(e.text) and e.text in self.dims:
+                    if e.text in dims and dims[e.text] != n:
+                        raise KsRuntimeError("dimension %s is %d from %s but %d from %s[%d]"
+                                             % (e.text, dims[e.text], where[e.text], n, t.name, i))
+                    if e.text not in dims:
+                        dims[e.text] = int(n)
+                        where[e.text] = "%s[%d]" % (t.name, i)
+        missing = [d for d in self.dims if d not in dims]
+        if missing:
+            agree = [w for w in self.workloads if all(w[1].get(k) == v for k, v in dims.items())]
+            for d in missing:
+                values = set(w[1][d] for w in (agree or self.workloads) if d in w[1])
+                if len(values) != 1:
+                    raise KsRuntimeError("dimension %s cannot be read from the input shapes and the task's workloads "
+                                         "do not fix it (%s)" % (d, ", ".join(str(v) for v in sorted(values)) or
+                                                                 "none sets it"))
+                dims[d] = values.pop()
+        for t, shape in zip(self.inputs, shapes):
+            for i, (e, n) in enumerate(zip(t.shape, shape)):
+                want = e.eval_int(dims)
+                if want != n:
+                    raise KsRuntimeError("input \"%s\" dimension %d is %d but the task's shape `%s` gives %d (%s)"
+                                         % (t.name, i, n, e.text, want,
+                                            ", ".join("%s=%d" % kv for kv in sorted(dims.items()))))
+        return dims
+
+    def output_shapes(self, dims):
+        return [tuple(e.eval_int(dims) for e in t.shape) for t in self.outputs]
+
+    # -- builds
+    def build_for(self, dims):
+        """The build the evaluator used for a workload of these dimensions; else the solution's default
+        parameter values, when they are admissible for them."""
+        for name, wdims, b in self.workloads:
+            if wdims == dims:
+                return b
+        if self.default_build < 0:
+            raise KsRuntimeError("no build of this solution fits %s (it has tuned parameters only for the task's "
+                                 "workloads)" % dims)
+        values = dict(self.builds[self.default_build].params)
+        values.update(dims)
+        for c in self.constraints:
+            try:
+                ok = c.eval_double(values) != 0.0
+            except ExprError as e:
+                raise KsRuntimeError("parameter constraint \"%s\" cannot be checked for %s: %s" % (c.text, dims, e))
+            if not ok:
+                raise KsRuntimeError("the solution's parameters %s do not admit %s: constraint \"%s\" fails"
+                                     % (self.builds[self.default_build].params, dims, c.text))
+        return self.default_build
+
+
+# ---------------------------------------------------------------------------
+# The CUDA driver, through ctypes.
+
+CU_DEVICE_ATTRIBUTE = {
+    "max_threads_per_block": 1, "max_block_x": 2, "max_block_y": 3, "max_block_z": 4, "max_grid_x": 5,
+    "max_grid_y": 6, "max_grid_z": 7, "max_shared_per_block": 8, "cc_major": 75, "cc_minor": 76,
+    "max_shared_per_block_optin": 97, "cluster_launch": 120,
+}
+CU_FUNC_MAX_THREADS_PER_BLOCK = 0
+CU_FUNC_SHARED_SIZE_BYTES = 1
+CU_FUNC_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+CU_FUNC_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14
+CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4
+_WRONG_BINARY = (200, 209, 222)  # CUDA_ERROR_INVALID_IMAGE, NO_BINARY_FOR_GPU, UNSUPPORTED_PTX_VERSION
+
+
+class _LaunchAttribute(ctypes.Structure):
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("x", ctypes.c_uint), ("y", ctypes.c_uint),
+                ("z", ctypes.c_uint), ("rest", ctypes.c_char * 52)]
+
+
+class _LaunchConfig(ctypes.Structure):
+    _fields_ = [("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint), ("gridDimZ", ctypes.c_uint),
+                ("blockDimX", ctypes.c_uint), ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
+                ("sharedMemBytes", ctypes.c_uint), ("hStream", ctypes.c_void_p),
+                ("attrs", ctypes.POINTER(_LaunchAttribute)), ("numAttrs", ctypes.c_uint)]
+
+
+def arch_for_capability(major, minor):
+    """lib/eval/cuda/cuda_device.cpp: from Hopper on, the "a" targets."""
+    return "sm_%d%d%s" % (major, minor, "a" if major >= 9 else "")
+
+
+class CudaDriver:
+    """libcuda entry points the runtime needs; every call checked, errors named."""
+
+    def __init__(self):
+        path = os.environ.get("KSEARCH_LIBCUDA") or "libcuda.so.1"
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError as e:
+            raise KsRuntimeError("cannot load the CUDA driver (%s): %s" % (path, e))
+        self.lib = lib
+        vp, u, i, sz = ctypes.c_void_p, ctypes.c_uint, ctypes.c_int, ctypes.c_size_t
+        P = ctypes.POINTER
+        sig = {
+            "cuInit": [u], "cuGetErrorName": [i, P(ctypes.c_char_p)], "cuGetErrorString": [i, P(ctypes.c_char_p)],
+            "cuDeviceGet": [P(i), i], "cuDeviceGetAttribute": [P(i), i, i], "cuCtxGetCurrent": [P(vp)],
+            "cuCtxSetCurrent": [vp], "cuDevicePrimaryCtxRetain": [P(vp), i], "cuModuleLoadData": [P(vp), vp],
+            "cuModuleGetFunction": [P(vp), vp, ctypes.c_char_p], "cuFuncGetAttribute": [P(i), i, vp],
+            "cuFuncSetAttribute": [vp, i, i],
+            "cuLaunchKernel": [vp, u, u, u, u, u, u, u, vp, vp, vp],
+        }
+        for name, args in sig.items():
+            f = getattr(lib, name, None)
+            if f is None:
+                raise KsRuntimeError("the CUDA driver %s has no %s" % (path, name))
+            f.restype = ctypes.c_int
+            f.argtypes = args
+            setattr(self, name, f)
+        self.cuLaunchKernelEx = getattr(lib, "cuLaunchKernelEx", None)
+        if self.cuLaunchKernelEx is not None:
+            self.cuLaunchKernelEx.restype = ctypes.c_int
+            self.cuLaunchKernelEx.argtypes = [P(_LaunchConfig), vp, vp, vp]
+        self.cuFuncGetParamInfo = getattr(lib, "cuFuncGetParamInfo", None)
+        if self.cuFuncGetParamInfo is not None:
+            self.cuFuncGetParamInfo.restype = ctypes.c_int
+            self.cuFuncGetParamInfo.argtypes = [vp, sz, P(sz), P(sz)]
+        self.check(self.cuInit(0), "cuInit")
+        self._contexts = {}
+
+    def error_text(self, r):
+        name, text = ctypes.c_char_p(), ctypes.c_char_p()
+        self.cuGetErrorName(r, ctypes.byref(name))
+        self.cuGetErrorString(r, ctypes.byref(text))
+        n = name.value.decode() if name.value else "CUDA error %d" % r
+        return "%s (%s)" % (n, text.value.decode()) if text.value else n
+
+    def check(self, r, call, what=""):
+        if r != 0:
+            raise KsRuntimeError("%s: %s%s" % (call, self.error_text(r), (" " + what) if what else ""))
+
+    # -- devices and contexts: PyTorch's, i.e. each device's primary context
+    def device_of(self, tensor):
+        if not tensor.is_cuda:
+            raise KsRuntimeError("tensors must be on a CUDA device; got one on %s" % tensor.device)
+        return tensor.device.index if tensor.device.index is not None else 0
+
+    def context(self, ordinal):
+        ctx = self._contexts.get(ordinal)
+        if ctx is None:
+            dev = ctypes.c_int()
+            self.check(self.cuDeviceGet(ctypes.byref(dev), ordinal), "cuDeviceGet")
+            c = ctypes.c_void_p()
+            self.check(self.cuDevicePrimaryCtxRetain(ctypes.byref(c), dev), "cuDevicePrimaryCtxRetain")
+            ctx = self._contexts[ordinal] = c.value
+        return ctx
+
+    def make_current(self, ordinal):
+        ctx = self.context(ordinal)
+        cur = ctypes.c_void_p()
+        self.cuCtxGetCurrent(ctypes.byref(cur))
+        if cur.value != ctx:
+            self.check(self.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+
+    def device_info(self, ordinal):
+        dev = ctypes.c_int()
+        self.check(self.cuDeviceGet(ctypes.byref(dev), ordinal), "cuDeviceGet")
+
+        def attr(name):
+            v = ctypes.c_int()
+            self.check(self.cuDeviceGetAttribute(ctypes.byref(v), CU_DEVICE_ATTRIBUTE[name], dev),
+                       "cuDeviceGetAttribute")
+            return v.value
+
+        major, minor = attr("cc_major"), attr("cc_minor")
+        shared = attr("max_shared_per_block")
+        limits = DeviceLimits(
+            max_threads_per_block=attr("max_threads_per_block"),
+            max_block=(attr("max_block_x"), attr("max_block_y"), attr("max_block_z")),
+            max_grid=(attr("max_grid_x"), attr("max_grid_y"), attr("max_grid_z")),
+            max_shared_per_block=shared,
+            max_shared_per_block_optin=max(shared, attr("max_shared_per_block_optin")),
+            cluster_launch=attr("cluster_launch") != 0,
+            max_cluster_size=16 if major >= 9 else 8)
+        return arch_for_capability(major, minor), limits
+
+    # -- modules and functions
+    def load_module(self, image):
+        """A module handle, or the CUresult when the image does not fit the device."""
+        m = ctypes.c_void_p()
+        buf = ctypes.create_string_buffer(image, len(image))
+        r = self.cuModuleLoadData(ctypes.byref(m), buf)
+        if r in _WRONG_BINARY:
+            return None, r
+        self.check(r, "cuModuleLoadData")
+        return m.value, 0
+
+    def function(self, module, symbol):
+        f = ctypes.c_void_p()
+        self.check(self.cuModuleGetFunction(ctypes.byref(f), module, symbol.encode()), "cuModuleGetFunction",
+                   "(kernel %s)" % symbol)
+        return f.value
+
+    def function_info(self, f):
+        """(params or None, max threads per block, static shared bytes, current dynamic shared limit)."""
+        params = None
+        if self.cuFuncGetParamInfo is not None:
+            params = []
+            off, size = ctypes.c_size_t(), ctypes.c_size_t()
+            while len(params) < 4096 and self.cuFuncGetParamInfo(f, len(params), ctypes.byref(off),
+                                                                  ctypes.byref(size)) == 0:
+                params.append((off.value, size.value))
+
+        def attr(a):
+            v = ctypes.c_int()
+            return v.value if self.cuFuncGetAttribute(ctypes.byref(v), a, f) == 0 else 0
+
+        return (params, attr(CU_FUNC_MAX_THREADS_PER_BLOCK), attr(CU_FUNC_SHARED_SIZE_BYTES),
+                attr(CU_FUNC_MAX_DYNAMIC_SHARED_SIZE_BYTES))
+
+    def set_max_dynamic_shared(self, f, nbytes, kernel):
+        self.check(self.cuFuncSetAttribute(f, CU_FUNC_MAX_DYNAMIC_SHARED_SIZE_BYTES, nbytes), "cuFuncSetAttribute",
+                   "raising `%s` to %d bytes of dynamic shared memory" % (kernel, nbytes))
+
+    def allow_large_clusters(self, f, kernel):
+        self.check(self.cuFuncSetAttribute(f, CU_FUNC_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1), "cuFuncSetAttribute",
+                   "allowing `%s` clusters above 8 blocks" % kernel)
+
+    # -- launches
+    def stream(self, tensor):
+        # PyTorch's current stream as a CUstream. The raw getter (what Triton's launcher calls) spares
+        # building a Stream object on every call; the public API where it is missing.
+        import torch
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        if raw is not None:
+            return raw(tensor.get_device())
+        return torch.cuda.current_stream(tensor.device).cuda_stream
+
+    def launch(self, launch, stream):
+        l = launch
+        if l.config is not None:
+            l.config.hStream = stream
+            r = self.cuLaunchKernelEx(ctypes.byref(l.config), l.function, l.param_ptrs, None)
+        else:
+            r = self.cuLaunchKernel(*l.dims, stream, l.param_ptrs, None)
+        if r != 0:
+            self.check(r, "cuLaunchKernel", "launching kernel `%s` with grid %dx%dx%d, block %dx%dx%d, %d bytes of "
+                       "dynamic shared memory" % ((l.kernel,) + tuple(l.grid) + tuple(l.block) + (l.shared_bytes,)))
+
+
+# ---------------------------------------------------------------------------
+# NVRTC, for a GPU whose architecture the embedded cubins were not built for.
+
+def _nvrtc_candidates():
+    env = os.environ.get("KSEARCH_LIBNVRTC")
+    if env:
+        return [env]
+    names = ["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"]
+    roots = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
+    for r in roots:
+        if r:
+            names += sorted(glob.glob(os.path.join(r, "lib64", "libnvrtc.so*")))
+    for p in sys.path:  # the NVRTC wheels PyTorch depends on
+        names += sorted(glob.glob(os.path.join(p, "nvidia", "*", "lib", "libnvrtc.so*")))
+        names += sorted(glob.glob(os.path.join(p, "nvidia", "cu*", "lib", "libnvrtc.so*")))
+    return [n for n in names if "builtins" not in n and "alt" not in os.path.basename(n)]
+
+
+class Nvrtc:
+    def __init__(self):
+        tried = []
+        self.lib = None
+        for name in _nvrtc_candidates():
+            try:
+                self.lib = ctypes.CDLL(name)
+                self.path = name
+                break
+            except OSError:
+                tried.append(name)
+        if self.lib is None:
+            raise KsRuntimeError("NVRTC not found (tried %s); set KSEARCH_LIBNVRTC" % ", ".join(tried))
+        vp, i, cp, sz = ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t
+        P = ctypes.POINTER
+        sig = {
+            "nvrtcVersion": [P(i), P(i)], "nvrtcGetErrorString": [i],
+            "nvrtcCreateProgram": [P(vp), cp, cp, i, P(cp), P(cp)], "nvrtcDestroyProgram": [P(vp)],
+            "nvrtcCompileProgram": [vp, i, P(cp)], "nvrtcGetProgramLogSize": [vp, P(sz)],
+            "nvrtcGetProgramLog": [vp, cp], "nvrtcGetCUBINSize": [vp, P(sz)], "nvrtcGetCUBIN": [vp, cp],
+            "nvrtcAddNameExpression": [vp, cp], "nvrtcGetLoweredName": [vp, cp, P(cp)],
+        }
+        for name, args in sig.items():
+            f = getattr(self.lib, name)
+            f.restype = ctypes.c_int if name != "nvrtcGetErrorString" else ctypes.c_char_p
+            f.argtypes = args
+            setattr(self, name, f)
+        major, minor = ctypes.c_int(), ctypes.c_int()
+        self.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor))
+        self.version = "%d.%d" % (major.value, minor.value)
+
+    def include_dirs(self):
+        """The toolkit's include folders, found as lib/eval/cuda/cuda_api.cpp finds them."""
+        lib = os.path.realpath(self.path) if os.path.isabs(self.path) else self._loaded_path()
+        roots = []
+        if lib:
+            roots += [os.path.dirname(os.path.dirname(lib)),
+                      os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(lib))))]
+        roots += [r for r in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda") if r]
+        for r in roots:
+            inc = os.path.join(r, "include")
+            if os.path.exists(os.path.join(inc, "cuda_fp16.h")):
+                out = [inc]
+                if os.path.isdir(os.path.join(inc, "cccl")):
+                    out.append(os.path.join(inc, "cccl"))
+                return out
+        return []
+
+    def _loaded_path(self):
+        try:
+            with open("/proc/self/maps") as f:
+                for line in f:
+                    if "libnvrtc.so" in line and "builtins" not in line:
+                        return os.path.realpath(line.split()[-1])
+        except OSError:
+            pass
+        return None
+
+    def compile(self, program, options, name_expressions):
+        """(cubin bytes, lowered names) for an assembled program {"name", "text", "headers"}."""
+        def check(r, call):
+            if r != 0:
+                raise KsRuntimeError("%s: %s" % (call, self.nvrtcGetErrorString(r).decode()))
+
+        prog = ctypes.c_void_p()
+        headers = program.get("headers", [])
+        h_text = (ctypes.c_char_p * max(1, len(headers)))(*[h[1].encode() for h in headers])
+        h_name = (ctypes.c_char_p * max(1, len(headers)))(*[h[0].encode() for h in headers])
+        check(self.nvrtcCreateProgram(ctypes.byref(prog), program["text"].encode(), program["name"].encode(),
+                                      len(headers), h_text, h_name), "nvrtcCreateProgram")
+        try:
+            for e in name_expressions:
+                check(self.nvrtcAddNameExpression(prog, e.encode()), "nvrtcAddNameExpression")
+            opts = (ctypes.c_char_p * max(1, len(options)))(*[o.encode() for o in options])
+            r = self.nvrtcCompileProgram(prog, len(options), opts)
+            if r != 0:
+                size = ctypes.c_size_t()
+                self.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+                log = ctypes.create_string_buffer(size.value)
+                self.nvrtcGetProgramLog(prog, log)
+                raise KsRuntimeError("NVRTC could not compile the solution: %s\n%s"
+                                     % (self.nvrtcGetErrorString(r).decode(), log.value.decode(errors="replace")))
+            size = ctypes.c_size_t()
+            check(self.nvrtcGetCUBINSize(prog, ctypes.byref(size)), "nvrtcGetCUBINSize")
+            buf = ctypes.create_string_buffer(size.value)
+            check(self.nvrtcGetCUBIN(prog, buf), "nvrtcGetCUBIN")
+            lowered = {}
+            for e in name_expressions:
+                p = ctypes.c_char_p()
+                if self.nvrtcGetLoweredName(prog, e.encode(), ctypes.byref(p)) == 0 and p.value:
+                    lowered[e] = p.value.decode()
+            return buf.raw, lowered
+        finally:
+            self.nvrtcDestroyProgram(ctypes.byref(prog))
+
+
+def nvrtc_options_for(recorded, recorded_includes, arch, include_dirs):
+    """The recorded NVRTC options for another architecture and this machine's toolkit headers."""
+    out = []
+    placed = False
+    for o in recorded:
+        if o.startswith("-arch="):
+            out.append("-arch=" + arch)
+        elif o.startswith("-I") and o[2:] in recorded_includes:
+            if not placed:
+                out += ["-I" + d for d in include_dirs]
+                placed = True
+        else:
+            out.append(o)
+    if not placed and include_dirs:
+        out += ["-I" + d for d in include_dirs]
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Loading and launching.
+
+class _Kernel:
+    __slots__ = ("handle", "desc", "dynamic_limit", "large_clusters")
+
+
+class _Module:
+    """One build loaded on one device: its functions and what the driver says about them."""
+
+    def __init__(self, driver, ordinal, solution, build_index):
+        self.driver = driver
+        build = solution.builds[build_index]
+        arch, self.limits = driver.device_info(ordinal)
+        driver.make_current(ordinal)
+        self.lowered = build.lowered_names
+        self.origin = "embedded cubin (%s)" % build.arch
+        image = None
+        forced = os.environ.get("KSEARCH_EXPORT_NVRTC") == "1"
+        if arch == build.arch and not forced:
+            image = build.cubin()
+            self.handle, err = driver.load_module(image)
+            if self.handle is None:
+                sys.stderr.write("ksearch_runtime: the embedded %s cubin does not load on this GPU (%s); compiling "
+                                 "the solution with NVRTC instead\n" % (build.arch, driver.error_text(err)))
+                image = None
+        if image is None:
+            image = self._compile(solution, build, arch, forced)
+            self.handle, err = driver.load_module(image)
+            if self.handle is None:
+                driver.check(err, "cuModuleLoadData")
+        self.image = image
+        self.build = build
+        self.kernels = {}
+
+    def _compile(self, solution, build, arch, forced):
+        nv = Nvrtc()
+        rec = solution.nvrtc
+        why = "KSEARCH_EXPORT_NVRTC=1" if forced and arch == build.arch else \
+            "this GPU is %s, the embedded cubins are %s" % (arch, build.arch)
+        sys.stderr.write("ksearch_runtime: %s: compiling the solution with NVRTC %s (%s) for %s with the recorded "
+                         "options; this is a rebuild, not the binary libksearch evaluated (NVRTC %s)\n"
+                         % (why, nv.version, nv.path, arch, rec.get("version", "?")))
+        options = nvrtc_options_for(rec.get("options", []), rec.get("toolkit_include_dirs", []), arch,
+                                    nv.include_dirs())
+        image, lowered = nv.compile(build.program, options, build.name_expressions)
+        self.lowered = dict(build.lowered_names)
+        self.lowered.update(lowered)
+        self.origin = "NVRTC %s rebuild for %s" % (nv.version, arch)
+        return image
+
+    def kernel(self, plan_name):
+        k = self.kernels.get(plan_name)
+        if k is not None:
+            return k
+        symbol = self.build.symbol_for(plan_name, self.lowered)
+        if symbol is None:
+            return None
+        k = _Kernel()
+        k.handle = self.driver.function(self.handle, symbol)
+        params, max_threads, static_shared, dynamic = self.driver.function_info(k.handle)
+        if params is None:
+            params = self.build.recorded_params(symbol)
+        k.desc = KernelDesc(symbol, params, max_threads, static_shared)
+        k.dynamic_limit = dynamic
+        k.large_clusters = False
+        self.kernels[plan_name] = k
+        return k
+
+
+class _Launch:
+    __slots__ = ("kernel", "function", "grid", "block", "shared_bytes", "config", "attr", "values", "param_ptrs",
+                 "slots", "dims")
+
+
+class _Bound:
+    """Everything a call with these shapes needs, computed once."""
+    __slots__ = ("dims", "build", "plan", "out_shapes", "out_dtypes", "in_dtypes", "scratch_total", "launches",
+                 "module", "lock", "ordinal")
+
+
+def _align(n, a=256):
+    return (n + a - 1) // a * a
+
+
+class Runner:
+    """Runs an exported solution on PyTorch tensors: run(inputs) -> outputs, in task order."""
+
+    def __init__(self, manifest, driver=None):
+        self.solution = Solution(manifest)
+        self._driver = driver
+        self._modules = {}
+        self._bound = {}
+        self._lock = threading.Lock()
+        self._n_inputs = len(self.solution.inputs)
+
+    @property
+    def driver(self):
+        if self._driver is None:
+            self._driver = CudaDriver()
+        return self._driver
+
+    def module(self, ordinal, build):
+        key = (ordinal, build)
+        m = self._modules.get(key)
+        if m is None:
+            m = self._modules[key] = _Module(self.driver, ordinal, self.solution, build)
+        return m
+
+    def bind(self, inputs, ordinal):
+        import torch
+        sol = self.solution
+        shapes = [tuple(t.shape) for t in inputs]
+        dims = sol.bind_dims(shapes)
+        b = _Bound()
+        b.dims = dims
+        b.build = sol.build_for(dims)
+        m = self.module(ordinal, b.build)
+        b.module = m
+        variables = dict(dims)
+        variables.update(sol.builds[b.build].params)
+
+        def find(name):
+            k = m.kernel(name)
+            return None if k is None else k.desc
+
+        b.plan = resolve_plan(sol.plan, variables, sol.tensor_names, find, sol.builds[b.build].kernel_names(),
+                              m.limits)
+        b.out_shapes = sol.output_shapes(dims)
+        b.out_dtypes = [getattr(torch, t.torch_dtype) for t in sol.outputs]
+        b.in_dtypes = [getattr(torch, t.torch_dtype) for t in sol.inputs]
+        offsets = {}
+        total = 0
+        for name, nbytes in b.plan.scratch:
+            offsets[name] = total
+            total += _align(max(nbytes, 1))
+        b.scratch_total = total
+        # Buffers by name -> position in the call's pointers (inputs, then outputs).
+        index = {t.name: i for i, t in enumerate(sol.inputs + sol.outputs)}
+        b.ordinal = ordinal
+        b.launches = []
+        for l in b.plan.launches:
+            k = m.kernel(l.kernel)
+            if l.shared_bytes > k.dynamic_limit:
+                self.driver.set_max_dynamic_shared(k.handle, l.shared_bytes, l.kernel)
+                k.dynamic_limit = l.shared_bytes
+            if l.has_cluster and l.cluster[0] * l.cluster[1] * l.cluster[2] > 8 and not k.large_clusters:
+                self.driver.allow_large_clusters(k.handle, l.kernel)
+                k.large_clusters = True
+            x = _Launch()
+            x.kernel, x.function = l.kernel, k.handle
+            x.grid, x.block, x.shared_bytes = tuple(l.grid), tuple(l.block), l.shared_bytes
+            x.dims = (k.handle,) + x.grid + x.block + (l.shared_bytes,)  # cuLaunchKernel's leading arguments
+            n = len(l.args)
+            x.values = ctypes.create_string_buffer(8 * max(n, 1))
+            x.param_ptrs = (ctypes.c_void_p * max(n, 1))()
+            x.slots = []
+            base = ctypes.addressof(x.values)
+            for i, a in enumerate(l.args):
+                x.param_ptrs[i] = base + 8 * i
+                if a.is_buffer:
+                    slot = ctypes.c_uint64.from_buffer(x.values, 8 * i)
+                    if a.buffer in index:
+                        x.slots.append((slot, index[a.buffer], 0))
+                    else:
+                        x.slots.append((slot, -1, offsets[a.buffer]))
+                else:
+                    ctypes.memmove(base + 8 * i, a.data, a.size)
+            x.config = x.attr = None
+            if l.has_cluster:
+                if self.driver.cuLaunchKernelEx is None:
+                    raise KsRuntimeError("cluster launches need cuLaunchKernelEx (a CUDA 12.0 or newer driver)")
+                x.attr = _LaunchAttribute(id=CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, x=l.cluster[0], y=l.cluster[1],
+                                          z=l.cluster[2])
+                x.config = _LaunchConfig(l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2],
+                                         l.shared_bytes, None, ctypes.pointer(x.attr), 1)
+            b.launches.append(x)
+        b.lock = threading.Lock()
+        return b
+
+    def run(self, inputs, outputs=None):
+        """Launches the plan on `inputs` (tensors in the task's input order) and returns the outputs (in the
+        task's output order): `outputs` when given (destination-passing style), else new tensors."""
+        import torch
+        if len(inputs) != self._n_inputs:
+            sol = self.solution
+            raise KsRuntimeError("expected %d inputs (%s), got %d" % (len(sol.inputs), ", ".join(
+                t.name for t in sol.inputs), len(inputs)))
+        first = inputs[0]
+        index = first.get_device()
+        key = (index, tuple([t.shape for t in inputs]))
+        b = self._bound.get(key)
+        if b is None:
+            with self._lock:
+                b = self._bound.get(key)
+                if b is None:
+                    b = self._bound[key] = self.bind(inputs, self.driver.device_of(first))
+        device = first.device
+        ptrs = []
+        for t, dt in zip(inputs, b.in_dtypes):
+            if t.dtype != dt or t.get_device() != index or not t.is_contiguous():
+                self._refuse(inputs, b, device)
+            ptrs.append(t.data_ptr())
+        if outputs is None:
+            outputs = [torch.empty(s, dtype=dt, device=device) for s, dt in zip(b.out_shapes, b.out_dtypes)]
+        else:
+            for t, s, dt, spec in zip(outputs, b.out_shapes, b.out_dtypes, self.solution.outputs):
+                if tuple(t.shape) != s or t.dtype != dt or t.device != device or not t.is_contiguous():
+                    raise KsRuntimeError("output \"%s\" must be a contiguous %s tensor of shape %s on %s" % (
+                        spec.name, spec.torch_dtype, list(s), device))
+        for t in outputs:
+            ptrs.append(t.data_ptr())
+        # One allocation for every scratch buffer, each at a 256-byte boundary (as cuMemAlloc gives them).
+        scratch = torch.empty(b.scratch_total + 255, dtype=torch.uint8, device=device) if b.scratch_total else None
+        sbase = _align(scratch.data_ptr()) if scratch is not None else 0
+        driver = self.driver
+        stream = driver.stream(first)
+        with b.lock:
+            driver.make_current(b.ordinal)
+            for x in b.launches:
+                for slot, i, off in x.slots:
+                    slot.value = ptrs[i] if i >= 0 else sbase + off
+                driver.launch(x, stream)
+        return outputs
+
+    def _refuse(self, inputs, b, device):
+        for t, dt, spec in zip(inputs, b.in_dtypes, self.solution.inputs):
+            if t.dtype != dt or t.device != device or not t.is_contiguous():
+                raise KsRuntimeError("input \"%s\" must be a contiguous %s tensor on %s; got %s%s on %s" % (
+                    spec.name, spec.torch_dtype, device, "" if t.is_contiguous() else "non-contiguous ",
+                    str(t.dtype).replace("torch.", ""), t.device))
+
+    def describe(self, inputs):
+        """The resolved plan for these inputs, in words (for logs)."""
+        ordinal = self.driver.device_of(inputs[0])
+        b = self.bind(inputs, ordinal)
+        return "build %d (%s): %s" % (b.build, b.module.origin, b.plan.describe())
+
+
+def load_json(text):
+    import json
+    return json.loads(text)

@@ -1,0 +1,63 @@
+// flashinfer/mla_paged_decode_h16_ckv512_kpe64_ps1: a straightforward correct
+// starting kernel (a starting point, not a tuned result).
+//
+// One warp per (request, head). Lane l holds q_nope dimensions 16l..16l+15
+// and q_pe dimensions 2l, 2l+1; the warp walks the request's entries through
+// the page table: a 576-long dot product reduced over the warp, then an
+// online softmax update of the running max, sum and the 512-wide output
+// accumulator (the values are the ckv rows). No sharing of the rows between
+// the 16 heads, no split of long requests across blocks.
+
+#define HEADS 16
+#define CKV 512
+#define KPE 64
+
+__device__ __forceinline__ float bf16_to_f32(unsigned short h) { return __uint_as_float(((unsigned)h) << 16); }
+
+__device__ __forceinline__ unsigned short f32_to_bf16(float f) {
+  unsigned u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (unsigned short)(u >> 16);
+}
+
+extern "C" __global__ void mla_decode_warp_per_head(const unsigned short* __restrict__ q_nope,
+                                                    const unsigned short* __restrict__ q_pe,
+                                                    const unsigned short* __restrict__ ckv_cache,
+                                                    const unsigned short* __restrict__ kpe_cache,
+                                                    const int* __restrict__ kv_indptr,
+                                                    const int* __restrict__ kv_indices, float sm_scale,
+                                                    unsigned short* __restrict__ output, float* __restrict__ lse,
+                                                    int batch_size) {
+  const int warp = (int)((blockIdx.x * (unsigned)blockDim.x + threadIdx.x) / 32u);
+  const int lane = (int)(threadIdx.x % 32u);
+  if (warp >= batch_size * HEADS) return;
+  const int b = warp / HEADS;
+  float qn[16], qp[2], acc[16];
+  for (int e = 0; e < 16; ++e) {
+    qn[e] = bf16_to_f32(q_nope[(long long)warp * CKV + lane * 16 + e]);
+    acc[e] = 0.f;
+  }
+  for (int e = 0; e < 2; ++e) qp[e] = bf16_to_f32(q_pe[(long long)warp * KPE + lane * 2 + e]);
+  float m = -__int_as_float(0x7f800000), s = 0.f;
+  for (int j = kv_indptr[b]; j < kv_indptr[b + 1]; ++j) {
+    const long long row = kv_indices[j];
+    float c[16];
+    float dot = 0.f;
+    for (int e = 0; e < 16; ++e) {
+      c[e] = bf16_to_f32(ckv_cache[row * CKV + lane * 16 + e]);
+      dot += qn[e] * c[e];
+    }
+    for (int e = 0; e < 2; ++e) dot += qp[e] * bf16_to_f32(kpe_cache[row * KPE + lane * 2 + e]);
+    for (int o = 16; o > 0; o /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+    const float logit = dot * sm_scale;
+    const float m_new = fmaxf(m, logit);
+    const float scale = expf(m - m_new), p = expf(logit - m_new);
+    s = s * scale + p;
+    for (int e = 0; e < 16; ++e) acc[e] = acc[e] * scale + p * c[e];
+    m = m_new;
+  }
+  const float inv = s > 0.f ? 1.f / s : 0.f;
+  for (int e = 0; e < 16; ++e) output[(long long)warp * CKV + lane * 16 + e] = f32_to_bf16(acc[e] * inv);
+  if (lane == 0) lse[warp] = s > 0.f ? (m + logf(s)) * 1.4426950408889634f : -__int_as_float(0x7f800000);
+}

@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""End to end: exact reproduction of a world_model run through the ksearch CLI.
+
+1. A run: the recorded transcript drives 12 rounds on a host task (its
+   candidates measured here; the fixture's kernels are far apart by a fixed
+   wait, so the decisions hold on a loaded machine). The CLI must say up front
+   that the candidates are measured again.
+2. `ksearch replay A`: the same tree, attempts, best (the files compared byte
+   for byte), nothing measured.
+3. `ksearch replay A --wm-stagnation-window 3`: stops where it diverges, and
+   says where (after round 4, LLM call 6, improve asked, wm_refine recorded)
+   and why (decision 4: the stagnation check, window 3 against 2, with the
+   latencies it compared); `ksearch resume` with a model then goes on live.
+4. A reproduction with a smaller budget, resumed with the full one, ends
+   identical to A.
+5. `ksearch run --llm replay:A/transcript.jsonl --wm-stagnation-window 3`
+   (measured again) stops with the same report, both runs' decisions shown;
+   with --on-divergence skip it goes on with the answers that still match.
+"""
+import argparse
+import filecmp
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--ksearch", required=True)
+ap.add_argument("--source-dir", required=True)
+ap.add_argument("--work", required=True)
+args = ap.parse_args()
+
+src = Path(args.source_dir)
+work = Path(args.work)
+shutil.rmtree(work, ignore_errors=True)
+work.mkdir(parents=True)
+transcript = src / "tests/fixtures/wm_e2e/transcript.jsonl"
+responder = src / "tests/fixtures/wm_e2e/responder.py"
+task = src / "tests/fixtures/tasks/scale3"
+env = dict(os.environ, KSEARCH_CACHE_DIR=str(work / "cache"))
+failures = []
+
+
+def ksearch(name, *argv, rc=0):
+    p = subprocess.run([args.ksearch, *map(str, argv)], capture_output=True, text=True, env=env, timeout=600)
+    (work / f"{name}.log").write_text(f"exit {p.returncode}\n--- stdout\n{p.stdout}\n--- stderr\n{p.stderr}")
+    if p.returncode != rc:
+        sys.exit(f"{name}: exit {p.returncode}, expected {rc}; see {work / (name + '.log')}:\n{p.stdout}\n{p.stderr}")
+    return p.stdout, p.stderr
+
+
+def expect(cond, what):
+    if not cond:
+        failures.append(what)
+
+
+def jsonl(path):
+    return [json.loads(line) for line in open(path)]
+
+
+def manifest(run):
+    return json.loads((run / "manifest.json").read_text())
+
+
+def strategy_events(run):
+    """The journaled events without their log position and time."""
+    out = []
+    for e in jsonl(run / "events.jsonl"):
+        if "journal_seq" in e:
+            out.append({k: v for k, v in e.items() if k not in ("seq", "time")})
+    return out
+
+
+def same_files(a, b, label):
+    """Everything the run produced, byte for byte (manifest and event log aside)."""
+    for name in ("attempts.jsonl", "transcript.jsonl", "best.json", "state.json"):
+        expect(filecmp.cmp(a / name, b / name, shallow=False), f"{label}: {name} differs")
+    for sub in ("world_model", "attempts", "best"):
+        fa = sorted(p.relative_to(a) for p in (a / sub).rglob("*") if p.is_file())
+        fb = sorted(p.relative_to(b) for p in (b / sub).rglob("*") if p.is_file())
+        expect(fa == fb, f"{label}: {sub}/ holds other files: {fa} vs {fb}")
+        for f in set(fa) & set(fb):
+            expect(filecmp.cmp(a / f, b / f, shallow=False), f"{label}: {f} differs")
+    expect(strategy_events(a) == strategy_events(b), f"{label}: the strategy events differ")
+
+
+def run_a(run_dir, *extra, window=2, rc=0, name=None):
+    return ksearch(name or run_dir.name, "run", "--task", task, "--language", "cpp", "--max-rounds", 12,
+                   "--wm-stagnation-window", window, "--timing-cap", 0.2, "--quiet", "--run-dir", run_dir, *extra,
+                   rc=rc)
+
+
+# 1. The recorded run, its candidates measured here.
+A = work / "A"
+out, err = run_a(A, "--llm", f"replay:{transcript}")
+expect("measured again" in err, "run --llm replay: does not say up front that the candidates are measured again")
+started = [e for e in jsonl(A / "events.jsonl") if e["type"] == "replay_started"]
+expect(len(started) == 1 and started[0]["evaluations"] == "measured_again",
+       f"the run's events do not say the candidates are measured again: {started}")
+expect(manifest(A)["totals"]["rounds"] == 12 and manifest(A)["stop_reason"] == "max_rounds",
+       f"A: {manifest(A)['stop_reason']} after {manifest(A)['totals']['rounds']} rounds")
+expect(len(jsonl(A / "transcript.jsonl")) == 16, "A did not use the 16 recorded answers")
+decisions_a = [e for e in jsonl(A / "events.jsonl") if e["type"] == "decision"]
+# One per round but the last: the budget stops the run before its check.
+expect(len(decisions_a) == 11, f"A recorded {len(decisions_a)} stagnation decisions, expected 11")
+
+# 2. Its exact reproduction into a new folder: nothing asked or measured.
+B = work / "B"
+out, err = ksearch("B", "replay", A, "--run-dir", B)
+same_files(A, B, "exact reproduction")
+mb = manifest(B)
+expect(mb["stop_reason"] == manifest(A)["stop_reason"] and mb["status"] == "finished",
+       f"B: {mb['status']} / {mb['stop_reason']}")
+expect(mb["replay"]["source"] == str(A.resolve()), f"B's manifest does not name its recording: {mb.get('replay')}")
+expect(mb["totals"]["rounds"] == 12, "B did not reproduce 12 rounds")
+expect(f"Reproduced {A} exactly" in out, f"replay does not report the exact reproduction:\n{out}")
+expect("(12 replayed" not in out and "12 taken from the recording" in out, f"replay summary:\n{out}")
+
+# 3. Another stagnation window: where and why it diverges.
+C = work / "C"
+out, err = ksearch("C", "replay", A, "--run-dir", C, "--wm-stagnation-window", 3, rc=4)
+mc = manifest(C)
+d = mc.get("replay_divergence", {})
+expect(mc["status"] == "stopped" and mc["stop_reason"] == "replay_diverged", f"C: {mc['status']} / {mc['stop_reason']}")
+expect((d.get("what"), d.get("after_round"), d.get("llm_call"), d.get("asked"), d.get("recorded")) ==
+       ("kind", 4, 5, "improve", "wm_refine"), f"C's divergence: {json.dumps(d)[:600]}")
+dec = d.get("decision", {})
+expect(dec.get("index") == 3 and dec.get("now", {}).get("decision") == "cycle_goes_on"
+       and dec.get("recorded", {}).get("decision") == "cycle_ends"
+       and dec["now"].get("window") == 3 and dec["recorded"].get("window") == 2,
+       f"C's decision: {json.dumps(dec)[:600]}")
+for needle in ("After round 4, at LLM call 6", "kind improve", "kind wm_refine", "Decision 4 changed",
+               "cycle 1 goes on after round 4", "cycle 1 ends after round 4", "window of 2", " ms)"):
+    expect(needle in err, f"the divergence report on stderr lacks {needle!r}:\n{err}")
+expect(jsonl(C / "attempts.jsonl") == jsonl(A / "attempts.jsonl")[:4], "C's 4 attempts are not A's first 4")
+expect(jsonl(C / "transcript.jsonl") == jsonl(A / "transcript.jsonl")[:5], "C's 5 answers are not A's first 5")
+expect(any(e["type"] == "replay_diverged" for e in jsonl(C / "events.jsonl")), "C's events lack replay_diverged")
+# Given a model, the reproduction goes on live where it stopped.
+out, err = ksearch("C_live", "resume", C, "--llm", f"command:python3 {responder} {work / 'responder_state.json'}",
+                   "--quiet")
+mc = manifest(C)
+expect(mc["status"] == "finished" and mc["totals"]["rounds"] == 12, f"C resumed live: {mc['status']}, "
+       f"{mc['totals']['rounds']} rounds")
+expect(mc["replay"]["on_divergence"] == "live", "C's manifest does not record that it went live")
+expect(any(e["type"] == "replay_went_live" for e in jsonl(C / "events.jsonl")), "C's events lack replay_went_live")
+expect(jsonl(C / "attempts.jsonl")[:4] == jsonl(A / "attempts.jsonl")[:4], "C's first 4 attempts changed")
+
+# 4. A reproduction with a smaller budget, resumed with the full one.
+D = work / "D"
+ksearch("D5", "replay", A, "--run-dir", D, "--max-rounds", 5)
+expect(manifest(D)["totals"]["rounds"] == 5 and manifest(D)["stop_reason"] == "max_rounds", "D: not 5 rounds")
+ksearch("D12", "resume", D, "--max-rounds", 12, "--quiet")
+same_files(A, D, "reproduction resumed 5 -> 12")
+
+# 5. The transcript alone (measured again), with the other window.
+E = work / "E"
+out, err = run_a(E, "--llm", f"replay:{A / 'transcript.jsonl'}", window=3, rc=4)
+de = manifest(E).get("replay_divergence", {})
+expect((de.get("after_round"), de.get("asked"), de.get("recorded"), de.get("evaluations")) ==
+       (4, "improve", "wm_refine", "measured_again"), f"E's divergence: {json.dumps(de)[:600]}")
+for needle in ("measured again", "After round 4, at LLM call 6", "Decision 4 changed", "window of 2",
+               "--on-divergence skip"):
+    expect(needle in err, f"E's stderr lacks {needle!r}:\n{err}")
+F = work / "F"
+out, err = run_a(F, "--llm", f"replay:{A / 'transcript.jsonl'}", "--on-divergence", "skip", window=3)
+skips = [e for e in jsonl(F / "events.jsonl") if e["type"] == "replay_skipped"]
+expect(skips and skips[0]["asked"] == "improve" and skips[0]["skipped"][0]["kind"] == "wm_refine",
+       f"F did not skip the recorded wm_refine for the improve asked: {skips[:1]}")
+expect(manifest(F)["stop_reason"] in ("max_rounds", "recording_ended"), f"F: {manifest(F)['stop_reason']}")
+
+if failures:
+    sys.exit("\n".join(failures))
+print(f"A: 12 rounds from the transcript, measured here; B = replay A: the same files (tree "
+      f"v{sorted((A / 'world_model').glob('v*.json'))[-1].stem[1:]}, 12 attempts, best "
+      f"{json.loads((A / 'best.json').read_text())['solution_id']}); C = replay A with window 3: stopped after "
+      f"round 4 (improve asked, wm_refine recorded, decision 4), then live to 12 rounds; D = replay 5 + resume 12 = A; "
+      f"E/F = transcript replay with window 3: stopped with the report / went on skipping {len(skips)} time(s)")

@@ -1,0 +1,199 @@
+// The C++ side of the runtime-mirror test (test_runtime_mirror.py): reads a
+// JSON request on stdin and answers, on stdout, with what libksearch's own
+// code computes - lib/core/expr.cpp for expressions, lib/eval/cuda/launch_plan.cpp
+// (with the kernel catalog built from a cubin, as the evaluator builds it)
+// for plans. The Python runtime computes the same from the same request.
+//
+//   {"mode": "expr", "cases": [{"text": "...", "vars": {"N": 3}}]}
+//   {"mode": "plan", "plan": {...}, "tensors": [...], "limits": {...},
+//    "catalog": {"cubin_path": "...", "lowered_names": {...}} | {"kernels": [...]},
+//    "cases": [{"vars": {...}}]}
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <iterator>
+#include <map>
+#include <set>
+#include <string>
+
+#include "core/expr.hpp"
+#include "core/fs.hpp"
+#include "eval/cuda/cubin.hpp"
+#include "eval/cuda/launch_plan.hpp"
+#include "eval/cuda/nvrtc_compiler.hpp"
+#include "ksearch/error.hpp"
+#include "ksearch/json.hpp"
+
+using namespace ks;
+using namespace ks::eval::cuda;
+
+namespace {
+
+detail::Vars vars_of(const Json& j) {
+  detail::Vars v;
+  if (j.is_object())
+    for (const auto& [k, x] : j.as_object()) v[k] = x.as_int();
+  return v;
+}
+
+// Doubles travel as their bit patterns: JSON has no NaN or infinity.
+Json bits(double d) {
+  std::uint64_t u = 0;
+  std::memcpy(&u, &d, sizeof d);
+  return Json(std::to_string(u));
+}
+
+Json expr_case(const Json& c) {
+  detail::Expr e;
+  try {
+    e = detail::Expr::parse(c.get_string("text"));
+  } catch (const Error& err) {
+    return Json::obj({{"parse_error", err.what()}});
+  }
+  const detail::Vars v = vars_of(c["vars"]);
+  Json out = Json::object();
+  Json names = Json::array();
+  for (const auto& n : e.variables()) names.push_back(n);
+  out["variables"] = names;
+  try {
+    detail::ExprValue x = e.eval(v);
+    out["value"] = x.is_int ? Json::obj({{"int", std::to_string(x.i)}}) : Json::obj({{"double", bits(x.d)}});
+  } catch (const Error& err) {
+    out["value"] = Json::obj({{"error", err.what()}});
+  }
+  try {
+    out["eval_int"] = Json::obj({{"int", std::to_string(e.eval_int(v))}});
+  } catch (const Error& err) {
+    out["eval_int"] = Json::obj({{"error", err.what()}});
+  }
+  try {
+    out["eval_double"] = Json::obj({{"double", bits(e.eval_double(v))}});
+  } catch (const Error& err) {
+    out["eval_double"] = Json::obj({{"error", err.what()}});
+  }
+  return out;
+}
+
+DeviceLimits limits_of(const Json& j) {
+  DeviceLimits l;
+  if (!j.is_object()) return l;
+  l.max_threads_per_block = j.get_int("max_threads_per_block", l.max_threads_per_block);
+  if (j["max_block"].is_array())
+    for (std::size_t i = 0; i < 3; ++i) l.max_block[i] = j["max_block"][i].as_int();
+  if (j["max_grid"].is_array())
+    for (std::size_t i = 0; i < 3; ++i) l.max_grid[i] = j["max_grid"][i].as_int();
+  l.max_shared_per_block = j.get_int("max_shared_per_block", l.max_shared_per_block);
+  l.max_shared_per_block_optin = j.get_int("max_shared_per_block_optin", l.max_shared_per_block_optin);
+  l.cluster_launch = j.get_bool("cluster_launch", l.cluster_launch);
+  l.max_cluster_size = j.get_int("max_cluster_size", l.max_cluster_size);
+  return l;
+}
+
+std::string hex(const std::array<unsigned char, 8>& b, std::size_t n) {
+  std::string s;
+  for (std::size_t i = 0; i < n; ++i) s += fmt::format("{:02x}", b[i]);
+  return s;
+}
+
+Json resolved_json(const ResolvedPlan& p) {
+  Json launches = Json::array();
+  for (const auto& l : p.launches) {
+    Json args = Json::array();
+    for (const auto& a : l.args)
+      args.push_back(a.is_buffer ? Json::obj({{"buffer", a.buffer}})
+                                 : Json::obj({{"bytes", hex(a.bytes, a.size)}, {"size", static_cast<std::int64_t>(a.size)}}));
+    auto dims = [](const std::array<unsigned, 3>& d) { return Json::arr({d[0], d[1], d[2]}); };
+    launches.push_back(Json::obj({{"kernel", l.kernel},
+                                  {"symbol", l.symbol},
+                                  {"grid", dims(l.grid)},
+                                  {"block", dims(l.block)},
+                                  {"cluster", dims(l.cluster)},
+                                  {"has_cluster", l.has_cluster},
+                                  {"shared_bytes", static_cast<std::int64_t>(l.shared_bytes)},
+                                  {"args", args}}));
+  }
+  Json scratch = Json::array();
+  for (const auto& s : p.scratch) scratch.push_back(Json::arr({s.name, static_cast<std::int64_t>(s.bytes)}));
+  return Json::obj({{"variant", p.variant}, {"launches", launches}, {"scratch", scratch}, {"describe", p.describe()}});
+}
+
+Json plan_request(const Json& req) {
+  LaunchPlan plan;
+  try {
+    plan = LaunchPlan::parse(req["plan"]);
+  } catch (const Error& e) {
+    return Json::obj({{"plan_error", e.what()}});
+  }
+  std::set<std::string> tensors;
+  for (const auto& t : req["tensors"].as_array()) tensors.insert(t.as_string());
+  const DeviceLimits limits = limits_of(req["limits"]);
+  KernelCatalog cat;
+  const Json& c = req["catalog"];
+  std::map<std::string, std::string> lowered;
+  if (c["lowered_names"].is_object())
+    for (const auto& [k, v] : c["lowered_names"].as_object()) lowered[k] = v.as_string();
+  std::vector<CubinKernel> from_cubin;
+  std::map<std::string, KernelDesc> explicit_kernels;
+  if (!c.get_string("cubin_path").empty()) {
+    // As CudaProgram finds kernels: recorded lowered names, then the module's own names.
+    from_cubin = inspect_cubin(detail::read_file(c.get_string("cubin_path")));
+    cat = module_catalog(from_cubin, lowered);
+  } else {
+    for (const auto& k : c["kernels"].as_array()) {
+      KernelDesc d;
+      d.symbol = k.get_string("symbol");
+      if (k["params"].is_array()) {
+        std::vector<ParamInfo> ps;
+        for (const auto& p : k["params"].as_array())
+          ps.push_back(ParamInfo{static_cast<std::uint32_t>(p[0].as_int()), static_cast<std::uint32_t>(p[1].as_int())});
+        d.params = ps;
+      }
+      d.max_threads_per_block = k.get_int("max_threads_per_block");
+      d.static_shared_bytes = k.get_int("static_shared_bytes");
+      explicit_kernels[k.get_string("name")] = d;
+      cat.names.push_back(k.get_string("name"));
+    }
+    cat.find = [&explicit_kernels](const std::string& name) -> const KernelDesc* {
+      auto it = explicit_kernels.find(name);
+      return it == explicit_kernels.end() ? nullptr : &it->second;
+    };
+  }
+  Json names = Json::array();
+  for (const auto& n : plan.kernel_names()) names.push_back(n);
+  Json results = Json::array();
+  for (const auto& k : req["cases"].as_array()) {
+    try {
+      results.push_back(resolved_json(resolve_plan(plan, vars_of(k["vars"]), tensors, cat, limits)));
+    } catch (const Error& e) {
+      results.push_back(Json::obj({{"error", e.what()}}));
+    }
+  }
+  return Json::obj({{"kernel_names", names}, {"results", results}});
+}
+
+}  // namespace
+
+int main() {
+  try {
+    std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
+    Json req = Json::parse(text);
+    Json out;
+    if (req.get_string("mode") == "expr") {
+      out = Json::array();
+      for (const auto& c : req["cases"].as_array()) out.push_back(expr_case(c));
+    } else if (req.get_string("mode") == "plan") {
+      out = plan_request(req);
+    } else {
+      std::fprintf(stderr, "mirror_tool: unknown mode\n");
+      return 2;
+    }
+    std::string s = out.dump();
+    std::fwrite(s.data(), 1, s.size(), stdout);
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mirror_tool: %s\n", e.what());
+    return 1;
+  }
+}

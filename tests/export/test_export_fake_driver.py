@@ -1,0 +1,325 @@
+#!/usr/bin/env python3
+"""Exported modules through the runtime's real ctypes layer, against the fake
+CUDA driver of tests/cuda (fake_libcuda.cpp: launches are recorded with their
+argument bytes, not run). PyTorch on the CPU stands in for device memory: a
+test double of the runtime's driver class accepts CPU tensors and passes
+stream 0; everything else - module loading, kernel lookup, parameter layouts,
+the dynamic shared memory opt-in, cuLaunchKernel and cuLaunchKernelEx with
+cluster dimensions - goes through ctypes to the fake library.
+
+Checked: a GPUMode submission (v4 TriMul) passes every tensor of
+custom_kernel(data) where the plan says (weights by reference.py's names, the
+mask converted to float32 when it is int64, the output it returns, scratch in
+one allocation), a KernelBench ModelNew (a native task, and one with module
+parameters from a problem file or from the namespace KernelBench runs it in),
+and a FlashInfer-Bench entry point in destination-passing style with
+per-shape builds, variants and clusters; bad inputs get clear errors.
+
+  test_export_fake_driver.py --python PY --ksearch KSEARCH --fake-libcuda LIB --source-dir SRC --work DIR
+"""
+import argparse
+import ctypes
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--python", required=True)
+ap.add_argument("--ksearch", required=True)
+ap.add_argument("--fake-libcuda", required=True)
+ap.add_argument("--source-dir", required=True)
+ap.add_argument("--work", required=True)
+ap.add_argument("--inner", action="store_true")
+args = ap.parse_args()
+
+if not args.inner:
+    # Run under the interpreter that has PyTorch.
+    if args.python == "NONE":
+        print("skipped: no Python with PyTorch (Debian: apt-get install python3-torch)")
+        sys.exit(77)
+    os.environ["KSEARCH_LIBCUDA"] = args.fake_libcuda
+    os.environ["KSFAKE_DEVICES"] = "9.0"
+    sys.exit(subprocess.call([args.python] + sys.argv + ["--inner"]))
+
+import torch  # noqa: E402
+
+failures = []
+
+
+def expect(what, ok, detail=""):
+    if not ok:
+        failures.append(what)
+        print("FAIL:", what, detail)
+    else:
+        print("ok:", what)
+
+
+def raises(fn, *words):
+    try:
+        fn()
+    except Exception as e:  # the runtime's KsRuntimeError, named in the message
+        msg = "%s: %s" % (type(e).__name__, e)
+        return all(w in msg for w in words), msg
+    return False, "no error"
+
+
+work = args.work
+shutil.rmtree(work, ignore_errors=True)
+os.makedirs(work)
+cache = os.path.join(work, "cache")
+src = args.source_dir
+
+
+def export(fmt, task, solution, out, *extra):
+    p = subprocess.run([args.ksearch, "export", "--format", fmt, "--task", task, "--solution", solution, "--cache-dir",
+                        cache, "-o", out] + list(extra), capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit("export failed: " + p.stderr)
+    return out
+
+
+def import_file(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    return m
+
+
+fake = ctypes.CDLL(args.fake_libcuda)
+fake.ksfake_launch_json.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
+
+
+def launches():
+    out = []
+    buf = ctypes.create_string_buffer(1 << 16)
+    for i in range(fake.ksfake_launch_count()):
+        n = fake.ksfake_launch_json(i, buf, len(buf))
+        assert n >= 0
+        out.append(json.loads(buf.value.decode()))
+    fake.ksfake_clear_launches()
+    return out
+
+
+def cpu_driver(base):
+    """The runtime's own driver class of an exported module, taking CPU tensors (test double)."""
+
+    class CpuTensors(base):
+        def device_of(self, tensor):
+            return 0
+
+        def stream(self, tensor):
+            return None
+
+    return CpuTensors()
+
+
+def arg_value(hexbytes, size):
+    return int.from_bytes(bytes.fromhex(hexbytes)[:size], "little")
+
+
+def check_launches(label, module, recorded, pointers, dims):
+    """Every recorded launch against the plan: buffers by name, scalars by expression, scratch inside one block."""
+    rt = module
+    sol = module._RUNNER.solution
+    build = sol.builds[sol.build_for(dims)]
+    variables = dict(dims, **build.params)
+    plan = rt.LaunchPlan(module.MANIFEST["plan"])
+    body = plan.kernels
+    for when, kernels, scratch, has in plan.variants:
+        if when.eval_double(variables) != 0:
+            body = kernels
+            break
+    ok = len(recorded) == len(body)
+    scratch_ptrs = []
+    detail = ""
+    for l, k in zip(recorded, body):
+        sym = build.symbol_for(k.kernel)
+        params = build.recorded_params(sym)
+        if l["kernel"] != sym:
+            ok, detail = False, "kernel %s, plan says %s" % (l["kernel"], sym)
+        for j, a in enumerate(k.args):
+            size = params[j][1]
+            v = arg_value(l["args"][j], size)
+            if a.kind == "name_or_expr" and a.text in pointers:
+                good = v == pointers[a.text]
+            elif a.kind == "name_or_expr" and a.text in [s.name for s in (plan.scratch + sum(
+                    [v_[2] for v_ in plan.variants], []))]:
+                scratch_ptrs.append(v)
+                good = v != 0 and v % 256 == 0
+            elif a.kind == "f32":
+                good = bytes.fromhex(l["args"][j])[:4] == rt._pack_f32(a.expr.eval_double(variables))
+            elif a.kind == "f64":
+                good = bytes.fromhex(l["args"][j])[:8] == __import__("struct").pack("<d", a.expr.eval_double(
+                    variables))
+            else:
+                good = v == a.expr.eval_int(variables) % (1 << (8 * size))
+            if not good:
+                ok, detail = False, "launch %s arg %d `%s` = %#x" % (l["kernel"], j, a.text, v)
+    expect("%s: %d launches, every argument where the plan puts it" % (label, len(recorded)), ok, detail)
+    return recorded, scratch_ptrs
+
+
+# ---------------------------------------------------------------------------
+# GPUMode: v4 TriMul
+sub = export("gpumode", "gpumode/trimul", os.path.join(src, "examples/trimul/candidates/v4_pipelined_fp16.md"),
+             os.path.join(work, "submission.py"))
+g = import_file(sub, "ks_submission")
+g._RUNNER._driver = cpu_driver(g.CudaDriver)
+B, N, C, H = 1, 32, 128, 128
+torch.manual_seed(0)
+x = torch.randn(B, N, N, C)
+weights = {k: torch.randn(H, C) for k in ("left_proj.weight", "right_proj.weight", "left_gate.weight",
+                                          "right_gate.weight", "out_gate.weight")}
+weights.update({"norm.weight": torch.randn(C), "norm.bias": torch.randn(C), "to_out_norm.weight": torch.randn(H),
+                "to_out_norm.bias": torch.randn(H), "to_out.weight": torch.randn(C, H)})
+config = {"hidden_dim": H, "dim": C}
+names = {"x": None, "norm_weight": "norm.weight", "norm_bias": "norm.bias", "left_proj": "left_proj.weight",
+         "right_proj": "right_proj.weight", "left_gate": "left_gate.weight", "right_gate": "right_gate.weight",
+         "out_gate": "out_gate.weight", "to_out_norm_weight": "to_out_norm.weight",
+         "to_out_norm_bias": "to_out_norm.bias", "to_out": "to_out.weight"}
+mask = torch.ones(B, N, N)
+launches()
+out = g.custom_kernel((x, mask, weights, config))
+expect("custom_kernel returns the output [B, N, N, C] float32",
+       tuple(out.shape) == (B, N, N, C) and out.dtype == torch.float32)
+ptr = {k: (weights[v].data_ptr() if v else x.data_ptr()) for k, v in names.items()}
+ptr.update(mask=mask.data_ptr(), out=out.data_ptr())
+rec, scratch = check_launches("gpumode v4, float32 mask", g, launches(), ptr, dict(B=B, N=N, C=C, H=H))
+expect("the launches are v4's six kernels in plan order",
+       [l["kernel"] for l in rec] == ["v4_pack_weights", "v4_ln_input", "v4_project", "v4_triangle", "v4_out_norm",
+                                      "v4_output"], [l["kernel"] for l in rec])
+expect("61440 bytes of dynamic shared memory passed (the fake refuses it without the opt-in)",
+       [l["shared_bytes"] for l in rec] == [0, 0, 61440, 61440, H * 33 * 4, 61440])
+expect("scratch buffers are distinct, 256-byte aligned", len(set(scratch)) == 8, str(scratch))
+
+imask = torch.randint(0, 2, (B, N, N))
+out2 = g.custom_kernel((x, imask, weights, config))
+rec2 = launches()
+mask_arg = [k.args for k in g._RUNNER.solution.plan.kernels if k.kernel == "v4_project"][0]
+mask_index = [a.text for a in mask_arg].index("mask")
+mask_ptr = arg_value(rec2[2]["args"][mask_index], 8)
+expect("an int64 mask reaches the kernel as a float32 copy", len(rec2) == 6 and mask_ptr not in (0, imask.data_ptr(),
+                                                                                                  mask.data_ptr()))
+expect("a second call allocates a new output", out2.data_ptr() != 0 and tuple(out2.shape) == (B, N, N, C))
+
+ok, msg = raises(lambda: g.custom_kernel((x.double(), mask, weights, config)), "input \"x\"", "float32")
+expect("a float64 input is refused by name", ok, msg)
+bad = dict(weights)
+bad["left_proj.weight"] = torch.randn(64, C)
+ok, msg = raises(lambda: g.custom_kernel((x, mask, bad, config)), "dimension H")
+expect("weights of another hidden size are refused, naming the dimension", ok, msg)
+ok, msg = raises(lambda: g.custom_kernel((x[..., :64], mask, weights, config)), "dimension C")
+expect("inputs that disagree on a dimension are refused", ok, msg)
+ok, msg = raises(lambda: g.custom_kernel((x, mask, {k: v for k, v in weights.items() if k != "to_out.weight"},
+                                          config)), "to_out.weight", "reference.py")
+expect("a missing weight is named", ok, msg)
+
+# ---------------------------------------------------------------------------
+# KernelBench: a native task without parameters, then one with module parameters.
+spec = json.loads(subprocess.run([args.ksearch, "tasks", "--spec", "kernelbench/level1/19_ReLU"], check=True,
+                                 capture_output=True, text=True).stdout)
+relu_sol = os.path.join(work, "relu_start.json")
+json.dump(spec["starting_points"][0], open(relu_sol, "w"))
+relu = open(export("kernelbench", "kernelbench/level1/19_ReLU", relu_sol, os.path.join(work, "relu_modelnew.py"))).read()
+ctx = {}
+exec(compile(relu, "<string>", "exec"), ctx)  # as KernelBench's load_custom_model does
+ctx["_RUNNER"]._driver = cpu_driver(ctx["CudaDriver"])
+m = ctx["ModelNew"]()
+xr = torch.rand(7, 33)
+y = m(xr)
+rec = launches()
+expect("ReLU ModelNew: output shaped like x", tuple(y.shape) == (7, 33) and len(rec) == 1)
+expect("ReLU ModelNew: x and output pointers, n = 231",
+       arg_value(rec[0]["args"][0], 8) == xr.data_ptr() and arg_value(rec[0]["args"][1], 8) == y.data_ptr() and
+       231 in [arg_value(a, 8) for a in rec[0]["args"][2:]], str(rec[0]))
+
+ln_sol = os.path.join(work, "ln_start.json")
+spec = json.loads(subprocess.run([args.ksearch, "tasks", "--spec", "kernelbench/level1/40_LayerNorm"], check=True,
+                                 capture_output=True, text=True).stdout)
+json.dump(spec["starting_points"][0], open(ln_sol, "w"))
+problem_file = os.path.join(src, "tests/export/fixtures/kb_layernorm_problem.py")
+problem = open(problem_file).read()
+for label, extra, with_problem in (("embedded problem file", ["--problem-file", problem_file], False),
+                                   ("Model of KernelBench's namespace", [], True)):
+    text = open(export("kernelbench", "kernelbench/level1/40_LayerNorm", ln_sol,
+                       os.path.join(work, "ln_modelnew_%d.py" % len(extra)), *extra)).read()
+    expect("LayerNorm ModelNew (%s): the problem source is %s" % (label, "embedded" if extra else "absent"),
+           ("_PROBLEM_SOURCE = None" in text) != bool(extra))
+    ctx = {}
+    if with_problem:
+        exec(compile(problem, "<string>", "exec"), ctx)  # KernelBench executes the reference first, same dict
+    exec(compile(text, "<string>", "exec"), ctx)
+    ctx["_RUNNER"]._driver = cpu_driver(ctx["CudaDriver"])
+    torch.manual_seed(42)
+    model = ctx["ModelNew"]((3, 5, 7))
+    with torch.no_grad():
+        model.problem.ln.weight.uniform_()  # distinct values, so the check below reads them
+    xl = torch.rand(2, 3, 5, 7)
+    yl = model(xl)
+    rec = launches()
+    w_ptr = model.problem.ln.weight.data_ptr()
+    b_ptr = model.problem.ln.bias.data_ptr()
+    apply = [l for l in rec if l["kernel"] == "ln_apply"]
+    expect("LayerNorm ModelNew (%s): x, the module's weight and bias, output" % label,
+           len(apply) == 1 and [arg_value(a, 8) for a in apply[0]["args"][:5:2]] == [xl.data_ptr(), w_ptr,
+                                                                                     yl.data_ptr()] and
+           arg_value(apply[0]["args"][3], 8) == b_ptr, str(apply))
+ctx = {}
+exec(compile(open(os.path.join(work, "ln_modelnew_0.py")).read(), "<string>", "exec"), ctx)
+ctx["_RUNNER"]._driver = cpu_driver(ctx["CudaDriver"])
+ok, msg = raises(lambda: ctx["ModelNew"]((3, 5, 7))(torch.rand(2, 3, 5, 7)), "problem Model", "--problem-file")
+expect("without a problem Model, the missing parameters are explained", ok, msg)
+
+# ---------------------------------------------------------------------------
+# FlashInfer-Bench: the Solution's main.py imported as its python builder does (a package).
+fi_dir = os.path.join(src, "tests/export/fixtures/flashinfer_rmsnorm")
+for sol_file, label in (("solution.json", "per-shape builds and a variant"),
+                        ("solution_clusters.json", "thread-block clusters")):
+    out = export("flashinfer", fi_dir, os.path.join(fi_dir, sol_file), os.path.join(work, "fi_" + sol_file))
+    solution = json.load(open(out))
+    pkg = os.path.join(work, "pkgroot_" + sol_file.replace(".", "_"), "fib_python_ksearch")
+    for s in solution["sources"]:
+        os.makedirs(os.path.dirname(os.path.join(pkg, s["path"])), exist_ok=True)
+        open(os.path.join(pkg, s["path"]), "w").write(s["content"])
+    open(os.path.join(pkg, "__init__.py"), "w").close()
+    sys.path.insert(0, os.path.dirname(pkg))
+    entry = importlib.import_module("fib_python_ksearch.main")
+    sys.path.pop(0)
+    del sys.modules["fib_python_ksearch.main"], sys.modules["fib_python_ksearch"]
+    entry._RUNNER._driver = cpu_driver(entry.CudaDriver)
+    rows_by_batch = {}
+    for batch in (1, 7, 4096, 100):
+        hs = torch.randn(batch, 128).to(torch.bfloat16)
+        w = torch.randn(128).to(torch.bfloat16)
+        o = torch.empty(batch, 128, dtype=torch.bfloat16)
+        entry.run(hs, w, o)
+        rec, _ = check_launches("flashinfer %s, batch %d" % (label, batch), entry, launches(),
+                                {"hidden_states": hs.data_ptr(), "weight": w.data_ptr(), "output": o.data_ptr()},
+                                dict(batch_size=batch, hidden_size=128))
+        rows_by_batch[batch] = rec[0]
+    if sol_file == "solution.json":
+        expect("batch 1 runs the variant", rows_by_batch[1]["kernel"] == "rmsnorm_one" and
+               not rows_by_batch[1]["extended"])
+        expect("batch 7 and 100 run the default build (2 rows per block), 4096 its tuned one (8)",
+               [rows_by_batch[b]["block"][1] for b in (7, 100, 4096)] == [2, 2, 8] and
+               rows_by_batch[4096]["grid"][0] == 512, str(rows_by_batch))
+    else:
+        expect("small batches launch clusters of 2, large ones of 16 (non-portable, opted in)",
+               rows_by_batch[7]["cluster"] == [2, 1, 1] and rows_by_batch[4096]["cluster"] == [16, 1, 1] and
+               all(r["extended"] for r in rows_by_batch.values()), str(rows_by_batch))
+    ok, msg = raises(lambda: entry.run(torch.randn(3, 128), w, torch.empty(3, 128)), "hidden_states", "bfloat16")
+    expect("flashinfer (%s): a float32 input is refused by name" % label, ok, msg)
+    ok, msg = raises(lambda: entry.run(torch.randn(3, 2, 128).to(torch.bfloat16), w,
+                                       torch.empty(3, 128, dtype=torch.bfloat16)), "hidden_states", "3 dimensions")
+    expect("flashinfer (%s): an input of another rank is refused" % label, ok, msg)
+    ok, msg = raises(lambda: entry.run(torch.randn(3, 128).to(torch.bfloat16), w,
+                                       torch.empty(4, 128, dtype=torch.bfloat16)), "output", "shape")
+    expect("flashinfer (%s): a destination of the wrong shape is refused" % label, ok, msg)
+
+if failures:
+    print("%d check(s) failed" % len(failures))
+    sys.exit(1)
+print("fake driver: all checks passed")

@@ -31,6 +31,12 @@ KernelLaunch launch_of(const ks_kernel_launch_args& a) {
     if (!l.buffers.emplace(t.name, KernelBuffer{t.device_ptr, t.bytes}).second)
       throw Error(Status::invalid_argument, fmt::format("tensor \"{}\" is given twice", t.name));
   }
+  if (a.scalar_count && !a.scalars) throw Error(Status::invalid_argument, "args.scalars is NULL but scalar_count is not 0");
+  for (std::size_t i = 0; i < a.scalar_count; ++i) {
+    if (!a.scalars[i].name) throw Error(Status::invalid_argument, fmt::format("args.scalars[{}].name is NULL", i));
+    if (!l.scalars.emplace(a.scalars[i].name, a.scalars[i].value).second)
+      throw Error(Status::invalid_argument, fmt::format("scalar \"{}\" is given twice", a.scalars[i].name));
+  }
   l.stream = a.stream;
   if (a.workload) l.workload = a.workload;
   return l;

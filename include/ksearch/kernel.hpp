@@ -60,6 +60,7 @@ struct KS_API KernelBuffer {
 struct KS_API KernelLaunch {
   std::map<std::string, std::int64_t> dims;      // every dimension of the task
   std::map<std::string, KernelBuffer> buffers;   // tensors by name (and, optionally, the plan's scratch)
+  std::map<std::string, double> scalars;         // scalar inputs by name; omitted: the same-shaped workload's
   void* stream = nullptr;                        // a CUstream; null: the default stream
   std::string workload;                          // whose tuned values to use; empty: the one with these dims
 };

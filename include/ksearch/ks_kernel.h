@@ -90,6 +90,12 @@ typedef struct ks_kernel_tensor {
   uint64_t bytes;
 } ks_kernel_tensor;
 
+/* A scalar input of the task by name (e.g. "sm_scale"), passed by value. */
+typedef struct ks_kernel_scalar {
+  const char *name;
+  double value;
+} ks_kernel_scalar;
+
 #define KS_KERNEL_LAUNCH_ARGS_VERSION 1
 
 typedef struct ks_kernel_launch_args {
@@ -98,6 +104,8 @@ typedef struct ks_kernel_launch_args {
   size_t dim_count;
   const ks_kernel_tensor *tensors;  /* every task tensor the plan passes */
   size_t tensor_count;
+  const ks_kernel_scalar *scalars;  /* the task's scalar inputs; one omitted takes the same-shaped workload's */
+  size_t scalar_count;
   void *stream;                     /* a CUstream of the current context; NULL: the default stream */
   /* Which tuned values to use: NULL picks the per-shape values of the
    * task's workload whose dimensions equal `dims`, else the solution's

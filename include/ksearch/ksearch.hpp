@@ -123,6 +123,11 @@ struct Tensor {
   std::uint64_t bytes = 0;  // 0: not checked
 };
 
+struct Scalar {
+  std::string name;
+  double value;
+};
+
 class Kernel {
  public:
   static Kernel load(const ks_kernel_load_options& options) {
@@ -157,13 +162,14 @@ class Kernel {
 
   // Enqueues the plan for `dims` on `stream` (a CUstream; null: the default one).
   void launch(const std::vector<Dim>& dims, const std::vector<Tensor>& tensors, void* stream = nullptr,
-              const char* workload = nullptr) {
-    Args a(dims, tensors, stream, workload);
+              const char* workload = nullptr, const std::vector<Scalar>& scalars = {}) {
+    Args a(dims, tensors, stream, workload, scalars);
     check(ks_kernel_launch(get(), &a.args));
   }
   // What launch() would do, as JSON (see ks_kernel_resolve).
-  std::string resolve(const std::vector<Dim>& dims, const char* workload = nullptr) {
-    Args a(dims, {}, nullptr, workload);
+  std::string resolve(const std::vector<Dim>& dims, const char* workload = nullptr,
+                      const std::vector<Scalar>& scalars = {}) {
+    Args a(dims, {}, nullptr, workload, scalars);
     char* json = nullptr;
     check(ks_kernel_resolve(get(), &a.args, &json));
     std::string out(json);
@@ -184,11 +190,16 @@ class Kernel {
   struct Args {
     std::vector<ks_kernel_dim> dims;
     std::vector<ks_kernel_tensor> tensors;
+    std::vector<ks_kernel_scalar> scalars;
     ks_kernel_launch_args args;
-    Args(const std::vector<Dim>& d, const std::vector<Tensor>& t, void* stream, const char* workload) {
+    Args(const std::vector<Dim>& d, const std::vector<Tensor>& t, void* stream, const char* workload,
+         const std::vector<Scalar>& s) {
       check(ks_kernel_launch_args_init(&args, KS_KERNEL_LAUNCH_ARGS_VERSION));
       for (const auto& x : d) dims.push_back({x.name.c_str(), x.value});
       for (const auto& x : t) tensors.push_back({x.name.c_str(), x.device_ptr, x.bytes});
+      for (const auto& x : s) scalars.push_back({x.name.c_str(), x.value});
+      args.scalars = scalars.data();
+      args.scalar_count = scalars.size();
       args.dims = dims.data();
       args.dim_count = dims.size();
       args.tensors = tensors.data();

@@ -24,6 +24,7 @@ eval::cuda::HostLaunch host_launch(const KernelLaunch& l) {
   eval::cuda::HostLaunch h;
   h.dims = l.dims;
   for (const auto& [name, b] : l.buffers) h.buffers[name] = eval::cuda::HostBuffer{b.device_ptr, b.bytes};
+  h.scalars = l.scalars;
   h.stream = l.stream;
   h.workload = l.workload;
   return h;

@@ -111,7 +111,7 @@ TEST_CASE("launches follow the plan's variant and tuned values for the caller's 
 
   SUBCASE("wide rows: two kernels with the kernel's own scratch, BLOCK of r256_c32768") {
     launches().clear();
-    k->launch({{{"R", 256}, {"C", 32768}}, {{"x", {x, 0}}, {"y", {y, 0}}}, stream, ""});
+    k->launch({{{"R", 256}, {"C", 32768}}, {{"x", {x, 0}}, {"y", {y, 0}}}, {}, stream, ""});
     REQUIRE(launches().size() == 2);
     const FakeLaunch& a = launches()[0];
     const FakeLaunch& b = launches()[1];
@@ -133,14 +133,14 @@ TEST_CASE("launches follow the plan's variant and tuned values for the caller's 
     // A scratch buffer of the caller's replaces the kernel's own.
     const std::uint64_t mine = host.alloc(1024);
     launches().clear();
-    k->launch({{{"R", 256}, {"C", 32768}}, {{"x", {x, 0}}, {"y", {y, 0}}, {"rmax", {mine, 1024}}}, stream, ""});
+    k->launch({{{"R", 256}, {"C", 32768}}, {{"x", {x, 0}}, {"y", {y, 0}}, {"rmax", {mine, 1024}}}, {}, stream, ""});
     REQUIRE(launches().size() == 2);
     CHECK(arg<std::uint64_t>(launches()[0], 1) == mine);
   }
 
   SUBCASE("narrow rows: one warp per row") {
     launches().clear();
-    k->launch({{{"R", 4096}, {"C", 1024}}, {{"x", {x, 0}}, {"y", {y, 0}}}, stream, ""});
+    k->launch({{{"R", 4096}, {"C", 1024}}, {{"x", {x, 0}}, {"y", {y, 0}}}, {}, stream, ""});
     REQUIRE(launches().size() == 1);
     CHECK(launches()[0].kernel == "softmax_warp");
     CHECK(launches()[0].grid[0] == 512);
@@ -149,8 +149,8 @@ TEST_CASE("launches follow the plan's variant and tuned values for the caller's 
 
   SUBCASE("other widths: the top-level plan, with per-shape or general values") {
     launches().clear();
-    k->launch({{{"R", 1024}, {"C", 8192}}, {{"x", {x, 0}}, {"y", {y, 0}}}, stream, ""});
-    k->launch({{{"R", 7}, {"C", 3000}}, {{"x", {x, 0}}, {"y", {y, 0}}}, stream, ""});
+    k->launch({{{"R", 1024}, {"C", 8192}}, {{"x", {x, 0}}, {"y", {y, 0}}}, {}, stream, ""});
+    k->launch({{{"R", 7}, {"C", 3000}}, {{"x", {x, 0}}, {"y", {y, 0}}}, {}, stream, ""});
     REQUIRE(launches().size() == 2);
     CHECK(launches()[0].kernel == "softmax_rows");
     CHECK(launches()[0].block[0] == 128);  // r1024_c8192's value
@@ -169,12 +169,12 @@ TEST_CASE("launches follow the plan's variant and tuned values for the caller's 
         CHECK_MESSAGE(contains(e.what(), words), e.what());
       }
     };
-    fails({{{"R", 4}, {"C", 100}}, {{"x", {x, 0}}}, stream, ""}, "tensor \"y\", which has no device pointer");
-    fails({{{"R", 4}, {"C", 100}}, {{"x", {x, 100}}, {"y", {y, 0}}}, stream, ""},
+    fails({{{"R", 4}, {"C", 100}}, {{"x", {x, 0}}}, {}, stream, ""}, "tensor \"y\", which has no device pointer");
+    fails({{{"R", 4}, {"C", 100}}, {{"x", {x, 100}}, {"y", {y, 0}}}, {}, stream, ""},
           "tensor \"x\" needs 1600 bytes for these dimensions, but its buffer has 100");
-    fails({{{"R", 4}}, {{"x", {x, 0}}, {"y", {y, 0}}}, stream, ""}, "dimension \"C\" is missing");
+    fails({{{"R", 4}}, {{"x", {x, 0}}, {"y", {y, 0}}}, {}, stream, ""}, "dimension \"C\" is missing");
     host.api.cuCtxSetCurrent(nullptr);
-    fails({{{"R", 4}, {"C", 100}}, {{"x", {x, 0}}, {"y", {y, 0}}}, stream, ""}, "not the one the kernel was loaded into",
+    fails({{{"R", 4}, {"C", 100}}, {{"x", {x, 0}}, {"y", {y, 0}}}, {}, stream, ""}, "not the one the kernel was loaded into",
           Status::state);
     host.api.cuCtxSetCurrent(host.ctx);
     CHECK(launches().empty());
@@ -191,7 +191,7 @@ TEST_CASE("the tuned starting point of the softmax task resolves as the evaluato
     "launch_plan": {"kernels": [{"name": "softmax_online", "grid": ["R"], "block": ["BLOCK"], "args": ["x", "y", "R", "C"]}]},
     "params": {"space": {"BLOCK": {"values": [128, 256]}}, "values": {"BLOCK": 128}}})";
   auto k = Kernel::load(s, options());
-  ResolvedKernelPlan p = k->resolve({{{"R", 3}, {"C", 1000}}, {}, nullptr, ""});
+  ResolvedKernelPlan p = k->resolve({{{"R", 3}, {"C", 1000}}, {}, {}, nullptr, ""});
   CHECK(p.variant == -1);
   CHECK(p.workload.empty());
   CHECK(p.params.at("BLOCK") == 128);

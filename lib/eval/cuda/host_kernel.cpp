@@ -9,6 +9,7 @@
 #include <set>
 
 #include "core/fs.hpp"
+#include "core/inputs.hpp"
 #include "core/tune/params.hpp"
 #include "eval/cuda/cuda_api.hpp"
 #include "eval/cuda/cuda_backend.hpp"
@@ -176,19 +177,19 @@ HostResolved HostKernel::resolve_locked(const HostLaunch& l, Module** module_out
                   fmt::format("dimension \"{}\" is missing (task \"{}\" needs {})", d, task.name, fmt::join(task.dims, ", ")));
 
   HostResolved out;
+  const WorkloadSpec* same_shape = nullptr;
+  for (const auto& w : task.workloads)
+    if (detail::Vars(w.dims.begin(), w.dims.end()) == dims) {
+      same_shape = &w;
+      break;
+    }
   if (!l.workload.empty()) {
     if (!task.find_workload(l.workload))
       throw Error(Status::invalid_argument, fmt::format("task \"{}\" has no workload \"{}\"", task.name, l.workload));
     out.workload = l.workload;
-  } else {
+  } else if (same_shape) {
     // The shape of a workload the solution was tuned on gets that workload's values.
-    for (const auto& w : task.workloads) {
-      detail::Vars wd(w.dims.begin(), w.dims.end());
-      if (wd == dims) {
-        out.workload = w.name;
-        break;
-      }
-    }
+    out.workload = same_shape->name;
   }
   detail::Vars values;
   try {
@@ -205,7 +206,25 @@ HostResolved HostKernel::resolve_locked(const HostLaunch& l, Module** module_out
   detail::Vars vars = dims;
   for (const auto& [k, v] : values) vars[k] = v;
   std::set<std::string> tensors;
-  for (const auto& t : task.tensors) tensors.insert(t.name);
+  ScalarArgs scalars;
+  for (const auto& t : task.tensors) {
+    if (!t.scalar) {
+      tensors.insert(t.name);
+      continue;
+    }
+    // A scalar input passes by value: the caller's, else that of the workload of this shape.
+    ScalarArg a{t.dtype, 0};
+    if (auto it = l.scalars.find(t.name); it != l.scalars.end()) a.value = it->second;
+    else if (same_shape) a.value = detail::scalar_value(t, *same_shape);
+    else
+      throw Error(Status::invalid_argument,
+                  fmt::format("scalar input \"{}\" has no value (pass it among the launch's scalars)", t.name));
+    if (!dtype_is_float(t.dtype)) vars[t.name] = static_cast<std::int64_t>(a.value);
+    scalars[t.name] = a;
+  }
+  for (const auto& [name, v] : l.scalars)
+    if (!scalars.count(name))
+      throw Error(Status::invalid_argument, fmt::format("task \"{}\" has no scalar input \"{}\"", task.name, name));
 
   KernelCatalog cat;
   if (m.handle) {
@@ -233,7 +252,7 @@ HostResolved HostKernel::resolve_locked(const HostLaunch& l, Module** module_out
   } else {
     cat = module_catalog(m.cubin, m.artifact.lowered_names);
   }
-  out.plan = resolve_plan(plan_, vars, tensors, cat, limits_);
+  out.plan = resolve_plan(plan_, vars, tensors, cat, limits_, scalars);
   return out;
 }
 
@@ -245,6 +264,7 @@ HostResolved HostKernel::resolve(const HostLaunch& l) {
 void HostKernel::check_sizes(const HostLaunch& l) const {
   detail::Vars dims(l.dims.begin(), l.dims.end());
   for (const auto& t : cfg_.task.tensors) {
+    if (t.scalar) continue;
     auto it = l.buffers.find(t.name);
     if (it == l.buffers.end() || it->second.bytes == 0) continue;
     std::uint64_t n = dtype_size(t.dtype);

@@ -39,6 +39,7 @@ struct HostBuffer {
 struct HostLaunch {
   std::map<std::string, std::int64_t> dims;
   std::map<std::string, HostBuffer> buffers;  // task tensors and, optionally, the plan's scratch buffers
+  std::map<std::string, double> scalars;      // the task's scalar inputs (e.g. sm_scale); a workload's own when omitted
   void* stream = nullptr;                     // a CUstream; null: the default stream
   std::string workload;                       // whose per-shape values to use; empty: the one matching `dims`
 };

@@ -10,7 +10,7 @@
 
 #include "ksearch/export.h"
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 
 // A one-way switch shared by the host and the runs it started. cancel()
 // may be called from any thread; it runs the subscribed handlers (each
@@ -56,4 +56,4 @@ class KS_API CancelToken {
   std::uint64_t next_id_ = 1;
 };
 
-}  // namespace ks
+KS_NAMESPACE_END

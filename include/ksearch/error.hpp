@@ -7,7 +7,7 @@
 #include "ksearch/export.h"
 #include "ksearch/status.h"
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 
 enum class Status : int {
   ok = KS_OK,
@@ -42,4 +42,4 @@ class KS_API Error : public std::runtime_error {
   Status status_;
 };
 
-}  // namespace ks
+KS_NAMESPACE_END

@@ -10,7 +10,7 @@
 #include "ksearch/task.hpp"
 #include "ksearch/types.hpp"
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 
 // What an evaluator is asked to do for one batch. Defaults follow
 // architecture decisions 4 and 5.
@@ -88,4 +88,4 @@ class KS_API Evaluator {
   virtual void cancel() {}
 };
 
-}  // namespace ks
+KS_NAMESPACE_END

@@ -28,7 +28,7 @@
 #include "ksearch/task.hpp"
 #include "ksearch/types.hpp"
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 
 // Where the kernel comes from: a run folder (its best solution), or exactly
 // one of solution, solution_file and solution_text. A run folder given with
@@ -110,4 +110,4 @@ class KS_API Kernel {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace ks
+KS_NAMESPACE_END

@@ -11,7 +11,7 @@
 #include "ksearch/export.h"
 #include "ksearch/json.hpp"
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 
 // Why a prompt is sent. Replay checks that recorded and requested kinds match.
 enum class PromptKind {
@@ -89,4 +89,4 @@ class KS_API LlmPolicy {
   virtual void cancel() {}
 };
 
-}  // namespace ks
+KS_NAMESPACE_END

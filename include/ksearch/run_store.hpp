@@ -25,7 +25,7 @@
 #include "ksearch/strategy.hpp"
 #include "ksearch/types.hpp"
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 
 // One attempted solution (or a round whose answer held no usable candidate).
 struct KS_API AttemptRecord {
@@ -106,4 +106,4 @@ class KS_API RunStore {
 // "2026-11-26T01:23:45.678Z"
 KS_API std::string utc_timestamp();
 
-}  // namespace ks
+KS_NAMESPACE_END

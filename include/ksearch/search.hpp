@@ -17,7 +17,7 @@
 #include "ksearch/task.hpp"
 #include "ksearch/world_model.hpp"
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 
 // Receives every run event as it is journalled: the object written to
 // events.jsonl (with "seq", "time" and "type"). Called on the search's
@@ -158,4 +158,4 @@ struct KS_API ReplayOptions {
 // no model unless it goes live.
 KS_API SearchOutcome replay_search(const std::filesystem::path& recorded_run, const ReplayOptions& options = {});
 
-}  // namespace ks
+KS_NAMESPACE_END

@@ -33,7 +33,7 @@
 #include "ksearch/types.hpp"
 #include "ksearch/world_model.hpp"
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 
 // Thrown by SearchContext calls made after the run has been told to stop.
 class KS_API SearchStopped : public std::exception {
@@ -167,4 +167,4 @@ class KS_API SearchStrategy {
 KS_API std::unique_ptr<SearchStrategy> make_strategy(const std::string& name);
 KS_API std::vector<std::string> strategy_names();
 
-}  // namespace ks
+KS_NAMESPACE_END

@@ -10,7 +10,7 @@
 #include "ksearch/export.h"
 #include "ksearch/task.hpp"
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 
 struct KS_API TaskInfo {
   std::string name;         // "gpumode/trimul" or the path of a task file
@@ -61,4 +61,4 @@ KS_API void register_builtin_task(const std::string& name, const std::string& de
 // tree, examples/tasks of the source tree.
 KS_API std::filesystem::path example_tasks_dir();
 
-}  // namespace ks
+KS_NAMESPACE_END

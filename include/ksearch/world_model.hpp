@@ -18,7 +18,7 @@
 #include "ksearch/json.hpp"
 #include "ksearch/llm.hpp"
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 
 // How the next action is chosen from the frontier: rank by priority score
 // (descending), then difficulty (ascending), then overall rating
@@ -154,4 +154,4 @@ class KS_API WorldModel {
 // The default implementation.
 KS_API std::unique_ptr<WorldModel> make_tree_world_model();
 
-}  // namespace ks
+KS_NAMESPACE_END

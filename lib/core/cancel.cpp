@@ -3,7 +3,7 @@
 
 #include <vector>
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 
 void CancelToken::cancel() {
   if (cancelled_.exchange(true, std::memory_order_acq_rel)) return;
@@ -57,4 +57,4 @@ CancelToken::Subscription::~Subscription() {
   if (token_) token_->unsubscribe(id_);
 }
 
-}  // namespace ks
+KS_NAMESPACE_END

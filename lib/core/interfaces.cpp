@@ -5,7 +5,7 @@
 #include "ksearch/evaluator.hpp"
 #include "ksearch/llm.hpp"
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 
 // ---------------------------------------------------------------------------
 // Evaluator
@@ -176,4 +176,4 @@ std::vector<LlmResponse> LlmPolicy::complete_batch(const std::vector<LlmRequest>
   return out;
 }
 
-}  // namespace ks
+KS_NAMESPACE_END

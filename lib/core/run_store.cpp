@@ -17,7 +17,7 @@
 #include "core/solution_files.hpp"
 #include "ksearch/error.hpp"
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 
 namespace fs = std::filesystem;
 using detail::AppendLog;
@@ -444,4 +444,4 @@ std::optional<Json> RunStore::state() const {
   return read_json(impl_->dir / "state.json");
 }
 
-}  // namespace ks
+KS_NAMESPACE_END

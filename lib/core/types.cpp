@@ -10,7 +10,7 @@
 #include "core/sha256.hpp"
 #include "ksearch/error.hpp"
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 
 // ---------------------------------------------------------------------------
 // Enumerations
@@ -682,4 +682,4 @@ EvalResult EvalResult::from_json(const Json& j) {
   return r;
 }
 
-}  // namespace ks
+KS_NAMESPACE_END

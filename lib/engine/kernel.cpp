@@ -10,7 +10,7 @@
 #include "ksearch/run_store.hpp"
 #include "ksearch/tasks.hpp"
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 
 namespace fs = std::filesystem;
 
@@ -136,4 +136,4 @@ const TaskSpec& Kernel::task() const { return impl_->host->task(); }
 const std::string& Kernel::arch() const { return impl_->host->arch(); }
 std::size_t Kernel::module_count() const { return impl_->host->module_count(); }
 
-}  // namespace ks
+KS_NAMESPACE_END

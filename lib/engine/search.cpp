@@ -21,7 +21,7 @@
 #include "ksearch/version.h"
 #include "ksearch/world_model.hpp"
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 
 namespace fs = std::filesystem;
 
@@ -798,4 +798,4 @@ SearchOutcome replay_search(const fs::path& recorded_run, const ReplayOptions& o
   return execute(parts, store, config, Hooks{options.progress, options.on_event, options.cancel});
 }
 
-}  // namespace ks
+KS_NAMESPACE_END

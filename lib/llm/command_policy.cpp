@@ -8,7 +8,7 @@
 #include "ksearch/error.hpp"
 #include "ksearch/llm_policies.hpp"
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 namespace {
 
 // Environment strings above this size make exec fail (Linux MAX_ARG_STRLEN
@@ -108,4 +108,4 @@ std::unique_ptr<LlmPolicy> make_command_policy(const std::vector<std::string>& a
   return make_command_policy(c);
 }
 
-}  // namespace ks
+KS_NAMESPACE_END

@@ -16,7 +16,7 @@
 #include "llm/http.hpp"
 #include "llm/openai_wire.hpp"
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 
 const char* to_string(OpenAiApi api) { return api == OpenAiApi::chat ? "chat" : "responses"; }
 
@@ -125,7 +125,9 @@ OpenAiConfig OpenAiConfig::from_json(const Json& j) {
   return c;
 }
 
-namespace llm {
+KS_NAMESPACE_END
+
+namespace ks::llm {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -432,10 +434,12 @@ class OpenAiPolicy final : public LlmPolicy {
 };
 
 }  // namespace
-}  // namespace llm
+}  // namespace ks::llm
+
+KS_NAMESPACE_BEGIN
 
 std::unique_ptr<LlmPolicy> make_openai_policy(const OpenAiConfig& config) {
   return std::make_unique<llm::OpenAiPolicy>(config);
 }
 
-}  // namespace ks
+KS_NAMESPACE_END

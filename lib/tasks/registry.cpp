@@ -22,7 +22,7 @@
 #include "tasks/flashinfer/flashinfer.hpp"
 #endif
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 namespace {
 
 namespace fs = std::filesystem;
@@ -211,4 +211,4 @@ std::vector<TaskInfo> list_tasks(const std::vector<fs::path>& example_dirs) {
   return out;
 }
 
-}  // namespace ks
+KS_NAMESPACE_END

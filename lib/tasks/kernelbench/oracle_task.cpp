@@ -227,7 +227,7 @@ std::unique_ptr<Task> load_kernelbench_oracle_task(const std::string& name,
 
 }  // namespace ks::tasks
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 
 std::vector<TaskInfo> list_kernelbench_tasks(const std::filesystem::path& kernelbench_dir) {
   namespace fs = std::filesystem;
@@ -264,4 +264,4 @@ std::vector<TaskInfo> list_kernelbench_tasks(const std::filesystem::path& kernel
   return out;
 }
 
-}  // namespace ks
+KS_NAMESPACE_END

@@ -1,10 +1,11 @@
 #!/bin/sh
 # Everything that needs a GPU, in one place, for a GPU machine: the GPU tests,
 # the evaluation and TriMul benchmarks, the TriMul candidates, the TriMul
-# demonstration (recorded, replayed, then reproduced exactly), and offline tuning of the TriMul
-# starting kernel. Logs and run folders go to OUT_DIR.
+# demonstration (recorded, replayed, then reproduced exactly), offline tuning
+# of the TriMul starting kernel, and a found kernel launched in a host
+# program's own context (examples/kernels). Logs and run folders go to OUT_DIR.
 #
-#   benchmarks/run_gpu_suite.sh BUILD_DIR OUT_DIR [tests|bench|candidates|demo|tune|all]...
+#   benchmarks/run_gpu_suite.sh BUILD_DIR OUT_DIR [tests|bench|candidates|demo|tune|kernels|all]...
 set -u
 build=$1; out=$2; shift 2
 [ $# -eq 0 ] && set -- all
@@ -73,4 +74,12 @@ if want tune; then
   timeout 560 "$ks" run --task gpumode/trimul --llm offline --strategy tune --max-rounds "${TUNE_ROUNDS:-30}" \
     --run-dir "$out/tune" > "$out/tune.log" 2>&1
   tail -40 "$out/tune.log"
+fi
+if want kernels; then
+  echo "== a found kernel in the host program's own context (examples/kernels/launch_found_kernel)"
+  rm -rf "$out/kernel_run"
+  timeout 600 "$build/examples/kernels/launch_found_kernel" --self-test --rounds 6 --run-dir "$out/kernel_run" \
+    --solution "$src/tests/fixtures/kernels/softmax_variants.json" > "$out/launch_found_kernel.log" 2>&1
+  echo "exit status $?"
+  tail -32 "$out/launch_found_kernel.log"
 fi

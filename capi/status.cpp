@@ -19,6 +19,7 @@ extern "C" const char* ks_status_string(ks_status status) {
     case KS_E_BUFFER_TOO_SMALL: return "buffer too small";
     case KS_E_STATE: return "invalid state";
     case KS_E_SUBPROCESS: return "subprocess failure";
+    case KS_E_CUDA: return "CUDA driver error";
     case KS_E_INTERNAL: return "internal error";
   }
   return "unknown status";

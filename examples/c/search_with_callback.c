@@ -73,33 +73,35 @@ static int answer_prompt(const ks_llm_request *request, ks_llm_answer *answer, v
 
 static int print_round(const ks_round_report *r, void *user_data) {
   (void)user_data;
-  printf("round %d/%d: %-14s %8.4f ms   best %8.4f ms\n", r->round, r->max_rounds, r->status, r->latency_ms,
-         r->best_latency_ms);
+  printf("round %d/%d: %-14s %8.4f ms   best %8.4f ms\n", r->round, r->max_rounds, ks_eval_status_name(r->status),
+         r->latency_ms, r->best_latency_ms);
   return 0; /* keep going */
 }
 
 int main(int argc, char **argv) {
-  ks_search_params params;
+  ks_search_options options;
   ks_result *result = NULL;
   struct model_state state = {0};
   ks_status status;
   size_t i;
 
-  if (ks_search_params_init(&params, KS_SEARCH_PARAMS_VERSION) != KS_OK) {
+  if (ks_search_options_init(&options, KS_SEARCH_OPTIONS_VERSION) != KS_OK) {
     fprintf(stderr, "init: %s\n", ks_last_error_message());
     return 1;
   }
-  params.task = argc > 1 ? argv[1] : KS_EXAMPLE_TASK_DIR;
-  params.run_dir = argc > 2 ? argv[2] : NULL;
-  params.language = "cpp";
-  params.strategy = "greedy";
-  params.max_rounds = 4;
-  params.llm_callback = answer_prompt;
-  params.llm_user_data = &state;
-  params.progress_callback = print_round;
-  params.backend = "host";
+  options.task = argc > 1 ? argv[1] : KS_EXAMPLE_TASK_DIR;
+  options.run_dir = argc > 2 ? argv[2] : NULL;
+  options.language = KS_LANGUAGE_CPP;
+  options.strategy = KS_STRATEGY_GREEDY;
+  options.budget.max_rounds = 4;
+  options.llm.source = KS_LLM_CALLBACK;
+  options.llm.callback = answer_prompt;
+  options.llm.user_data = &state;
+  options.llm.model = "fixed-answers"; /* a label for the run folder */
+  options.progress = print_round;
+  options.eval.backend = KS_BACKEND_HOST;
 
-  status = ks_search_run(&params, &result);
+  status = ks_search_run(&options, &result);
   if (status != KS_OK) {
     fprintf(stderr, "search failed: %s (%s)\n", ks_status_string(status), ks_last_error_message());
     ks_result_destroy(result);

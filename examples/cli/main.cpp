@@ -61,6 +61,7 @@ const char* status_name(ks::Status s) {
     case ks::Status::buffer_too_small: return "buffer_too_small";
     case ks::Status::state: return "state";
     case ks::Status::subprocess: return "subprocess";
+    case ks::Status::cuda: return "cuda";
     case ks::Status::internal: return "internal";
   }
   return "unknown";

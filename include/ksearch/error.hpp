@@ -7,7 +7,7 @@
 #include "ksearch/export.h"
 #include "ksearch/status.h"
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 
 enum class Status : int {
   ok = KS_OK,
@@ -26,6 +26,7 @@ enum class Status : int {
   buffer_too_small = KS_E_BUFFER_TOO_SMALL,
   state = KS_E_STATE,
   subprocess = KS_E_SUBPROCESS,
+  cuda = KS_E_CUDA,
   internal = KS_E_INTERNAL,
 };
 
@@ -41,4 +42,4 @@ class KS_API Error : public std::runtime_error {
   Status status_;
 };
 
-}  // namespace ks
+KS_NAMESPACE_END

@@ -11,7 +11,7 @@
 #include "ksearch/evaluator.hpp"
 #include "ksearch/export.h"
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 
 struct KS_API EvaluatorConfig {
   // "auto": CUDA solutions on the GPU and host solutions on the CPU;
@@ -49,4 +49,4 @@ KS_API std::string sandbox_description();
 // machine's RAM.
 KS_API std::uint64_t default_memory_limit_bytes();
 
-}  // namespace ks
+KS_NAMESPACE_END

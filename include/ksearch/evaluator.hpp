@@ -1,4 +1,5 @@
-// The evaluator: compiles, checks and times candidate solutions.
+// What evaluation is asked to do and where it happens. The evaluator
+// itself is an extension interface: ksearch/sys/evaluator.hpp.
 #pragma once
 
 #include <functional>
@@ -10,7 +11,7 @@
 #include "ksearch/task.hpp"
 #include "ksearch/types.hpp"
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 
 // What an evaluator is asked to do for one batch. Defaults follow
 // architecture decisions 4 and 5.
@@ -62,23 +63,7 @@ struct KS_API DeviceInfo {
   Json to_json() const;
 };
 
-class KS_API Evaluator {
- public:
-  virtual ~Evaluator() = default;
+KS_NAMESPACE_END
 
-  // Evaluates one solution. Never throws for a bad candidate: compile errors,
-  // crashes and hangs come back as an EvalResult with the matching status.
-  // Throws ks::Error only when the evaluator itself cannot work (e.g.
-  // Status::no_device).
-  virtual EvalResult evaluate(const Task& task, const Solution& solution) = 0;
-
-  // Evaluates several solutions, overlapping compilation with measurement
-  // where the implementation can. Results come back in input order.
-  virtual std::vector<EvalResult> evaluate_batch(const Task& task,
-                                                 const std::vector<Solution>& solutions);
-
-  virtual DeviceInfo device() const = 0;
-  virtual EvalOptions& options() = 0;
-};
-
-}  // namespace ks
+// The interface evaluators implement, for code that includes this header for it.
+#include "ksearch/sys/evaluator.hpp"

@@ -13,7 +13,7 @@
 
 #include "ksearch/export.h"
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 
 class KS_API Json {
  public:
@@ -112,4 +112,4 @@ class KS_API Json {
 
 KS_API const char* json_type_name(Json::Type type);
 
-}  // namespace ks
+KS_NAMESPACE_END

@@ -20,7 +20,7 @@
 #include "ksearch/json.hpp"
 #include "ksearch/llm.hpp"
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 
 // ---------------------------------------------------------------------------
 // Prices
@@ -175,4 +175,4 @@ KS_API std::string utc_timestamp();
 // ks::Error(Status::parse) naming the file and line number.
 KS_API std::vector<TranscriptEntry> read_transcript(const std::filesystem::path& path);
 
-}  // namespace ks
+KS_NAMESPACE_END

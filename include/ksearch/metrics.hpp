@@ -8,7 +8,7 @@
 #include "ksearch/export.h"
 #include "ksearch/json.hpp"
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 
 // One problem's outcome: whether the solution is correct (all trials
 // passed), its time and the baselines' times (0 = unknown).
@@ -49,4 +49,4 @@ KS_API std::vector<double> default_fast_p_thresholds();
 KS_API FastPTable fast_p_table(const std::vector<ProblemOutcome>& outcomes,
                                const std::vector<double>& thresholds = default_fast_p_thresholds());
 
-}  // namespace ks
+KS_NAMESPACE_END

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,7 +25,7 @@
 #include "ksearch/strategy.hpp"
 #include "ksearch/types.hpp"
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 
 // One attempted solution (or a round whose answer held no usable candidate).
 struct KS_API AttemptRecord {
@@ -65,6 +66,9 @@ class KS_API RunStore {
 
   // Appends with "seq" and "time" added; returns the event's seq.
   int append_event(const std::string& type, Json data);
+  // Called with every event appended from now on, as written (with "seq",
+  // "time" and "type"), on the appending thread; what it throws is ignored.
+  void set_event_listener(std::function<void(const Json& event)> listener);
   std::vector<Json> events() const;
 
   void append_transcript(const Json& entry);
@@ -102,4 +106,4 @@ class KS_API RunStore {
 // "2026-11-26T01:23:45.678Z"
 KS_API std::string utc_timestamp();
 
-}  // namespace ks
+KS_NAMESPACE_END

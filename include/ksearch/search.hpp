@@ -9,14 +9,21 @@
 #include <optional>
 #include <string>
 
+#include "ksearch/cancel.hpp"
 #include "ksearch/eval.hpp"
 #include "ksearch/export.h"
 #include "ksearch/llm.hpp"
 #include "ksearch/llm_policies.hpp"
 #include "ksearch/strategy.hpp"
 #include "ksearch/task.hpp"
+#include "ksearch/world_model.hpp"
 
-namespace ks {
+KS_NAMESPACE_BEGIN
+
+// Receives every run event as it is journalled: the object written to
+// events.jsonl (with "seq", "time" and "type"). Called on the search's
+// thread; what it throws is ignored.
+using EventCallback = std::function<void(const Json& event)>;
 
 // How prompts are answered.
 struct KS_API LlmChoice {
@@ -59,6 +66,7 @@ using StartCallback = std::function<void(const SearchStart&)>;
 
 struct KS_API SearchOptions {
   std::string task;                    // built-in name or task file path
+  std::filesystem::path kernelbench_dir;  // for kernelbench/... names; empty: $KSEARCH_KERNELBENCH
   std::shared_ptr<Task> custom_task;   // used instead of `task` when set
   SearchConfig config;
   LlmChoice llm;
@@ -66,6 +74,15 @@ struct KS_API SearchOptions {
   std::shared_ptr<Evaluator> custom_evaluator;  // used instead of `evaluator` when set
   std::filesystem::path run_dir;       // empty: runs/<task>-<UTC time>
   ProgressCallback progress;
+  EventCallback on_event;
+  // Cancels the run from another thread (see CancelToken); null: none.
+  std::shared_ptr<CancelToken> cancel;
+  // Parts the host brings (null: the built-in ones). A custom strategy is
+  // run instead of config.strategy; a custom world model is what the
+  // world-model strategy edits. Runs made with custom parts resume only
+  // through the API, with the same parts given again.
+  std::shared_ptr<SearchStrategy> custom_strategy;
+  std::shared_ptr<WorldModel> custom_world_model;
   StartCallback on_start;              // optional
   // When set, a task written in one language only runs in that language
   // whatever config.language says (a CLI without --language); a task with
@@ -118,6 +135,10 @@ struct KS_API ResumeOptions {
   std::optional<LlmChoice> llm;        // replaces the recorded choice (e.g. another endpoint)
   std::shared_ptr<Evaluator> custom_evaluator;
   ProgressCallback progress;
+  EventCallback on_event;
+  std::shared_ptr<CancelToken> cancel;
+  std::shared_ptr<SearchStrategy> custom_strategy;       // needed when the run used one
+  std::shared_ptr<WorldModel> custom_world_model;
   StartCallback on_start;              // optional
 };
 
@@ -146,6 +167,8 @@ struct KS_API ReplayOptions {
   std::shared_ptr<LlmPolicy> custom_llm;
   std::shared_ptr<Evaluator> custom_evaluator;  // for live evaluations; default: the recorded evaluator settings
   ProgressCallback progress;
+  EventCallback on_event;
+  std::shared_ptr<CancelToken> cancel;
   StartCallback on_start;              // optional
 };
 
@@ -158,4 +181,4 @@ struct KS_API ReplayOptions {
 // no model unless it goes live.
 KS_API SearchOutcome replay_search(const std::filesystem::path& recorded_run, const ReplayOptions& options = {});
 
-}  // namespace ks
+KS_NAMESPACE_END

@@ -15,7 +15,7 @@
 #include "ksearch/json.hpp"
 #include "ksearch/task.hpp"
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 
 struct KS_API ExportOptions {
   // "gpumode" (submission.py with custom_kernel(data); gpumode/trimul),
@@ -58,4 +58,4 @@ KS_API std::vector<std::string> export_formats();
 // The Python runtime every export embeds (lib/export/runtime/ksearch_runtime.py).
 KS_API std::string export_runtime_source();
 
-}  // namespace ks
+KS_NAMESPACE_END

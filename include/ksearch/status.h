@@ -19,12 +19,13 @@ typedef enum ks_status {
   KS_E_TIMEOUT = -7,          /* an operation ran past its time limit */
   KS_E_LLM = -8,              /* the language model failed to answer */
   KS_E_BUDGET = -9,           /* a round, cost or time budget is exhausted */
-  KS_E_CANCELLED = -10,       /* the run was stopped by the progress callback */
+  KS_E_CANCELLED = -10,       /* the run was stopped by a callback or a cancel token */
   KS_E_USER = -11,            /* returned by user callbacks to abort; never produced by the library */
   KS_E_VERSION = -12,         /* a params struct carries an unknown version */
   KS_E_BUFFER_TOO_SMALL = -13,/* a caller-provided buffer is too small */
   KS_E_STATE = -14,           /* the object is not in a state that allows the call */
   KS_E_SUBPROCESS = -15,      /* a worker or external program failed */
+  KS_E_CUDA = -16,            /* a CUDA driver call made for the caller failed (the error is named) */
   KS_E_INTERNAL = -99         /* a bug in libksearch: please report it */
 } ks_status;
 

@@ -10,7 +10,7 @@
 #include "ksearch/export.h"
 #include "ksearch/types.hpp"
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 
 // Everything an evaluator needs to check and time candidates for one task,
 // and everything a prompt needs to describe it. Built-in tasks fill it in
@@ -91,4 +91,4 @@ KS_API Solution parse_solution_text(std::string_view text, const TaskSpec& spec)
 // The same for a file; a relative path is read from the working directory.
 KS_API Solution load_solution_file(const std::filesystem::path& path, const TaskSpec& spec);
 
-}  // namespace ks
+KS_NAMESPACE_END

@@ -10,7 +10,7 @@
 #include "ksearch/export.h"
 #include "ksearch/task.hpp"
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 
 struct KS_API TaskInfo {
   std::string name;         // "gpumode/trimul" or the path of a task file
@@ -25,6 +25,13 @@ struct KS_API TaskInfo {
 // definition in a dataset checkout (DIR/definitions/<op_type>/<name>.json). Throws ks::Error(Status::not_found)
 // listing the known names, or Status::invalid_argument naming the malformed field.
 KS_API std::unique_ptr<Task> load_task(const std::string& name_or_path);
+
+// Where task names may also resolve, beside the built-in suites.
+struct KS_API TaskSources {
+  // A KernelBench checkout for kernelbench/levelN/... names; empty: $KSEARCH_KERNELBENCH.
+  std::filesystem::path kernelbench_dir;
+};
+KS_API std::unique_ptr<Task> load_task(const std::string& name_or_path, const TaskSources& sources);
 
 // Reads a task file (sources resolved relative to its folder).
 KS_API TaskSpec load_task_file(const std::filesystem::path& path);
@@ -54,4 +61,4 @@ KS_API void register_builtin_task(const std::string& name, const std::string& de
 // tree, examples/tasks of the source tree.
 KS_API std::filesystem::path example_tasks_dir();
 
-}  // namespace ks
+KS_NAMESPACE_END

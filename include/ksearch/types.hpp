@@ -12,7 +12,7 @@
 #include "ksearch/export.h"
 #include "ksearch/json.hpp"
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 
 // ---------------------------------------------------------------------------
 // Languages and element types
@@ -246,4 +246,4 @@ struct KS_API EvalResult {
   static EvalResult from_json(const Json& j);
 };
 
-}  // namespace ks
+KS_NAMESPACE_END

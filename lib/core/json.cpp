@@ -8,7 +8,7 @@
 
 #include "ksearch/error.hpp"
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 namespace {
 
 Json from_simdjson(simdjson::dom::element el) {
@@ -389,4 +389,4 @@ std::string Json::dump(int indent) const {
   return out;
 }
 
-}  // namespace ks
+KS_NAMESPACE_END

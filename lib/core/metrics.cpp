@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 
 std::vector<double> default_fast_p_thresholds() { return {0.0, 0.5, 0.8, 1.0, 1.5, 2.0}; }
 
@@ -63,4 +63,4 @@ Json FastPTable::to_json() const {
                     {"correct_with_compile_baseline", n_compile}});
 }
 
-}  // namespace ks
+KS_NAMESPACE_END

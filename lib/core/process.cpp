@@ -323,7 +323,7 @@ bool write_all_fd(int fd, const void* data, std::size_t size) {
 }
 
 CommandResult run_command(SpawnOptions opts, const std::string& input, double timeout_s,
-                          std::size_t max_output) {
+                          std::size_t max_output, const std::atomic<bool>* cancel) {
   opts.pipe_stdin = true;
   opts.pipe_stdout = true;
   opts.pipe_stderr = true;
@@ -343,6 +343,10 @@ CommandResult run_command(SpawnOptions opts, const std::string& input, double ti
   auto deadline = start + std::chrono::duration_cast<Clock::duration>(
                               std::chrono::duration<double>(timeout_s));
   while (out_open || err_open || in_open) {
+    if (cancel && cancel->load()) {
+      r.cancelled = true;
+      break;
+    }
     if (Clock::now() >= deadline) {
       r.timed_out = true;
       break;
@@ -390,12 +394,21 @@ CommandResult run_command(SpawnOptions opts, const std::string& input, double ti
     }
   }
   int status;
-  if (r.timed_out) {
+  if (r.timed_out || r.cancelled) {
     status = p.kill_and_reap();
   } else {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    auto st = p.wait_for(std::max(left, std::chrono::milliseconds(1)));
-    if (!st) {
+    std::optional<int> st;
+    // The streams are closed but the program may linger: still in slices, for `cancel`.
+    while (!st && left.count() > 0 && !(cancel && cancel->load())) {
+      st = p.wait_for(std::min(left, std::chrono::milliseconds(100)));
+      left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    }
+    if (!st) st = p.wait_for(std::chrono::milliseconds(1));
+    if (!st && cancel && cancel->load()) {
+      r.cancelled = true;
+      status = p.kill_and_reap();
+    } else if (!st) {
       r.timed_out = true;
       status = p.kill_and_reap();
     } else {
@@ -403,7 +416,7 @@ CommandResult run_command(SpawnOptions opts, const std::string& input, double ti
     }
   }
   r.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
-  if (!r.timed_out) decode_wait_status(status, r);
+  if (!r.timed_out && !r.cancelled) decode_wait_status(status, r);
   return r;
 }
 

@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <optional>
@@ -74,6 +75,7 @@ struct CommandResult {
   bool signaled = false;
   bool timed_out = false;
   bool output_truncated = false;
+  bool cancelled = false;    // `cancel` was set: the program was killed
   std::string out;
   std::string err;
   double wall_s = 0;
@@ -83,9 +85,10 @@ struct CommandResult {
 };
 
 // Runs a program to completion, feeding `input` on stdin and capturing at
-// most `max_output` bytes of each stream; kills it after `timeout_s`.
+// most `max_output` bytes of each stream; kills it after `timeout_s`, or
+// within 100 ms of `*cancel` becoming true (another thread's request).
 CommandResult run_command(SpawnOptions opts, const std::string& input, double timeout_s,
-                          std::size_t max_output = 16u << 20);
+                          std::size_t max_output = 16u << 20, const std::atomic<bool>* cancel = nullptr);
 
 // "Segmentation fault" etc.
 std::string signal_name(int sig);

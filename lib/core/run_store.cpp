@@ -17,7 +17,7 @@
 #include "core/solution_files.hpp"
 #include "ksearch/error.hpp"
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 
 namespace fs = std::filesystem;
 using detail::AppendLog;
@@ -147,6 +147,7 @@ struct RunStore::Impl {
   AppendLog transcript;
   AppendLog attempts;
   int next_event_seq = 0;
+  std::function<void(const Json&)> listener;
 
   // An attempt folder holding this solution (any, when the same code was
   // evaluated twice: they hold the same files), or empty.
@@ -268,7 +269,18 @@ int RunStore::append_event(const std::string& type, Json data) {
     e["data"] = std::move(data);
   }
   add(impl_->events, e.dump());
+  if (impl_->listener) {
+    try {
+      impl_->listener(e);
+    } catch (...) {
+      // The event is on disk; a failing observer must not stop the run.
+    }
+  }
   return impl_->next_event_seq++;
+}
+
+void RunStore::set_event_listener(std::function<void(const Json& event)> listener) {
+  impl_->listener = std::move(listener);
 }
 
 std::vector<Json> RunStore::events() const {
@@ -432,4 +444,4 @@ std::optional<Json> RunStore::state() const {
   return read_json(impl_->dir / "state.json");
 }
 
-}  // namespace ks
+KS_NAMESPACE_END

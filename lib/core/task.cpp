@@ -18,7 +18,7 @@
 #include "core/tune/params.hpp"
 #include "ksearch/error.hpp"
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 
 const TensorSpec* TaskSpec::find_tensor(std::string_view n) const {
   for (const auto& t : tensors)
@@ -412,4 +412,4 @@ Solution load_solution_file(const std::filesystem::path& path, const TaskSpec& s
 
 SpecTask::SpecTask(TaskSpec spec) : spec_(std::move(spec)) { spec_.validate(); }
 
-}  // namespace ks
+KS_NAMESPACE_END

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <mutex>
 #include <sstream>
 
 #include "core/json_fields.hpp"
@@ -22,7 +23,7 @@
 #include "ksearch/version.h"
 #include "ksearch/world_model.hpp"
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 
 namespace fs = std::filesystem;
 
@@ -133,7 +134,74 @@ struct Parts {
   std::shared_ptr<Task> task;
   std::shared_ptr<Evaluator> evaluator;
   std::shared_ptr<LlmPolicy> llm;
+  std::shared_ptr<WorldModel> world_model;  // null: a fresh tree world model
+  std::shared_ptr<SearchStrategy> strategy;  // null: the configured built-in one
   std::optional<detail::Recording> recording;
+};
+
+// What the host observes and controls a run with.
+struct Hooks {
+  ProgressCallback progress;
+  EventCallback on_event;
+  std::shared_ptr<CancelToken> cancel;
+};
+
+// With a cancel token, every LLM call and evaluation is checked against it
+// before and after: one that was cut short (or returned after the cancel)
+// throws Status::cancelled, so the session journals nothing of it.
+void check_cancel(const CancelToken& t, const char* what) {
+  if (t.cancelled()) throw Error(Status::cancelled, fmt::format("the run was cancelled ({})", what));
+}
+
+class CancellableLlm final : public LlmPolicy {
+ public:
+  CancellableLlm(std::shared_ptr<LlmPolicy> inner, std::shared_ptr<CancelToken> token)
+      : inner_(std::move(inner)), token_(std::move(token)) {}
+  LlmResponse complete(const LlmRequest& r) override {
+    check_cancel(*token_, "before an LLM call");
+    LlmResponse out = inner_->complete(r);
+    check_cancel(*token_, "during an LLM call");
+    return out;
+  }
+  std::vector<LlmResponse> complete_batch(const std::vector<LlmRequest>& r) override {
+    check_cancel(*token_, "before an LLM call");
+    auto out = inner_->complete_batch(r);
+    check_cancel(*token_, "during an LLM call");
+    return out;
+  }
+  std::string describe() const override { return inner_->describe(); }
+  bool exhausted() const override { return inner_->exhausted(); }
+  LlmUsage total_usage() const override { return inner_->total_usage(); }
+  void cancel() override { inner_->cancel(); }
+
+ private:
+  std::shared_ptr<LlmPolicy> inner_;
+  std::shared_ptr<CancelToken> token_;
+};
+
+class CancellableEvaluator final : public Evaluator {
+ public:
+  CancellableEvaluator(std::shared_ptr<Evaluator> inner, std::shared_ptr<CancelToken> token)
+      : inner_(std::move(inner)), token_(std::move(token)) {}
+  EvalResult evaluate(const Task& task, const Solution& s) override {
+    check_cancel(*token_, "before an evaluation");
+    EvalResult r = inner_->evaluate(task, s);
+    check_cancel(*token_, "during an evaluation");
+    return r;
+  }
+  std::vector<EvalResult> evaluate_batch(const Task& task, const std::vector<Solution>& s) override {
+    check_cancel(*token_, "before an evaluation");
+    auto r = inner_->evaluate_batch(task, s);
+    check_cancel(*token_, "during an evaluation");
+    return r;
+  }
+  DeviceInfo device() const override { return inner_->device(); }
+  EvalOptions& options() override { return inner_->options(); }
+  void cancel() override { inner_->cancel(); }
+
+ private:
+  std::shared_ptr<Evaluator> inner_;
+  std::shared_ptr<CancelToken> token_;
 };
 
 // ---------------------------------------------------------------------------
@@ -168,14 +236,26 @@ class LazyEvaluator final : public Evaluator {
   }
   DeviceInfo device() const override { return real_ ? real_->device() : recorded_; }
   EvalOptions& options() override { return get().options(); }
+  // From another thread: the evaluator made (or about to be) hears of it.
+  void cancel() override {
+    std::lock_guard lock(mu_);
+    cancelled_ = true;
+    if (real_) real_->cancel();
+  }
 
  private:
   Evaluator& get() {
-    if (!real_) real_ = make_();
+    std::lock_guard lock(mu_);
+    if (!real_) {
+      real_ = make_();
+      if (cancelled_) real_->cancel();
+    }
     return *real_;
   }
   std::function<std::shared_ptr<Evaluator>()> make_;
   DeviceInfo recorded_;
+  std::mutex mu_;
+  bool cancelled_ = false;
   std::shared_ptr<Evaluator> real_;
 };
 
@@ -321,6 +401,27 @@ void check_language(const Task& task, Language lang) {
 SearchOutcome execute_session(Parts& parts, RunStore& store, const SearchConfig& config,
                               const ProgressCallback& progress);
 
+// Connects the host's hooks to the run's parts for the length of the run.
+class HookedRun {
+ public:
+  HookedRun(Parts& parts, RunStore& store, const Hooks& hooks) : store_(store) {
+    if (hooks.on_event) store.set_event_listener(hooks.on_event);
+    if (!hooks.cancel) return;
+    parts.llm = std::make_shared<CancellableLlm>(parts.llm, hooks.cancel);
+    parts.evaluator = std::make_shared<CancellableEvaluator>(parts.evaluator, hooks.cancel);
+    // Unsubscribed (waiting for a handler that is running) before the parts go.
+    sub_.emplace(hooks.cancel.get(), [llm = parts.llm, ev = parts.evaluator] {
+      llm->cancel();
+      ev->cancel();
+    });
+  }
+  ~HookedRun() { store_.set_event_listener({}); }
+
+ private:
+  RunStore& store_;
+  std::optional<CancelToken::Subscription> sub_;
+};
+
 // Before the first LLM call: the backend the task's language needs must be
 // usable here, so a CUDA run on a machine without a GPU ends in seconds
 // instead of after its first paid answers.
@@ -364,9 +465,10 @@ LlmChoice with_transport_caps(LlmChoice c, std::size_t max_answer_bytes) {
 // Runs the strategy (and the tune phase) in a session and records the end.
 // A run that ends in an error says so in its manifest: left "running", it
 // would look like a run still going (or killed) to `ksearch show`.
-SearchOutcome execute(Parts& parts, RunStore& store, const SearchConfig& config, const ProgressCallback& progress) {
+SearchOutcome execute(Parts& parts, RunStore& store, const SearchConfig& config, const Hooks& hooks) {
   try {
-    return execute_session(parts, store, config, progress);
+    HookedRun hooked(parts, store, hooks);
+    return execute_session(parts, store, config, hooks.progress);
   } catch (const std::exception& e) {
     try {
       Json m = store.manifest();
@@ -426,10 +528,10 @@ SearchOutcome execute_session(Parts& parts, RunStore& store, const SearchConfig&
   const TaskSpec& spec = parts.task->spec();
   const bool feedback_only = spec.has_feedback_subset() && eo.only_workloads.empty();
   if (feedback_only) eo.only_workloads = spec.feedback_workloads;
-  auto wm = make_tree_world_model();
+  std::shared_ptr<WorldModel> wm = parts.world_model ? parts.world_model : make_tree_world_model();
   detail::Session session(*parts.task, *parts.evaluator, *parts.llm, *wm, store, config, progress);
   if (parts.recording) session.follow(std::move(*parts.recording));
-  auto strategy = make_strategy(config.strategy);
+  std::shared_ptr<SearchStrategy> strategy = parts.strategy ? parts.strategy : make_strategy(config.strategy);
   std::string reason = session.run(*strategy);
   if (config.tune_rounds > 0 && config.strategy != "tune" && (reason == "max_rounds" || reason == "strategy_done")) {
     session.add_rounds(config.tune_rounds);
@@ -491,10 +593,17 @@ Json SearchOutcome::to_json() const {
 }
 
 SearchOutcome run_search(const SearchOptions& options) {
-  options.config.validate();
+  if (options.custom_strategy) {
+    SearchConfig checked = options.config;  // a custom strategy's name need not be a built-in one
+    checked.strategy = "world_model";
+    checked.validate();
+  } else {
+    options.config.validate();
+  }
   detail::register_environment_secrets(options.llm.openai.api_key_env);
   Parts parts;
-  parts.task = options.custom_task ? options.custom_task : std::shared_ptr<Task>(load_task(options.task));
+  parts.task = options.custom_task ? options.custom_task
+                                   : std::shared_ptr<Task>(load_task(options.task, {options.kernelbench_dir}));
   SearchConfig config = options.config;
   if (options.infer_language && parts.task->spec().languages.size() == 1)
     config.language = parts.task->spec().languages.front();
@@ -517,8 +626,11 @@ SearchOutcome run_search(const SearchOptions& options) {
   check_backend(options.evaluator, options.custom_evaluator != nullptr, *parts.task, config.language);
   parts.evaluator = options.custom_evaluator ? options.custom_evaluator
                                              : std::shared_ptr<Evaluator>(make_evaluator(options.evaluator));
+  parts.world_model = options.custom_world_model;
+  parts.strategy = options.custom_strategy;
   check_llm(*parts.llm);
   if (config.model.empty()) config.model = parts.llm->describe();
+  if (parts.strategy) config.strategy = parts.strategy->name();
 
   fs::path dir = options.run_dir.empty() ? default_run_dir(parts.task->name()) : options.run_dir;
   Json manifest = Json::obj({{"format", "ksearch-run"},
@@ -529,6 +641,9 @@ SearchOutcome run_search(const SearchOptions& options) {
                              {"task", Json::obj({{"name", parts.task->name()},
                                                  {"reference", options.custom_task ? "" : task_reference(options.task)},
                                                  {"custom", static_cast<bool>(options.custom_task)},
+                                                 {"kernelbench_dir", options.kernelbench_dir.empty()
+                                                                         ? std::string()
+                                                                         : fs::absolute(options.kernelbench_dir).string()},
                                                  {"fingerprint", task_fingerprint(*parts.task)}})},
                              {"config", config.to_json()},
                              {"llm", options.llm.kind == "custom"
@@ -537,9 +652,11 @@ SearchOutcome run_search(const SearchOptions& options) {
                              {"evaluator", evaluator_config_json(options.evaluator)},
                              {"device", parts.evaluator->device().to_json()},
                              {"status", "running"}});
+  if (parts.strategy) manifest["custom_strategy"] = true;
+  if (parts.world_model) manifest["custom_world_model"] = true;
   RunStore store = RunStore::create(dir, manifest);
   if (options.on_start) options.on_start(SearchStart{store.dir(), parts.task->name(), config, parts.llm->describe(), 0});
-  return execute(parts, store, config, options.progress);
+  return execute(parts, store, config, Hooks{options.progress, options.on_event, options.cancel});
 }
 
 namespace {
@@ -569,7 +686,7 @@ void check_run_manifest(const Json& m, const fs::path& dir, const char* verb) {
 
 std::shared_ptr<Task> load_recorded_task(const Json& m) {
   const Json& tj = m["task"];
-  auto task = std::shared_ptr<Task>(load_task(tj.get_string("reference")));
+  auto task = std::shared_ptr<Task>(load_task(tj.get_string("reference"), {tj.get_string("kernelbench_dir")}));
   if (task_fingerprint(*task) != tj.get_string("fingerprint"))
     throw Error(Status::state, fmt::format("task \"{}\" changed since the run started (its specification differs); "
                                            "replaying it would mix results of two different tasks", task->name()));
@@ -585,11 +702,24 @@ std::shared_ptr<Evaluator> lazy_evaluator(const EvaluatorConfig& ec, const Json&
 
 }  // namespace
 
+// A run made with the host's own strategy records that strategy's name,
+// which no built-in answers to: the rest of the configuration is checked as
+// usual.
+SearchConfig recorded_config(const Json& manifest) {
+  if (!manifest.get_bool("custom_strategy")) return SearchConfig::from_json(manifest["config"]);
+  Json j = manifest["config"];
+  const std::string name = j.get_string("strategy");
+  j["strategy"] = "world_model";
+  SearchConfig config = SearchConfig::from_json(j);
+  config.strategy = name;
+  return config;
+}
+
 SearchOutcome resume_search(const fs::path& run_dir, const ResumeOptions& options) {
   RunStore store = RunStore::open(run_dir);
   Json m = store.manifest();
   check_run_manifest(m, run_dir, "resumes");
-  SearchConfig config = SearchConfig::from_json(m["config"]);
+  SearchConfig config = recorded_config(m);
   Parts parts;
   parts.task = load_recorded_task(m);
   // max_rounds is the run's total round budget: it may grow or shrink, but
@@ -664,6 +794,14 @@ SearchOutcome resume_search(const fs::path& run_dir, const ResumeOptions& option
     parts.evaluator = options.custom_evaluator ? options.custom_evaluator
                                                : std::shared_ptr<Evaluator>(make_evaluator(ec));
   }
+  parts.strategy = options.custom_strategy;
+  parts.world_model = options.custom_world_model;
+  if (m.get_bool("custom_strategy") && !parts.strategy)
+    throw Error(Status::invalid_argument,
+                "this run used a search strategy supplied by the host program; pass it again to resume");
+  if (m.get_bool("custom_world_model") && !parts.world_model)
+    throw Error(Status::invalid_argument,
+                "this run used a world model supplied by the host program; pass it again to resume");
   check_llm(*parts.llm);
   m["config"] = config.to_json();
   m["status"] = "running";
@@ -673,7 +811,7 @@ SearchOutcome resume_search(const fs::path& run_dir, const ResumeOptions& option
   store.write_manifest(m);
   if (options.on_start)
     options.on_start(SearchStart{store.dir(), parts.task->name(), config, parts.llm->describe(), rounds_done(store)});
-  return execute(parts, store, config, options.progress);
+  return execute(parts, store, config, Hooks{options.progress, options.on_event, options.cancel});
 }
 
 SearchOutcome replay_search(const fs::path& recorded_run, const ReplayOptions& options) {
@@ -731,7 +869,7 @@ SearchOutcome replay_search(const fs::path& recorded_run, const ReplayOptions& o
   fs::path dir = options.run_dir.empty() ? default_run_dir(parts.task->name()) : options.run_dir;
   RunStore store = RunStore::create(dir, m);
   if (options.on_start) options.on_start(SearchStart{store.dir(), parts.task->name(), config, parts.llm->describe(), 0});
-  return execute(parts, store, config, options.progress);
+  return execute(parts, store, config, Hooks{options.progress, options.on_event, options.cancel});
 }
 
-}  // namespace ks
+KS_NAMESPACE_END

@@ -34,6 +34,7 @@ class BaselineScoring final : public Evaluator {
   std::vector<EvalResult> evaluate_batch(const Task& task, const std::vector<Solution>& solutions) override;
   DeviceInfo device() const override { return inner_->device(); }
   EvalOptions& options() override { return inner_->options(); }
+  void cancel() override { inner_->cancel(); }
 
  private:
   void score(const Task& task, Language language, EvalResult& result);

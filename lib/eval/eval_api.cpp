@@ -13,9 +13,9 @@
 #include "eval/cuda/cuda_backend.hpp"
 #endif
 
-namespace ks {
+bool ks::eval::cuda_backend_built() { return KS_HAVE_CUDA_BACKEND != 0; }
 
-bool eval::cuda_backend_built() { return KS_HAVE_CUDA_BACKEND != 0; }
+KS_NAMESPACE_BEGIN
 
 bool cuda_available(std::string* why) {
 #if KS_HAVE_CUDA_BACKEND
@@ -59,4 +59,4 @@ std::unique_ptr<Evaluator> make_evaluator(const EvaluatorConfig& config) {
       std::move(inner), config.cache_dir.empty() ? detail::default_cache_dir() : config.cache_dir);
 }
 
-}  // namespace ks
+KS_NAMESPACE_END

@@ -3,6 +3,7 @@
 // hang is not interrupted (run_timeout_s does not apply).
 #include <fmt/format.h>
 
+#include <atomic>
 #include <mutex>
 
 #include "core/fs.hpp"
@@ -55,6 +56,7 @@ class InProcessEvaluator final : public Evaluator {
   }
 
   EvalResult evaluate(const Task& task, const Solution& solution) override {
+    if (cancelled_.load()) throw Error(Status::cancelled, "the evaluator was cancelled");
     std::lock_guard lock(mu_);
     const TaskSpec& spec = task.spec();
     if (!spec.oracle.is_null())
@@ -118,7 +120,12 @@ class InProcessEvaluator final : public Evaluator {
 
   EvalOptions& options() override { return options_; }
 
+  // A kernel running in this process cannot be interrupted: the run stops
+  // when it returns (the engine drops its result).
+  void cancel() override { cancelled_.store(true); }
+
  private:
+  std::atomic<bool> cancelled_{false};
   DeviceSlot& device_slot(Backend b) {
     DeviceSlot& s = b == Backend::cuda ? cuda_ : host_;
     if (s.device) return s;

@@ -62,6 +62,8 @@ Json OracleProcess::request(const Json& message, double timeout_s, const std::st
     case WorkerProcess::Received::timed_out:
       throw Error(Status::timeout, fmt::format("the reference oracle of task \"{}\" did not answer within {:.0f} s: {}",
                                                task_, timeout_s, proc_.kill_and_describe()));
+    case WorkerProcess::Received::cancelled:  // not asked for: no cancel flag is passed
+      throw Error(Status::cancelled, "the reference oracle's request was cancelled");
   }
   const std::string ev = m.get_string("event");
   if (ev == "error") {

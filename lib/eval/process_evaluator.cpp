@@ -47,12 +47,13 @@ Clock::time_point after(double seconds) {
 class RunSlot {
  public:
   RunSlot(fs::path exe, std::string device_spec, fs::path cache_dir, const Sandbox& sandbox,
-          std::uint64_t memory_limit_bytes)
+          std::uint64_t memory_limit_bytes, const std::atomic<bool>& cancelled)
       : exe_(std::move(exe)),
         device_(std::move(device_spec)),
         cache_dir_(std::move(cache_dir)),
         sandbox_(sandbox),
-        memory_limit_bytes_(memory_limit_bytes) {}
+        memory_limit_bytes_(memory_limit_bytes),
+        cancelled_(cancelled) {}
 
   const DeviceInfo& info() {
     ensure_started();
@@ -133,7 +134,7 @@ class RunSlot {
       WorkerProcess::Received got;
       std::string corrupt;  // why the stream from the worker cannot be read any more
       try {
-        got = worker_->receive(m, deadline);
+        got = worker_->receive(m, deadline, &cancelled_);
       } catch (const Error& e) {
         // Bytes that are no frame: something in the worker (a candidate, on
         // the host) wrote to the protocol's descriptor. The stream cannot be
@@ -191,6 +192,13 @@ class RunSlot {
           throw Error(Status::subprocess, fmt::format("ksearch-worker sent an unexpected \"{}\" event", ev));
         }
         continue;
+      }
+      if (got == WorkerProcess::Received::cancelled) {
+        // The run was cancelled: the candidate's result no longer matters
+        // (it is not journalled), the worker and what it runs go now.
+        worker_->kill_and_describe();
+        reset();
+        throw Error(Status::cancelled, "the evaluation was cancelled; its worker process was killed");
       }
       // The worker died or hung: record it against the workload in progress.
       const bool hung = got == WorkerProcess::Received::timed_out;
@@ -310,6 +318,7 @@ class RunSlot {
   fs::path cache_dir_;
   const Sandbox& sandbox_;
   std::uint64_t memory_limit_bytes_;
+  const std::atomic<bool>& cancelled_;
   std::set<fs::path> data_folders_;  // folders of workload data files the worker reads
   std::unique_ptr<WorkerProcess> worker_;
   DeviceInfo info_;
@@ -322,8 +331,13 @@ class RunSlot {
 // warm), at most `max_workers`, each used by one compilation at a time.
 class CudaCompileService {
  public:
-  CudaCompileService(fs::path exe, fs::path cache_dir, int max_workers, const Sandbox& sandbox)
-      : exe_(std::move(exe)), cache_dir_(std::move(cache_dir)), max_(std::max(1, max_workers)), sandbox_(sandbox) {}
+  CudaCompileService(fs::path exe, fs::path cache_dir, int max_workers, const Sandbox& sandbox,
+                     const std::atomic<bool>& cancelled)
+      : exe_(std::move(exe)),
+        cache_dir_(std::move(cache_dir)),
+        max_(std::max(1, max_workers)),
+        sandbox_(sandbox),
+        cancelled_(cancelled) {}
 
   Artifact compile(const CompileRequest& req) {
     const Json request = Json::obj({{"op", "compile"}, {"request", compile_request_to_json(req)}});
@@ -336,12 +350,16 @@ class CudaCompileService {
       WorkerProcess::Received got;
       try {
         w->send(request);
-        got = w->receive(m, after(limit));
+        got = w->receive(m, after(limit), &cancelled_);
       } catch (const Error&) {
         // An idle worker that died (killed from outside?) or a corrupt
         // stream: the lease kills it and frees its place; one fresh try.
         if (attempt == 0) continue;
         throw;
+      }
+      if (got == WorkerProcess::Received::cancelled) {
+        w.kill();
+        throw Error(Status::cancelled, "the compilation was cancelled; its compiler process was killed");
       }
       if (got == WorkerProcess::Received::timed_out) {
         w.kill();
@@ -439,6 +457,7 @@ class CudaCompileService {
   fs::path exe_, cache_dir_;
   int max_;
   const Sandbox& sandbox_;
+  const std::atomic<bool>& cancelled_;
   std::mutex m_;
   std::condition_variable cv_;
   std::vector<std::unique_ptr<WorkerProcess>> idle_;
@@ -465,8 +484,10 @@ class ProcessEvaluator final : public Evaluator {
         cache_dir_(fs::absolute(config.cache_dir.empty() ? detail::default_cache_dir() : config.cache_dir)),
         sandbox_(checked_sandbox_mode(config.sandbox)),
         memory_limit_bytes_(config.memory_limit_bytes ? config.memory_limit_bytes : default_memory_limit_bytes()),
-        host_compiler_(host::make_host_compiler(
-            {.compiler = "", .cache_dir = (cache_dir_ / "host").string(), .sandbox = &sandbox_})),
+        host_compiler_(host::make_host_compiler({.compiler = "",
+                                                 .cache_dir = (cache_dir_ / "host").string(),
+                                                 .sandbox = &sandbox_,
+                                                 .cancel = &cancelled_})),
         pool_(default_compile_workers(config.compile_workers)) {
     validate_backend_name(config.backend);
     detail::make_dirs(cache_dir_);
@@ -477,6 +498,7 @@ class ProcessEvaluator final : public Evaluator {
   }
 
   std::vector<EvalResult> evaluate_batch(const Task& task, const std::vector<Solution>& solutions) override {
+    if (cancelled_.load()) throw Error(Status::cancelled, "the evaluator was cancelled");
     std::lock_guard lock(mu_);
     const TaskSpec& spec = task.spec();
     validate_options(options_);
@@ -611,6 +633,10 @@ class ProcessEvaluator final : public Evaluator {
 
   EvalOptions& options() override { return options_; }
 
+  // Only a flag: the threads that drive workers and compilers see it within
+  // 100 ms, kill what they started and throw Status::cancelled.
+  void cancel() override { cancelled_.store(true); }
+
  private:
   static bool cuda_usable() {
     std::string why;
@@ -618,7 +644,7 @@ class ProcessEvaluator final : public Evaluator {
   }
 
   std::unique_ptr<RunSlot> make_host_slot() {
-    return std::make_unique<RunSlot>(worker_exe_, "host", cache_dir_, sandbox_, memory_limit_bytes_);
+    return std::make_unique<RunSlot>(worker_exe_, "host", cache_dir_, sandbox_, memory_limit_bytes_, cancelled_);
   }
 
   // One run slot per GPU: the configured ordinals, or every device the
@@ -646,8 +672,8 @@ class ProcessEvaluator final : public Evaluator {
                      d, arch.c_str(), first_arch.c_str());
         continue;
       }
-      slots.push_back(
-          std::make_unique<RunSlot>(worker_exe_, fmt::format("cuda:{}", d), cache_dir_, sandbox_, memory_limit_bytes_));
+      slots.push_back(std::make_unique<RunSlot>(worker_exe_, fmt::format("cuda:{}", d), cache_dir_, sandbox_,
+                                                memory_limit_bytes_, cancelled_));
     }
     if (slots.empty()) throw Error(Status::no_device, "CUDA evaluation is not possible here: no device selected");
     cuda_arch_ = config_.cuda_arch.empty() ? first_arch : config_.cuda_arch;
@@ -669,7 +695,7 @@ class ProcessEvaluator final : public Evaluator {
       std::lock_guard lock(cuda_compile_mu_);
       if (!cuda_compile_)
         cuda_compile_ = std::make_unique<CudaCompileService>(
-            worker_exe_, cache_dir_, default_compile_workers(config_.compile_workers), sandbox_);
+            worker_exe_, cache_dir_, default_compile_workers(config_.compile_workers), sandbox_, cancelled_);
     }
     return [this](const CompileRequest& r) { return cuda_compile_->compile(r); };
   }
@@ -774,6 +800,7 @@ class ProcessEvaluator final : public Evaluator {
   fs::path cache_dir_;
   Sandbox sandbox_;
   std::uint64_t memory_limit_bytes_;
+  std::atomic<bool> cancelled_{false};
   mutable std::mutex mu_;
   std::unique_ptr<Compiler> host_compiler_;
   std::mutex cuda_compile_mu_;

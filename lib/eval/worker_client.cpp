@@ -109,18 +109,20 @@ void WorkerProcess::send(const Json& message) {
     throw Error(Status::subprocess, "the ksearch-worker process is gone (cannot send a request)");
 }
 
-WorkerProcess::Received WorkerProcess::receive(Json& message, Clock::time_point deadline) {
+WorkerProcess::Received WorkerProcess::receive(Json& message, Clock::time_point deadline,
+                                               const std::atomic<bool>* cancel) {
   for (;;) {
     if (auto m = decoder_.next()) {
       message = std::move(*m);
       return Received::message;
     }
     if (!out_open_) return Received::exited;
+    if (cancel && cancel->load()) return Received::cancelled;
     auto now = Clock::now();
     if (now >= deadline) return Received::timed_out;
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
     pollfd fds[2] = {{proc_.stdout_fd(), POLLIN, 0}, {err_open_ ? proc_.stderr_fd() : -1, POLLIN, 0}};
-    int r = ::poll(fds, 2, static_cast<int>(std::clamp<long long>(left, 1, 1000)));
+    int r = ::poll(fds, 2, static_cast<int>(std::clamp<long long>(left, 1, cancel ? 100 : 1000)));
     if (r < 0 && errno != EINTR)
       throw Error(Status::subprocess, fmt::format("poll on the worker failed: {}", std::strerror(errno)));
     if (fds[1].revents) drain_stderr(std::chrono::milliseconds(0));
@@ -143,6 +145,8 @@ Json WorkerProcess::wait_hello(double timeout_s) {
     case Received::timed_out:
       throw Error(Status::subprocess,
                   fmt::format("ksearch-worker did not start within {:.0f} s: {}", timeout_s, kill_and_describe()));
+    case Received::cancelled:  // not asked for: no cancel flag is passed
+      throw Error(Status::cancelled, "the worker's start was cancelled");
   }
   std::string event = msg.get_string("event");
   if (event == "fatal") {

@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <memory>
@@ -53,9 +54,11 @@ class WorkerProcess {
   // Throws ks::Error(Status::subprocess) when the worker has gone.
   void send(const Json& message);
 
-  enum class Received { message, exited, timed_out };
-  // Waits for the next frame until `deadline`, keeping a tail of stderr.
-  Received receive(Json& message, Clock::time_point deadline);
+  enum class Received { message, exited, timed_out, cancelled };
+  // Waits for the next frame until `deadline`, keeping a tail of stderr;
+  // `cancelled` within 100 ms of `*cancel` becoming true (the worker is left
+  // as it is: the caller kills it).
+  Received receive(Json& message, Clock::time_point deadline, const std::atomic<bool>* cancel = nullptr);
 
   // Kills the worker (if still running) and describes its end: "killed by
   // signal 11 (Segmentation fault)", plus the crash reporter's line and the

@@ -15,7 +15,7 @@
 #include "ksearch/solution_export.hpp"
 #include "ksearch/version.h"
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 namespace {
 
 using exporter::json_for_python;
@@ -327,4 +327,4 @@ ExportResult export_solution(const Task& task_in, const Solution& solution, cons
   return r;
 }
 
-}  // namespace ks
+KS_NAMESPACE_END

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
@@ -11,7 +12,7 @@
 #include "ksearch/error.hpp"
 #include "ksearch/llm_policies.hpp"
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 namespace {
 
 // Environment strings above this size make exec fail (Linux MAX_ARG_STRLEN
@@ -55,7 +56,9 @@ class CommandPolicy final : public LlmPolicy {
       input = request.prompt;
     }
     // A program that cannot start throws: that is configuration, not a bad answer.
-    detail::CommandResult r = detail::run_command(std::move(opts), input, cfg_.timeout_s, cfg_.max_output_bytes);
+    detail::CommandResult r =
+        detail::run_command(std::move(opts), input, cfg_.timeout_s, cfg_.max_output_bytes, &cancelled_);
+    if (r.cancelled) throw Error(Status::cancelled, describe() + ": cancelled; the program was killed");
 
     LlmResponse resp;
     resp.model = describe();
@@ -81,6 +84,8 @@ class CommandPolicy final : public LlmPolicy {
   }
 
   std::string describe() const override { return "command:" + cfg_.argv[0]; }
+
+  void cancel() override { cancelled_.store(true); }
 
   // The program must exist and be executable before any prompt is built.
   std::string check_ready() override {
@@ -117,6 +122,7 @@ class CommandPolicy final : public LlmPolicy {
   CommandConfig cfg_;
   mutable std::mutex mu_;
   LlmUsage total_;
+  std::atomic<bool> cancelled_{false};
 };
 
 }  // namespace
@@ -132,4 +138,4 @@ std::unique_ptr<LlmPolicy> make_command_policy(const std::vector<std::string>& a
   return make_command_policy(c);
 }
 
-}  // namespace ks
+KS_NAMESPACE_END

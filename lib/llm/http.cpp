@@ -225,26 +225,35 @@ HttpClient::~HttpClient() {
 }
 
 void* HttpClient::take_multi() {
-  {
-    std::lock_guard lock(mu_);
-    if (!idle_.empty()) {
-      void* m = idle_.back();
-      idle_.pop_back();
-      return m;
-    }
+  std::lock_guard lock(mu_);
+  void* m = nullptr;
+  if (!idle_.empty()) {
+    m = idle_.back();
+    idle_.pop_back();
+  } else {
+    m = curl_multi_init();
+    if (!m) throw Error(Status::internal, "libcurl could not create a multi handle");
   }
-  CURLM* m = curl_multi_init();
-  if (!m) throw Error(Status::internal, "libcurl could not create a multi handle");
+  in_use_.push_back(m);
   return m;
 }
 
 void HttpClient::give_back(void* multi) {
   std::lock_guard lock(mu_);
+  in_use_.erase(std::find(in_use_.begin(), in_use_.end(), multi));
   idle_.push_back(multi);
 }
 
-void HttpClient::run(std::size_t jobs, int max_parallel, const Hooks& hooks) {
-  if (jobs == 0) return;
+void HttpClient::abort() {
+  aborted_.store(true);
+  std::lock_guard lock(mu_);
+  // curl_multi_wakeup is the one call libcurl allows from another thread.
+  for (void* m : in_use_) curl_multi_wakeup(static_cast<CURLM*>(m));
+}
+
+bool HttpClient::run(std::size_t jobs, int max_parallel, const Hooks& hooks) {
+  if (aborted_.load()) return false;
+  if (jobs == 0) return true;
   std::size_t cap = static_cast<std::size_t>(std::max(1, max_parallel));
   CURLM* multi = static_cast<CURLM*>(take_multi());
   struct Lease {
@@ -260,6 +269,7 @@ void HttpClient::run(std::size_t jobs, int max_parallel, const Hooks& hooks) {
   std::vector<std::unique_ptr<Transfer>> active;
 
   while (!waiting.empty() || !active.empty()) {
+    if (aborted_.load()) return false;  // `active` detaches and frees the transfers
     auto now = Clock::now();
     for (auto it = waiting.begin(); it != waiting.end() && active.size() < cap;) {
       if (it->first > now) {
@@ -310,6 +320,7 @@ void HttpClient::run(std::size_t jobs, int max_parallel, const Hooks& hooks) {
         throw Error(Status::internal, fmt::format("libcurl: {}", curl_multi_strerror(mc)));
     }
   }
+  return !aborted_.load();
 }
 
 }  // namespace ks::llm

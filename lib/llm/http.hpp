@@ -3,6 +3,7 @@
 // backoff), with a cap on concurrent transfers.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <functional>
 #include <mutex>
@@ -66,15 +67,24 @@ class HttpClient {
 
   // Runs jobs 0..jobs-1 (started in order) until every one is done, with at
   // most `max_parallel` transfers in flight. Thread-safe: concurrent calls
-  // use separate multi handles, kept for connection reuse.
-  void run(std::size_t jobs, int max_parallel, const Hooks& hooks);
+  // use separate multi handles, kept for connection reuse. Returns false
+  // when abort() ended it: the transfers in flight were dropped and the jobs
+  // not finished got no `finished` call.
+  bool run(std::size_t jobs, int max_parallel, const Hooks& hooks);
+
+  // From any thread: ends every run() in flight at once, and makes later
+  // ones return false without sending anything.
+  void abort();
+  bool aborted() const { return aborted_.load(); }
 
  private:
   void* take_multi();
   void give_back(void* multi);
 
   std::mutex mu_;
-  std::vector<void*> idle_;  // CURLM*, kept so later calls reuse connections
+  std::vector<void*> idle_;    // CURLM*, kept so later calls reuse connections
+  std::vector<void*> in_use_;  // CURLM* of the runs in flight, woken by abort()
+  std::atomic<bool> aborted_{false};
 };
 
 }  // namespace ks::llm

@@ -17,7 +17,7 @@
 #include "llm/http.hpp"
 #include "llm/openai_wire.hpp"
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 
 const char* to_string(OpenAiApi api) { return api == OpenAiApi::chat ? "chat" : "responses"; }
 
@@ -126,7 +126,9 @@ OpenAiConfig OpenAiConfig::from_json(const Json& j) {
   return c;
 }
 
-namespace llm {
+KS_NAMESPACE_END
+
+namespace ks::llm {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -313,7 +315,8 @@ class OpenAiPolicy final : public LlmPolicy {
       if (o.verdict == Verdict::fatal && !fatal) fatal = job.response.error;
       return std::nullopt;
     };
-    http_.run(jobs.size(), cfg_.max_concurrency, hooks);
+    if (!http_.run(jobs.size(), cfg_.max_concurrency, hooks))
+      throw Error(Status::cancelled, prefix("the request was cancelled; its transfer was aborted"));
 
     if (fatal) throw Error(Status::llm, *fatal);
     std::vector<LlmResponse> out;
@@ -323,6 +326,8 @@ class OpenAiPolicy final : public LlmPolicy {
   }
 
   std::string describe() const override { return "openai:" + cfg_.model; }
+
+  void cancel() override { http_.abort(); }
 
   // GET {base_url}/models: cheap, sends no prompt and costs nothing, and
   // tells an endpoint that is down or refuses the key from one that answers.
@@ -484,10 +489,12 @@ class OpenAiPolicy final : public LlmPolicy {
 };
 
 }  // namespace
-}  // namespace llm
+}  // namespace ks::llm
+
+KS_NAMESPACE_BEGIN
 
 std::unique_ptr<LlmPolicy> make_openai_policy(const OpenAiConfig& config) {
   return std::make_unique<llm::OpenAiPolicy>(config);
 }
 
-}  // namespace ks
+KS_NAMESPACE_END

@@ -9,7 +9,7 @@
 #include "ksearch/error.hpp"
 #include "ksearch/llm_policies.hpp"
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 
 double ModelPrice::cost(std::int64_t input_tokens, std::int64_t output_tokens, std::int64_t cached_tokens) const {
   cached_tokens = std::clamp<std::int64_t>(cached_tokens, 0, input_tokens);
@@ -114,4 +114,4 @@ std::optional<ModelPrice> find_price(std::string_view model, const std::map<std:
   return lookup(model, builtin_prices());
 }
 
-}  // namespace ks
+KS_NAMESPACE_END

@@ -6,7 +6,7 @@
 #include "ksearch/error.hpp"
 #include "ksearch/llm_policies.hpp"
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 namespace {
 
 class ReplayPolicy final : public LlmPolicy {
@@ -56,4 +56,4 @@ std::unique_ptr<LlmPolicy> make_replay_policy(const std::filesystem::path& trans
   return std::make_unique<ReplayPolicy>(transcript, start);
 }
 
-}  // namespace ks
+KS_NAMESPACE_END

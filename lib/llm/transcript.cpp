@@ -5,7 +5,7 @@
 #include "ksearch/error.hpp"
 #include "ksearch/llm_policies.hpp"
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 
 Json TranscriptEntry::to_json() const {
   return Json::obj({{"seq", seq},
@@ -86,4 +86,4 @@ std::vector<TranscriptEntry> read_transcript(const std::filesystem::path& path) 
   return out;
 }
 
-}  // namespace ks
+KS_NAMESPACE_END

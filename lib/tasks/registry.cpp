@@ -22,7 +22,7 @@
 #include "tasks/flashinfer/flashinfer.hpp"
 #endif
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 namespace {
 
 namespace fs = std::filesystem;
@@ -126,12 +126,16 @@ fs::path example_tasks_dir() {
   return {};
 }
 
-std::unique_ptr<Task> load_task(const std::string& name_or_path) {
+std::unique_ptr<Task> load_task(const std::string& name_or_path) { return load_task(name_or_path, TaskSources{}); }
+
+std::unique_ptr<Task> load_task(const std::string& name_or_path, const TaskSources& sources) {
   if (name_or_path.empty()) throw Error(Status::invalid_argument, "load_task: empty task name");
 #if KS_HAVE_KERNELBENCH_SUITE
   // With a KernelBench checkout configured, its problems take precedence
   // over the native tasks of the same names.
-  if (auto task = tasks::load_kernelbench_oracle_task(name_or_path)) return task;
+  if (auto task = tasks::load_kernelbench_oracle_task(name_or_path, sources.kernelbench_dir)) return task;
+#else
+  (void)sources;
 #endif
   if (auto e = find_builtin(name_or_path)) {
     auto task = e->factory();
@@ -209,4 +213,4 @@ std::vector<TaskInfo> list_tasks(const std::vector<fs::path>& example_dirs) {
   return out;
 }
 
-}  // namespace ks
+KS_NAMESPACE_END

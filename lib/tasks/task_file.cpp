@@ -11,8 +11,7 @@
 #include "ksearch/tasks.hpp"
 #include "ksearch/types.hpp"
 
-namespace ks {
-namespace tasks {
+namespace ks::tasks {
 namespace {
 
 namespace fs = std::filesystem;
@@ -171,7 +170,9 @@ Json resolve_task_file_json(const Json& j, const fs::path& base) {
   return out;
 }
 
-}  // namespace tasks
+}  // namespace ks::tasks
+
+KS_NAMESPACE_BEGIN
 
 TaskSpec load_task_file(const std::filesystem::path& given) {
   namespace fs = std::filesystem;
@@ -208,4 +209,4 @@ TaskSpec load_task_file(const std::filesystem::path& given) {
   return spec;
 }
 
-}  // namespace ks
+KS_NAMESPACE_END

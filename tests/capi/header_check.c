@@ -2,4 +2,4 @@
 #include "ksearch/ksearch.h"
 
 int ks_header_check(void);
-int ks_header_check(void) { return KS_SEARCH_PARAMS_VERSION + (int)KS_OK; }
+int ks_header_check(void) { return KS_SEARCH_OPTIONS_VERSION + (int)KS_OK; }

@@ -72,12 +72,28 @@ struct progress {
 static int on_round(const ks_round_report *r, void *user) {
   struct progress *p = (struct progress *)user;
   p->rounds++;
-  if (strcmp(r->status, "incorrect") == 0) p->saw_incorrect = 1;
+  if (r->status == KS_EVAL_INCORRECT) p->saw_incorrect = 1;
   return p->stop_at && r->round >= p->stop_at;
 }
 
+/* The options of the small greedy runs below: the host task, a C callback model. */
+static void greedy_options(ks_search_options *o, const char *task, const char *run_dir, struct model *m) {
+  CHECK(ks_search_options_init(o, KS_SEARCH_OPTIONS_VERSION) == KS_OK);
+  o->task = task;
+  o->language = KS_LANGUAGE_CPP;
+  o->strategy = KS_STRATEGY_GREEDY;
+  o->eval.backend = KS_BACKEND_HOST;
+  o->eval.timing_cap_s = 0.2;
+  o->run_dir = run_dir;
+  o->llm.source = KS_LLM_CALLBACK;
+  o->llm.callback = model_answer;
+  o->llm.user_data = m;
+}
+
+static void test_replay(const char *work, const char *best_id);
+
 static void test_search(const char *task, const char *work) {
-  ks_search_params params;
+  ks_search_options params;
   ks_result *result = NULL;
   struct model m;
   struct progress p;
@@ -87,17 +103,9 @@ static void test_search(const char *task, const char *work) {
   memset(&p, 0, sizeof p);
   snprintf(run_dir, sizeof run_dir, "%s/greedy", work);
 
-  CHECK(ks_search_params_init(&params, KS_SEARCH_PARAMS_VERSION) == KS_OK);
-  params.task = task;
-  params.language = "cpp";
-  params.strategy = "greedy";
-  params.max_rounds = 3;
-  params.backend = "host";
-  params.timing_cap_s = 0.2;
-  params.run_dir = run_dir;
-  params.llm_callback = model_answer;
-  params.llm_user_data = &m;
-  params.progress_callback = on_round;
+  greedy_options(&params, task, run_dir, &m);
+  params.budget.max_rounds = 3;
+  params.progress = on_round;
   params.progress_user_data = &p;
   s = ks_search_run(&params, &result);
   if (s != KS_OK) fprintf(stderr, "ks_search_run: %s: %s\n", ks_status_string(s), ks_last_error_message());
@@ -116,16 +124,65 @@ static void test_search(const char *task, const char *work) {
   CHECK(ks_result_source_count(result) == 1);
   CHECK(strstr(ks_result_source_content(result, 0), "3.0f * x[i]") != NULL);
   CHECK(strstr(ks_result_launch_plan_json(result), "scale3") != NULL);
+  CHECK(strstr(ks_result_best_solution_json(result), "\"sources\"") != NULL);
+  CHECK(strcmp(ks_result_task(result), "tests/scale3") == 0);
+  CHECK(ks_result_best_round(result) == 2);
   CHECK(strlen(ks_result_best_solution_id(result)) == 16);
   CHECK(strstr(ks_result_json(result), "\"best\"") != NULL);
   CHECK(strcmp(ks_result_run_dir(result), run_dir) == 0);
   CHECK(ks_result_source_count(NULL) == 0);
   CHECK(strcmp(ks_result_source_path(result, 99), "") == 0);
+  test_replay(work, ks_result_best_solution_id(result));
   ks_result_destroy(result);
 }
 
+/* `ksearch replay` from C: the greedy run above reproduced into a new folder
+ * from its recording (no model, nothing measured), with the same best. */
+static void test_replay(const char *work, const char *best_id) {
+  ks_replay_options ro;
+  ks_result *r = NULL;
+  char source[4096], again[4096], bad[4096];
+  ks_status s;
+  snprintf(source, sizeof source, "%s/greedy", work);
+  snprintf(again, sizeof again, "%s/greedy_replayed", work);
+  snprintf(bad, sizeof bad, "%s/greedy_replay_refused", work);
+  memset(&ro, 0x5a, sizeof ro);
+  CHECK(ks_replay_options_init(&ro, KS_REPLAY_OPTIONS_VERSION) == KS_OK);
+  CHECK(ro.version == KS_REPLAY_OPTIONS_VERSION && ro.run_dir == NULL && ro.config_changes_json == NULL);
+  CHECK(ro.on_divergence == KS_REPLAY_STOP && ro.allow_prompt_changes == 0 && ro.llm == NULL);
+  CHECK(ro.eval_callback == NULL && ro.progress == NULL && ro.event == NULL && ro.cancel == NULL);
+  CHECK(ks_replay_options_init(&ro, 99) == KS_E_VERSION);
+  CHECK(ks_replay_options_init(&ro, KS_REPLAY_OPTIONS_VERSION) == KS_OK);
+  ro.run_dir = again;
+  s = ks_search_replay(source, &ro, &r);
+  if (s != KS_OK) fprintf(stderr, "ks_search_replay: %s\n", ks_last_error_message());
+  CHECK(s == KS_OK);
+  CHECK(ks_result_rounds(r) == 3);
+  CHECK(ks_result_has_best(r) && ks_result_best_round(r) == 2);
+  CHECK(strcmp(ks_result_best_solution_id(r), best_id) == 0);
+  CHECK(strcmp(ks_result_run_dir(r), again) == 0);
+  ks_result_destroy(r);
+  r = NULL;
+
+  /* Settings are checked by name before anything runs. */
+  ro.run_dir = bad;
+  ro.config_changes_json = "{\"no_such_setting\": 1}";
+  CHECK(ks_search_replay(source, &ro, &r) == KS_E_INVALID_ARGUMENT);
+  CHECK(r == NULL);
+  CHECK(strstr(ks_last_error_message(), "no_such_setting") != NULL);
+  ro.config_changes_json = "[1]";
+  CHECK(ks_search_replay(source, &ro, &r) == KS_E_INVALID_ARGUMENT);
+  CHECK(strstr(ks_last_error_message(), "options.config_changes_json") != NULL);
+  ro.config_changes_json = NULL;
+  ro.on_divergence = (ks_replay_divergence)7;
+  CHECK(ks_search_replay(source, &ro, &r) == KS_E_INVALID_ARGUMENT);
+  CHECK(strstr(ks_last_error_message(), "options.on_divergence") != NULL);
+  CHECK(ks_search_replay(NULL, &ro, &r) == KS_E_INVALID_ARGUMENT);
+}
+
 static void test_stops(const char *task, const char *work) {
-  ks_search_params params;
+  ks_search_options params;
+  ks_resume_options resume;
   ks_result *result = NULL;
   struct model m;
   struct progress p;
@@ -137,17 +194,9 @@ static void test_stops(const char *task, const char *work) {
   memset(&p, 0, sizeof p);
   p.stop_at = 1;
   snprintf(run_dir, sizeof run_dir, "%s/stopped", work);
-  ks_search_params_init(&params, KS_SEARCH_PARAMS_VERSION);
-  params.task = task;
-  params.language = "cpp";
-  params.strategy = "greedy";
-  params.max_rounds = 5;
-  params.backend = "host";
-  params.timing_cap_s = 0.2;
-  params.run_dir = run_dir;
-  params.llm_callback = model_answer;
-  params.llm_user_data = &m;
-  params.progress_callback = on_round;
+  greedy_options(&params, task, run_dir, &m);
+  params.budget.max_rounds = 5;
+  params.progress = on_round;
   params.progress_user_data = &p;
   s = ks_search_run(&params, &result);
   CHECK(s == KS_E_CANCELLED);
@@ -158,8 +207,12 @@ static void test_stops(const char *task, const char *work) {
 
   /* Resuming it replays round 1 from the journal and finishes the budget. */
   memset(&p, 0, sizeof p);
-  params.max_rounds = 0; /* keep the recorded budget */
-  s = ks_search_resume(run_dir, &params, &result);
+  CHECK(ks_resume_options_init(&resume, KS_RESUME_OPTIONS_VERSION) == KS_OK);
+  CHECK(resume.max_rounds == 0); /* 0 keeps the recorded budget */
+  resume.llm = &params.llm;      /* a callback cannot be recorded: give it again */
+  resume.progress = on_round;
+  resume.progress_user_data = &p;
+  s = ks_search_resume(run_dir, &resume, &result);
   if (s != KS_OK) fprintf(stderr, "ks_search_resume: %s\n", ks_last_error_message());
   CHECK(s == KS_OK);
   CHECK(ks_result_rounds(result) == 5);
@@ -173,8 +226,8 @@ static void test_stops(const char *task, const char *work) {
   m.stop_after = 2;
   snprintf(run_dir, sizeof run_dir, "%s/user_stop", work);
   params.run_dir = run_dir;
-  params.max_rounds = 5;
-  params.progress_callback = NULL;
+  params.budget.max_rounds = 5;
+  params.progress = NULL;
   s = ks_search_run(&params, &result);
   CHECK(s == KS_E_CANCELLED);
   CHECK(result != NULL);
@@ -184,7 +237,7 @@ static void test_stops(const char *task, const char *work) {
 }
 
 static void test_errors(void) {
-  ks_search_params params;
+  ks_search_options params;
   ks_result *result = (ks_result *)&params; /* must be reset to NULL on failure */
   ks_task *task = NULL;
   int major = -1, minor = -1, patch = -1;
@@ -194,54 +247,63 @@ static void test_errors(void) {
   CHECK(major == KS_VERSION_MAJOR && minor == KS_VERSION_MINOR && patch == KS_VERSION_PATCH);
   CHECK(strcmp(ks_status_string(KS_OK), "ok") == 0);
   CHECK(strcmp(ks_status_string(KS_E_NO_DEVICE), "no CUDA device") == 0);
+  CHECK(strcmp(ks_status_string(KS_E_CUDA), "CUDA driver error") == 0);
   CHECK(strcmp(ks_status_string((ks_status)12345), "unknown status") == 0);
 
-  CHECK(ks_search_params_init(NULL, KS_SEARCH_PARAMS_VERSION) == KS_E_INVALID_ARGUMENT);
-  CHECK(ks_search_params_init(&params, 99) == KS_E_VERSION);
+  CHECK(ks_search_options_init(NULL, KS_SEARCH_OPTIONS_VERSION) == KS_E_INVALID_ARGUMENT);
+  CHECK(ks_search_options_init(&params, 99) == KS_E_VERSION);
   CHECK(strstr(ks_last_error_message(), "99") != NULL);
 
-  CHECK(ks_search_params_init(&params, KS_SEARCH_PARAMS_VERSION) == KS_OK);
+  CHECK(ks_search_options_init(&params, KS_SEARCH_OPTIONS_VERSION) == KS_OK);
   CHECK(ks_search_run(&params, &result) == KS_E_INVALID_ARGUMENT); /* no task */
   CHECK(result == NULL);
   CHECK(strstr(ks_last_error_message(), "task") != NULL);
 
   params.task = "no/such/task";
-  params.llm = "offline";
-  params.strategy = "tune";
+  params.llm.source = KS_LLM_OFFLINE;
+  params.strategy = KS_STRATEGY_TUNE;
   CHECK(ks_search_run(&params, &result) == KS_E_NOT_FOUND);
   CHECK(strstr(ks_last_error_message(), "no/such/task") != NULL);
 
   /* NaN limits are refused by name, not taken as "unlimited" or "default". */
   params.task = "examples/tasks/matmul";
-  params.language = "cpp";
-  params.max_cost_usd = NAN;
+  params.language = KS_LANGUAGE_CPP;
+  params.budget.max_cost_usd = NAN;
   CHECK(ks_search_run(&params, &result) == KS_E_INVALID_ARGUMENT);
   CHECK(strstr(ks_last_error_message(), "max_cost_usd") != NULL);
-  params.max_cost_usd = 0;
-  params.max_wall_s = NAN;
+  params.budget.max_cost_usd = 0;
+  params.budget.max_wall_s = NAN;
   CHECK(ks_search_run(&params, &result) == KS_E_INVALID_ARGUMENT);
   CHECK(strstr(ks_last_error_message(), "max_wall_s") != NULL);
-  params.max_wall_s = 0;
-  params.timing_cap_s = NAN;
+  params.budget.max_wall_s = 0;
+  params.eval.timing_cap_s = NAN;
   CHECK(ks_search_run(&params, &result) == KS_E_INVALID_ARGUMENT);
-  CHECK(strstr(ks_last_error_message(), "timing_cap_s") != NULL);
+  CHECK(strstr(ks_last_error_message(), "options.eval.timing_cap_s") != NULL);
   CHECK(result == NULL);
-  params.timing_cap_s = 0;
+  params.eval.timing_cap_s = 2;
 
-  /* llm and llm_callback both set: refused by a run and a resume alike, not one silently ignored. */
-  params.llm_callback = model_answer;
+  /* A callback set while the source names another policy: refused, not silently ignored. */
+  params.llm.callback = model_answer;
   CHECK(ks_search_run(&params, &result) == KS_E_INVALID_ARGUMENT);
-  CHECK(strstr(ks_last_error_message(), "llm_callback") != NULL);
-  CHECK(ks_search_resume("/nonexistent/run", &params, &result) == KS_E_INVALID_ARGUMENT);
-  CHECK(strstr(ks_last_error_message(), "llm_callback") != NULL);
-  params.llm = "callback";
-  params.llm_callback = NULL;
+  CHECK(strstr(ks_last_error_message(), "options.llm.source") != NULL);
+  params.llm.source = KS_LLM_CALLBACK;
+  params.llm.callback = NULL;
   CHECK(ks_search_run(&params, &result) == KS_E_INVALID_ARGUMENT);
-  CHECK(strstr(ks_last_error_message(), "llm_callback is NULL") != NULL);
-  params.llm = "offline";
+  CHECK(strstr(ks_last_error_message(), "options.llm.callback is NULL") != NULL);
+  params.llm.source = KS_LLM_OPENAI; /* without a model */
+  CHECK(ks_search_run(&params, &result) == KS_E_INVALID_ARGUMENT);
+  CHECK(strstr(ks_last_error_message(), "options.llm.model is required") != NULL);
+  params.llm.source = (ks_llm_source)42;
+  CHECK(ks_search_run(&params, &result) == KS_E_INVALID_ARGUMENT);
+  CHECK(strstr(ks_last_error_message(), "options.llm.source is 42") != NULL);
+  params.llm.source = KS_LLM_OFFLINE;
 
   params.version = 7;
   CHECK(ks_search_run(&params, &result) == KS_E_VERSION);
+  params.version = KS_SEARCH_OPTIONS_VERSION;
+  params.eval.version = 0; /* a nested struct left uninitialised */
+  CHECK(ks_search_run(&params, &result) == KS_E_VERSION);
+  CHECK(strstr(ks_last_error_message(), "options.eval.version") != NULL);
 
   CHECK(ks_task_load("no/such/task", &task) == KS_E_NOT_FOUND);
   CHECK(task == NULL);
@@ -251,19 +313,159 @@ static void test_errors(void) {
 
   /* A NULL or empty argument is named in the message. */
   CHECK(ks_search_run(NULL, &result) == KS_E_INVALID_ARGUMENT);
-  CHECK(strcmp(ks_last_error_message(), "ks_search_run: params is NULL") == 0);
+  CHECK(strcmp(ks_last_error_message(), "ks_search_run: options is NULL") == 0);
   CHECK(ks_search_resume("", NULL, &result) == KS_E_INVALID_ARGUMENT);
   CHECK(strstr(ks_last_error_message(), "run_dir is empty") != NULL);
   CHECK(ks_search_resume(NULL, NULL, &result) == KS_E_INVALID_ARGUMENT);
   CHECK(strstr(ks_last_error_message(), "run_dir is NULL") != NULL);
   CHECK(ks_task_load(NULL, &task) == KS_E_INVALID_ARGUMENT);
   CHECK(strstr(ks_last_error_message(), "name_or_path is NULL") != NULL);
-  CHECK(ks_evaluate(NULL, NULL, NULL, NULL) == KS_E_INVALID_ARGUMENT);
-  CHECK(strstr(ks_last_error_message(), "evaluator is NULL") != NULL);
+  {
+    char *json = (char *)"not reset";
+    CHECK(ks_evaluate(NULL, NULL, NULL, &json) == KS_E_INVALID_ARGUMENT);
+    CHECK(json == NULL);
+    CHECK(strstr(ks_last_error_message(), "evaluator is NULL") != NULL);
+  }
 
   ks_result_destroy(NULL); /* destroy accepts NULL */
   ks_task_destroy(NULL);
   ks_evaluator_destroy(NULL);
+  ks_cancel_token_destroy(NULL);
+}
+
+/* The option structs: versions, the documented defaults, nested inits, refusals. */
+static void test_options(void) {
+  ks_search_options o;
+  ks_llm_options l;
+  ks_eval_options e;
+  ks_budget_options b;
+  ks_resume_options r;
+  memset(&o, 0x5a, sizeof o); /* init must overwrite every byte it owns */
+  CHECK(ks_search_options_init(&o, KS_SEARCH_OPTIONS_VERSION) == KS_OK);
+  CHECK(o.version == KS_SEARCH_OPTIONS_VERSION);
+  CHECK(o.task == NULL && o.run_dir == NULL && o.kernelbench_dir == NULL);
+  CHECK(o.strategy == KS_STRATEGY_AUTO && o.language == KS_LANGUAGE_CUDA && o.language_from_task == 1);
+  CHECK(o.parallel == 1 && o.seed == 0);
+  CHECK(o.budget.version == KS_BUDGET_OPTIONS_VERSION && o.budget.max_rounds == 20);
+  CHECK(o.budget.max_cost_usd == 0 && o.budget.max_wall_s == 0 && o.budget.max_answer_bytes == 4u << 20);
+  CHECK(o.world_model.version == KS_WORLD_MODEL_OPTIONS_VERSION && o.world_model.stagnation_window == 5);
+  CHECK(o.world_model.max_difficulty == 4 && o.world_model.edit_retries == 3 && o.world_model.max_chars == 50000);
+  CHECK(o.tune.version == KS_TUNE_OPTIONS_VERSION && o.tune.rounds == 0);
+  CHECK(o.eval.version == KS_EVAL_OPTIONS_VERSION && o.eval.backend == KS_BACKEND_AUTO);
+  CHECK(o.eval.devices == NULL && o.eval.device_count == 0 && o.eval.in_process == 0);
+  CHECK(o.eval.sandbox == KS_SANDBOX_AUTO && o.eval.memory_limit_bytes == 0);
+  CHECK(o.eval.timing_cap_s == 2 && o.eval.seeds == 2 && o.eval.compile_timeout_s == 120 && o.eval.run_timeout_s == 60);
+  CHECK(o.eval.callback == NULL && o.eval.batch_callback == NULL && o.eval.options_json == NULL);
+  CHECK(o.llm.version == KS_LLM_OPTIONS_VERSION && o.llm.source == KS_LLM_OPENAI && o.llm.model == NULL);
+  CHECK(o.llm.api == KS_API_CHAT && o.llm.temperature < 0 && o.llm.max_output_tokens == 0);
+  CHECK(o.llm.request_timeout_s == 900 && o.llm.connect_timeout_s == 15);
+  CHECK(o.llm.max_retries == 8 && o.llm.max_concurrency == 4);
+  CHECK(o.llm.command_timeout_s == 600 && o.llm.command_input == KS_COMMAND_INPUT_PLAIN);
+  CHECK(o.llm.replay_path == NULL && o.llm.replay_on_divergence == KS_REPLAY_STOP);
+  CHECK(o.eval.baseline_latencies_path == NULL);
+  CHECK(o.progress == NULL && o.event == NULL && o.cancel == NULL);
+
+  /* Each nested struct has its own init, with the same defaults. */
+  CHECK(ks_llm_options_init(&l, KS_LLM_OPTIONS_VERSION) == KS_OK);
+  CHECK(memcmp(&l, &o.llm, sizeof l) == 0);
+  CHECK(ks_eval_options_init(&e, KS_EVAL_OPTIONS_VERSION) == KS_OK);
+  CHECK(memcmp(&e, &o.eval, sizeof e) == 0);
+  CHECK(ks_budget_options_init(&b, KS_BUDGET_OPTIONS_VERSION) == KS_OK);
+  CHECK(memcmp(&b, &o.budget, sizeof b) == 0);
+  CHECK(ks_resume_options_init(&r, KS_RESUME_OPTIONS_VERSION) == KS_OK);
+  CHECK(r.max_rounds == 0 && r.llm == NULL && r.cancel == NULL);
+
+  /* Unknown versions, both ways. */
+  CHECK(ks_llm_options_init(&l, 0) == KS_E_VERSION);
+  CHECK(ks_eval_options_init(&e, 2) == KS_E_VERSION);
+  CHECK(strstr(ks_last_error_message(), "ks_eval_options_init: version 2") != NULL);
+  CHECK(ks_tune_options_init(NULL, KS_TUNE_OPTIONS_VERSION) == KS_E_INVALID_ARGUMENT);
+
+  /* Enums: names, parsing, counts. */
+  CHECK(strcmp(ks_strategy_name(KS_STRATEGY_WORLD_MODEL), "world_model") == 0);
+  CHECK(strcmp(ks_strategy_name((ks_strategy)KS_STRATEGY_COUNT), "") == 0);
+  CHECK(strcmp(ks_language_name(KS_LANGUAGE_CPP), "cpp") == 0);
+  CHECK(strcmp(ks_backend_name(KS_BACKEND_HOST), "host") == 0);
+  CHECK(strcmp(ks_sandbox_mode_name(KS_SANDBOX_OFF), "off") == 0);
+  CHECK(strcmp(ks_llm_source_name(KS_LLM_BATCH_CALLBACK), "batch_callback") == 0);
+  CHECK(strcmp(ks_api_kind_name(KS_API_RESPONSES), "responses") == 0);
+  CHECK(strcmp(ks_command_input_name(KS_COMMAND_INPUT_JSON), "json") == 0);
+  CHECK(strcmp(ks_replay_divergence_name(KS_REPLAY_SKIP), "skip") == 0);
+  CHECK(strcmp(ks_prompt_kind_name(KS_PROMPT_WM_TOO_HARD), "wm_too_hard") == 0);
+  CHECK(strcmp(ks_eval_status_name(KS_EVAL_MEMORY_LIMIT), "memory_limit") == 0);
+  CHECK(strcmp(ks_eval_status_name((ks_eval_status)-1), "") == 0);
+  {
+    ks_strategy st = KS_STRATEGY_AUTO;
+    ks_eval_status es = KS_EVAL_PASSED;
+    ks_llm_source src = KS_LLM_OPENAI;
+    int i;
+    CHECK(ks_strategy_parse("tune", &st) == KS_OK && st == KS_STRATEGY_TUNE);
+    CHECK(ks_strategy_parse("beam", &st) == KS_E_INVALID_ARGUMENT);
+    CHECK(strstr(ks_last_error_message(), "world_model, greedy, tune") != NULL);
+    CHECK(ks_llm_source_parse("replay", &src) == KS_OK && src == KS_LLM_REPLAY);
+    for (i = 0; i < KS_EVAL_STATUS_COUNT; ++i) {
+      CHECK(ks_eval_status_parse(ks_eval_status_name((ks_eval_status)i), &es) == KS_OK);
+      CHECK((int)es == i);
+    }
+  }
+
+  /* Fields are checked by name before anything runs. */
+  {
+    ks_result *res = NULL;
+    int devices[] = {0, -3};
+    const char *headers[] = {"no colon here"};
+    CHECK(ks_search_options_init(&o, KS_SEARCH_OPTIONS_VERSION) == KS_OK);
+    o.task = "examples/tasks/matmul";
+    o.language = KS_LANGUAGE_CPP;
+    o.llm.source = KS_LLM_OFFLINE;
+    o.eval.devices = devices;
+    o.eval.device_count = 2;
+    CHECK(ks_search_run(&o, &res) == KS_E_INVALID_ARGUMENT);
+    CHECK(strstr(ks_last_error_message(), "options.eval.devices holds -3") != NULL);
+    o.eval.device_count = 0;
+    o.eval.seeds = 1;
+    CHECK(ks_search_run(&o, &res) == KS_E_INVALID_ARGUMENT);
+    CHECK(strstr(ks_last_error_message(), "options.eval.seeds") != NULL);
+    o.eval.seeds = 2;
+    o.eval.options_json = "{\"min_reps\": 3, \"no_such_setting\": 1}";
+    CHECK(ks_search_run(&o, &res) == KS_E_INVALID_ARGUMENT);
+    CHECK(strstr(ks_last_error_message(), "unknown setting \"no_such_setting\"") != NULL);
+    o.eval.options_json = NULL;
+    o.eval.baseline_latencies_path = "/nonexistent/baselines.json";
+    CHECK(ks_search_run(&o, &res) == KS_E_NOT_FOUND);
+    CHECK(strstr(ks_last_error_message(), "options.eval.baseline_latencies_path") != NULL);
+    o.eval.baseline_latencies_path = NULL;
+    o.eval.sandbox = (ks_sandbox_mode)9;
+    CHECK(ks_search_run(&o, &res) == KS_E_INVALID_ARGUMENT);
+    CHECK(strstr(ks_last_error_message(), "options.eval.sandbox is 9") != NULL);
+    o.eval.sandbox = KS_SANDBOX_AUTO;
+    o.strategy = (ks_strategy)7;
+    CHECK(ks_search_run(&o, &res) == KS_E_INVALID_ARGUMENT);
+    CHECK(strstr(ks_last_error_message(), "options.strategy is 7") != NULL);
+    o.strategy = KS_STRATEGY_AUTO;
+    o.llm.source = KS_LLM_OPENAI;
+    o.llm.model = "m";
+    o.llm.headers = headers;
+    o.llm.header_count = 1;
+    CHECK(ks_search_run(&o, &res) == KS_E_INVALID_ARGUMENT);
+    CHECK(strstr(ks_last_error_message(), "options.llm.headers: \"no colon here\"") != NULL);
+    o.llm.header_count = 0;
+    o.llm.temperature = NAN;
+    CHECK(ks_search_run(&o, &res) == KS_E_INVALID_ARGUMENT);
+    CHECK(strstr(ks_last_error_message(), "options.llm.temperature is NaN") != NULL);
+    o.llm.source = KS_LLM_COMMAND;
+    o.llm.command_argc = 1;
+    CHECK(ks_search_run(&o, &res) == KS_E_INVALID_ARGUMENT);
+    CHECK(strstr(ks_last_error_message(), "options.llm.command_argv is NULL") != NULL);
+    o.llm.source = KS_LLM_REPLAY;
+    CHECK(ks_search_run(&o, &res) == KS_E_INVALID_ARGUMENT);
+    CHECK(strstr(ks_last_error_message(), "options.llm.replay_path is required") != NULL);
+    o.llm.replay_path = "transcript.jsonl";
+    o.llm.replay_on_divergence = (ks_replay_divergence)3;
+    CHECK(ks_search_run(&o, &res) == KS_E_INVALID_ARGUMENT);
+    CHECK(strstr(ks_last_error_message(), "options.llm.replay_on_divergence is 3") != NULL);
+    CHECK(res == NULL);
+  }
 }
 
 static void test_evaluate(const char *task_path) {
@@ -273,7 +475,12 @@ static void test_evaluate(const char *task_path) {
   CHECK(ks_task_load(task_path, &task) == KS_OK);
   CHECK(strcmp(ks_task_name(task), "tests/scale3") == 0);
   CHECK(strstr(ks_task_json(task), "\"workloads\"") != NULL);
-  CHECK(ks_evaluator_create("host", &ev) == KS_OK);
+  {
+    ks_eval_options eo;
+    CHECK(ks_eval_options_init(&eo, KS_EVAL_OPTIONS_VERSION) == KS_OK);
+    eo.backend = KS_BACKEND_HOST;
+    CHECK(ks_evaluator_create(&eo, &ev) == KS_OK);
+  }
   CHECK(ks_evaluate(ev, task, kGood, &json) == KS_OK);
   CHECK(json != NULL && strstr(json, "\"status\": \"passed\"") != NULL);
   ks_string_free(json);
@@ -286,15 +493,46 @@ static void test_evaluate(const char *task_path) {
   ks_task_destroy(task);
 }
 
+/* A task written in C++ only: language_from_task runs it in C++ whatever
+ * `language` says (the CLI without --language); without it, the language
+ * must be the task's. */
+static void test_language_from_task(const char *task, const char *work) {
+  ks_search_options params;
+  ks_result *result = NULL;
+  struct model m;
+  char run_dir[4096];
+  ks_status s;
+  memset(&m, 0, sizeof m);
+  snprintf(run_dir, sizeof run_dir, "%s/language_from_task", work);
+  greedy_options(&params, task, run_dir, &m);
+  params.language = KS_LANGUAGE_CUDA;
+  params.language_from_task = 0;
+  params.budget.max_rounds = 1;
+  CHECK(ks_search_run(&params, &result) == KS_E_INVALID_ARGUMENT);
+  CHECK(result == NULL);
+  CHECK(strstr(ks_last_error_message(), "has no \"cuda\" version (it supports: cpp)") != NULL);
+  CHECK(m.calls == 0);
+  params.language_from_task = 1;
+  s = ks_search_run(&params, &result);
+  if (s != KS_OK) fprintf(stderr, "language_from_task: %s\n", ks_last_error_message());
+  CHECK(s == KS_OK);
+  CHECK(ks_result_rounds(result) == 1);
+  CHECK(m.calls == 1);
+  /* It ran in C++: in CUDA it would have ended with KS_E_NO_DEVICE here, before asking. */
+  ks_result_destroy(result);
+}
+
 int main(int argc, char **argv) {
   if (argc != 3) {
     fprintf(stderr, "usage: test_capi TASK_DIR WORK_DIR\n");
     return 2;
   }
+  test_options();
   test_errors();
   test_evaluate(argv[1]);
   test_search(argv[1], argv[2]);
   test_stops(argv[1], argv[2]);
+  test_language_from_task(argv[1], argv[2]);
   if (failures) {
     fprintf(stderr, "%d check(s) failed\n", failures);
     return 1;

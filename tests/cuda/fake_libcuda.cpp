@@ -181,6 +181,11 @@ KS_FAKE CUresult cuCtxGetCurrent(CUcontext* c) {
   *c = g_current;
   return CUDA_SUCCESS;
 }
+KS_FAKE CUresult cuCtxGetDevice(CUdevice* d) {
+  if (!g_current) return CUDA_ERROR_INVALID_CONTEXT;
+  *d = 0;
+  return CUDA_SUCCESS;
+}
 KS_FAKE CUresult cuCtxSynchronize() { return CUDA_SUCCESS; }
 KS_FAKE CUresult cuStreamCreate(CUstream* s, unsigned) {
   *s = reinterpret_cast<CUstream>(0x2);

@@ -12,9 +12,12 @@
 //   '{"text": "ok", "delay_s": 0.2}'. Without it, unscripted requests get 400.
 // --delay S: shorthand for a default that answers "ok" after S seconds.
 // --log FILE: appends every request received as one JSON line
-//   {"method", "path", "headers", "body"}, so a test can check what was sent.
+//   {"method", "path", "headers", "body", "t_s"}, so a test can check what
+//   was sent (t_s: when it arrived, seconds since the server started).
 // --models: the ids GET .../models lists (none by default); --models-status N:
 //   GET .../models answers HTTP N instead (404: a server without that route).
+// On SIGINT or SIGTERM it prints "served N requests, at most M at once" and
+// exits: M shows how many requests a client had in flight together.
 #include <signal.h>
 
 #include <cstdio>
@@ -123,7 +126,12 @@ int main(int argc, char** argv) {
         Json headers = Json::object();
         for (const auto& [k, v] : r.headers) headers[k] = v;
         std::lock_guard lock(log_mu);
-        log << Json::obj({{"method", r.method}, {"path", r.path}, {"headers", headers}, {"body", r.body}}).dump()
+        log << Json::obj({{"method", r.method},
+                          {"path", r.path},
+                          {"headers", headers},
+                          {"body", r.body},
+                          {"t_s", r.t_s}})
+                   .dump()
             << std::endl;
       });
     }
@@ -132,6 +140,8 @@ int main(int argc, char** argv) {
     int sig = 0;
     sigwait(&stop, &sig);
     server.stop();
+    std::printf("served %zu requests, at most %d at once\n", server.request_count(), server.max_in_flight());
+    std::fflush(stdout);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ks-openai-test-server: %s\n", e.what());
     return 1;

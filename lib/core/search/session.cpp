@@ -612,7 +612,7 @@ EvalResult Session::finish_attempt(Solution& s, const std::string& action, bool 
         live_result = known->second;
         live_result->metrics["reused_evaluation"] = true;
       } else {
-        live_result = evaluator_.evaluate(task_, s);
+        live_result = evaluate_live(s, counted);
       }
     }
     r = std::move(*live_result);
@@ -740,7 +740,14 @@ std::vector<EvalResult> Session::evaluate_batch(std::vector<Solution>& candidate
     live.push_back(candidates[i]);
   }
   std::vector<EvalResult> live_results;
-  if (!live.empty()) live_results = evaluator_.evaluate_batch(task_, live);
+  if (!live.empty()) {
+    try {
+      live_results = evaluator_.evaluate_batch(task_, live);
+    } catch (const Error& e) {
+      if (e.status() != Status::cancelled) throw;
+      stop_for_cancel("evaluator");
+    }
+  }
   std::vector<EvalResult> out;
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     std::optional<EvalResult> lr;
@@ -748,6 +755,25 @@ std::vector<EvalResult> Session::evaluate_batch(std::vector<Solution>& candidate
     out.push_back(finish_attempt(candidates[i], actions[i], true, std::move(lr), ""));
   }
   return out;
+}
+
+EvalResult Session::evaluate_live(const Solution& s, bool counted) {
+  try {
+    return evaluator_.evaluate(task_, s);
+  } catch (const Error& e) {
+    if (e.status() != Status::cancelled) throw;
+    // The attempt was never made: it is not journalled and not a round.
+    --eval_seq_;
+    if (counted) --rounds_used_;
+    stop_for_cancel("evaluator");
+  }
+}
+
+void Session::stop_for_cancel(const std::string& by) {
+  // Not part of the deterministic event sequence: a resumed run does not cancel.
+  cancelled_ = true;
+  store_.append_event("cancel_requested", Json::obj({{"by", by}}));
+  throw SearchStopped("cancelled");
 }
 
 EvalResult Session::record_failed_round(const std::string& action, const std::string& why,

@@ -144,6 +144,10 @@ class Session final : public SearchContext {
   Json recorded_entry(std::size_t seq, const LlmRequest& req, const LlmResponse& resp, const Json& recorded) const;
   LlmResponse replay_llm(const LlmRequest& req);
   void after_llm(std::size_t seq, const LlmRequest& req, const LlmResponse& resp, bool replayed);
+  // The evaluator's verdict on a candidate; an evaluation the evaluator
+  // gave up because the run was cancelled stops the run instead.
+  EvalResult evaluate_live(const Solution& s, bool counted);
+  [[noreturn]] void stop_for_cancel(const std::string& by);
   // Journals (or replays) one attempt and does the bookkeeping of a round.
   EvalResult finish_attempt(Solution& s, const std::string& action, bool counted,
                             std::optional<EvalResult> live_result, const std::string& raw_answer);

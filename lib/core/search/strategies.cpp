@@ -6,7 +6,7 @@
 #include "core/tune/tune_strategy.hpp"
 #include "ksearch/error.hpp"
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 
 std::vector<std::string> strategy_names() { return {"world_model", "greedy", "tune"}; }
 
@@ -80,4 +80,4 @@ void SearchConfig::validate() const {
   if (!known) bad(fmt::format("unknown strategy \"{}\" (known: world_model, greedy, tune)", strategy));
 }
 
-}  // namespace ks
+KS_NAMESPACE_END

@@ -13,7 +13,7 @@
 #include "ksearch/error.hpp"
 #include "ksearch/world_model.hpp"
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 
 namespace {
 
@@ -338,4 +338,4 @@ class TreeWorldModel final : public WorldModel {
 
 std::unique_ptr<WorldModel> make_tree_world_model() { return std::make_unique<TreeWorldModel>(); }
 
-}  // namespace ks
+KS_NAMESPACE_END

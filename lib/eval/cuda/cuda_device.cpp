@@ -122,18 +122,7 @@ CudaDevice::CudaDevice(int ordinal) : api_(driver()), ordinal_(ordinal) {
   std::size_t total = 0;
   api_.cuDeviceTotalMem(&total, device_);
 
-  limits_.max_threads_per_block = attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
-  limits_.max_block = {attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X), attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y),
-                       attr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z)};
-  limits_.max_grid = {attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X), attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y),
-                      attr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)};
-  limits_.max_shared_per_block = attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK);
-  limits_.max_shared_per_block_optin =
-      std::max(limits_.max_shared_per_block,
-               std::int64_t{attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)});
-  limits_.cluster_launch = attr(CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH) != 0;
-  // 8 blocks is the portable cluster size; Hopper runs 16 once a kernel opts in.
-  limits_.max_cluster_size = major >= 9 ? 16 : 8;
+  limits_ = device_limits(api_, device_);
 
   info_.backend = "cuda";
   info_.name = name;

@@ -11,6 +11,7 @@
 #include "eval/backend.hpp"
 #include "eval/cuda/cuda_api.hpp"
 #include "eval/cuda/launch_plan.hpp"
+#include "eval/cuda/launcher.hpp"
 
 namespace ks::eval::cuda {
 
@@ -124,12 +125,7 @@ class CudaProgram final : public Program {
   const ResolvedPlan& resolved() const { return resolved_; }
 
  private:
-  struct Function {
-    CUfunction handle = nullptr;
-    KernelDesc desc;
-    std::int64_t dynamic_shared_limit = 0;  // what CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES allows now
-    bool non_portable_cluster = false;
-  };
+  using Function = ModuleFunction;
   struct Launch {
     Function* function = nullptr;
     std::vector<std::array<unsigned char, 8>> values;

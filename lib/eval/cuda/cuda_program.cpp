@@ -7,6 +7,7 @@
 
 #include "core/fs.hpp"
 #include "eval/cuda/cuda_device.hpp"
+#include "eval/cuda/launcher.hpp"
 #include "eval/cuda/nvrtc_compiler.hpp"
 #include "ksearch/error.hpp"
 
@@ -76,33 +77,11 @@ CudaProgram::Function* CudaProgram::function_for(const std::string& plan_name) {
   }
   if (auto it = functions_.find(symbol); it != functions_.end()) return &it->second;
 
-  const DriverApi& api = driver();
   Function f;
-  CUresult r = api.cuModuleGetFunction(&f.handle, module_, symbol.c_str());
-  if (r == CUDA_ERROR_NOT_FOUND) return nullptr;
-  device_.check(r, "cuModuleGetFunction", symbol);
-  f.desc.symbol = symbol;
-  // The parameter layout from the driver when it can tell (CUDA 12.4+),
-  // else from the cubin's own records.
-  if (api.cuFuncGetParamInfo) {
-    std::vector<ParamInfo> params;
-    for (std::size_t i = 0; i < 4096; ++i) {
-      std::size_t offset = 0, size = 0;
-      if (api.cuFuncGetParamInfo(f.handle, i, &offset, &size) != CUDA_SUCCESS) break;
-      params.push_back(ParamInfo{static_cast<std::uint32_t>(offset), static_cast<std::uint32_t>(size)});
-    }
-    f.desc.params = std::move(params);
-  } else {
-    for (const auto& k : cubin_kernels_)
-      if (k.symbol == symbol) f.desc.params = k.params;
-  }
-  int value = 0;
-  if (api.cuFuncGetAttribute(&value, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f.handle) == CUDA_SUCCESS)
-    f.desc.max_threads_per_block = value;
-  if (api.cuFuncGetAttribute(&value, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f.handle) == CUDA_SUCCESS)
-    f.desc.static_shared_bytes = value;
-  if (api.cuFuncGetAttribute(&value, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, f.handle) == CUDA_SUCCESS)
-    f.dynamic_shared_limit = value;
+  bool found = false;
+  device_.check(load_module_function(driver(), module_, symbol, cubin_kernels_, f, found), "cuModuleGetFunction",
+                symbol);
+  if (!found) return nullptr;
   return &functions_.emplace(symbol, std::move(f)).first->second;
 }
 
@@ -148,22 +127,8 @@ void CudaProgram::bind(const Bindings& b) {
   for (const auto& l : resolved_.launches) {
     Launch launch;
     launch.function = function_for(l.kernel);
-    Function& f = *launch.function;
-    // Beyond its current limit (48 KB less its static shared memory, at
-    // first) a kernel must opt in to more dynamic shared memory.
-    auto dynamic = static_cast<std::int64_t>(l.shared_bytes);
-    if (dynamic > f.dynamic_shared_limit) {
-      device_.check(api.cuFuncSetAttribute(f.handle, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                           static_cast<int>(dynamic)),
-                    "cuFuncSetAttribute",
-                    fmt::format("raising `{}` to {} bytes of dynamic shared memory", l.kernel, dynamic));
-      f.dynamic_shared_limit = dynamic;
-    }
-    if (l.has_cluster && l.cluster[0] * l.cluster[1] * l.cluster[2] > 8 && !f.non_portable_cluster) {
-      device_.check(api.cuFuncSetAttribute(f.handle, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
-                    "cuFuncSetAttribute", fmt::format("allowing `{}` clusters above 8 blocks", l.kernel));
-      f.non_portable_cluster = true;
-    }
+    std::string what;
+    device_.check(prepare_launch(api, *launch.function, l, what), "cuFuncSetAttribute", what);
     for (const auto& a : l.args) {
       std::array<unsigned char, 8> v{};
       if (a.is_buffer) {
@@ -193,37 +158,10 @@ void CudaProgram::enqueue(bool check_each) {
     const ResolvedLaunch& l = resolved_.launches[i];
     Launch& launch = launches_[i];
     void** params = launch.params.empty() ? nullptr : launch.params.data();
-    CUresult r;
-    if (l.has_cluster) {
-      if (!api.cuLaunchKernelEx)
-        plan_error("cluster launches need cuLaunchKernelEx (a CUDA 12.0 or newer driver)");
-      CUlaunchAttribute attr{};
-      attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-      attr.value.clusterDim.x = l.cluster[0];
-      attr.value.clusterDim.y = l.cluster[1];
-      attr.value.clusterDim.z = l.cluster[2];
-      CUlaunchConfig cfg{};
-      cfg.gridDimX = l.grid[0];
-      cfg.gridDimY = l.grid[1];
-      cfg.gridDimZ = l.grid[2];
-      cfg.blockDimX = l.block[0];
-      cfg.blockDimY = l.block[1];
-      cfg.blockDimZ = l.block[2];
-      cfg.sharedMemBytes = static_cast<unsigned>(l.shared_bytes);
-      cfg.hStream = device_.stream();
-      cfg.attrs = &attr;
-      cfg.numAttrs = 1;
-      r = api.cuLaunchKernelEx(&cfg, launch.function->handle, params, nullptr);
-    } else {
-      r = api.cuLaunchKernel(launch.function->handle, l.grid[0], l.grid[1], l.grid[2], l.block[0],
-                             l.block[1], l.block[2], static_cast<unsigned>(l.shared_bytes),
-                             device_.stream(), params, nullptr);
-    }
-    device_.check(r, "cuLaunchKernel",
-                  fmt::format("launching kernel `{}` with grid {}x{}x{}, block {}x{}x{}, {} bytes "
-                              "of dynamic shared memory",
-                              l.kernel, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1],
-                              l.block[2], l.shared_bytes));
+    if (l.has_cluster && !api.cuLaunchKernelEx)
+      plan_error("cluster launches need cuLaunchKernelEx (a CUDA 12.0 or newer driver)");
+    CUresult r = enqueue_launch(api, launch.function->handle, l, params, device_.stream());
+    device_.check(r, "cuLaunchKernel", describe_launch(l));
     if (check_each)
       device_.check(api.cuStreamSynchronize(device_.stream()), "cuStreamSynchronize",
                     fmt::format("while running kernel `{}`", l.kernel));

@@ -100,7 +100,10 @@ std::string first_error_line(const std::string& log) {
 class HostCompiler final : public Compiler {
  public:
   explicit HostCompiler(HostCompilerOptions o)
-      : compiler_(resolve_compiler(o.compiler)), default_cache_(std::move(o.cache_dir)), sandbox_(o.sandbox) {}
+      : compiler_(resolve_compiler(o.compiler)),
+        default_cache_(std::move(o.cache_dir)),
+        sandbox_(o.sandbox),
+        cancel_(o.cancel) {}
 
   Artifact compile(const CompileRequest& req) override {
     const auto start = std::chrono::steady_clock::now();
@@ -207,7 +210,8 @@ class HostCompiler final : public Compiler {
     spawn.env_set = candidate_environment(confined);
     spawn.new_session = true;
     double timeout = req.timeout_s > 0 ? req.timeout_s : 1e9;
-    auto r = detail::run_command(spawn, "", timeout);
+    auto r = detail::run_command(spawn, "", timeout, 16u << 20, cancel_);
+    if (r.cancelled) throw Error(Status::cancelled, "the compilation was cancelled; the compiler was killed");
     std::string log = clean_log(r.err + r.out);
     a.compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (r.timed_out)
@@ -233,6 +237,7 @@ class HostCompiler final : public Compiler {
   std::string compiler_;
   std::string default_cache_;
   const Sandbox* sandbox_;
+  const std::atomic<bool>* cancel_;
 };
 
 }  // namespace

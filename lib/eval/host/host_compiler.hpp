@@ -3,6 +3,7 @@
 // CPU give the same artifact without running the compiler again.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +20,9 @@ struct HostCompilerOptions {
   // null or inactive: unconfined. The compiler gets the candidate
   // environment either way.
   const Sandbox* sandbox = nullptr;
+  // Set from another thread: a compilation in flight is killed and
+  // compile() throws ks::Error(Status::cancelled).
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 // The flags every host candidate is compiled with (before parameter macros

@@ -216,8 +216,9 @@ TaskSpec make_kernelbench_oracle_spec(const fs::path& kernelbench_dir, const std
   return spec;
 }
 
-std::unique_ptr<Task> load_kernelbench_oracle_task(const std::string& name) {
-  const std::string dir = env("KSEARCH_KERNELBENCH");
+std::unique_ptr<Task> load_kernelbench_oracle_task(const std::string& name,
+                                                   const std::filesystem::path& kernelbench_dir) {
+  const std::string dir = kernelbench_dir.empty() ? env("KSEARCH_KERNELBENCH") : kernelbench_dir.string();
   if (dir.empty() || !parse_name(name)) return nullptr;
   TaskSpec spec = make_kernelbench_oracle_spec(dir, name);
   spec.validate();
@@ -226,7 +227,7 @@ std::unique_ptr<Task> load_kernelbench_oracle_task(const std::string& name) {
 
 }  // namespace ks::tasks
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 
 std::vector<TaskInfo> list_kernelbench_tasks(const std::filesystem::path& kernelbench_dir) {
   namespace fs = std::filesystem;
@@ -263,4 +264,4 @@ std::vector<TaskInfo> list_kernelbench_tasks(const std::filesystem::path& kernel
   return out;
 }
 
-}  // namespace ks
+KS_NAMESPACE_END

@@ -15,10 +15,12 @@
 namespace ks::tasks {
 
 // The oracle task `name` ("kernelbench/level1/19_ReLU") of the checkout in
-// $KSEARCH_KERNELBENCH; nullptr when that is unset or the name is not a
-// KernelBench name. Throws ks::Error naming the problem when the checkout has
-// no such file, PyTorch is missing, or the problem file is broken.
-std::unique_ptr<Task> load_kernelbench_oracle_task(const std::string& name);
+// `kernelbench_dir` (empty: $KSEARCH_KERNELBENCH); nullptr when there is none
+// or the name is not a KernelBench name. Throws ks::Error naming the problem
+// when the checkout has no such file, PyTorch is missing, or the problem file
+// is broken.
+std::unique_ptr<Task> load_kernelbench_oracle_task(const std::string& name,
+                                                   const std::filesystem::path& kernelbench_dir = {});
 
 // The spec of one problem file of a checkout (for tests and tools).
 TaskSpec make_kernelbench_oracle_spec(const std::filesystem::path& kernelbench_dir, const std::string& name);

@@ -1,0 +1,96 @@
+// What the C ABI's translation units share: the thread-local error, the
+// exception barrier, the handle definitions, and the conversions between the
+// C option structs and the C++ API.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <cstddef>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "ksearch/cancel.hpp"
+#include "ksearch/error.hpp"
+#include "ksearch/eval.hpp"
+#include "ksearch/ksearch.h"
+#include "ksearch/search.hpp"
+
+// Opaque handle definitions (global namespace, as declared in the headers).
+struct ks_result {
+  ks::SearchOutcome outcome;
+  std::string run_dir;
+  std::string task;
+  std::string plan;
+  std::string solution;
+  std::string json;
+};
+
+struct ks_cancel_token {
+  std::shared_ptr<ks::CancelToken> token = std::make_shared<ks::CancelToken>();
+};
+
+namespace ks::capi {
+
+// Records `message` as this thread's last error and returns `s`.
+ks_status fail(ks_status s, const std::string& message) noexcept;
+
+// Runs `fn`, mapping exceptions to status codes; nothing escapes.
+template <typename Fn>
+ks_status guarded(const char* where, Fn&& fn) noexcept {
+  try {
+    return fn();
+  } catch (const ks::Error& e) {
+    return fail(static_cast<ks_status>(e.status()), fmt::format("{}: {}", where, e.what()));
+  } catch (const std::bad_alloc&) {
+    return fail(KS_E_INTERNAL, fmt::format("{}: out of memory", where));
+  } catch (const std::exception& e) {
+    return fail(KS_E_INTERNAL, fmt::format("{}: {}", where, e.what()));
+  } catch (...) {
+    return fail(KS_E_INTERNAL, fmt::format("{}: unknown exception", where));
+  }
+}
+
+inline const char* or_empty(const char* s) { return s ? s : ""; }
+
+// A malloc'ed copy for a `char **` out-parameter (released by ks_string_free).
+char* copy_out(const std::string& s);
+
+// The closed sets, between their C and C++ forms; each throws
+// Error(invalid_argument) naming `field` for a value outside the set.
+const char* strategy_name_checked(ks_strategy v, const char* field);
+Language language_of(ks_language v, const char* field);
+std::string backend_of(ks_backend v, const char* field);
+std::string sandbox_of(ks_sandbox_mode v, const char* field);
+std::string divergence_of(ks_replay_divergence v, const char* field);
+ks_prompt_kind prompt_kind_to_c(PromptKind k);
+ks_eval_status eval_status_to_c(EvalStatus s);
+EvalStatus eval_status_of(ks_eval_status s, const char* field);
+
+// Version checks of the option structs: each struct's size per version; 0
+// for a version this library does not know.
+std::size_t search_options_size(std::uint32_t version);
+void check_version(const char* what, std::uint32_t version, std::uint32_t known_max, bool known);
+
+// The options, in C++ form. Throw ks::Error naming the field at fault.
+LlmChoice llm_choice_of(const ks_llm_options& o, double max_cost_usd, const char* prefix);
+void apply_eval_options(const ks_eval_options& o, EvaluatorConfig& out, const char* prefix);
+// The replay's settings and model (not its callbacks).
+ReplayOptions replay_options_of(const ks_replay_options& o);
+
+// The host's parts as C++ objects (callbacks.cpp).
+std::shared_ptr<LlmPolicy> llm_callback_policy(ks_llm_callback cb, void* user);
+std::shared_ptr<LlmPolicy> llm_batch_callback_policy(ks_llm_batch_callback cb, void* user);
+// Null when neither callback is set.
+std::shared_ptr<Evaluator> evaluator_callback_of(ks_evaluate_callback cb, ks_evaluate_batch_callback batch,
+                                                 void* user, const char* device_json);
+ProgressCallback progress_of(ks_progress_callback cb, void* user);
+EventCallback events_of(ks_event_callback cb, void* user);
+
+// Wraps an outcome for the caller; KS_E_CANCELLED for a run a callback or
+// token stopped (the result is still handed over).
+ks_status make_result(SearchOutcome outcome, ks_result** out);
+
+}  // namespace ks::capi

@@ -1,0 +1,339 @@
+// The option structs of the C ABI: their init functions (the defaults come
+// from the C++ API's own default values, never repeated here) and their
+// translation into the C++ options, with every field checked by name.
+#include <cmath>
+#include <limits>
+
+#include "capi_internal.hpp"
+#include "core/fs.hpp"
+#include "ksearch/llm_policies.hpp"
+
+namespace ks::capi {
+namespace {
+
+// Every struct is at version 1; a later version adds a case per struct.
+template <typename T>
+std::size_t size_v1(std::uint32_t version) {
+  return version == 1 ? sizeof(T) : 0;
+}
+
+template <typename T>
+ks_status init_struct(const char* where, T* options, std::uint32_t version) {
+  if (!options) return fail(KS_E_INVALID_ARGUMENT, fmt::format("{}: options is NULL", where));
+  std::size_t size = size_v1<T>(version);
+  if (size == 0)
+    return fail(KS_E_VERSION, fmt::format("{}: version {} is not one this library knows (it knows 1)", where, version));
+  std::memset(options, 0, size);
+  options->version = version;
+  return KS_OK;
+}
+
+void need_version(const char* field, std::uint32_t version) {
+  if (version != 1)
+    throw Error(Status::version,
+                fmt::format("{}.version is {}; this library knows version 1 (initialise the struct with its "
+                            "*_init function)",
+                            field, version));
+}
+
+std::string str(const char* s) { return s ? s : ""; }
+
+double finite_at_least(double v, double lo, const std::string& field, bool strictly = false) {
+  if (!std::isfinite(v) || v < lo || (strictly && v == lo))
+    throw Error(Status::invalid_argument,
+                fmt::format("{} must be a finite number {} {}, is {}", field, strictly ? ">" : ">=", lo, v));
+  return v;
+}
+
+std::vector<std::string> string_array(const char* const* items, std::size_t n, const std::string& field) {
+  if (n > 0 && !items) throw Error(Status::invalid_argument, fmt::format("{} is NULL but its count is {}", field, n));
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!items[i]) throw Error(Status::invalid_argument, fmt::format("{}[{}] is NULL", field, i));
+    out.emplace_back(items[i]);
+  }
+  return out;
+}
+
+Json json_object_field(const char* text, const std::string& field) {
+  Json j;
+  try {
+    j = Json::parse(text);
+  } catch (const Error& e) {
+    throw Error(Status::invalid_argument, fmt::format("{} is not valid JSON: {}", field, e.what()));
+  }
+  if (!j.is_object()) throw Error(Status::invalid_argument, fmt::format("{} must be a JSON object", field));
+  return j;
+}
+
+}  // namespace
+
+void check_version(const char* what, std::uint32_t version, std::uint32_t known_max, bool known) {
+  if (!known)
+    throw Error(Status::version,
+                fmt::format("{} version {} is not supported (this library knows 1..{}); initialise it with its "
+                            "*_init function",
+                            what, version, known_max));
+}
+
+std::size_t search_options_size(std::uint32_t version) { return size_v1<ks_search_options>(version); }
+
+ReplayOptions replay_options_of(const ks_replay_options& o) {
+  check_version("ks_replay_options", o.version, KS_REPLAY_OPTIONS_VERSION, size_v1<ks_replay_options>(o.version) != 0);
+  ReplayOptions r;
+  if (o.run_dir) r.run_dir = o.run_dir;
+  if (o.config_changes_json) r.config_changes = json_object_field(o.config_changes_json, "options.config_changes_json");
+  if (o.llm) {
+    LlmChoice c = llm_choice_of(*o.llm, 0, "options.llm");
+    if (c.kind == "replay" || c.kind == "offline")
+      throw Error(Status::invalid_argument,
+                  "options.llm names the model to go on with live: KS_LLM_OPENAI, KS_LLM_COMMAND or a callback");
+    if (c.kind == "custom") r.custom_llm = c.custom;
+    else r.llm = c;
+  }
+  r.on_divergence = divergence_of(o.on_divergence, "options.on_divergence");
+  if (o.llm && r.on_divergence == "stop") r.on_divergence = "live";
+  r.check_prompts = o.allow_prompt_changes == 0;
+  return r;
+}
+
+LlmChoice llm_choice_of(const ks_llm_options& o, double max_cost_usd, const char* prefix) {
+  const std::string p = prefix;
+  need_version(prefix, o.version);
+  LlmChoice c;
+  const bool callbacks = o.callback || o.batch_callback;
+  if (callbacks && o.source != KS_LLM_CALLBACK && o.source != KS_LLM_BATCH_CALLBACK)
+    throw Error(Status::invalid_argument,
+                fmt::format("{0}.callback or {0}.batch_callback is set but {0}.source is \"{1}\"; set {0}.source to "
+                            "KS_LLM_CALLBACK or KS_LLM_BATCH_CALLBACK",
+                            p, ks_llm_source_name(o.source)));
+  switch (o.source) {
+    case KS_LLM_OPENAI: {
+      c.kind = "openai";
+      OpenAiConfig& a = c.openai;
+      a.model = str(o.model);
+      if (a.model.empty())
+        throw Error(Status::invalid_argument,
+                    fmt::format("{0}.model is required with KS_LLM_OPENAI (or set {0}.source to KS_LLM_OFFLINE with "
+                                "the tune strategy, KS_LLM_REPLAY or a callback)",
+                                p));
+      if (o.base_url) a.base_url = o.base_url;
+      if (o.api != KS_API_CHAT && o.api != KS_API_RESPONSES)
+        throw Error(Status::invalid_argument, fmt::format("{}.api is {}, not a ks_api_kind", p, static_cast<int>(o.api)));
+      a.api = o.api == KS_API_RESPONSES ? OpenAiApi::responses : OpenAiApi::chat;
+      a.reasoning_effort = str(o.reasoning_effort);
+      if (std::isnan(o.temperature)) throw Error(Status::invalid_argument, p + ".temperature is NaN");
+      if (o.temperature >= 0) a.temperature = o.temperature;
+      if (o.max_output_tokens < 0)
+        throw Error(Status::invalid_argument, fmt::format("{}.max_output_tokens must be >= 0", p));
+      a.max_output_tokens = o.max_output_tokens;
+      if (o.api_key_env) a.api_key_env = o.api_key_env;
+      a.api_key = str(o.api_key);
+      for (const std::string& h : string_array(o.headers, o.header_count, p + ".headers")) {
+        auto colon = h.find(':');
+        if (colon == std::string::npos || colon == 0)
+          throw Error(Status::invalid_argument, fmt::format("{}.headers: \"{}\" must look like \"Name: value\"", p, h));
+        std::string value = h.substr(colon + 1);
+        value.erase(0, value.find_first_not_of(' '));
+        a.extra_headers[h.substr(0, colon)] = value;
+      }
+      a.request_timeout_s = finite_at_least(o.request_timeout_s, 0, p + ".request_timeout_s", true);
+      a.connect_timeout_s = finite_at_least(o.connect_timeout_s, 0, p + ".connect_timeout_s", true);
+      a.proxy = str(o.proxy);
+      if (o.max_retries < 0) throw Error(Status::invalid_argument, p + ".max_retries must be >= 0");
+      a.max_retries = o.max_retries;
+      if (o.max_concurrency < 1) throw Error(Status::invalid_argument, p + ".max_concurrency must be >= 1");
+      a.max_concurrency = o.max_concurrency;
+      a.max_cost_usd = max_cost_usd;  // the CLI's --max-cost also stops requests at the source
+      a.price_file = str(o.price_file);
+      if (o.extra_body_json) a.extra_body = json_object_field(o.extra_body_json, p + ".extra_body_json");
+      break;
+    }
+    case KS_LLM_OFFLINE: c.kind = "offline"; break;
+    case KS_LLM_REPLAY:
+      c.kind = "replay";
+      if (!o.replay_path || !*o.replay_path)
+        throw Error(Status::invalid_argument, p + ".replay_path is required with KS_LLM_REPLAY");
+      c.replay_path = o.replay_path;
+      c.on_divergence = divergence_of(o.replay_on_divergence, (p + ".replay_on_divergence").c_str());
+      break;
+    case KS_LLM_COMMAND:
+      c.kind = "command";
+      c.command.argv = string_array(o.command_argv, o.command_argc, p + ".command_argv");
+      if (c.command.argv.empty() || c.command.argv[0].empty())
+        throw Error(Status::invalid_argument, p + ".command_argv must name a program (command_argc >= 1)");
+      c.command.timeout_s = finite_at_least(o.command_timeout_s, 0, p + ".command_timeout_s", true);
+      if (o.command_input != KS_COMMAND_INPUT_PLAIN && o.command_input != KS_COMMAND_INPUT_JSON)
+        throw Error(Status::invalid_argument, p + ".command_input is not a ks_command_input");
+      c.command.input = o.command_input == KS_COMMAND_INPUT_JSON ? CommandConfig::Input::json : CommandConfig::Input::plain;
+      break;
+    case KS_LLM_CALLBACK:
+      if (!o.callback) throw Error(Status::invalid_argument, p + ".source is KS_LLM_CALLBACK but " + p + ".callback is NULL");
+      c.kind = "custom";
+      c.custom = llm_callback_policy(o.callback, o.user_data);
+      break;
+    case KS_LLM_BATCH_CALLBACK:
+      if (!o.batch_callback)
+        throw Error(Status::invalid_argument,
+                    p + ".source is KS_LLM_BATCH_CALLBACK but " + p + ".batch_callback is NULL");
+      c.kind = "custom";
+      c.custom = llm_batch_callback_policy(o.batch_callback, o.user_data);
+      break;
+    default:
+      throw Error(Status::invalid_argument,
+                  fmt::format("{}.source is {}, which is not a ks_llm_source", p, static_cast<int>(o.source)));
+  }
+  return c;
+}
+
+void apply_eval_options(const ks_eval_options& o, EvaluatorConfig& e, const char* prefix) {
+  const std::string p = prefix;
+  need_version(prefix, o.version);
+  e.backend = backend_of(o.backend, (p + ".backend").c_str());
+  if (o.device_count > 0 && !o.devices)
+    throw Error(Status::invalid_argument, fmt::format("{}.devices is NULL but device_count is {}", p, o.device_count));
+  e.devices.assign(o.devices, o.devices + o.device_count);
+  for (int d : e.devices)
+    if (d < 0) throw Error(Status::invalid_argument, fmt::format("{}.devices holds {}, not a GPU ordinal", p, d));
+  e.in_process = o.in_process != 0;
+  e.cache_dir = str(o.cache_dir);
+  e.cuda_arch = str(o.cuda_arch);
+  e.sandbox = sandbox_of(o.sandbox, (p + ".sandbox").c_str());
+  e.memory_limit_bytes = o.memory_limit_bytes;
+  e.worker_path = str(o.worker_path);
+  if (o.compile_workers < 0) throw Error(Status::invalid_argument, p + ".compile_workers must be >= 0");
+  e.compile_workers = o.compile_workers;
+  EvalOptions& x = e.options;
+  x.max_time_per_workload_s = finite_at_least(o.timing_cap_s, 0, p + ".timing_cap_s", true);
+  if (o.seeds < 2 || o.seeds > 64)
+    throw Error(Status::invalid_argument,
+                fmt::format("{}.seeds must be between 2 and 64 (two input sets are checked per workload), is {}", p,
+                            o.seeds));
+  x.seeds_per_workload = o.seeds;
+  x.compile_timeout_s = finite_at_least(o.compile_timeout_s, 0, p + ".compile_timeout_s", true);
+  x.run_timeout_s = finite_at_least(o.run_timeout_s, 0, p + ".run_timeout_s", true);
+  if (o.baseline_latencies_path) {
+    const std::string where = p + ".baseline_latencies_path";
+    std::string text;
+    try {
+      text = detail::read_file(o.baseline_latencies_path, std::size_t{64} << 20);
+    } catch (const Error& err) {
+      throw Error(Status::not_found, fmt::format("{}: {}", where, err.what()));
+    }
+    Json b = json_object_field(text.c_str(), fmt::format("{} ({})", where, o.baseline_latencies_path));
+    x.baseline_latencies = std::move(b);
+  }
+  if (o.options_json) {
+    Json extra = json_object_field(o.options_json, p + ".options_json");
+    Json merged = x.to_json();
+    for (const auto& [k, v] : extra.as_object()) {
+      if (!merged.contains(k)) {
+        std::string names;
+        for (const auto& [n, unused] : merged.as_object()) names += (names.empty() ? "" : ", ") + n;
+        throw Error(Status::invalid_argument,
+                    fmt::format("{}.options_json: unknown setting \"{}\" (known: {})", p, k, names));
+      }
+      merged[k] = v;
+    }
+    try {
+      x = EvalOptions::from_json(merged);
+    } catch (const Error& err) {
+      throw Error(Status::invalid_argument, fmt::format("{}.options_json: {}", p, err.what()));
+    }
+  }
+}
+
+}  // namespace ks::capi
+
+using namespace ks::capi;
+
+extern "C" {
+
+ks_status ks_budget_options_init(ks_budget_options* o, uint32_t version) {
+  if (ks_status s = init_struct("ks_budget_options_init", o, version); s != KS_OK) return s;
+  ks::SearchConfig d;
+  o->max_rounds = d.max_rounds;
+  o->max_cost_usd = d.max_cost_usd;
+  o->max_wall_s = d.max_wall_s;
+  o->max_answer_bytes = d.max_answer_bytes;
+  return KS_OK;
+}
+
+ks_status ks_world_model_options_init(ks_world_model_options* o, uint32_t version) {
+  if (ks_status s = init_struct("ks_world_model_options_init", o, version); s != KS_OK) return s;
+  ks::SearchConfig d;
+  o->stagnation_window = d.wm_stagnation_window;
+  o->max_difficulty = d.wm_max_difficulty;
+  o->edit_retries = d.wm_edit_retries;
+  o->max_chars = d.wm_max_chars;
+  return KS_OK;
+}
+
+ks_status ks_tune_options_init(ks_tune_options* o, uint32_t version) {
+  if (ks_status s = init_struct("ks_tune_options_init", o, version); s != KS_OK) return s;
+  o->rounds = ks::SearchConfig{}.tune_rounds;
+  return KS_OK;
+}
+
+ks_status ks_eval_options_init(ks_eval_options* o, uint32_t version) {
+  if (ks_status s = init_struct("ks_eval_options_init", o, version); s != KS_OK) return s;
+  ks::EvaluatorConfig d;
+  o->backend = KS_BACKEND_AUTO;
+  o->in_process = d.in_process ? 1 : 0;
+  o->sandbox = KS_SANDBOX_AUTO;
+  o->memory_limit_bytes = d.memory_limit_bytes;
+  o->timing_cap_s = d.options.max_time_per_workload_s;
+  o->seeds = d.options.seeds_per_workload;
+  o->compile_timeout_s = d.options.compile_timeout_s;
+  o->run_timeout_s = d.options.run_timeout_s;
+  o->compile_workers = d.compile_workers;
+  return KS_OK;
+}
+
+ks_status ks_llm_options_init(ks_llm_options* o, uint32_t version) {
+  if (ks_status s = init_struct("ks_llm_options_init", o, version); s != KS_OK) return s;
+  ks::OpenAiConfig a;
+  ks::CommandConfig c;
+  o->source = KS_LLM_OPENAI;
+  o->api = KS_API_CHAT;
+  o->temperature = -1;
+  o->max_output_tokens = a.max_output_tokens;
+  o->request_timeout_s = a.request_timeout_s;
+  o->connect_timeout_s = a.connect_timeout_s;
+  o->max_retries = a.max_retries;
+  o->max_concurrency = a.max_concurrency;
+  o->command_timeout_s = c.timeout_s;
+  o->command_input = KS_COMMAND_INPUT_PLAIN;
+  return KS_OK;
+}
+
+ks_status ks_search_options_init(ks_search_options* o, uint32_t version) {
+  if (ks_status s = init_struct("ks_search_options_init", o, version); s != KS_OK) return s;
+  ks::SearchConfig d;
+  o->strategy = KS_STRATEGY_AUTO;
+  o->language = KS_LANGUAGE_CUDA;
+  o->language_from_task = 1;
+  o->parallel = d.parallel;
+  o->seed = d.seed;
+  ks_status s = ks_budget_options_init(&o->budget, KS_BUDGET_OPTIONS_VERSION);
+  if (s == KS_OK) s = ks_world_model_options_init(&o->world_model, KS_WORLD_MODEL_OPTIONS_VERSION);
+  if (s == KS_OK) s = ks_tune_options_init(&o->tune, KS_TUNE_OPTIONS_VERSION);
+  if (s == KS_OK) s = ks_eval_options_init(&o->eval, KS_EVAL_OPTIONS_VERSION);
+  if (s == KS_OK) s = ks_llm_options_init(&o->llm, KS_LLM_OPTIONS_VERSION);
+  return s;
+}
+
+ks_status ks_replay_options_init(ks_replay_options* o, uint32_t version) {
+  if (ks_status s = init_struct("ks_replay_options_init", o, version); s != KS_OK) return s;
+  o->on_divergence = KS_REPLAY_STOP;
+  o->allow_prompt_changes = ks::ReplayOptions{}.check_prompts ? 0 : 1;
+  return KS_OK;
+}
+
+ks_status ks_resume_options_init(ks_resume_options* o, uint32_t version) {
+  if (ks_status s = init_struct("ks_resume_options_init", o, version); s != KS_OK) return s;
+  o->max_rounds = ks::ResumeOptions{}.max_rounds;
+  return KS_OK;
+}
+
+}  // extern "C"

@@ -136,11 +136,17 @@ ks_status ks_search_resume(const char* run_dir, const ks_resume_options* o, ks_r
     ks::ResumeOptions r;
     if (o) {
       check_version("ks_resume_options", o->version, KS_RESUME_OPTIONS_VERSION, o->version == 1);
-      r.max_rounds = o->max_rounds;
       if (o->llm) {
         ks::LlmChoice c = llm_choice_of(*o->llm, 0, "options.llm");
         if (c.kind == "custom") r.custom_llm = c.custom;
         else r.llm = c;
+      }
+      // The C ABI's rule: a larger value raises the budget; a smaller one
+      // (0, the default) keeps it. A folder without a run is left for
+      // resume_search to report.
+      if (o->max_rounds > 0 && ks::RunStore::exists(run_dir)) {
+        const ks::Json recorded = ks::RunStore::open_read_only(run_dir).manifest()["config"];
+        if (o->max_rounds > recorded.get_int("max_rounds", 0)) r.max_rounds = o->max_rounds;
       }
       r.custom_evaluator = evaluator_callback_of(o->eval_callback, o->eval_batch_callback, o->eval_user_data, nullptr);
       r.progress = progress_of(o->progress, o->progress_user_data);

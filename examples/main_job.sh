@@ -18,6 +18,6 @@ if "$ksearch" devices; then
     --run-dir "runs/main-trimul-$stamp" "$@"
 else
   echo "main job: no GPU here, so the host example is tuned instead"
-  exec "$ksearch" run --task examples/tasks/matmul --language cpp --llm offline --strategy tune \
+  exec "$ksearch" run --task examples/matmul --language cpp --llm offline --strategy tune \
     --max-rounds 12 --timing-cap 0.5 --run-dir "runs/main-matmul-$stamp" "$@"
 fi

@@ -44,6 +44,9 @@ bool Args::parse(int argc, char** argv) {
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "-h") a = "--help";
+    if (a.size() == 2 && a[0] == '-' && a[1] != '-')
+      for (const auto& o : options_)
+        if (o.short_name == a[1]) a = "--" + o.name;
     if (a.rfind("--", 0) != 0 || a == "--") {
       positional_.push_back(a);
       continue;
@@ -163,7 +166,7 @@ std::uint64_t Args::get_size(const std::string& name, std::uint64_t def) const {
 std::string Args::help_text() const {
   std::string out = fmt::format("Usage: {}\n\n{}\n\nOptions:\n", usage_, summary_);
   for (const auto& o : options_) {
-    std::string head = "  --" + o.name + (o.value.empty() ? "" : " " + o.value);
+    std::string head = std::string(o.short_name ? fmt::format("  -{}, ", o.short_name) : "  ") + "--" + o.name + (o.value.empty() ? "" : " " + o.value);
     out += head + "\n";
     // Wrap the help text at ~76 columns, indented.
     std::string text = o.help;

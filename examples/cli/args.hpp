@@ -17,6 +17,7 @@ struct OptionSpec {
   std::string help;         // one or two sentences
   std::string default_text; // shown in --help
   bool repeatable = false;  // may be given several times
+  char short_name = 0;      // e.g. 'o' for -o; 0 for none
 };
 
 class Args {

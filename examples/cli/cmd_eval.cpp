@@ -4,14 +4,17 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "args.hpp"
 #include "commands.hpp"
+#include "exit_codes.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/eval.hpp"
 #include "ksearch/metrics.hpp"
+#include "ksearch/run_store.hpp"
 #include "ksearch/tasks.hpp"
 #include "report.hpp"
 
@@ -119,7 +122,33 @@ int eval_problems(const Args& a, const EvaluatorConfig& cfg) {
                "({})\n",
                x_text(t.geomean_speedup_eager), t.n_eager, x_text(t.geomean_speedup_compile), t.n_compile);
   }
-  return t.n_correct == t.n_total ? 0 : 1;
+  return t.n_correct == t.n_total ? kExitOk : kExitCandidateFailed;
+}
+
+// A solution named by what a run folder holds: a solution file
+// (attempts/*/solution.json, best/solution.json, or one written by hand), the
+// best record (best.json), an attempt folder, the best/ folder, or a run
+// folder (its best solution).
+Solution load_solution(const std::string& arg, const TaskSpec& spec) {
+  namespace fs = std::filesystem;
+  fs::path p = arg;
+  std::error_code ec;
+  if (fs::is_directory(p, ec)) {
+    if (fs::is_regular_file(p / "solution.json", ec)) return load_solution_file(p / "solution.json", spec);
+    if (RunStore::exists(p)) {
+      auto best = RunStore::open_read_only(p).best();
+      if (!best)
+        throw Error(Status::not_found, fmt::format("{} is a run folder without a passing solution yet", arg));
+      return best->solution;
+    }
+    throw Error(Status::not_found, fmt::format("{} is a folder, not a file, and holds neither solution.json nor a run "
+                                               "(give a solution file, an attempt folder or a run folder)", arg));
+  }
+  if (p.filename() == "best.json" && RunStore::exists(p.parent_path().empty() ? "." : p.parent_path())) {
+    auto best = RunStore::open_read_only(p.parent_path().empty() ? "." : p.parent_path()).best();
+    if (best) return best->solution;
+  }
+  return load_solution_file(p, spec);
 }
 
 }  // namespace
@@ -127,22 +156,23 @@ int eval_problems(const Args& a, const EvaluatorConfig& cfg) {
 int cmd_eval(int argc, char** argv) {
   Args a("eval", "ksearch eval --task TASK --solution FILE [options]\n       ksearch eval --problem TASK=FILE [--problem ...] [--problems LIST] [options]",
          "Compiles, checks and times one solution on a task's workloads, in an isolated worker process. "
-         "FILE is a solution JSON (as stored in a run folder) or an answer in the candidate format "
-         "(fenced or tagged source blocks plus a plan; see docs/candidate-format.md). Exit status: 0 when "
-         "the solution passes, 1 when it does not, 2 for a usage error. With --problem/--problems, evaluates a set of "
-         "problems, each with its solution, and prints KernelBench's metrics: per problem the speedup over PyTorch "
-         "eager and torch.compile, then fast_p for p in {0, 0.5, 0.8, 1, 1.5, 2} and the geometric-mean speedup "
-         "(exit 0 only when every problem is correct).",
+         "FILE is a solution JSON, an answer in the candidate format (fenced or tagged source blocks plus a plan; see "
+         "docs/candidate-format.md), or anything a run folder holds: attempts/NNNN-ID/solution.json, "
+         "best/solution.json, best.json, an attempt folder, or the run folder itself (its best solution). With "
+         "--problem/--problems, evaluates a set of problems, each with its solution, and prints KernelBench's "
+         "metrics: per problem the speedup over PyTorch eager and torch.compile, then fast_p for p in {0, 0.5, 0.8, "
+         "1, 1.5, 2} and the geometric-mean speedup (exit 0 only when every problem is correct, else 4).\n\n" +
+             std::string(kExitCodesHelp),
          {{"task", "NAME|PATH", "Built-in task, example task name (see `ksearch tasks`), or a task file / folder.",
            "", false},
-          {"solution", "FILE", "The solution to evaluate.", "", false},
+          {"solution", "FILE|DIR", "The solution to evaluate (see above for what a run folder offers).", "", false},
           {"problem", "TASK=FILE", "A problem and its solution, for a fast_p table (repeatable).", "", true},
           {"problems", "LIST", "A file of \"TASK SOLUTION_FILE\" lines, for a fast_p table (repeatable).", "", true},
           {"kernelbench", "DIR", "A KernelBench checkout: kernelbench/levelN/... tasks are its problems, run by a "
                                  "PyTorch reference oracle (sets $KSEARCH_KERNELBENCH).", "$KSEARCH_KERNELBENCH", false},
           {"kernelbench-version", "head|v0.1|v0", "KernelBench's fp32 tolerance: 1e-4 (head) or 1e-2 (v0, v0.1).",
            "head", false},
-          {"json", "", "Print the evaluation result as JSON.", "", false},
+          {"json", "", "Print the evaluation result as one JSON document on stdout, errors too.", "", false},
           {"backend", "auto|cuda|host", "Evaluation backend.", "auto", false},
           {"workload", "NAME", "Evaluate only this workload (repeatable).", "all", true},
           {"workloads", "feedback|all", "feedback: only the few workloads the task's search evaluates each round; "
@@ -174,8 +204,7 @@ int cmd_eval(int argc, char** argv) {
           {"memory-limit", "SIZE", "Address-space limit of the worker that runs a host (cpp) candidate, e.g. 8G.",
            "half the RAM", false}});
   if (!a.parse(argc, argv)) {
-    std::fprintf(stderr, "ksearch eval: %s\n", a.error().c_str());
-    return 2;
+    throw UsageError(a.error());
   }
   if (a.help_requested()) {
     std::printf("%s", a.help_text().c_str());
@@ -185,12 +214,10 @@ int cmd_eval(int argc, char** argv) {
   if (a.has("kernelbench-version")) ::setenv("KSEARCH_KERNELBENCH_VERSION", a.get("kernelbench-version").c_str(), 1);
   const bool many = a.has("problem") || a.has("problems");
   if (many && (a.has("task") || a.has("solution"))) {
-    std::fprintf(stderr, "ksearch eval: give either --task and --solution, or --problem/--problems\n");
-    return 2;
+    throw UsageError("give either --task and --solution, or --problem/--problems");
   }
   if (!many && (!a.has("task") || !a.has("solution") || !a.positional().empty())) {
-    std::fprintf(stderr, "ksearch eval: give --task and --solution (see ksearch eval --help)\n");
-    return 2;
+    throw UsageError("give --task and --solution (see ksearch eval --help)");
   }
 
   EvaluatorConfig cfg;
@@ -230,14 +257,16 @@ int cmd_eval(int argc, char** argv) {
     if (o.only_workloads.empty())
       fmt::print(stderr, "ksearch eval: task {} names no feedback workloads; evaluating all\n", task->name());
   }
-  Solution solution = load_solution_file(a.get("solution"), task->spec());
+  Solution solution = load_solution(a.get("solution"), task->spec());
   auto evaluator = make_evaluator(cfg);
   EvalResult r = evaluator->evaluate(*task, solution);
 
+  const int code = r.passed() ? kExitOk : kExitCandidateFailed;
   if (a.has("json")) {
     Json j = r.to_json();
     j["task"] = task->name();
     j["solution_name"] = solution.name;
+    j["exit_code"] = code;
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     fmt::print("{} on {} ({}): {}\n", solution.name.empty() ? solution.id : solution.name, task->name(),
@@ -248,7 +277,7 @@ int cmd_eval(int argc, char** argv) {
     else if (r.passed() && !r.log.empty())
       fmt::print("\n{}\n", r.log);  // compiler warnings
   }
-  return r.passed() ? 0 : 1;
+  return code;
 }
 
 }  // namespace ks::cli

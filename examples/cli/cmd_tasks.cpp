@@ -1,11 +1,13 @@
 // ksearch tasks: the built-in tasks and the example task files.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
 #include "args.hpp"
 #include "commands.hpp"
+#include "exit_codes.hpp"
 #include "ksearch/tasks.hpp"
 
 namespace ks::cli {
@@ -38,9 +40,10 @@ std::string targets_text(const Json& targets) {
 
 int cmd_tasks(int argc, char** argv) {
   Args a("tasks", "ksearch tasks [--kernelbench DIR] [--dataset DIR] [--spec NAME] [--json]",
-         "Lists the built-in tasks and the example task files (in the installed share/ksearch/tasks, or "
-         "$KSEARCH_TASKS_DIR), with their languages and the published numbers to beat; with --dataset, the "
-         "definitions of a FlashInfer-Trace checkout (run one with --task DIR/definitions/<op_type>/<name>.json).",
+         "Lists the built-in tasks (suite/name) and the example task files (examples/name, from the installed "
+         "share/ksearch/tasks or $KSEARCH_TASKS_DIR), with their languages and the published numbers to beat; "
+         "every listed name works as --task from any directory. With --dataset, the definitions of a "
+         "FlashInfer-Trace checkout (run one with --task DIR/definitions/<op_type>/<name>.json).",
          {{"json", "", "Print the list as JSON.", "", false},
           {"spec", "NAME", "Print one task's full specification as JSON (tensors, workloads, references, starting "
                            "points, prompt) instead of the list.", "", false},
@@ -48,8 +51,7 @@ int cmd_tasks(int argc, char** argv) {
                                  "oracle).", "$KSEARCH_KERNELBENCH", false},
           {"dataset", "DIR", "A FlashInfer-Trace dataset checkout to list instead.", "", false}});
   if (!a.parse(argc, argv)) {
-    std::fprintf(stderr, "ksearch tasks: %s\n", a.error().c_str());
-    return 2;
+    throw UsageError(a.error());
   }
   if (a.help_requested()) {
     std::printf("%s", a.help_text().c_str());
@@ -86,10 +88,13 @@ int cmd_tasks(int argc, char** argv) {
     std::printf("No tasks found.\n");
     return 0;
   }
+  std::size_t w = 24;
+  for (const auto& t : tasks) w = std::max(w, t.name.size());
   for (const auto& t : tasks) {
-    fmt::print("{:<24} {:<9} {}\n", t.name, languages_text(t.languages), t.description);
-    fmt::print("{:<24} {:<9} source: {}\n", "", "", t.source);
-    if (std::string tg = targets_text(t.targets); !tg.empty()) fmt::print("{:<24} {:<9} targets: {}\n", "", "", tg);
+    fmt::print("{:<{}} {:<9} {}\n", t.name, w, languages_text(t.languages), t.description);
+    fmt::print("{:<{}} {:<9} source: {}\n", "", w, "", t.source);
+    if (std::string tg = targets_text(t.targets); !tg.empty())
+      fmt::print("{:<{}} {:<9} targets: {}\n", "", w, "", tg);
   }
   if (!dataset && dirs.empty()) fmt::print("\n(no example task folder found; set $KSEARCH_TASKS_DIR)\n");
   return 0;

@@ -5,6 +5,7 @@
 
 #include "args.hpp"
 #include "commands.hpp"
+#include "exit_codes.hpp"
 #include "ksearch/eval.hpp"
 
 namespace ks::cli {
@@ -16,8 +17,7 @@ int cmd_devices(int argc, char** argv) {
          "Exit status 0 when CUDA is available, 1 when only the host backend is.",
          {});
   if (!a.parse(argc, argv)) {
-    std::fprintf(stderr, "ksearch devices: %s\n", a.error().c_str());
-    return 2;
+    throw UsageError(a.error());
   }
   if (a.help_requested()) {
     std::printf("%s", a.help_text().c_str());

@@ -6,6 +6,7 @@
 
 #include "args.hpp"
 #include "commands.hpp"
+#include "exit_codes.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/run_store.hpp"
 #include "ksearch/search.hpp"
@@ -89,9 +90,7 @@ int cmd_replay(int argc, char** argv) {
          "of request, the same kind with another prompt, another candidate to evaluate), then says where (the "
          "round, the request asked and the one recorded) and why (the strategy decision that went another way, "
          "with the timings it compared), and stops there. Given a model (--llm ...) it goes on live from that "
-         "point instead; `ksearch resume NEW_DIR --llm ...` does the same later.\n\nExit status: 0 with a "
-         "passing kernel, 3 without one, 4 when it stopped where it left the recording, 130 when interrupted, 1 "
-         "on errors, 2 on usage errors.",
+         "point instead; `ksearch resume NEW_DIR --llm ...` does the same later.\n\n" + std::string(kExitCodesHelp),
          {{"run-dir", "DIR", "The new run folder (must not hold a run).", "runs/<task>-<UTC time>", false},
           {"strategy", "NAME", "Another strategy (world_model, greedy, tune).", "as recorded", false},
           {"max-rounds", "N", "Another round budget. Past the recording's end a run goes on only with a model "
@@ -121,20 +120,15 @@ int cmd_replay(int argc, char** argv) {
           {"base-url", "URL", "With --llm openai: the endpoint.", "https://api.openai.com/v1", false},
           {"api", "chat|responses", "With --llm openai: the API.", "chat", false},
           {"api-key-env", "NAME", "With --llm openai: the key's environment variable.", "OPENAI_API_KEY", false},
-          {"quiet", "", "Print only the final summary.", "", false},
-          {"json", "", "Print the outcome as JSON at the end.", "", false}});
-  if (!a.parse(argc, argv)) {
-    std::fprintf(stderr, "ksearch replay: %s\n", a.error().c_str());
-    return 2;
-  }
+          {"quiet", "", "Print only the final summary (with --json: nothing but the JSON).", "", false},
+          {"json", "", "Print the outcome and the comparison with the recording as one JSON document on stdout, "
+                       "errors too; progress goes to stderr.", "", false}});
+  if (!a.parse(argc, argv)) throw UsageError(a.error());
   if (a.help_requested()) {
     std::printf("%s", a.help_text().c_str());
     return 0;
   }
-  if (a.positional().size() != 1) {
-    std::fprintf(stderr, "ksearch replay: give exactly one run folder to replay\n");
-    return 2;
-  }
+  if (a.positional().size() != 1) throw UsageError("give exactly one run folder to replay");
   const std::filesystem::path source = a.positional()[0];
   ReplayOptions o;
   o.run_dir = a.get("run-dir");
@@ -158,21 +152,30 @@ int cmd_replay(int argc, char** argv) {
     throw Error(Status::invalid_argument, "--on-divergence must be stop, skip or live");
   o.check_prompts = !a.has("allow-prompt-changes");
   bool quiet = a.has("quiet");
-  o.progress = progress_printer(quiet);
-  install_sigint();
+  Interrupts interrupts;
+  o.progress = progress_printer(quiet, interrupts);
+  o.on_start = [&interrupts](const SearchStart& s) { interrupts.set_run_dir(s.run_dir); };
   if (!quiet) {
     std::string changes;
     for (const auto& [k, v] : o.config_changes.as_object())
       changes += (changes.empty() ? "" : ", ") + k + " " + v.dump();
-    fmt::print("ksearch: replaying {} (recorded answers and evaluations; nothing is asked or measured while the run "
+    fmt::print(progress_stream(),
+               "ksearch: replaying {} (recorded answers and evaluations; nothing is asked or measured while the run "
                "follows them) | settings {} | where it leaves the recording: {}\n",
                source.string(), changes.empty() ? "as recorded" : "changed: " + changes, o.on_divergence);
-    std::fflush(stdout);
+    std::fflush(progress_stream());
   }
   SearchOutcome out = replay_search(source, o);
-  int rc = finish(out, a);
   std::vector<std::string> same;
   std::vector<std::string> differ = compare_runs(out.run_dir, source, same);
+  Json cmp = Json::obj({{"source", source.string()}, {"reproduced", differ.empty()}});
+  Json js = Json::array(), jd = Json::array();
+  for (const auto& s : same) js.push_back(s);
+  for (const auto& d : differ) jd.push_back(d);
+  cmp["same"] = js;
+  cmp["differ"] = jd;
+  int rc = finish(out, Json::obj({{"comparison", cmp}}));
+  if (json_output()) return rc;
   if (differ.empty())
     fmt::print("\nReproduced {} exactly:\n", source.string());
   else

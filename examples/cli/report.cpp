@@ -9,12 +9,11 @@
 
 namespace ks::cli {
 
-void print_start(std::FILE* out, const SearchOptions& o) {
-  std::string llm = o.llm.kind == "openai" ? fmt::format("openai:{} at {}", o.llm.openai.model, o.llm.openai.base_url)
-                    : o.llm.kind == "replay" ? "replay:" + o.llm.replay_path.string()
-                                             : o.llm.kind;
-  fmt::print(out, "ksearch: task {} | strategy {} | language {} | {} rounds | llm {}\n", o.task, o.config.strategy,
-             to_string(o.config.language), o.config.max_rounds, llm);
+void print_start(std::FILE* out, const SearchStart& s, const std::string& llm) {
+  fmt::print(out, "ksearch: task {} | strategy {} | language {} | {} rounds{} | llm {}\n", s.task, s.config.strategy,
+             to_string(s.config.language), s.config.max_rounds,
+             s.rounds_done ? fmt::format(" ({} done)", s.rounds_done) : "", llm);
+  fmt::print(out, "ksearch: run folder {}\n", s.run_dir.string());
   std::fflush(out);
 }
 
@@ -28,8 +27,18 @@ void print_round(std::FILE* out, const RoundReport& r) {
                          : "best -";
   std::string action = r.action;
   if (action.size() > 48) action = action.substr(0, 45) + "...";
-  fmt::print(out, "[{:>3}/{:<3}] {}{:<17} {} {:<26} | {} | ${:.2f} {:.0f}s\n", r.round, r.max_rounds,
-             r.improved ? "*" : " ", status, lat, best, action, r.llm_usage.cost_usd, r.elapsed_s);
+  // A failure carries the first line of its reason, so the line says why.
+  std::string reason;
+  if (!r.reason.empty()) {
+    reason = " | " + r.reason;
+    if (reason.size() > 123) {
+      std::size_t n = 120;
+      while (n > 0 && (static_cast<unsigned char>(reason[n]) & 0xC0) == 0x80) --n;
+      reason = reason.substr(0, n) + "...";
+    }
+  }
+  fmt::print(out, "[{:>3}/{:<3}] {}{:<17} {} {:<26} | {} | ${:.2f} {:.0f}s{}\n", r.round, r.max_rounds,
+             r.improved ? "*" : " ", status, lat, best, action, r.llm_usage.cost_usd, r.elapsed_s, reason);
   if (r.replayed) fmt::print(out, "          (replayed from the run's journal)\n");
   else if (r.recorded) fmt::print(out, "          (evaluation from the recording)\n");
   std::fflush(out);

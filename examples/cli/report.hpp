@@ -8,7 +8,7 @@
 
 namespace ks::cli {
 
-void print_start(std::FILE* out, const SearchOptions& o);
+void print_start(std::FILE* out, const SearchStart& s, const std::string& llm);
 void print_round(std::FILE* out, const RoundReport& r);
 void print_summary(std::FILE* out, const SearchOutcome& o);
 // Said before a --llm replay: run starts: the candidates are measured again.

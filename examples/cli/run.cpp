@@ -1,13 +1,13 @@
 // ksearch run / ksearch resume.
 #include <fmt/format.h>
 
-#include <atomic>
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 
 #include "args.hpp"
 #include "commands.hpp"
+#include "exit_codes.hpp"
+#include "interrupt.hpp"
 #include "search_cli.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/search.hpp"
@@ -16,14 +16,6 @@
 namespace ks::cli {
 
 namespace {
-
-std::atomic<int> g_interrupts{0};
-
-extern "C" void on_sigint(int) {
-  // First Ctrl-C: stop after the current round (the run stays resumable).
-  // Second: leave now; worker processes notice their parent is gone.
-  if (g_interrupts.fetch_add(1) >= 1) std::_Exit(130);
-}
 
 std::vector<OptionSpec> search_options() {
   return {
@@ -39,11 +31,12 @@ std::vector<OptionSpec> search_options() {
                       "model; with --strategy tune).", "openai", false},
       {"on-divergence", "stop|skip", "With --llm replay: where the search asks for another kind of answer than the "
                                      "transcript holds next (a decision went another way on this machine's "
-                                     "timings): stop says where and why and stops the run (exit 4); skip answers "
+                                     "timings): stop says where and why and stops the run (exit 5); skip answers "
                                      "each request with the next recorded answer of the kind asked, never using "
                                      "the ones passed over, and stops when none is left.", "stop", false},
       {"language", "cuda|cpp", "Kernel language: cuda (NVRTC + launch plan, needs a GPU) or cpp (host C++ "
-                               "kernels, runs anywhere).", "cuda", false},
+                               "kernels, runs anywhere).", "the task's only language; cuda for a task with several",
+       false},
       {"strategy", "NAME", "world_model (K-Search), greedy (refine the best kernel) or tune (parameter "
                            "search without an LLM).", "world_model", false},
       {"max-rounds", "N", "Round budget; a round is one evaluated candidate.", "20", false},
@@ -90,8 +83,9 @@ std::vector<OptionSpec> search_options() {
       {"baseline-latencies", "FILE", "Baseline latencies per card, {\"<device>\": {\"<workload>\": ms}}, for tasks "
                                      "scored against a baseline (instead of measuring its baseline solution).", "",
        false},
-      {"quiet", "", "Print only the final summary.", "", false},
-      {"json", "", "Print the outcome as JSON at the end.", "", false},
+      {"quiet", "", "Print only the final summary (with --json: nothing but the JSON).", "", false},
+      {"json", "", "Print the outcome as one JSON document on stdout, errors too; the start line and the line per "
+                   "round go to stderr.", "", false},
   };
 }
 
@@ -143,55 +137,71 @@ LlmChoice llm_choice_from_args(const Args& a) {
   return c;
 }
 
-int finish(const SearchOutcome& out, const Args& a) {
-  print_summary(stdout, out);
-  if (a.has("json")) std::printf("%s\n", out.to_json().dump(2).c_str());
+int finish(const SearchOutcome& out, Json extra) {
+  const int code = out.stop_reason == "cancelled"         ? kExitInterrupted
+                   : out.stop_reason == "replay_diverged" ? kExitReplayDiverged
+                   : out.best                             ? kExitOk
+                                                          : kExitNoPassingKernel;
+  if (json_output()) {
+    Json j = out.to_json();
+    j["exit_code"] = code;
+    if (extra.is_object())
+      for (auto& [k, v] : extra.as_object()) j[k] = std::move(v);
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    print_summary(stdout, out);
+  }
   print_divergence(stderr, out);
-  if (out.stop_reason == "cancelled") return 130;
-  if (out.stop_reason == "replay_diverged") return 4;
-  return out.best ? 0 : 3;
+  return code;
 }
 
-ProgressCallback progress_printer(bool quiet) {
-  return [quiet](const RoundReport& r) {
-    if (!quiet) print_round(stdout, r);
-    return g_interrupts.load() == 0;
+std::FILE* progress_stream() { return json_output() ? stderr : stdout; }
+
+ProgressCallback progress_printer(bool quiet, const Interrupts& interrupts) {
+  return [quiet, &interrupts](const RoundReport& r) {
+    if (!quiet) print_round(progress_stream(), r);
+    return !interrupts.requested();
   };
 }
 
-void install_sigint() { std::signal(SIGINT, on_sigint); }
+StartCallback start_printer(bool quiet, Interrupts& interrupts, std::string llm) {
+  return [quiet, &interrupts, llm](const SearchStart& s) {
+    interrupts.set_run_dir(s.run_dir);
+    if (!quiet) print_start(progress_stream(), s, llm);
+  };
+}
+
+std::string llm_text(const LlmChoice& c) {
+  if (c.kind == "openai") return fmt::format("openai:{} at {}", c.openai.model, c.openai.base_url);
+  if (c.kind == "replay") return "replay:" + c.replay_path.string();
+  return c.kind;
+}
 
 int cmd_run(int argc, char** argv) {
   Args a("run", "ksearch run --task TASK [options]",
          "Searches for a fast kernel: the LLM proposes and writes candidates, each is compiled, checked against "
          "the task's reference and timed, and the world model decides what to try next. Everything goes to a run "
-         "folder that `ksearch resume` can continue and `ksearch show` can print.\n\nExit status: 0 with a passing "
-         "kernel, 3 when the run ended without one, 130 when interrupted, 1 on errors, 2 on usage errors.",
+         "folder that `ksearch resume` can continue and `ksearch show` can print. Before the first LLM call the "
+         "task is loaded, the backend it needs is checked (a CUDA task without a GPU stops here) and the endpoint "
+         "is asked once (GET /models). Ctrl-C or SIGTERM stops after the current round; a second one stops at once. "
+         "\n\n" + std::string(kExitCodesHelp),
          search_options());
-  if (!a.parse(argc, argv)) {
-    std::fprintf(stderr, "ksearch run: %s\n", a.error().c_str());
-    return 2;
-  }
+  if (!a.parse(argc, argv)) throw UsageError(a.error());
   if (a.help_requested()) {
     std::printf("%s", a.help_text().c_str());
     return 0;
   }
-  if (!a.positional().empty()) {
-    std::fprintf(stderr, "ksearch run: unexpected argument \"%s\"\n", a.positional()[0].c_str());
-    return 2;
-  }
+  if (!a.positional().empty()) throw UsageError(fmt::format("unexpected argument \"{}\"", a.positional()[0]));
   if (a.has("kernelbench")) ::setenv("KSEARCH_KERNELBENCH", a.get("kernelbench").c_str(), 1);
   SearchOptions o;
   o.task = a.get("task");
-  if (o.task.empty()) {
-    std::fprintf(stderr, "ksearch run: --task is required (see `ksearch tasks`)\n");
-    return 2;
-  }
+  if (o.task.empty()) throw UsageError("--task is required (see `ksearch tasks`)");
   SearchConfig& c = o.config;
   c.strategy = a.get("strategy", c.strategy);
   auto lang = language_from_string(a.get("language", "cuda"));
   if (!lang) throw Error(Status::invalid_argument, "--language must be cuda or cpp");
   c.language = *lang;
+  o.infer_language = !a.has("language");
   c.max_rounds = a.get_int("max-rounds", c.max_rounds);
   c.wm_stagnation_window = a.get_int("wm-stagnation-window", c.wm_stagnation_window);
   c.wm_max_difficulty = a.get_int("wm-max-difficulty", c.wm_max_difficulty);
@@ -221,12 +231,11 @@ int cmd_run(int argc, char** argv) {
     throw Error(Status::invalid_argument, "--timing-cap must be positive");
   o.run_dir = a.get("run-dir");
   bool quiet = a.has("quiet");
-  o.progress = progress_printer(quiet);
-  std::signal(SIGINT, on_sigint);
-  if (!quiet) print_start(stdout, o);
+  Interrupts interrupts;
+  o.progress = progress_printer(quiet, interrupts);
+  o.on_start = start_printer(quiet, interrupts, llm_text(o.llm));
   if (o.llm.kind == "replay") print_replay_notice(stderr, o.llm);
-  SearchOutcome out = run_search(o);
-  return finish(out, a);
+  return finish(run_search(o));
 }
 
 int cmd_resume(int argc, char** argv) {
@@ -234,8 +243,10 @@ int cmd_resume(int argc, char** argv) {
          "Continues a run folder: the recorded LLM answers and evaluations are replayed (nothing is asked or "
          "measured twice) and the search goes on with the run's recorded configuration. A replay goes on following "
          "its recording; a reproduction (`ksearch replay`) that stopped where it left its recording continues "
-         "live from there when given a model (--llm ...).",
-         {{"max-rounds", "N", "A larger round budget than the one recorded.", "as recorded", false},
+         "live from there when given a model (--llm ...).\n\n" + std::string(kExitCodesHelp),
+         {{"max-rounds", "N", "The run's total round budget, the rounds already done included: 30 on a run that "
+                              "did 20 runs 10 more. Larger or smaller than the recorded budget; below the rounds "
+                              "done is refused.", "as recorded", false},
           {"llm", "SPEC", "Answer new prompts with another policy (e.g. replay:FILE); kept for later resumes.",
            "as recorded", false},
           {"on-divergence", "stop|skip", "With --llm replay: (see `ksearch run --help`); e.g. resume a replay that "
@@ -244,28 +255,23 @@ int cmd_resume(int argc, char** argv) {
           {"base-url", "URL", "With --llm openai: the endpoint.", "", false},
           {"api", "chat|responses", "With --llm openai: the API.", "chat", false},
           {"api-key-env", "NAME", "With --llm openai: the key's environment variable.", "OPENAI_API_KEY", false},
-          {"quiet", "", "Print only the final summary.", "", false},
-          {"json", "", "Print the outcome as JSON at the end.", "", false}});
-  if (!a.parse(argc, argv)) {
-    std::fprintf(stderr, "ksearch resume: %s\n", a.error().c_str());
-    return 2;
-  }
+          {"quiet", "", "Print only the final summary (with --json: nothing but the JSON).", "", false},
+          {"json", "", "Print the outcome as one JSON document on stdout, errors too; progress goes to stderr.", "",
+           false}});
+  if (!a.parse(argc, argv)) throw UsageError(a.error());
   if (a.help_requested()) {
     std::printf("%s", a.help_text().c_str());
     return 0;
   }
-  if (a.positional().size() != 1) {
-    std::fprintf(stderr, "ksearch resume: give exactly one run folder\n");
-    return 2;
-  }
+  if (a.positional().size() != 1) throw UsageError("give exactly one run folder");
   ResumeOptions r;
   r.max_rounds = a.get_int("max-rounds", 0);
   if (a.has("llm")) r.llm = llm_choice_from_args(a);
   bool quiet = a.has("quiet");
-  r.progress = progress_printer(quiet);
-  std::signal(SIGINT, on_sigint);
-  SearchOutcome out = resume_search(a.positional()[0], r);
-  return finish(out, a);
+  Interrupts interrupts;
+  r.progress = progress_printer(quiet, interrupts);
+  r.on_start = start_printer(quiet, interrupts, r.llm ? llm_text(*r.llm) : "as recorded");
+  return finish(resume_search(a.positional()[0], r));
 }
 
 }  // namespace ks::cli

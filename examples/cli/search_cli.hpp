@@ -1,21 +1,33 @@
-// What `run`, `resume` and `replay` share: the LLM options, the progress
-// lines, Ctrl-C handling and the exit status.
+// What `run`, `resume` and `replay` share: the LLM options, the start and
+// progress lines, Ctrl-C/SIGTERM handling and the exit status.
 #pragma once
 
+#include <cstdio>
+#include <string>
+
 #include "args.hpp"
+#include "interrupt.hpp"
+#include "ksearch/json.hpp"
 #include "ksearch/search.hpp"
 
 namespace ks::cli {
 
 // --llm SPEC with its openai options (--model, --base-url, ...) and --on-divergence.
 LlmChoice llm_choice_from_args(const Args& a);
-// Prints each round unless quiet; returns false (stop) after Ctrl-C.
-ProgressCallback progress_printer(bool quiet);
-// First Ctrl-C: stop after the current round; second: leave now.
-void install_sigint();
-// Prints the summary (and the JSON with --json) and where a replay left its
-// recording; returns the exit status: 0 with a passing kernel, 3 without,
-// 4 when a replay stopped where it left its recording, 130 when interrupted.
-int finish(const SearchOutcome& out, const Args& a);
+// "openai:MODEL at URL", "replay:FILE", ... for the start line.
+std::string llm_text(const LlmChoice& c);
+// Where human progress goes: stdout, or stderr when stdout is for --json.
+std::FILE* progress_stream();
+// Prints each round unless quiet; returns false (stop after this round) once
+// Ctrl-C or SIGTERM came.
+ProgressCallback progress_printer(bool quiet, const Interrupts& interrupts);
+// Prints the start line and the run folder unless quiet, and tells the
+// interrupt handler the folder (a second interrupt marks it stopped).
+StartCallback start_printer(bool quiet, Interrupts& interrupts, std::string llm);
+// Prints the summary, or with --json the outcome (plus `extra`'s fields) as
+// one JSON document, and where a replay left its recording; returns the exit
+// status (exit_codes.hpp): 0 with a passing kernel, 3 without, 5 when a
+// replay stopped where it left its recording, 130 when interrupted.
+int finish(const SearchOutcome& out, Json extra = Json());
 
 }  // namespace ks::cli

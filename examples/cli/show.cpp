@@ -1,37 +1,160 @@
 // ksearch show: a run's configuration, world-model tree, attempts and best.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <set>
 
 #include "args.hpp"
 #include "commands.hpp"
+#include "diff.hpp"
+#include "exit_codes.hpp"
 #include "ksearch/error.hpp"
+#include "ksearch/report.hpp"
 #include "ksearch/run_store.hpp"
 #include "ksearch/world_model.hpp"
 #include "report.hpp"
 
 namespace ks::cli {
 
+namespace {
+
+int print_dot(const RunStore& store, const Args& a) {
+  std::optional<std::uint64_t> version;
+  if (a.has("wm-version")) {
+    int v = a.get_int("wm-version", 0);
+    if (v < 0) throw Error(Status::invalid_argument, "--wm-version must be a snapshot number (0 or more)");
+    version = static_cast<std::uint64_t>(v);
+  }
+  std::printf("%s", run_world_model_dot(store.dir(), version).c_str());
+  return 0;
+}
+
+const AttemptRecord& find_attempt(const std::vector<AttemptRecord>& attempts, const std::string& id) {
+  const bool number = !id.empty() && id.find_first_not_of("0123456789") == std::string::npos;
+  if (number)
+    for (const auto& r : attempts)
+      if (std::to_string(r.seq) == id || (id.size() > 1 && id[0] == '0' && r.seq == std::stoi(id))) return r;
+  const AttemptRecord* found = nullptr;
+  std::set<std::string> ids;
+  for (const auto& r : attempts)
+    if (!r.solution.id.empty() && r.solution.id.rfind(id, 0) == 0) {
+      if (!found) found = &r;
+      ids.insert(r.solution.id);
+    }
+  if (ids.size() > 1)
+    throw Error(Status::invalid_argument, fmt::format("--attempt {}: {} solutions start with it; give more of the id",
+                                                      id, ids.size()));
+  if (!found)
+    throw Error(Status::not_found, fmt::format("--attempt {}: no such attempt ({} attempts: sequence numbers 0 to {}, "
+                                               "or a solution id)", id, attempts.size(),
+                                               attempts.empty() ? 0 : attempts.back().seq));
+  return *found;
+}
+
+std::string plan_text(const Solution& s) {
+  std::string t;
+  if (!s.launch_plan.is_null()) t += s.launch_plan.dump(2) + "\n";
+  if (!s.params.is_null()) t += "params: " + s.params.dump(2) + "\n";
+  return t;
+}
+
+// The code of `from` against `to`, file by file (by path), then the plan.
+std::string solution_diff(const Solution& from, const Solution& to) {
+  std::string out;
+  std::vector<std::string> paths;
+  for (const auto& f : from.sources) paths.push_back(f.path);
+  for (const auto& f : to.sources)
+    if (std::find(paths.begin(), paths.end(), f.path) == paths.end()) paths.push_back(f.path);
+  auto content = [](const Solution& s, const std::string& path) -> const std::string* {
+    for (const auto& f : s.sources)
+      if (f.path == path) return &f.content;
+    return nullptr;
+  };
+  for (const auto& p : paths) {
+    const std::string* x = content(from, p);
+    const std::string* y = content(to, p);
+    out += unified_diff(x ? *x : "", y ? *y : "", x ? "parent/" + p : "/dev/null", y ? p : "/dev/null");
+  }
+  out += unified_diff(plan_text(from), plan_text(to), "parent/launch_plan", "launch_plan");
+  return out;
+}
+
+int print_attempt(const RunStore& store, const std::string& id, bool json) {
+  const auto attempts = store.attempts();
+  const AttemptRecord& r = find_attempt(attempts, id);
+  const AttemptRecord* parent = nullptr;
+  for (const auto& p : attempts)
+    if (!r.solution.parent_id.empty() && p.solution.id == r.solution.parent_id) {
+      parent = &p;
+      break;
+    }
+  std::string others;
+  for (const auto& p : attempts)
+    if (&p != &r && !r.solution.id.empty() && p.solution.id == r.solution.id)
+      others += fmt::format("{}{}", others.empty() ? "" : ", ", p.seq);
+  const std::string diff = parent ? solution_diff(parent->solution, r.solution) : "";
+  if (json) {
+    Json j = r.to_json();
+    j["solution"] = r.solution.to_json();
+    j["eval"] = r.eval.to_json();
+    if (!r.raw_answer.empty()) j["raw_answer"] = r.raw_answer;
+    j["parent_seq"] = parent ? Json(parent->seq) : Json();
+    j["diff_against_parent"] = diff;
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  fmt::print("Attempt {} (round {}): {}\n", r.seq, r.round > 0 ? std::to_string(r.round) : "not counted",
+             r.eval.summary());
+  fmt::print("  action: {}\n  solution: {}{}\n  time: {}\n", r.action, r.solution.id.empty() ? "-" : r.solution.id,
+             others.empty() ? "" : fmt::format(" (the same code as attempt {})", others), r.time);
+  fmt::print("  parent: {}\n", r.solution.parent_id.empty() ? "none (written from the task alone)"
+                                 : parent ? fmt::format("{} (attempt {}, round {})", r.solution.parent_id, parent->seq,
+                                                        parent->round)
+                                          : r.solution.parent_id + " (not an attempt of this run)");
+  for (const auto& f : r.solution.sources)
+    fmt::print("\n== {} ==\n{}{}", f.path, f.content, f.content.empty() || f.content.back() == '\n' ? "" : "\n");
+  if (std::string plan = plan_text(r.solution); !plan.empty()) fmt::print("\n== launch plan ==\n{}", plan);
+  if (r.solution.sources.empty() && !r.raw_answer.empty())
+    fmt::print("\n== the model's answer (no usable candidate in it) ==\n{}\n", r.raw_answer);
+  fmt::print("\n== compiler and run log ==\n{}\n", r.eval.log.empty() ? "(empty)" : r.eval.log);
+  fmt::print("\n== evaluation ==\n{}{}\n", r.eval.summary(),
+             r.eval.device.empty() ? "" : fmt::format(" on {}", r.eval.device));
+  if (!r.eval.workloads.empty()) print_eval_table(stdout, r.eval);
+  if (!r.eval.metrics.empty()) fmt::print("  metrics: {}\n", r.eval.metrics.dump());
+  if (parent)
+    fmt::print("\n== diff against the parent (attempt {}) ==\n{}", parent->seq,
+               diff.empty() ? "(the same code)\n" : diff);
+  return 0;
+}
+
+}  // namespace
+
 int cmd_show(int argc, char** argv) {
-  Args a("show", "ksearch show RUN_DIR [--attempts] [--json]",
+  Args a("show", "ksearch show RUN_DIR [--attempts] [--attempt ID] [--json] [--dot [--wm-version N]]",
          "Prints what a run folder holds: its configuration and status, the world model's decision tree, every "
          "attempt and the best solution's per-workload results.",
          {{"attempts", "", "List every attempt, not only the counts.", "", false},
           {"no-tree", "", "Do not print the world-model tree.", "", false},
-          {"json", "", "Print manifest, state, best and attempts as one JSON object.", "", false}});
+          {"json", "", "Print manifest, state, best and attempts as one JSON object.", "", false},
+          {"attempt", "ID", "Print one attempt: its code, compiler and run log, evaluation, and a diff against its "
+                            "parent. ID is its sequence number (the first column of --attempts) or its solution id "
+                            "(a prefix will do).", "", false},
+          {"dot", "", "Print the world-model tree in Graphviz dot (e.g. `| dot -Tsvg > tree.svg`).", "", false},
+          {"wm-version", "N", "With --dot: that snapshot (world_model/vNNNNNN.json).", "the latest", false}});
   if (!a.parse(argc, argv)) {
-    std::fprintf(stderr, "ksearch show: %s\n", a.error().c_str());
-    return 2;
+    throw UsageError(a.error());
   }
   if (a.help_requested()) {
     std::printf("%s", a.help_text().c_str());
     return 0;
   }
   if (a.positional().size() != 1) {
-    std::fprintf(stderr, "ksearch show: give exactly one run folder\n");
-    return 2;
+    throw UsageError("give exactly one run folder");
   }
   RunStore store = RunStore::open_read_only(a.positional()[0]);
+  if (a.has("dot")) return print_dot(store, a);
+  if (a.has("attempt")) return print_attempt(store, a.get("attempt"), a.has("json"));
   Json m = store.manifest();
   auto attempts = store.attempts();
   auto best = store.best();

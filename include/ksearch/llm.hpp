@@ -87,6 +87,14 @@ class KS_API LlmPolicy {
   // thread-safe. The default does nothing; the engine then drops the
   // answer of the call in flight when it returns.
   virtual void cancel() {}
+
+  // Called once before the first prompt of a run, so a run that cannot be
+  // answered fails before it spends anything: throws ks::Error naming the
+  // problem (an endpoint that cannot be reached or refuses the key, a program
+  // that does not exist). Returns a warning for a check that could not be
+  // made (e.g. a server without the route asked), or "" when all is well.
+  // The default checks nothing.
+  virtual std::string check_ready() { return {}; }
 };
 
 KS_NAMESPACE_END

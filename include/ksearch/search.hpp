@@ -4,6 +4,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -51,6 +52,18 @@ struct KS_API LlmChoice {
 // for the tune strategy).
 KS_API std::unique_ptr<LlmPolicy> make_llm_policy(const LlmChoice& choice);
 
+// What a run starts with, reported once its folder exists and the checks
+// before spending have passed (the task loads, its backend is usable, the
+// LLM can answer), before the first LLM call.
+struct KS_API SearchStart {
+  std::filesystem::path run_dir;
+  std::string task;            // the task's name
+  SearchConfig config;         // as recorded (the language inferred, a resumed budget applied)
+  std::string llm;             // the policy's description, e.g. "openai:gpt-5.2"
+  int rounds_done = 0;         // a resume: rounds in the journal
+};
+using StartCallback = std::function<void(const SearchStart&)>;
+
 struct KS_API SearchOptions {
   std::string task;                    // built-in name or task file path
   std::filesystem::path kernelbench_dir;  // for kernelbench/... names; empty: $KSEARCH_KERNELBENCH
@@ -70,6 +83,11 @@ struct KS_API SearchOptions {
   // through the API, with the same parts given again.
   std::shared_ptr<SearchStrategy> custom_strategy;
   std::shared_ptr<WorldModel> custom_world_model;
+  StartCallback on_start;              // optional
+  // When set, a task written in one language only runs in that language
+  // whatever config.language says (a CLI without --language); a task with
+  // several keeps config.language.
+  bool infer_language = false;
 };
 
 struct KS_API SearchOutcome {
@@ -109,7 +127,10 @@ KS_API SearchOutcome run_search(const SearchOptions& options);
 
 // What may change when a run is resumed.
 struct KS_API ResumeOptions {
-  int max_rounds = 0;                  // above the recorded budget: raises it; otherwise ignored
+  // 0 keeps the recorded budget; otherwise the run's new total round budget
+  // (more or fewer rounds than recorded). A value below the rounds already
+  // done is refused with ks::Error(Status::invalid_argument).
+  int max_rounds = 0;
   std::shared_ptr<LlmPolicy> custom_llm;  // needed when the run used a custom policy
   std::optional<LlmChoice> llm;        // replaces the recorded choice (e.g. another endpoint)
   std::shared_ptr<Evaluator> custom_evaluator;
@@ -118,6 +139,7 @@ struct KS_API ResumeOptions {
   std::shared_ptr<CancelToken> cancel;
   std::shared_ptr<SearchStrategy> custom_strategy;       // needed when the run used one
   std::shared_ptr<WorldModel> custom_world_model;
+  StartCallback on_start;              // optional
 };
 
 // Resumes a run folder with its recorded configuration: the journal is
@@ -147,6 +169,7 @@ struct KS_API ReplayOptions {
   ProgressCallback progress;
   EventCallback on_event;
   std::shared_ptr<CancelToken> cancel;
+  StartCallback on_start;              // optional
 };
 
 // Replays a finished or partial run folder into a new one: the recorded

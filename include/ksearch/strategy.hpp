@@ -87,6 +87,7 @@ struct KS_API RoundReport {
   std::string action;            // what this round tried (node title, "improve", "tune: BLOCK=64")
   std::string solution_id;
   EvalStatus status = EvalStatus::passed;
+  std::string reason;            // why it failed, one line (EvalResult::failure_reason); "" when passed
   double latency_ms = 0;         // this candidate, 0 unless passed
   double best_latency_ms = 0;    // best so far, 0 when nothing passed yet
   double best_speedup = 0;

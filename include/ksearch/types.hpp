@@ -238,6 +238,9 @@ struct KS_API EvalResult {
   void compute_summary();
   // Short human summary: "passed 1.234 ms (3.10x vs reference, 1.20x vs baseline)".
   std::string summary() const;
+  // Why it failed, in one line of at most 160 bytes: the first failing
+  // workload's message or the first line of the log; "" when it passed.
+  std::string failure_reason() const;
 
   Json to_json() const;
   static EvalResult from_json(const Json& j);

@@ -620,17 +620,28 @@ void EvalResult::compute_summary() {
   }
 }
 
+std::string EvalResult::failure_reason() const {
+  if (status == EvalStatus::passed) return {};
+  std::string first;
+  for (const auto& w : workloads) {
+    if (w.status != EvalStatus::passed && !w.message.empty()) {
+      first = w.name + ": " + w.message;
+      break;
+    }
+  }
+  if (first.empty() && !log.empty()) first = log;
+  first = first.substr(0, first.find('\n'));
+  if (first.size() > 160) {
+    std::size_t n = 157;
+    while (n > 0 && (static_cast<unsigned char>(first[n]) & 0xC0) == 0x80) --n;  // whole UTF-8 characters
+    first = first.substr(0, n) + "...";
+  }
+  return first;
+}
+
 std::string EvalResult::summary() const {
   if (status != EvalStatus::passed) {
-    std::string first;
-    for (const auto& w : workloads) {
-      if (w.status != EvalStatus::passed && !w.message.empty()) {
-        first = w.name + ": " + w.message;
-        break;
-      }
-    }
-    if (first.empty() && !log.empty()) first = log.substr(0, log.find('\n'));
-    if (first.size() > 160) first = first.substr(0, 157) + "...";
+    std::string first = failure_reason();
     return first.empty() ? std::string(to_string(status))
                          : fmt::format("{} ({})", to_string(status), first);
   }

@@ -5,8 +5,10 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cstdio>
 #include <functional>
 #include <mutex>
 #include <sstream>
@@ -420,6 +422,38 @@ class HookedRun {
   std::optional<CancelToken::Subscription> sub_;
 };
 
+// Before the first LLM call: the backend the task's language needs must be
+// usable here, so a CUDA run on a machine without a GPU ends in seconds
+// instead of after its first paid answers.
+void check_backend(const EvaluatorConfig& ec, bool custom_evaluator, const Task& task, Language lang) {
+  if (custom_evaluator) return;  // the host's evaluator knows what it can run
+  if (lang == Language::cuda) {
+    if (ec.backend == "host")
+      throw Error(Status::invalid_argument, fmt::format("task \"{}\" in cuda cannot be evaluated by the host backend; "
+                                                        "use --backend auto or cuda, or --language cpp", task.name()));
+    std::string why;
+    if (!cuda_available(&why))
+      throw Error(Status::no_device,
+                  fmt::format("task \"{}\" in cuda needs a GPU, but CUDA is not usable here: {}. Nothing was sent to "
+                              "the LLM{}", task.name(), why,
+                              std::find(task.spec().languages.begin(), task.spec().languages.end(), Language::cpp) !=
+                                      task.spec().languages.end()
+                                  ? "; --language cpp runs the task's host version"
+                                  : ""));
+  } else if (ec.backend == "cuda") {
+    throw Error(Status::invalid_argument, fmt::format("task \"{}\" in {} cannot be evaluated by the cuda backend; use "
+                                                      "--backend auto or host", task.name(), to_string(lang)));
+  }
+}
+
+// Before the first LLM call: the policy must be able to answer (the endpoint
+// is up and takes the key, the program exists). A check that could not be
+// made is a warning.
+void check_llm(LlmPolicy& llm) {
+  std::string warning = llm.check_ready();
+  if (!warning.empty()) std::fprintf(stderr, "ksearch: warning: %s\n", warning.c_str());
+}
+
 // The transports must carry an answer of max_answer_bytes (JSON escaping can
 // double it); the session then refuses anything longer, whoever sent it.
 LlmChoice with_transport_caps(LlmChoice c, std::size_t max_answer_bytes) {
@@ -570,7 +604,10 @@ SearchOutcome run_search(const SearchOptions& options) {
   Parts parts;
   parts.task = options.custom_task ? options.custom_task
                                    : std::shared_ptr<Task>(load_task(options.task, {options.kernelbench_dir}));
-  check_language(*parts.task, options.config.language);
+  SearchConfig config = options.config;
+  if (options.infer_language && parts.task->spec().languages.size() == 1)
+    config.language = parts.task->spec().languages.front();
+  check_language(*parts.task, config.language);
   if (options.llm.kind == "offline" && options.config.strategy != "tune")
     throw Error(Status::invalid_argument,
                 fmt::format("--llm offline needs --strategy tune (the {} strategy asks an LLM)", options.config.strategy));
@@ -586,11 +623,12 @@ SearchOutcome run_search(const SearchOptions& options) {
                           make_llm_policy(with_transport_caps(options.llm, options.config.max_answer_bytes)));
   }
   if (!parts.llm) throw Error(Status::invalid_argument, "LLM kind \"custom\" needs a policy object");
+  check_backend(options.evaluator, options.custom_evaluator != nullptr, *parts.task, config.language);
   parts.evaluator = options.custom_evaluator ? options.custom_evaluator
                                              : std::shared_ptr<Evaluator>(make_evaluator(options.evaluator));
   parts.world_model = options.custom_world_model;
   parts.strategy = options.custom_strategy;
-  SearchConfig config = options.config;
+  check_llm(*parts.llm);
   if (config.model.empty()) config.model = parts.llm->describe();
   if (parts.strategy) config.strategy = parts.strategy->name();
 
@@ -617,10 +655,17 @@ SearchOutcome run_search(const SearchOptions& options) {
   if (parts.strategy) manifest["custom_strategy"] = true;
   if (parts.world_model) manifest["custom_world_model"] = true;
   RunStore store = RunStore::create(dir, manifest);
+  if (options.on_start) options.on_start(SearchStart{store.dir(), parts.task->name(), config, parts.llm->describe(), 0});
   return execute(parts, store, config, Hooks{options.progress, options.on_event, options.cancel});
 }
 
 namespace {
+
+int rounds_done(const RunStore& store) {
+  int done = 0;
+  for (const auto& a : store.attempts()) done = std::max(done, a.round);
+  return done;
+}
 
 // A run folder's manifest, checked before anything is replayed from it.
 void check_run_manifest(const Json& m, const fs::path& dir, const char* verb) {
@@ -664,11 +709,20 @@ SearchOutcome resume_search(const fs::path& run_dir, const ResumeOptions& option
   SearchConfig config = SearchConfig::from_json(m["config"]);
   Parts parts;
   parts.task = load_recorded_task(m);
-  // A budget can only grow: a value at or below the recorded one keeps it.
-  if (options.max_rounds > config.max_rounds) {
+  // max_rounds is the run's total round budget: it may grow or shrink, but
+  // not below the rounds already done (they cannot be undone).
+  if (options.max_rounds < 0)
+    throw Error(Status::invalid_argument, fmt::format("max_rounds {} is negative", options.max_rounds));
+  if (options.max_rounds > 0 && options.max_rounds != config.max_rounds) {
+    const int done = rounds_done(store);
+    if (options.max_rounds < done)
+      throw Error(Status::invalid_argument,
+                  fmt::format("--max-rounds {} is below the {} rounds this run has already done; it is the run's total "
+                              "round budget (recorded: {}), so give {} or more (or leave it out to keep {})",
+                              options.max_rounds, done, config.max_rounds, done, config.max_rounds));
     if (config.tune_rounds > 0)
       throw Error(Status::invalid_argument,
-                  "this run has a tune phase after its search; its round budget cannot grow on resume");
+                  "this run has a tune phase after its search; its round budget cannot change on resume");
     config.max_rounds = options.max_rounds;
   }
   EvaluatorConfig ec = evaluator_config_from_json(m["evaluator"]);
@@ -723,6 +777,7 @@ SearchOutcome resume_search(const fs::path& run_dir, const ResumeOptions& option
     } else {
       parts.llm = make_llm_policy(with_transport_caps(choice, config.max_answer_bytes));
     }
+    check_backend(ec, options.custom_evaluator != nullptr, *parts.task, config.language);
     parts.evaluator = options.custom_evaluator ? options.custom_evaluator
                                                : std::shared_ptr<Evaluator>(make_evaluator(ec));
   }
@@ -734,12 +789,15 @@ SearchOutcome resume_search(const fs::path& run_dir, const ResumeOptions& option
   if (m.get_bool("custom_world_model") && !parts.world_model)
     throw Error(Status::invalid_argument,
                 "this run used a world model supplied by the host program; pass it again to resume");
+  check_llm(*parts.llm);
   m["config"] = config.to_json();
   m["status"] = "running";
   if (m.contains("error")) m.erase("error");  // an earlier attempt's failure
   m["resumed"] = m.get_int("resumed") + 1;
   m["last_resumed"] = utc_timestamp();
   store.write_manifest(m);
+  if (options.on_start)
+    options.on_start(SearchStart{store.dir(), parts.task->name(), config, parts.llm->describe(), rounds_done(store)});
   return execute(parts, store, config, Hooks{options.progress, options.on_event, options.cancel});
 }
 
@@ -775,7 +833,9 @@ SearchOutcome replay_search(const fs::path& recorded_run, const ReplayOptions& o
                 fmt::format("replay: a model to continue with cannot be of kind {}", choice.kind));
   else parts.llm = make_llm_policy(with_transport_caps(choice, config.max_answer_bytes));
   EvaluatorConfig ec = evaluator_config_from_json(sm["evaluator"]);
+  // Measured only where the run leaves its recording (lazily): no backend check.
   parts.evaluator = lazy_evaluator(ec, sm["device"], options.custom_evaluator);
+  check_llm(*parts.llm);
 
   Json m = sm;
   for (const char* k : {"totals", "stop_reason", "finished", "error", "resumed", "last_resumed", "replay_divergence"})
@@ -795,6 +855,7 @@ SearchOutcome replay_search(const fs::path& recorded_run, const ReplayOptions& o
                            {"check_prompts", options.check_prompts}});
   fs::path dir = options.run_dir.empty() ? default_run_dir(parts.task->name()) : options.run_dir;
   RunStore store = RunStore::create(dir, m);
+  if (options.on_start) options.on_start(SearchStart{store.dir(), parts.task->name(), config, parts.llm->describe(), 0});
   return execute(parts, store, config, Hooks{options.progress, options.on_event, options.cancel});
 }
 

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -208,6 +209,10 @@ class Device {
   // (runtime_error) when the memory cannot be reached.
   virtual Buffer open_external(const ExternalTensor& t);
   virtual void release_external(Buffer b, const ExternalTensor& t);
+  // Lets go of every mapping of another process's memory except those with
+  // these handles: a mapping keeps that memory alive after its owner (an
+  // oracle of an earlier problem) has freed it.
+  virtual void keep_only_externals(const std::set<std::string>& handles) { (void)handles; }
 
   // False once an error has left the device unusable (a sticky CUDA error:
   // the context must be recreated, so the worker must be replaced).

@@ -73,7 +73,9 @@ WorkerProcess::WorkerProcess(const fs::path& exe, const std::vector<std::string>
                              const SandboxView& view, Code code)
     : sandboxed_(sandbox && sandbox->active()),
       proc_([&] {
-        std::vector<std::string> argv{fs::absolute(exe).string()};
+        // A name without '/' is looked up in PATH (an oracle's "python3");
+        // a path is made absolute, so the sandbox can show that one file.
+        std::vector<std::string> argv{exe.has_parent_path() ? fs::absolute(exe).string() : exe.string()};
         argv.insert(argv.end(), args.begin(), args.end());
         const bool confined = sandbox && sandbox->active();
         SandboxView v = view;

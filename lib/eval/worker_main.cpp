@@ -23,6 +23,7 @@
 #include <new>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <thread>
@@ -301,6 +302,14 @@ int run_role(int in, const Args& args) {
     if (const Json* o = msg.find("oracle"); o && o->is_object())
       for (const auto& [w, seeds] : o->as_object())
         for (const auto& s : seeds.as_array()) req.oracle[w].push_back(OracleSeed::from_json(s));
+    // Mappings of an earlier oracle's memory go: they would keep it alive.
+    std::set<std::string> handles;
+    for (const auto& [w, seeds] : req.oracle)
+      for (const auto& s : seeds) {
+        for (const auto& t : s.inputs) handles.insert(t.handle);
+        for (const auto& t : s.outputs) handles.insert(t.handle);
+      }
+    device->keep_only_externals(handles);
     EvaluationFlow flow(*device, refs);
     FrameEvents events;
     EvalResult result = flow.run(it->second, req, events);

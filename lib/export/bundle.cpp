@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "core/fs.hpp"
+#include "core/inputs.hpp"
 #include "core/sha256.hpp"
 #include "core/tune/params.hpp"
 #include "eval/cuda/cubin.hpp"
@@ -36,20 +37,15 @@ Json params_json(const detail::Vars& v) {
   return o;
 }
 
-// The tensors as the task's JSON states them: a field the task model gains
-// later (a scalar input's "shape": null) reaches the manifest unchanged.
+// The task's tensors in order; a scalar input has "shape": null (it is
+// passed by value, in its own type).
 Json tensors_json(const TaskSpec& task) {
   Json out = Json::array();
   for (const auto& t : task.tensors) {
-    Json j = t.to_json();
-    if (!j["shape"].is_array())
-      throw Error(Status::invalid_argument,
-                  fmt::format("task \"{}\": input \"{}\" is a scalar (no shape); exports do not pass scalar inputs "
-                              "yet (docs/export.md)",
-                              task.name, t.name));
-    Json e = Json::obj({{"name", t.name}, {"dtype", to_string(t.dtype)}, {"shape", j["shape"]},
-                        {"output", t.is_output}});
-    out.push_back(std::move(e));
+    Json shape = nullptr;
+    if (!t.scalar) shape = strings(t.shape);
+    out.push_back(Json::obj({{"name", t.name}, {"dtype", to_string(t.dtype)}, {"shape", shape},
+                             {"output", t.is_output}}));
   }
   return out;
 }
@@ -204,7 +200,15 @@ Json make_bundle(const TaskSpec& task, const Solution& solution, const BundleOpt
   for (const auto& w : task.workloads) {
     Json dims = Json::object();
     for (const auto& [k, v] : w.dims) dims[k] = v;
-    workloads.push_back(Json::obj({{"name", w.name}, {"dims", dims}, {"build", p.workload_build.at(w.name)}}));
+    Json wj = Json::obj({{"name", w.name}, {"dims", dims}, {"build", p.workload_build.at(w.name)}});
+    // The scalar inputs' values on the workload, as the evaluation passed them.
+    const auto scalars = detail::scalar_values(task, w);
+    if (!scalars.empty()) {
+      Json sj = Json::object();
+      for (const auto& [k, v] : scalars) sj[k] = v;
+      wj["scalars"] = sj;
+    }
+    workloads.push_back(std::move(wj));
   }
   Json constraints = Json::array();
   const detail::ParamSpace space = detail::ParamSpace::from_json(sol.params);

@@ -182,7 +182,10 @@ class ModelNew(nn.Module):
         for i, a in enumerate(args):
             if i >= len(spec):
                 raise KsRuntimeError("ModelNew takes %d inputs, got %d" % (len(spec), len(args)))
-            dtype = getattr(torch, spec[i].torch_dtype)
+            if spec[i].scalar:  # a scalar input of the task: passed by value
+                inputs.append(a)
+                continue
+            dtype = spec[i].torch_type(torch)
             if isinstance(a, torch.Tensor):
                 inputs.append(a.to(dtype=dtype).contiguous())
             else:  # a Python scalar is a one-element tensor of the task
@@ -193,7 +196,7 @@ class ModelNew(nn.Module):
                                      "problem module's parameters, but no problem Model is known (export with "
                                      "--problem-file)" % (len(spec), ", ".join(t.name for t in spec), len(inputs)))
             for t in self.problem.state_dict().values():
-                dtype = getattr(torch, spec[len(inputs)].torch_dtype) if len(inputs) < len(spec) else t.dtype
+                dtype = spec[len(inputs)].torch_type(torch) if len(inputs) < len(spec) else t.dtype
                 inputs.append(t.detach().to(device=device, dtype=dtype).contiguous())
         if len(inputs) != len(spec):
             raise KsRuntimeError("the task takes %d inputs (%s); forward() and the module's parameters gave %d"
@@ -236,7 +239,8 @@ std::string flashinfer_entry(const TaskSpec& task, const Json& bundle) {
   out += "MANIFEST = load_json(" + json_for_python(bundle) + ")\n\n";
   out += "_RUNNER = Runner(MANIFEST)\n\n\n";
   out += fmt::format(R"PY(def run({}):
-    """Destination-passing style: the definition's inputs in order, then its outputs, which are filled."""
+    """Destination-passing style: the definition's inputs in order (scalar inputs as Python numbers), then
+    its outputs, which are filled."""
     _RUNNER.run([{}], [{}])
 )PY",
                      args, in_list, out_list);

@@ -1,7 +1,11 @@
 // The command policy: an external program answers on stdout.
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <atomic>
+#include <cstdlib>
+#include <filesystem>
 #include <mutex>
 
 #include "core/process.hpp"
@@ -82,6 +86,32 @@ class CommandPolicy final : public LlmPolicy {
   std::string describe() const override { return "command:" + cfg_.argv[0]; }
 
   void cancel() override { cancelled_.store(true); }
+
+  // The program must exist and be executable before any prompt is built.
+  std::string check_ready() override {
+    const std::string& prog = cfg_.argv[0];
+    auto runnable = [](const std::filesystem::path& p) {
+      std::error_code ec;
+      return std::filesystem::is_regular_file(p, ec) && ::access(p.c_str(), X_OK) == 0;
+    };
+    bool found = false;
+    if (prog.find('/') != std::string::npos) {
+      found = runnable(prog);
+    } else if (const char* path = std::getenv("PATH")) {
+      std::string dirs = path;
+      for (std::size_t p = 0; p <= dirs.size() && !found;) {
+        std::size_t c = dirs.find(':', p);
+        if (c == std::string::npos) c = dirs.size();
+        found = runnable(std::filesystem::path(c > p ? dirs.substr(p, c - p) : ".") / prog);
+        p = c + 1;
+      }
+    }
+    if (!found)
+      throw Error(Status::invalid_argument,
+                  fmt::format("command policy: \"{}\" is not an executable program{}", prog,
+                              prog.find('/') != std::string::npos ? "" : " on $PATH"));
+    return {};
+  }
 
   LlmUsage total_usage() const override {
     std::lock_guard lock(mu_);

@@ -123,9 +123,13 @@ std::unique_ptr<Transfer> start_transfer(CURLM* multi, std::size_t job, HttpRequ
   curl_easy_setopt(e, CURLOPT_URL, req.url.c_str());
   curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(e, CURLOPT_HTTPHEADER, t->headers);
-  curl_easy_setopt(e, CURLOPT_POST, 1L);
-  curl_easy_setopt(e, CURLOPT_POSTFIELDS, t->body.data());
-  curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(t->body.size()));
+  if (req.get) {
+    curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+  } else {
+    curl_easy_setopt(e, CURLOPT_POST, 1L);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDS, t->body.data());
+    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(t->body.size()));
+  }
   curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);  // no SIGALRM: we run inside other people's threads
   curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, millis(req.timeout_s));
   curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, millis(req.connect_timeout_s));

@@ -23,6 +23,7 @@ struct HttpRequest {
   // A longer response body aborts the transfer (body_too_large): a
   // misbehaving or hostile server cannot fill memory.
   std::size_t max_body_bytes = std::size_t{16} << 20;
+  bool get = false;                  // a GET without a body instead of the POST
 };
 
 struct HttpResult {

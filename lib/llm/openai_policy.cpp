@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <random>
@@ -301,7 +302,13 @@ class OpenAiPolicy final : public LlmPolicy {
           o.message = fmt::format("{}; the server asks to retry after {:.0f} s, more than retry_after_cap_s ({:.0f} s)",
                                   o.message, *r.retry_after_s, cfg_.retry_after_cap_s);
         } else {
-          return r.retry_after_s ? *r.retry_after_s : backoff(job.attempts);
+          double delay = r.retry_after_s ? *r.retry_after_s : backoff(job.attempts);
+          // One line per retry, so an outage is never waited out in silence.
+          std::string line = redact_(fmt::format("ksearch: {} {} request failed: {}; retry {} of {} in {:.1f} s\n",
+                                                 describe(), to_string(requests[i].kind), o.message, job.attempts,
+                                                 cfg_.max_retries, delay));
+          std::fputs(line.c_str(), stderr);
+          return delay;
         }
       }
       finish(job.response, o, job.attempts, job.start);
@@ -321,6 +328,54 @@ class OpenAiPolicy final : public LlmPolicy {
   std::string describe() const override { return "openai:" + cfg_.model; }
 
   void cancel() override { http_.abort(); }
+
+  // GET {base_url}/models: cheap, sends no prompt and costs nothing, and
+  // tells an endpoint that is down or refuses the key from one that answers.
+  std::string check_ready() override {
+    std::string base = cfg_.base_url;
+    while (!base.empty() && base.back() == '/') base.pop_back();
+    HttpRequest req{base + "/models", headers_, "", std::min(10.0, cfg_.request_timeout_s),
+                    std::min(10.0, cfg_.connect_timeout_s), cfg_.proxy, std::size_t{8} << 20};
+    req.get = true;
+    HttpResult res;
+    bool sent = false;
+    HttpClient::Hooks hooks;
+    hooks.next_attempt = [&](std::size_t) -> std::optional<HttpRequest> {
+      if (sent) return std::nullopt;
+      sent = true;
+      return req;
+    };
+    hooks.finished = [&](std::size_t, HttpResult&& r) -> std::optional<double> {
+      res = std::move(r);
+      return std::nullopt;
+    };
+    http_.run(1, 1, hooks);
+    const std::string where = mask_userinfo(base);
+    if (res.curl_code != 0 && !res.body_too_large)
+      throw Error(Status::llm, redact_(fmt::format("{}: the endpoint {} does not answer ({}); nothing was sent to the "
+                                                   "model. Check --base-url and that the server is running",
+                                                   describe(), where, res.transport_error)));
+    if (res.status == 401 || res.status == 403)
+      throw Error(Status::llm, redact_(fmt::format("{}: the endpoint {} refused GET /models: {}; nothing was sent to "
+                                                   "the model", describe(), where,
+                                                   http_failure(res, provider_error(res.body)))));
+    if (res.status >= 200 && res.status < 300) {
+      // A listed model set that lacks ours is worth a word, not a stop:
+      // aliases and dated snapshots are often served without being listed.
+      auto j = Json::try_parse(res.body);
+      const Json* data = j && j->is_object() ? j->find("data") : nullptr;
+      if (data && data->is_array() && !data->empty()) {
+        for (const auto& m : data->as_array())
+          if (m.is_object() && m.get_string("id") == cfg_.model) return {};
+        return redact_(fmt::format("{}: {} lists {} models, not \"{}\"; the first request will tell whether it "
+                                   "serves it", describe(), where, data->size(), cfg_.model));
+      }
+      return {};
+    }
+    return redact_(fmt::format("{}: {} answered HTTP {} to GET /models (a server without that route?); the endpoint "
+                               "is up, and whether it serves \"{}\" shows at the first request",
+                               describe(), where, res.status, cfg_.model));
+  }
 
   bool exhausted() const override { return budget_reached().has_value(); }
 

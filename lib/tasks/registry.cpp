@@ -196,13 +196,15 @@ std::vector<TaskInfo> list_tasks(const std::vector<fs::path>& example_dirs) {
       info.source = (folder / "task.json").string();
       try {
         TaskSpec spec = load_task_file(folder);
-        info.name = spec.name;
+        // Listed under the name `load_task` takes from any directory: one
+        // scheme for every example, whatever its file calls it.
+        info.name = "examples/" + folder.filename().string();
         info.description = spec.description;
         info.languages = spec.languages;
         info.targets = spec.targets;
       } catch (const Error& ex) {
         // A broken example is listed with its error rather than hidden.
-        info.name = folder.filename().string();
+        info.name = "examples/" + folder.filename().string();
         info.description = fmt::format("(invalid task file: {})", ex.what());
       }
       out.push_back(std::move(info));

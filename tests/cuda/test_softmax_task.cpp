@@ -37,7 +37,7 @@ long spill_bytes(const std::string& log) {
 
 TEST_CASE("softmax task: the task file is a valid task") {
   TaskSpec spec = softmax_spec();
-  CHECK(spec.name == "softmax");
+  CHECK(spec.name == "examples/softmax");
   CHECK(spec.benchmark_workloads().size() == 4);
   CHECK(spec.test_workloads().size() == 4);
   CHECK(spec.references.at(Language::cuda).sources.at(0).content.find("softmax_reference") != std::string::npos);

@@ -143,7 +143,8 @@ try:
     result = json.loads(out[out.index("{"):])
 except ValueError:
     result = None
-expect("ksearch eval --problem prints JSON and exits 1 with a wrong problem", code == 1 and result is not None, out)
+expect("ksearch eval --problem prints JSON and exits 4 (a candidate fails) with a wrong problem",
+       code == 4 and result is not None, out)
 if result:
     rows = result["problems"]
     status = [r["status"] for r in rows]

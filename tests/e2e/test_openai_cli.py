@@ -93,6 +93,10 @@ else:
         failures.append("a truncated or filtered answer was taken as a success")
 # The key reached the server in the Authorization header, and only there ...
 requests = [json.loads(l) for l in open(work / "requests.jsonl")]
+# Before its first prompt the run asks GET /models once; the rest are prompts.
+if [r["method"] for r in requests if r["method"] != "POST"] != ["GET"]:
+    failures.append(f"expected one GET /models before the prompts: {[(r['method'], r['path']) for r in requests]}")
+requests = [r for r in requests if r["method"] == "POST"]
 if len(requests) != len(script):
     failures.append(f"the server saw {len(requests)} requests for {len(script)} scripted behaviours")
 if not requests or any(r["headers"].get("authorization") != f"Bearer {KEY}" for r in requests):

@@ -120,7 +120,7 @@ expect("(12 replayed" not in out and "12 taken from the recording" in out, f"rep
 
 # 3. Another stagnation window: where and why it diverges.
 C = work / "C"
-out, err = ksearch("C", "replay", A, "--run-dir", C, "--wm-stagnation-window", 3, rc=4)
+out, err = ksearch("C", "replay", A, "--run-dir", C, "--wm-stagnation-window", 3, rc=5)
 mc = manifest(C)
 d = mc.get("replay_divergence", {})
 expect(mc["status"] == "stopped" and mc["stop_reason"] == "replay_diverged", f"C: {mc['status']} / {mc['stop_reason']}")
@@ -156,7 +156,7 @@ same_files(A, D, "reproduction resumed 5 -> 12")
 
 # 5. The transcript alone (measured again), with the other window.
 E = work / "E"
-out, err = run_a(E, "--llm", f"replay:{A / 'transcript.jsonl'}", window=3, rc=4)
+out, err = run_a(E, "--llm", f"replay:{A / 'transcript.jsonl'}", window=3, rc=5)
 de = manifest(E).get("replay_divergence", {})
 expect((de.get("after_round"), de.get("asked"), de.get("recorded"), de.get("evaluations")) ==
        (4, "improve", "wm_refine", "measured_again"), f"E's divergence: {json.dumps(de)[:600]}")

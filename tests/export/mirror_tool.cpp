@@ -4,10 +4,13 @@
 // (with the kernel catalog built from a cubin, as the evaluator builds it)
 // for plans. The Python runtime computes the same from the same request.
 //
-//   {"mode": "expr", "cases": [{"text": "...", "vars": {"N": 3}}]}
+//   {"mode": "expr", "cases": [{"text": "...", "vars": {"N": 3}, "reals": {"s": "<bits>"}}]}
 //   {"mode": "plan", "plan": {...}, "tensors": [...], "limits": {...},
 //    "catalog": {"cubin_path": "...", "lowered_names": {...}} | {"kernels": [...]},
-//    "cases": [{"vars": {...}}]}
+//    "cases": [{"vars": {...}, "scalars": {"sm_scale": {"dtype": "f32", "value": "<bits>"}}}]}
+//   {"mode": "scalar", "cases": [{"dtype": "i32", "value": "<bits>"}]}: the value a
+//    scalar input holds (store_element, then load_element)
+// Doubles travel as the decimal text of their bit patterns.
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -18,6 +21,7 @@
 #include <set>
 #include <string>
 
+#include "core/elements.hpp"
 #include "core/expr.hpp"
 #include "core/fs.hpp"
 #include "eval/cuda/cubin.hpp"
@@ -27,6 +31,7 @@
 #include "ksearch/json.hpp"
 
 using namespace ks;
+using namespace ks::eval;
 using namespace ks::eval::cuda;
 
 namespace {
@@ -45,6 +50,39 @@ Json bits(double d) {
   return Json(std::to_string(u));
 }
 
+double from_bits(const Json& j) {
+  const std::uint64_t u = std::stoull(j.as_string());
+  double d = 0;
+  std::memcpy(&d, &u, sizeof d);
+  return d;
+}
+
+detail::RealVars reals_of(const Json& j) {
+  detail::RealVars r;
+  if (j.is_object())
+    for (const auto& [k, x] : j.as_object()) r[k] = from_bits(x);
+  return r;
+}
+
+ScalarArgs scalars_of(const Json& j) {
+  ScalarArgs out;
+  if (j.is_object())
+    for (const auto& [k, x] : j.as_object()) {
+      auto dt = dtype_from_string(x.get_string("dtype"));
+      if (!dt) throw Error(Status::invalid_argument, "mirror_tool: unknown dtype " + x.get_string("dtype"));
+      out[k] = ScalarArg{*dt, from_bits(x["value"])};
+    }
+  return out;
+}
+
+Json scalar_case(const Json& c) {
+  auto dt = dtype_from_string(c.get_string("dtype"));
+  if (!dt) throw Error(Status::invalid_argument, "mirror_tool: unknown dtype " + c.get_string("dtype"));
+  unsigned char buf[8] = {};
+  detail::store_element(buf, *dt, 0, from_bits(c["value"]));
+  return bits(detail::load_element(buf, *dt, 0));
+}
+
 Json expr_case(const Json& c) {
   detail::Expr e;
   try {
@@ -53,23 +91,26 @@ Json expr_case(const Json& c) {
     return Json::obj({{"parse_error", err.what()}});
   }
   const detail::Vars v = vars_of(c["vars"]);
+  // Without "reals", the one-argument forms (which the two-argument ones must equal with none).
+  const bool with_reals = c["reals"].is_object();
+  const detail::RealVars r = reals_of(c["reals"]);
   Json out = Json::object();
   Json names = Json::array();
   for (const auto& n : e.variables()) names.push_back(n);
   out["variables"] = names;
   try {
-    detail::ExprValue x = e.eval(v);
+    detail::ExprValue x = with_reals ? e.eval(v, r) : e.eval(v);
     out["value"] = x.is_int ? Json::obj({{"int", std::to_string(x.i)}}) : Json::obj({{"double", bits(x.d)}});
   } catch (const Error& err) {
     out["value"] = Json::obj({{"error", err.what()}});
   }
   try {
-    out["eval_int"] = Json::obj({{"int", std::to_string(e.eval_int(v))}});
+    out["eval_int"] = Json::obj({{"int", std::to_string(with_reals ? e.eval_int(v, r) : e.eval_int(v))}});
   } catch (const Error& err) {
     out["eval_int"] = Json::obj({{"error", err.what()}});
   }
   try {
-    out["eval_double"] = Json::obj({{"double", bits(e.eval_double(v))}});
+    out["eval_double"] = Json::obj({{"double", bits(with_reals ? e.eval_double(v, r) : e.eval_double(v))}});
   } catch (const Error& err) {
     out["eval_double"] = Json::obj({{"error", err.what()}});
   }
@@ -165,7 +206,8 @@ Json plan_request(const Json& req) {
   Json results = Json::array();
   for (const auto& k : req["cases"].as_array()) {
     try {
-      results.push_back(resolved_json(resolve_plan(plan, vars_of(k["vars"]), tensors, cat, limits)));
+      results.push_back(resolved_json(resolve_plan(plan, vars_of(k["vars"]), tensors, cat, limits,
+                                                   scalars_of(k["scalars"]))));
     } catch (const Error& e) {
       results.push_back(Json::obj({{"error", e.what()}}));
     }
@@ -185,6 +227,9 @@ int main() {
       for (const auto& c : req["cases"].as_array()) out.push_back(expr_case(c));
     } else if (req.get_string("mode") == "plan") {
       out = plan_request(req);
+    } else if (req.get_string("mode") == "scalar") {
+      out = Json::array();
+      for (const auto& c : req["cases"].as_array()) out.push_back(scalar_case(c));
     } else {
       std::fprintf(stderr, "mirror_tool: unknown mode\n");
       return 2;

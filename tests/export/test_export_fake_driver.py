@@ -23,6 +23,7 @@ import importlib.util
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 
@@ -120,16 +121,24 @@ def arg_value(hexbytes, size):
     return int.from_bytes(bytes.fromhex(hexbytes)[:size], "little")
 
 
-def check_launches(label, module, recorded, pointers, dims):
-    """Every recorded launch against the plan: buffers by name, scalars by expression, scratch inside one block."""
+def check_launches(label, module, recorded, pointers, dims, scalars=None):
+    """Every recorded launch against the plan: buffers by name, values by expression, scratch inside one block,
+    scalar inputs (name -> (the bytes the kernel must get, the value in expressions)) by name."""
     rt = module
     sol = module._RUNNER.solution
+    scalars = scalars or {}
     build = sol.builds[sol.build_for(dims)]
     variables = dict(dims, **build.params)
+    reals = {}
+    for name, (data, value) in scalars.items():
+        if isinstance(value, float):
+            reals[name] = value
+        else:
+            variables[name] = value
     plan = rt.LaunchPlan(module.MANIFEST["plan"])
     body = plan.kernels
     for when, kernels, scratch, has in plan.variants:
-        if when.eval_double(variables) != 0:
+        if when.eval_double(variables, reals) != 0:
             body = kernels
             break
     ok = len(recorded) == len(body)
@@ -143,19 +152,20 @@ def check_launches(label, module, recorded, pointers, dims):
         for j, a in enumerate(k.args):
             size = params[j][1]
             v = arg_value(l["args"][j], size)
-            if a.kind == "name_or_expr" and a.text in pointers:
+            if a.kind == "name_or_expr" and a.text in scalars:
+                good = bytes.fromhex(l["args"][j])[:size] == scalars[a.text][0] and size == len(scalars[a.text][0])
+            elif a.kind == "name_or_expr" and a.text in pointers:
                 good = v == pointers[a.text]
             elif a.kind == "name_or_expr" and a.text in [s.name for s in (plan.scratch + sum(
                     [v_[2] for v_ in plan.variants], []))]:
                 scratch_ptrs.append(v)
                 good = v != 0 and v % 256 == 0
             elif a.kind == "f32":
-                good = bytes.fromhex(l["args"][j])[:4] == rt._pack_f32(a.expr.eval_double(variables))
+                good = bytes.fromhex(l["args"][j])[:4] == struct.pack("<f", a.expr.eval_double(variables, reals))
             elif a.kind == "f64":
-                good = bytes.fromhex(l["args"][j])[:8] == __import__("struct").pack("<d", a.expr.eval_double(
-                    variables))
+                good = bytes.fromhex(l["args"][j])[:8] == struct.pack("<d", a.expr.eval_double(variables, reals))
             else:
-                good = v == a.expr.eval_int(variables) % (1 << (8 * size))
+                good = v == a.expr.eval_int(variables, reals) % (1 << (8 * size))
             if not good:
                 ok, detail = False, "launch %s arg %d `%s` = %#x" % (l["kernel"], j, a.text, v)
     expect("%s: %d launches, every argument where the plan puts it" % (label, len(recorded)), ok, detail)
@@ -318,6 +328,114 @@ for sol_file, label in (("solution.json", "per-shape builds and a variant"),
     ok, msg = raises(lambda: entry.run(torch.randn(3, 128).to(torch.bfloat16), w,
                                        torch.empty(4, 128, dtype=torch.bfloat16)), "output", "shape")
     expect("flashinfer (%s): a destination of the wrong shape is refused" % label, ok, msg)
+
+# ---------------------------------------------------------------------------
+# The four built-in FlashInfer-Bench tasks: each starting kernel's Solution, called as FlashInfer-Bench calls it
+# (inputs in definition order with scalar inputs as Python numbers, then the preallocated outputs). Small shapes:
+# the runtime binds dimensions from the tensors, and the fake driver runs nothing.
+TORCH_DTYPES = {"bf16": "bfloat16", "f32": "float32", "i32": "int32", "f8e4m3": "float8_e4m3fn"}
+FI_TASKS = {
+    "gqa_paged_decode_h32_kv4_d128_ps1": (
+        dict(batch_size=3, num_qo_heads=32, num_kv_heads=4, head_dim=128, num_pages=64, page_size=1, len_indptr=4,
+             num_kv_indices=10),
+        [{"sm_scale": 0.1}, {"sm_scale": torch.tensor(0.25)}, {"sm_scale": 0.1}]),
+    "mla_paged_decode_h16_ckv512_kpe64_ps1": (
+        dict(batch_size=2, num_qo_heads=16, head_dim_ckv=512, head_dim_kpe=64, page_size=1, num_pages=32,
+             len_indptr=3, num_kv_indices=5),
+        [{"sm_scale": 1 / 192 ** 0.5}, {"sm_scale": 1}]),
+    "mla_paged_prefill_causal_h16_ckv512_kpe64_ps1": (
+        dict(num_qo_heads=16, head_dim_ckv=512, head_dim_kpe=64, page_size=1, total_q=6, num_pages=40, len_indptr=3,
+             num_kv_indices=9),
+        [{"sm_scale": 0.0625}, {"sm_scale": 0.3}]),
+    "moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048": (
+        dict(seq_len=3, num_experts=256, num_local_experts=2, hidden_size=256, intermediate_size=128,
+             gemm1_out_size=256, num_hidden_blocks=2, num_intermediate_blocks=1, num_gemm1_out_blocks=2),
+        [{"local_expert_offset": 224, "routed_scaling_factor": 2.5},
+         {"local_expert_offset": torch.tensor(32, dtype=torch.int32), "routed_scaling_factor": 1.0}]),
+}
+HAS_FP8 = hasattr(torch, "float8_e4m3fn")
+
+
+def expected_scalar(dtype, v):
+    """(bytes, value) a kernel gets for scalar input of `dtype` given the Python value `v`."""
+    v = v.item() if isinstance(v, torch.Tensor) else v
+    if dtype == "f32":
+        data = struct.pack("<f", float(v))
+        return data, struct.unpack("<f", data)[0]
+    assert dtype == "i32"
+    return struct.pack("<i", int(v)), int(v)
+
+
+for definition, (dims, calls) in FI_TASKS.items():
+    task = "flashinfer/" + definition
+    tspec = json.loads(subprocess.run([args.ksearch, "tasks", "--spec", task], check=True, capture_output=True,
+                                      text=True).stdout)
+    start = os.path.join(work, definition + "_start.json")
+    json.dump(tspec["starting_points"][0], open(start, "w"))
+    out = export("flashinfer", task, start, os.path.join(work, definition + ".json"))
+    solution = json.load(open(out))
+    pkg = os.path.join(work, "pkgroot_" + definition, "fib_python_ksearch_fi")
+    for s_ in solution["sources"]:
+        os.makedirs(os.path.dirname(os.path.join(pkg, s_["path"])), exist_ok=True)
+        open(os.path.join(pkg, s_["path"]), "w").write(s_["content"])
+    open(os.path.join(pkg, "__init__.py"), "w").close()
+    sys.path.insert(0, os.path.dirname(pkg))
+    entry = importlib.import_module("fib_python_ksearch_fi.main")
+    sys.path.pop(0)
+    del sys.modules["fib_python_ksearch_fi.main"], sys.modules["fib_python_ksearch_fi"]
+    entry._RUNNER._driver = cpu_driver(entry.CudaDriver)
+    launches()
+    specs = [t for t in tspec["tensors"]]
+    scalar_types = {t["name"]: t["dtype"] for t in specs if t["shape"] is None}
+    short = "_".join(definition.split("_")[:3])
+    if any(t["dtype"] == "f8e4m3" for t in specs) and not HAS_FP8:
+        # This PyTorch has no float8 dtype: the runtime says so instead of misreading another dtype.
+        fake_inputs = [torch.zeros([entry.Expr(str(e)).eval_int(dims) for e in t["shape"]], dtype=torch.uint8)
+                       if t["shape"] is not None else 1 for t in specs if t.get("role") != "output"]
+        ok, msg = raises(lambda: entry._RUNNER.run(fake_inputs), "float8_e4m3fn", "PyTorch")
+        expect("%s: without float8 in PyTorch %s the runtime refuses, naming the dtype" % (short, torch.__version__),
+               ok, msg)
+        print("note: %s: launches not checked here (PyTorch %s has no float8_e4m3fn; PyTorch 2.1 or newer does)"
+              % (short, torch.__version__))
+        continue
+    for n, scalars in enumerate(calls):
+        torch.manual_seed(n)
+        args_, pointers, outputs = [], {}, []
+        for t in specs:
+            if t["shape"] is None:
+                args_.append(scalars[t["name"]])
+                continue
+            shape = [entry.Expr(str(e)).eval_int(dims) for e in t["shape"]]
+            dt = getattr(torch, TORCH_DTYPES[t["dtype"]])
+            x = torch.randn(shape).to(dt) if t["dtype"] != "i32" else torch.randint(0, 8, shape, dtype=dt)
+            pointers[t["name"]] = x.data_ptr()
+            (outputs if t.get("role") == "output" else args_).append(x)
+        entry.run(*(args_ + outputs))
+        expect_scalars = {k: expected_scalar(scalar_types[k], v) for k, v in scalars.items()}
+        rec, _ = check_launches("%s call %d (%s)" % (short, n, ", ".join("%s=%s" % kv for kv in scalars.items())),
+                                entry, launches(), pointers, dims, expect_scalars)
+        expect("%s call %d: the plan's %d kernels launched, every scalar input passed in its own type" % (
+            short, n, len(entry._RUNNER.solution.plan.kernels)),
+            len(rec) == len(entry._RUNNER.solution.plan.kernels) and
+            sum(a.text in scalars for k in entry._RUNNER.solution.plan.kernels for a in k.args) >= len(scalars))
+    expect("%s: calls with the same shapes and scalar values reuse one resolved plan (%d kept for %d calls)" % (
+        short, len(entry._RUNNER._bound), len(calls)),
+        len(entry._RUNNER._bound) == len(set(repr({k: (v.item() if isinstance(v, torch.Tensor) else v)
+                                                  for k, v in c.items()}) for c in calls)))
+    first_scalar = next(t for t in specs if t["shape"] is None)["name"]
+    names = [t["name"] for t in specs]
+
+    def call_with(value):
+        a = list(args_ + outputs)
+        a[names.index(first_scalar)] = value
+        return entry.run(*a)
+
+    ok, msg = raises(lambda: call_with("fast"), "scalar input \"%s\"" % first_scalar, "number")
+    expect("%s: a scalar input that is not a number is refused by name" % short, ok, msg)
+    ok, msg = raises(lambda: call_with(torch.ones(2)), "scalar input \"%s\"" % first_scalar, "2 elements")
+    expect("%s: a tensor of two elements for a scalar input is refused" % short, ok, msg)
+    ok, msg = raises(lambda: entry._RUNNER.run(args_[:-1]), "expected %d inputs" % len(args_), first_scalar)
+    expect("%s: a call without its scalar input is refused, naming the inputs" % short, ok, msg)
 
 if failures:
     print("%d check(s) failed" % len(failures))

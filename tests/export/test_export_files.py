@@ -207,38 +207,156 @@ for task in ("kernelbench/level1/19_ReLU", "kernelbench/level1/40_LayerNorm", "k
     expect("%s: the task's tensors, in the documented order" % task,
            [t["name"] for t in manifest["task"]["tensors"]] == [t["name"] for t in tspec["tensors"]])
 
-# ---- FlashInfer-Bench: the fixture task shaped like a definition
+# ---- FlashInfer-Bench: Solution JSONs
+
+
+def fib_schema():
+    """flashinfer_bench.data.Solution, where the package can be imported: installed with its dependencies (the
+    GPU machine), or its data models alone from a folder named by $KSEARCH_FIB_SITE (e.g. `pip install --target
+    DIR --no-deps flashinfer-bench==0.1.2` plus pydantic: the package's own __init__ needs PyTorch, its data
+    models do not)."""
+    try:
+        from flashinfer_bench.data import Solution as FibSolution
+        return FibSolution
+    except ImportError:
+        pass
+    site = os.environ.get("KSEARCH_FIB_SITE")
+    if not site:
+        return None
+    import types
+    sys.path.insert(0, site)
+    for name in ("flashinfer_bench", "flashinfer_bench.data"):
+        sys.modules.pop(name, None)
+        m = types.ModuleType(name)
+        m.__path__ = [os.path.join(site, *name.split("."))]
+        sys.modules[name] = m
+    try:
+        from flashinfer_bench.data.solution import Solution as FibSolution
+        return FibSolution
+    except ImportError as e:
+        print("note: $KSEARCH_FIB_SITE=%s: %s" % (site, e))
+        return None
+
+
+FIB_SOLUTION = fib_schema()
+if FIB_SOLUTION is None:
+    print("note: flashinfer_bench is not importable here (set KSEARCH_FIB_SITE); its schema is checked by the rules "
+          "below (benchmark-suites.md section 3.3)")
+
+
+def check_fib_solution(label, sol, name, definition, author, params):
+    """The Solution schema's rules (benchmark-suites.md 3.3, flashinfer_bench/data/solution.py), and what
+    FlashInfer-Bench's python builder checks of the entry point (its parameter count, in DPS)."""
+    spec_ = sol.get("spec", {})
+    paths = [s["path"] for s in sol.get("sources", [])]
+    expect("%s: a Solution with the schema's fields" % label,
+           set(sol) == {"name", "definition", "author", "description", "spec", "sources"} and
+           sol.get("name") == name and sol.get("definition") == definition and sol.get("author") == author and
+           isinstance(sol.get("description"), str) and
+           spec_.get("language") == "python" and spec_.get("target_hardware") == ["NVIDIA_H100"] and
+           spec_.get("entry_point") == "main.py::run" and spec_.get("entry_point").count("::") == 1 and
+           spec_.get("dependencies") == [] and spec_.get("destination_passing_style") is True, json.dumps(
+               {k: v for k, v in sol.items() if k != "sources"}))
+    expect("%s: sources are unique relative paths with the entry file and non-empty content" % label,
+           "main.py" in paths and len(set(paths)) == len(paths) and
+           all(not os.path.isabs(p) and ".." not in p.split("/") for p in paths) and
+           all(isinstance(s["content"], str) and s["content"] for s in sol["sources"]), str(paths))
+    main = [s["content"] for s in sol["sources"] if s["path"] == "main.py"][0]
+    run = functions_of(main).get("run")
+    expect("%s: run(%s) in definition order, nothing else" % (label, ", ".join(params)),
+           run is not None and [a.arg for a in run.args.args] == params and not run.args.vararg and
+           not run.args.kwonlyargs and not run.args.defaults, ast.dump(run.args) if run else "no run")
+    if FIB_SOLUTION is not None:
+        try:
+            FIB_SOLUTION.model_validate(sol)
+            expect("%s: flashinfer_bench.data.Solution accepts it" % label, True)
+        except Exception as e:  # pydantic's ValidationError
+            expect("%s: flashinfer_bench.data.Solution accepts it" % label, False, str(e)[:600])
+    return main
+
+
+# The fixture task shaped like a definition: per-shape builds and a variant.
 fi = os.path.join(src, "tests/export/fixtures/flashinfer_rmsnorm")
 out = os.path.join(work, "rmsnorm_solution.json")
 export("flashinfer", fi, os.path.join(fi, "solution.json"), out, "--author", "test", "--name", "rmsnorm_ks")
 sol = json.load(open(out))
-spec_ = sol.get("spec", {})
-paths = [s["path"] for s in sol.get("sources", [])]
-expect("flashinfer: a Solution with the schema's fields",
-       sol.get("name") == "rmsnorm_ks" and sol.get("definition") == "rmsnorm_h128" and sol.get("author") == "test" and
-       spec_.get("language") == "python" and spec_.get("target_hardware") == ["NVIDIA_H100"] and
-       spec_.get("entry_point") == "main.py::run" and spec_.get("entry_point").count("::") == 1 and
-       spec_.get("dependencies") == [] and spec_.get("destination_passing_style") is True, json.dumps(
-           {k: v for k, v in sol.items() if k != "sources"}))
-expect("flashinfer: sources are unique relative paths with the entry file and non-empty content",
-       "main.py" in paths and len(set(paths)) == len(paths) and
-       all(not os.path.isabs(p) and ".." not in p.split("/") for p in paths) and
-       all(s["content"] for s in sol["sources"]), str(paths))
-main = [s["content"] for s in sol["sources"] if s["path"] == "main.py"][0]
-run = functions_of(main).get("run")
-expect("flashinfer: run(inputs..., outputs...) in definition order",
-       run is not None and [a.arg for a in run.args.args] == ["hidden_states", "weight", "output"])
+main = check_fib_solution("flashinfer fixture", sol, "rmsnorm_ks", "rmsnorm_h128", "test",
+                          ["hidden_states", "weight", "output"])
 manifest = manifest_of(main)
 check_bundle("flashinfer fixture", manifest, "sm_90a", rt.LaunchPlan(manifest["plan"]).kernel_names())
+if FIB_SOLUTION is not None:  # the schema check can fail: a Solution without its entry file is refused
+    try:
+        FIB_SOLUTION.model_validate(dict(sol, sources=[s for s in sol["sources"] if s["path"] != "main.py"]))
+        refused = False
+    except Exception:
+        refused = True
+    expect("flashinfer: flashinfer_bench.data.Solution refuses a Solution without main.py", refused)
 expect("flashinfer: one build per parameter set the workloads use, shapes mapped to them",
        len(manifest["builds"]) == 2 and [w["build"] for w in manifest["task"]["workloads"]] == [0, 0, 0, 1] and
        manifest["default_build"] == 0 and [b["params"] for b in manifest["builds"]] == [{"ROWS": 2}, {"ROWS": 8}])
-try:  # FlashInfer-Bench's own schema, where the package is installed (the GPU machine)
-    from flashinfer_bench.data import Solution as FibSolution
-    FibSolution.model_validate(sol)
-    expect("flashinfer: flashinfer_bench.data.Solution accepts it", True)
-except ImportError:
-    print("note: flashinfer_bench is not installed here; its schema was checked by the rules above")
+
+# The four built-in FlashInfer-Bench tasks: the starting kernel of each, scalar inputs passed by position.
+FLASHINFER = {
+    "gqa_paged_decode_h32_kv4_d128_ps1": ["q", "k_cache", "v_cache", "kv_indptr", "kv_indices", "sm_scale"],
+    "mla_paged_decode_h16_ckv512_kpe64_ps1": ["q_nope", "q_pe", "ckv_cache", "kpe_cache", "kv_indptr", "kv_indices",
+                                              "sm_scale"],
+    "mla_paged_prefill_causal_h16_ckv512_kpe64_ps1": ["q_nope", "q_pe", "ckv_cache", "kpe_cache", "qo_indptr",
+                                                      "kv_indptr", "kv_indices", "sm_scale"],
+    "moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048": [
+        "routing_logits", "routing_bias", "hidden_states", "hidden_states_scale", "gemm1_weights",
+        "gemm1_weights_scale", "gemm2_weights", "gemm2_weights_scale", "local_expert_offset",
+        "routed_scaling_factor"],
+}
+for definition, inputs in FLASHINFER.items():
+    task = "flashinfer/" + definition
+    tspec = json.loads(ksearch("tasks", "--spec", task).stdout)
+    start = os.path.join(work, definition + "_start.json")
+    json.dump(tspec["starting_points"][0], open(start, "w"))
+    out = os.path.join(work, definition + ".solution.json")
+    export("flashinfer", task, start, out)
+    sol = json.load(open(out))
+    outputs = [t["name"] for t in tspec["tensors"] if t.get("role") == "output"]
+    expect("%s: the definition's inputs as the spec lists them (the test's list is current)" % definition,
+           [t["name"] for t in tspec["tensors"] if t.get("role") != "output"] == inputs)
+    main = check_fib_solution(definition, sol, definition + "_ksearch_" + sol["name"].rsplit("_", 1)[-1], definition,
+                              "libksearch", inputs + outputs)
+    manifest = manifest_of(main)
+    check_bundle(definition, manifest, "sm_90a", rt.LaunchPlan(manifest["plan"]).kernel_names())
+    scalars = [t["name"] for t in tspec["tensors"] if t["shape"] is None]
+    expect("%s: the manifest's tensors in definition order, scalars (%s) with shape null and their values on "
+           "every workload" % (definition, ", ".join(scalars)),
+           [t["name"] for t in manifest["task"]["tensors"]] == inputs + outputs and
+           [t["name"] for t in manifest["task"]["tensors"] if t["shape"] is None] == scalars and
+           all(sorted(w["scalars"]) == sorted(scalars) for w in manifest["task"]["workloads"]) and
+           len(manifest["task"]["workloads"]) == len(tspec["workloads"]))
+    kernel_sources = [s for s in sol["sources"] if s["path"].startswith("kernel/")]
+    expect("%s: kernel/ holds the device code the cubin was built from" % definition,
+           [s["content"] for s in kernel_sources] == [f["content"] for f in tspec["starting_points"][0]["sources"]])
+    # The runtime reads the manifest: scalars known as such, everything else a tensor.
+    rs = rt.Solution(manifest)
+    expect("%s: the runtime sees %d tensor inputs, %d scalar inputs, %d outputs" % (
+        definition, len(inputs) - len(scalars), len(scalars), len(outputs)),
+        [t.name for t in rs.scalar_inputs] == scalars and len(rs.tensor_inputs) == len(inputs) - len(scalars) and
+        [t.name for t in rs.outputs] == outputs)
+
+# A definition of a FlashInfer-Trace dataset (tests/fixtures/flashinfer_trace): the Solution names it, and the
+# manifest holds the scalar values its workloads give.
+ds_def = os.path.join(src, "tests/fixtures/flashinfer_trace/definitions/gqa_paged",
+                      "gqa_paged_decode_h32_kv4_d128_ps1.json")
+out = os.path.join(work, "dataset_gqa.solution.json")
+export("flashinfer", ds_def, os.path.join(work, "gqa_paged_decode_h32_kv4_d128_ps1_start.json"), out)
+sol = json.load(open(out))
+manifest = manifest_of([x["content"] for x in sol["sources"] if x["path"] == "main.py"][0])
+want = {}
+for line in open(os.path.join(src, "tests/fixtures/flashinfer_trace/workloads/gqa_paged/"
+                                    "gqa_paged_decode_h32_kv4_d128_ps1.jsonl")):
+    w = json.loads(line)["workload"]
+    if "sm_scale" in w["inputs"]:
+        want[w["uuid"]] = struct.unpack("<f", struct.pack("<f", w["inputs"]["sm_scale"]["value"]))[0]
+got = {w["name"]: w["scalars"]["sm_scale"] for w in manifest["task"]["workloads"]}
+expect("flashinfer dataset definition: the Solution's definition, the workloads' sm_scale (as f32) in the manifest",
+       sol["definition"] == "gqa_paged_decode_h32_kv4_d128_ps1" and want and
+       all(got.get(k) == v for k, v in want.items()), "%s vs %s" % (got, want))
 
 # ---- the bundle format: the manifest alone, readable by the runtime
 out = os.path.join(work, "bundle.json")

@@ -11,6 +11,9 @@
   and gives the same output.
 - A KernelBench ModelNew (19_ReLU; 40_LayerNorm with module parameters) and
   the FlashInfer-shaped fixture's entry point agree with PyTorch.
+- The four FlashInfer-Bench tasks' starting kernels, exported as Solutions and
+  called with scalar inputs as Python numbers (two values each), agree with
+  PyTorch references written from the definitions (harness_fixture.py).
 
   test_export_gpu.py --python PY --ksearch KSEARCH --source-dir SRC --work DIR
 """
@@ -236,6 +239,91 @@ for sol_file in ("solution.json", "solution_clusters.json"):
         bad = int(((err > 1e-2) & (err / (ref.float().abs() + 1e-8) > 1e-2)).sum().item())
         expect("FlashInfer fixture %s, batch %d, vs PyTorch" % (sol_file, batch), bad == 0,
                "max diff %.3g" % err.max().item())
+
+# ---- The four FlashInfer-Bench tasks: each starting kernel's Solution, called as FlashInfer-Bench calls it
+# (scalar inputs as Python numbers), against the PyTorch references of benchmarks/flashinfer/harness_fixture.py
+# (written from the definitions), with two values of each scalar (a stale or misread scalar fails).
+fixture_spec = importlib.util.spec_from_file_location("harness_fixture",
+                                                      os.path.join(src, "benchmarks/flashinfer/harness_fixture.py"))
+fixture = importlib.util.module_from_spec(fixture_spec)
+fixture_spec.loader.exec_module(fixture)
+gen = torch.Generator(device="cuda").manual_seed(11)
+
+
+def pages_for(lengths, pool):
+    indptr = torch.tensor([0] + lengths, dtype=torch.int32).cumsum(0).to(torch.int32).cuda()
+    indices = torch.randperm(pool, device="cuda", generator=gen)[:int(indptr[-1])].to(torch.int32)
+    return indptr, indices
+
+
+def bf16(*shape):
+    return torch.randn(*shape, device="cuda", generator=gen).to(torch.bfloat16)
+
+
+def fp8(*shape):
+    return torch.randn(*shape, device="cuda", generator=gen).clamp_(-2, 2).to(torch.float8_e4m3fn)
+
+
+def fi_inputs(key):
+    if key == "gqa":
+        indptr, indices = pages_for([1, 300, 77, 1024, 5], 4096)
+        return [bf16(5, 32, 128), bf16(4096, 1, 4, 128), bf16(4096, 1, 4, 128), indptr, indices], \
+            [("sm_scale", [0.08838834764831845, 0.3])]
+    if key == "mla_decode":
+        indptr, indices = pages_for([3, 513, 64], 2048)
+        return [bf16(3, 16, 512), bf16(3, 16, 64), bf16(2048, 1, 512), bf16(2048, 1, 64), indptr, indices], \
+            [("sm_scale", [0.07216878364870323, 0.2])]
+    if key == "mla_prefill":
+        requests = [(1, 0), (5, 7), (16, 30), (40, 0)]
+        qo = torch.tensor([0] + [q for q, _ in requests], dtype=torch.int32).cumsum(0).to(torch.int32).cuda()
+        kv, indices = pages_for([q + p for q, p in requests], 2048)
+        total_q = int(qo[-1])
+        return [bf16(total_q, 16, 512), bf16(total_q, 16, 64), bf16(2048, 1, 512), bf16(2048, 1, 64), qo, kv,
+                indices], [("sm_scale", [0.07216878364870323, 0.2])]
+    t = 6
+    return [torch.randn(t, 256, device="cuda", generator=gen), bf16(256), fp8(t, 7168),
+            torch.rand(56, t, device="cuda", generator=gen) + 0.5, fp8(32, 4096, 7168),
+            torch.rand(32, 32, 56, device="cuda", generator=gen) * 0.02 + 0.01, fp8(32, 7168, 2048),
+            torch.rand(32, 56, 16, device="cuda", generator=gen) * 0.02 + 0.01], \
+        [("local_expert_offset", [0, 64]), ("routed_scaling_factor", [2.5, 1.0])]
+
+
+for key, d in fixture.DEFINITIONS.items():
+    definition = d["name"]
+    tspec = json.loads(subprocess.run([args.ksearch, "tasks", "--spec", "flashinfer/" + definition], check=True,
+                                      capture_output=True, text=True).stdout)
+    start = os.path.join(work, definition + "_start.json")
+    json.dump(tspec["starting_points"][0], open(start, "w"))
+    sol = json.load(open(export("flashinfer", "flashinfer/" + definition, start,
+                                os.path.join(work, definition + ".json"))))
+    pkg = os.path.join(work, "fi_pkg_" + key, "fib_python_ks_" + key)
+    for s_ in sol["sources"]:
+        os.makedirs(os.path.dirname(os.path.join(pkg, s_["path"])), exist_ok=True)
+        open(os.path.join(pkg, s_["path"]), "w").write(s_["content"])
+    open(os.path.join(pkg, "__init__.py"), "w").close()
+    sys.path.insert(0, os.path.dirname(pkg))
+    entry = importlib.import_module("fib_python_ks_%s.main" % key)
+    sys.path.pop(0)
+    ref_ns = {}
+    exec(compile(d["reference"], "<%s reference>" % key, "exec"), ref_ns)
+    tensors, scalars = fi_inputs(key)
+    matched = 0.95 if key == "moe" else 1.0
+    for n in range(2):
+        values = [v[n] for _, v in scalars]
+        args_ = tensors + values
+        want = ref_ns["run"](*args_)
+        want = list(want) if isinstance(want, tuple) else [want]
+        outs = [torch.empty_like(w) for w in want]
+        entry.run(*args_, *outs)
+        torch.cuda.synchronize()
+        for name, got, ref in zip([o for o in d["outputs"]], outs, want):
+            err = (got.float() - ref.float()).abs()
+            bad = (err > 1e-2) & (err / (ref.float().abs() + 1e-8) > 1e-2) | ~torch.isfinite(got.float())
+            ratio = 1 - bad.sum().item() / max(bad.numel(), 1)
+            expect("FlashInfer %s (%s), output %s vs PyTorch" % (
+                key, ", ".join("%s=%s" % (k, v) for (k, _), v in zip(scalars, values)), name), ratio >= matched,
+                "matched %.4f, max diff %.3g" % (ratio, err.nan_to_num(nan=1e30, posinf=1e30).max().item()))
+    del tensors
 
 if failures:
     print("%d check(s) failed" % len(failures))

@@ -14,6 +14,13 @@
    it builds from the cubin - must equal what the runtime computes from the
    manifest. Synthetic plans cover variants, clusters, typed arguments and the
    error messages.
+3. Scalar inputs (FlashInfer's `shape: null`): the value libksearch holds for
+   one (store_element/load_element) for every scalar dtype and awkward values;
+   expressions reading floating scalars; every FlashInfer task's reference,
+   baseline and starting point (and the GQA demonstration's answers) resolved
+   on every workload with its scalar values and on further shapes and scalar
+   values; synthetic plans passing scalars of every type by name, reading them
+   in expressions, and every error about them.
 
   test_runtime_mirror.py --tool MIRROR_TOOL --ksearch KSEARCH --source-dir SRC --work DIR
 """
@@ -63,7 +70,11 @@ def bits(d):
     return str(struct.unpack("<Q", struct.pack("<d", d))[0])
 
 
-def py_expr(text, variables):
+def unbits(b):
+    return struct.unpack("<d", struct.pack("<Q", int(b)))[0]
+
+
+def py_expr(text, variables, reals=None):
     try:
         e = rt.Expr(text)
     except rt.ExprError as err:
@@ -71,16 +82,16 @@ def py_expr(text, variables):
         return {"parse_error": str(err).encode("utf-8", "surrogateescape").decode("utf-8", "replace")}
     out = {"variables": e.variables()}
     try:
-        is_int, v = e.eval(variables)
+        is_int, v = e.eval(variables, reals)
         out["value"] = {"int": str(v)} if is_int else {"double": bits(v)}
     except rt.ExprError as err:
         out["value"] = {"error": str(err)}
     try:
-        out["eval_int"] = {"int": str(e.eval_int(variables))}
+        out["eval_int"] = {"int": str(e.eval_int(variables, reals))}
     except rt.ExprError as err:
         out["eval_int"] = {"error": str(err)}
     try:
-        out["eval_double"] = {"double": bits(e.eval_double(variables))}
+        out["eval_double"] = {"double": bits(e.eval_double(variables, reals))}
     except rt.ExprError as err:
         out["eval_double"] = {"error": str(err)}
     return out
@@ -137,24 +148,25 @@ def rand_number():
                        "123456789.123456789", "9.2e18", "9.3e18"])
 
 
-def rand_expr(depth=0):
+def rand_expr(depth=0, names=VARS):
     r = rng.random()
     if depth > 5 or r < 0.25:
-        return rand_number() if rng.random() < 0.5 else rng.choice(VARS)
+        return rand_number() if rng.random() < 0.5 else rng.choice(names)
     if r < 0.55:
         op = rng.choice(["+", "-", "*", "/", "%", "<", "<=", ">", ">=", "==", "!=", "&&", "||"])
         sp = rng.choice(["", " ", "  "])
-        return "%s%s%s%s%s" % (rand_expr(depth + 1), sp, op, sp, rand_expr(depth + 1))
+        return "%s%s%s%s%s" % (rand_expr(depth + 1, names), sp, op, sp, rand_expr(depth + 1, names))
     if r < 0.65:
-        return rng.choice(["-", "!", "+"]) + rand_expr(depth + 1)
+        return rng.choice(["-", "!", "+"]) + rand_expr(depth + 1, names)
     if r < 0.75:
-        return "(%s)" % rand_expr(depth + 1)
+        return "(%s)" % rand_expr(depth + 1, names)
     if r < 0.82:
-        return "%s ? %s : %s" % (rand_expr(depth + 1), rand_expr(depth + 1), rand_expr(depth + 1))
+        return "%s ? %s : %s" % (rand_expr(depth + 1, names), rand_expr(depth + 1, names),
+                                 rand_expr(depth + 1, names))
     f = rng.choice(FUNCS)
     n = rng.choice([1, 2, 2, 2, 3]) if f not in ("abs", "sqrt", "log", "log2", "exp", "floor", "ceil") else \
         rng.choice([1, 1, 1, 2])
-    return "%s(%s)" % (f, ", ".join(rand_expr(depth + 1) for _ in range(n)))
+    return "%s(%s)" % (f, ", ".join(rand_expr(depth + 1, names) for _ in range(n)))
 
 
 def mutate(text):
@@ -179,7 +191,50 @@ for _ in range(3000):
         t = mutate(t)
     cases.append({"text": t, "vars": rng.choice(VARSETS)})
 
-cpp = tool({"mode": "expr", "cases": cases})
+# Floating scalar inputs read in expressions (RealVars): beside the integers, a name in both is the integer.
+REALSETS = [
+    {"sm_scale": 0.08838834764831845, "routed_scaling_factor": 2.5},
+    {"sm_scale": 0.0625, "N": 0.5, "r": -1e300, "tiny": 5e-324},
+    {"sm_scale": float("nan"), "r": float("inf"), "z": -0.0},
+    {},
+]
+REAL_TEXTS = [
+    "sm_scale", "sm_scale * 1.4426950408889634", "1 / sm_scale", "sm_scale * N", "N", "N + r", "r * 0", "z", "-z",
+    "sm_scale > 0.05 ? 1 : 2", "cdiv(N, sm_scale)", "floor(routed_scaling_factor * 4)", "routed_scaling_factor * 2",
+    "min(sm_scale, N)", "max(N, r)", "abs(r)", "sqrt(sm_scale)", "log(r)", "tiny * 0.5", "tiny / 2", "z == 0",
+    "sm_scale == sm_scale", "sm_scale != sm_scale", "!sm_scale", "sm_scale && r", "unknown", "sm_scale + unknown",
+    "r % 2", "N % sm_scale", "round_up(N, 2) * sm_scale", "pow(sm_scale, -2)", "exp(r)",
+]
+real_vars = [{"N": 1024, "B": 2}, {"N": -7}, {}]
+real_cases = []
+for text in REAL_TEXTS:
+    for v in real_vars:
+        for r in REALSETS:
+            real_cases.append({"text": text, "vars": v, "reals": r})
+for _ in range(600):
+    t = rand_expr(names=VARS + ["sm_scale", "r", "z", "tiny"])
+    real_cases.append({"text": t, "vars": rng.choice(VARSETS), "reals": rng.choice(REALSETS)})
+for c in real_cases:
+    c["reals_bits"] = {k: bits(v) for k, v in c["reals"].items()}
+
+cpp = tool({"mode": "expr", "cases": cases + [{"text": c["text"], "vars": c["vars"], "reals": c["reals_bits"]}
+                                              for c in real_cases]})
+cpp_real = cpp[len(cases):]
+cpp = cpp[:len(cases)]
+mismatch = 0
+for c, want in zip(real_cases, cpp_real):
+    got = py_expr(c["text"], c["vars"], c["reals"])
+    if got != want:
+        mismatch += 1
+        if mismatch <= 10:
+            print("expression %r with %s and reals %s:\n  C++    %s\n  Python %s" % (c["text"][:120], c["vars"],
+                                                                                    c["reals"], want, got))
+expect("expressions reading floating scalars: the runtime agrees on %d cases" % len(real_cases), mismatch == 0,
+       "%d differ" % mismatch)
+expect("the floating-scalar cases give doubles and name the scalars among the known names",
+       sum("double" in r.get("value", {}) for r in cpp_real) > 100 and
+       any("sm_scale" in r.get("value", {}).get("error", "") and "known" in r["value"]["error"] for r in cpp_real))
+
 mismatch = 0
 for c, want in zip(cases, cpp):
     got = py_expr(c["text"], c["vars"])
@@ -225,7 +280,14 @@ def resolved_py(p):
             "describe": p.describe()}
 
 
+def scalars_cpp(typed):
+    return {k: {"dtype": dt, "value": bits(v)} for k, (dt, v) in typed.items()}
+
+
 def compare_plan(label, request, py_find, py_names):
+    request = dict(request, cases=[dict(c, scalars=scalars_cpp(c.get("typed", {}))) for c in request["cases"]])
+    for c in request["cases"]:
+        c.pop("typed", None)
     cpp = tool(dict(request, mode="plan"))
     try:
         plan = rt.LaunchPlan(request["plan"])
@@ -239,16 +301,17 @@ def compare_plan(label, request, py_find, py_names):
     expect("%s: kernel names" % label, cpp["kernel_names"] == plan.kernel_names())
     n_ok = n_err = 0
     for case, want in zip(request["cases"], cpp["results"]):
+        typed = {k: (x["dtype"], unbits(x["value"])) for k, x in case["scalars"].items()}
         try:
             got = resolved_py(rt.resolve_plan(plan, case["vars"], request["tensors"], py_find, py_names,
-                                              limits_py(request["limits"])))
+                                              limits_py(request["limits"]), typed))
         except rt.PlanError as e:
             got = {"error": str(e)}
         if "error" in want:
             n_err += 1
         else:
             n_ok += 1
-        expect("%s %s" % (label, case["vars"]), got == want, "\n  C++    %s\n  Python %s" % (want, got))
+        expect("%s %s %s" % (label, case["vars"], typed), got == want, "\n  C++    %s\n  Python %s" % (want, got))
     return n_ok, n_err
 
 
@@ -378,6 +441,179 @@ for i, plan in enumerate(plans[:5]):
     syn_err += err
 print("synthetic plans compared: %d resolutions, %d refusals" % (syn_ok, syn_err))
 expect("synthetic plans reach both resolutions and refusals", syn_ok > 10 and syn_err > 20)
+
+# ---------------------------------------------------------------------------
+# 3. Scalar inputs
+
+# The value a scalar input holds: store_element, then load_element.
+awkward = [0.0, -0.0, 0.5, -0.5, 1.5, 2.5, -2.5, 0.49999999999999994, 0.1, 1 / 3, 127.4, 127.5, -128.5, 128.0, -129.0,
+           255.5, 256.0, 32767.5, -32768.5, 65535.0, 2.0 ** 31 - 0.5, 2.0 ** 31, -2.0 ** 31 - 1, 2.0 ** 32, 1e10,
+           -1e10, 2.0 ** 53 + 1, 2.0 ** 62, 2.0 ** 63, -2.0 ** 63, 1e19, -1e19, 1e300, -1e300, 3.4028234663852886e38,
+           3.4028235677973366e38, 3.5e38, 1e-45, 1e-46, 5e-324, 0.08838834764831845, 1 / 192 ** 0.5, 2.5,
+           float("inf"), float("-inf"), float("nan")]
+awkward += [rng.uniform(-300, 300) for _ in range(40)] + [rng.choice([-1, 1]) * 10 ** rng.uniform(-40, 40)
+                                                          for _ in range(40)]
+scalar_cases = [{"dtype": dt, "value": bits(v)} for dt in rt.SCALAR_DTYPES for v in awkward]
+cpp = tool({"mode": "scalar", "cases": scalar_cases})
+mismatch = 0
+for c, want in zip(scalar_cases, cpp):
+    got = bits(rt.scalar_value(c["dtype"], unbits(c["value"])))
+    if got != want:
+        mismatch += 1
+        if mismatch <= 10:
+            print("scalar %s %r: C++ %r, Python %r" % (c["dtype"], unbits(c["value"]), unbits(want), unbits(got)))
+expect("scalar values: the runtime holds what store_element/load_element hold (%d cases)" % len(scalar_cases),
+       mismatch == 0, "%d differ" % mismatch)
+
+# Every FlashInfer task: reference, baseline, starting point (and the GQA demonstration's answers).
+FLASHINFER = ["flashinfer/gqa_paged_decode_h32_kv4_d128_ps1", "flashinfer/mla_paged_decode_h16_ckv512_kpe64_ps1",
+              "flashinfer/mla_paged_prefill_causal_h16_ckv512_kpe64_ps1",
+              "flashinfer/moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048"]
+
+
+def scale_variants(workload_dims, typed):
+    """Further cases for a task's plan: other shapes and scalar values (some of which a plan refuses)."""
+    out = []
+    for k, f in (("batch_size", 7), ("batch_size", 300000000), ("total_q", 3), ("total_q", 2 ** 40), ("seq_len", 3),
+                 ("seq_len", 300000), ("num_kv_indices", 0), ("num_kv_indices", 10 ** 9)):
+        if k in workload_dims:
+            d = dict(workload_dims)
+            d[k] = f
+            out.append((d, typed))
+    for name, (dt, v) in typed.items():
+        for x in ([float("nan"), float("inf"), -0.0, 1e-40, 3.5e38, 1.0] if dt in ("f32", "f64") else
+                  [-1.0, 2.0 ** 31 - 1, 2.0 ** 31, -2.0 ** 31, 1e12]):
+            t = dict(typed)
+            t[name] = (dt, rt.scalar_value(dt, x))
+            out.append((workload_dims, t))
+    return out
+
+
+fi_ok = fi_err = fi_scalar_args = 0
+for task in FLASHINFER:
+    tspec = json.loads(subprocess.run([args.ksearch, "tasks", "--spec", task], check=True, capture_output=True,
+                                      text=True).stdout)
+    sols = [("reference", tspec["references"]["cuda"]), ("baseline", tspec["baselines"]["cuda"]),
+            ("starting point", tspec["starting_points"][0])]
+    if task.startswith("flashinfer/gqa"):
+        sols += [(os.path.basename(p), p) for p in
+                 sorted(glob.glob(os.path.join(args.source_dir, "examples/flashinfer/candidates/v*.md")))]
+    for label, sol in sols:
+        label = "%s %s" % ("_".join(task.split("/")[1].split("_")[:3]), label)
+        if isinstance(sol, dict):
+            path = os.path.join(work, "%s_%s.json" % (task.split("/")[1], label.split()[-1]))
+            with open(path, "w") as f:
+                json.dump(sol, f)
+        else:
+            path = sol
+        out = os.path.join(work, os.path.basename(path) + "." + task.split("/")[1] + ".bundle.json")
+        p = subprocess.run([args.ksearch, "export", "--format", "bundle", "--task", task, "--solution", path,
+                            "--cache-dir", cache, "-o", out], capture_output=True, text=True)
+        expect("%s exports as a bundle" % label, p.returncode == 0, p.stderr)
+        if p.returncode != 0:
+            continue
+        manifest = json.load(open(out))
+        sol = rt.Solution(manifest)
+        expect("%s: the manifest lists the scalar inputs in order, shape null" % label,
+               [t.name for t in sol.inputs] == [t["name"] for t in tspec["tensors"] if t.get("role") != "output"] and
+               [t.name for t in sol.scalar_inputs] == [t["name"] for t in tspec["tensors"] if t["shape"] is None] and
+               sol.scalar_inputs and all(w[3] for w in sol.workloads))
+        tensors = sorted(sol.tensor_names)
+        for bi, build in enumerate(sol.builds):
+            cubin_path = os.path.join(work, "%s.build%d.cubin" % (os.path.basename(out), bi))
+            with open(cubin_path, "wb") as f:
+                f.write(build.cubin())
+            cases = []
+            for name, dims, b, scalars in sol.workloads:
+                if b != bi:
+                    continue
+                typed = {t.name: (t.dtype, scalars[t.name]) for t in sol.scalar_inputs}
+                for d, ty in [(dims, typed)] + (scale_variants(dims, typed) if name == sol.workloads[-1][0] else []):
+                    cases.append({"vars": rt.plan_variables(d, build.params, ty), "typed": ty})
+
+            def find(name, build=build):
+                sym = build.symbol_for(name)
+                return None if sym is None else rt.KernelDesc(sym, build.recorded_params(sym))
+
+            request = {"plan": manifest["plan"], "tensors": tensors, "limits": H100, "cases": cases,
+                       "catalog": {"cubin_path": cubin_path, "lowered_names": build.lowered_names}}
+            ok, err = compare_plan("%s build %d" % (label, bi), request, find, build.kernel_names())
+            fi_ok += ok
+            fi_err += err
+            fi_scalar_args += sum(1 for k in rt.LaunchPlan(manifest["plan"]).kernels for a in k.args
+                                  if a.text in [t.name for t in sol.scalar_inputs])
+print("FlashInfer plans compared: %d resolutions, %d refusals, %d scalar arguments in the plans"
+      % (fi_ok, fi_err, fi_scalar_args))
+expect("every FlashInfer solution resolved on every workload, scalars passed by name",
+       fi_ok >= 3 * (14 + 12 + 11 + 20) + 3 * 14 and fi_err > 0 and fi_scalar_args >= 12, "%d, %d" % (fi_ok, fi_err))
+
+# Synthetic plans passing scalars of every type by name and reading them in expressions.
+KS = [{"name": "ks", "symbol": "ks", "params": [[0, 8], [8, 4], [16, 8], [24, 4], [28, 1], [29, 1], [30, 2], [32, 8],
+                                                [40, 1], [44, 4], [48, 4]]},
+      {"name": "k8", "symbol": "k8", "params": [[0, 8], [8, 8]]},
+      {"name": "k4", "symbol": "k4", "params": [[0, 8], [8, 4]]},
+      {"name": "kn", "symbol": "kn", "params": None}]
+KS_CPP = [dict(k, max_threads_per_block=0, static_shared_bytes=0) for k in KS]
+
+
+def find_ks(name):
+    for k in KS:
+        if k["name"] == name:
+            return rt.KernelDesc(k["symbol"], None if k["params"] is None else [tuple(p) for p in k["params"]])
+    return None
+
+
+every = ["x", "sm_scale", "scale64", "offset", "flag", "tiny", "half", "big", "u",
+         {"f32": "sm_scale * 1.4426950408889634"}, "offset + N"]
+scalar_plans = [
+    {"kernels": [{"name": "ks", "grid": ["cdiv(N, 256) + offset % 2"], "block": [256], "args": every}]},
+    {"kernels": [{"name": "ks", "grid": ["N"], "block": [1], "shared_bytes": "offset * 4", "args": every}],
+     "scratch": [{"name": "buf", "dtype": "bool", "shape": ["N", "tiny + 200"]},
+                 {"name": "b8", "dtype": "f8e4m3fn", "shape": ["N"]}, {"name": "b16", "dtype": "i16", "shape": [2]}],
+     "variants": [{"when": "sm_scale > 0.09", "kernels": [{"name": "k8", "grid": [1], "block": [1],
+                                                           "args": ["buf", {"f64": "sm_scale / scale64"}]}]},
+                  {"when": "flag && half < 0", "kernels": [{"name": "k4", "grid": ["sm_scale * 100"], "block": [1],
+                                                             "args": ["b8", {"i32": "big"}]}]}]},
+    {"kernels": [{"name": "k4", "grid": [1], "block": [1], "args": ["x", "scale64"]}]},
+    {"kernels": [{"name": "k8", "grid": [1], "block": [1], "args": ["x", "sm_scale"]}]},
+    {"kernels": [{"name": "k8", "grid": [1], "block": [1], "args": ["x", "offset"]}]},
+    {"kernels": [{"name": "k4", "grid": [1], "block": [1], "args": ["x", "nosuch"]}]},
+    {"kernels": [{"name": "k4", "grid": [1], "block": [1], "args": ["x", "sm_scale + nosuch"]}]},
+    {"kernels": [{"name": "k4", "grid": [1], "block": [1], "args": ["x", "sm_scale + 1"]}]},
+    {"kernels": [{"name": "k4", "grid": [1], "block": [1], "args": ["x", {"i32": "sm_scale"}]}]},
+    {"kernels": [{"name": "k4", "grid": [1], "block": [1], "args": ["x", "offset"]}],
+     "scratch": [{"name": "offset", "bytes": 4}]},
+    {"kernels": [{"name": "k8", "grid": [1], "block": [1], "args": ["x", "sm_scale"]}],
+     "scratch": [{"name": "sm_scale", "bytes": 4}]},
+    {"kernels": [{"name": "kn", "grid": [1], "block": [1], "args": ["x", "sm_scale", "big", "flag", "half16"]}]},
+    {"kernels": [{"name": "k4", "grid": ["unknown_dim"], "block": [1], "args": ["x", "offset"]}]},
+    {"kernels": [{"name": "k4", "grid": ["N"], "block": [1], "args": ["x", "tiny"]}]},
+]
+scalar_sets = [
+    {"sm_scale": ("f32", rt.scalar_value("f32", 0.08838834764831845)), "scale64": ("f64", 0.1),
+     "offset": ("i32", 224.0), "flag": ("bool", 1.0), "tiny": ("i8", -100.0), "half": ("i16", -3.0),
+     "big": ("i64", 2.0 ** 40), "u": ("u8", 255.0), "half16": ("f16", 1.5)},
+    {"sm_scale": ("f32", rt.scalar_value("f32", 0.1)), "scale64": ("f64", float("nan")), "offset": ("i32", -7.0),
+     "flag": ("bool", 0.0), "tiny": ("i8", 127.0), "half": ("i16", 32767.0), "big": ("i64", -1.0), "u": ("u8", 0.0),
+     "half16": ("f16", 0.0)},
+    {"sm_scale": ("f32", rt.scalar_value("f32", 0.25)), "scale64": ("f64", 0.0), "offset": ("i32", 2.0 ** 31 - 1),
+     "flag": ("bool", 1.0), "tiny": ("i8", -128.0), "half": ("i16", -1.0), "big": ("i64", 2.0 ** 33),
+     "u": ("u8", 7.0), "half16": ("f16", 2.0)},
+    {"sm_scale": ("f32", float("inf")), "scale64": ("f64", -0.0), "offset": ("i32", 0.0), "flag": ("bool", 1.0),
+     "tiny": ("i8", 0.0), "half": ("i16", -5.0), "big": ("i64", 0.0), "u": ("u8", 1.0), "half16": ("f16", 1.0)},
+]
+ssyn_ok = ssyn_err = 0
+for i, plan in enumerate(scalar_plans):
+    cases = []
+    for n in (1, 1000, 70000):
+        for typed in scalar_sets:
+            cases.append({"vars": rt.plan_variables({"N": n}, {}, typed), "typed": typed})
+    request = {"plan": plan, "tensors": ["x", "out"], "limits": H100, "cases": cases, "catalog": {"kernels": KS_CPP}}
+    ok, err = compare_plan("synthetic scalar plan %d" % i, request, find_ks, [k["name"] for k in KS])
+    ssyn_ok += ok
+    ssyn_err += err
+print("synthetic scalar plans compared: %d resolutions, %d refusals" % (ssyn_ok, ssyn_err))
+expect("synthetic scalar plans reach both resolutions and refusals", ssyn_ok > 20 and ssyn_err > 30)
 
 if failures:
     print("%d check(s) failed" % len(failures))

@@ -3,7 +3,7 @@
 // ready and serves until SIGINT or SIGTERM.
 //
 //   ks-openai-test-server [--port N] [--script FILE] [--default JSON]
-//                         [--delay S] [--log FILE]
+//                         [--delay S] [--log FILE] [--models ID,ID] [--models-status N]
 //
 // --script: a JSON array of behaviours (see Behaviour::from_json), or
 //   {"behaviours": [...], "default": {...}}; a behaviour with "repeat": n is
@@ -14,6 +14,8 @@
 // --log FILE: appends every request received as one JSON line
 //   {"method", "path", "headers", "body", "t_s"}, so a test can check what
 //   was sent (t_s: when it arrived, seconds since the server started).
+// --models: the ids GET .../models lists (none by default); --models-status N:
+//   GET .../models answers HTTP N instead (404: a server without that route).
 // On SIGINT or SIGTERM it prints "served N requests, at most M at once" and
 // exits: M shows how many requests a client had in flight together.
 #include <signal.h>
@@ -36,7 +38,8 @@ namespace {
 int usage(const char* why) {
   std::fprintf(stderr,
                "ks-openai-test-server: %s\n"
-               "usage: ks-openai-test-server [--port N] [--script FILE] [--default JSON] [--delay S] [--log FILE]\n",
+               "usage: ks-openai-test-server [--port N] [--script FILE] [--default JSON] [--delay S] [--log FILE]\n"
+               "                             [--models ID,ID] [--models-status N]\n",
                why);
   return 2;
 }
@@ -67,7 +70,8 @@ void queue_script(ks::test::OpenAiTestServer& server, const Json& script) {
 
 int main(int argc, char** argv) {
   int port = 0;
-  std::string script, default_json, log_path;
+  std::string script, default_json, log_path, models;
+  int models_status = 200;
   double delay = -1;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -81,6 +85,8 @@ int main(int argc, char** argv) {
       else if (a == "--default") default_json = value();
       else if (a == "--delay") delay = std::stod(value());
       else if (a == "--log") log_path = value();
+      else if (a == "--models") models = value();
+      else if (a == "--models-status") models_status = std::stoi(value());
       else if (a == "--help" || a == "-h") {
         usage("an OpenAI-compatible test server");
         return 0;
@@ -101,6 +107,14 @@ int main(int argc, char** argv) {
   try {
     ks::test::OpenAiTestServer server(static_cast<std::uint16_t>(port));
     if (delay >= 0) server.set_default(Behaviour::slow(delay, "ok"));
+    std::vector<std::string> ids;
+    for (std::size_t p = 0; p < models.size();) {
+      std::size_t c = models.find(',', p);
+      if (c == std::string::npos) c = models.size();
+      if (c > p) ids.push_back(models.substr(p, c - p));
+      p = c + 1;
+    }
+    server.set_models(ids, models_status);
     if (!default_json.empty()) server.set_default(Behaviour::from_json(Json::parse(default_json)));
     if (!script.empty()) queue_script(server, Json::parse(read_all(script)));
     std::ofstream log;

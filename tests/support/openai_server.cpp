@@ -269,6 +269,12 @@ void OpenAiTestServer::set_default(Behaviour b) {
   default_ = std::move(b);
 }
 
+void OpenAiTestServer::set_models(std::vector<std::string> ids, int status) {
+  std::lock_guard lock(mu_);
+  models_ = std::move(ids);
+  models_status_ = status;
+}
+
 void OpenAiTestServer::on_request(std::function<void(const ReceivedRequest&)> fn) {
   std::lock_guard lock(mu_);
   on_request_ = std::move(fn);
@@ -374,7 +380,7 @@ void OpenAiTestServer::serve(int fd) {
     std::size_t length = 0;
     std::string cl = req.header("content-length");
     if (!cl.empty()) length = std::stoul(cl);
-    if (!fill(length)) break;
+    if (length > 0 && !fill(length)) break;  // fill(0) would wait for another header
     req.body = buf.substr(0, length);
     buf.erase(0, length);
     req.t_s = now_s() - start_s_;
@@ -396,6 +402,24 @@ void OpenAiTestServer::serve(int fd) {
         --s->in_flight_;
       }
     } in_flight{this};
+
+    // GET .../models (the check a run makes before its first prompt) is
+    // answered from the model list and takes no scripted behaviour.
+    if (req.method == "GET" && req.path.ends_with("/models")) {
+      Json data = Json::array();
+      int status = 200;
+      {
+        std::lock_guard lock(mu_);
+        status = models_status_;
+        for (const auto& m : models_) data.push_back(Json::obj({{"id", m}, {"object", "model"}}));
+      }
+      std::vector<std::string> h = {"x-request-id: req_test_" + std::to_string(id)};
+      std::string reply =
+          status == 200 ? http_response(200, Json::obj({{"object", "list"}, {"data", data}}).dump(), h)
+                        : http_response(status, R"({"error": {"message": "models: test status"}})", h);
+      if (!send_all(fd, reply)) break;
+      continue;
+    }
 
     Behaviour b = take(req.body);
     if (b.delay_s > 0 && !sleep_for(b.delay_s)) break;

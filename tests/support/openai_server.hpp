@@ -99,6 +99,10 @@ class OpenAiTestServer {
   // Used when no queued behaviour fits. Initially a 400 error saying the
   // script ran out, so an unexpected request fails loudly and is not retried.
   void set_default(Behaviour b);
+  // GET .../models lists these ids (none by default) with status 200; another
+  // status answers with an error instead (404: a server without the route,
+  // 401: one that refuses the key).
+  void set_models(std::vector<std::string> ids, int status = 200);
   // Called for every request as it arrives (e.g. to log it).
   void on_request(std::function<void(const ReceivedRequest&)> fn);
 
@@ -124,6 +128,8 @@ class OpenAiTestServer {
   std::deque<Behaviour> queue_;
   Behaviour default_;
   std::function<void(const ReceivedRequest&)> on_request_;
+  std::vector<std::string> models_;
+  int models_status_ = 200;
   std::vector<ReceivedRequest> received_;
   std::vector<std::thread> workers_;
   std::vector<int> open_fds_;

@@ -69,6 +69,14 @@ TEST_CASE("registry: task files by path, examples by name") {
   REQUIRE(m);
   CHECK(m->source == (examples / "matmul" / "task.json").string());
   CHECK_FALSE(m->description.empty());
+  // One scheme: every example is listed as examples/<folder>, and that name
+  // loads from any directory.
+  for (const auto& t : list) {
+    if (t.source == "built-in") continue;
+    CHECK(t.name.rfind("examples/", 0) == 0);
+    CHECK(load_task(t.name)->name() == t.name);
+  }
+  CHECK(find(list, "examples/softmax"));
 }
 
 TEST_CASE("registry: an unknown name lists what exists") {
@@ -88,7 +96,7 @@ TEST_CASE("registry: a broken example is listed with its error, not hidden") {
   fs::create_directories(root / "broken");
   std::ofstream(root / "broken" / "task.json") << "{\"name\": 3}";
   auto list = list_tasks({root});
-  const TaskInfo* b = find(list, "broken");
+  const TaskInfo* b = find(list, "examples/broken");
   REQUIRE(b);
   CHECK(b->description.find("invalid task file") != std::string::npos);
 }

@@ -679,6 +679,7 @@ void Session::report(const std::string& action, const Solution& s, const EvalRes
   rep.action = detail::redact(action);
   rep.solution_id = s.id;
   rep.status = r.status;
+  rep.reason = detail::redact(r.failure_reason());
   rep.latency_ms = r.passed() ? r.latency_ms : 0;
   rep.best_latency_ms = best_ ? best_->eval.latency_ms : 0;
   rep.best_speedup = best_ ? best_->eval.speedup : 0;

@@ -297,6 +297,18 @@ Buffer CudaDevice::open_external(const ExternalTensor& t) {
   return Buffer{it->second + t.offset, static_cast<std::size_t>(t.bytes)};
 }
 
+void CudaDevice::keep_only_externals(const std::set<std::string>& handles) {
+  for (auto it = ipc_mappings_.begin(); it != ipc_mappings_.end();) {
+    if (handles.count(it->first)) {
+      ++it;
+      continue;
+    }
+    make_current();
+    api_.cuIpcCloseMemHandle(it->second);
+    it = ipc_mappings_.erase(it);
+  }
+}
+
 void CudaDevice::release_external(Buffer b, const ExternalTensor& t) {
   if (t.handover != "cuda_ipc") Device::release_external(b, t);
 }

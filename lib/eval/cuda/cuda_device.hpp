@@ -57,6 +57,7 @@ class CudaDevice final : public Device {
   // and stay mapped until the device goes; "file" tensors as any device.
   Buffer open_external(const ExternalTensor& t) override;
   void release_external(Buffer b, const ExternalTensor& t) override;
+  void keep_only_externals(const std::set<std::string>& handles) override;
   bool usable() const override { return sticky_error_.empty(); }
 
   // Every allocation is followed by a redzone of kRedzoneBytes filled with

@@ -377,20 +377,22 @@ class Expr:
     def _fail(self, what):
         raise ExprError('expression "%s": %s' % (self.text, what))
 
-    def eval(self, variables):
+    # `reals`: named floating-point values (scalar inputs such as sm_scale), read where a name is
+    # not among the integer `variables` (RealVars of lib/core/expr.hpp).
+    def eval(self, variables, reals=None):
         """(is_int, value) of the expression."""
-        return self._eval(self._root, variables)
+        return self._eval(self._root, variables, reals)
 
-    def eval_int(self, variables):
-        is_int, v = self._eval(self._root, variables)
+    def eval_int(self, variables, reals=None):
+        is_int, v = self._eval(self._root, variables, reals)
         if is_int:
             return v
         if math.isfinite(v) and math.floor(v) == v and abs(v) < 9.2e18:
             return int(v)
         raise ExprError('expression "%s" must give an integer, gave %s' % (self.text, _fmt_double(v)))
 
-    def eval_double(self, variables):
-        is_int, v = self._eval(self._root, variables)
+    def eval_double(self, variables, reals=None):
+        is_int, v = self._eval(self._root, variables, reals)
         return float(v) if is_int else v
 
     def _int(self, v):
@@ -398,17 +400,25 @@ class Expr:
             self._fail("integer overflow")
         return (True, v)
 
-    def _eval(self, idx, variables):
+    def _eval(self, idx, variables, reals):
         op, i, d, name, kids = self._nodes[idx]
-        ev = self._eval
+
+        def ev(k, variables):
+            return self._eval(k, variables, reals)
+
         if op == _INT:
             return (True, i)
         if op == _DBL:
             return (False, d)
         if op == _VAR:
             v = variables.get(name)
+            if v is None and reals is not None:
+                r = reals.get(name)
+                if r is not None:
+                    return (False, float(r))
             if v is None:
-                known = ", ".join(sorted(variables, key=lambda k: k.encode("utf-8")))
+                # std::map order: the integers, then the reals.
+                known = ", ".join(_cpp_sorted(variables) + (_cpp_sorted(reals) if reals else []))
                 self._fail('unknown name "%s" (known: %s)' % (name, known or "none"))
             return (True, v)
         if op == _NEG:
@@ -551,12 +561,20 @@ _DTYPES = {
     "i8": (1, "int8"), "int8": (1, "int8"),
     "i16": (2, "int16"), "int16": (2, "int16"),
     "bool": (1, "bool"), "boolean": (1, "bool"),
-    "f8e4m3": (1, "float8_e4m3fn"), "float8_e4m3fn": (1, "float8_e4m3fn"),
+    "f8e4m3": (1, "float8_e4m3fn"), "float8_e4m3fn": (1, "float8_e4m3fn"), "f8e4m3fn": (1, "float8_e4m3fn"),
     "f8e5m2": (1, "float8_e5m2"), "float8_e5m2": (1, "float8_e5m2"),
 }
-# The scratch dtypes C++ accepts (dtype_from_string on this libksearch).
-_PLAN_DTYPES = ("f32", "float32", "f64", "float64", "f16", "float16", "bf16", "bfloat16", "i32", "int32", "i64",
-                "int64", "u8", "uint8")
+# The dtypes C++ accepts (dtype_from_string in lib/core/types.cpp), e.g. for scratch.
+_PLAN_DTYPES = tuple(_DTYPES)
+# The names types.cpp gives them (to_string), and dtype_is_float.
+_CANONICAL = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16", "int32": "i32",
+              "int64": "i64", "uint8": "u8", "int8": "i8", "int16": "i16", "boolean": "bool",
+              "float8_e4m3fn": "f8e4m3", "f8e4m3fn": "f8e4m3", "float8_e5m2": "f8e5m2"}
+_FLOAT_DTYPES = ("f32", "f64", "f16", "bf16", "f8e4m3", "f8e5m2")
+
+
+def canonical_dtype(name):
+    return _CANONICAL.get(name, name)
 
 
 def _plan_fail(where, what):
@@ -695,7 +713,8 @@ def _parse_scratch(value, where):
         return s
     dt = value.get("dtype")
     if dt not in _PLAN_DTYPES:
-        _plan_fail(where + ".dtype", 'unknown dtype "%s" (f32, f64, f16, bf16, i32, i64, u8)' % dt)
+        _plan_fail(where + ".dtype", 'unknown dtype "%s" (f32, f64, f16, bf16, f8e4m3, f8e5m2, i8, i16, i32, i64, '
+                                     'u8, bool)' % dt)
     s.dtype_size = _DTYPES[dt][0]
     shape = value.get("shape")
     if not isinstance(shape, list):
@@ -819,25 +838,42 @@ def _cpp_sorted(names):
 
 
 class _Resolver:
-    def __init__(self, variables, tensors, find_kernel, kernel_names, limits):
+    def __init__(self, variables, tensors, find_kernel, kernel_names, limits, scalars):
         self.vars = variables
         self.tensors = tensors
         self.find_kernel = find_kernel
         self.kernel_names = kernel_names
         self.limits = limits
+        self.scalars = scalars
+        # The floating scalar inputs, readable in expressions.
+        self.reals = {n: v for n, (dt, v) in scalars.items() if canonical_dtype(dt) in _FLOAT_DTYPES}
         self.scratch_names = set()
 
     def eval_int(self, e, where):
         try:
-            return e.eval_int(self.vars)
+            return e.eval_int(self.vars, self.reals)
         except ExprError as err:
             _plan_fail(where, str(err))
 
     def eval_double(self, e, where):
         try:
-            return e.eval_double(self.vars)
+            return e.eval_double(self.vars, self.reals)
         except ExprError as err:
             _plan_fail(where, str(err))
+
+    @staticmethod
+    def scalar_input(name, scalar, param, where):
+        """A scalar input named as an argument: its value in its own type."""
+        dt = canonical_dtype(scalar[0])
+        value = scalar[1]
+        size = _DTYPES[dt][0] if dt in _DTYPES else 0
+        if param is not None and param[1] != size:
+            _plan_fail(where, "scalar input `%s` is %s (%d bytes) but the kernel's parameter is %d bytes"
+                       % (name, dt, size, param[1]))
+        data = _scalar_bytes(dt, value)
+        if data is None:
+            _plan_fail(where, "scalar input `%s` has dtype %s, which a plan cannot pass" % (name, dt))
+        return ResolvedArg(False, None, data, size)
 
     def scratch(self, items, prefix):
         out = []
@@ -984,11 +1020,15 @@ class _Resolver:
                 out.args.append(ResolvedArg(True, a.text, None, 8))
                 continue
             if a.kind == "name_or_expr":
+                if a.text in self.scalars:
+                    out.args.append(self.scalar_input(a.text, self.scalars[a.text], param, aw))
+                    continue
                 for v in a.expr.variables():
-                    if v not in self.vars:
-                        _plan_fail(aw, "unknown name `%s`; tensors: %s; scratch: %s; dimensions and parameters: %s"
+                    if v not in self.vars and v not in self.reals:
+                        listed = "scalar inputs: %s; " % _join(_cpp_sorted(self.scalars)) if self.scalars else ""
+                        _plan_fail(aw, "unknown name `%s`; tensors: %s; scratch: %s; %sdimensions and parameters: %s"
                                    % (v, _join(_cpp_sorted(self.tensors)), _join(_cpp_sorted(self.scratch_names)),
-                                      _join(_cpp_sorted(self.vars))))
+                                      listed, _join(_cpp_sorted(n for n in self.vars if n not in self.scalars))))
             out.args.append(self.scalar_arg(a, param, aw))
         return out
 
@@ -1001,11 +1041,13 @@ def _pack_f32(v):
         return struct.pack("<f", math.copysign(math.inf, v))
 
 
-def resolve_plan(plan, variables, tensors, find_kernel, kernel_names, limits):
-    """Mirror of ks::eval::cuda::resolve_plan. `variables`: dims and parameter values (name -> int);
-    `tensors`: the task's tensor names; `find_kernel(plan_name)` -> KernelDesc or None;
-    `kernel_names`: what the module offers, for messages. Raises PlanError."""
-    r = _Resolver(variables, set(tensors), find_kernel, kernel_names, limits)
+def resolve_plan(plan, variables, tensors, find_kernel, kernel_names, limits, scalars=None):
+    """Mirror of ks::eval::cuda::resolve_plan. `variables`: dims, parameter values and integer scalar
+    inputs (name -> int; plan_variables() makes them); `tensors`: the task's tensor names (not its
+    scalars); `find_kernel(plan_name)` -> KernelDesc or None; `kernel_names`: what the module offers,
+    for messages; `scalars`: the scalar inputs, name -> (dtype, value as libksearch holds it:
+    scalar_value()). Raises PlanError."""
+    r = _Resolver(variables, set(tensors), find_kernel, kernel_names, limits, scalars or {})
     out = ResolvedPlan()
     body = None
     prefix = ""
@@ -1030,6 +1072,90 @@ def resolve_plan(plan, variables, tensors, find_kernel, kernel_names, limits):
     out.scratch = r.scratch(scratch, scratch_prefix)
     out.launches = [r.launch(k, "%skernels[%d]" % (prefix, i)) for i, k in enumerate(body)]
     return out
+
+
+def plan_variables(dims, params, scalars):
+    """The integer variables a plan reads (Bindings of lib/eval/flow.cpp): dimensions, the build's
+    parameter values, and the integer scalar inputs."""
+    out = dict(dims)
+    out.update(params)
+    for name, (dt, value) in scalars.items():
+        if canonical_dtype(dt) not in _FLOAT_DTYPES:
+            out[name] = _to_int64(value)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Scalar inputs: the value libksearch holds for one (store_element then
+# load_element of lib/core/elements.cpp: f32 rounded to float, integers
+# rounded half away from zero and saturated, bool 0 or 1) and the bytes a
+# kernel receives (Resolver::scalar_input of launch_plan.cpp).
+
+_INT_RANGES = {"i8": (-128, 127), "i16": (-32768, 32767), "i32": (-(1 << 31), (1 << 31) - 1),
+               "i64": (INT64_MIN, INT64_MAX), "u8": (0, 255)}
+_INT_FORMATS = {"i8": "<b", "i16": "<h", "i32": "<i", "i64": "<q", "u8": "<B", "bool": "<B"}
+SCALAR_DTYPES = ("f32", "f64", "i8", "i16", "i32", "i64", "u8", "bool")
+
+
+def _c_round(x):
+    # std::round: halves away from zero; the fraction of a double is exact.
+    a = abs(x)
+    f = math.floor(a)
+    r = f + 1.0 if a - f >= 0.5 else f
+    return math.copysign(r, x)
+
+
+def _saturate_round(v, dt):
+    if math.isnan(v):
+        return 0
+    lo, hi = _INT_RANGES[dt]
+    if math.isinf(v):
+        return lo if v < 0 else hi
+    r = _c_round(v)
+    if r <= float(lo):
+        return lo
+    if r >= float(hi):
+        return hi
+    return int(r)
+
+
+def _to_int64(v):
+    # static_cast<std::int64_t>(double) of a value libksearch made integral; 2^63 (an i64 saturated
+    # to its maximum, then held as a double) is kept at the maximum.
+    if math.isnan(v):
+        return 0
+    return max(INT64_MIN, min(INT64_MAX, int(v)))
+
+
+def scalar_value(dtype, v):
+    """The value (a float) libksearch holds for scalar input of `dtype` given `v`."""
+    dt = canonical_dtype(dtype)
+    v = float(v)
+    if dt == "f32":
+        return struct.unpack("<f", _pack_f32(v))[0]
+    if dt == "f64":
+        return v
+    if dt == "bool":
+        return 1.0 if _saturate_round(v, "i64") != 0 else 0.0
+    if dt in _INT_RANGES:
+        return float(_saturate_round(v, dt))
+    raise KsRuntimeError("a scalar input cannot be %s (f32, f64, an integer type or bool)" % dt)
+
+
+def _scalar_bytes(dt, value):
+    if dt == "f32":
+        return _pack_f32(value)
+    if dt == "f64":
+        return struct.pack("<d", value)
+    fmt_ = _INT_FORMATS.get(dt)
+    if fmt_ is None:
+        return None
+    bits = 8 * struct.calcsize(fmt_)
+    # static_cast to the type: the value's low bits (it is in range once converted).
+    v = _to_int64(value) & ((1 << bits) - 1)
+    if fmt_[1].islower() and v >= 1 << (bits - 1):
+        v -= 1 << bits
+    return struct.pack(fmt_, v)
 
 
 def strip_spaces(name):
@@ -1088,14 +1214,27 @@ class Build:
 
 
 class TensorArg:
-    __slots__ = ("name", "dtype", "size", "torch_dtype", "shape", "output")
+    """A tensor of the task, or a scalar input ("shape": null, passed by value)."""
+    __slots__ = ("name", "dtype", "size", "torch_dtype", "shape", "output", "scalar")
 
     def __init__(self, t):
         self.name = t["name"]
-        self.dtype = t["dtype"]
+        self.dtype = canonical_dtype(t["dtype"])
+        if self.dtype not in _DTYPES:
+            raise KsRuntimeError("tensor \"%s\": dtype %s is not one this runtime knows" % (self.name, self.dtype))
         self.size, self.torch_dtype = _DTYPES[self.dtype]
-        self.shape = [Expr(str(s)) for s in t["shape"]]
+        self.scalar = t.get("shape") is None
+        self.shape = None if self.scalar else [Expr(str(s)) for s in t["shape"]]
         self.output = bool(t.get("output"))
+        if self.scalar and (self.output or self.dtype not in SCALAR_DTYPES):
+            raise KsRuntimeError("scalar \"%s\" must be an input of dtype %s" % (self.name, ", ".join(SCALAR_DTYPES)))
+
+    def torch_type(self, torch):
+        dt = getattr(torch, self.torch_dtype, None)
+        if dt is None:
+            raise KsRuntimeError("\"%s\" is %s, which this PyTorch (%s) does not have" % (
+                self.name, self.torch_dtype, getattr(torch, "__version__", "?")))
+        return dt
 
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -1113,10 +1252,16 @@ class Solution:
         self.task_name = task["name"]
         self.dims = list(task["dims"])
         self.tensors = [TensorArg(t) for t in task["tensors"]]
+        # The inputs in task order, scalars included (a harness's argument order).
         self.inputs = [t for t in self.tensors if not t.output]
+        self.tensor_inputs = [t for t in self.inputs if not t.scalar]
+        self.scalar_inputs = [t for t in self.inputs if t.scalar]
         self.outputs = [t for t in self.tensors if t.output]
-        self.tensor_names = set(t.name for t in self.tensors)
-        self.workloads = [(w["name"], {k: int(v) for k, v in w["dims"].items()}, int(w["build"]))
+        # Names a plan passes as buffers (scalars are passed by value).
+        self.tensor_names = set(t.name for t in self.tensors if not t.scalar)
+        # (name, dims, build, scalar values as libksearch holds them on the workload)
+        self.workloads = [(w["name"], {k: int(v) for k, v in w["dims"].items()}, int(w["build"]),
+                           {k: float(v) for k, v in w.get("scalars", {}).items()})
                           for w in task.get("workloads", [])]
         self.plan = LaunchPlan(manifest["plan"])
         self.builds = [Build(b) for b in manifest["builds"]]
@@ -1126,11 +1271,11 @@ class Solution:
 
     # -- dimensions
     def bind_dims(self, shapes):
-        """Dimension values from the input shapes (in task input order); dimensions no shape names
+        """Dimension values from the shapes of the tensor inputs (in task order); dimensions no shape names
         directly come from the task's workloads that agree with the rest."""
         dims = {}
         where = {}
-        for t, shape in zip(self.inputs, shapes):
+        for t, shape in zip(self.tensor_inputs, shapes):
             if len(shape) != len(t.shape):
                 raise KsRuntimeError("input \"%s\" has %d dimensions %s; the task's shape is [%s]"
                                      % (t.name, len(shape), list(shape), ", ".join(e.text for e in t.shape)))
@@ -1152,7 +1297,7 @@ class Solution:
                                          "do not fix it (%s)" % (d, ", ".join(str(v) for v in sorted(values)) or
                                                                  "none sets it"))
                 dims[d] = values.pop()
-        for t, shape in zip(self.inputs, shapes):
+        for t, shape in zip(self.tensor_inputs, shapes):
             for i, (e, n) in enumerate(zip(t.shape, shape)):
                 want = e.eval_int(dims)
                 if want != n:
@@ -1165,12 +1310,16 @@ class Solution:
         return [tuple(e.eval_int(dims) for e in t.shape) for t in self.outputs]
 
     # -- builds
-    def build_for(self, dims):
-        """The build the evaluator used for a workload of these dimensions; else the solution's default
-        parameter values, when they are admissible for them."""
-        for name, wdims, b in self.workloads:
-            if wdims == dims:
+    def build_for(self, dims, scalars=None):
+        """The build the evaluator used for a workload of these dimensions (and scalar values, where two
+        workloads share dimensions); else the solution's default parameter values, when they are
+        admissible for them."""
+        same_dims = [w for w in self.workloads if w[1] == dims]
+        for name, wdims, b, wscalars in same_dims:
+            if scalars is None or wscalars == scalars:
                 return b
+        if same_dims:
+            return same_dims[0][2]
         if self.default_build < 0:
             raise KsRuntimeError("no build of this solution fits %s (it has tuned parameters only for the task's "
                                  "workloads)" % dims)
@@ -1596,7 +1745,11 @@ def _align(n, a=256):
 
 
 class Runner:
-    """Runs an exported solution on PyTorch tensors: run(inputs) -> outputs, in task order."""
+    """Runs an exported solution: run(inputs) -> outputs, inputs in the task's order (tensors and
+    scalar inputs), outputs in the task's order."""
+
+    # Calls resolved per (device, shapes, scalar values) are kept; beyond this many the oldest goes.
+    MAX_BOUND = 256
 
     def __init__(self, manifest, driver=None):
         self.solution = Solution(manifest)
@@ -1604,7 +1757,14 @@ class Runner:
         self._modules = {}
         self._bound = {}
         self._lock = threading.Lock()
-        self._n_inputs = len(self.solution.inputs)
+        sol = self.solution
+        self._n_inputs = len(sol.inputs)
+        # Positions of the tensor and the scalar inputs among the call's inputs.
+        self._tensor_pos = [i for i, t in enumerate(sol.inputs) if not t.scalar]
+        self._scalar_pos = [(i, t) for i, t in enumerate(sol.inputs) if t.scalar]
+        if not self._tensor_pos:
+            raise KsRuntimeError("task \"%s\" has no tensor input; the runtime needs one to know the device"
+                                 % sol.task_name)
 
     @property
     def driver(self):
@@ -1619,36 +1779,51 @@ class Runner:
             m = self._modules[key] = _Module(self.driver, ordinal, self.solution, build)
         return m
 
-    def bind(self, inputs, ordinal):
+    @staticmethod
+    def scalar_of(spec, v):
+        """The value libksearch would hold for scalar input `spec` given the caller's `v` (a Python
+        number, bool, or a one-element tensor)."""
+        try:
+            if hasattr(v, "numel") and hasattr(v, "item"):
+                if v.numel() != 1:
+                    raise KsRuntimeError("scalar input \"%s\" got a tensor of %d elements" % (spec.name, v.numel()))
+                v = v.item()
+            return scalar_value(spec.dtype, float(v))
+        except (TypeError, ValueError, OverflowError) as e:
+            raise KsRuntimeError("scalar input \"%s\" (%s) must be a number, got %r (%s)" % (spec.name, spec.dtype, v,
+                                                                                          e))
+
+    def bind(self, tensors, scalars, ordinal):
+        """Resolves the plan for these tensor inputs (task order) and scalar values (name -> value)."""
         import torch
         sol = self.solution
-        shapes = [tuple(t.shape) for t in inputs]
+        shapes = [tuple(t.shape) for t in tensors]
         dims = sol.bind_dims(shapes)
         b = _Bound()
         b.dims = dims
-        b.build = sol.build_for(dims)
+        b.build = sol.build_for(dims, scalars)
         m = self.module(ordinal, b.build)
         b.module = m
-        variables = dict(dims)
-        variables.update(sol.builds[b.build].params)
+        typed = {t.name: (t.dtype, scalars[t.name]) for t in sol.scalar_inputs}
+        variables = plan_variables(dims, sol.builds[b.build].params, typed)
 
         def find(name):
             k = m.kernel(name)
             return None if k is None else k.desc
 
         b.plan = resolve_plan(sol.plan, variables, sol.tensor_names, find, sol.builds[b.build].kernel_names(),
-                              m.limits)
+                              m.limits, typed)
         b.out_shapes = sol.output_shapes(dims)
-        b.out_dtypes = [getattr(torch, t.torch_dtype) for t in sol.outputs]
-        b.in_dtypes = [getattr(torch, t.torch_dtype) for t in sol.inputs]
+        b.out_dtypes = [t.torch_type(torch) for t in sol.outputs]
+        b.in_dtypes = [t.torch_type(torch) for t in sol.tensor_inputs]
         offsets = {}
         total = 0
         for name, nbytes in b.plan.scratch:
             offsets[name] = total
             total += _align(max(nbytes, 1))
         b.scratch_total = total
-        # Buffers by name -> position in the call's pointers (inputs, then outputs).
-        index = {t.name: i for i, t in enumerate(sol.inputs + sol.outputs)}
+        # Buffers by name -> position in the call's pointers (tensor inputs, then outputs).
+        index = {t.name: i for i, t in enumerate(sol.tensor_inputs + sol.outputs)}
         b.ordinal = ordinal
         b.launches = []
         for l in b.plan.launches:
@@ -1690,32 +1865,49 @@ class Runner:
         b.lock = threading.Lock()
         return b
 
-    def run(self, inputs, outputs=None):
-        """Launches the plan on `inputs` (tensors in the task's input order) and returns the outputs (in the
-        task's output order): `outputs` when given (destination-passing style), else new tensors."""
-        import torch
+    def _split(self, inputs):
+        """(tensor inputs, scalar values by name, a key for them) of a call's inputs."""
         if len(inputs) != self._n_inputs:
             sol = self.solution
             raise KsRuntimeError("expected %d inputs (%s), got %d" % (len(sol.inputs), ", ".join(
                 t.name for t in sol.inputs), len(inputs)))
-        first = inputs[0]
+        if not self._scalar_pos:
+            return inputs, {}, ()
+        tensors = [inputs[i] for i in self._tensor_pos]
+        scalars = {t.name: self.scalar_of(t, inputs[i]) for i, t in self._scalar_pos}
+        # Bit patterns, so a NaN is one key.
+        return tensors, scalars, tuple(struct.pack("<d", v) for v in scalars.values())
+
+    def run(self, inputs, outputs=None):
+        """Launches the plan on `inputs` (the task's inputs in order: tensors, and scalar inputs as Python
+        numbers) and returns the outputs (in the task's output order): `outputs` when given
+        (destination-passing style), else new tensors."""
+        import torch
+        tensors, scalars, skey = self._split(inputs)
+        first = tensors[0]
         index = first.get_device()
-        key = (index, tuple([t.shape for t in inputs]))
+        key = (index, tuple([t.shape for t in tensors]), skey)
         b = self._bound.get(key)
         if b is None:
             with self._lock:
                 b = self._bound.get(key)
                 if b is None:
-                    b = self._bound[key] = self.bind(inputs, self.driver.device_of(first))
+                    b = self.bind(tensors, scalars, self.driver.device_of(first))
+                    if len(self._bound) >= self.MAX_BOUND:
+                        self._bound.pop(next(iter(self._bound)))
+                    self._bound[key] = b
         device = first.device
         ptrs = []
-        for t, dt in zip(inputs, b.in_dtypes):
+        for t, dt in zip(tensors, b.in_dtypes):
             if t.dtype != dt or t.get_device() != index or not t.is_contiguous():
-                self._refuse(inputs, b, device)
+                self._refuse(tensors, b, device)
             ptrs.append(t.data_ptr())
         if outputs is None:
             outputs = [torch.empty(s, dtype=dt, device=device) for s, dt in zip(b.out_shapes, b.out_dtypes)]
         else:
+            if len(outputs) != len(b.out_shapes):
+                raise KsRuntimeError("expected %d outputs (%s), got %d" % (len(b.out_shapes), ", ".join(
+                    t.name for t in self.solution.outputs), len(outputs)))
             for t, s, dt, spec in zip(outputs, b.out_shapes, b.out_dtypes, self.solution.outputs):
                 if tuple(t.shape) != s or t.dtype != dt or t.device != device or not t.is_contiguous():
                     raise KsRuntimeError("output \"%s\" must be a contiguous %s tensor of shape %s on %s" % (
@@ -1735,8 +1927,8 @@ class Runner:
                 driver.launch(x, stream)
         return outputs
 
-    def _refuse(self, inputs, b, device):
-        for t, dt, spec in zip(inputs, b.in_dtypes, self.solution.inputs):
+    def _refuse(self, tensors, b, device):
+        for t, dt, spec in zip(tensors, b.in_dtypes, self.solution.tensor_inputs):
             if t.dtype != dt or t.device != device or not t.is_contiguous():
                 raise KsRuntimeError("input \"%s\" must be a contiguous %s tensor on %s; got %s%s on %s" % (
                     spec.name, spec.torch_dtype, device, "" if t.is_contiguous() else "non-contiguous ",
@@ -1744,8 +1936,9 @@ class Runner:
 
     def describe(self, inputs):
         """The resolved plan for these inputs, in words (for logs)."""
-        ordinal = self.driver.device_of(inputs[0])
-        b = self.bind(inputs, ordinal)
+        tensors, scalars, _ = self._split(inputs)
+        ordinal = self.driver.device_of(tensors[0])
+        b = self.bind(tensors, scalars, ordinal)
         return "build %d (%s): %s" % (b.build, b.module.origin, b.plan.describe())
 
 

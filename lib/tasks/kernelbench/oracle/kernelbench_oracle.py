@@ -17,6 +17,7 @@ kernels in libksearch's own worker processes.
 
 Trusted code: the problem file comes from the user's own KernelBench checkout.
 """
+import ctypes
 import hashlib
 import inspect
 import json
@@ -36,6 +37,24 @@ KERNELBENCH_SEED = 42  # eval_kernel_against_ref's seed_num
 
 class ProblemError(Exception):
     """A problem file that cannot be used; the message names it and why."""
+
+
+_driver = None
+
+
+def driver_api():
+    """libcuda through ctypes, for the IPC handles of the oracle's tensors."""
+    global _driver
+    if _driver is None:
+        _driver = ctypes.CDLL(os.environ.get("KSEARCH_LIBCUDA") or "libcuda.so.1")
+    return _driver
+
+
+def check_cu(cuda, result, what):
+    if result != 0:
+        name = ctypes.c_char_p()
+        cuda.cuGetErrorName(result, ctypes.byref(name))
+        raise RuntimeError(f"{what}: {name.value.decode() if name.value else result}")
 
 
 def import_torch():
@@ -309,16 +328,30 @@ class Oracle:
         return self.seeds[index]
 
     def export_ipc(self, t):
-        st = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
-        shared = st._share_cuda_()
-        handle, storage_offset = shared[1], shared[3]
-        return {"handover": "cuda_ipc", "handle": bytes(handle).hex(),
-                "offset": int(storage_offset) + t.storage_offset() * t.element_size(),
+        # The driver's own handle of the allocation that holds the tensor, and
+        # the tensor's offset in it. (PyTorch's _share_cuda_ handle carries a
+        # header of its own and is not a bare cudaIpcMemHandle_t.)
+        cuda = driver_api()
+        ptr = t.data_ptr()
+        base, size = ctypes.c_uint64(), ctypes.c_size_t()
+        check_cu(cuda, cuda.cuMemGetAddressRange_v2(ctypes.byref(base), ctypes.byref(size), ctypes.c_uint64(ptr)),
+                 "cuMemGetAddressRange")
+        handle = (ctypes.c_char * 64)()
+        check_cu(cuda, cuda.cuIpcGetMemHandle(handle, ctypes.c_uint64(base.value)), "cuIpcGetMemHandle")
+        return {"handover": "cuda_ipc", "handle": bytes(handle).hex(), "offset": ptr - base.value,
                 "bytes": t.numel() * t.element_size()}
 
     def export_file(self, key, index, tensors):
         path = os.path.join(self.cache_dir, f"{key}-seed{index}.bin")
         sizes = [t.numel() * t.element_size() for t in tensors]
+        # Handover files are gigabytes for the large problems: only the current
+        # problem's stay (one oracle runs at a time per evaluator).
+        for name in os.listdir(self.cache_dir):
+            if name.endswith(".bin") and not name.startswith(key):
+                try:
+                    os.remove(os.path.join(self.cache_dir, name))
+                except OSError:
+                    pass
         if not (os.path.exists(path) and os.path.getsize(path) == sum(sizes)):
             tmp = f"{path}.{os.getpid()}.tmp"
             with open(tmp, "wb") as f:

@@ -1,0 +1,51 @@
+// Reports on a run folder (docs/search.md): a self-contained HTML page that
+// shows what a search did, and the world-model tree in Graphviz. Both read
+// the folder without the lock, so they work on a run that is still going
+// (a torn last log line is left out, as the run store does).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "ksearch/export.h"
+#include "ksearch/json.hpp"
+
+namespace ks {
+
+struct KS_API ReportOptions {
+  // Longest piece of the best kernel's source shown per file; a longer file
+  // is cut and says so.
+  std::size_t max_source_bytes = std::size_t{1} << 20;
+  // Longest node text (notes, description, rationale) kept per tree node.
+  std::size_t max_node_text = 2000;
+};
+
+// Everything the page plots, as one JSON object (the page embeds exactly
+// this): the run's summary, every attempt with the best-so-far after it, the
+// LLM calls with their usage and the round they were spent on, the
+// world-model snapshots (nodes shared between snapshots stored once), the
+// best kernel's per-workload timings beside the reference and baselines, and
+// its source. Files a run in progress has not finished are skipped and
+// listed under "warnings". Throws ks::Error(Status::not_found) when the
+// folder holds no run.
+KS_API Json run_report_data(const std::filesystem::path& run_dir, const ReportOptions& options = {});
+
+// One HTML file with inline CSS, JavaScript and SVG that loads nothing from
+// the network and opens in any browser (the tables and the source also
+// without JavaScript).
+KS_API std::string render_run_report(const std::filesystem::path& run_dir, const ReportOptions& options = {});
+
+// A world-model snapshot (world_model/vNNNNNN.json) as a Graphviz digraph:
+// nodes coloured by status, labelled with title, priority V, difficulty and
+// the attached kernel's latency.
+KS_API std::string world_model_dot(const Json& world_model, const std::string& title = {});
+// A run's snapshot (the latest when `version` is empty) in Graphviz, with
+// the nodes whose cycle ended without a passing kernel marked too_hard (from
+// the event log). Throws ks::Error naming a missing run, snapshot or version.
+KS_API std::string run_world_model_dot(const std::filesystem::path& run_dir,
+                                       std::optional<std::uint64_t> version = std::nullopt);
+
+}  // namespace ks

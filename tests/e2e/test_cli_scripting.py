@@ -1,0 +1,332 @@
+#!/usr/bin/env python3
+"""End to end: a ksearch CLI that scripts well. One check per fix:
+
+- --json prints only JSON on stdout (progress on stderr), errors included;
+- distinct exit codes: 0 passed, 3 ran without a passing kernel, 4 the
+  evaluated candidate fails, 1 error, 2 usage (and --help says so);
+- the live line carries the first line of a failure's reason;
+- `show RUN --attempt ID`: code, compiler log, evaluation, diff against the
+  parent (applied to the parent, the diff gives the attempt's code);
+- SIGTERM is handled like Ctrl-C: the first says it stops after the round and
+  leaves the manifest "stopped"; a second stops at once and still leaves it
+  "stopped"; the run resumes;
+- `resume --max-rounds` is the run's total budget; below the rounds done it
+  is refused with the reason;
+- `eval` accepts every solution file a run folder holds (and best.json, an
+  attempt folder, the run folder);
+- --language is inferred for a task with one language;
+- task names follow one scheme, and every listed name loads from any folder;
+- the README's ksearch commands use options that exist and tasks that load,
+  from any folder.
+Runs use the host task scale3 and the local OpenAI-compatible test server.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--ksearch", required=True)
+ap.add_argument("--server", required=True)
+ap.add_argument("--source-dir", required=True)
+ap.add_argument("--work", required=True)
+args = ap.parse_args()
+args.ksearch = str(Path(args.ksearch).resolve())
+args.server = str(Path(args.server).resolve())
+
+src = Path(args.source_dir)
+work = Path(args.work)
+shutil.rmtree(work, ignore_errors=True)
+work.mkdir(parents=True)
+task = src / "tests/fixtures/tasks/scale3"
+env = dict(os.environ, KSEARCH_CACHE_DIR=str(work / "cache"), OPENAI_API_KEY="sk-test-cli")
+failures = []
+
+
+def check(name, ok, detail=""):
+    print(("ok: " if ok else "FAIL: ") + name)
+    if not ok:
+        failures.append(f"{name}\n{str(detail)[-3000:]}")
+
+
+def kernel(reps=1, factor="3.0f", broken=False):
+    sig = "std::int64_t n" + ("" if broken else ")")
+    return (f"```cpp kernel.cpp\n#include <cstdint>\nvoid scale3(const float* x, float* y, {sig} {{\n"
+            f"  for (int r = 0; r < {reps}; ++r) {{\n    for (std::int64_t i = 0; i < n; ++i) y[i] = {factor} * x[i];\n"
+            f"    asm volatile(\"\" ::: \"memory\");\n  }}\n}}\n```\n```json launch_plan\n"
+            '{"calls": [{"fn": "scale3", "args": ["x", "y", "N"]}]}\n```\n')
+
+
+class Server:
+    def __init__(self, name, answers, delay=0.0):
+        script = {"behaviours": [{"kind": "answer", "text": t, "delay_s": delay} for t in answers],
+                  "default": {"kind": "answer", "text": answers[-1], "delay_s": delay}}
+        (work / f"{name}.json").write_text(json.dumps(script))
+        self.p = subprocess.Popen([args.server, "--script", str(work / f"{name}.json")], stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True)
+        line = self.p.stdout.readline()
+        if "listening on" not in line:
+            sys.exit(f"test server did not start: {line!r}")
+        self.url = line.split("listening on", 1)[1].strip()
+
+    def stop(self):
+        self.p.terminate()
+        self.p.wait(timeout=10)
+        self.p.stdout.close()
+
+
+def ksearch(*argv, cwd=None, timeout=600):
+    return subprocess.run([args.ksearch, *map(str, argv)], env=env, capture_output=True, text=True, timeout=timeout,
+                          cwd=cwd)
+
+
+def greedy(url, run_dir, rounds, *extra):
+    return ["run", "--task", task, "--strategy", "greedy", "--model", "test-model", "--base-url", url,
+            "--max-rounds", str(rounds), "--timing-cap", "0.05", "--run-dir", run_dir, *extra]
+
+
+def parses(text):
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def attempts(run):
+    return [json.loads(l) for l in (run / "attempts.jsonl").read_text().splitlines() if l]
+
+
+# A run with a passing, a failing (compile error) and an incorrect round, in
+# human form (live lines) and with --json (JSON only on stdout).
+srv = Server("mixed", [kernel(4), kernel(broken=True), kernel(1, "2.0f"), kernel(1)])
+try:
+    human = ksearch(*greedy(srv.url, work / "human", 4))
+    js = ksearch(*greedy(srv.url, work / "json", 4, "--json"))
+finally:
+    srv.stop()
+check("run: exit 0 with a passing kernel", human.returncode == 0, human.stdout + human.stderr)
+line = [l for l in human.stdout.splitlines() if l.startswith("[  2/4")]
+check("live line of a compile error carries the first line of its reason",
+      len(line) == 1 and "compile_error" in line[0] and "error: expected" in line[0], human.stdout)
+line = [l for l in human.stdout.splitlines() if l.startswith("[  3/4")]
+check("live line of a wrong result carries the first line of its reason",
+      len(line) == 1 and "incorrect" in line[0] and "differ from the reference" in line[0], human.stdout)
+out = parses(js.stdout)
+check("--json: stdout is one JSON document", out is not None and out.get("exit_code") == 0 and "best" in out,
+      js.stdout)
+check("--json: the start and round lines went to stderr", "[  1/4" in js.stderr and "run folder" in js.stderr,
+      js.stderr)
+
+# Errors with --json: a JSON document on stdout, and distinct exit codes.
+r = ksearch("run", "--task", "no/such-task", "--llm", "offline", "--strategy", "tune", "--json")
+e = parses(r.stdout)
+check("--json error: JSON on stdout, exit 1, status not_found",
+      r.returncode == 1 and e and e["error"]["status"] == "not_found" and e["error"]["exit_code"] == 1
+      and "no/such-task" in e["error"]["message"], r.stdout + r.stderr)
+r = ksearch("run", "--task", task, "--max-roundz", "3", "--json")
+e = parses(r.stdout)
+check("--json usage error: JSON on stdout, exit 2",
+      r.returncode == 2 and e and e["error"]["exit_code"] == 2 and "--max-rounds" in e["error"]["message"],
+      r.stdout + r.stderr)
+r = ksearch("show", work / "nothing", "--json")
+check("--json on show: the error as JSON", r.returncode == 1 and parses(r.stdout) is not None, r.stdout + r.stderr)
+for cmd in ("run", "resume", "eval"):
+    h = ksearch(cmd, "--help").stdout
+    check(f"{cmd} --help documents the exit codes",
+          all(s in h for s in ("Exit status: 0", "1 error", "2 usage error", "3 the run ended without a passing kernel",
+                               "4 the evaluated candidate does not pass", "130 interrupted")), h)
+
+# Exit 3: every candidate fails.
+srv = Server("allbad", [kernel(broken=True)])
+try:
+    r = ksearch(*greedy(srv.url, work / "allbad", 2, "--quiet"))
+finally:
+    srv.stop()
+check("run without a passing kernel: exit 3", r.returncode == 3, r.stdout + r.stderr)
+
+# eval: every solution file of a run folder; exit 0 or 4 as recorded.
+run = work / "human"
+rows = attempts(run)
+ok_all = True
+detail = []
+for a in rows:
+    d = run / "attempts" / f"{a['seq']:04d}-{a['solution_id']}"
+    if not (d / "solution.json").exists():
+        continue
+    for target in (d / "solution.json", d):
+        r = ksearch("eval", "--task", task, "--solution", target, "--max-time", "0.05", "--json")
+        j = parses(r.stdout)
+        want = 0 if a["status"] == "passed" else 4
+        good = r.returncode == want and j is not None and j.get("status") == a["status"] and j.get("exit_code") == want
+        ok_all &= good
+        detail.append(f"{target}: exit {r.returncode} (want {want}), {r.stderr[-300:]}")
+check("eval accepts attempts/*/solution.json and attempt folders; exit 0 passed, 4 failed", ok_all, "\n".join(detail))
+for target in (run / "best" / "solution.json", run / "best.json", run / "best", run):
+    r = ksearch("eval", "--task", task, "--solution", target, "--max-time", "0.05")
+    check(f"eval accepts {target.relative_to(work)}", r.returncode == 0 and "passed" in r.stdout, r.stdout + r.stderr)
+r = ksearch("eval", "--task", task, "--solution", work / "no-such-file.json")
+check("eval of a missing file: exit 1, named", r.returncode == 1 and "no-such-file.json" in r.stderr, r.stderr)
+
+# show --attempt: the failing round's code, log and evaluation; the diff
+# against its parent rebuilds its code from the parent's.
+bad = next(a for a in rows if a["status"] == "compile_error")
+r = ksearch("show", run, "--attempt", bad["seq"])
+check("show --attempt: code, compiler log, evaluation",
+      r.returncode == 0 and "== kernel.cpp ==" in r.stdout and "== compiler and run log ==" in r.stdout
+      and "error: expected" in r.stdout and "== evaluation ==" in r.stdout and "compile_error" in r.stdout, r.stdout)
+
+
+def apply_diff(old, diff):
+    """Applies a unified diff of one file to `old`."""
+    lines = old.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    out, pos = [], 0
+    for part in re.split(r"^(@@ -\d+,\d+ \+\d+,\d+ @@)$", diff, flags=re.M)[1:]:
+        m = re.match(r"@@ -(\d+),(\d+) \+\d+,\d+ @@", part)
+        if m:
+            start = int(m.group(1)) - (1 if int(m.group(2)) else 0)
+            out += lines[pos:start]
+            pos = start
+            continue
+        for l in part.strip("\n").split("\n"):
+            if l.startswith(" "):
+                out.append(l[1:])
+                pos += 1
+            elif l.startswith("-"):
+                pos += 1
+            elif l.startswith("+"):
+                out.append(l[1:])
+    return "\n".join(out + lines[pos:]) + "\n"
+
+
+child = next(a for a in rows if a["parent_id"] and a["status"] == "incorrect")
+r = ksearch("show", run, "--attempt", child["solution_id"][:10], "--json")
+j = parses(r.stdout)
+parent = next(a for a in rows if a["solution_id"] == child["parent_id"])
+pcode = (run / "attempts" / f"{parent['seq']:04d}-{parent['solution_id']}" / "kernel.cpp").read_text()
+ccode = (run / "attempts" / f"{child['seq']:04d}-{child['solution_id']}" / "kernel.cpp").read_text()
+diff = j["diff_against_parent"] if j else ""
+file_diff = diff.split("--- parent/launch_plan")[0]
+check("show --attempt ID-prefix --json: the attempt, its parent and the diff",
+      j is not None and j["seq"] == child["seq"] and j["parent_seq"] == parent["seq"]
+      and "--- parent/kernel.cpp" in diff and "+++ kernel.cpp" in diff, r.stdout + r.stderr)
+check("the diff applied to the parent's code gives the attempt's code",
+      apply_diff(pcode, file_diff.split("+++ kernel.cpp\n", 1)[-1]) == ccode, diff)
+r = ksearch("show", run, "--attempt", "999")
+check("show --attempt of an unknown id: exit 1, says what exists", r.returncode == 1 and "no such attempt" in r.stderr,
+      r.stderr)
+
+# SIGTERM once: stop after the round, manifest "stopped", exit 130; resume.
+srv = Server("slow", [kernel(1)], delay=0.8)
+try:
+    term = work / "term"
+    p = subprocess.Popen([args.ksearch, *map(str, greedy(srv.url, term, 30))], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not ((term / "attempts.jsonl").exists() and len(attempts(term)) >= 2) and time.time() < deadline:
+        time.sleep(0.05)
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=120)
+    m = json.loads((term / "manifest.json").read_text())
+    check("SIGTERM: says it stops after the current round", "stopping after the current round" in err, err)
+    check("SIGTERM: exit 130, manifest stopped (cancelled)",
+          p.returncode == 130 and m["status"] == "stopped" and m["stop_reason"] == "cancelled",
+          f"exit {p.returncode}, manifest {m['status']} {m.get('stop_reason')}\n{err}")
+    done = max(a["round"] for a in attempts(term))
+    # SIGTERM twice, during a slow answer: stopped at once, still "stopped".
+    twice = work / "term2"
+    p = subprocess.Popen([args.ksearch, *map(str, greedy(srv.url, twice, 30))], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    while not (twice / "manifest.json").exists() and time.time() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)
+    p.send_signal(signal.SIGTERM)
+    time.sleep(0.2)
+    t0 = time.time()
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=60)
+    m = json.loads((twice / "manifest.json").read_text())
+    check("second SIGTERM: stops at once (exit 130), manifest stopped (interrupted)",
+          p.returncode == 130 and time.time() - t0 < 5 and m["status"] == "stopped"
+          and m["stop_reason"] == "interrupted" and "stopped at once" in err,
+          f"exit {p.returncode}, {m['status']} {m.get('stop_reason')}\n{err}")
+    r = ksearch("show", twice)
+    check("show of a twice-interrupted run says stopped", "status stopped (interrupted)" in r.stdout, r.stdout)
+
+    # resume --max-rounds: the total budget; below the rounds done refused.
+    if done > 1:
+        r = ksearch("resume", term, "--max-rounds", str(done - 1), "--quiet")
+        check("resume --max-rounds below the rounds done: refused, exit 2, explained",
+              r.returncode == 2 and f"below the {done} rounds this run has already done" in r.stderr
+              and "total round budget" in r.stderr, r.stderr)
+    r = ksearch("resume", term, "--max-rounds", str(done + 2), "--json")
+    j = parses(r.stdout)
+    counted = [a for a in attempts(term) if a["round"] > 0]
+    m = json.loads((term / "manifest.json").read_text())
+    check(f"resume --max-rounds {done + 2} on a 30-round run stopped after {done}: {done + 2} rounds in all",
+          r.returncode == 0 and j and j["rounds"] == done + 2 and len(counted) == done + 2
+          and m["config"]["max_rounds"] == done + 2 and m["status"] == "finished", r.stdout + r.stderr)
+    r = ksearch("resume", twice, "--max-rounds", "1", "--quiet")
+    m = json.loads((twice / "manifest.json").read_text())
+    check("a twice-interrupted run resumes", r.returncode == 0 and m["status"] == "finished", r.stdout + r.stderr)
+finally:
+    srv.stop()
+
+# --language inferred: scale3 has only a cpp version.
+srv = Server("lang", [kernel(1)])
+try:
+    r = ksearch("run", "--task", task, "--model", "test-model", "--base-url", srv.url, "--max-rounds", "1",
+                "--strategy", "greedy", "--timing-cap", "0.05", "--run-dir", work / "lang")
+finally:
+    srv.stop()
+m = json.loads((work / "lang" / "manifest.json").read_text()) if (work / "lang" / "manifest.json").exists() else {}
+check("--language inferred for a one-language task",
+      r.returncode == 0 and m.get("config", {}).get("language") == "cpp" and "language cpp" in r.stdout,
+      r.stdout + r.stderr)
+
+# Task names: one scheme, and every listed name loads from any folder.
+r = ksearch("tasks", "--json", cwd="/")
+listed = json.loads(r.stdout)
+names = [t["name"] for t in listed]
+examples = [t["name"] for t in listed if t["source"] != "built-in"]
+suites = {t["name"].split("/")[0] + "/" for t in listed if t["source"] == "built-in"}
+check("tasks: examples/matmul and examples/softmax, every example as examples/<name>",
+      "examples/matmul" in names and "examples/softmax" in names and all(n.startswith("examples/") for n in examples),
+      names)
+bad = [n for n in names if ksearch("tasks", "--spec", n, cwd="/").returncode != 0]
+check("tasks: every listed name loads from /", not bad, bad)
+
+# The README: every `ksearch ...` command uses options its --help lists, and
+# every --task it names loads from another folder.
+readme = (src / "README.md").read_text()
+cmds = [l.split("#")[0].strip() for l in readme.splitlines() if re.match(r"\s*ksearch \w+", l)]
+helps = {}
+problems = []
+for c in cmds:
+    words = c.split()
+    sub = words[1]
+    helps.setdefault(sub, ksearch(sub, "--help").stdout)
+    for opt in re.findall(r"(?<!\S)(--[a-z][a-z0-9-]*)", c):
+        if f"  {opt}" not in helps[sub] and f", {opt}" not in helps[sub]:
+            problems.append(f"{c}: {opt} is not an option of ksearch {sub}")
+    if "--task" in words:
+        name = words[words.index("--task") + 1]
+        if name.startswith(("/", "~", "$")) or "<" in name:
+            continue  # an absolute path to the reader's own task, or a placeholder
+        if "/" in name and not name.startswith(tuple(suites) + ("examples/",)):
+            problems.append(f"{c}: --task {name} is a relative path, which works only from one folder")
+        elif not name.startswith("kernelbench/") and ksearch("tasks", "--spec", name, cwd="/").returncode != 0:
+            problems.append(f"{c}: --task {name} does not load from /")
+check(f"README: {len(cmds)} ksearch commands use real options and tasks that load anywhere", cmds and not problems,
+      "\n".join(problems))
+
+if failures:
+    sys.exit(f"{len(failures)} failure(s):\n" + "\n".join(failures))
+print("CLI scripting checks passed")

@@ -193,14 +193,15 @@ def _member_prefix(members: List[Tuple[str, int]]) -> str:
 def python_source(abi: Abi, header: str) -> str:
     out = [f'"""ctypes declarations of the libksearch C ABI, generated from {header} by _abigen.py.',
            "", "Do not edit: the package build writes this file again from the header.", '"""',
-           "# flake8: noqa", "import ctypes", "", "try:", "    from ._enum import KsEnum",
-           "except ImportError:  # loaded outside the package", "    from enum import IntEnum as KsEnum", ""]
+           "# flake8: noqa", "import ctypes", "", "import typing", "", "try:",
+           "    from ._enum import KsEnum", "except ImportError:  # loaded outside the package",
+           "    from enum import IntEnum as KsEnum  # type: ignore[assignment]", ""]
     out.append("# ---- #defines (versions of the option structs, sizes of the closed sets)")
     for k, v in sorted(abi.defines.items()):
         out.append(f"{k} = {v}")
     out.append("")
     out.append("# ---- Enums: Python names (ks_llm_source -> LlmSource), members without their prefix")
-    out.append("ENUMS = {}  # C name -> Python enum class")
+    out.append("ENUMS: typing.Dict[str, typing.Any] = {}  # C name -> Python enum class")
     for c_name, members in abi.enums.items():
         py = _enum_python_name(c_name)
         prefix = _member_prefix(members)
@@ -227,7 +228,8 @@ def python_source(abi: Abi, header: str) -> str:
         # ctypes callbacks cannot return c_char_p and the like; ints and void only.
         out.append(f"{cb} = ctypes.CFUNCTYPE({', '.join(args)})")
     out.append("")
-    out.append("STRUCT_FIELDS = {}  # struct -> [(field, C type as spelled in the header)]")
+    out.append("# struct -> [(field, C type as spelled in the header)]")
+    out.append("STRUCT_FIELDS: typing.Dict[str, typing.List[typing.Tuple[str, str]]] = {}")
     for s, fields in abi.structs.items():
         where = f"struct {s}"
         lines = ", ".join(f"({f.name!r}, {_ctype(f.type, abi, where, in_struct=True)})" for f in fields)
@@ -236,12 +238,12 @@ def python_source(abi: Abi, header: str) -> str:
         out.append(f"STRUCT_FIELDS[{s!r}] = [{spelled}]")
     out.append("")
     out.append("# ---- Functions: name -> (restype, argtypes)")
-    out.append("FUNCTIONS = {")
+    out.append("FUNCTIONS: typing.Dict[str, typing.Tuple[typing.Any, typing.List[typing.Any]]] = {")
     for fn, (ret, params) in abi.functions.items():
         where = f"function {fn}"
         rt = _ctype(ret, abi, where, in_struct=False)
-        args = ", ".join(_ctype(p.type, abi, where, in_struct=False) for p in params)
-        out.append(f"    {fn!r}: ({rt}, [{args}]),")
+        arg_list = ", ".join(_ctype(p.type, abi, where, in_struct=False) for p in params)
+        out.append(f"    {fn!r}: ({rt}, [{arg_list}]),")
     out.append("}")
     return "\n".join(out) + "\n"
 

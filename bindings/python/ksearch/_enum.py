@@ -20,7 +20,7 @@ class KsEnum(enum.IntEnum):
         fn = getattr(c(), type(self)._c_name + "_name", None)
         if fn is None:  # ks_status has ks_status_string
             fn = getattr(c(), type(self)._c_name + "_string")
-        return fn(int(self)).decode()
+        return str(fn(int(self)).decode())
 
     @classmethod
     def _missing_(cls, value: Any) -> Any:

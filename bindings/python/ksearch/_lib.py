@@ -92,7 +92,7 @@ class KsearchError(RuntimeError):
 
 def _status_name(status: int) -> str:
     try:
-        return abi.Status(status).name
+        return str(abi.Status(status).name)
     except ValueError:
         return f"status {status}"
 

@@ -38,8 +38,10 @@ def _pointer(name: str, t: TensorArg) -> Tuple[int, int]:
         raise TypeError(f"tensor {name!r} must be a device pointer or a tensor, not bool")
     if isinstance(t, int):
         return t, 0
-    if isinstance(t, tuple) and len(t) == 2 and all(isinstance(x, int) for x in t):
-        return t[0], t[1]
+    if isinstance(t, tuple):
+        if len(t) == 2 and all(isinstance(x, int) for x in t):
+            return t[0], t[1]
+        raise TypeError(f"tensor {name!r}: a tuple must be (pointer, bytes)")
     if hasattr(t, "data_ptr") and hasattr(t, "element_size") and hasattr(t, "numel"):
         return int(t.data_ptr()), int(t.element_size()) * int(t.numel())
     cai = getattr(t, "__cuda_array_interface__", None)
@@ -99,21 +101,21 @@ class Kernel:
         a = abi.ks_kernel_launch_args()
         check(c().ks_kernel_launch_args_init(ctypes.byref(a), abi.KS_KERNEL_LAUNCH_ARGS_VERSION))
         d = keep((abi.ks_kernel_dim * max(1, len(dims)))())
-        for i, (k, v) in enumerate(dims.items()):
-            if isinstance(v, bool) or not isinstance(v, int):
-                raise TypeError(f"dimension {k!r} must be an int, not {type(v).__name__}")
-            d[i].name, d[i].value = keep(to_bytes(k, "dimension name")), v
+        for i, (k, n) in enumerate(dims.items()):
+            if isinstance(n, bool) or not isinstance(n, int):
+                raise TypeError(f"dimension {k!r} must be an int, not {type(n).__name__}")
+            d[i].name, d[i].value = keep(to_bytes(k, "dimension name")), n
         a.dims, a.dim_count = d, len(dims)
         tensors = tensors or {}
         t = keep((abi.ks_kernel_tensor * max(1, len(tensors)))())
-        for i, (k, v) in enumerate(tensors.items()):
-            ptr, nbytes = _pointer(k, v)
+        for i, (k, arg) in enumerate(tensors.items()):
+            ptr, nbytes = _pointer(k, arg)
             t[i].name, t[i].device_ptr, t[i].bytes = keep(to_bytes(k, "tensor name")), ptr, nbytes
         a.tensors, a.tensor_count = t, len(tensors)
         scalars = scalars or {}
         sc = keep((abi.ks_kernel_scalar * max(1, len(scalars)))())
-        for i, (k, v) in enumerate(scalars.items()):
-            sc[i].name, sc[i].value = keep(to_bytes(k, "scalar name")), float(v)
+        for i, (k, x) in enumerate(scalars.items()):
+            sc[i].name, sc[i].value = keep(to_bytes(k, "scalar name")), float(x)
         a.scalars, a.scalar_count = sc, len(scalars)
         a.stream = _stream(stream)
         a.workload = keep(to_bytes(workload, "workload"))

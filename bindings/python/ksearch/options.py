@@ -61,9 +61,9 @@ class _Options:
     """A Python view of one C option struct; see the module's docstring."""
 
     _struct: ClassVar[str]           # the C struct's name
-    _init: ClassVar[Optional[str]]    # its init function
+    _init: ClassVar[str]             # its init function
     _version: ClassVar[str]          # the #define of its version
-    _nested: ClassVar[Dict[str, type]] = {}   # struct fields (by value or pointer) -> option class
+    _nested: ClassVar[Dict[str, Any]] = {}   # struct fields (by value or pointer) -> option class
     _bools: ClassVar[Tuple[str, ...]] = ()
     _callbacks: ClassVar[Tuple[str, ...]] = ()
     _special: ClassVar[Tuple[str, ...]] = ()  # set by the class itself (pointers to handles)
@@ -170,6 +170,7 @@ class _Options:
                     value = []
                 if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
                     raise TypeError(f"{where} must be a list, not {type(value).__name__}")
+                arr: Any
                 if ctype.startswith("const char"):
                     arr = (ctypes.c_char_p * max(len(value), 1))(
                         *[to_bytes(v, f"{where}[{i}]") for i, v in enumerate(value)])
@@ -236,7 +237,7 @@ class _Options:
         return o
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and self.to_dict() == other.to_dict()  # type: ignore[attr-defined]
+        return isinstance(other, _Options) and type(other) is type(self) and self.to_dict() == other.to_dict()
 
 
 def _int(v: Any, where: str, ctype: str) -> int:

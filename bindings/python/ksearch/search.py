@@ -76,11 +76,13 @@ class EvalRequest:
 
     @property
     def task(self) -> Dict[str, Any]:
-        return json.loads(self.task_json)
+        task: Dict[str, Any] = json.loads(self.task_json)
+        return task
 
     @property
     def solution(self) -> Dict[str, Any]:
-        return json.loads(self.solution_json)
+        solution: Dict[str, Any] = json.loads(self.solution_json)
+        return solution
 
 
 @dataclass
@@ -119,7 +121,8 @@ class Event:
 
     @property
     def data(self) -> Dict[str, Any]:
-        return json.loads(self.json)
+        data: Dict[str, Any] = json.loads(self.json)
+        return data
 
 
 class _Stop(Exception):
@@ -388,7 +391,7 @@ def _set_eval_answer(answer: int, out: Any, where: str) -> None:
     if isinstance(out, str):
         check(lib.ks_eval_answer_set_json(answer, to_bytes(out, "the result JSON")))
     elif isinstance(out, EvalResult):
-        status = out.status if isinstance(out.status, EvalStatus) else EvalStatus(out.status)
+        status = out.status if isinstance(out.status, EvalStatus) else EvalStatus(out.status)  # type: ignore[arg-type]
         check(lib.ks_eval_answer_set_result(answer, int(status), float(out.latency_ms),
                                             float(out.reference_latency_ms), to_bytes(out.log, "EvalResult.log")))
     else:
@@ -440,6 +443,12 @@ def _run(fill: Callable[[_Keep, _Run], Any], call: Callable[[Any, Any], int], ca
             token.close()
 
 
+def _token(t: Any) -> Optional[CancelToken]:
+    if t is not None and not isinstance(t, CancelToken):
+        raise TypeError(f"cancel must be a ksearch.CancelToken, not {type(t).__name__}")
+    return t
+
+
 def run_search(task_or_options: Union[str, "os.PathLike[str]", SearchOptions, None] = None, /, *,
                progress: Optional[Callable[[RoundReport], Any]] = None,
                event: Optional[Callable[[Event], Any]] = None,
@@ -471,6 +480,7 @@ def run_search(task_or_options: Union[str, "os.PathLike[str]", SearchOptions, No
         opts.event = event
     if opts.task is None:
         raise ValueError("run_search needs a task")
+    cancel = _token(cancel if cancel is not None else opts.cancel)
 
     def fill(keep: _Keep, run: _Run) -> Any:
         s = opts._c_defaults()
@@ -496,6 +506,7 @@ def resume_search(run_dir: PathLike, options: Optional[ResumeOptions] = None, /,
     if event is not None:
         opts.event = event
     dir_b = to_bytes(run_dir, "run_dir")
+    cancel = _token(cancel if cancel is not None else opts.cancel)
 
     def fill(keep: _Keep, run: _Run) -> Any:
         s = opts._c_defaults()

@@ -245,7 +245,7 @@ class PackageTest(unittest.TestCase):
 
         def batch(reqs):
             batches.append(len(reqs))
-            return [GOOD, WRONG, RuntimeError("one prompt failed")][:len(reqs)]
+            return [GOOD, WRONG, RuntimeError("one prompt\0 failed \udc80")][:len(reqs)]  # NUL, surrogate: still a message
         rounds = []
         res = ksearch.run_search(SCALE3, llm=ksearch.LlmOptions.from_batch_callback(batch), strategy="greedy",
                                  language="cpp", parallel=3, budget={"max_rounds": 3}, eval=self.host_eval(),

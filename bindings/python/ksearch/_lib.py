@@ -38,6 +38,7 @@ def _load_abi() -> types.ModuleType:
     mod.__file__ = str(header)
     sys.modules[mod.__name__] = mod
     exec(compile(source, "<ksearch._abi from " + str(header) + ">", "exec"), mod.__dict__)
+    setattr(sys.modules[__package__], "_abi", mod)  # as an import of the submodule would
     return mod
 
 

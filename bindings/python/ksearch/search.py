@@ -265,10 +265,11 @@ class _Run:
     def _llm_one(self, fn: Callable[[LlmRequest], Any]) -> Callable[..., int]:
         def cb(req_p: Any, answer: int, _user: Any) -> int:
             try:
-                _set_llm_answer(answer, fn(_llm_request(req_p.contents)), "the LLM callback")
-                return 0
-            except LlmFailure as e:
-                c().ks_llm_answer_set_error(answer, to_bytes(str(e) or "LlmFailure", "error"))
+                try:
+                    out = fn(_llm_request(req_p.contents))
+                except LlmFailure as e:
+                    out = LlmAnswer(error=str(e) or "LlmFailure")
+                _set_llm_answer(answer, out, "the LLM callback")
                 return 0
             except _Stop:
                 return int(Status.E_USER)
@@ -284,9 +285,8 @@ class _Run:
                 outs = _batch_outputs(fn(reqs), count, "the LLM batch callback")
                 for i, out in enumerate(outs):
                     if isinstance(out, BaseException):
-                        c().ks_llm_answer_set_error(answers_p[i], to_bytes(f"{type(out).__name__}: {out}", "error"))
-                    else:
-                        _set_llm_answer(answers_p[i], out, f"the LLM batch callback's answer {i}")
+                        out = LlmAnswer(error=f"{type(out).__name__}: {out}")
+                    _set_llm_answer(answers_p[i], out, f"the LLM batch callback's answer {i}")
                 return 0
             except _Stop:
                 return int(Status.E_USER)
@@ -374,7 +374,7 @@ def _set_llm_answer(answer: int, out: Any, where: str) -> None:
     if not isinstance(out, LlmAnswer):
         raise TypeError(f"{where} must return a str or a ksearch.LlmAnswer, not {type(out).__name__}")
     if out.error is not None:
-        check(lib.ks_llm_answer_set_error(answer, to_bytes(out.error, "LlmAnswer.error")))
+        check(lib.ks_llm_answer_set_error(answer, _message(out.error)))
         return
     if out.text is None:
         raise ValueError(f"{where}: an LlmAnswer needs text or error")
@@ -382,6 +382,11 @@ def _set_llm_answer(answer: int, out: Any, where: str) -> None:
     check(lib.ks_llm_answer_set_text(answer, data, len(data)))
     if out.input_tokens or out.output_tokens or out.cost_usd:
         check(lib.ks_llm_answer_set_usage(answer, out.input_tokens, out.output_tokens, float(out.cost_usd)))
+
+
+def _message(s: str) -> bytes:
+    """A log message for C: any str, NULs and lone surrogates escaped."""
+    return str(s).replace("\0", "\\0").encode("utf-8", "backslashreplace")
 
 
 def _set_eval_answer(answer: int, out: Any, where: str) -> None:
@@ -393,7 +398,8 @@ def _set_eval_answer(answer: int, out: Any, where: str) -> None:
     elif isinstance(out, EvalResult):
         status = out.status if isinstance(out.status, EvalStatus) else EvalStatus(out.status)  # type: ignore[arg-type]
         check(lib.ks_eval_answer_set_result(answer, int(status), float(out.latency_ms),
-                                            float(out.reference_latency_ms), to_bytes(out.log, "EvalResult.log")))
+                                            float(out.reference_latency_ms),
+                                            None if out.log is None else _message(out.log)))
     else:
         raise TypeError(f"{where} must return a ksearch.EvalResult, a dict or a JSON str, not {type(out).__name__}")
 

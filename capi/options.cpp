@@ -293,6 +293,7 @@ ks_status ks_search_options_init(ks_search_options* o, uint32_t version) {
   ks::SearchConfig d;
   o->strategy = KS_STRATEGY_AUTO;
   o->language = KS_LANGUAGE_CUDA;
+  o->language_from_task = 1;
   o->parallel = d.parallel;
   o->seed = d.seed;
   ks_status s = ks_budget_options_init(&o->budget, KS_BUDGET_OPTIONS_VERSION);

@@ -120,6 +120,10 @@ typedef struct ks_search_options {
   const char *kernelbench_dir;    /* NULL: $KSEARCH_KERNELBENCH; a KernelBench checkout [--kernelbench] */
   ks_strategy strategy;           /* KS_STRATEGY_AUTO [--strategy] */
   ks_language language;           /* KS_LANGUAGE_CUDA [--language] */
+  /* 1: a task written in one language only runs in that language, whatever
+   * `language` says (the CLI without --language); a task with several uses
+   * `language`. 0: `language` must be one of the task's (the CLI with it). */
+  int language_from_task;
   int parallel;                   /* 1: candidates generated and evaluated at once (greedy) [--parallel] */
   uint64_t seed;                  /* 0: the strategies' random choices [--seed] */
   ks_budget_options budget;

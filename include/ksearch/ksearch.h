@@ -55,7 +55,7 @@
  *   changes when that is broken; the shared object's SONAME follows it).
  *   The C++ headers (ksearch/<name>.hpp) are the C++ API; those under
  *   ksearch/sys/ are extension interfaces that may change in minor
- *   releases. docs/c-api.md has the migration from the 0.1 ABI.
+ *   releases. docs/api.md describes it all and has the migration from the 0.1 ABI.
  */
 #ifndef KSEARCH_H
 #define KSEARCH_H

@@ -1,21 +1,6 @@
-// Search strategies and the context they run in.
-//
-// A strategy is straight-line code that asks the context for LLM answers and
-// evaluations. The context journals both in the run folder, which is what
-// makes every strategy resumable for free: on resume the strategy runs again
-// from the start and the context answers from the journal (same LLM answers,
-// same evaluation results) until it reaches the point where the run
-// stopped, then continues live. Strategies must therefore be deterministic
-// given the answers they receive: no wall-clock decisions, no unseeded
-// randomness (use rng()).
-//
-// Stopping: once should_stop() is true (budget spent, Ctrl-C, a callback),
-// the context accepts no further LLM call, evaluation, event or snapshot: the
-// call throws ks::SearchStopped, which unwinds the strategy and is caught by
-// the engine. A stopped run's journal is thus always a prefix of what a
-// longer run would have done, which is what lets a resume (possibly with a
-// larger budget) continue it exactly. Strategies just loop while
-// !should_stop() and must not catch SearchStopped.
+// Search configuration, progress reports, and the built-in strategies by
+// name. The interfaces a custom strategy implements and the context it runs
+// in (SearchStrategy, SearchContext) are in ksearch/sys/search_strategy.hpp.
 #pragma once
 
 #include <cstdint>
@@ -34,17 +19,6 @@
 #include "ksearch/world_model.hpp"
 
 KS_NAMESPACE_BEGIN
-
-// Thrown by SearchContext calls made after the run has been told to stop.
-class KS_API SearchStopped : public std::exception {
- public:
-  explicit SearchStopped(std::string reason) : reason_(std::move(reason)) {}
-  const char* what() const noexcept override { return reason_.c_str(); }
-  const std::string& reason() const { return reason_; }
-
- private:
-  std::string reason_;
-};
 
 // Configuration of one search run. Names follow the original's CLI flags.
 struct KS_API SearchConfig {
@@ -102,66 +76,14 @@ struct KS_API RoundReport {
 // Return false to stop the run after this round.
 using ProgressCallback = std::function<bool(const RoundReport&)>;
 
-// What a strategy works with. Implemented by the engine (lib/engine), and by
-// test doubles in unit tests.
-class KS_API SearchContext {
- public:
-  virtual ~SearchContext() = default;
+class SearchStrategy;
 
-  virtual const Task& task() const = 0;
-  virtual const SearchConfig& config() const = 0;
-  virtual WorldModel& world_model() = 0;
-  virtual std::mt19937_64& rng() = 0;
-  // Where candidates run, for prompts: "NVIDIA H100 80GB HBM3 (sm_90a, 132 SMs, ...)".
-  virtual std::string device_description() const = 0;
+KS_NAMESPACE_END
 
-  // Asks the LLM (journaled). A failed generation comes back with ok == false.
-  virtual LlmResponse llm(const LlmRequest& request) = 0;
-  virtual std::vector<LlmResponse> llm_batch(const std::vector<LlmRequest>& requests) = 0;
+// The extension interfaces, for code that includes this header for them.
+#include "ksearch/sys/search_strategy.hpp"
 
-  // Evaluates one candidate and counts it as a round (journaled). Records the
-  // attempt, updates the best solution and reports progress. `action` says
-  // what the round tried. A candidate that could not be generated is passed
-  // as a result with status generation_failed via record_failed_round().
-  virtual EvalResult evaluate(Solution& candidate, const std::string& action) = 0;
-  virtual std::vector<EvalResult> evaluate_batch(std::vector<Solution>& candidates,
-                                                 const std::vector<std::string>& actions) = 0;
-  // Counts a round whose LLM answer held no usable candidate.
-  virtual EvalResult record_failed_round(const std::string& action, const std::string& why,
-                                         const std::string& raw_answer) = 0;
-
-  // Evaluations of solutions outside the round budget (e.g. a seed solution
-  // or the reference); journaled, not counted as rounds.
-  virtual EvalResult evaluate_uncounted(Solution& solution, const std::string& purpose) = 0;
-
-  virtual int rounds_used() const = 0;
-  virtual int rounds_left() const = 0;
-  // True once the round, cost or time budget is spent or the user asked to stop.
-  virtual bool should_stop() const = 0;
-  // Why the run should stop: "" while it may go on, else "max_rounds",
-  // "max_cost", "max_wall_time", "llm_exhausted" or "cancelled".
-  virtual std::string stop_reason() const = 0;
-
-  virtual const std::optional<BestSolution>& best() const = 0;
-  // A solution the run has seen (attempted or seeded), by id.
-  virtual std::optional<Solution> find_solution(const std::string& id) const = 0;
-  virtual std::optional<EvalResult> find_eval(const std::string& id) const = 0;
-
-  // Appends an event to the run's log (skipped while replaying a journal
-  // that already holds it).
-  virtual void event(const std::string& type, Json data) = 0;
-  // Writes a versioned snapshot of the world model if it changed.
-  virtual void snapshot_world_model() = 0;
-  // Strategy state worth showing in `ksearch show` (cycle, streaks, ...).
-  virtual void set_state(Json state) = 0;
-};
-
-class KS_API SearchStrategy {
- public:
-  virtual ~SearchStrategy() = default;
-  virtual std::string name() const = 0;
-  virtual void run(SearchContext& ctx) = 0;
-};
+KS_NAMESPACE_BEGIN
 
 // Built-in strategies by name: "world_model", "greedy", "tune". Throws
 // ks::Error(Status::not_found) listing the known names.

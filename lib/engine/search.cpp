@@ -702,11 +702,24 @@ std::shared_ptr<Evaluator> lazy_evaluator(const EvaluatorConfig& ec, const Json&
 
 }  // namespace
 
+// A run made with the host's own strategy records that strategy's name,
+// which no built-in answers to: the rest of the configuration is checked as
+// usual.
+SearchConfig recorded_config(const Json& manifest) {
+  if (!manifest.get_bool("custom_strategy")) return SearchConfig::from_json(manifest["config"]);
+  Json j = manifest["config"];
+  const std::string name = j.get_string("strategy");
+  j["strategy"] = "world_model";
+  SearchConfig config = SearchConfig::from_json(j);
+  config.strategy = name;
+  return config;
+}
+
 SearchOutcome resume_search(const fs::path& run_dir, const ResumeOptions& options) {
   RunStore store = RunStore::open(run_dir);
   Json m = store.manifest();
   check_run_manifest(m, run_dir, "resumes");
-  SearchConfig config = SearchConfig::from_json(m["config"]);
+  SearchConfig config = recorded_config(m);
   Parts parts;
   parts.task = load_recorded_task(m);
   // max_rounds is the run's total round budget: it may grow or shrink, but

@@ -297,7 +297,7 @@ static void test_options(void) {
   CHECK(ks_search_options_init(&o, KS_SEARCH_OPTIONS_VERSION) == KS_OK);
   CHECK(o.version == KS_SEARCH_OPTIONS_VERSION);
   CHECK(o.task == NULL && o.run_dir == NULL && o.kernelbench_dir == NULL);
-  CHECK(o.strategy == KS_STRATEGY_AUTO && o.language == KS_LANGUAGE_CUDA);
+  CHECK(o.strategy == KS_STRATEGY_AUTO && o.language == KS_LANGUAGE_CUDA && o.language_from_task == 1);
   CHECK(o.parallel == 1 && o.seed == 0);
   CHECK(o.budget.version == KS_BUDGET_OPTIONS_VERSION && o.budget.max_rounds == 20);
   CHECK(o.budget.max_cost_usd == 0 && o.budget.max_wall_s == 0 && o.budget.max_answer_bytes == 4u << 20);
@@ -446,6 +446,35 @@ static void test_evaluate(const char *task_path) {
   ks_task_destroy(task);
 }
 
+/* A task written in C++ only: language_from_task runs it in C++ whatever
+ * `language` says (the CLI without --language); without it, the language
+ * must be the task's. */
+static void test_language_from_task(const char *task, const char *work) {
+  ks_search_options params;
+  ks_result *result = NULL;
+  struct model m;
+  char run_dir[4096];
+  ks_status s;
+  memset(&m, 0, sizeof m);
+  snprintf(run_dir, sizeof run_dir, "%s/language_from_task", work);
+  greedy_options(&params, task, run_dir, &m);
+  params.language = KS_LANGUAGE_CUDA;
+  params.language_from_task = 0;
+  params.budget.max_rounds = 1;
+  CHECK(ks_search_run(&params, &result) == KS_E_INVALID_ARGUMENT);
+  CHECK(result == NULL);
+  CHECK(strstr(ks_last_error_message(), "has no \"cuda\" version (it supports: cpp)") != NULL);
+  CHECK(m.calls == 0);
+  params.language_from_task = 1;
+  s = ks_search_run(&params, &result);
+  if (s != KS_OK) fprintf(stderr, "language_from_task: %s\n", ks_last_error_message());
+  CHECK(s == KS_OK);
+  CHECK(ks_result_rounds(result) == 1);
+  CHECK(m.calls == 1);
+  /* It ran in C++: in CUDA it would have ended with KS_E_NO_DEVICE here, before asking. */
+  ks_result_destroy(result);
+}
+
 int main(int argc, char **argv) {
   if (argc != 3) {
     fprintf(stderr, "usage: test_capi TASK_DIR WORK_DIR\n");
@@ -456,6 +485,7 @@ int main(int argc, char **argv) {
   test_evaluate(argv[1]);
   test_search(argv[1], argv[2]);
   test_stops(argv[1], argv[2]);
+  test_language_from_task(argv[1], argv[2]);
   if (failures) {
     fprintf(stderr, "%d check(s) failed\n", failures);
     return 1;

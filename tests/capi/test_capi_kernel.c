@@ -74,7 +74,7 @@ static void test_resolve(void) {
   }
   CHECK(ks_kernel_module_count(k) == 3); /* BLOCK 256 (values), 512 and 128 (per workload) */
   CHECK(strcmp(ks_kernel_arch(k), "sm_90a") == 0);
-  CHECK(strcmp(ks_kernel_task(k), "softmax") == 0);
+  CHECK(strcmp(ks_kernel_task(k), "examples/softmax") == 0);
   CHECK(strlen(ks_kernel_solution_id(k)) == 16);
   CHECK(ks_kernel_dim_count(k) == 2 && strcmp(ks_kernel_dim_name(k, 1), "C") == 0);
   CHECK(ks_kernel_tensor_count(k) == 2);

@@ -377,6 +377,7 @@ class SearchOptions(_Options):
     _struct, _init, _version = "ks_search_options", "ks_search_options_init", "KS_SEARCH_OPTIONS_VERSION"
     _nested = {"budget": BudgetOptions, "world_model": WorldModelOptions, "tune": TuneOptions,
                "eval": EvalOptions, "llm": LlmOptions}
+    _bools = ("language_from_task",)
     _callbacks = ("progress", "event")
     _special = ("cancel",)
     task: Optional[str]
@@ -384,6 +385,7 @@ class SearchOptions(_Options):
     kernelbench_dir: Optional[PathLike]
     strategy: Strategy
     language: Language
+    language_from_task: bool
     parallel: int
     seed: int
     budget: BudgetOptions

@@ -77,6 +77,8 @@ void check_version(const char* what, std::uint32_t version, std::uint32_t known_
 // The options, in C++ form. Throw ks::Error naming the field at fault.
 LlmChoice llm_choice_of(const ks_llm_options& o, double max_cost_usd, const char* prefix);
 void apply_eval_options(const ks_eval_options& o, EvaluatorConfig& out, const char* prefix);
+// The replay's settings and model (not its callbacks).
+ReplayOptions replay_options_of(const ks_replay_options& o);
 
 // The host's parts as C++ objects (callbacks.cpp).
 std::shared_ptr<LlmPolicy> llm_callback_policy(ks_llm_callback cb, void* user);

@@ -78,6 +78,25 @@ void check_version(const char* what, std::uint32_t version, std::uint32_t known_
 
 std::size_t search_options_size(std::uint32_t version) { return size_v1<ks_search_options>(version); }
 
+ReplayOptions replay_options_of(const ks_replay_options& o) {
+  check_version("ks_replay_options", o.version, KS_REPLAY_OPTIONS_VERSION, size_v1<ks_replay_options>(o.version) != 0);
+  ReplayOptions r;
+  if (o.run_dir) r.run_dir = o.run_dir;
+  if (o.config_changes_json) r.config_changes = json_object_field(o.config_changes_json, "options.config_changes_json");
+  if (o.llm) {
+    LlmChoice c = llm_choice_of(*o.llm, 0, "options.llm");
+    if (c.kind == "replay" || c.kind == "offline")
+      throw Error(Status::invalid_argument,
+                  "options.llm names the model to go on with live: KS_LLM_OPENAI, KS_LLM_COMMAND or a callback");
+    if (c.kind == "custom") r.custom_llm = c.custom;
+    else r.llm = c;
+  }
+  r.on_divergence = divergence_of(o.on_divergence, "options.on_divergence");
+  if (o.llm && r.on_divergence == "stop") r.on_divergence = "live";
+  r.check_prompts = o.allow_prompt_changes == 0;
+  return r;
+}
+
 LlmChoice llm_choice_of(const ks_llm_options& o, double max_cost_usd, const char* prefix) {
   const std::string p = prefix;
   need_version(prefix, o.version);
@@ -302,6 +321,13 @@ ks_status ks_search_options_init(ks_search_options* o, uint32_t version) {
   if (s == KS_OK) s = ks_eval_options_init(&o->eval, KS_EVAL_OPTIONS_VERSION);
   if (s == KS_OK) s = ks_llm_options_init(&o->llm, KS_LLM_OPTIONS_VERSION);
   return s;
+}
+
+ks_status ks_replay_options_init(ks_replay_options* o, uint32_t version) {
+  if (ks_status s = init_struct("ks_replay_options_init", o, version); s != KS_OK) return s;
+  o->on_divergence = KS_REPLAY_STOP;
+  o->allow_prompt_changes = ks::ReplayOptions{}.check_prompts ? 0 : 1;
+  return KS_OK;
 }
 
 ks_status ks_resume_options_init(ks_resume_options* o, uint32_t version) {

@@ -158,6 +158,24 @@ ks_status ks_search_resume(const char* run_dir, const ks_resume_options* o, ks_r
   });
 }
 
+ks_status ks_search_replay(const char* recorded_run_dir, const ks_replay_options* o, ks_result** out) {
+  if (!out) return fail(KS_E_INVALID_ARGUMENT, "ks_search_replay: out is NULL");
+  *out = nullptr;
+  if (!recorded_run_dir) return fail(KS_E_INVALID_ARGUMENT, "ks_search_replay: recorded_run_dir is NULL");
+  if (!*recorded_run_dir) return fail(KS_E_INVALID_ARGUMENT, "ks_search_replay: recorded_run_dir is empty");
+  return guarded("ks_search_replay", [&] {
+    ks::ReplayOptions r;
+    if (o) {
+      r = replay_options_of(*o);
+      r.custom_evaluator = evaluator_callback_of(o->eval_callback, o->eval_batch_callback, o->eval_user_data, nullptr);
+      r.progress = progress_of(o->progress, o->progress_user_data);
+      r.on_event = events_of(o->event, o->event_user_data);
+      if (o->cancel) r.cancel = o->cancel->token;
+    }
+    return make_result(ks::replay_search(recorded_run_dir, r), out);
+  });
+}
+
 void ks_result_destroy(ks_result* result) { delete result; }
 int ks_result_has_best(const ks_result* r) { return r && r->outcome.best ? 1 : 0; }
 double ks_result_best_latency_ms(const ks_result* r) { return r && r->outcome.best ? r->outcome.best->eval.latency_ms : 0; }

@@ -176,6 +176,42 @@ KS_API ks_status ks_resume_options_init(ks_resume_options *options, uint32_t ver
  * `options` may be NULL. Returns as ks_search_run does. */
 KS_API ks_status ks_search_resume(const char *run_dir, const ks_resume_options *options, ks_result **out);
 
+#define KS_REPLAY_OPTIONS_VERSION 1
+
+/* What `ksearch replay` takes: a run folder reproduced into a new one from
+ * its recorded LLM answers and evaluations (nothing is asked or measured
+ * again: no model, no GPU), with settings changed or not. */
+typedef struct ks_replay_options {
+  uint32_t version;                 /* KS_REPLAY_OPTIONS_VERSION */
+  const char *run_dir;              /* NULL: runs/<task>-<UTC time>; the new folder [--run-dir] */
+  /* NULL, or a JSON object of recorded settings to change, named as in the
+   * run's manifest config, e.g. {"wm_stagnation_window": 3, "max_rounds": 30}
+   * [--strategy, --max-rounds, --wm-*, --parallel, --tune-rounds, --seed, --max-wall-time] */
+  const char *config_changes_json;
+  /* Where the search leaves the recording: KS_REPLAY_STOP says where and why
+   * (ks_result_json's "divergence") and stops; KS_REPLAY_SKIP takes recorded
+   * answers by kind and recorded evaluations by solution id. With `llm` set,
+   * KS_REPLAY_STOP goes on live with that model instead [--on-divergence]. */
+  ks_replay_divergence on_divergence;
+  int allow_prompt_changes;         /* 0; 1: a changed prompt of the recorded kind keeps the recorded answer [--allow-prompt-changes] */
+  const ks_llm_options *llm;        /* NULL; the model to go on with live [--llm] */
+  ks_evaluate_callback eval_callback;             /* NULL: the recorded evaluator settings, for live evaluations */
+  ks_evaluate_batch_callback eval_batch_callback;
+  void *eval_user_data;
+  ks_progress_callback progress;
+  void *progress_user_data;
+  ks_event_callback event;
+  void *event_user_data;
+  ks_cancel_token *cancel;
+} ks_replay_options;
+KS_API ks_status ks_replay_options_init(ks_replay_options *options, uint32_t version);
+
+/* Replays the run folder `recorded_run_dir` into a new one; `options` may be
+ * NULL (the recorded settings, a new folder under runs/). Returns as
+ * ks_search_run does; with the recorded settings the new folder ends with
+ * the same attempts and best solution. */
+KS_API ks_status ks_search_replay(const char *recorded_run_dir, const ks_replay_options *options, ks_result **out);
+
 /* ---- Results ------------------------------------------------------------------ */
 
 KS_API void ks_result_destroy(ks_result *result);

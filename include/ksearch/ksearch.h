@@ -42,10 +42,10 @@
  *   runs may go on at once on different threads (in different run folders).
  *   A handle is used by one thread at a time, except that const accessors
  *   may be called concurrently and ks_cancel_token_cancel may be called from
- *   any thread at any time. ks_search_run and ks_search_resume block the
- *   calling thread; every callback of a run (LLM, evaluator, progress,
- *   event) is called on that thread, one at a time, so callbacks need no
- *   locking among themselves. A batch LLM or evaluator callback may hand its
+ *   any thread at any time. ks_search_run, ks_search_resume and
+ *   ks_search_replay block the calling thread; every callback of a run (LLM,
+ *   evaluator, progress, event) is called on that thread, one at a time, so
+ *   callbacks need no locking among themselves. A batch LLM or evaluator callback may hand its
  *   items to other threads, as long as it has finished with all of them
  *   when it returns. Callbacks must not start another search on the thread
  *   that called them.

@@ -1,6 +1,7 @@
 // Default behaviour of the abstract interfaces and the LLM value types.
 #include <fmt/format.h>
 
+#include "core/enum_names.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/evaluator.hpp"
 #include "ksearch/llm.hpp"
@@ -97,25 +98,15 @@ Json DeviceInfo::to_json() const {
 // ---------------------------------------------------------------------------
 // LLM types
 
-const char* to_string(PromptKind k) {
-  switch (k) {
-    case PromptKind::wm_init: return "wm_init";
-    case PromptKind::wm_propose: return "wm_propose";
-    case PromptKind::wm_refine: return "wm_refine";
-    case PromptKind::wm_too_hard: return "wm_too_hard";
-    case PromptKind::generate: return "generate";
-    case PromptKind::debug: return "debug";
-    case PromptKind::improve: return "improve";
-  }
-  return "?";
-}
+namespace {
+constexpr auto kPromptKindNames = detail::enum_names<PromptKind::improve>(
+    {"wm_init", "wm_propose", "wm_refine", "wm_too_hard", "generate", "debug", "improve"});
+}  // namespace
+
+const char* to_string(PromptKind k) { return detail::enum_name(kPromptKindNames, k); }
 
 std::optional<PromptKind> prompt_kind_from_string(std::string_view s) {
-  for (auto k : {PromptKind::wm_init, PromptKind::wm_propose, PromptKind::wm_refine,
-                 PromptKind::wm_too_hard, PromptKind::generate, PromptKind::debug,
-                 PromptKind::improve})
-    if (s == to_string(k)) return k;
-  return std::nullopt;
+  return detail::enum_value<PromptKind>(kPromptKindNames, s);
 }
 
 LlmUsage& LlmUsage::operator+=(const LlmUsage& o) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/enum_names.hpp"
 #include "core/json_fields.hpp"
 #include "core/sha256.hpp"
 #include "ksearch/error.hpp"
@@ -29,23 +30,20 @@ std::optional<Language> language_from_string(std::string_view s) {
   return std::nullopt;
 }
 
-const char* to_string(DType t) {
-  switch (t) {
-    case DType::f32: return "f32";
-    case DType::f64: return "f64";
-    case DType::f16: return "f16";
-    case DType::bf16: return "bf16";
-    case DType::i32: return "i32";
-    case DType::i64: return "i64";
-    case DType::u8: return "u8";
-    case DType::f8e4m3: return "f8e4m3";
-    case DType::f8e5m2: return "f8e5m2";
-    case DType::i8: return "i8";
-    case DType::i16: return "i16";
-    case DType::boolean: return "bool";
-  }
-  return "?";
-}
+namespace {
+constexpr auto kDTypeNames = detail::enum_names<DType::boolean>(
+    {"f32", "f64", "f16", "bf16", "i32", "i64", "u8", "f8e4m3", "f8e5m2", "i8", "i16", "bool"});
+constexpr auto kDistributionNames = detail::enum_names<Distribution::Kind::permutation>(
+    {"normal", "uniform", "cauchy", "int_range", "constant", "clamped_normal", "indptr", "permutation"});
+constexpr auto kScoreModeNames = detail::enum_names<ScoreMode::vs_baseline>({"latency", "vs_baseline"});
+constexpr auto kEvalStatusNames = detail::enum_names<EvalStatus::memory_limit>(
+    {"passed", "compile_error", "runtime_error", "incorrect", "timeout", "crashed", "invalid", "generation_failed",
+     "memory_limit"});
+constexpr auto kToleranceRuleNames =
+    detail::enum_names<Tolerance::Rule::abs_or_rel>({"ref_relative", "out_relative", "abs_or_rel"});
+}  // namespace
+
+const char* to_string(DType t) { return detail::enum_name(kDTypeNames, t); }
 
 std::optional<DType> dtype_from_string(std::string_view s) {
   if (s == "f32" || s == "float32") return DType::f32;
@@ -108,55 +106,18 @@ const char* dtype_c_type(DType t, Language lang) {
   return "?";
 }
 
-const char* to_string(Distribution::Kind k) {
-  switch (k) {
-    case Distribution::Kind::normal: return "normal";
-    case Distribution::Kind::uniform: return "uniform";
-    case Distribution::Kind::cauchy: return "cauchy";
-    case Distribution::Kind::int_range: return "int_range";
-    case Distribution::Kind::constant: return "constant";
-    case Distribution::Kind::clamped_normal: return "clamped_normal";
-    case Distribution::Kind::indptr: return "indptr";
-    case Distribution::Kind::permutation: return "permutation";
-  }
-  return "?";
-}
+const char* to_string(Distribution::Kind k) { return detail::enum_name(kDistributionNames, k); }
 
-const char* to_string(ScoreMode m) {
-  switch (m) {
-    case ScoreMode::latency: return "latency";
-    case ScoreMode::vs_baseline: return "vs_baseline";
-  }
-  return "?";
-}
+const char* to_string(ScoreMode m) { return detail::enum_name(kScoreModeNames, m); }
 
 std::optional<ScoreMode> score_mode_from_string(std::string_view s) {
-  if (s == "latency") return ScoreMode::latency;
-  if (s == "vs_baseline") return ScoreMode::vs_baseline;
-  return std::nullopt;
+  return detail::enum_value<ScoreMode>(kScoreModeNames, s);
 }
 
-const char* to_string(EvalStatus s) {
-  switch (s) {
-    case EvalStatus::passed: return "passed";
-    case EvalStatus::compile_error: return "compile_error";
-    case EvalStatus::runtime_error: return "runtime_error";
-    case EvalStatus::incorrect: return "incorrect";
-    case EvalStatus::timeout: return "timeout";
-    case EvalStatus::crashed: return "crashed";
-    case EvalStatus::invalid: return "invalid";
-    case EvalStatus::generation_failed: return "generation_failed";
-    case EvalStatus::memory_limit: return "memory_limit";
-  }
-  return "?";
-}
+const char* to_string(EvalStatus s) { return detail::enum_name(kEvalStatusNames, s); }
 
 std::optional<EvalStatus> eval_status_from_string(std::string_view s) {
-  for (auto st : {EvalStatus::passed, EvalStatus::compile_error, EvalStatus::runtime_error,
-                  EvalStatus::incorrect, EvalStatus::timeout, EvalStatus::crashed,
-                  EvalStatus::invalid, EvalStatus::generation_failed, EvalStatus::memory_limit})
-    if (s == to_string(st)) return st;
-  return std::nullopt;
+  return detail::enum_value<EvalStatus>(kEvalStatusNames, s);
 }
 
 // ---------------------------------------------------------------------------
@@ -409,14 +370,7 @@ WorkloadSpec WorkloadSpec::from_json(const Json& j) {
   return w;
 }
 
-const char* to_string(Tolerance::Rule r) {
-  switch (r) {
-    case Tolerance::Rule::ref_relative: return "ref_relative";
-    case Tolerance::Rule::out_relative: return "out_relative";
-    case Tolerance::Rule::abs_or_rel: return "abs_or_rel";
-  }
-  return "?";
-}
+const char* to_string(Tolerance::Rule r) { return detail::enum_name(kToleranceRuleNames, r); }
 
 Json Tolerance::to_json() const {
   return Json::obj({{"atol", atol},

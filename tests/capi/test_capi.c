@@ -90,6 +90,8 @@ static void greedy_options(ks_search_options *o, const char *task, const char *r
   o->llm.user_data = m;
 }
 
+static void test_replay(const char *work, const char *best_id);
+
 static void test_search(const char *task, const char *work) {
   ks_search_options params;
   ks_result *result = NULL;
@@ -130,7 +132,52 @@ static void test_search(const char *task, const char *work) {
   CHECK(strcmp(ks_result_run_dir(result), run_dir) == 0);
   CHECK(ks_result_source_count(NULL) == 0);
   CHECK(strcmp(ks_result_source_path(result, 99), "") == 0);
+  test_replay(work, ks_result_best_solution_id(result));
   ks_result_destroy(result);
+}
+
+/* `ksearch replay` from C: the greedy run above reproduced into a new folder
+ * from its recording (no model, nothing measured), with the same best. */
+static void test_replay(const char *work, const char *best_id) {
+  ks_replay_options ro;
+  ks_result *r = NULL;
+  char source[4096], again[4096], bad[4096];
+  ks_status s;
+  snprintf(source, sizeof source, "%s/greedy", work);
+  snprintf(again, sizeof again, "%s/greedy_replayed", work);
+  snprintf(bad, sizeof bad, "%s/greedy_replay_refused", work);
+  memset(&ro, 0x5a, sizeof ro);
+  CHECK(ks_replay_options_init(&ro, KS_REPLAY_OPTIONS_VERSION) == KS_OK);
+  CHECK(ro.version == KS_REPLAY_OPTIONS_VERSION && ro.run_dir == NULL && ro.config_changes_json == NULL);
+  CHECK(ro.on_divergence == KS_REPLAY_STOP && ro.allow_prompt_changes == 0 && ro.llm == NULL);
+  CHECK(ro.eval_callback == NULL && ro.progress == NULL && ro.event == NULL && ro.cancel == NULL);
+  CHECK(ks_replay_options_init(&ro, 99) == KS_E_VERSION);
+  CHECK(ks_replay_options_init(&ro, KS_REPLAY_OPTIONS_VERSION) == KS_OK);
+  ro.run_dir = again;
+  s = ks_search_replay(source, &ro, &r);
+  if (s != KS_OK) fprintf(stderr, "ks_search_replay: %s\n", ks_last_error_message());
+  CHECK(s == KS_OK);
+  CHECK(ks_result_rounds(r) == 3);
+  CHECK(ks_result_has_best(r) && ks_result_best_round(r) == 2);
+  CHECK(strcmp(ks_result_best_solution_id(r), best_id) == 0);
+  CHECK(strcmp(ks_result_run_dir(r), again) == 0);
+  ks_result_destroy(r);
+  r = NULL;
+
+  /* Settings are checked by name before anything runs. */
+  ro.run_dir = bad;
+  ro.config_changes_json = "{\"no_such_setting\": 1}";
+  CHECK(ks_search_replay(source, &ro, &r) == KS_E_INVALID_ARGUMENT);
+  CHECK(r == NULL);
+  CHECK(strstr(ks_last_error_message(), "no_such_setting") != NULL);
+  ro.config_changes_json = "[1]";
+  CHECK(ks_search_replay(source, &ro, &r) == KS_E_INVALID_ARGUMENT);
+  CHECK(strstr(ks_last_error_message(), "options.config_changes_json") != NULL);
+  ro.config_changes_json = NULL;
+  ro.on_divergence = (ks_replay_divergence)7;
+  CHECK(ks_search_replay(source, &ro, &r) == KS_E_INVALID_ARGUMENT);
+  CHECK(strstr(ks_last_error_message(), "options.on_divergence") != NULL);
+  CHECK(ks_search_replay(NULL, &ro, &r) == KS_E_INVALID_ARGUMENT);
 }
 
 static void test_stops(const char *task, const char *work) {

@@ -131,7 +131,8 @@ class PackageTest(unittest.TestCase):
     def test_options_cover_every_c_field_with_type_hints(self):
         import typing
         classes = [kopts.BudgetOptions, kopts.WorldModelOptions, kopts.TuneOptions, kopts.EvalOptions,
-                   kopts.LlmOptions, kopts.SearchOptions, kopts.ResumeOptions, kopts.KernelLoadOptions]
+                   kopts.LlmOptions, kopts.SearchOptions, kopts.ResumeOptions, kopts.ReplayOptions,
+                   kopts.KernelLoadOptions]
         self.assertEqual({c._struct for c in classes},
                          {s for s in ksearch._abi.STRUCT_FIELDS if s.endswith("_options")})
         for cls in classes:
@@ -239,6 +240,11 @@ class PackageTest(unittest.TestCase):
         res2 = ksearch.resume_search(run_dir, max_rounds=3, llm=ksearch.LlmOptions.from_callback(model))
         self.assertEqual(res2.rounds, 3)
         self.assertEqual(len(prompts), 3)  # only the new round asked the model
+
+        # Replayed into a new folder: no model, the same attempts and best.
+        rep = ksearch.replay_search(run_dir, run_dir=self.work / "replayed", progress=lambda r: rounds.append(r))
+        self.assertEqual((rep.rounds, rep.best_solution_id), (3, res2.best_solution_id))
+        self.assertEqual(len(prompts), 3)
 
     def test_batch_callback_gets_parallel_prompts_at_once(self):
         batches = []

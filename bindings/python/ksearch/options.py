@@ -30,7 +30,7 @@ from ._lib import abi, c, check, to_bytes
 from ._abi import ApiKind, Backend, CommandInput, Language, LlmSource, ReplayDivergence, SandboxMode, Strategy
 
 __all__ = ["BudgetOptions", "WorldModelOptions", "TuneOptions", "EvalOptions", "LlmOptions", "SearchOptions",
-           "ResumeOptions", "KernelLoadOptions", "PathLike"]
+           "ResumeOptions", "ReplayOptions", "KernelLoadOptions", "PathLike"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -407,6 +407,27 @@ class ResumeOptions(_Options):
     _callbacks = ("eval_callback", "eval_batch_callback", "progress", "event")
     _special = ("cancel",)
     max_rounds: int
+    llm: Optional[LlmOptions]
+    eval_callback: Optional[Callable[..., Any]]
+    eval_batch_callback: Optional[Callable[..., Any]]
+    progress: Optional[Callable[..., Any]]
+    event: Optional[Callable[..., Any]]
+    cancel: Any
+
+
+class ReplayOptions(_Options):
+    """What a replay of a run folder takes (ks_replay_options):
+    `config_changes_json` (a dict or JSON) names recorded settings to change;
+    `llm` None replays without a model."""
+    _struct, _init, _version = "ks_replay_options", "ks_replay_options_init", "KS_REPLAY_OPTIONS_VERSION"
+    _nested = {"llm": LlmOptions}
+    _bools = ("allow_prompt_changes",)
+    _callbacks = ("eval_callback", "eval_batch_callback", "progress", "event")
+    _special = ("cancel",)
+    run_dir: Optional[PathLike]
+    config_changes_json: Optional[Union[str, Dict[str, Any]]]
+    on_divergence: ReplayDivergence
+    allow_prompt_changes: bool
     llm: Optional[LlmOptions]
     eval_callback: Optional[Callable[..., Any]]
     eval_batch_callback: Optional[Callable[..., Any]]

@@ -34,10 +34,11 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 from ._abi import EvalStatus, Language, PromptKind, Status
 from ._lib import KsearchError, abi, c, check, take_string, text, to_bytes
-from .options import PathLike, ResumeOptions, SearchOptions, _Keep
+from .options import PathLike, ReplayOptions, ResumeOptions, SearchOptions, _Keep
 
 __all__ = ["LlmRequest", "LlmAnswer", "LlmFailure", "EvalRequest", "EvalResult", "RoundReport", "Event",
-           "CancelToken", "Result", "CallbackError", "run_search", "resume_search", "stop", "threaded_batch"]
+           "CancelToken", "Result", "CallbackError", "run_search", "resume_search", "replay_search", "stop",
+           "threaded_batch"]
 
 
 # ---- What callbacks receive and return ------------------------------------------
@@ -249,9 +250,9 @@ class _Run:
             return abi.ks_llm_callback(self._llm_one(fn))
         if key in (("ks_llm_options", "batch_callback"),):
             return abi.ks_llm_batch_callback(self._llm_batch(fn))
-        if key in (("ks_eval_options", "callback"), ("ks_resume_options", "eval_callback")):
+        if key == ("ks_eval_options", "callback") or field == "eval_callback":
             return abi.ks_evaluate_callback(self._eval_one(fn))
-        if key in (("ks_eval_options", "batch_callback"), ("ks_resume_options", "eval_batch_callback")):
+        if key == ("ks_eval_options", "batch_callback") or field == "eval_batch_callback":
             return abi.ks_evaluate_batch_callback(self._eval_batch(fn))
         if field == "progress":
             return abi.ks_progress_callback(self._progress(fn))
@@ -521,3 +522,29 @@ def resume_search(run_dir: PathLike, options: Optional[ResumeOptions] = None, /,
         return s
     return _run(fill, lambda s, h: c().ks_search_resume(dir_b, ctypes.byref(s), ctypes.byref(h)), cancel)
 
+
+def replay_search(recorded_run_dir: PathLike, options: Optional[ReplayOptions] = None, /, *,
+                  progress: Optional[Callable[[RoundReport], Any]] = None,
+                  event: Optional[Callable[[Event], Any]] = None,
+                  cancel: Optional[CancelToken] = None, **fields: Any) -> Result:
+    """Reproduces a run folder into a new one from its recorded answers and
+    evaluations (no model, no GPU), with settings changed or not (`ksearch
+    replay`). Keyword arguments set ReplayOptions fields (run_dir,
+    config_changes_json, on_divergence, llm to go on live, ...)."""
+    opts = options.copy() if options is not None else ReplayOptions()
+    assert isinstance(opts, ReplayOptions)
+    for k, v in fields.items():
+        setattr(opts, k, v)
+    if progress is not None:
+        opts.progress = progress
+    if event is not None:
+        opts.event = event
+    dir_b = to_bytes(recorded_run_dir, "recorded_run_dir")
+    cancel = _token(cancel if cancel is not None else opts.cancel)
+
+    def fill(keep: _Keep, run: _Run) -> Any:
+        s = opts._c_defaults()
+        opts._fill(s, keep, run.wrap, "")
+        s.cancel = run.cancel._live() if run.cancel else None
+        return s
+    return _run(fill, lambda s, h: c().ks_search_replay(dir_b, ctypes.byref(s), ctypes.byref(h)), cancel)

@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/elements.hpp"
@@ -168,4 +169,44 @@ TEST_CASE("moe: a kernel that ignores local_expert_offset fails (emulated)") {
   const WorkloadSpec w = small("ninety", 90, 96, 43);
   CHECK(test::compare_outputs(t, test::run_emulated(t, w, no_offset, t.starting_points[0].launch_plan), test::cpu_outputs(t, w),
                               t.tolerance) != "");
+}
+
+// With FlashInfer-Bench's randn bias the bias alone picks the groups for a
+// whole batch, and batches routed nothing to this GPU's experts (moe.cpp). The
+// task's bias keeps every benchmark batch of more than one token working here,
+// the local share near 1/8, and still changes the experts each token gets
+// (so a kernel that ignores it fails).
+TEST_CASE("moe: every benchmark workload routes tokens to the local experts") {
+  TaskSpec routing_only = spec();
+  std::erase_if(routing_only.tensors, [](const TensorSpec& t) {
+    return t.name != "routing_logits" && t.name != "routing_bias" && t.name != "local_expert_offset";
+  });
+  std::int64_t pairs = 0, local = 0, tokens = 0, moved = 0;
+  for (const auto& w : spec().workloads) {
+    if (!w.benchmark) continue;
+    const auto in = detail::generate_host_inputs(routing_only, w);
+    const auto& logits = in.at("routing_logits");
+    const auto offset = static_cast<std::int32_t>(in.at("local_expert_offset").scalar);
+    const std::int64_t seq = w.dims.at("seq_len");
+    const std::vector<std::uint16_t> no_bias(256, 0);
+    std::int64_t here = 0;
+    for (std::int64_t t = 0; t < seq; ++t) {
+      std::int32_t ids[8], unbiased[8];
+      float weights[8];
+      moe_route_cpu(logits.as<float>() + t * 256, in.at("routing_bias").as<std::uint16_t>(), 256, 8, 4, 8, 2.5f, ids,
+                    weights);
+      moe_route_cpu(logits.as<float>() + t * 256, no_bias.data(), 256, 8, 4, 8, 2.5f, unbiased, weights);
+      for (int k = 0; k < 8; ++k) here += ids[k] >= offset && ids[k] < offset + 32;
+      moved += !std::equal(ids, ids + 8, unbiased);
+    }
+    MESSAGE(w.name, ": ", here, " of ", seq * 8, " (token, expert) pairs on experts ", offset, "..", offset + 31);
+    if (seq > 1) CHECK_MESSAGE(here > 0, w.name, " routes no token to this GPU's experts");
+    pairs += seq * 8;
+    local += here;
+    tokens += seq;
+  }
+  const double share = static_cast<double>(local) / static_cast<double>(pairs);
+  CHECK(share > 0.09);
+  CHECK(share < 0.16);
+  CHECK(moved > tokens * 9 / 10);
 }

@@ -115,7 +115,11 @@ try:
                     continue
                 scanned[0] += 1
                 if KEY.encode() in e:
-                    holders.add(open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace"))
+                    try:
+                        cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
+                    except OSError:  # it exited meanwhile; it held the key all the same
+                        cmd = f"pid {pid}"
+                    holders.add(cmd)
             time.sleep(0.005)
 
     scanner = threading.Thread(target=scan)

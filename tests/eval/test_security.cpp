@@ -11,7 +11,6 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -39,10 +38,7 @@ std::string reversed(std::string s) {
   return s;
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
+std::string slurp(const fs::path& p) { return ks::test::read_proc_file(p); }
 
 // Every process below `root` in the process tree, by parent links.
 std::vector<pid_t> descendants(pid_t root) {

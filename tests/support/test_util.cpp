@@ -1,5 +1,8 @@
 #include "support/test_util.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 namespace ks::test {
 
 fs::path scratch_dir(const std::string& name) {
@@ -8,6 +11,16 @@ fs::path scratch_dir(const std::string& name) {
   fs::remove_all(p, ec);
   fs::create_directories(p);
   return p;
+}
+
+std::string read_proc_file(const fs::path& p) {
+  std::string out;
+  const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return out;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<std::size_t>(n));
+  ::close(fd);
+  return out;
 }
 
 }  // namespace ks::test

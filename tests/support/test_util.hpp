@@ -16,4 +16,8 @@ inline fs::path binary_dir() { return KS_BINARY_DIR; }
 // and recreated on each call so reruns start clean.
 fs::path scratch_dir(const std::string& name);
 
+// A /proc file of a process that may exit while it is read (read(2) then fails
+// with ESRCH, which std::filebuf throws from): what could be read, "" if none.
+std::string read_proc_file(const fs::path& p);
+
 }  // namespace ks::test

@@ -9,6 +9,10 @@ install(TARGETS ksearch ksearch_c EXPORT ksearchTargets
 if(TARGET ksearch-worker)
   install(TARGETS ksearch-worker RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/ksearch)
 endif()
+if(KS_SUITE_KERNELBENCH)
+  install(PROGRAMS ${PROJECT_SOURCE_DIR}/lib/tasks/kernelbench/oracle/kernelbench_oracle.py
+          DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/ksearch)
+endif()
 if(TARGET ksearch_cli)
   install(TARGETS ksearch_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()

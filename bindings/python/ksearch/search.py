@@ -456,6 +456,29 @@ def _token(t: Any) -> Optional[CancelToken]:
     return t
 
 
+def _apply(opts: Any, fields: Dict[str, Any], progress: Optional[Callable[[RoundReport], Any]],
+           event: Optional[Callable[[Event], Any]]) -> None:
+    """Keyword fields, then the progress and event callbacks, onto an options copy."""
+    for k, v in fields.items():
+        setattr(opts, k, v)
+    if progress is not None:
+        opts.progress = progress
+    if event is not None:
+        opts.event = event
+
+
+def _run_with(opts: Any, cancel: Optional[CancelToken], call: Callable[[Any, Any], int]) -> Result:
+    """Runs `call` (ks_search_run/resume/replay) on the C struct of `opts`."""
+    token = _token(cancel if cancel is not None else opts.cancel)
+
+    def fill(keep: _Keep, run: _Run) -> Any:
+        s = opts._c_defaults()
+        opts._fill(s, keep, run.wrap, "")
+        s.cancel = run.cancel._live() if run.cancel else None
+        return s
+    return _run(fill, call, token)
+
+
 def run_search(task_or_options: Union[str, "os.PathLike[str]", SearchOptions, None] = None, /, *,
                progress: Optional[Callable[[RoundReport], Any]] = None,
                event: Optional[Callable[[Event], Any]] = None,
@@ -479,22 +502,10 @@ def run_search(task_or_options: Union[str, "os.PathLike[str]", SearchOptions, No
         raise TypeError(f"the first argument must be a task or a ksearch.SearchOptions, "
                         f"not {type(task_or_options).__name__}")
     assert isinstance(opts, SearchOptions)
-    for k, v in fields.items():
-        setattr(opts, k, v)
-    if progress is not None:
-        opts.progress = progress
-    if event is not None:
-        opts.event = event
+    _apply(opts, fields, progress, event)
     if opts.task is None:
         raise ValueError("run_search needs a task")
-    cancel = _token(cancel if cancel is not None else opts.cancel)
-
-    def fill(keep: _Keep, run: _Run) -> Any:
-        s = opts._c_defaults()
-        opts._fill(s, keep, run.wrap, "")
-        s.cancel = run.cancel._live() if run.cancel else None
-        return s
-    return _run(fill, lambda s, h: c().ks_search_run(ctypes.byref(s), ctypes.byref(h)), cancel)
+    return _run_with(opts, cancel, lambda s, h: c().ks_search_run(ctypes.byref(s), ctypes.byref(h)))
 
 
 def resume_search(run_dir: PathLike, options: Optional[ResumeOptions] = None, /, *,
@@ -506,21 +517,9 @@ def resume_search(run_dir: PathLike, options: Optional[ResumeOptions] = None, /,
     ResumeOptions fields (max_rounds, llm, eval_callback, ...)."""
     opts = options.copy() if options is not None else ResumeOptions()
     assert isinstance(opts, ResumeOptions)
-    for k, v in fields.items():
-        setattr(opts, k, v)
-    if progress is not None:
-        opts.progress = progress
-    if event is not None:
-        opts.event = event
+    _apply(opts, fields, progress, event)
     dir_b = to_bytes(run_dir, "run_dir")
-    cancel = _token(cancel if cancel is not None else opts.cancel)
-
-    def fill(keep: _Keep, run: _Run) -> Any:
-        s = opts._c_defaults()
-        opts._fill(s, keep, run.wrap, "")
-        s.cancel = run.cancel._live() if run.cancel else None
-        return s
-    return _run(fill, lambda s, h: c().ks_search_resume(dir_b, ctypes.byref(s), ctypes.byref(h)), cancel)
+    return _run_with(opts, cancel, lambda s, h: c().ks_search_resume(dir_b, ctypes.byref(s), ctypes.byref(h)))
 
 
 def replay_search(recorded_run_dir: PathLike, options: Optional[ReplayOptions] = None, /, *,
@@ -533,18 +532,6 @@ def replay_search(recorded_run_dir: PathLike, options: Optional[ReplayOptions] =
     config_changes_json, on_divergence, llm to go on live, ...)."""
     opts = options.copy() if options is not None else ReplayOptions()
     assert isinstance(opts, ReplayOptions)
-    for k, v in fields.items():
-        setattr(opts, k, v)
-    if progress is not None:
-        opts.progress = progress
-    if event is not None:
-        opts.event = event
+    _apply(opts, fields, progress, event)
     dir_b = to_bytes(recorded_run_dir, "recorded_run_dir")
-    cancel = _token(cancel if cancel is not None else opts.cancel)
-
-    def fill(keep: _Keep, run: _Run) -> Any:
-        s = opts._c_defaults()
-        opts._fill(s, keep, run.wrap, "")
-        s.cancel = run.cancel._live() if run.cancel else None
-        return s
-    return _run(fill, lambda s, h: c().ks_search_replay(dir_b, ctypes.byref(s), ctypes.byref(h)), cancel)
+    return _run_with(opts, cancel, lambda s, h: c().ks_search_replay(dir_b, ctypes.byref(s), ctypes.byref(h)))

@@ -82,6 +82,32 @@ def c() -> Any:
     return _lib
 
 
+class OwnedHandle:
+    """A C object this Python object owns: close() (or the end of a `with`
+    block, or garbage collection) releases it with the C function named by
+    `_destroy`, once."""
+
+    _destroy = ""
+    _handle: Optional[ctypes.c_void_p] = None
+
+    def close(self) -> None:
+        if getattr(self, "_handle", None):
+            getattr(c(), self._destroy)(self._handle)
+            self._handle = None
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
 class KsearchError(RuntimeError):
     """A libksearch failure: `status` is the ks_status code, the message says why."""
 

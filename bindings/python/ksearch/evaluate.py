@@ -7,14 +7,16 @@ import json
 import os
 from typing import Any, Dict, Optional, Union
 
-from ._lib import c, check, take_string, text, to_bytes
+from ._lib import OwnedHandle, c, check, take_string, text, to_bytes
 from .options import EvalOptions, _Keep
 
 __all__ = ["Task", "Evaluator", "load_task"]
 
 
-class Task:
+class Task(OwnedHandle):
     """A built-in task by name ("gpumode/trimul") or a task file or folder."""
+
+    _destroy = "ks_task_destroy"
 
     def __init__(self, name_or_path: Union[str, "os.PathLike[str]"]):
         if name_or_path is None:
@@ -25,17 +27,6 @@ class Task:
         self.name: str = text(c().ks_task_name(h))
         self.spec: Dict[str, Any] = json.loads(text(c().ks_task_json(h)))
 
-    def close(self) -> None:
-        if getattr(self, "_handle", None):
-            c().ks_task_destroy(self._handle)
-            self._handle = None
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass
-
     def __repr__(self) -> str:
         return f"Task({self.name!r})"
 
@@ -44,10 +35,12 @@ def load_task(name_or_path: Union[str, "os.PathLike[str]"]) -> Task:
     return Task(name_or_path)
 
 
-class Evaluator:
+class Evaluator(OwnedHandle):
     """Compiles, checks and times single solutions with the built-in
     evaluator. `options` (an EvalOptions, or its fields as keywords) as a
     search takes them; callbacks are not used here."""
+
+    _destroy = "ks_evaluator_destroy"
 
     def __init__(self, options: Optional[EvalOptions] = None, **fields: Any):
         opts = options.copy() if options is not None else EvalOptions()
@@ -79,19 +72,3 @@ class Evaluator:
         result: Dict[str, Any] = json.loads(take_string(out))
         return result
 
-    def close(self) -> None:
-        if getattr(self, "_handle", None):
-            c().ks_evaluator_destroy(self._handle)
-            self._handle = None
-
-    def __enter__(self) -> "Evaluator":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass

@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
-from ._lib import abi, c, check, take_string, text, to_bytes
+from ._lib import OwnedHandle, abi, c, check, take_string, text, to_bytes
 from .options import KernelLoadOptions, _Keep
 
 __all__ = ["Kernel", "TensorInfo"]
@@ -68,8 +68,11 @@ def _stream(s: Any) -> Optional[int]:
                     f"not {type(s).__name__}")
 
 
-class Kernel:
-    """A found kernel, compiled and (unless load_module=False) loaded."""
+class Kernel(OwnedHandle):
+    """A found kernel, compiled and (unless load_module=False) loaded. close()
+    releases the modules (after the stream's work with them is done)."""
+
+    _destroy = "ks_kernel_destroy"
 
     def __init__(self, handle: ctypes.c_void_p):
         self._handle: Optional[ctypes.c_void_p] = handle
@@ -182,20 +185,3 @@ class Kernel:
     def module_count(self) -> int:
         return int(c().ks_kernel_module_count(self._live()))
 
-    def close(self) -> None:
-        """Releases the modules (after the stream's work with them is done)."""
-        if getattr(self, "_handle", None):
-            c().ks_kernel_destroy(self._handle)
-            self._handle = None
-
-    def __enter__(self) -> "Kernel":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 from ._abi import EvalStatus, Language, PromptKind, Status
-from ._lib import KsearchError, abi, c, check, take_string, text, to_bytes
+from ._lib import KsearchError, OwnedHandle, abi, c, check, text, to_bytes
 from .options import PathLike, ReplayOptions, ResumeOptions, SearchOptions, _Keep
 
 __all__ = ["LlmRequest", "LlmAnswer", "LlmFailure", "EvalRequest", "EvalResult", "RoundReport", "Event",
@@ -180,9 +180,11 @@ class CancelToken:
             pass
 
 
-class Result:
+class Result(OwnedHandle):
     """The outcome of a search. Holds the C result (for Kernel.load); close()
     it, or use it as a context manager, to release it early."""
+
+    _destroy = "ks_result_destroy"
 
     def __init__(self, handle: ctypes.c_void_p):
         self._handle: Optional[ctypes.c_void_p] = handle
@@ -204,23 +206,6 @@ class Result:
         self.sources: Dict[str, str] = {
             text(lib.ks_result_source_path(handle, i)): text(lib.ks_result_source_content(handle, i))
             for i in range(lib.ks_result_source_count(handle))}
-
-    def close(self) -> None:
-        if getattr(self, "_handle", None):
-            c().ks_result_destroy(self._handle)
-            self._handle = None
-
-    def __enter__(self) -> "Result":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def __repr__(self) -> str:
         return (f"Result(task={self.task!r}, stop_reason={self.stop_reason!r}, rounds={self.rounds}, "

@@ -3,24 +3,15 @@
 problem and a non-zero exit, never a crash, and never damage to a run folder.
 Each case is one regression found by a bad-input sweep.
 """
-import argparse
 import json
 import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
-ap = argparse.ArgumentParser()
-ap.add_argument("--ksearch", required=True)
-ap.add_argument("--source-dir", required=True)
-ap.add_argument("--work", required=True)
-args = ap.parse_args()
+from e2e_common import setup
 
-src = Path(args.source_dir)
-work = Path(args.work)
-shutil.rmtree(work, ignore_errors=True)
-work.mkdir(parents=True)
+args, src, work = setup()
 task = src / "tests/fixtures/tasks/scale3"
 transcript = src / "tests/fixtures/wm_e2e/transcript.jsonl"
 env = dict(os.environ, KSEARCH_CACHE_DIR=str(work / "cache"))

@@ -20,30 +20,20 @@
   from any folder.
 Runs use the host task scale3 and the local OpenAI-compatible test server.
 """
-import argparse
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-ap = argparse.ArgumentParser()
-ap.add_argument("--ksearch", required=True)
-ap.add_argument("--server", required=True)
-ap.add_argument("--source-dir", required=True)
-ap.add_argument("--work", required=True)
-args = ap.parse_args()
+from e2e_common import setup
+
+args, src, work = setup("--server")
 args.ksearch = str(Path(args.ksearch).resolve())
 args.server = str(Path(args.server).resolve())
-
-src = Path(args.source_dir)
-work = Path(args.work)
-shutil.rmtree(work, ignore_errors=True)
-work.mkdir(parents=True)
 task = src / "tests/fixtures/tasks/scale3"
 env = dict(os.environ, KSEARCH_CACHE_DIR=str(work / "cache"), OPENAI_API_KEY="sk-test-cli")
 failures = []

@@ -11,27 +11,16 @@ Against the local OpenAI-compatible test server (which logs every request):
 - every retry of a failing request is one line on stderr;
 - a command model that does not exist ends before any prompt.
 """
-import argparse
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-ap = argparse.ArgumentParser()
-ap.add_argument("--ksearch", required=True)
-ap.add_argument("--server", required=True)
-ap.add_argument("--source-dir", required=True)
-ap.add_argument("--work", required=True)
-args = ap.parse_args()
+from e2e_common import setup
 
-src = Path(args.source_dir)
-work = Path(args.work)
-shutil.rmtree(work, ignore_errors=True)
-work.mkdir(parents=True)
+args, src, work = setup("--server")
 task = src / "tests/fixtures/tasks/scale3"
 env = dict(os.environ, KSEARCH_CACHE_DIR=str(work / "cache"), OPENAI_API_KEY="sk-test-fail-early")
 failures = []

@@ -7,24 +7,14 @@ feedback|all` evaluates either set. Then the same on a definition of the
 FlashInfer-Trace dataset fixture (scalar and safetensors inputs, a reference
 given as a solution file), after `ksearch tasks --dataset` lists it.
 """
-import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
-ap = argparse.ArgumentParser()
-ap.add_argument("--ksearch", required=True)
-ap.add_argument("--source-dir", required=True)
-ap.add_argument("--work", required=True)
-args = ap.parse_args()
+from e2e_common import setup
 
-src = Path(args.source_dir)
-work = Path(args.work)
-shutil.rmtree(work, ignore_errors=True)
-work.mkdir(parents=True)
+args, src, work = setup()
 task = src / "tests/fixtures/tasks/scale3_feedback"
 responder = src / "tests/e2e/feedback_responder.py"
 env = dict(os.environ, KSEARCH_CACHE_DIR=str(work / "cache"))

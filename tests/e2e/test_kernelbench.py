@@ -8,26 +8,15 @@ PyTorch (trial seeds, inputs, module parameters, outputs), the verdicts and
 fast_p table of `ksearch eval`, one oracle per run, and the errors for a
 broken problem file and a missing PyTorch.
 """
-import argparse
 import json
 import os
-import shutil
 import struct
 import subprocess
 import sys
-from pathlib import Path
 
-ap = argparse.ArgumentParser()
-ap.add_argument("--ksearch", required=True)
-ap.add_argument("--source-dir", required=True)
-ap.add_argument("--work", required=True)
-ap.add_argument("--python", required=True, help="an interpreter with PyTorch, or NONE")
-args = ap.parse_args()
+from e2e_common import setup
 
-src = Path(args.source_dir)
-work = Path(args.work)
-shutil.rmtree(work, ignore_errors=True)
-work.mkdir(parents=True)
+args, src, work = setup("--python", python="an interpreter with PyTorch, or NONE")
 fixtures = src / "tests/fixtures/kernelbench"
 cands = fixtures / "candidates"
 oracle = src / "lib/tasks/kernelbench/oracle/kernelbench_oracle.py"

@@ -7,25 +7,16 @@ record the transcript, and never write the API key anywhere in the run folder.
 Then `ksearch run --llm replay:<that transcript>` (no server) must make the
 same sequence of decisions.
 """
-import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-ap = argparse.ArgumentParser()
-ap.add_argument("--ksearch", required=True)
-ap.add_argument("--server", required=True)
-ap.add_argument("--source-dir", required=True)
-ap.add_argument("--work", required=True)
-args = ap.parse_args()
+from e2e_common import setup
 
-work = Path(args.work)
-shutil.rmtree(work, ignore_errors=True)
-work.mkdir(parents=True)
+args, _, work = setup("--server")
 task = Path(args.source_dir) / "tests/fixtures/tasks/scale3"
 KEY = "sk-test-Do-Not-Leak-7f3a9c"
 

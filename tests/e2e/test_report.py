@@ -16,7 +16,6 @@ Where Chromium is installed, the page is also rendered headless: the script
 must have drawn one point per attempt, the tree and the bars, and a
 screenshot is saved in the work folder.
 """
-import argparse
 import html.parser
 import json
 import math
@@ -28,17 +27,9 @@ import sys
 import time
 from pathlib import Path
 
-ap = argparse.ArgumentParser()
-ap.add_argument("--ksearch", required=True)
-ap.add_argument("--server", required=True)
-ap.add_argument("--source-dir", required=True)
-ap.add_argument("--work", required=True)
-args = ap.parse_args()
+from e2e_common import setup
 
-src = Path(args.source_dir)
-work = Path(args.work)
-shutil.rmtree(work, ignore_errors=True)
-work.mkdir(parents=True)
+args, src, work = setup("--server")
 task = src / "tests/fixtures/tasks/scale3"
 env = dict(os.environ, KSEARCH_CACHE_DIR=str(work / "cache"), OPENAI_API_KEY="sk-test-report")
 failures = []

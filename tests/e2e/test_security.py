@@ -12,26 +12,17 @@ would make them:
    --max-answer-size and stored once (prose) or with one copy of the
    extracted source (code).
 """
-import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
-ap = argparse.ArgumentParser()
-ap.add_argument("--ksearch", required=True)
-ap.add_argument("--server", required=True)
-ap.add_argument("--source-dir", required=True)
-ap.add_argument("--work", required=True)
-args = ap.parse_args()
+from e2e_common import setup
 
-work = Path(args.work)
-shutil.rmtree(work, ignore_errors=True)
-work.mkdir(parents=True)
+args, _, work = setup("--server")
 task = Path(args.source_dir) / "tests/fixtures/tasks/scale3"
 KEY = "sk-test-e2e-Never-Leak-41b7d2"
 failures = []

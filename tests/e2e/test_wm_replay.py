@@ -17,25 +17,15 @@
    (measured again) stops with the same report, both runs' decisions shown;
    with --on-divergence skip it goes on with the answers that still match.
 """
-import argparse
 import filecmp
 import json
 import os
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
-ap = argparse.ArgumentParser()
-ap.add_argument("--ksearch", required=True)
-ap.add_argument("--source-dir", required=True)
-ap.add_argument("--work", required=True)
-args = ap.parse_args()
+from e2e_common import setup
 
-src = Path(args.source_dir)
-work = Path(args.work)
-shutil.rmtree(work, ignore_errors=True)
-work.mkdir(parents=True)
+args, src, work = setup()
 transcript = src / "tests/fixtures/wm_e2e/transcript.jsonl"
 responder = src / "tests/fixtures/wm_e2e/responder.py"
 task = src / "tests/fixtures/tasks/scale3"

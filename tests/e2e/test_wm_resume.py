@@ -12,26 +12,17 @@ passing kernels differ by fixed waits of 100, 10 and 0 ms, and every decision
 compares two of them (tests/fixtures/wm_e2e/responder.py says why load cannot
 swap them).
 """
-import argparse
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-ap = argparse.ArgumentParser()
-ap.add_argument("--ksearch", required=True)
-ap.add_argument("--source-dir", required=True)
-ap.add_argument("--work", required=True)
-args = ap.parse_args()
+from e2e_common import setup
 
-src = Path(args.source_dir)
-work = Path(args.work)
-shutil.rmtree(work, ignore_errors=True)
-work.mkdir(parents=True)
+args, src, work = setup()
 transcript = src / "tests/fixtures/wm_e2e/transcript.jsonl"
 task = src / "tests/fixtures/tasks/scale3"
 env = dict(os.environ, KSEARCH_CACHE_DIR=str(work / "cache"))

@@ -279,6 +279,31 @@ class PackageTest(unittest.TestCase):
         self.assertEqual(peak[0], 3)
         self.assertEqual(res.rounds, 3)
 
+        # LlmFailure from a batch callback: every prompt of the step is a failed
+        # generation, with the usage it reported, and the search goes on.
+        calls, costs = [], []
+
+        def flaky_batch(reqs):
+            calls.append(len(reqs))
+            if len(calls) == 1:
+                raise ksearch.LlmFailure("backend 503")
+            return [ksearch.LlmAnswer(error="cut off", cost_usd=0.25)] + [GOOD] * (len(reqs) - 1)
+        res = ksearch.run_search(SCALE3, llm=ksearch.LlmOptions.from_batch_callback(flaky_batch), strategy="greedy",
+                                 language="cpp", parallel=2, budget={"max_rounds": 4}, eval=self.host_eval(),
+                                 run_dir=self.work / "batch_failure",
+                                 progress=lambda r: costs.append((r.status, r.cost_usd)))
+        self.assertEqual(res.stop_reason, "max_rounds")
+        self.assertEqual([s for s, _ in costs[:2]], [ksearch.EvalStatus.GENERATION_FAILED] * 2)
+        self.assertIn(0.25, [c for _, c in costs])  # a failed but paid call counts against the budget
+        self.assertTrue(res.has_best)
+
+        # stop() inside a threaded_batch model stops the run, not just its prompt.
+        res = ksearch.run_search(SCALE3, llm=ksearch.LlmOptions.from_batch_callback(
+                                     ksearch.threaded_batch(lambda r: ksearch.stop(), 2)),
+                                 strategy="greedy", language="cpp", parallel=2, budget={"max_rounds": 3},
+                                 eval=self.host_eval(), run_dir=self.work / "threads_stop")
+        self.assertEqual((res.stop_reason, res.rounds), ("cancelled", 0))
+
     def test_exception_in_a_callback_is_an_error_of_the_run(self):
         def model(req):
             raise ValueError("bug in my model client")
@@ -443,6 +468,19 @@ class PackageTest(unittest.TestCase):
                 k.resolve({"R": 7, "C": 3000}, workload="no_such_workload")
         with self.assertRaisesRegex(ValueError, "closed"):
             k.resolve({"R": 1, "C": 1})
+
+    def test_strided_tensors_are_refused(self):
+        # Kernels index dense buffers: a transposed or sliced view is an error, not wrong output.
+        from ksearch.kernel import _pointer
+
+        class Cai:
+            def __init__(self, shape, strides):
+                self.__cuda_array_interface__ = {"shape": shape, "typestr": "<f4", "data": (4096, False),
+                                                 "strides": strides, "version": 3}
+        self.assertEqual(_pointer("x", Cai((4, 8), None)), (4096, 128))
+        self.assertEqual(_pointer("x", Cai((4, 8), (32, 4))), (4096, 128))
+        with self.assertRaisesRegex(ValueError, "'x' is not C-contiguous"):
+            _pointer("x", Cai((4, 8), (4, 16)))
 
 
 if __name__ == "__main__":

@@ -42,14 +42,27 @@ def _pointer(name: str, t: TensorArg) -> Tuple[int, int]:
         if len(t) == 2 and all(isinstance(x, int) for x in t):
             return t[0], t[1]
         raise TypeError(f"tensor {name!r}: a tuple must be (pointer, bytes)")
+    # Kernels index dense row-major buffers: a strided view (x.t(), x[:, :k])
+    # would pass the size check and be read wrongly, so it is refused.
     if hasattr(t, "data_ptr") and hasattr(t, "element_size") and hasattr(t, "numel"):
+        if hasattr(t, "is_contiguous") and not t.is_contiguous():
+            raise ValueError(f"tensor {name!r} is not contiguous; pass .contiguous()")
         return int(t.data_ptr()), int(t.element_size()) * int(t.numel())
     cai = getattr(t, "__cuda_array_interface__", None)
     if cai is not None:
-        n = 1
-        for d in cai["shape"]:
-            n *= int(d)
+        shape = [int(d) for d in cai["shape"]]
         itemsize = int(cai["typestr"][2:])
+        strides = cai.get("strides")
+        if strides is not None:
+            dense, step = [], itemsize
+            for d in reversed(shape):
+                dense.insert(0, step)
+                step *= d
+            if any(d > 1 and int(st) != want for d, st, want in zip(shape, strides, dense)):
+                raise ValueError(f"tensor {name!r} is not C-contiguous (strides {tuple(strides)})")
+        n = 1
+        for d in shape:
+            n *= d
         return int(cai["data"][0]), n * itemsize
     raise TypeError(f"tensor {name!r}: a device pointer (int), (pointer, bytes), or a tensor with data_ptr() "
                     f"or __cuda_array_interface__, not {type(t).__name__}")

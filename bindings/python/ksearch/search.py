@@ -274,6 +274,10 @@ class _Run:
                         out = LlmAnswer(error=f"{type(out).__name__}: {out}")
                     _set_llm_answer(answers_p[i], out, f"the LLM batch callback's answer {i}")
                 return 0
+            except LlmFailure as e:  # the whole call failed: every prompt is a failed generation
+                for i in range(count):
+                    _set_llm_answer(answers_p[i], LlmAnswer(error=str(e) or "LlmFailure"), "the LLM batch callback")
+                return 0
             except _Stop:
                 return int(Status.E_USER)
             except BaseException as e:
@@ -359,6 +363,9 @@ def _set_llm_answer(answer: int, out: Any, where: str) -> None:
         out = LlmAnswer(text=out)
     if not isinstance(out, LlmAnswer):
         raise TypeError(f"{where} must return a str or a ksearch.LlmAnswer, not {type(out).__name__}")
+    # A refused or cut-off call may still have been paid for: usage counts either way.
+    if out.input_tokens or out.output_tokens or out.cost_usd:
+        check(lib.ks_llm_answer_set_usage(answer, out.input_tokens, out.output_tokens, float(out.cost_usd)))
     if out.error is not None:
         check(lib.ks_llm_answer_set_error(answer, _message(out.error)))
         return
@@ -366,8 +373,6 @@ def _set_llm_answer(answer: int, out: Any, where: str) -> None:
         raise ValueError(f"{where}: an LlmAnswer needs text or error")
     data = out.text.encode()  # UnicodeEncodeError for lone surrogates: a clear error of the run
     check(lib.ks_llm_answer_set_text(answer, data, len(data)))
-    if out.input_tokens or out.output_tokens or out.cost_usd:
-        check(lib.ks_llm_answer_set_usage(answer, out.input_tokens, out.output_tokens, float(out.cost_usd)))
 
 
 def _message(s: str) -> bytes:
@@ -402,6 +407,8 @@ def threaded_batch(fn: Callable[[LlmRequest], Any], max_workers: int) -> Callabl
         def one(r: LlmRequest) -> Any:
             try:
                 return fn(r)
+            except _Stop:
+                raise  # stop() ends the run, not this prompt (pool.map raises it on the callback's thread)
             except Exception as e:
                 return e
         with ThreadPoolExecutor(max_workers=min(max_workers, max(1, len(requests)))) as pool:

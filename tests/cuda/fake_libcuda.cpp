@@ -78,6 +78,8 @@ __attribute__((visibility("default"))) int ksfake_launch_count() {
   return static_cast<int>(ksfake_launches()->size());
 }
 __attribute__((visibility("default"))) void ksfake_clear_launches() { ksfake_launches()->clear(); }
+// Modules loaded and not unloaded: what a leak would leave behind.
+__attribute__((visibility("default"))) int ksfake_live_modules() { return static_cast<int>(g_modules.size()); }
 __attribute__((visibility("default"))) int ksfake_launch_json(int i, char* out, int size) {
   const auto& l = ksfake_launches()->at(static_cast<std::size_t>(i));
   std::string s = "{\"kernel\":\"" + l.kernel + "\"";

@@ -10,6 +10,8 @@
 #include <array>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -198,4 +200,31 @@ TEST_CASE("the tuned starting point of the softmax task resolves as the evaluato
   REQUIRE(p.launches.size() == 1);
   CHECK(p.launches[0].grid[0] == 3);
   CHECK(p.launches[0].block[0] == 128);
+}
+
+TEST_CASE("a parameter set that does not compile leaves no module of the others loaded") {
+  Host host;
+  void* h = ::dlopen(KS_FAKE_LIBCUDA, RTLD_NOW | RTLD_NOLOAD);
+  REQUIRE(h != nullptr);
+  auto live = reinterpret_cast<int (*)()>(::dlsym(h, "ksfake_live_modules"));
+  REQUIRE(reinterpret_cast<void*>(live) != nullptr);
+  // The fixture's kernel with BLOCK 512 refused: the sets 128 and 256 load first.
+  const auto dir = test::scratch_dir("host_kernel_partial");
+  const auto fixtures = test::source_dir() / "tests/fixtures/kernels";
+  std::filesystem::copy_file(fixtures / "softmax_variants.json", dir / "softmax_variants.json");
+  {
+    std::ifstream in(fixtures / "softmax_variants.cu");
+    std::ofstream out(dir / "softmax_variants.cu");
+    out << "#if BLOCK == 512\n#error BLOCK 512 refused by the test\n#endif\n" << in.rdbuf();
+  }
+  KernelSource s = variants_fixture();
+  s.solution_file = dir / "softmax_variants.json";
+  const int before = live();
+  try {
+    Kernel::load(s, options());
+    FAIL("a solution with a set that does not compile loaded");
+  } catch (const Error& e) {
+    CHECK(contains(e.what(), "BLOCK 512 refused"));
+  }
+  CHECK(live() == before);
 }

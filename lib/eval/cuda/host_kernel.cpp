@@ -102,10 +102,17 @@ HostKernel::HostKernel(HostKernelConfig config) : cfg_(std::move(config)) {
     }
   }
   std::lock_guard lock(mu_);
-  for (const auto& values : sets) compile(values);
+  try {
+    for (const auto& values : sets) compile(values);
+  } catch (...) {
+    release();  // a throwing constructor runs no destructor: the sets loaded so far would leak
+    throw;
+  }
 }
 
-HostKernel::~HostKernel() {
+HostKernel::~HostKernel() { release(); }
+
+void HostKernel::release() noexcept {
   if (!context_) return;
   const DriverApi& api = driver();
   CUcontext previous = nullptr;
@@ -117,6 +124,8 @@ HostKernel::~HostKernel() {
   for (auto& m : modules_)
     if (m->handle) api.cuModuleUnload(m->handle);
   if (previous != context_) api.cuCtxSetCurrent(previous);
+  scratch_.clear();
+  modules_.clear();
 }
 
 std::size_t HostKernel::module_count() const { return modules_.size(); }

@@ -81,6 +81,7 @@ class HostKernel {
   };
   Module& module_for(const detail::Vars& params);  // compiles one on first use; call with mu_ held
   Module& compile(const detail::Vars& params);
+  void release() noexcept;  // scratch and modules, from their own context
   HostResolved resolve_locked(const HostLaunch& launch, Module** module);
   void check_sizes(const HostLaunch& launch) const;
 

@@ -39,7 +39,8 @@ struct KS_API KernelSource {
   std::filesystem::path solution_file; // solution JSON or an LLM-style answer
   std::string solution_text;           // the same, as text
   // The task: a built-in name or a task file/folder. Needed except with
-  // run_dir, whose manifest names it (and then overrides it).
+  // run_dir, whose manifest names it when this is empty (a task given here
+  // wins).
   std::string task;
   std::shared_ptr<Task> custom_task;   // instead of `task`
 };

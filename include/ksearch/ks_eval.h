@@ -22,7 +22,9 @@ extern "C" {
 
 /* ---- Host evaluators ------------------------------------------------------ */
 
-/* One candidate to evaluate. Valid only during the callback. */
+/* One candidate to evaluate. Valid only during the callback. Frozen in v1
+ * (batch callbacks get arrays of it): more request data would come with a
+ * new callback type, never as fields added here. */
 typedef struct ks_eval_request {
   const char *task_name;
   const char *task_json;     /* the task's specification, as ks_task_json gives it */

@@ -19,7 +19,9 @@
 extern "C" {
 #endif
 
-/* One prompt. Valid only during the callback that receives it. */
+/* One prompt. Valid only during the callback that receives it. Frozen in
+ * v1 (batch callbacks get arrays of it): more request data would come with a
+ * new callback type, never as fields added here. */
 typedef struct ks_llm_request {
   ks_prompt_kind kind;
   const char *system; /* system message, may be "" */

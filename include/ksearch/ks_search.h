@@ -37,7 +37,8 @@ extern "C" {
  * cut short is journalled, so the run folder stays resumable. The run
  * returns KS_E_CANCELLED with its result. A token stays cancelled; use a new
  * one for the next run. (The in-process evaluator cannot interrupt a kernel:
- * there the run stops after it.) */
+ * there the run stops after it. A host's own callback in flight is waited
+ * for: a long one should poll ks_cancel_token_is_cancelled.) */
 typedef struct ks_cancel_token ks_cancel_token;
 KS_API ks_status ks_cancel_token_create(ks_cancel_token **out);
 /* The runs using the token keep their own reference: destroying it while

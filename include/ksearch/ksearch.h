@@ -24,7 +24,9 @@
  *   *_init(&opts, *_VERSION) function (or, nested, by its parent's init);
  *   then set only the fields you need. A struct's layout is fixed per
  *   version; fields are only ever added with a new version, so a program
- *   built against an older header keeps working with a newer library.
+ *   built against an older header keeps working with a newer library. A
+ *   nested struct's version is fixed by its parent's: a new version of a
+ *   nested struct comes with a new version of every struct that embeds it.
  *   Unknown versions are refused with KS_E_VERSION. Closed sets are enums
  *   (ks_enums.h); 0 is always a sensible default.
  *

@@ -27,8 +27,9 @@ TaskSpec make_moe_spec() {
       input("routing_logits", f32, {"seq_len", "num_experts"}),
       // FlashInfer-Bench's random rule (randn) makes the bias decide the groups for
       // every token of a batch: whole batches then route nothing to this GPU's
-      // experts (3 of the 18 benchmark workloads did, the 14 107-token one among
-      // them) and the local share averaged 5 % instead of 1/8. A bias of the size
+      // experts (5 of the 18 benchmark workloads did, the feedback workloads
+      // seq7_e96 and seq14107_e96 among them) and the local share ran from 0 to
+      // 44 % per workload instead of about 1/8. A bias of the size
       // of the scores' spread near the top-8 boundary, as DeepSeek's
       // load-balancing bias is meant to be, changes every token's choice and
       // keeps the load near 1/8 (tests/flashinfer/test_moe.cpp).

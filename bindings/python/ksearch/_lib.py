@@ -15,7 +15,7 @@ import os
 import sys
 import types
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Optional, TypeVar, Union
 
 _HERE = Path(__file__).resolve().parent
 _SOURCE_TREE = _HERE.parent.parent.parent  # bindings/python/ksearch -> the repository
@@ -82,6 +82,9 @@ def c() -> Any:
     return _lib
 
 
+_Owned = TypeVar("_Owned", bound="OwnedHandle")
+
+
 class OwnedHandle:
     """A C object this Python object owns: close() (or the end of a `with`
     block, or garbage collection) releases it with the C function named by
@@ -95,7 +98,7 @@ class OwnedHandle:
             getattr(c(), self._destroy)(self._handle)
             self._handle = None
 
-    def __enter__(self) -> Any:
+    def __enter__(self: _Owned) -> _Owned:
         return self
 
     def __exit__(self, *exc: Any) -> None:

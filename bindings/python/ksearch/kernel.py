@@ -54,7 +54,8 @@ def _pointer(name: str, t: TensorArg) -> Tuple[int, int]:
         itemsize = int(cai["typestr"][2:])
         strides = cai.get("strides")
         if strides is not None:
-            dense, step = [], itemsize
+            dense: List[int] = []
+            step = itemsize
             for d in reversed(shape):
                 dense.insert(0, step)
                 step *= d

@@ -12,20 +12,12 @@ run's transcript.jsonl becomes the demonstration transcript, which
 
 Usage: demo_responder.py STATE_FILE   (prompt on stdin, kind in $KSEARCH_PROMPT_KIND)
 """
-import json
-import os
-import re
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-STATE = sys.argv[1]
-KIND = os.environ.get("KSEARCH_PROMPT_KIND", "")
-PROMPT = sys.stdin.read()
-try:
-    state = json.loads(Path(STATE).read_text())
-except FileNotFoundError:
-    state = {"code": 0}
+sys.path.insert(0, str(HERE.parent))
+from scripted_model import action_node, impacts as impacts_with, serve  # noqa: E402
 
 
 def candidate(name):
@@ -48,21 +40,10 @@ CODE = [
 
 
 def impacts(mem, reg, comp, notes):
-    return {"memory_bandwidth": {"rating_0_to_10": mem, "risk": "medium", "notes": notes[0]},
-            "register_pressure": {"rating_0_to_10": reg, "risk": "medium", "notes": notes[1]},
-            "compute_intensity_and_hw_fit": {"rating_0_to_10": comp, "risk": "medium", "notes": notes[2],
-                                             "hw_notes": "H100: 3.35 TB/s HBM3; decode is bandwidth-bound"}}
+    return impacts_with(mem, reg, comp, notes, "H100: 3.35 TB/s HBM3; decode is bandwidth-bound")
 
 
-def action_node(nid, parent, decision, choice, title, description, difficulty, score, factor, rationale, notes, imp):
-    return {"node_id": nid, "parent_id": parent, "node_type": "decision", "decision": decision, "choice": choice,
-            "impacts": imp, "overall_rating_0_to_10": round(score * 10), "confidence_0_to_1": 0.5,
-            "last_updated_round": 0, "notes": notes,
-            "action": {"title": title, "description": description, "difficulty_1_to_5": difficulty,
-                       "score_0_to_1": score, "expected_vs_baseline_factor": factor, "rationale": rationale}}
-
-
-if KIND == "wm_init":
+def init_tree():
     root_notes = (
         "1. Problem class: batched GQA decode over a paged KV cache; per request, 32 q heads attend the request's "
         "entries through a page table; 8 q heads share each KV head. "
@@ -102,9 +83,10 @@ if KIND == "wm_init":
                         impacts(8, 6, 6, ["partials round-trip", "moderate", "more blocks"])),
         ]},
     }
-    print(json.dumps(tree))
-elif KIND == "wm_refine":
-    nid = re.search(r'The action "([^"]+)" just produced', PROMPT).group(1)
+    return tree
+
+
+def refine(nid):
     if nid == "warp":
         notes = ("CURRENT: one warp per q head; every K/V row is read by 8 warps.\n"
                  "FOLLOW_THROUGH: aligned_with_intent=yes\n"
@@ -127,26 +109,14 @@ elif KIND == "wm_refine":
                             "Saves a launch and a pass over the partials.",
                             "SELF_CHECK: refines the split-KV kernel.",
                             impacts(8, 6, 6, ["one pass fewer", "same", "one launch"]))
-    print(json.dumps({"ops": [
-        {"op": "update_node", "node_id": nid, "patch": {"notes": notes, "action": {"score_0_to_1": 0.3}}},
-        {"op": "insert_node", "parent_id": nid, "node": child}]}))
-elif KIND == "wm_too_hard":
-    nid = re.search(r'The action "([^"]+)" produced no passing kernel', PROMPT).group(1)
-    print(json.dumps({"ops": [{"op": "update_node", "node_id": nid, "patch": {"action": {"score_0_to_1": 0.1}}}]}))
-elif KIND == "wm_propose":
-    m = re.search(r'CRITICAL: the best node "([^"]+)"', PROMPT)
-    parent = m.group(1) if m else "root"
-    node = action_node(f"p{state.get('propose', 0)}", parent, "next step", "wider tiles",
+    return notes, child
+
+
+def propose(nid, parent):
+    return action_node(nid, parent, "next step", "wider tiles",
                        "Process two entries per half-warp per iteration", "More loads in flight per lane.",
                        2, 0.6, 1.1, "Latency hiding.", "SELF_CHECK: a refinement.",
                        impacts(7, 5, 6, ["-", "-", "-"]))
-    state["propose"] = state.get("propose", 0) + 1
-    print(json.dumps({"ops": [{"op": "insert_node", "parent_id": parent, "node": node}]}))
-elif KIND in ("generate", "debug", "improve"):
-    i = state["code"]
-    state["code"] = i + 1
-    print(CODE[min(i, len(CODE) - 1)]())
-else:
-    sys.stderr.write(f"demo_responder: unknown kind {KIND!r}\n")
-    sys.exit(1)
-Path(STATE).write_text(json.dumps(state))
+
+
+serve(init_tree, refine, propose, CODE)

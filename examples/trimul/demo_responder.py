@@ -10,20 +10,12 @@ the demonstration transcript, which `ksearch run --llm replay:...` replays.
 
 Usage: demo_responder.py STATE_FILE   (prompt on stdin, kind in $KSEARCH_PROMPT_KIND)
 """
-import json
-import os
-import re
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-STATE = sys.argv[1]
-KIND = os.environ.get("KSEARCH_PROMPT_KIND", "")
-PROMPT = sys.stdin.read()
-try:
-    state = json.loads(Path(STATE).read_text())
-except FileNotFoundError:
-    state = {"code": 0}
+sys.path.insert(0, str(HERE.parent))
+from scripted_model import action_node, impacts as impacts_with, serve  # noqa: E402
 
 
 def candidate(name):
@@ -48,22 +40,10 @@ CODE = [
 
 
 def impacts(mem, reg, comp, notes):
-    return {"memory_bandwidth": {"rating_0_to_10": mem, "risk": "medium", "notes": notes[0]},
-            "register_pressure": {"rating_0_to_10": reg, "risk": "medium", "notes": notes[1]},
-            "compute_intensity_and_hw_fit": {"rating_0_to_10": comp, "risk": "medium", "notes": notes[2],
-                                             "hw_notes": "H100: 989 TFLOP/s dense fp16 tensor cores vs 67 TFLOP/s fp32 FMA"}}
+    return impacts_with(mem, reg, comp, notes, "H100: 989 TFLOP/s dense fp16 tensor cores vs 67 TFLOP/s fp32 FMA")
 
 
-def action_node(nid, parent, decision, choice, title, description, difficulty, score, factor, rationale, notes,
-                imp):
-    return {"node_id": nid, "parent_id": parent, "node_type": "decision", "decision": decision, "choice": choice,
-            "impacts": imp, "overall_rating_0_to_10": round(score * 10), "confidence_0_to_1": 0.5,
-            "last_updated_round": 0, "notes": notes,
-            "action": {"title": title, "description": description, "difficulty_1_to_5": difficulty,
-                       "score_0_to_1": score, "expected_vs_baseline_factor": factor, "rationale": rationale}}
-
-
-if KIND == "wm_init":
+def init_tree():
     root_notes = (
         "1. Problem class: five projection GEMMs over C, a batched N x N x N GEMM per (b, h), one output GEMM, "
         "with LayerNorms and sigmoid gates around them. "
@@ -104,9 +84,10 @@ if KIND == "wm_init":
                         impacts(9, 3, 8, ["no intermediates", "very high", "tensor cores"])),
         ]},
     }
-    print(json.dumps(tree))
-elif KIND == "wm_refine":
-    nid = re.search(r'The action "([^"]+)" just produced', PROMPT).group(1)
+    return tree
+
+
+def refine(nid):
     if nid == "fp32":
         notes = ("CURRENT: tiled FP32 SGEMMs; the triangle GEMM and the projections are FMA-bound.\n"
                  "FOLLOW_THROUGH: aligned_with_intent=yes\n"
@@ -129,26 +110,14 @@ elif KIND == "wm_refine":
                             "Saves one full pass over the [B,N,N,H] intermediate.",
                             "SELF_CHECK: refines the current kernel.",
                             impacts(7, 5, 8, ["one pass fewer", "higher", "tensor cores"]))
-    print(json.dumps({"ops": [
-        {"op": "update_node", "node_id": nid, "patch": {"notes": notes, "action": {"score_0_to_1": 0.3}}},
-        {"op": "insert_node", "parent_id": nid, "node": child}]}))
-elif KIND == "wm_too_hard":
-    nid = re.search(r'The action "([^"]+)" produced no passing kernel', PROMPT).group(1)
-    print(json.dumps({"ops": [{"op": "update_node", "node_id": nid, "patch": {"action": {"score_0_to_1": 0.1}}}]}))
-elif KIND == "wm_propose":
-    m = re.search(r'CRITICAL: the best node "([^"]+)"', PROMPT)
-    parent = m.group(1) if m else "root"
-    node = action_node(f"p{state.get('propose', 0)}", parent, "next step", "retile",
+    return notes, child
+
+
+def propose(nid, parent):
+    return action_node(nid, parent, "next step", "retile",
                        "Retile the largest GEMM for the N=1024 cases", "Larger tiles for the triangle GEMM.",
                        2, 0.6, 1.2, "The N^3 term dominates at N=1024.", "SELF_CHECK: a refinement.",
                        impacts(6, 5, 8, ["-", "-", "-"]))
-    state["propose"] = state.get("propose", 0) + 1
-    print(json.dumps({"ops": [{"op": "insert_node", "parent_id": parent, "node": node}]}))
-elif KIND in ("generate", "debug", "improve"):
-    i = state["code"]
-    state["code"] = i + 1
-    print(CODE[min(i, len(CODE) - 1)]())
-else:
-    sys.stderr.write(f"demo_responder: unknown kind {KIND!r}\n")
-    sys.exit(1)
-Path(STATE).write_text(json.dumps(state))
+
+
+serve(init_tree, refine, propose, CODE)

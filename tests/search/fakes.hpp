@@ -13,6 +13,7 @@
 #include "ksearch/evaluator.hpp"
 #include "ksearch/llm.hpp"
 #include "ksearch/task.hpp"
+#include "ksearch/world_model.hpp"
 
 namespace ks::test {
 
@@ -140,5 +141,30 @@ inline TaskSpec tiny_task_spec() {
   t.prompts[Language::cpp] = "Copy x into y.";
   return t;
 }
+
+// A world model that is never initialised: for strategies that do not use one.
+class NoWorldModel : public WorldModel {
+ public:
+  bool initialized() const override { return false; }
+  EditOutcome initialize(const std::string&, int) override { return {}; }
+  void initialize_fallback(const std::string&, int) override {}
+  EditOutcome apply_edits(const std::string&, const EditRules&) override { return {}; }
+  void fallback_after_propose(int) override {}
+  void fallback_after_refine(const std::string&, int) override {}
+  void fallback_after_too_hard(const std::string&, int) override {}
+  std::vector<std::string> frontier() const override { return {}; }
+  std::optional<std::string> select_action(const SelectionPolicy&) const override { return std::nullopt; }
+  bool needs_proposals() const override { return false; }
+  ActionInfo action(const std::string&) const override { return {}; }
+  void set_active(const std::string&) override {}
+  void attach_solution(const std::string&, const SolutionRef&) override {}
+  void set_computed_signals(const Json&) override {}
+  std::string build_prompt(PromptKind, const WmPromptInputs&) const override { return ""; }
+  std::string render_compact(std::size_t) const override { return ""; }
+  std::string render_tree() const override { return ""; }
+  Json to_json() const override { return Json::object(); }
+  void load_json(const Json&) override {}
+  std::uint64_t version() const override { return 0; }
+};
 
 }  // namespace ks::test

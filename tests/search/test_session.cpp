@@ -8,34 +8,10 @@
 #include "support/test_util.hpp"
 
 using namespace ks;
+using ks::test::NoWorldModel;
 using ks::detail::Session;
 
 namespace {
-
-// A world model that is never initialised: the toy strategies do not use one.
-class NoWorldModel : public WorldModel {
- public:
-  bool initialized() const override { return false; }
-  EditOutcome initialize(const std::string&, int) override { return {}; }
-  void initialize_fallback(const std::string&, int) override {}
-  EditOutcome apply_edits(const std::string&, const EditRules&) override { return {}; }
-  void fallback_after_propose(int) override {}
-  void fallback_after_refine(const std::string&, int) override {}
-  void fallback_after_too_hard(const std::string&, int) override {}
-  std::vector<std::string> frontier() const override { return {}; }
-  std::optional<std::string> select_action(const SelectionPolicy&) const override { return std::nullopt; }
-  bool needs_proposals() const override { return false; }
-  ActionInfo action(const std::string&) const override { return {}; }
-  void set_active(const std::string&) override {}
-  void attach_solution(const std::string&, const SolutionRef&) override {}
-  void set_computed_signals(const Json&) override {}
-  std::string build_prompt(PromptKind, const WmPromptInputs&) const override { return ""; }
-  std::string render_compact(std::size_t) const override { return ""; }
-  std::string render_tree() const override { return ""; }
-  Json to_json() const override { return Json::object(); }
-  void load_json(const Json&) override {}
-  std::uint64_t version() const override { return 0; }
-};
 
 // Asks for a kernel, evaluates it, repeats; an unusable answer is a failed round.
 class ToyStrategy : public SearchStrategy {

@@ -61,6 +61,7 @@ struct KS_API DeviceInfo {
   std::int64_t l2_bytes = 0;
   std::int64_t memory_bytes = 0;
   Json to_json() const;
+  static DeviceInfo from_json(const Json& j);  // missing fields keep their defaults
 };
 
 KS_NAMESPACE_END

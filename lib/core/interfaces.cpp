@@ -95,6 +95,20 @@ Json DeviceInfo::to_json() const {
                     {"memory_bytes", memory_bytes}});
 }
 
+DeviceInfo DeviceInfo::from_json(const Json& j) {
+  DeviceInfo d;
+  if (!j.is_object()) return d;
+  d.backend = j.get_string("backend");
+  d.name = j.get_string("name");
+  d.arch = j.get_string("arch");
+  d.count = static_cast<int>(j.get_int("count"));
+  d.peak_flops = j.get_number("peak_flops");
+  d.peak_bytes_per_s = j.get_number("peak_bytes_per_s");
+  d.l2_bytes = j.get_int("l2_bytes");
+  d.memory_bytes = j.get_int("memory_bytes");
+  return d;
+}
+
 // ---------------------------------------------------------------------------
 // LLM types
 

@@ -259,20 +259,6 @@ class LazyEvaluator final : public Evaluator {
   std::shared_ptr<Evaluator> real_;
 };
 
-DeviceInfo device_from_json(const Json& j) {
-  DeviceInfo d;
-  if (!j.is_object()) return d;
-  d.backend = j.get_string("backend");
-  d.name = j.get_string("name");
-  d.arch = j.get_string("arch");
-  d.count = static_cast<int>(j.get_int("count"));
-  d.peak_flops = j.get_number("peak_flops");
-  d.peak_bytes_per_s = j.get_number("peak_bytes_per_s");
-  d.l2_bytes = j.get_int("l2_bytes");
-  d.memory_bytes = j.get_int("memory_bytes");
-  return d;
-}
-
 detail::Recording::Mode replay_mode(const std::string& s) {
   if (s == "stop") return detail::Recording::Mode::stop;
   if (s == "skip") return detail::Recording::Mode::skip;
@@ -697,7 +683,7 @@ std::shared_ptr<Evaluator> lazy_evaluator(const EvaluatorConfig& ec, const Json&
                                           std::shared_ptr<Evaluator> custom) {
   return std::make_shared<LazyEvaluator>(
       [ec, custom]() { return custom ? custom : std::shared_ptr<Evaluator>(make_evaluator(ec)); },
-      device_from_json(recorded_device));
+      DeviceInfo::from_json(recorded_device));
 }
 
 }  // namespace

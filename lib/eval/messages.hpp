@@ -63,8 +63,6 @@ Artifact artifact_from_json(const Json& j);
 Json compile_request_to_json(const CompileRequest& r);
 CompileRequest compile_request_from_json(const Json& j);
 
-DeviceInfo device_info_from_json(const Json& j);
-
 Json vars_to_json(const detail::Vars& v);
 detail::Vars vars_from_json(const Json& j);
 

@@ -304,7 +304,7 @@ class RunSlot {
     for (const auto& d : data_folders_) view.read_only.push_back(d);
     auto w = std::make_unique<WorkerProcess>(exe_, args, &sandbox_, view);
     Json hello = w->wait_hello(kStartTimeoutS);
-    info_ = device_info_from_json(hello.at("device"));
+    info_ = DeviceInfo::from_json(hello.at("device"));
     worker_ = std::move(w);
   }
   void reset() {

@@ -174,6 +174,15 @@ std::vector<TaskInfo> list_dataset_tasks(const fs::path& dataset_dir) {
 #endif
 }
 
+std::vector<TaskInfo> list_kernelbench_tasks(const fs::path& kernelbench_dir) {
+#if KS_HAVE_KERNELBENCH_SUITE
+  return tasks::list_kernelbench_problems(kernelbench_dir);
+#else
+  throw Error(Status::not_found, fmt::format("this build of libksearch has no kernelbench suite to read {}",
+                                             kernelbench_dir.string()));
+#endif
+}
+
 std::vector<TaskInfo> list_tasks(const std::vector<fs::path>& example_dirs) {
   std::vector<TaskInfo> out;
   for (const auto& [name, e] : builtin_entries()) {

@@ -225,11 +225,7 @@ std::unique_ptr<Task> load_kernelbench_oracle_task(const std::string& name,
   return std::make_unique<SpecTask>(std::move(spec));
 }
 
-}  // namespace ks::tasks
-
-KS_NAMESPACE_BEGIN
-
-std::vector<TaskInfo> list_kernelbench_tasks(const std::filesystem::path& kernelbench_dir) {
+std::vector<TaskInfo> list_kernelbench_problems(const std::filesystem::path& kernelbench_dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::path root = kernelbench_dir;
@@ -264,4 +260,4 @@ std::vector<TaskInfo> list_kernelbench_tasks(const std::filesystem::path& kernel
   return out;
 }
 
-KS_NAMESPACE_END
+}  // namespace ks::tasks

@@ -30,4 +30,7 @@ TaskSpec make_kernelbench_oracle_spec(const std::filesystem::path& kernelbench_d
 // ($KSEARCH_KERNELBENCH_ORACLE overrides).
 std::vector<std::string> kernelbench_oracle_argv();
 
+// Every problem file of a checkout as a task (ks::list_kernelbench_tasks).
+std::vector<TaskInfo> list_kernelbench_problems(const std::filesystem::path& kernelbench_dir);
+
 }  // namespace ks::tasks

@@ -1,0 +1,39 @@
+// A host program of the embedding check: built against libksearch compiled
+// without any built-in suite, it must still list and evaluate task files.
+#include <cstdio>
+#include <string>
+
+#include "ksearch/error.hpp"
+#include "ksearch/eval.hpp"
+#include "ksearch/tasks.hpp"
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: embed_host TASK_JSON\n");
+    return 2;
+  }
+  for (const auto& t : ks::list_tasks()) {
+    for (const char* suite : {"gpumode/", "kernelbench/", "flashinfer/"}) {
+      if (t.name.rfind(suite, 0) == 0) {
+        std::fprintf(stderr, "task %s of a suite that was built out\n", t.name.c_str());
+        return 1;
+      }
+    }
+  }
+  try {
+    (void)ks::load_task("kernelbench/level1/19_ReLU");
+    std::fprintf(stderr, "a kernelbench task loaded without the suite\n");
+    return 1;
+  } catch (const ks::Error& e) {
+    std::printf("without the suite: %s\n", e.what());
+  }
+  auto task = ks::load_task(argv[1]);
+  if (task->spec().starting_points.empty()) return 1;
+  ks::EvaluatorConfig config;
+  config.backend = "host";
+  auto evaluator = ks::make_evaluator(config);
+  const ks::EvalResult r = evaluator->evaluate(*task, task->spec().starting_points.front());
+  std::printf("%s: starting point %s, %.4f ms\n", task->spec().name.c_str(), ks::to_string(r.status),
+              r.latency_ms);
+  return r.status == ks::EvalStatus::passed ? 0 : 1;
+}

@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "capi_internal.hpp"
-#include "core/fs.hpp"
+#include "util/fs.hpp"
 #include "ksearch/llm_policies.hpp"
 
 namespace ks::capi {
@@ -216,7 +216,7 @@ void apply_eval_options(const ks_eval_options& o, EvaluatorConfig& e, const char
     const std::string where = p + ".baseline_latencies_path";
     std::string text;
     try {
-      text = detail::read_file(o.baseline_latencies_path, std::size_t{64} << 20);
+      text = util::read_file(o.baseline_latencies_path, std::size_t{64} << 20);
     } catch (const Error& err) {
       throw Error(Status::not_found, fmt::format("{}: {}", where, err.what()));
     }

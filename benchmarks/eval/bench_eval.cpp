@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "core/fs.hpp"
+#include "util/fs.hpp"
 #include "eval/cuda/cuda_api.hpp"
 #include "eval/cuda/nvrtc_compiler.hpp"
 #include "ksearch/error.hpp"
@@ -184,7 +184,7 @@ CompileRow measure_compiles(const std::string& what, const std::string& source,
 void compile_section(const Args& args, const std::string& cache) {
   std::string start_source;
   try {
-    start_source = detail::read_file(args.task_dir / "start.cu");
+    start_source = util::read_file(args.task_dir / "start.cu");
   } catch (const Error& e) {
     fmt::print("compile benchmark skipped: {}\n", e.what());
     return;
@@ -300,7 +300,7 @@ void gpu_section(const Args& args, const fs::path& cache) {
 int main(int argc, char** argv) {
   try {
     Args args = parse_args(argc, argv);
-    detail::TempDir scratch("ksearch-bench-eval");
+    util::TempDir scratch("ksearch-bench-eval");
     fs::path cache = args.cache_dir.empty() ? scratch.path() : args.cache_dir;
     fmt::print("== NVRTC compilation (cache in {}) ==\n", cache.string());
     try {

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "core/fs.hpp"
+#include "util/fs.hpp"
 #include "core/response/json_extract.hpp"
 #include "eval/sandbox.hpp"
 #include "ksearch/error.hpp"

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "core/fs.hpp"
+#include "util/fs.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/eval.hpp"
 #include "ksearch/tasks.hpp"
@@ -148,7 +148,7 @@ int main(int argc, char** argv) {
                "with references cached\n");
     for (const auto& r : report.as_array())
       fmt::print("  {:<70} {:.2f} s\n", r.get_string("task"), r.get_number("references_cached_s"));
-    if (!json.empty()) detail::write_file_atomic(json, Json::obj({{"device", dev.to_json()}, {"tasks", report}}).dump(1));
+    if (!json.empty()) util::write_file_atomic(json, Json::obj({{"device", dev.to_json()}, {"tasks", report}}).dump(1));
   } catch (const Error& e) {
     fmt::print(stderr, "bench_flashinfer: {}\n", e.what());
     return 1;

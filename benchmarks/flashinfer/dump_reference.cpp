@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
     copt.cache_dir = (std::filesystem::temp_directory_path() / "ksearch-flashinfer-dump").string();
     auto compiler = eval::make_cuda_compiler(copt);
 
-    const detail::Vars dims(w->dims.begin(), w->dims.end());
+    const util::Vars dims(w->dims.begin(), w->dims.end());
     const std::uint64_t seed = ks_rng_derive_seed(w->seed, seed_index);
     eval::Bindings b;
     b.vars = dims;
@@ -73,8 +73,8 @@ int main(int argc, char** argv) {
         dev->upload(buf, data.data(), data.size());
       } else {
         const Distribution& d = detail::distribution_of(ts, *w);
-        dev->generate(buf, ts.dtype, count, d.kind, detail::eval_double_expr(d.p0, dims),
-                      detail::eval_double_expr(d.p1, dims), seed, detail::rng_stream_of(ts.name));
+        dev->generate(buf, ts.dtype, count, d.kind, util::eval_double_expr(d.p0, dims),
+                      util::eval_double_expr(d.p1, dims), seed, detail::rng_stream_of(ts.name));
       }
       out.push_back({ts.name, ts.dtype, shape, {}});
     }

@@ -24,7 +24,7 @@
 #include <string>
 #include <unistd.h>
 
-#include "core/fs.hpp"
+#include "util/fs.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/eval.hpp"
 #include "ksearch/tasks.hpp"
@@ -172,7 +172,7 @@ int main(int argc, char** argv) {
                             {"benchmarks", rows},
                             {"cold", cold.result.to_json()},
                             {"references_cached", refs_cached.result.to_json()}});
-      detail::write_file_atomic(a.json, out.dump(1));
+      util::write_file_atomic(a.json, out.dump(1));
     }
   } catch (const Error& e) {
     fmt::print(stderr, "bench_trimul: {}\n", e.what());

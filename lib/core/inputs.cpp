@@ -20,11 +20,11 @@ const Distribution& distribution_of(const TensorSpec& t, const WorkloadSpec& w) 
 
 double scalar_value(const TensorSpec& t, const WorkloadSpec& w) {
   const Distribution& d = distribution_of(t, w);
-  const Vars dims(w.dims.begin(), w.dims.end());
+  const util::Vars dims(w.dims.begin(), w.dims.end());
   double p0 = 0, p1 = 0;
   try {
-    p0 = eval_double_expr(d.p0, dims);
-    p1 = eval_double_expr(d.p1, dims);
+    p0 = util::eval_double_expr(d.p0, dims);
+    p1 = util::eval_double_expr(d.p1, dims);
   } catch (const Error& e) {
     throw Error(Status::invalid_argument,
                 fmt::format("workload \"{}\": scalar \"{}\": {}", w.name, t.name, e.what()));
@@ -45,9 +45,9 @@ std::map<std::string, double> scalar_values(const TaskSpec& task, const Workload
   return out;
 }
 
-std::vector<std::int64_t> tensor_shape(const TensorSpec& t, const Vars& dims) {
+std::vector<std::int64_t> tensor_shape(const TensorSpec& t, const util::Vars& dims) {
   std::vector<std::int64_t> shape;
-  for (const auto& e : t.shape) shape.push_back(eval_int_expr(e, dims));
+  for (const auto& e : t.shape) shape.push_back(util::eval_int_expr(e, dims));
   return shape;
 }
 
@@ -122,7 +122,7 @@ double HostTensor::at(std::size_t i) const {
 std::map<std::string, HostTensor> generate_host_inputs(const TaskSpec& task, const WorkloadSpec& w,
                                                        std::uint64_t seed_index) {
   std::map<std::string, HostTensor> out;
-  const Vars dims(w.dims.begin(), w.dims.end());
+  const util::Vars dims(w.dims.begin(), w.dims.end());
   const std::uint64_t seed = ks_rng_derive_seed(w.seed, seed_index);
   for (const auto& t : task.tensors) {
     HostTensor h;
@@ -140,8 +140,8 @@ std::map<std::string, HostTensor> generate_host_inputs(const TaskSpec& task, con
       h.bytes.assign(count * dtype_size(t.dtype), 0);
       if (!t.is_output) {
         const Distribution& d = distribution_of(t, w);
-        generate_values(h.bytes.data(), t.dtype, count, d.kind, eval_double_expr(d.p0, dims),
-                        eval_double_expr(d.p1, dims), seed, rng_stream_of(t.name));
+        generate_values(h.bytes.data(), t.dtype, count, d.kind, util::eval_double_expr(d.p0, dims),
+                        util::eval_double_expr(d.p1, dims), seed, rng_stream_of(t.name));
       }
     }
     out[t.name] = std::move(h);

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "core/expr.hpp"
+#include "util/expr.hpp"
 #include "ksearch/task.hpp"
 
 namespace ks::detail {
@@ -29,7 +29,7 @@ double scalar_value(const TensorSpec& t, const WorkloadSpec& w);
 std::map<std::string, double> scalar_values(const TaskSpec& task, const WorkloadSpec& w);
 
 // The evaluated shape of a tensor on a workload's dimensions.
-std::vector<std::int64_t> tensor_shape(const TensorSpec& t, const Vars& dims);
+std::vector<std::int64_t> tensor_shape(const TensorSpec& t, const util::Vars& dims);
 std::size_t element_count(const std::vector<std::int64_t>& shape);
 
 // The bytes of an input the workload gives as data, in the tensor's dtype:

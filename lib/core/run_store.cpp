@@ -12,15 +12,15 @@
 #include <chrono>
 #include <ctime>
 
-#include "core/fs.hpp"
-#include "core/secrets.hpp"
+#include "util/fs.hpp"
+#include "util/secrets.hpp"
 #include "core/solution_files.hpp"
 #include "ksearch/error.hpp"
 
 KS_NAMESPACE_BEGIN
 
 namespace fs = std::filesystem;
-using detail::AppendLog;
+using util::AppendLog;
 
 std::string utc_timestamp() {
   auto now = std::chrono::system_clock::now();
@@ -37,8 +37,8 @@ namespace {
 
 // Every byte the run folder receives passes through redact(): a secret that
 // slipped into a compile log, a model's answer or an event never lands on disk.
-void put(const fs::path& path, std::string_view content) { detail::write_file_atomic(path, detail::redact(content)); }
-void add(AppendLog& log, std::string_view line) { log.append(detail::redact(line)); }
+void put(const fs::path& path, std::string_view content) { util::write_file_atomic(path, util::redact(content)); }
+void add(AppendLog& log, std::string_view line) { log.append(util::redact(line)); }
 
 // File names written into the run folder come from LLM answers: keep only a
 // safe base name so nothing escapes the folder, never one of the record
@@ -102,7 +102,7 @@ auto in_file(const fs::path& file, F&& read) {
 }
 
 Json read_json(const fs::path& file) {
-  std::string text = detail::read_file(file);  // its errors name the file
+  std::string text = util::read_file(file);  // its errors name the file
   return in_file(file, [&] { return Json::parse(text); });
 }
 
@@ -188,7 +188,7 @@ RunStore RunStore::create(const fs::path& dir, const Json& manifest) {
   std::error_code ec;
   if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
     throw Error(Status::invalid_argument, fmt::format("{} exists and is not a folder", dir.string()));
-  detail::make_dirs(dir);
+  util::make_dirs(dir);
   {
     RunStore s;
     s.impl_->dir = dir;
@@ -235,8 +235,8 @@ RunStore RunStore::open(const fs::path& dir) {
   s.impl_->lock_fd = lock_run(dir);
   // A kill can tear the last line of a log; cut it so appends stay whole lines.
   for (const char* log : {"events.jsonl", "transcript.jsonl", "attempts.jsonl"})
-    detail::truncate_torn_tail(dir / log);
-  s.impl_->next_event_seq = static_cast<int>(detail::read_lines(dir / "events.jsonl").size());
+    util::truncate_torn_tail(dir / log);
+  s.impl_->next_event_seq = static_cast<int>(util::read_lines(dir / "events.jsonl").size());
   s.impl_->events = AppendLog(dir / "events.jsonl");
   s.impl_->transcript = AppendLog(dir / "transcript.jsonl");
   s.impl_->attempts = AppendLog(dir / "attempts.jsonl");
@@ -286,7 +286,7 @@ void RunStore::set_event_listener(std::function<void(const Json& event)> listene
 std::vector<Json> RunStore::events() const {
   std::vector<Json> out;
   fs::path p = impl_->dir / "events.jsonl";
-  for (const auto& line : detail::read_lines(p)) out.push_back(parse_line(line, p));
+  for (const auto& line : util::read_lines(p)) out.push_back(parse_line(line, p));
   return out;
 }
 
@@ -296,14 +296,14 @@ void RunStore::append_transcript(const Json& entry) {
 std::vector<Json> RunStore::transcript() const {
   std::vector<Json> out;
   fs::path p = impl_->dir / "transcript.jsonl";
-  for (const auto& line : detail::read_lines(p)) out.push_back(parse_line(line, p));
+  for (const auto& line : util::read_lines(p)) out.push_back(parse_line(line, p));
   return out;
 }
 
 void RunStore::record_attempt(const AttemptRecord& a) {
   require_writable(impl_->read_only, impl_->dir);
   fs::path d = impl_->attempt_dir(a);
-  detail::make_dirs(d);
+  util::make_dirs(d);
   if (!a.solution.sources.empty()) write_solution_files(d, a.solution);
   if (!a.raw_answer.empty()) put(d / "answer.txt", a.raw_answer);
   put(d / "eval.json", a.eval.to_json().dump(2));
@@ -313,7 +313,7 @@ void RunStore::record_attempt(const AttemptRecord& a) {
 std::vector<AttemptRecord> RunStore::attempts() const {
   std::vector<AttemptRecord> out;
   fs::path p = impl_->dir / "attempts.jsonl";
-  for (const auto& line : detail::read_lines(p)) {
+  for (const auto& line : util::read_lines(p)) {
     Json j = parse_line(line, p);
     AttemptRecord a;
     in_file(p, [&] {
@@ -331,7 +331,7 @@ std::vector<AttemptRecord> RunStore::attempts() const {
     }
     Json ej = read_json(d / "eval.json");
     a.eval = in_file(d / "eval.json", [&] { return EvalResult::from_json(ej); });
-    if (fs::exists(d / "answer.txt")) a.raw_answer = detail::read_file(d / "answer.txt");
+    if (fs::exists(d / "answer.txt")) a.raw_answer = util::read_file(d / "answer.txt");
     out.push_back(std::move(a));
   }
   std::sort(out.begin(), out.end(), [](const AttemptRecord& x, const AttemptRecord& y) { return x.seq < y.seq; });
@@ -382,7 +382,7 @@ void RunStore::write_best(const BestSolution& best) {
   else record["attempt"] = fs::relative(from, impl_->dir).string();
   put(impl_->dir / "best.json", record.dump(2) + "\n");
   fs::path d = impl_->dir / "best";
-  detail::make_dirs(d);
+  util::make_dirs(d);
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(d, ec)) fs::remove(e.path(), ec);
   if (from.empty()) {
@@ -420,9 +420,9 @@ std::optional<BestSolution> RunStore::best() const {
 void RunStore::write_final_eval(const EvalResult& eval) {
   require_writable(impl_->read_only, impl_->dir);
   const std::string text = eval.to_json().dump(2) + "\n";
-  detail::write_file_atomic(impl_->dir / "final_eval.json", text);
+  util::write_file_atomic(impl_->dir / "final_eval.json", text);
   std::error_code ec;
-  if (fs::is_directory(impl_->dir / "best", ec)) detail::write_file_atomic(impl_->dir / "best" / "final_eval.json", text);
+  if (fs::is_directory(impl_->dir / "best", ec)) util::write_file_atomic(impl_->dir / "best" / "final_eval.json", text);
 }
 
 std::optional<EvalResult> RunStore::final_eval() const {

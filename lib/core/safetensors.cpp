@@ -6,7 +6,7 @@
 #include <bit>
 #include <fstream>
 
-#include "core/fs.hpp"
+#include "util/fs.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/json.hpp"
 
@@ -190,7 +190,7 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Safe
   for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((static_cast<std::uint64_t>(h.size()) >> (8 * i)) & 0xFF));
   out += h;
   for (const auto& t : tensors) out.append(reinterpret_cast<const char*>(t.data.data()), t.data.size());
-  write_file_atomic(path, out);
+  util::write_file_atomic(path, out);
 }
 
 }  // namespace ks::detail

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "core/fs.hpp"
+#include "util/fs.hpp"
 #include "ksearch/error.hpp"
 
 namespace ks::detail {
@@ -27,7 +27,7 @@ Json inline_source_files(const Json& solution, const std::filesystem::path& dir,
     if (name.empty() || p.has_parent_path() || name == "." || name == ".." || p.is_absolute())
       throw Error(Status::invalid_argument,
                   fmt::format("solution source: \"file\" must name a file beside the solution JSON, not \"{}\"", name));
-    s["content"] = read_file(dir / p, max_bytes);
+    s["content"] = util::read_file(dir / p, max_bytes);
     s.erase("file");
   }
   return out;

@@ -9,9 +9,9 @@
 #include <cmath>
 #include <set>
 
-#include "core/expr.hpp"
-#include "core/fs.hpp"
-#include "core/json_fields.hpp"
+#include "util/expr.hpp"
+#include "util/fs.hpp"
+#include "util/json_fields.hpp"
 #include "core/response/parse.hpp"
 #include "core/rng/structured.hpp"
 #include "core/solution_files.hpp"
@@ -54,9 +54,9 @@ namespace {
 
 void check_expr(const TaskSpec& t, const std::string& where, const std::string& text,
                 const std::set<std::string>& known) {
-  detail::Expr e;
+  util::Expr e;
   try {
-    e = detail::Expr::parse(text);
+    e = util::Expr::parse(text);
   } catch (const Error& err) {
     invalid(t, fmt::format("{}: {}", where, err.what()));
   }
@@ -70,11 +70,11 @@ void check_expr(const TaskSpec& t, const std::string& where, const std::string& 
 }
 
 // Evaluates `text` on a workload's dimensions `vars`, naming where it failed.
-double eval_on(const TaskSpec& t, const WorkloadSpec& w, const detail::Vars& vars, const std::string& where,
+double eval_on(const TaskSpec& t, const WorkloadSpec& w, const util::Vars& vars, const std::string& where,
                const std::string& text) {
   double v = 0;
   try {
-    v = detail::eval_double_expr(text, vars);
+    v = util::eval_double_expr(text, vars);
   } catch (const Error& e) {
     invalid(t, fmt::format("workload \"{}\": {} \"{}\": {}", w.name, where, text, e.what()));
   }
@@ -85,7 +85,7 @@ double eval_on(const TaskSpec& t, const WorkloadSpec& w, const detail::Vars& var
 // The values a workload gives the formulas: checked at load, so a task file
 // that could only fail in the middle of an evaluation is refused up front.
 void check_workload_values(const TaskSpec& t, const WorkloadSpec& w) {
-  const detail::Vars vars(w.dims.begin(), w.dims.end());
+  const util::Vars vars(w.dims.begin(), w.dims.end());
   for (const auto& ts : t.tensors) {
     double count = 1;
     for (const auto& s : ts.shape) {
@@ -138,7 +138,7 @@ void check_solution_params(const TaskSpec& t, const Solution& s, const std::stri
   try {
     space = detail::ParamSpace::from_json(s.params);
     for (const auto& w : t.workloads)
-      detail::resolve_param_values(s.params, w.name, detail::Vars(w.dims.begin(), w.dims.end()));
+      detail::resolve_param_values(s.params, w.name, util::Vars(w.dims.begin(), w.dims.end()));
   } catch (const Error& e) {
     invalid(t, fmt::format("{}: {}", what, e.what()));
   }
@@ -293,7 +293,7 @@ Json TaskSpec::to_json() const {
 }
 
 TaskSpec TaskSpec::from_json(const Json& j) {
-  detail::FieldReader r(j, "task");
+  util::FieldReader r(j, "task");
   TaskSpec t;
   t.name = r.required_string("name");
   r.set_context(fmt::format("task \"{}\"", t.name));
@@ -397,12 +397,12 @@ Solution parse_solution_text(std::string_view text, const TaskSpec& spec) {
 }
 
 Solution load_solution_file(const std::filesystem::path& path, const TaskSpec& spec) {
-  std::string text = detail::read_file(path, detail::kMaxSolutionFileBytes);
+  std::string text = util::read_file(path, util::kMaxSolutionFileBytes);
   try {
     // A run folder's solution.json names its source files instead of repeating them.
     if (auto j = Json::try_parse(text); j && detail::has_source_file_refs(*j))
       text = detail::inline_source_files(*j, path.parent_path().empty() ? "." : path.parent_path(),
-                                          detail::kMaxSolutionFileBytes)
+                                          util::kMaxSolutionFileBytes)
                  .dump();
     return parse_solution_text(text, spec);
   } catch (const Error& e) {

@@ -7,8 +7,8 @@
 #include <cmath>
 
 #include "core/enum_names.hpp"
-#include "core/json_fields.hpp"
-#include "core/sha256.hpp"
+#include "util/json_fields.hpp"
+#include "util/sha256.hpp"
 #include "ksearch/error.hpp"
 
 KS_NAMESPACE_BEGIN
@@ -152,7 +152,7 @@ Json Distribution::to_json() const {
 }
 
 Distribution Distribution::from_json(const Json& j) {
-  detail::FieldReader r(j, "distribution");
+  util::FieldReader r(j, "distribution");
   Distribution d;
   std::string kind = r.required_string("kind");
   auto param = [&](std::string_view name, std::string def) {
@@ -227,7 +227,7 @@ Json TensorSpec::to_json() const {
 }
 
 TensorSpec TensorSpec::from_json(const Json& j) {
-  detail::FieldReader r(j, "tensor");
+  util::FieldReader r(j, "tensor");
   TensorSpec t;
   t.name = r.required_string("name");
   r.set_context(fmt::format("tensor \"{}\"", t.name));
@@ -277,7 +277,7 @@ Json InputData::to_json() const {
 }
 
 InputData InputData::from_json(const Json& j) {
-  detail::FieldReader r(j, "input data");
+  util::FieldReader r(j, "input data");
   InputData d;
   if (j.contains("safetensors")) {
     d.file = r.required_string("safetensors");
@@ -319,7 +319,7 @@ Json WorkloadSpec::to_json() const {
 }
 
 WorkloadSpec WorkloadSpec::from_json(const Json& j) {
-  detail::FieldReader r(j, "workload");
+  util::FieldReader r(j, "workload");
   WorkloadSpec w;
   w.name = r.required_string("name");
   r.set_context(fmt::format("workload \"{}\"", w.name));
@@ -381,7 +381,7 @@ Json Tolerance::to_json() const {
 }
 
 Tolerance Tolerance::from_json(const Json& j) {
-  detail::FieldReader r(j, "tolerance");
+  util::FieldReader r(j, "tolerance");
   Tolerance t;
   t.atol = r.optional_number("atol", t.atol);
   t.rtol = r.optional_number("rtol", t.rtol);
@@ -415,7 +415,7 @@ Tolerance Tolerance::from_json(const Json& j) {
 
 std::string Solution::compute_id() const {
   // Length-prefixed fields so no two different solutions hash alike.
-  detail::Sha256 h;
+  util::Sha256 h;
   auto field = [&](std::string_view s) {
     std::string len = std::to_string(s.size()) + ":";
     h.update(len);
@@ -456,7 +456,7 @@ Json Solution::to_json() const {
 }
 
 Solution Solution::from_json(const Json& j) {
-  detail::FieldReader r(j, "solution");
+  util::FieldReader r(j, "solution");
   Solution s;
   s.name = j.get_string("name");
   s.parent_id = j.get_string("parent_id");
@@ -469,7 +469,7 @@ Solution Solution::from_json(const Json& j) {
                 fmt::format("solution: unknown language \"{}\" (expected cuda or cpp)", lang));
   s.language = *l;
   for (const auto& f : r.required_array("sources")) {
-    detail::FieldReader fr(f, "solution source");
+    util::FieldReader fr(f, "solution source");
     s.sources.push_back({fr.required_string("path"), fr.required_string("content")});
   }
   if (s.sources.empty()) throw Error(Status::invalid_argument, "solution: \"sources\" is empty");

@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "core/fs.hpp"
+#include "util/fs.hpp"
 #include "eval/cuda/host_kernel.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/run_store.hpp"
@@ -76,7 +76,7 @@ std::unique_ptr<Kernel> Kernel::load(const KernelSource& src, const KernelOption
   cfg.arch = options.cuda_arch;
   cfg.load_module = options.load_module;
   cfg.flags = options.extra_compile_flags;
-  const fs::path cache = options.cache_dir.empty() ? detail::default_cache_dir() : options.cache_dir;
+  const fs::path cache = options.cache_dir.empty() ? util::default_cache_dir() : options.cache_dir;
   cfg.cache_dir = (cache / "cuda").string();
 
   std::shared_ptr<Task> task = src.custom_task;

@@ -13,10 +13,10 @@
 #include <mutex>
 #include <sstream>
 
-#include "core/json_fields.hpp"
+#include "util/json_fields.hpp"
 #include "core/search/session.hpp"
-#include "core/secrets.hpp"
-#include "core/sha256.hpp"
+#include "util/secrets.hpp"
+#include "util/sha256.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/run_store.hpp"
 #include "ksearch/tasks.hpp"
@@ -349,7 +349,7 @@ EvaluatorConfig evaluator_config_from_json(const Json& j) {
   return e;
 }
 
-std::string task_fingerprint(const Task& t) { return detail::sha256_hex(t.spec().to_json().dump()).substr(0, 16); }
+std::string task_fingerprint(const Task& t) { return util::sha256_hex(t.spec().to_json().dump()).substr(0, 16); }
 
 std::string hostname() {
   char buf[256] = {0};
@@ -586,7 +586,7 @@ SearchOutcome run_search(const SearchOptions& options) {
   } else {
     options.config.validate();
   }
-  detail::register_environment_secrets(options.llm.openai.api_key_env);
+  util::register_environment_secrets(options.llm.openai.api_key_env);
   Parts parts;
   parts.task = options.custom_task ? options.custom_task
                                    : std::shared_ptr<Task>(load_task(options.task, {options.kernelbench_dir}));
@@ -747,7 +747,7 @@ SearchOutcome resume_search(const fs::path& run_dir, const ResumeOptions& option
     parts.recording = recording_from_run(src, mode, rj.get_bool("check_prompts", true));
     if (options.llm) m["llm"] = options.llm->to_json();
     LlmChoice choice = options.llm ? *options.llm : LlmChoice::from_json(m["llm"]);
-    detail::register_environment_secrets(choice.openai.api_key_env);
+    util::register_environment_secrets(choice.openai.api_key_env);
     if (options.custom_llm) parts.llm = options.custom_llm;
     else if (choice.kind == "custom")
       throw Error(Status::invalid_argument,
@@ -757,7 +757,7 @@ SearchOutcome resume_search(const fs::path& run_dir, const ResumeOptions& option
   } else {
     LlmChoice recorded = LlmChoice::from_json(m["llm"]);
     LlmChoice choice = options.llm ? *options.llm : recorded;
-    detail::register_environment_secrets(choice.openai.api_key_env);
+    util::register_environment_secrets(choice.openai.api_key_env);
     // Later resumes go on with the policy given now (a replay that went on
     // skipping must not go back to stopping where it diverged).
     if (options.llm && choice.kind != "custom") m["llm"] = choice.to_json();
@@ -825,7 +825,7 @@ SearchOutcome replay_search(const fs::path& recorded_run, const ReplayOptions& o
   LlmChoice choice;
   choice.kind = "offline";  // a replay without a model never asks one
   if (options.llm) choice = *options.llm;
-  detail::register_environment_secrets(choice.openai.api_key_env);
+  util::register_environment_secrets(choice.openai.api_key_env);
   if (options.custom_llm) parts.llm = options.custom_llm;
   else if (choice.kind == "custom" || choice.kind == "replay")
     throw Error(Status::invalid_argument,

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "core/expr.hpp"
+#include "util/expr.hpp"
 #include "core/rng/rng_stream.hpp"
 #include "ksearch/evaluator.hpp"
 #include "ksearch/types.hpp"
@@ -140,11 +140,11 @@ using ScalarArgs = std::map<std::string, ScalarArg>;
 // expressions too).
 struct Bindings {
   std::map<std::string, Buffer> tensors;
-  detail::Vars vars;
+  util::Vars vars;
   ScalarArgs scalars;
   // The floating scalars as expression variables.
-  detail::RealVars reals() const {
-    detail::RealVars r;
+  util::RealVars reals() const {
+    util::RealVars r;
     for (const auto& [name, s] : scalars)
       if (dtype_is_float(s.dtype)) r[name] = s.value;
     return r;

@@ -4,8 +4,8 @@
 
 #include <cctype>
 
-#include "core/fs.hpp"
-#include "core/sha256.hpp"
+#include "util/fs.hpp"
+#include "util/sha256.hpp"
 #include "ksearch/error.hpp"
 
 namespace ks::eval {
@@ -55,7 +55,7 @@ std::string BaselineScoring::entry_key(const TaskSpec& task, const Solution& bas
   // What the latency depends on: the workload's shapes and inputs, the
   // baseline's code, the device, and whether caches were flushed.
   const WorkloadSpec* w = task.find_workload(workload);
-  detail::Sha256 h;
+  util::Sha256 h;
   for (const std::string& field :
        {task.name, w ? w->to_json().dump() : workload, baseline.id.empty() ? baseline.compute_id() : baseline.id,
         device, std::string(inner_->options().flush_l2 ? "flush" : "warm")}) {
@@ -77,7 +77,7 @@ void BaselineScoring::load(const TaskSpec& task) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(cache_file(task), ec)) return;
   try {
-    Json j = Json::parse(detail::read_file(cache_file(task)));
+    Json j = Json::parse(util::read_file(cache_file(task)));
     if (const Json* e = j.find("entries"); e && e->is_object())
       for (const auto& [k, v] : e->as_object())
         if (v.is_object() && v.get_number("ms") > 0) ms_[task.name][k] = v.get_number("ms");
@@ -91,8 +91,8 @@ void BaselineScoring::save(const TaskSpec& task) {
   Json entries = Json::object();
   for (const auto& [k, ms] : ms_[task.name]) entries[k] = Json::obj({{"ms", ms}});
   try {
-    detail::make_dirs(cache_file(task).parent_path());
-    detail::write_file_atomic(cache_file(task), Json::obj({{"task", task.name}, {"entries", entries}}).dump(1));
+    util::make_dirs(cache_file(task).parent_path());
+    util::write_file_atomic(cache_file(task), Json::obj({{"task", task.name}, {"entries", entries}}).dump(1));
   } catch (const Error&) {
     // Caching is an optimisation; the latencies are in memory.
   }

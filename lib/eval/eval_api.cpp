@@ -2,7 +2,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
-#include "core/fs.hpp"
+#include "util/fs.hpp"
 #include "eval/baseline_scoring.hpp"
 #include "eval/evaluator_common.hpp"
 #include "eval/process_evaluator.hpp"
@@ -56,7 +56,7 @@ std::unique_ptr<Evaluator> make_evaluator(const EvaluatorConfig& config) {
       config.in_process ? eval::make_in_process_evaluator(config) : eval::make_process_evaluator(config);
   // Tasks scored against a baseline get its latencies; others pass through.
   return std::make_unique<eval::BaselineScoring>(
-      std::move(inner), config.cache_dir.empty() ? detail::default_cache_dir() : config.cache_dir);
+      std::move(inner), config.cache_dir.empty() ? util::default_cache_dir() : config.cache_dir);
 }
 
 KS_NAMESPACE_END

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "core/sha256.hpp"
+#include "util/sha256.hpp"
 #include "core/tune/params.hpp"
 #include "ksearch/error.hpp"
 
@@ -67,9 +67,9 @@ void check_solution_fits(const TaskSpec& task, const Solution& s) {
                             ks::to_string(s.language)));
 }
 
-std::string task_key(const TaskSpec& task) { return detail::sha256_hex(task.to_json().dump()).substr(0, 24); }
+std::string task_key(const TaskSpec& task) { return util::sha256_hex(task.to_json().dump()).substr(0, 24); }
 
-CompileRequest make_compile_request(const TaskSpec& task, const Solution& solution, const detail::Vars& values,
+CompileRequest make_compile_request(const TaskSpec& task, const Solution& solution, const util::Vars& values,
                                     const EvalOptions& options, const std::string& arch, const std::string& cache_dir) {
   CompileRequest req;
   req.solution = solution;
@@ -101,13 +101,13 @@ std::variant<PreparedSolution, EvalResult> prepare_solution(const TaskSpec& task
     r.metrics = Json::obj({{"compile_s", compile_s}, {"builds", static_cast<int>(p.builds.size())}});
     return r;
   };
-  std::map<detail::Vars, int> by_params;
+  std::map<util::Vars, int> by_params;
   for (const auto& name : workloads) {
     const WorkloadSpec* w = task.find_workload(name);
     if (!w) throw Error(Status::invalid_argument, fmt::format("task \"{}\" has no workload \"{}\"", task.name, name));
-    detail::Vars dims;
+    util::Vars dims;
     for (const auto& [k, v] : w->dims) dims[k] = v;
-    detail::Vars values;
+    util::Vars values;
     try {
       values = detail::resolve_param_values(solution.params, name, dims);
     } catch (const Error& e) {

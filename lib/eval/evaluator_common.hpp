@@ -44,7 +44,7 @@ using CompileFn = std::function<Artifact(const CompileRequest&)>;
 // The request that compiles `solution` with tunable parameter values
 // `values`: what every build of an evaluation asks for (and what an export
 // asks for, so that it gets the same cubin).
-CompileRequest make_compile_request(const TaskSpec& task, const Solution& solution, const detail::Vars& values,
+CompileRequest make_compile_request(const TaskSpec& task, const Solution& solution, const util::Vars& values,
                                     const EvalOptions& options, const std::string& arch, const std::string& cache_dir);
 
 // Compiles `solution` for `workloads`: resolves tunable parameter values per

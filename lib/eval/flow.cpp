@@ -9,9 +9,9 @@
 #include <memory>
 #include <optional>
 
-#include "core/expr.hpp"
+#include "util/expr.hpp"
 #include "core/inputs.hpp"
-#include "core/sha256.hpp"
+#include "util/sha256.hpp"
 #include "eval/compare.hpp"
 #include <math.h>  // ks_rng.h calls math functions unqualified
 
@@ -191,7 +191,7 @@ class WorkloadRun {
   FlowEvents& events_;
   FlowPhase phase_;              // the candidate's step in progress
   Allocations allocs_;
-  detail::Vars dims_;
+  util::Vars dims_;
   std::vector<TensorBuffer> tensors_;
   ScalarArgs scalars_;           // the scalar inputs' values on this workload
   std::string data_digest_;      // of the inputs given as data, for the reference cache key
@@ -251,7 +251,7 @@ Distribution WorkloadRun::distribution_of(const TensorSpec& t) const {
 
 void WorkloadRun::prepare() {
   std::size_t max_input = 0;
-  detail::Sha256 digest;
+  util::Sha256 digest;
   for (const auto& t : task_.tensors) {
     if (t.scalar) {
       scalars_[t.name] = ScalarArg{t.dtype, detail::scalar_value(t, w_)};
@@ -261,7 +261,7 @@ void WorkloadRun::prepare() {
     tb.spec = &t;
     std::int64_t count = 1;
     for (const auto& e : t.shape) {
-      std::int64_t d = detail::eval_int_expr(e, dims_);
+      std::int64_t d = util::eval_int_expr(e, dims_);
       if (d < 0)
         throw Error(Status::invalid_argument,
                     fmt::format("task \"{}\", workload \"{}\": tensor \"{}\" has a negative extent {} (\"{}\")",
@@ -320,7 +320,7 @@ void WorkloadRun::fill_input(Buffer dst, const TensorBuffer& tb, std::uint64_t s
     return;
   }
   Distribution d = distribution_of(*tb.spec);
-  double p0 = detail::eval_double_expr(d.p0, dims_), p1 = detail::eval_double_expr(d.p1, dims_);
+  double p0 = util::eval_double_expr(d.p0, dims_), p1 = util::eval_double_expr(d.p1, dims_);
   device_.generate(dst, tb.spec->dtype, tb.count, d.kind, p0, p1, seed, rng_stream_of(tb.spec->name));
 }
 
@@ -653,7 +653,7 @@ double timing_allowance_s(const EvalOptions& options) {
 std::string reference_cache_key(const TaskSpec& task, const WorkloadSpec& workload, std::uint64_t seed,
                                 const PreparedSolution& reference, const PreparedSolution::Build& build,
                                 const DeviceInfo& device, std::string_view data_digest) {
-  detail::Sha256 h;
+  util::Sha256 h;
   auto field = [&](std::string_view s) {
     h.update(std::to_string(s.size()) + ":");
     h.update(s);
@@ -681,10 +681,10 @@ std::string reference_cache_key(const TaskSpec& task, const WorkloadSpec& worklo
 
 double speed_of_light_ms(const TaskSpec& task, const WorkloadSpec& workload, const DeviceInfo& device,
                          bool caches_flushed, std::string* explanation) {
-  detail::Vars dims;
+  util::Vars dims;
   for (const auto& [k, v] : workload.dims) dims[k] = v;
-  double flops = task.flops.empty() ? 0 : detail::eval_double_expr(task.flops, dims);
-  double bytes = task.bytes.empty() ? 0 : detail::eval_double_expr(task.bytes, dims);
+  double flops = task.flops.empty() ? 0 : util::eval_double_expr(task.flops, dims);
+  double bytes = task.bytes.empty() ? 0 : util::eval_double_expr(task.bytes, dims);
   double t_flops = device.peak_flops > 0 ? flops / device.peak_flops : 0;
   double t_bytes = caches_flushed && device.peak_bytes_per_s > 0 ? bytes / device.peak_bytes_per_s : 0;
   if (explanation) {

@@ -6,7 +6,7 @@
 #include <atomic>
 #include <mutex>
 
-#include "core/fs.hpp"
+#include "util/fs.hpp"
 #include "eval/evaluator_common.hpp"
 #include "eval/flow.hpp"
 #include "eval/host/host_compiler.hpp"
@@ -45,10 +45,10 @@ class InProcessEvaluator final : public Evaluator {
   explicit InProcessEvaluator(const EvaluatorConfig& config)
       : config_(config),
         options_(config.options),
-        cache_dir_(config.cache_dir.empty() ? detail::default_cache_dir() : config.cache_dir),
+        cache_dir_(config.cache_dir.empty() ? util::default_cache_dir() : config.cache_dir),
         host_compiler_(host::make_host_compiler({.compiler = "", .cache_dir = (cache_dir_ / "host").string()})) {
     validate_backend_name(config.backend);
-    detail::make_dirs(cache_dir_);
+    util::make_dirs(cache_dir_);
   }
 
   ~InProcessEvaluator() override {

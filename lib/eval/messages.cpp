@@ -23,14 +23,14 @@ std::vector<std::string> strings_from(const Json* j) {
 
 }  // namespace
 
-Json vars_to_json(const detail::Vars& v) {
+Json vars_to_json(const util::Vars& v) {
   Json j = Json::object();
   for (const auto& [k, x] : v) j[k] = x;
   return j;
 }
 
-detail::Vars vars_from_json(const Json& j) {
-  detail::Vars v;
+util::Vars vars_from_json(const Json& j) {
+  util::Vars v;
   if (j.is_object())
     for (const auto& [k, x] : j.as_object()) v[k] = x.as_int();
   return v;

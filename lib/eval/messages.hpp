@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "core/expr.hpp"
+#include "util/expr.hpp"
 #include "eval/backend.hpp"
 #include "ksearch/evaluator.hpp"
 #include "ksearch/json.hpp"
@@ -17,7 +17,7 @@ namespace ks::eval {
 // values, and which build each workload uses.
 struct PreparedSolution {
   struct Build {
-    detail::Vars params;
+    util::Vars params;
     Artifact artifact;
   };
   Solution solution;
@@ -63,7 +63,7 @@ Artifact artifact_from_json(const Json& j);
 Json compile_request_to_json(const CompileRequest& r);
 CompileRequest compile_request_from_json(const Json& j);
 
-Json vars_to_json(const detail::Vars& v);
-detail::Vars vars_from_json(const Json& j);
+Json vars_to_json(const util::Vars& v);
+util::Vars vars_from_json(const Json& j);
 
 }  // namespace ks::eval

@@ -12,7 +12,7 @@
 #include <set>
 #include <thread>
 
-#include "core/fs.hpp"
+#include "util/fs.hpp"
 #include "eval/evaluator_common.hpp"
 #include "eval/flow.hpp"
 #include "eval/host/host_compiler.hpp"
@@ -299,8 +299,8 @@ class RunSlot {
       view.gpu = true;
     }
     if (sandbox_.active()) args.emplace_back("--sandboxed");
-    for (const auto& d : view.read_only) detail::make_dirs(d);  // the cache's folders, before binding them
-    for (const auto& d : view.read_write) detail::make_dirs(d);
+    for (const auto& d : view.read_only) util::make_dirs(d);  // the cache's folders, before binding them
+    for (const auto& d : view.read_write) util::make_dirs(d);
     for (const auto& d : data_folders_) view.read_only.push_back(d);
     auto w = std::make_unique<WorkerProcess>(exe_, args, &sandbox_, view);
     Json hello = w->wait_hello(kStartTimeoutS);
@@ -429,7 +429,7 @@ class CudaCompileService {
       std::vector<std::string> args{"--role", "compile", "--cache-dir", cache_dir_.string()};
       SandboxView view;
       view.read_write.push_back(cache_dir_ / "cuda");
-      detail::make_dirs(cache_dir_ / "cuda");
+      util::make_dirs(cache_dir_ / "cuda");
       if (sandbox_.active()) args.insert(args.end(), {"--pch-dir", "/tmp/ksearch-pch"});
       auto w = std::make_unique<WorkerProcess>(exe_, args, &sandbox_, view);
       w->wait_hello(kStartTimeoutS);
@@ -481,7 +481,7 @@ class ProcessEvaluator final : public Evaluator {
       : config_(config),
         options_(config.options),
         worker_exe_(locate_worker(config.worker_path)),
-        cache_dir_(fs::absolute(config.cache_dir.empty() ? detail::default_cache_dir() : config.cache_dir)),
+        cache_dir_(fs::absolute(config.cache_dir.empty() ? util::default_cache_dir() : config.cache_dir)),
         sandbox_(checked_sandbox_mode(config.sandbox)),
         memory_limit_bytes_(config.memory_limit_bytes ? config.memory_limit_bytes : default_memory_limit_bytes()),
         host_compiler_(host::make_host_compiler({.compiler = "",
@@ -490,7 +490,7 @@ class ProcessEvaluator final : public Evaluator {
                                                  .cancel = &cancelled_})),
         pool_(default_compile_workers(config.compile_workers)) {
     validate_backend_name(config.backend);
-    detail::make_dirs(cache_dir_);
+    util::make_dirs(cache_dir_);
   }
 
   EvalResult evaluate(const Task& task, const Solution& solution) override {

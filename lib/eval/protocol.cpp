@@ -6,7 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/process.hpp"
+#include "util/process.hpp"
 #include "ksearch/error.hpp"
 
 namespace ks::eval {
@@ -87,7 +87,7 @@ std::optional<Json> FrameDecoder::next() {
 
 bool write_frame(int fd, const Json& message) {
   std::string frame = encode_frame(message);
-  return detail::write_all_fd(fd, frame.data(), frame.size());
+  return util::write_all_fd(fd, frame.data(), frame.size());
 }
 
 namespace {

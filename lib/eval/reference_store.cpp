@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/fs.hpp"
+#include "util/fs.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/json.hpp"
 
@@ -54,7 +54,7 @@ bool ReferenceStore::fetch(const std::string& key, const std::vector<Buffer>& ds
     if (std::filesystem::exists(path, ec)) {
       std::string data;
       try {
-        data = detail::read_file(path);
+        data = util::read_file(path);
       } catch (const Error&) {
         data.clear();
       }
@@ -112,7 +112,7 @@ void ReferenceStore::store(const std::string& key, const std::vector<Buffer>& sr
     offset += b.bytes;
   }
   try {
-    detail::write_file_atomic(file_for(key), data);
+    util::write_file_atomic(file_for(key), data);
   } catch (const Error&) {
     // A full or read-only cache only costs recomputation later.
   }

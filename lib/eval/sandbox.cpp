@@ -11,8 +11,8 @@
 #include <set>
 #include <sstream>
 
-#include "core/process.hpp"
-#include "core/secrets.hpp"
+#include "util/process.hpp"
+#include "util/secrets.hpp"
 #include "ksearch/error.hpp"
 
 extern char** environ;
@@ -39,7 +39,7 @@ constexpr const char* kAllowedNames[] = {"PATH", "LANG", "LANGUAGE", "TZ", "LD_L
 constexpr const char* kAllowedPrefixes[] = {"LC_", "CUDA_", "NVIDIA_", "__NV_", "__GL_"};
 
 bool allowed_name(std::string_view name) {
-  if (detail::looks_like_credential_name(name)) return false;
+  if (util::looks_like_credential_name(name)) return false;
   for (const char* n : kAllowedNames)
     if (name == n) return true;
   for (const char* p : kAllowedPrefixes)
@@ -165,21 +165,21 @@ SandboxStatus probe() {
     return st;
   }
   try {
-    detail::SpawnOptions v;
+    util::SpawnOptions v;
     v.argv = {st.tool, "--version"};
     v.clear_env = true;
     v.env_set = candidate_environment(false);
-    auto r = detail::run_command(v, "", 10);
+    auto r = util::run_command(v, "", 10);
     std::string out = r.out;
     while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
     st.version = out.empty() ? "bubblewrap" : out;
     // The real thing: the namespaces and mounts a worker gets.
-    detail::SpawnOptions o;
+    util::SpawnOptions o;
     o.argv = bwrap_arguments(st.tool, SandboxView{}, {});
     o.argv.emplace_back("true");
     o.clear_env = true;
     o.env_set = candidate_environment(true);
-    auto t = detail::run_command(o, "", 20);
+    auto t = util::run_command(o, "", 20);
     if (!t.ok()) {
       std::string why = t.err;
       if (auto nl = why.find('\n'); nl != std::string::npos) why.resize(nl);
@@ -282,7 +282,7 @@ std::map<std::string, std::string> environment_where(Keep&& keep) {
     auto eq = kv.find('=');
     if (eq == std::string_view::npos) continue;
     std::string_view name = kv.substr(0, eq), value = kv.substr(eq + 1);
-    if (keep(name) && !detail::contains_secret(value)) env.emplace(std::string(name), std::string(value));
+    if (keep(name) && !util::contains_secret(value)) env.emplace(std::string(name), std::string(value));
   }
   return env;
 }
@@ -298,7 +298,7 @@ std::map<std::string, std::string> candidate_environment(bool sandboxed) {
       auto sep = rest.find_first_of(",:");
       std::string name(rest.substr(0, sep));
       const char* v = name.empty() ? nullptr : std::getenv(name.c_str());
-      if (v && !detail::looks_like_credential_name(name) && !detail::contains_secret(v)) env[name] = v;
+      if (v && !util::looks_like_credential_name(name) && !util::contains_secret(v)) env[name] = v;
       if (sep == std::string_view::npos) break;
       rest.remove_prefix(sep + 1);
     }
@@ -312,7 +312,7 @@ std::map<std::string, std::string> candidate_environment(bool sandboxed) {
 }
 
 std::map<std::string, std::string> trusted_environment() {
-  return environment_where([](std::string_view name) { return !detail::looks_like_credential_name(name); });
+  return environment_where([](std::string_view name) { return !util::looks_like_credential_name(name); });
 }
 
 }  // namespace ks::eval

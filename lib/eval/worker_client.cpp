@@ -80,7 +80,7 @@ WorkerProcess::WorkerProcess(const fs::path& exe, const std::vector<std::string>
         const bool confined = sandbox && sandbox->active();
         SandboxView v = view;
         v.die_with_parent = true;  // bubblewrap's parent is the lasting spawner thread (process.hpp)
-        detail::SpawnOptions o;
+        util::SpawnOptions o;
         o.argv = confined ? sandbox->wrap(argv, v) : argv;
         o.clear_env = true;
         o.env_set = code == Code::trusted ? trusted_environment() : candidate_environment(confined);
@@ -99,7 +99,7 @@ WorkerProcess::~WorkerProcess() {
 void WorkerProcess::drain_stderr(std::chrono::milliseconds wait) {
   if (!err_open_) return;
   std::string chunk;
-  err_open_ = detail::read_some(proc_.stderr_fd(), chunk, 0, wait);
+  err_open_ = util::read_some(proc_.stderr_fd(), chunk, 0, wait);
   err_tail_ += chunk;
   if (err_tail_.size() > kTailBytes) err_tail_.erase(0, err_tail_.size() - kTailBytes);
 }
@@ -163,15 +163,15 @@ std::string WorkerProcess::kill_and_describe() {
   auto st = proc_.wait_for(std::chrono::milliseconds(50));
   int status = st ? *st : proc_.kill_and_reap();
   for (int i = 0; i < 20 && err_open_; ++i) drain_stderr(std::chrono::milliseconds(10));
-  detail::CommandResult cr;
-  detail::decode_wait_status(status, cr);
+  util::CommandResult cr;
+  util::decode_wait_status(status, cr);
   // bubblewrap exits with 128 + the signal that ended the process it ran.
   if (sandboxed_ && !cr.signaled && cr.exit_code > 128 && cr.exit_code < 128 + 65) {
     cr.signaled = true;
     cr.signal = cr.exit_code - 128;
   }
   memory_limit_ = st && !cr.signaled && cr.exit_code == kWorkerExitMemoryLimit;
-  std::string how = st ? (cr.signaled ? fmt::format("killed by signal {} ({})", cr.signal, detail::signal_name(cr.signal))
+  std::string how = st ? (cr.signaled ? fmt::format("killed by signal {} ({})", cr.signal, util::signal_name(cr.signal))
                           : memory_limit_ ? std::string("ended at its memory limit")
                                           : fmt::format("exited with code {}", cr.exit_code))
                        : "killed";

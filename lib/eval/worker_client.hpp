@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "core/process.hpp"
+#include "util/process.hpp"
 #include "eval/protocol.hpp"
 #include "eval/sandbox.hpp"
 #include "ksearch/json.hpp"
@@ -80,7 +80,7 @@ class WorkerProcess {
   void drain_stderr(std::chrono::milliseconds wait);
 
   bool sandboxed_;
-  detail::Subprocess proc_;
+  util::Subprocess proc_;
   FrameDecoder decoder_;
   std::string err_tail_;
   bool out_open_ = true, err_open_ = true;

@@ -28,7 +28,7 @@
 #include <string>
 #include <thread>
 
-#include "core/fs.hpp"
+#include "util/fs.hpp"
 #include "eval/flow.hpp"
 #include "eval/host/guarded_memory.hpp"
 #include "eval/host/host_device.hpp"
@@ -189,7 +189,7 @@ Args parse_args(int argc, char** argv) {
       std::exit(2);
     }
   }
-  if (a.cache_dir.empty()) a.cache_dir = detail::default_cache_dir().string();
+  if (a.cache_dir.empty()) a.cache_dir = util::default_cache_dir().string();
   return a;
 }
 

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "core/fs.hpp"
+#include "util/fs.hpp"
 #include "core/inputs.hpp"
-#include "core/sha256.hpp"
+#include "util/sha256.hpp"
 #include "core/tune/params.hpp"
 #include "eval/cuda/cubin.hpp"
 #include "eval/cuda/cuda_api.hpp"
@@ -31,7 +31,7 @@ Json strings(const std::vector<std::string>& v) {
   return a;
 }
 
-Json params_json(const detail::Vars& v) {
+Json params_json(const util::Vars& v) {
   Json o = Json::object();
   for (const auto& [k, x] : v) o[k] = x;
   return o;
@@ -52,7 +52,7 @@ Json tensors_json(const TaskSpec& task) {
 
 Json build_json(const Solution& sol, const PreparedSolution::Build& b, const std::string& arch,
                 const std::vector<std::string>& name_exprs) {
-  const std::string cubin = detail::read_file(b.artifact.path);
+  const std::string cubin = util::read_file(b.artifact.path);
   Json kernels = Json::array();
   for (const auto& k : eval::cuda::inspect_cubin(cubin)) {
     Json params = nullptr;
@@ -76,7 +76,7 @@ Json build_json(const Solution& sol, const PreparedSolution::Build& b, const std
                     {"arch", arch},
                     {"origin", b.artifact.cache_hit ? "evaluator cache" : "NVRTC"},
                     {"cubin_bytes", static_cast<std::int64_t>(cubin.size())},
-                    {"cubin_sha256", detail::sha256_hex(cubin)},
+                    {"cubin_sha256", util::sha256_hex(cubin)},
                     {"cubin", base64_encode(cubin)},
                     {"program", Json::obj({{"name", src.name}, {"text", src.text}, {"headers", headers}})},
                     {"name_expressions", strings(name_exprs)},
@@ -138,7 +138,7 @@ Json make_bundle(const TaskSpec& task, const Solution& solution, const BundleOpt
   if (sol.id.empty()) sol.finalize();
   const eval::cuda::LaunchPlan plan = eval::cuda::LaunchPlan::parse(sol.launch_plan);
 
-  const fs::path root = o.cache_root.empty() ? detail::default_cache_dir() : fs::path(o.cache_root);
+  const fs::path root = o.cache_root.empty() ? util::default_cache_dir() : fs::path(o.cache_root);
   const std::string cache_dir = (root / "cuda").string();
   // The compiler a compile worker runs (worker_main.cpp): same options,
   // same cache, precompiled headers on.
@@ -163,7 +163,7 @@ Json make_bundle(const TaskSpec& task, const Solution& solution, const BundleOpt
   int default_build = -1;
   std::string default_note;
   try {
-    const detail::Vars defaults = detail::resolve_param_values(sol.params, "", {});
+    const util::Vars defaults = detail::resolve_param_values(sol.params, "", {});
     for (std::size_t i = 0; i < p.builds.size(); ++i)
       if (p.builds[i].params == defaults) default_build = static_cast<int>(i);
     if (default_build < 0) {

@@ -8,7 +8,7 @@
 #include <map>
 #include <set>
 
-#include "core/fs.hpp"
+#include "util/fs.hpp"
 #include "export/bundle.hpp"
 #include "export/embedded.hpp"
 #include "ksearch/error.hpp"
@@ -309,7 +309,7 @@ ExportResult export_solution(const Task& task_in, const Solution& solution, cons
   } else if (o.format == "kernelbench") {
     std::string problem = o.problem_source;
     if (problem.empty() && task.oracle.is_object() && !task.oracle.get_string("problem").empty()) {
-      problem = detail::read_file(task.oracle.get_string("problem"));
+      problem = util::read_file(task.oracle.get_string("problem"));
       r.notes.push_back("ModelNew builds its parameters with the Model of " + task.oracle.get_string("problem"));
     }
     if (problem.empty())

@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <mutex>
 
-#include "core/process.hpp"
+#include "util/process.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/llm_policies.hpp"
 
@@ -38,7 +38,7 @@ class CommandPolicy final : public LlmPolicy {
   }
 
   LlmResponse complete(const LlmRequest& request) override {
-    detail::SpawnOptions opts;
+    util::SpawnOptions opts;
     opts.argv = cfg_.argv;
     opts.env_set["KSEARCH_PROMPT_KIND"] = to_string(request.kind);
     std::string input;
@@ -56,8 +56,8 @@ class CommandPolicy final : public LlmPolicy {
       input = request.prompt;
     }
     // A program that cannot start throws: that is configuration, not a bad answer.
-    detail::CommandResult r =
-        detail::run_command(std::move(opts), input, cfg_.timeout_s, cfg_.max_output_bytes, &cancelled_);
+    util::CommandResult r =
+        util::run_command(std::move(opts), input, cfg_.timeout_s, cfg_.max_output_bytes, &cancelled_);
     if (r.cancelled) throw Error(Status::cancelled, describe() + ": cancelled; the program was killed");
 
     LlmResponse resp;

@@ -10,8 +10,8 @@
 #include <mutex>
 #include <random>
 
-#include "core/json_fields.hpp"
-#include "core/secrets.hpp"
+#include "util/json_fields.hpp"
+#include "util/secrets.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/llm_policies.hpp"
 #include "llm/http.hpp"
@@ -74,7 +74,7 @@ Json OpenAiConfig::to_json() const {
 }
 
 OpenAiConfig OpenAiConfig::from_json(const Json& j) {
-  detail::FieldReader r(j, "openai config");
+  util::FieldReader r(j, "openai config");
   r.allow({"base_url", "model", "api", "reasoning_effort", "temperature", "max_output_tokens", "api_key_env",
            "extra_headers", "extra_body", "request_timeout_s", "connect_timeout_s", "proxy", "max_retries",
            "max_response_bytes",
@@ -222,7 +222,7 @@ class OpenAiPolicy final : public LlmPolicy {
     }
     if (has_line_break(key_)) bad_config(fmt::format("the API key in {} contains a line break", key_source_));
     redact_.add(key_);
-    detail::register_secret(key_);  // and everywhere else the process writes (core/secrets.hpp)
+    util::register_secret(key_);  // and everywhere else the process writes (util/secrets.hpp)
     std::string host = host_of(cfg_.base_url);
     if (key_.empty() && needs_key(host))
       bad_config(fmt::format("{} needs an API key, but {}", host,
@@ -237,7 +237,7 @@ class OpenAiPolicy final : public LlmPolicy {
       if (name.empty() || has_line_break(name) || name.find(':') != std::string::npos || has_line_break(value))
         bad_config(fmt::format("extra header \"{}\" is not a valid header", name));
       headers_.push_back(name + ": " + value);
-      detail::register_secret(value);
+      util::register_secret(value);
       redact_.add(value);
     }
     if (cfg_.proxy.find('@') != std::string::npos) redact_.add(cfg_.proxy);  // credentials inside

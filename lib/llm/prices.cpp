@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cctype>
 
-#include "core/fs.hpp"
-#include "core/json_fields.hpp"
+#include "util/fs.hpp"
+#include "util/json_fields.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/llm_policies.hpp"
 
@@ -27,7 +27,7 @@ Json ModelPrice::to_json() const {
 }
 
 ModelPrice ModelPrice::from_json(const Json& j) {
-  detail::FieldReader r(j, "model price");
+  util::FieldReader r(j, "model price");
   r.allow({"input_per_mtok", "output_per_mtok", "cached_input_per_mtok"});
   ModelPrice p;
   p.input_per_mtok = r.required_number("input_per_mtok");
@@ -66,7 +66,7 @@ const std::map<std::string, ModelPrice>& builtin_prices() {
 std::map<std::string, ModelPrice> read_price_file(const std::filesystem::path& path) {
   Json j;
   try {
-    j = Json::parse(detail::read_file(path, std::size_t{1} << 20));
+    j = Json::parse(util::read_file(path, std::size_t{1} << 20));
   } catch (const Error& e) {
     throw Error(e.status(), fmt::format("price file {}: {}", path.string(), e.what()));
   }

@@ -1,7 +1,7 @@
 // The transcript format: one JSON object per line (docs/llm.md).
 #include <fmt/format.h>
 
-#include "core/fs.hpp"
+#include "util/fs.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/llm_policies.hpp"
 
@@ -58,7 +58,7 @@ TranscriptEntry TranscriptEntry::from_json(const Json& j) {
 }
 
 std::vector<TranscriptEntry> read_transcript(const std::filesystem::path& path) {
-  std::string text = detail::read_file(path, detail::kMaxTranscriptBytes);
+  std::string text = util::read_file(path, util::kMaxTranscriptBytes);
   std::vector<TranscriptEntry> out;
   std::size_t pos = 0;
   int line_no = 0;

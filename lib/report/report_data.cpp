@@ -8,7 +8,7 @@
 #include <map>
 #include <set>
 
-#include "core/fs.hpp"
+#include "util/fs.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/report.hpp"
 #include "ksearch/run_store.hpp"
@@ -42,7 +42,7 @@ std::vector<Json> read_log(const fs::path& file, Json& warnings) {
   bool torn = false;
   std::vector<std::string> lines;
   try {
-    lines = detail::read_lines(file, &torn);
+    lines = util::read_lines(file, &torn);
   } catch (const Error& e) {
     warnings.push_back(e.what());
     return out;
@@ -278,7 +278,7 @@ std::map<std::uint64_t, std::pair<int, std::set<std::string>>> snapshot_context(
 
 std::optional<Json> read_snapshot(const fs::path& file, std::string& err) {
   try {
-    return Json::try_parse(detail::read_file(file), &err);
+    return Json::try_parse(util::read_file(file), &err);
   } catch (const Error& e) {
     err = e.what();
     return std::nullopt;

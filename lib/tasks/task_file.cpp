@@ -6,7 +6,7 @@
 #include <optional>
 #include <set>
 
-#include "core/fs.hpp"
+#include "util/fs.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/tasks.hpp"
 #include "ksearch/types.hpp"
@@ -39,7 +39,7 @@ std::optional<fs::path> file_ref(const Json& j, const fs::path& base, const std:
 
 std::string read_text(const fs::path& p, const std::string& where) {
   try {
-    return detail::read_file(p, detail::kMaxTaskFileBytes);
+    return util::read_file(p, util::kMaxTaskFileBytes);
   } catch (const Error& e) {
     bad(where, e.what());
   }
@@ -183,7 +183,7 @@ TaskSpec load_task_file(const std::filesystem::path& given) {
   const std::string where = fmt::format("task file {}", path.string());
   std::string text;
   try {
-    text = detail::read_file(path, detail::kMaxTaskFileBytes);
+    text = util::read_file(path, util::kMaxTaskFileBytes);
   } catch (const Error& e) {
     throw Error(e.status(), fmt::format("{}: {}", where, e.what()));
   }

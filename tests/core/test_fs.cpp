@@ -2,19 +2,19 @@
 
 #include <fstream>
 
-#include "core/fs.hpp"
+#include "util/fs.hpp"
 #include "ksearch/error.hpp"
 #include "support/test_util.hpp"
 
-using namespace ks::detail;
+using namespace ks::util;
 
 TEST_CASE("fs: atomic write replaces content and leaves no temp files") {
   auto dir = ks::test::scratch_dir("fs_atomic");
   auto p = dir / "sub" / "a.json";
-  write_file_atomic(p, "one");
-  CHECK(read_file(p) == "one");
-  write_file_atomic(p, "two");
-  CHECK(read_file(p) == "two");
+  ks::util::write_file_atomic(p, "one");
+  CHECK(ks::util::read_file(p) == "one");
+  ks::util::write_file_atomic(p, "two");
+  CHECK(ks::util::read_file(p) == "two");
   int files = 0;
   for (auto& e : fs::directory_iterator(dir / "sub")) {
     (void)e;
@@ -27,7 +27,7 @@ TEST_CASE("fs: append log writes whole lines; a torn last line is dropped") {
   auto dir = ks::test::scratch_dir("fs_log");
   auto p = dir / "events.jsonl";
   {
-    AppendLog log(p);
+    ks::util::AppendLog log(p);
     log.append("{\"a\":1}");
     log.append("{\"a\":2}");
   }
@@ -36,16 +36,16 @@ TEST_CASE("fs: append log writes whole lines; a torn last line is dropped") {
     out << "{\"a\":3";  // a write cut short by a kill
   }
   bool torn = false;
-  auto lines = read_lines(p, &torn);
+  auto lines = ks::util::read_lines(p, &torn);
   CHECK(torn);
   REQUIRE(lines.size() == 2);
   CHECK(lines[1] == "{\"a\":2}");
-  CHECK(read_lines(dir / "absent.jsonl").empty());
+  CHECK(ks::util::read_lines(dir / "absent.jsonl").empty());
 }
 
 TEST_CASE("fs: reading a missing file says not found") {
   try {
-    read_file("/nonexistent/ksearch/file");
+    ks::util::read_file("/nonexistent/ksearch/file");
     FAIL("should throw");
   } catch (const ks::Error& e) {
     CHECK(e.status() == ks::Status::not_found);
@@ -54,16 +54,16 @@ TEST_CASE("fs: reading a missing file says not found") {
 
 TEST_CASE("fs: reading a folder says it is a folder, not that it is empty") {
   auto dir = ks::test::scratch_dir("fs_read_dir");
-  CHECK_THROWS_WITH(read_file(dir), doctest::Contains("is a folder, not a file"));
+  CHECK_THROWS_WITH(ks::util::read_file(dir), doctest::Contains("is a folder, not a file"));
 }
 
 TEST_CASE("fs: TempDir removes itself") {
   fs::path kept;
   {
-    TempDir t("kstest");
+    ks::util::TempDir t("kstest");
     kept = t.path();
     CHECK(fs::is_directory(kept));
-    write_file_atomic(kept / "x", "y");
+    ks::util::write_file_atomic(kept / "x", "y");
   }
   CHECK_FALSE(fs::exists(kept));
 }

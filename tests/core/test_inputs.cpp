@@ -9,7 +9,7 @@
 #include <set>
 
 #include "core/elements.hpp"
-#include "core/expr.hpp"
+#include "util/expr.hpp"
 #include "core/inputs.hpp"
 #include "core/rng/structured.hpp"
 #include "core/safetensors.hpp"
@@ -69,11 +69,11 @@ TEST_CASE("permutation: distinct values in range, in a seeded order that is neve
 }
 
 TEST_CASE("expressions read real-valued variables after integer ones") {
-  Expr e = Expr::parse("sm_scale * 2 + N");
+  util::Expr e = util::Expr::parse("sm_scale * 2 + N");
   CHECK(e.eval_double({{"N", 3}}, {{"sm_scale", 0.25}}) == doctest::Approx(3.5));
   CHECK_THROWS_WITH_AS(e.eval_double({{"N", 3}}), doctest::Contains("unknown name \"sm_scale\""), Error);
-  CHECK(Expr::parse("N").eval_int({{"N", 3}}, {{"N", 9.5}}) == 3);  // integers first
-  CHECK_THROWS_WITH_AS(Expr::parse("x").eval_int({}, {{"x", 0.5}}), doctest::Contains("must give an integer"), Error);
+  CHECK(util::Expr::parse("N").eval_int({{"N", 3}}, {{"N", 9.5}}) == 3);  // integers first
+  CHECK_THROWS_WITH_AS(util::Expr::parse("x").eval_int({}, {{"x", 0.5}}), doctest::Contains("must give an integer"), Error);
 }
 
 namespace {

@@ -4,13 +4,13 @@
 
 #include <thread>
 
-#include "core/process.hpp"
+#include "util/process.hpp"
 #include "ksearch/error.hpp"
 
-using namespace ks::detail;
+using namespace ks::util;
 
 TEST_CASE("process: run_command captures output and exit code") {
-  auto r = run_command({.argv = {"sh", "-c", "cat; echo err >&2; exit 3"}}, "hello", 10);
+  auto r = ks::util::run_command({.argv = {"sh", "-c", "cat; echo err >&2; exit 3"}}, "hello", 10);
   CHECK_FALSE(r.timed_out);
   CHECK(r.exit_code == 3);
   CHECK(r.out == "hello");
@@ -19,26 +19,26 @@ TEST_CASE("process: run_command captures output and exit code") {
 }
 
 TEST_CASE("process: a hung command is killed at its timeout") {
-  auto r = run_command({.argv = {"sh", "-c", "sleep 30"}}, "", 0.3);
+  auto r = ks::util::run_command({.argv = {"sh", "-c", "sleep 30"}}, "", 0.3);
   CHECK(r.timed_out);
   CHECK(r.wall_s < 5);
   CHECK(r.describe().find("timed out") != std::string::npos);
 }
 
 TEST_CASE("process: a crashing command reports its signal") {
-  auto r = run_command({.argv = {"sh", "-c", "kill -SEGV $$"}}, "", 10);
+  auto r = ks::util::run_command({.argv = {"sh", "-c", "kill -SEGV $$"}}, "", 10);
   CHECK(r.signaled);
   CHECK(r.signal == SIGSEGV);
 }
 
 TEST_CASE("process: a missing program is a clear error") {
-  CHECK_THROWS_AS(run_command({.argv = {"/nonexistent/prog"}}, "", 5), ks::Error);
-  CHECK_THROWS_AS(run_command({.argv = {"ksearch-no-such-program"}}, "", 5), ks::Error);
+  CHECK_THROWS_AS(ks::util::run_command({.argv = {"/nonexistent/prog"}}, "", 5), ks::Error);
+  CHECK_THROWS_AS(ks::util::run_command({.argv = {"ksearch-no-such-program"}}, "", 5), ks::Error);
 }
 
 TEST_CASE("process: a child that ignores stdin does not block or kill the parent") {
   std::string big(8 << 20, 'x');  // larger than a pipe buffer
-  auto r = run_command({.argv = {"sh", "-c", "exit 0"}}, big, 10);
+  auto r = ks::util::run_command({.argv = {"sh", "-c", "exit 0"}}, big, 10);
   CHECK_FALSE(r.timed_out);
   CHECK(r.exit_code == 0);
 }
@@ -46,10 +46,10 @@ TEST_CASE("process: a child that ignores stdin does not block or kill the parent
 TEST_CASE("process: the destructor ends the whole process group") {
   pid_t grandchild = 0;
   {
-    Subprocess p({.argv = {"sh", "-c", "sleep 60 & echo $!; wait"}});
+    ks::util::Subprocess p({.argv = {"sh", "-c", "sleep 60 & echo $!; wait"}});
     std::string out;
     for (int i = 0; i < 100 && out.find('\n') == std::string::npos; ++i)
-      read_some(p.stdout_fd(), out, 0, std::chrono::milliseconds(50));
+      ks::util::read_some(p.stdout_fd(), out, 0, std::chrono::milliseconds(50));
     grandchild = static_cast<pid_t>(std::stol(out));
     CHECK(grandchild > 0);
   }
@@ -63,6 +63,6 @@ TEST_CASE("process: the destructor ends the whole process group") {
 }
 
 TEST_CASE("process: environment additions reach the child") {
-  auto r = run_command({.argv = {"sh", "-c", "echo $KS_TEST_VAR"}, .env_set = {{"KS_TEST_VAR", "42"}}}, "", 10);
+  auto r = ks::util::run_command({.argv = {"sh", "-c", "echo $KS_TEST_VAR"}, .env_set = {{"KS_TEST_VAR", "42"}}}, "", 10);
   CHECK(r.out == "42\n");
 }

@@ -8,7 +8,7 @@
 #include <fstream>
 
 #include "core/elements.hpp"
-#include "core/fs.hpp"
+#include "util/fs.hpp"
 #include "core/safetensors.hpp"
 #include "ksearch/error.hpp"
 #include "support/test_util.hpp"
@@ -33,7 +33,7 @@ std::filesystem::path raw_file(const std::filesystem::path& dir, const std::stri
   out += header;
   out.append(data_bytes, '\0');
   auto p = dir / name;
-  write_file_atomic(p, out);
+  util::write_file_atomic(p, out);
   return p;
 }
 
@@ -81,7 +81,7 @@ TEST_CASE("safetensors: malformed files are refused with the field named") {
     CHECK_THROWS_WITH_AS(SafetensorsFile::open(p), doctest::Contains(needle), Error);
   };
   const std::string ok_entry = R"("a": {"dtype": "I32", "shape": [2], "data_offsets": [0, 8]})";
-  write_file_atomic(dir / "short", "abc");
+  util::write_file_atomic(dir / "short", "abc");
   fails(dir / "short", "too short for the 8-byte header length");
   fails(raw_file(dir, "len_past_end", "{}", 0, 1000), "header length 1000 runs past the end of the file");
   fails(raw_file(dir, "len_huge", "{}", 0, 1ULL << 40), "above the limit");

@@ -47,7 +47,7 @@ struct FakeModule {
 
 const std::set<std::string> kTensors{"x", "y"};
 
-std::string resolve_error(const std::string& plan_text, const detail::Vars& vars = {{"R", 64}, {"C", 1000}}) {
+std::string resolve_error(const std::string& plan_text, const util::Vars& vars = {{"R", 64}, {"C", 1000}}) {
   FakeModule m;
   try {
     resolve_plan(LaunchPlan::parse(Json::parse(plan_text)), vars, kTensors, m.catalog(), h100());
@@ -274,7 +274,7 @@ TEST_CASE("launch plan: scalar inputs pass by name in their own type and are rea
   const eval::ScalarArgs scalars{{"sm_scale", {DType::f32, 0.125}}, {"offset", {DType::i32, 32}},
                                  {"wide", {DType::i64, 1e12}}};
   // Integer scalars are also plain variables (the flow adds them to vars).
-  detail::Vars vars{{"R", 64}, {"C", 1000}, {"offset", 32}, {"wide", 1000000000000}};
+  util::Vars vars{{"R", 64}, {"C", 1000}, {"offset", 32}, {"wide", 1000000000000}};
   auto plan = LaunchPlan::parse(Json::parse(R"js({
     "kernels": [{"name": "row_softmax", "grid": ["R + offset"], "block": [256],
                  "args": ["x", "y", "offset", "wide", "sm_scale"]},

@@ -5,7 +5,7 @@
 
 #include <filesystem>
 
-#include "core/fs.hpp"
+#include "util/fs.hpp"
 #include "eval/cuda/cuda_api.hpp"
 #include "eval/cuda/cubin.hpp"
 #include "eval/cuda/embedded.hpp"
@@ -204,7 +204,7 @@ __global__ void cpp_linkage(double* d) { d[0] = 1; }
 extern "C" __global__ void __launch_bounds__(256) bounded(float* y, int n) { if (n) y[0] = n; }
 )";
   Artifact a = c.compile(request(cuda_solution(src), dir.string()));
-  auto kernels = inspect_cubin(detail::read_file(a.path));
+  auto kernels = inspect_cubin(util::read_file(a.path));
   std::map<std::string, CubinKernel> by_name;
   for (auto& k : kernels) by_name[plan_name_of(k.demangled)] = k;
   REQUIRE(by_name.size() == 4);  // the helper is no entry point

@@ -9,7 +9,7 @@
 #include <sstream>
 #include <thread>
 
-#include "core/process.hpp"
+#include "util/process.hpp"
 #include "fixtures.hpp"
 #include "support/test_util.hpp"
 
@@ -50,12 +50,12 @@ TEST_CASE("lifetime: destroying the evaluator ends its worker") {
 
 TEST_CASE("lifetime: a worker dies with its SIGKILLed parent, even mid-candidate") {
   auto dir = ks::test::scratch_dir("life_sigkill");
-  ks::detail::Subprocess helper({.argv = {(ks::test::binary_dir() / "tests" / "eval" / "ks_eval_parent_helper").string(),
+  ks::util::Subprocess helper({.argv = {(ks::test::binary_dir() / "tests" / "eval" / "ks_eval_parent_helper").string(),
                                           dir.string()},
                                  .pipe_stderr = false});
   std::string out;
   for (int i = 0; i < 1200 && out.find('\n') == std::string::npos; ++i)
-    ks::detail::read_some(helper.stdout_fd(), out, 0, std::chrono::milliseconds(100));
+    ks::util::read_some(helper.stdout_fd(), out, 0, std::chrono::milliseconds(100));
   INFO(out);
   std::istringstream line(out);
   std::string word, status;

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <optional>
 
-#include "core/process.hpp"
+#include "util/process.hpp"
 
 #include <filesystem>
 
@@ -111,27 +111,27 @@ TEST_CASE("protocol: the worker says hello, answers, reports bad requests and su
 
 TEST_CASE("protocol: garbage on the worker's stdin ends it with a clear message") {
   auto dir = ks::test::scratch_dir("protocol_garbage");
-  ks::detail::Subprocess p({.argv = {locate_worker().string(), "--role", "run", "--device", "host",
+  util::Subprocess p({.argv = {locate_worker().string(), "--role", "run", "--device", "host",
                                      "--cache-dir", dir.string()}});
   FrameDecoder d;
   std::optional<Json> hello;
   for (int i = 0; i < 300 && !hello; ++i) {
     std::string chunk;
-    ks::detail::read_some(p.stdout_fd(), chunk, 0, std::chrono::milliseconds(100));
+    util::read_some(p.stdout_fd(), chunk, 0, std::chrono::milliseconds(100));
     d.feed(chunk);
     hello = d.next();
   }
   REQUIRE(hello.has_value());
   std::string garbage = "this is not a frame at all";
-  REQUIRE(ks::detail::write_all_fd(p.stdin_fd(), garbage.data(), garbage.size()));
+  REQUIRE(util::write_all_fd(p.stdin_fd(), garbage.data(), garbage.size()));
   auto status = p.wait_for(std::chrono::seconds(10));
   REQUIRE(status.has_value());
-  ks::detail::CommandResult r;
-  ks::detail::decode_wait_status(*status, r);
+  util::CommandResult r;
+  util::decode_wait_status(*status, r);
   CHECK_FALSE(r.signaled);
   CHECK(r.exit_code == 1);
   std::string err;
-  while (ks::detail::read_some(p.stderr_fd(), err, 0, std::chrono::milliseconds(50))) {
+  while (util::read_some(p.stderr_fd(), err, 0, std::chrono::milliseconds(50))) {
   }
   CHECK(err.find("bad frame magic") != std::string::npos);
 }

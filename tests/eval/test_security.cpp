@@ -15,9 +15,9 @@
 #include <sstream>
 #include <thread>
 
-#include "core/fs.hpp"
-#include "core/process.hpp"
-#include "core/secrets.hpp"
+#include "util/fs.hpp"
+#include "util/process.hpp"
+#include "util/secrets.hpp"
 #include "eval/include_check.hpp"
 #include "eval/sandbox.hpp"
 #include "fixtures.hpp"
@@ -132,7 +132,7 @@ TEST_CASE("candidate environment: an allowlist, never credentials") {
   CHECK(env.count("KS_TEST_UNRELATED") == 0);   // not on the allowlist
   CHECK(env.count("CUDA_AUTH_SECRET") == 0);    // allowed prefix, credential name
   // A value that holds a registered secret is dropped whatever its name.
-  detail::register_secret("cuda-arch-but-secret-991");
+  util::register_secret("cuda-arch-but-secret-991");
   ::setenv("CUDA_EXTRA_FLAGS", "x=cuda-arch-but-secret-991", 1);
   CHECK(candidate_environment(false).count("CUDA_EXTRA_FLAGS") == 0);
   // Variables named in KSEARCH_WORKER_ENV pass, credentials still do not.
@@ -146,29 +146,29 @@ TEST_CASE("candidate environment: an allowlist, never credentials") {
 }
 
 TEST_CASE("redaction: registered secrets never survive, whatever carries them") {
-  detail::register_secret("short");  // too short to be a key: ignored
-  detail::register_secret("sk-redact-me-0123456789");
-  CHECK(detail::redact("short text") == "short text");
-  CHECK(detail::redact("key=sk-redact-me-0123456789; again sk-redact-me-0123456789") ==
+  util::register_secret("short");  // too short to be a key: ignored
+  util::register_secret("sk-redact-me-0123456789");
+  CHECK(util::redact("short text") == "short text");
+  CHECK(util::redact("key=sk-redact-me-0123456789; again sk-redact-me-0123456789") ==
         "key=[redacted]; again [redacted]");
   Json j = Json::obj({{"log", "printed sk-redact-me-0123456789"}, {"list", Json::arr({"x sk-redact-me-0123456789"})}});
-  CHECK(detail::redact_json(j).dump().find("sk-redact-me") == std::string::npos);
-  CHECK(detail::looks_like_credential_name("MY_API_KEY"));
-  CHECK(detail::looks_like_credential_name("hf_token"));
-  CHECK_FALSE(detail::looks_like_credential_name("PATH"));
+  CHECK(util::redact_json(j).dump().find("sk-redact-me") == std::string::npos);
+  CHECK(util::looks_like_credential_name("MY_API_KEY"));
+  CHECK(util::looks_like_credential_name("hf_token"));
+  CHECK_FALSE(util::looks_like_credential_name("PATH"));
 }
 
 TEST_CASE("bounded reads: devices, FIFOs and oversized files fail at once, naming the file") {
   auto t0 = std::chrono::steady_clock::now();
-  CHECK_THROWS_WITH(detail::read_file("/dev/zero"), doctest::Contains("not a regular file"));
+  CHECK_THROWS_WITH(util::read_file("/dev/zero"), doctest::Contains("not a regular file"));
   const fs::path dir = test::scratch_dir("bounded_reads");
   const fs::path fifo = dir / "fifo";
   fs::remove(fifo);
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
-  CHECK_THROWS_WITH(detail::read_file(fifo), doctest::Contains("not a regular file"));  // no writer: must not block
-  detail::write_file_atomic(dir / "big", std::string(1000, 'x'));
-  CHECK_THROWS_WITH(detail::read_file(dir / "big", 999), doctest::Contains("over the limit of 999 bytes"));
-  CHECK(detail::read_file(dir / "big", 1000).size() == 1000);
+  CHECK_THROWS_WITH(util::read_file(fifo), doctest::Contains("not a regular file"));  // no writer: must not block
+  util::write_file_atomic(dir / "big", std::string(1000, 'x'));
+  CHECK_THROWS_WITH(util::read_file(dir / "big", 999), doctest::Contains("over the limit of 999 bytes"));
+  CHECK(util::read_file(dir / "big", 1000).size() == 1000);
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
 }
 
@@ -186,8 +186,8 @@ TEST_CASE("sandbox: a confined process sees a read-only system, a private /tmp, 
   REQUIRE(box.active());
   const fs::path mine = test::scratch_dir("sandbox_rw");
   const fs::path hidden = test::scratch_dir("sandbox_hidden");
-  detail::write_file_atomic(hidden / "secret.txt", "hidden-content");
-  detail::write_file_atomic("/tmp/ks-sandbox-host-tmp-probe", "host tmp");
+  util::write_file_atomic(hidden / "secret.txt", "hidden-content");
+  util::write_file_atomic("/tmp/ks-sandbox-host-tmp-probe", "host tmp");
   const std::string script =
       "echo pid=$$; "
       "test -e " + (hidden / "secret.txt").string() + " && echo SEES-HIDDEN; "
@@ -198,13 +198,13 @@ TEST_CASE("sandbox: a confined process sees a read-only system, a private /tmp, 
       "touch /usr/ks-write-probe 2>/dev/null && echo WROTE-SYSTEM; "
       "echo ok > " + (mine / "out.txt").string() + " && echo WROTE-MINE; "
       "cat /proc/net/dev | grep -c : ";
-  detail::SpawnOptions o;
+  util::SpawnOptions o;
   o.argv = box.wrap({"/bin/sh", "-c", script}, SandboxView{.read_only = {}, .read_write = {mine}, .gpu = false,
                                                            .cwd = mine, .die_with_parent = true});
   o.clear_env = true;
   o.env_set = candidate_environment(true);
   o.env_set["HOME"] = "/root";
-  auto r = detail::run_command(o, "", 30);
+  auto r = util::run_command(o, "", 30);
   INFO(r.out << r.err);
   CHECK(r.ok());
   CHECK(r.out.find("pid=2") != std::string::npos);  // its own PID namespace
@@ -218,7 +218,7 @@ TEST_CASE("sandbox: a confined process sees a read-only system, a private /tmp, 
 
 TEST_CASE("attack: a candidate that prints the API key and crashes leaks nothing, and no child holds the key") {
   ::setenv("OPENAI_API_KEY", kKey, 1);
-  detail::register_secret(kKey);
+  util::register_secret(kKey);
   auto ev = make_evaluator(config("attack_key"));
   SpecTask task(test::vadd_task());
   // It prints the key, the key reversed (redaction cannot catch that: only a

@@ -1,6 +1,6 @@
 // The C++ side of the runtime-mirror test (test_runtime_mirror.py): reads a
 // JSON request on stdin and answers, on stdout, with what libksearch's own
-// code computes - lib/core/expr.cpp for expressions, lib/eval/cuda/launch_plan.cpp
+// code computes - lib/util/expr.cpp for expressions, lib/eval/cuda/launch_plan.cpp
 // (with the kernel catalog built from a cubin, as the evaluator builds it)
 // for plans. The Python runtime computes the same from the same request.
 //
@@ -22,8 +22,8 @@
 #include <string>
 
 #include "core/elements.hpp"
-#include "core/expr.hpp"
-#include "core/fs.hpp"
+#include "util/expr.hpp"
+#include "util/fs.hpp"
 #include "eval/cuda/cubin.hpp"
 #include "eval/cuda/launch_plan.hpp"
 #include "eval/cuda/nvrtc_compiler.hpp"
@@ -36,8 +36,8 @@ using namespace ks::eval::cuda;
 
 namespace {
 
-detail::Vars vars_of(const Json& j) {
-  detail::Vars v;
+util::Vars vars_of(const Json& j) {
+  util::Vars v;
   if (j.is_object())
     for (const auto& [k, x] : j.as_object()) v[k] = x.as_int();
   return v;
@@ -57,8 +57,8 @@ double from_bits(const Json& j) {
   return d;
 }
 
-detail::RealVars reals_of(const Json& j) {
-  detail::RealVars r;
+util::RealVars reals_of(const Json& j) {
+  util::RealVars r;
   if (j.is_object())
     for (const auto& [k, x] : j.as_object()) r[k] = from_bits(x);
   return r;
@@ -84,22 +84,22 @@ Json scalar_case(const Json& c) {
 }
 
 Json expr_case(const Json& c) {
-  detail::Expr e;
+  util::Expr e;
   try {
-    e = detail::Expr::parse(c.get_string("text"));
+    e = util::Expr::parse(c.get_string("text"));
   } catch (const Error& err) {
     return Json::obj({{"parse_error", err.what()}});
   }
-  const detail::Vars v = vars_of(c["vars"]);
+  const util::Vars v = vars_of(c["vars"]);
   // Without "reals", the one-argument forms (which the two-argument ones must equal with none).
   const bool with_reals = c["reals"].is_object();
-  const detail::RealVars r = reals_of(c["reals"]);
+  const util::RealVars r = reals_of(c["reals"]);
   Json out = Json::object();
   Json names = Json::array();
   for (const auto& n : e.variables()) names.push_back(n);
   out["variables"] = names;
   try {
-    detail::ExprValue x = with_reals ? e.eval(v, r) : e.eval(v);
+    util::ExprValue x = with_reals ? e.eval(v, r) : e.eval(v);
     out["value"] = x.is_int ? Json::obj({{"int", std::to_string(x.i)}}) : Json::obj({{"double", bits(x.d)}});
   } catch (const Error& err) {
     out["value"] = Json::obj({{"error", err.what()}});
@@ -179,7 +179,7 @@ Json plan_request(const Json& req) {
   std::map<std::string, KernelDesc> explicit_kernels;
   if (!c.get_string("cubin_path").empty()) {
     // As CudaProgram finds kernels: recorded lowered names, then the module's own names.
-    from_cubin = inspect_cubin(detail::read_file(c.get_string("cubin_path")));
+    from_cubin = inspect_cubin(util::read_file(c.get_string("cubin_path")));
     cat = module_catalog(from_cubin, lowered);
   } else {
     for (const auto& k : c["kernels"].as_array()) {

@@ -4,7 +4,7 @@
 1. Expressions: curated and randomly generated (seeded) expressions, with
    variable values that reach every rule (integer overflow, C division,
    doubles, errors): the parse error, the value, eval_int and eval_double of
-   lib/core/expr.cpp (through mirror_tool) must equal the runtime's Expr, message
+   lib/util/expr.cpp (through mirror_tool) must equal the runtime's Expr, message
    for message and bit for bit.
 2. Launch plans: every shipped TriMul candidate, the task's CUDA reference and
    its tunable starting point are exported (`ksearch export --format bundle`);
@@ -242,7 +242,7 @@ for c, want in zip(cases, cpp):
         mismatch += 1
         if mismatch <= 10:
             print("expression %r with %s:\n  C++    %s\n  Python %s" % (c["text"][:120], c["vars"], want, got))
-expect("expressions: the runtime agrees with lib/core/expr.cpp on %d cases" % len(cases), mismatch == 0,
+expect("expressions: the runtime agrees with lib/util/expr.cpp on %d cases" % len(cases), mismatch == 0,
        "%d differ" % mismatch)
 kinds = {"parse_error": 0, "int": 0, "double": 0, "error": 0}
 for r in cpp:

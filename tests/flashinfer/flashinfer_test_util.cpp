@@ -30,7 +30,7 @@ HostTensors run_emulated(const TaskSpec& task, const WorkloadSpec& w, const ks_e
   std::map<std::string, std::unique_ptr<ks_emu::GuardedBuffer>> bufs;
   std::map<std::string, ks_emu::GuardedBuffer*> ptrs;
   std::map<std::string, double> scalars;
-  detail::Vars vars(w.dims.begin(), w.dims.end());
+  ks::util::Vars vars(w.dims.begin(), w.dims.end());
   for (auto& [name, h] : t) {
     if (h.spec->scalar) {
       scalars[name] = h.scalar;

@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/fs.hpp"
+#include "util/fs.hpp"
 #include "emu/kernel_table.hpp"
 #include "flashinfer_test_util.hpp"
 #include "ksearch/error.hpp"
@@ -34,11 +34,11 @@ fs::path copy_fixture(const std::string& name) {
 }
 
 void edit(const fs::path& file, const std::string& from, const std::string& to) {
-  std::string s = detail::read_file(file);
+  std::string s = util::read_file(file);
   const auto at = s.find(from);
   REQUIRE_MESSAGE(at != std::string::npos, file.string(), " has no \"", from, "\"");
   s.replace(at, from.size(), to);
-  detail::write_file_atomic(file, s);
+  util::write_file_atomic(file, s);
 }
 
 }  // namespace

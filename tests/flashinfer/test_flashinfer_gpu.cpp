@@ -58,7 +58,7 @@ struct Gpu {
 test::HostTensors run_on_device(Gpu& gpu, const TaskSpec& task, const WorkloadSpec& w, const Solution& s,
                                 std::uint64_t seed_index, bool check_inputs) {
   eval::Device& dev = *gpu.device;
-  const detail::Vars dims(w.dims.begin(), w.dims.end());
+  const util::Vars dims(w.dims.begin(), w.dims.end());
   const std::uint64_t seed = ks_rng_derive_seed(w.seed, seed_index);
   test::HostTensors out;
   eval::Bindings b;
@@ -86,7 +86,7 @@ test::HostTensors run_on_device(Gpu& gpu, const TaskSpec& task, const WorkloadSp
       dev.upload(buf, data.data(), data.size());
     } else {
       const Distribution& d = detail::distribution_of(t, w);
-      const double p0 = detail::eval_double_expr(d.p0, dims), p1 = detail::eval_double_expr(d.p1, dims);
+      const double p0 = util::eval_double_expr(d.p0, dims), p1 = util::eval_double_expr(d.p1, dims);
       dev.generate(buf, t.dtype, count, d.kind, p0, p1, seed, detail::rng_stream_of(t.name));
       if (check_inputs) {
         // The first million elements (all of a structured tensor) against the host's.

@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "core/elements.hpp"
-#include "core/fs.hpp"
+#include "util/fs.hpp"
 #include "core/response/parse.hpp"
 #include "support/test_util.hpp"
 #include "emu/kernel_table.hpp"
@@ -185,7 +185,7 @@ TEST_CASE("gqa decode: the demonstration's hand-written answers compile and agre
   for (const auto& a : answers) {
     INFO("answer " << a.file);
     Solution s = detail::parse_candidate(
-        detail::read_file(test::source_dir() / "examples" / "flashinfer" / "candidates" / a.file), Language::cuda);
+        util::read_file(test::source_dir() / "examples" / "flashinfer" / "candidates" / a.file), Language::cuda);
     s.name = a.file;
     test::check_compiles(t, s);
     ks_emu::KernelTable table;

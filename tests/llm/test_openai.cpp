@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "core/fs.hpp"
+#include "util/fs.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/llm_policies.hpp"
 #include "llm/openai_wire.hpp"
@@ -487,7 +487,7 @@ TEST_CASE("openai: the key never reaches a file of the run folder, an error, or 
   c.extra_headers["X-Api-Secret"] = "header-secret-value-123";
   auto policy = make_openai_policy(c);
 
-  detail::AppendLog transcript(run / "transcript.jsonl");
+  util::AppendLog transcript(run / "transcript.jsonl");
   std::int64_t seq = 0;
   auto record = [&](const LlmRequest& req, const LlmResponse& resp) {
     TranscriptEntry e{++seq, policy->describe(), req, resp, utc_timestamp()};
@@ -511,7 +511,7 @@ TEST_CASE("openai: the key never reaches a file of the run folder, an error, or 
   } catch (const Error& e) {
     errors.push_back(e.what());
   }
-  detail::write_file_atomic(run / "manifest.json",
+  util::write_file_atomic(run / "manifest.json",
                             Json::obj({{"llm", c.to_json()}, {"usage", policy->total_usage().to_json()}}).dump(2));
 
   REQUIRE(errors.size() == 4);
@@ -523,7 +523,7 @@ TEST_CASE("openai: the key never reaches a file of the run folder, an error, or 
   // grep -r over the run folder.
   for (const auto& entry : std::filesystem::recursive_directory_iterator(run)) {
     if (!entry.is_regular_file()) continue;
-    std::string content = detail::read_file(entry.path());
+    std::string content = util::read_file(entry.path());
     CAPTURE(entry.path().string());
     CHECK_FALSE(contains(content, kKey));
     CHECK_FALSE(contains(content, "header-secret-value-123"));
@@ -584,11 +584,11 @@ TEST_CASE("prices: built-in table, dated snapshots, overrides and price files") 
   CHECK(p.cost(1'000'000, 0, 1'000'000) == doctest::Approx(0.5));
 
   auto dir = ks::test::scratch_dir("llm_prices");
-  detail::write_file_atomic(dir / "prices.json",
+  util::write_file_atomic(dir / "prices.json",
                             R"({"local-model": {"input_per_mtok": 0.1, "output_per_mtok": 0.2}})");
   auto table = read_price_file(dir / "prices.json");
   CHECK(table.at("local-model").output_per_mtok == doctest::Approx(0.2));
-  detail::write_file_atomic(dir / "bad.json", R"({"m": {"input_per_mtok": 1}})");
+  util::write_file_atomic(dir / "bad.json", R"({"m": {"input_per_mtok": 1}})");
   Error e = thrown_by([&] { read_price_file(dir / "bad.json"); });
   CHECK(contains(e.what(), "\"m\""));
   CHECK(contains(e.what(), "output_per_mtok"));

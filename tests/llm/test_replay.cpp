@@ -3,7 +3,7 @@
 
 #include <fstream>
 
-#include "core/fs.hpp"
+#include "util/fs.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/llm_policies.hpp"
 #include "support/test_util.hpp"
@@ -34,7 +34,7 @@ TranscriptEntry entry(std::int64_t seq, PromptKind kind, std::string text, bool 
 
 std::filesystem::path write_transcript(const std::string& name, const std::vector<TranscriptEntry>& entries) {
   auto path = ks::test::scratch_dir(name) / "transcript.jsonl";
-  detail::AppendLog log(path);
+  util::AppendLog log(path);
   for (const auto& e : entries) log.append(e.to_json().dump());
   return path;
 }
@@ -79,7 +79,7 @@ TEST_CASE("transcript: entries write and read back in the documented format") {
 TEST_CASE("transcript: hand-written files, torn last lines and bad lines") {
   auto dir = ks::test::scratch_dir("llm_transcript_read");
   SUBCASE("only kind and text (or response) are needed; blank lines are skipped") {
-    detail::write_file_atomic(dir / "t.jsonl",
+    util::write_file_atomic(dir / "t.jsonl",
                               "{\"kind\": \"generate\", \"text\": \"first\"}\n\n"
                               "{\"kind\": \"debug\", \"response\": {\"text\": \"second\"}}\n"
                               "{\"kind\": \"improve\", \"text\": \"no final newline\"}");
@@ -92,11 +92,11 @@ TEST_CASE("transcript: hand-written files, torn last lines and bad lines") {
     CHECK(entries[2].response.text == "no final newline");
   }
   SUBCASE("a last line cut off by a kill is dropped") {
-    detail::write_file_atomic(dir / "t.jsonl", "{\"kind\": \"generate\", \"text\": \"a\"}\n{\"kind\": \"gen");
+    util::write_file_atomic(dir / "t.jsonl", "{\"kind\": \"generate\", \"text\": \"a\"}\n{\"kind\": \"gen");
     CHECK(read_transcript(dir / "t.jsonl").size() == 1);
   }
   SUBCASE("a broken line in the middle names the file and line") {
-    detail::write_file_atomic(dir / "t.jsonl",
+    util::write_file_atomic(dir / "t.jsonl",
                               "{\"kind\": \"generate\", \"text\": \"a\"}\n{oops}\n{\"kind\": \"generate\", \"text\": \"b\"}\n");
     try {
       read_transcript(dir / "t.jsonl");
@@ -108,13 +108,13 @@ TEST_CASE("transcript: hand-written files, torn last lines and bad lines") {
     }
   }
   SUBCASE("missing fields and unknown kinds") {
-    detail::write_file_atomic(dir / "a.jsonl", "{\"text\": \"no kind\"}\n");
+    util::write_file_atomic(dir / "a.jsonl", "{\"text\": \"no kind\"}\n");
     CHECK_THROWS_WITH_AS(read_transcript(dir / "a.jsonl"), doctest::Contains("needs \"kind\""), Error);
-    detail::write_file_atomic(dir / "b.jsonl", "{\"kind\": \"generate\"}\n");
+    util::write_file_atomic(dir / "b.jsonl", "{\"kind\": \"generate\"}\n");
     CHECK_THROWS_WITH_AS(read_transcript(dir / "b.jsonl"), doctest::Contains("needs \"response\""), Error);
-    detail::write_file_atomic(dir / "c.jsonl", "{\"kind\": \"write\", \"text\": \"x\"}\n");
+    util::write_file_atomic(dir / "c.jsonl", "{\"kind\": \"write\", \"text\": \"x\"}\n");
     CHECK_THROWS_WITH_AS(read_transcript(dir / "c.jsonl"), doctest::Contains("unknown kind \"write\""), Error);
-    detail::write_file_atomic(dir / "d.jsonl", "{\"kind\": \"generate\", \"text\": 5}\n");
+    util::write_file_atomic(dir / "d.jsonl", "{\"kind\": \"generate\", \"text\": 5}\n");
     CHECK_THROWS_WITH_AS(read_transcript(dir / "d.jsonl"), doctest::Contains("\"text\" must be a string"), Error);
   }
   SUBCASE("a missing file") {

@@ -4,8 +4,8 @@
 
 #include <chrono>
 
-#include "core/fs.hpp"
-#include "core/process.hpp"
+#include "util/fs.hpp"
+#include "util/process.hpp"
 #include "ksearch/llm_policies.hpp"
 #include "support/openai_server.hpp"
 #include "support/test_util.hpp"
@@ -43,19 +43,19 @@ TEST_CASE("test server: an unscripted request fails loudly and is not retried") 
 
 TEST_CASE("test server: the standalone program serves a script and logs what it received") {
   auto dir = ks::test::scratch_dir("llm_server_program");
-  detail::write_file_atomic(dir / "script.json", R"({
+  util::write_file_atomic(dir / "script.json", R"({
     "behaviours": [{"kind": "rate_limited", "retry_after": 0},
                    {"text": "scripted", "repeat": 2, "usage": {"input": 7, "output": 3}}],
     "default": {"text": "default answer"}
   })");
-  detail::SpawnOptions opts;
+  util::SpawnOptions opts;
   opts.argv = {KS_OPENAI_TEST_SERVER, "--script", (dir / "script.json").string(), "--log",
                (dir / "requests.jsonl").string()};
-  detail::Subprocess server(opts);  // the destructor ends it
+  util::Subprocess server(opts);  // the destructor ends it
   std::string out;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (out.find('\n') == std::string::npos && std::chrono::steady_clock::now() < deadline)
-    detail::read_some(server.stdout_fd(), out, 0, std::chrono::milliseconds(100));
+    util::read_some(server.stdout_fd(), out, 0, std::chrono::milliseconds(100));
   REQUIRE(out.rfind("listening on http://127.0.0.1:", 0) == 0);
   std::string url = out.substr(13, out.find('\n') - 13);
 
@@ -68,7 +68,7 @@ TEST_CASE("test server: the standalone program serves a script and logs what it 
   CHECK(p->complete({PromptKind::generate, "", "two"}).text == "scripted");
   CHECK(p->complete({PromptKind::generate, "", "three"}).text == "default answer");
 
-  auto lines = detail::read_lines(dir / "requests.jsonl");
+  auto lines = util::read_lines(dir / "requests.jsonl");
   REQUIRE(lines.size() == 4);
   Json last = Json::parse(lines.back());
   CHECK(last.get_string("path") == "/v1/chat/completions");

@@ -4,7 +4,7 @@
 
 #include <fstream>
 
-#include "core/fs.hpp"
+#include "util/fs.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/run_store.hpp"
 #include "support/test_util.hpp"
@@ -167,7 +167,7 @@ TEST_CASE("run store: a damaged record is an error that names its file") {
   s.write_state(Json::obj({{"cycle", 1}}));
   s.write_world_model(1, Json::object());
   fs::path attempt = dir / "attempts" / fmt::format("0000-{}", a.solution.id);
-  auto damage = [](const fs::path& p, const std::string& text) { detail::write_file_atomic(p, text); };
+  auto damage = [](const fs::path& p, const std::string& text) { util::write_file_atomic(p, text); };
   RunStore r = RunStore::open_read_only(dir);
   auto attempts = [&] { r.attempts(); };
 

@@ -1,6 +1,6 @@
 #include <doctest/doctest.h>
 
-#include "core/fs.hpp"
+#include "util/fs.hpp"
 #include "core/response/parse.hpp"
 #include "core/search/session.hpp"
 #include "ksearch/error.hpp"
@@ -71,13 +71,13 @@ void record_run(const std::filesystem::path& dir, int rounds) {
 // Rewrites line `i` of the run's transcript through `edit`.
 template <class Edit>
 void edit_transcript(const std::filesystem::path& dir, std::size_t i, Edit edit) {
-  auto lines = detail::read_lines(dir / "transcript.jsonl");
+  auto lines = util::read_lines(dir / "transcript.jsonl");
   Json entry = Json::parse(lines.at(i));
   edit(entry);
   lines[i] = entry.dump();
   std::string all;
   for (auto& l : lines) all += l + "\n";
-  detail::write_file_atomic(dir / "transcript.jsonl", all);
+  util::write_file_atomic(dir / "transcript.jsonl", all);
 }
 
 }  // namespace

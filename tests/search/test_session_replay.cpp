@@ -4,7 +4,7 @@
 // a transcript whose candidates are measured again.
 #include <doctest/doctest.h>
 
-#include "core/fs.hpp"
+#include "util/fs.hpp"
 #include "core/response/parse.hpp"
 #include "core/search/session.hpp"
 #include "ksearch/error.hpp"
@@ -123,7 +123,7 @@ Recording from_run(const std::filesystem::path& dir, Recording::Mode mode = Reco
   return r;
 }
 
-std::string file(const std::filesystem::path& p) { return detail::read_file(p); }
+std::string file(const std::filesystem::path& p) { return util::read_file(p); }
 
 std::vector<Json> events_of(const RunStore& store, const std::string& type) {
   std::vector<Json> out;

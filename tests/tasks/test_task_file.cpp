@@ -3,7 +3,7 @@
 
 #include <fstream>
 
-#include "core/fs.hpp"
+#include "util/fs.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/tasks.hpp"
 #include "support/test_util.hpp"
@@ -43,12 +43,12 @@ const char* kValid = R"JSON({
 
 fs::path write_task(const std::string& name, const Json& j) {
   fs::path dir = ks::test::scratch_dir("taskfile_" + name);
-  detail::write_file_atomic(dir / "ref.cpp",
+  util::write_file_atomic(dir / "ref.cpp",
                             "#include <cstdint>\nvoid scale(const float* x, float* y, std::int64_t n) {\n"
                             "  for (std::int64_t i = 0; i < n; ++i) y[i] = 2 * x[i];\n}\n");
-  detail::write_file_atomic(dir / "plan.json", R"({"calls": [{"fn": "scale", "args": ["x", "y", "N"]}]})");
-  detail::write_file_atomic(dir / "prompt.md", "Scale a vector by two.\n");
-  detail::write_file_atomic(dir / "task.json", j.dump(2));
+  util::write_file_atomic(dir / "plan.json", R"({"calls": [{"fn": "scale", "args": ["x", "y", "N"]}]})");
+  util::write_file_atomic(dir / "prompt.md", "Scale a vector by two.\n");
+  util::write_file_atomic(dir / "task.json", j.dump(2));
   return dir;
 }
 
@@ -111,7 +111,7 @@ TEST_CASE("task file: errors name the malformed field") {
   CHECK_THROWS_WITH_AS(load_task_file("/nonexistent/task.json"), doctest::Contains("task file not found"), Error);
   {
     fs::path dir = ks::test::scratch_dir("taskfile_syntax");
-    detail::write_file_atomic(dir / "task.json", "{\"name\": ");
+    util::write_file_atomic(dir / "task.json", "{\"name\": ");
     try {
       load_task_file(dir);
       FAIL("broken JSON loaded");

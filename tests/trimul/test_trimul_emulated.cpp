@@ -5,7 +5,7 @@
 // test (test_trimul_gpu) repeats the comparison on the device.
 #include <doctest/doctest.h>
 
-#include "core/fs.hpp"
+#include "util/fs.hpp"
 #include "core/response/parse.hpp"
 #include "core/tune/params.hpp"
 #include "support/test_util.hpp"
@@ -37,10 +37,10 @@ std::vector<WorkloadSpec> small_workloads(std::size_t count = 4) {
 }
 
 void check_against_cpu(const ks_emu::KernelTable& table, const Solution& solution,
-                       const detail::Vars& params, double atol, double rtol, std::size_t workloads = 4) {
+                       const util::Vars& params, double atol, double rtol, std::size_t workloads = 4) {
   for (const auto& w : small_workloads(workloads)) {
     CAPTURE(w.name);
-    detail::Vars dims(w.dims.begin(), w.dims.end());
+    util::Vars dims(w.dims.begin(), w.dims.end());
     if (!params.empty()) {
       std::string why;
       REQUIRE_MESSAGE(detail::ParamSpace::from_json(solution.params).admissible(params, dims, &why), why);
@@ -54,7 +54,7 @@ void check_against_cpu(const ks_emu::KernelTable& table, const Solution& solutio
   }
 }
 
-detail::Vars point(std::int64_t proj_bm, std::int64_t proj_bn, std::int64_t tri_bm, std::int64_t tri_bn,
+util::Vars point(std::int64_t proj_bm, std::int64_t proj_bn, std::int64_t tri_bm, std::int64_t tri_bn,
                    std::int64_t bk, std::int64_t stages, std::int64_t vec) {
   return {{"PROJ_BM", proj_bm}, {"PROJ_BN", proj_bn}, {"TRI_BM", tri_bm}, {"TRI_BN", tri_bn},
           {"BK", bk},           {"STAGES", stages},   {"VEC", vec}};
@@ -101,7 +101,7 @@ TEST_CASE("trimul emulated: the demonstration candidates meet the tolerance") {
   for (const auto& d : demos) {
     INFO("candidate " << d.file);
     Solution s = detail::parse_candidate(
-        detail::read_file(test::source_dir() / "examples" / "trimul" / "candidates" / d.file), Language::cuda);
+        util::read_file(test::source_dir() / "examples" / "trimul" / "candidates" / d.file), Language::cuda);
     s.name = d.file;
     ks_emu::KernelTable table;
     d.reg(table);

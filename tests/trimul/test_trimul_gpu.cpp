@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <memory>
 
-#include "core/fs.hpp"
+#include "util/fs.hpp"
 #include "core/response/parse.hpp"
 #include "core/tune/params.hpp"
 #include "eval/backend.hpp"
@@ -24,7 +24,7 @@ namespace {
 
 struct Candidate {
   Solution solution;
-  detail::Vars params;
+  util::Vars params;
   double atol, rtol;
   std::unique_ptr<eval::Program> program;
 };
@@ -69,7 +69,7 @@ TEST_CASE("trimul gpu: the CUDA reference and the shipped kernels agree with the
   for (const char* file : {"v1_naive_fp32.md", "v2_tiled_fp32.md", "v3_tensor_cores_fp16.md",
                            "v4_pipelined_fp16.md"}) {
     Solution s = detail::parse_candidate(
-        detail::read_file(test::source_dir() / "examples" / "trimul" / "candidates" / file), Language::cuda);
+        util::read_file(test::source_dir() / "examples" / "trimul" / "candidates" / file), Language::cuda);
     s.name = file;
     candidates.push_back({s, {}, spec.tolerance.atol, spec.tolerance.rtol, nullptr});
   }
@@ -91,7 +91,7 @@ TEST_CASE("trimul gpu: the CUDA reference and the shipped kernels agree with the
     trimul_cpu_reference(in, cpu.data());
 
     Buffers bufs(*device);
-    detail::Vars dims(w.dims.begin(), w.dims.end());
+    util::Vars dims(w.dims.begin(), w.dims.end());
     for (const auto& t : spec.tensors) {
       const std::vector<float>* host = in.find(t.name);
       const std::size_t count = host ? host->size() : in.output_size();
@@ -101,8 +101,8 @@ TEST_CASE("trimul gpu: the CUDA reference and the shipped kernels agree with the
       // with the host's copy: both sides must see the same inputs.
       auto ov = w.dist_overrides.find(t.name);
       const Distribution& d = ov != w.dist_overrides.end() ? ov->second : t.dist;
-      device->generate(bufs[t.name], DType::f32, count, d.kind, detail::eval_double_expr(d.p0, dims),
-                       detail::eval_double_expr(d.p1, dims), w.seed, eval::rng_stream_of(t.name));
+      device->generate(bufs[t.name], DType::f32, count, d.kind, util::eval_double_expr(d.p0, dims),
+                       util::eval_double_expr(d.p1, dims), w.seed, eval::rng_stream_of(t.name));
       std::vector<float> back(count);
       device->download(back.data(), bufs[t.name], count * sizeof(float));
       std::size_t differ = 0;

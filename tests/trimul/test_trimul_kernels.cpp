@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "core/fs.hpp"
+#include "util/fs.hpp"
 #include "core/response/parse.hpp"
 #include "core/tune/params.hpp"
 #include "eval/cuda/cuda_backend.hpp"
@@ -40,7 +40,7 @@ eval::Compiler* compiler() {
 // Compiles through the product path (sources assembled as the evaluator
 // does, parameter values as macros); the compiler itself rejects a plan whose
 // kernels or argument counts do not match the module.
-void check_compiles(const Solution& s, const detail::Vars& params = {}) {
+void check_compiles(const Solution& s, const util::Vars& params = {}) {
   eval::CompileRequest req;
   req.solution = s;
   req.arch = "sm_90a";
@@ -92,8 +92,8 @@ TEST_CASE("trimul kernels: the starting kernel compiles at admissible parameter 
 
   // Defaults, every parameter at its smallest and at its largest value, and
   // two mixtures: the corners exercise each template path.
-  std::vector<detail::Vars> points = {space.defaults()};
-  detail::Vars lo, hi;
+  std::vector<util::Vars> points = {space.defaults()};
+  util::Vars lo, hi;
   for (const auto& p : space.params()) {
     lo[p.name] = p.values.front();
     hi[p.name] = p.values.back();
@@ -111,7 +111,7 @@ TEST_CASE("trimul kernels: the starting kernel compiles at admissible parameter 
     // Admissible for every workload of the task (the constraints name N, C, H).
     for (const auto& w : spec.workloads) {
       std::string why;
-      CHECK_MESSAGE(space.admissible(values, detail::Vars(w.dims.begin(), w.dims.end()), &why), w.name, ": ", why);
+      CHECK_MESSAGE(space.admissible(values, util::Vars(w.dims.begin(), w.dims.end()), &why), w.name, ": ", why);
     }
     check_compiles(start, values);
   }
@@ -119,7 +119,7 @@ TEST_CASE("trimul kernels: the starting kernel compiles at admissible parameter 
 
 TEST_CASE("trimul kernels: the constraints exclude shapes the starting kernel cannot handle") {
   const auto space = detail::ParamSpace::from_json(trimul_starting_point().params);
-  const detail::Vars values = space.defaults();
+  const util::Vars values = space.defaults();
   std::string why;
   CHECK_FALSE(space.admissible(values, {{"B", 1}, {"N", 36}, {"C", 128}, {"H", 128}}, &why));
   CHECK_FALSE(space.admissible(values, {{"B", 1}, {"N", 32}, {"C", 100}, {"H", 128}}, &why));
@@ -133,7 +133,7 @@ TEST_CASE("trimul kernels: the demonstration candidates parse, compile and match
   const bool have_nvrtc = compiler() != nullptr;
   for (const auto& path : answers) {
     INFO("answer " << path.filename().string());
-    const Solution s = detail::parse_candidate(detail::read_file(path), Language::cuda);
+    const Solution s = detail::parse_candidate(util::read_file(path), Language::cuda);
     CHECK(!s.description.empty());
     REQUIRE(!s.launch_plan.is_null());
     if (have_nvrtc) check_compiles(s);

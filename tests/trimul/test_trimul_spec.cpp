@@ -6,7 +6,7 @@
 #include <cstring>
 #include <limits>
 
-#include "core/expr.hpp"
+#include "util/expr.hpp"
 #include "eval/compare.hpp"
 #include "ksearch/tasks.hpp"
 #include "ksearch/types.hpp"
@@ -59,7 +59,7 @@ const Upstream kUpstream[] = {
     {"bench_6_n1024_b1_c384_normal_nomask", 1024, 1, 384, 23291, true, false, true},
 };
 
-detail::Vars dims_of(const WorkloadSpec& w) { return detail::Vars(w.dims.begin(), w.dims.end()); }
+util::Vars dims_of(const WorkloadSpec& w) { return util::Vars(w.dims.begin(), w.dims.end()); }
 
 }  // namespace
 
@@ -161,8 +161,8 @@ TEST_CASE("trimul spec: FLOP and byte formulas") {
   const double n = 32, c = 128, h = 128;
   const double by_hand = 10 * n * n * c * h + 2 * n * n * n * h + 2 * n * n * h * c;
   const WorkloadSpec& w0 = spec().workloads.front();
-  CHECK(detail::eval_double_expr(spec().flops, dims_of(w0)) == doctest::Approx(by_hand));
-  CHECK(detail::eval_double_expr(spec().bytes, dims_of(w0)) ==
+  CHECK(util::eval_double_expr(spec().flops, dims_of(w0)) == doctest::Approx(by_hand));
+  CHECK(util::eval_double_expr(spec().bytes, dims_of(w0)) ==
         doctest::Approx(4 * (2 * n * n * c + n * n + 6 * h * c + 2 * c + 2 * h)));
   // The GEMM GFLOP column of benchmark-suites.md 1.3, benchmarks 0..6.
   const double gflop[] = {34.4, 231.9, 85.9, 85.9, 481.0, 463.9, 893.4};
@@ -171,12 +171,12 @@ TEST_CASE("trimul spec: FLOP and byte formulas") {
   REQUIRE(bench.size() == 7);
   for (std::size_t i = 0; i < 7; ++i) {
     CAPTURE(bench[i]->name);
-    CHECK(detail::eval_double_expr(spec().flops, dims_of(*bench[i])) / 1e9 ==
+    CHECK(util::eval_double_expr(spec().flops, dims_of(*bench[i])) / 1e9 ==
           doctest::Approx(gflop[i]).epsilon(0.002));
     const auto& d = bench[i]->dims;
     const double x_bytes = 4.0 * static_cast<double>(d.at("B") * d.at("N") * d.at("N") * d.at("C"));
     CHECK(x_bytes / 1e6 == doctest::Approx(input_mb[i]).epsilon(0.01));
-    CHECK(detail::eval_double_expr(spec().bytes, dims_of(*bench[i])) > 2 * x_bytes);
+    CHECK(util::eval_double_expr(spec().bytes, dims_of(*bench[i])) > 2 * x_bytes);
   }
 }
 

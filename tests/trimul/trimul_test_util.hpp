@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "core/expr.hpp"
+#include "util/expr.hpp"
 #include "emu/kernel_table.hpp"
 #include "ksearch/json.hpp"
 #include "ksearch/types.hpp"
@@ -33,7 +33,7 @@ WorkloadSpec trimul_workload_with_dims(const TaskSpec& spec, const std::string& 
 
 // Runs a launch plan on the host emulation with `inputs`; returns "out".
 std::vector<float> run_emulated(const ks_emu::KernelTable& table, const Json& plan,
-                                const tasks::TrimulInputs& inputs, const detail::Vars& params = {});
+                                const tasks::TrimulInputs& inputs, const util::Vars& params = {});
 
 // The rule of the task's tolerance, written out independently of the
 // evaluator: |out - ref| <= atol + rtol*|ref| for finite pairs; a NaN or

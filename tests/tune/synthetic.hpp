@@ -18,18 +18,18 @@
 
 namespace ks::test {
 
-using detail::Vars;
+using util::Vars;
 
 struct SyntheticProblem {
   std::string name;
   Json params;  // the declaration, as a solution would carry it
   // Noise-free latency; nullopt where the configuration fails (a hidden
   // constraint: it compiles or launches badly, which the tuner must learn).
-  std::function<std::optional<double>(const Vars&)> latency;
+  std::function<std::optional<double>(const util::Vars&)> latency;
   double noise = 0.01;  // relative standard deviation of a measurement
 };
 
-inline double log2v(const Vars& v, const char* name) { return std::log2(static_cast<double>(v.at(name))); }
+inline double log2v(const util::Vars& v, const char* name) { return std::log2(static_cast<double>(v.at(name))); }
 
 // A shifted quadratic bowl in log2 parameter space with a mild interaction;
 // the unique minimum is BLOCK_M=64 BLOCK_N=32 VEC=4 STAGES=3 (800 points).
@@ -41,7 +41,7 @@ inline SyntheticProblem bowl_problem() {
               "BLOCK_N": {"values": [16, 32, 64, 128, 256]},
               "VEC":     {"min": 1, "max": 8},
               "STAGES":  {"min": 1, "max": 4}}})");
-  p.latency = [](const Vars& v) -> std::optional<double> {
+  p.latency = [](const util::Vars& v) -> std::optional<double> {
     const double m = log2v(v, "BLOCK_M") - 6, n = log2v(v, "BLOCK_N") - 5;
     const double vec = log2v(v, "VEC") - 2, st = log2v(v, "STAGES") - std::log2(3.0);
     return 0.5 * std::exp(0.5 * m * m + 0.3 * n * n + 0.1 * m * n + 0.2 * vec * vec + 0.4 * st * st);
@@ -62,7 +62,7 @@ inline SyntheticProblem constrained_problem() {
               "WARPS":   {"values": [1, 2, 4, 8]},
               "UNROLL":  {"min": 1, "max": 8}},
     "constraints": ["BLOCK_M * BLOCK_N <= 8192", "BLOCK_M * BLOCK_N >= WARPS * 32"]})");
-  p.latency = [](const Vars& v) -> std::optional<double> {
+  p.latency = [](const util::Vars& v) -> std::optional<double> {
     if (v.at("WARPS") == 8 && v.at("BLOCK_M") * v.at("BLOCK_N") <= 1024) return std::nullopt;
     const double m = log2v(v, "BLOCK_M") - 7, n = log2v(v, "BLOCK_N") - 7.3;
     const double w = log2v(v, "WARPS") - 2, u = log2v(v, "UNROLL") - 1;
@@ -79,7 +79,7 @@ inline SyntheticProblem large_problem() {
   p.params = Json::parse(R"({
     "space": {"A": {"min": 1, "max": 64}, "B": {"min": 1, "max": 64},
               "C": {"min": 1, "max": 64}, "D": {"min": 1, "max": 64}}})");
-  p.latency = [](const Vars& v) -> std::optional<double> {
+  p.latency = [](const util::Vars& v) -> std::optional<double> {
     const double a = log2v(v, "A") - 3, b = log2v(v, "B") - std::log2(24.0);
     const double c = log2v(v, "C") - std::log2(3.0), d = log2v(v, "D") - std::log2(40.0);
     return 2.0 * std::exp(0.6 * a * a + 0.4 * b * b + 0.3 * c * c + 0.5 * d * d + 0.1 * a * d);
@@ -121,7 +121,7 @@ inline SearchTrace run_search(detail::ConfigSearch& search, const SyntheticProbl
   t.evaluations_to_target = cap + 1;
   double best_measured = std::numeric_limits<double>::infinity(), best_true = 0;
   for (int e = 1; e <= cap && (t.evaluations_to_target > cap || e <= min_evaluations); ++e) {
-    std::optional<Vars> config = search.ask();
+    std::optional<util::Vars> config = search.ask();
     if (!config) break;
     std::optional<double> truth = problem.latency(*config);
     if (!truth) {

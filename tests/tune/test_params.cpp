@@ -4,14 +4,14 @@
 
 #include <string>
 
-#include "core/expr.hpp"
+#include "util/expr.hpp"
 #include "core/tune/params.hpp"
 #include "ksearch/error.hpp"
 
 using ks::Json;
-using ks::detail::Expr;
+using ks::util::Expr;
 using ks::detail::ParamSpace;
-using ks::detail::Vars;
+using ks::util::Vars;
 
 namespace {
 
@@ -46,7 +46,7 @@ TEST_CASE("params: values, ranges, steps and defaults") {
   CHECK(s.params()[2].values == std::vector<std::int64_t>{16, 32, 48, 64});
   CHECK(s.params()[3].values == std::vector<std::int64_t>{-3, 1});  // the step need not land on max
   CHECK(s.grid_size() == 3 * 4 * 4 * 2);
-  CHECK(s.defaults() == Vars{{"BLOCK", 256}, {"VEC", 4}, {"TILE", 16}, {"ODD", -3}});
+  CHECK(s.defaults() == ks::util::Vars{{"BLOCK", 256}, {"VEC", 4}, {"TILE", 16}, {"ODD", -3}});
   CHECK(s.find("VEC") != nullptr);
   CHECK(s.find("NOPE") == nullptr);
 }
@@ -114,7 +114,7 @@ TEST_CASE("params: constraints on dimensions are checked per workload") {
   ParamSpace s = parse(R"({
       "space": {"VEC": {"values": [1, 2, 4, 8]}, "BLOCK": {"values": [128, 256]}},
       "constraints": ["C % VEC == 0", "BLOCK <= 2 * C"]})");
-  const Vars v8{{"VEC", 8}, {"BLOCK", 128}};
+  const ks::util::Vars v8{{"VEC", 8}, {"BLOCK", 128}};
   // Without dimensions only parameter-only constraints can be judged.
   CHECK(s.admissible(v8, {}));
   CHECK(s.admissible(v8, {{"C", 64}}));
@@ -147,9 +147,9 @@ TEST_CASE("params: per-workload resolution") {
       "per_workload": {"big": {"BLOCK": 256}, "odd": {"VEC": 1}}})");
   using ks::detail::resolve_param_values;
   // "values" over defaults, per_workload over "values", missing ones take defaults.
-  CHECK(resolve_param_values(params, "small", {{"C", 64}}) == Vars{{"BLOCK", 128}, {"VEC", 4}});
-  CHECK(resolve_param_values(params, "big", {{"C", 64}}) == Vars{{"BLOCK", 256}, {"VEC", 4}});
-  CHECK(resolve_param_values(params, "odd", {{"C", 7}}) == Vars{{"BLOCK", 128}, {"VEC", 1}});
+  CHECK(resolve_param_values(params, "small", {{"C", 64}}) == ks::util::Vars{{"BLOCK", 128}, {"VEC", 4}});
+  CHECK(resolve_param_values(params, "big", {{"C", 64}}) == ks::util::Vars{{"BLOCK", 256}, {"VEC", 4}});
+  CHECK(resolve_param_values(params, "odd", {{"C", 7}}) == ks::util::Vars{{"BLOCK", 128}, {"VEC", 1}});
   // The values a workload gets must be admissible for its dimensions.
   std::string msg = error_of([&] { resolve_param_values(params, "small", {{"C", 6}}); });
   CHECK(msg.find("workload \"small\"") != std::string::npos);
@@ -175,7 +175,7 @@ TEST_CASE("params: per-workload resolution") {
 }
 
 TEST_CASE("params: values reach device code as macros and plans as variables") {
-  const Vars values{{"BLOCK", 128}, {"VEC", 4}};
+  const ks::util::Vars values{{"BLOCK", 128}, {"VEC", 4}};
   CHECK(ks::detail::param_defines(values) == std::vector<std::string>{"-DBLOCK=128", "-DVEC=4"});
   CHECK(ks::detail::param_defines({}).empty());
 
@@ -186,9 +186,9 @@ TEST_CASE("params: values reach device code as macros and plans as variables") {
       "per_workload": {"large": {"BLOCK": 256}}})");
   for (auto [workload, n, grid, block] : {std::tuple{"small", 1000, 8, 32}, std::tuple{"large", 5000, 20, 64}}) {
     CAPTURE(workload);
-    Vars scope{{"N", n}};
+    ks::util::Vars scope{{"N", n}};
     for (const auto& [k, v] : ks::detail::resolve_param_values(params, workload, scope)) scope[k] = v;
-    CHECK(Expr::parse("cdiv(N, BLOCK)").eval_int(scope) == grid);
-    CHECK(Expr::parse("BLOCK / VEC").eval_int(scope) == block);
+    CHECK(ks::util::Expr::parse("cdiv(N, BLOCK)").eval_int(scope) == grid);
+    CHECK(ks::util::Expr::parse("BLOCK / VEC").eval_int(scope) == block);
   }
 }

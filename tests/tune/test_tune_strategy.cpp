@@ -13,7 +13,7 @@ using ks::EvalResult;
 using ks::EvalStatus;
 using ks::Json;
 using ks::Solution;
-using ks::detail::Vars;
+using ks::util::Vars;
 using ks::test::FakeContext;
 
 namespace {
@@ -68,8 +68,8 @@ EvalResult fake_eval(const ks::Task& task, const Solution& s) {
     ks::WorkloadResult wr;
     wr.name = w.name;
     wr.benchmark = w.benchmark;
-    Vars dims(w.dims.begin(), w.dims.end());
-    Vars v;
+    ks::util::Vars dims(w.dims.begin(), w.dims.end());
+    ks::util::Vars v;
     try {
       v = ks::detail::resolve_param_values(s.params, w.name, dims);
     } catch (const ks::Error& e) {
@@ -104,8 +104,8 @@ ks::SearchConfig config(int rounds, std::uint64_t seed = 7) {
   return c;
 }
 
-Vars values_of(const Solution& s) {
-  Vars v;
+ks::util::Vars values_of(const Solution& s) {
+  ks::util::Vars v;
   if (const Json* j = s.params.find("values"))
     for (const auto& [k, x] : j->as_object()) v[k] = x.as_int();
   return v;
@@ -130,7 +130,7 @@ TEST_CASE("tune strategy: evaluates the starting point, never repeats, skips fai
   // Admissible for every workload: BLOCK in {32, 64, 128, 256} with BLOCK >= 32 VEC: 10 points,
   // the default (32, 1) among them. The space is exhausted, then per-shape values are tried.
   std::set<std::string> ids;
-  std::set<Vars> configs{{{"BLOCK", 32}, {"VEC", 1}}};
+  std::set<ks::util::Vars> configs{{{"BLOCK", 32}, {"VEC", 1}}};
   int failures = 0;
   for (std::size_t i = 1; i + 1 < ctx.attempts.size(); ++i) {
     const auto& a = ctx.attempts[i];
@@ -138,7 +138,7 @@ TEST_CASE("tune strategy: evaluates the starting point, never repeats, skips fai
     CHECK(a.solution.parent_id == start.id);
     CHECK(a.action == a.solution.name);
     CHECK(a.action.rfind("tune: BLOCK=", 0) == 0);
-    const Vars v = values_of(a.solution);
+    const ks::util::Vars v = values_of(a.solution);
     CHECK(v.at("BLOCK") <= 256);  // 512 breaks N >= BLOCK on "tiny"
     CHECK(v.at("BLOCK") >= v.at("VEC") * 32);
     CHECK(configs.insert(v).second);  // never the same configuration twice
@@ -150,7 +150,7 @@ TEST_CASE("tune strategy: evaluates the starting point, never repeats, skips fai
 
   // The last round: the best single configuration plus per-shape values.
   const auto& last = ctx.attempts.back();
-  CHECK(values_of(last.solution) == Vars{{"BLOCK", 128}, {"VEC", 2}});
+  CHECK(values_of(last.solution) == ks::util::Vars{{"BLOCK", 128}, {"VEC", 2}});
   const Json& pw = last.solution.params.at("per_workload");
   CHECK(pw.at("small").at("BLOCK").as_int() == 64);
   CHECK(pw.at("large").at("BLOCK").as_int() == 256);
@@ -222,7 +222,7 @@ TEST_CASE("tune strategy: tunes the run's best solution without evaluating it ag
   for (const auto& a : ctx.attempts) {
     CHECK(a.solution.id != best_id);
     CHECK(a.solution.parent_id == best_id);
-    CHECK(values_of(a.solution) != Vars{{"BLOCK", 64}, {"VEC", 1}});
+    CHECK(values_of(a.solution) != ks::util::Vars{{"BLOCK", 64}, {"VEC", 1}});
   }
   CHECK(ctx.find_event("tune_start")->data.at("base").as_string() == best_id);
 }
@@ -235,7 +235,7 @@ TEST_CASE("tune strategy: a failing starting point is still tuned, its configura
   REQUIRE(ctx.attempts.size() > 2);
   CHECK(ctx.attempts[0].result.status == EvalStatus::compile_error);
   for (std::size_t i = 1; i < ctx.attempts.size(); ++i)
-    CHECK(values_of(ctx.attempts[i].solution) != Vars{{"BLOCK", 256}, {"VEC", 8}});
+    CHECK(values_of(ctx.attempts[i].solution) != ks::util::Vars{{"BLOCK", 256}, {"VEC", 8}});
   REQUIRE(ctx.best());
   CHECK(ctx.best()->eval.passed());
   CHECK(ctx.find_event("tune_start")->data.find("base_latency_ms")->is_null());

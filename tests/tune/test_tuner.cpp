@@ -18,7 +18,7 @@ using ks::detail::Tuner;
 using ks::detail::TunerOptions;
 using ks::detail::TuneSpace;
 using ks::detail::TuneStop;
-using ks::detail::Vars;
+using ks::util::Vars;
 
 namespace {
 
@@ -42,8 +42,8 @@ ks::Status status_of(Fn fn) {
 
 // Asks until the search stops, telling each configuration `f` (nullopt = failure).
 template <class F>
-std::vector<Vars> drain(ConfigSearch& s, F f) {
-  std::vector<Vars> asked;
+std::vector<ks::util::Vars> drain(ConfigSearch& s, F f) {
+  std::vector<ks::util::Vars> asked;
   while (auto c = s.ask()) {
     asked.push_back(*c);
     if (auto v = f(*c))
@@ -54,7 +54,7 @@ std::vector<Vars> drain(ConfigSearch& s, F f) {
   return asked;
 }
 
-double smooth(const Vars& v) {
+double smooth(const ks::util::Vars& v) {
   const double a = std::log2(static_cast<double>(v.at("BM"))) - 5, b = std::log2(static_cast<double>(v.at("BN"))) - 5;
   return 1.0 + a * a + b * b + 0.1 * static_cast<double>(v.at("V"));
 }
@@ -68,7 +68,7 @@ TEST_CASE("space: features, ranks and admissibility") {
   // Ranks follow ascending values whatever the declared order.
   const GridPoint p = s.to_point({{"BM", 32}, {"BN", 16}, {"V", 3}});
   CHECK(p == GridPoint{1, 0, 2});
-  CHECK(s.to_vars(p) == Vars{{"BM", 32}, {"BN", 16}, {"V", 3}});
+  CHECK(s.to_vars(p) == ks::util::Vars{{"BM", 32}, {"BN", 16}, {"V", 3}});
   // Powers of two sit evenly on a log2 scale; 1..3 spans less than 4x, so it stays linear.
   CHECK(s.features(p) == std::vector<double>{1.0 / 3.0, 0.0, 1.0});
   CHECK(s.features(s.to_point({{"BM", 64}, {"BN", 16}, {"V", 2}}))[2] == doctest::Approx(0.5));
@@ -147,14 +147,14 @@ TEST_CASE("tuner: visits every admissible configuration exactly once, then stops
   for (const char* method : {"gp-ei", "random"}) {
     CAPTURE(method);
     auto s = ks::detail::make_config_search(method, parse(kSmall), {}, 5);
-    auto asked = drain(*s, [](const Vars& v) { return std::optional<double>(smooth(v)); });
+    auto asked = drain(*s, [](const ks::util::Vars& v) { return std::optional<double>(smooth(v)); });
     CHECK(asked.size() == 30);
-    CHECK(std::set<Vars>(asked.begin(), asked.end()).size() == 30);
+    CHECK(std::set<ks::util::Vars>(asked.begin(), asked.end()).size() == 30);
     for (const auto& v : asked) CHECK(v.at("BM") * v.at("BN") <= 2048);
     CHECK(s->stop_reason() == TuneStop::exhausted);
     CHECK(s->done());
     CHECK_FALSE(s->ask());
-    CHECK(s->best() == Vars{{"BM", 32}, {"BN", 32}, {"V", 1}});
+    CHECK(s->best() == ks::util::Vars{{"BM", 32}, {"BN", 32}, {"V", 1}});
     CHECK(s->best_objective() == doctest::Approx(1.1));
     CHECK(s->admissible_count() == 30u);
   }
@@ -195,7 +195,7 @@ TEST_CASE("tuner: a result told before the first ask counts as a seed") {
   TunerOptions o;
   o.initial_samples = 4;
   Tuner t(parse(kSmall), o, 1);
-  const Vars start{{"BM", 16}, {"BN", 16}, {"V", 1}};
+  const ks::util::Vars start{{"BM", 16}, {"BN", 16}, {"V", 1}};
   t.tell(start, smooth(start));
   int seeds = 0;
   for (int i = 0; i < 6; ++i) {
@@ -210,13 +210,13 @@ TEST_CASE("tuner: a result told before the first ask counts as a seed") {
 
 TEST_CASE("tuner: failures are never proposed again and discount their neighbourhood") {
   // Everything with V = 3 fails.
-  auto fails = [](const Vars& v) { return v.at("V") == 3 ? std::nullopt : std::optional<double>(smooth(v)); };
+  auto fails = [](const ks::util::Vars& v) { return v.at("V") == 3 ? std::nullopt : std::optional<double>(smooth(v)); };
   Tuner t(parse(kSmall), {}, 4);
   auto asked = drain(t, fails);
-  CHECK(std::set<Vars>(asked.begin(), asked.end()).size() == asked.size());
+  CHECK(std::set<ks::util::Vars>(asked.begin(), asked.end()).size() == asked.size());
   CHECK(t.failures() == 10);
   CHECK(t.evaluations() == 30);
-  CHECK(t.best() == Vars{{"BM", 32}, {"BN", 32}, {"V", 1}});
+  CHECK(t.best() == ks::util::Vars{{"BM", 32}, {"BN", 32}, {"V", 1}});
 
   // With failures told around it, a point's estimated feasibility drops.
   Tuner u(parse(kSmall), {}, 4);
@@ -238,7 +238,7 @@ TEST_CASE("tuner: stops on its evaluation budget and when improvement stalls") {
   TunerOptions budget;
   budget.max_evaluations = 7;
   Tuner t(parse(kSmall), budget, 2);
-  auto asked = drain(t, [](const Vars& v) { return std::optional<double>(smooth(v)); });
+  auto asked = drain(t, [](const ks::util::Vars& v) { return std::optional<double>(smooth(v)); });
   CHECK(asked.size() == 7);
   CHECK(t.stop_reason() == TuneStop::budget);
 
@@ -247,7 +247,7 @@ TEST_CASE("tuner: stops on its evaluation budget and when improvement stalls") {
   stall.stall_evaluations = 5;
   stall.min_improvement = 0.01;
   Tuner s(parse(kSmall), stall, 2);
-  asked = drain(s, [](const Vars&) { return std::optional<double>(1.0); });
+  asked = drain(s, [](const ks::util::Vars&) { return std::optional<double>(1.0); });
   CHECK(asked.size() == 6);
   CHECK(s.stop_reason() == TuneStop::stalled);
   CHECK(s.evaluations_since_improvement() == 5);
@@ -266,7 +266,7 @@ TEST_CASE("tuner: stops on its evaluation budget and when improvement stalls") {
 
 TEST_CASE("tuner: bad tells and options are errors") {
   Tuner t(parse(kSmall), {}, 1);
-  const Vars ok{{"BM", 16}, {"BN", 16}, {"V", 1}};
+  const ks::util::Vars ok{{"BM", 16}, {"BN", 16}, {"V", 1}};
   CHECK(status_of([&] { t.tell(ok, 0.0); }) == ks::Status::invalid_argument);
   CHECK(status_of([&] { t.tell(ok, std::nan("")); }) == ks::Status::invalid_argument);
   CHECK(status_of([&] { t.tell({{"BM", 128}, {"BN", 128}, {"V", 1}}, 1.0); }) == ks::Status::invalid_argument);
@@ -291,7 +291,7 @@ TEST_CASE("tuner: bad tells and options are errors") {
 TEST_CASE("tuner: deterministic given the seed and the results") {
   auto sequence = [](std::uint64_t seed) {
     Tuner t(parse(kSmall), {}, seed);
-    std::vector<Vars> out;
+    std::vector<ks::util::Vars> out;
     for (int i = 0; i < 15; ++i) {
       auto c = t.ask();
       REQUIRE(c);
@@ -314,14 +314,14 @@ TEST_CASE("tuner: large spaces are sampled, not enumerated") {
   o.max_evaluations = 25;
   Tuner t(ps, o, 3);
   CHECK_FALSE(t.admissible_count());
-  auto f = [](const Vars& v) {
+  auto f = [](const ks::util::Vars& v) {
     double s = 0;
     for (const auto& [k, x] : v) s += (std::log2(double(x)) - 3) * (std::log2(double(x)) - 3);
     return std::optional<double>(1 + s);
   };
   auto asked = drain(t, f);
   CHECK(asked.size() == 25);
-  CHECK(std::set<Vars>(asked.begin(), asked.end()).size() == 25);
+  CHECK(std::set<ks::util::Vars>(asked.begin(), asked.end()).size() == 25);
   for (const auto& v : asked) CHECK(v.at("A") + v.at("B") + v.at("C") + v.at("D") <= 128);
   // The model homes in: the best found is far better than a typical point.
   CHECK(t.best_objective() < 3.0);

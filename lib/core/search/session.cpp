@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
-#include "core/secrets.hpp"
-#include "core/sha256.hpp"
+#include "util/secrets.hpp"
+#include "util/sha256.hpp"
 #include "ksearch/error.hpp"
 
 namespace ks::detail {
@@ -209,8 +209,8 @@ void Session::cap_answer(LlmResponse& r) const {
 // What goes to a provider never holds a secret this process knows, whatever
 // a compiler log or a candidate's output put into the prompt.
 LlmRequest Session::without_secrets(LlmRequest r) {
-  r.system = detail::redact(r.system);
-  r.prompt = detail::redact(r.prompt);
+  r.system = util::redact(r.system);
+  r.prompt = util::redact(r.prompt);
   return r;
 }
 
@@ -231,7 +231,7 @@ Json Session::llm_entry(std::size_t seq, const LlmRequest& req, const LlmRespons
                     {"kind", to_string(req.kind)},
                     {"policy", llm_.describe()},
                     {"request", Json::obj({{"system", req.system}, {"prompt", req.prompt}})},
-                    {"prompt_sha256", sha256_hex(req.system + "\n" + req.prompt)},
+                    {"prompt_sha256", util::sha256_hex(req.system + "\n" + req.prompt)},
                     {"response", resp.to_json()},
                     {"time", utc_timestamp()}});
 }
@@ -257,7 +257,7 @@ LlmResponse Session::replay_llm(const LlmRequest& req) {
   // changed since the answer was recorded. The answer is still what the run
   // was built on, so it is replayed, but the difference is recorded.
   std::string recorded = e.get_string("prompt_sha256");
-  if (!recorded.empty() && recorded != sha256_hex(req.system + "\n" + req.prompt) && !prompt_mismatch_noted_) {
+  if (!recorded.empty() && recorded != util::sha256_hex(req.system + "\n" + req.prompt) && !prompt_mismatch_noted_) {
     prompt_mismatch_noted_ = true;
     store_.append_event("journal_prompt_mismatch",
                         Json::obj({{"llm_seq", static_cast<std::int64_t>(llm_seq_)},
@@ -434,7 +434,7 @@ std::optional<Json> Session::recorded_answer(const LlmRequest& req, std::size_t 
   // The same kind with another prompt: the model would have been asked
   // something else. An exact reproduction stops there; otherwise noted once.
   std::string recorded_hash = e.get_string("prompt_sha256");
-  if (!recorded_hash.empty() && recorded_hash != sha256_hex(req.system + "\n" + req.prompt)) {
+  if (!recorded_hash.empty() && recorded_hash != util::sha256_hex(req.system + "\n" + req.prompt)) {
     const Json& r = e["request"];
     std::string detail =
         first_difference(r.get_string("system") + "\n" + r.get_string("prompt"), req.system + "\n" + req.prompt);
@@ -676,10 +676,10 @@ void Session::report(const std::string& action, const Solution& s, const EvalRes
   rep.round = rounds_used_;
   rep.max_rounds = config_.max_rounds;
   rep.strategy = config_.strategy;
-  rep.action = detail::redact(action);
+  rep.action = util::redact(action);
   rep.solution_id = s.id;
   rep.status = r.status;
-  rep.reason = detail::redact(r.failure_reason());
+  rep.reason = util::redact(r.failure_reason());
   rep.latency_ms = r.passed() ? r.latency_ms : 0;
   rep.best_latency_ms = best_ ? best_->eval.latency_ms : 0;
   rep.best_speedup = best_ ? best_->eval.speedup : 0;

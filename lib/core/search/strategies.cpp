@@ -1,7 +1,7 @@
 // make_strategy and the JSON form of SearchConfig.
 #include <fmt/format.h>
 
-#include "core/json_fields.hpp"
+#include "util/json_fields.hpp"
 #include "core/search/strategies.hpp"
 #include "core/tune/tune_strategy.hpp"
 #include "ksearch/error.hpp"
@@ -37,7 +37,7 @@ Json SearchConfig::to_json() const {
 }
 
 SearchConfig SearchConfig::from_json(const Json& j) {
-  detail::FieldReader r(j, "search configuration");
+  util::FieldReader r(j, "search configuration");
   SearchConfig c;
   c.strategy = j.get_string("strategy", c.strategy);
   auto lang = language_from_string(j.get_string("language", "cuda"));

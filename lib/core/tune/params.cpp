@@ -6,7 +6,7 @@
 #include <cctype>
 #include <limits>
 
-#include "core/json_fields.hpp"
+#include "util/json_fields.hpp"
 #include "ksearch/error.hpp"
 
 namespace ks::detail {
@@ -24,7 +24,7 @@ bool is_identifier(std::string_view s) {
 
 ParamDecl parse_decl(const std::string& name, const Json& j) {
   if (!is_identifier(name)) invalid(fmt::format("\"{}\" is not a valid parameter name (use a C identifier)", name));
-  FieldReader r(j, fmt::format("params: parameter \"{}\"", name));
+  util::FieldReader r(j, fmt::format("params: parameter \"{}\"", name));
   ParamDecl d;
   d.name = name;
   if (const Json* v = j.find("values")) {
@@ -73,7 +73,7 @@ ParamDecl parse_decl(const std::string& name, const Json& j) {
 ParamSpace ParamSpace::from_json(const Json& params) {
   ParamSpace s;
   if (params.is_null()) return s;
-  FieldReader r(params, "params");
+  util::FieldReader r(params, "params");
   r.allow({"space", "constraints", "values", "per_workload"});
   if (const Json* space = params.find("space"); space && !space->is_null()) {
     if (!space->is_object()) invalid("\"space\" must map parameter names to declarations");
@@ -87,7 +87,7 @@ ParamSpace ParamSpace::from_json(const Json& params) {
     for (const auto& c : cs->as_array()) {
       if (!c.is_string()) invalid("each constraint must be an expression string");
       try {
-        s.constraints_.push_back(Expr::parse(c.as_string()));
+        s.constraints_.push_back(util::Expr::parse(c.as_string()));
       } catch (const Error& e) {
         invalid(fmt::format("constraint: {}", e.what()));
       }
@@ -105,8 +105,8 @@ std::uint64_t ParamSpace::grid_size() const {
   return n;
 }
 
-Vars ParamSpace::defaults() const {
-  Vars v;
+util::Vars ParamSpace::defaults() const {
+  util::Vars v;
   for (const auto& p : params_) v[p.name] = p.default_value;
   return v;
 }
@@ -117,7 +117,7 @@ const ParamDecl* ParamSpace::find(std::string_view name) const {
   return nullptr;
 }
 
-bool ParamSpace::admissible(const Vars& values, const Vars& dims, std::string* why) const {
+bool ParamSpace::admissible(const util::Vars& values, const util::Vars& dims, std::string* why) const {
   auto fail = [&](std::string msg) {
     if (why) *why = std::move(msg);
     return false;
@@ -130,7 +130,7 @@ bool ParamSpace::admissible(const Vars& values, const Vars& dims, std::string* w
   }
   for (const auto& [k, v] : values)
     if (!find(k)) return fail(fmt::format("\"{}\" is not a declared parameter", k));
-  Vars all = values;
+  util::Vars all = values;
   for (const auto& [k, v] : dims) {
     if (all.count(k)) return fail(fmt::format("parameter \"{}\" has the name of a dimension", k));
     all[k] = v;
@@ -157,9 +157,9 @@ bool ParamSpace::admissible(const Vars& values, const Vars& dims, std::string* w
   return true;
 }
 
-Vars resolve_param_values(const Json& params, std::string_view workload, const Vars& dims) {
+util::Vars resolve_param_values(const Json& params, std::string_view workload, const util::Vars& dims) {
   ParamSpace space = ParamSpace::from_json(params);
-  Vars values = space.defaults();
+  util::Vars values = space.defaults();
   auto apply = [&](const Json* j, const std::string& where) {
     if (!j || j->is_null()) return;
     if (!j->is_object()) invalid(fmt::format("{} must map parameter names to integers", where));
@@ -186,7 +186,7 @@ Vars resolve_param_values(const Json& params, std::string_view workload, const V
   return values;
 }
 
-std::vector<std::string> param_defines(const Vars& values) {
+std::vector<std::string> param_defines(const util::Vars& values) {
   std::vector<std::string> out;
   for (const auto& [k, v] : values) out.push_back(fmt::format("-D{}={}", k, v));
   return out;

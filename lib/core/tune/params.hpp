@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-#include "core/expr.hpp"
+#include "util/expr.hpp"
 #include "ksearch/json.hpp"
 
 namespace ks::detail {
@@ -37,29 +37,29 @@ class ParamSpace {
   static ParamSpace from_json(const Json& params);
 
   const std::vector<ParamDecl>& params() const { return params_; }
-  const std::vector<Expr>& constraints() const { return constraints_; }
+  const std::vector<util::Expr>& constraints() const { return constraints_; }
   bool empty() const { return params_.empty(); }
   // Number of points in the full grid (saturates at UINT64_MAX).
   std::uint64_t grid_size() const;
-  Vars defaults() const;
+  util::Vars defaults() const;
   const ParamDecl* find(std::string_view name) const;
 
   // Checks that `values` names every parameter with an allowed value and
   // satisfies the constraints. Constraints that name a dimension are only
   // checked when `dims` is non-empty. Returns false and sets *why otherwise.
-  bool admissible(const Vars& values, const Vars& dims, std::string* why = nullptr) const;
+  bool admissible(const util::Vars& values, const util::Vars& dims, std::string* why = nullptr) const;
 
  private:
   std::vector<ParamDecl> params_;
-  std::vector<Expr> constraints_;
+  std::vector<util::Expr> constraints_;
 };
 
 // The values a solution uses for one workload: per_workload[workload], else
 // "values", else the defaults; each missing parameter takes its default.
 // Throws when the result is not admissible for `dims`.
-Vars resolve_param_values(const Json& params, std::string_view workload, const Vars& dims);
+util::Vars resolve_param_values(const Json& params, std::string_view workload, const util::Vars& dims);
 
 // {"-DBLOCK=128", "-DVEC=4"}: how values reach device and host code.
-std::vector<std::string> param_defines(const Vars& values);
+std::vector<std::string> param_defines(const util::Vars& values);
 
 }  // namespace ks::detail

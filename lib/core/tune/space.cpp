@@ -27,9 +27,9 @@ double uniform01(std::mt19937_64& rng) {
   return static_cast<double>(rng() >> 11) * 0x1.0p-53;
 }
 
-TuneSpace::TuneSpace(ParamSpace space, std::vector<Vars> workload_dims) : space_(std::move(space)) {
+TuneSpace::TuneSpace(ParamSpace space, std::vector<util::Vars> workload_dims) : space_(std::move(space)) {
   // Workloads often share dimensions (several seeds of one shape); check each set once.
-  std::set<Vars> seen;
+  std::set<util::Vars> seen;
   for (auto& d : workload_dims)
     if (seen.insert(d).second) workload_dims_.push_back(std::move(d));
 
@@ -47,13 +47,13 @@ TuneSpace::TuneSpace(ParamSpace space, std::vector<Vars> workload_dims) : space_
   }
 }
 
-Vars TuneSpace::to_vars(const GridPoint& p) const {
-  Vars v;
+util::Vars TuneSpace::to_vars(const GridPoint& p) const {
+  util::Vars v;
   for (std::size_t j = 0; j < sorted_.size(); ++j) v[name(j)] = sorted_[j][static_cast<std::size_t>(p[j])];
   return v;
 }
 
-GridPoint TuneSpace::to_point(const Vars& values) const {
+GridPoint TuneSpace::to_point(const util::Vars& values) const {
   for (const auto& [k, v] : values)
     if (!space_.find(k))
       throw Error(Status::invalid_argument, fmt::format("tune: \"{}\" is not a declared parameter", k));
@@ -72,7 +72,7 @@ GridPoint TuneSpace::to_point(const Vars& values) const {
 }
 
 bool TuneSpace::admissible(const GridPoint& p, std::string* why) const {
-  const Vars values = to_vars(p);
+  const util::Vars values = to_vars(p);
   try {
     if (workload_dims_.empty()) return space_.admissible(values, {}, why);
     for (const auto& dims : workload_dims_) {

@@ -27,7 +27,7 @@ class TuneSpace {
  public:
   // `workload_dims`: the dimension values of every workload a configuration
   // runs on; constraints that name dimensions must hold for each of them.
-  explicit TuneSpace(ParamSpace space, std::vector<Vars> workload_dims = {});
+  explicit TuneSpace(ParamSpace space, std::vector<util::Vars> workload_dims = {});
 
   const ParamSpace& params() const { return space_; }
   std::size_t dimensions() const { return sorted_.size(); }
@@ -35,10 +35,10 @@ class TuneSpace {
   std::uint64_t grid_size() const { return space_.grid_size(); }
   const std::string& name(std::size_t param) const { return space_.params()[param].name; }
 
-  Vars to_vars(const GridPoint& p) const;
+  util::Vars to_vars(const GridPoint& p) const;
   // Throws ks::Error(Status::invalid_argument) when a parameter is missing,
   // undeclared or set to a value it does not allow.
-  GridPoint to_point(const Vars& values) const;
+  GridPoint to_point(const util::Vars& values) const;
 
   // Allowed values and every constraint hold for every workload. A constraint
   // that cannot be evaluated (division by zero, ...) makes the point
@@ -64,7 +64,7 @@ class TuneSpace {
 
  private:
   ParamSpace space_;
-  std::vector<Vars> workload_dims_;        // distinct dimension sets
+  std::vector<util::Vars> workload_dims_;        // distinct dimension sets
   std::vector<std::vector<std::int64_t>> sorted_;  // per parameter, ascending values
   std::vector<std::vector<double>> coords_;        // per parameter, feature of each value
 };

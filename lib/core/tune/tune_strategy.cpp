@@ -13,7 +13,7 @@ namespace ks::detail {
 namespace {
 
 // "BLOCK=128 VEC=4", parameters in declaration order.
-std::string describe(const ParamSpace& space, const Vars& values) {
+std::string describe(const ParamSpace& space, const util::Vars& values) {
   std::string out;
   for (const auto& p : space.params())
     if (auto it = values.find(p.name); it != values.end())
@@ -21,7 +21,7 @@ std::string describe(const ParamSpace& space, const Vars& values) {
   return out;
 }
 
-Json values_json(const ParamSpace& space, const Vars& values) {
+Json values_json(const ParamSpace& space, const util::Vars& values) {
   Json j = Json::object();
   for (const auto& p : space.params())
     if (auto it = values.find(p.name); it != values.end()) j[p.name] = it->second;
@@ -39,7 +39,7 @@ std::uint64_t hash_text(std::string_view s) {
   return h;
 }
 
-Solution make_candidate(const Solution& base, const ParamSpace& space, const Vars& values,
+Solution make_candidate(const Solution& base, const ParamSpace& space, const util::Vars& values,
                         const Json& per_workload, std::string name) {
   Solution c = base;
   c.parent_id = base.id;
@@ -79,7 +79,7 @@ class TuneStrategy final : public SearchStrategy {
 
  private:
   struct Measured {
-    Vars config;
+    util::Vars config;
     std::map<std::string, double> latency_ms;  // per benchmark workload
   };
 
@@ -87,7 +87,7 @@ class TuneStrategy final : public SearchStrategy {
   // Per benchmark workload, values that beat the overall best there by
   // variant_min_gain; an empty object when no workload needs its own.
   Json per_shape_values(const ConfigSearch& search, const ParamSpace& space) const;
-  void record(const Vars& config, const EvalResult& r);
+  void record(const util::Vars& config, const EvalResult& r);
 
   TuneStrategyOptions options_;
   std::vector<Measured> measured_;
@@ -122,13 +122,13 @@ Solution TuneStrategy::choose_base(SearchContext& ctx, EvalResult& base_eval, bo
                           spec.name, to_string(lang), to_string(spec.starting_points.front().language)));
 }
 
-void TuneStrategy::record(const Vars& config, const EvalResult& r) {
+void TuneStrategy::record(const util::Vars& config, const EvalResult& r) {
   measured_.push_back({config, workload_latencies(r)});
 }
 
 Json TuneStrategy::per_shape_values(const ConfigSearch& search, const ParamSpace& space) const {
   Json out = Json::object();
-  const std::optional<Vars> overall = search.best();
+  const std::optional<util::Vars> overall = search.best();
   if (!overall || benchmark_names_.size() < 2) return out;
   const Measured* overall_m = nullptr;
   for (const auto& m : measured_)
@@ -185,7 +185,7 @@ void TuneStrategy::run(SearchContext& ctx) {
 
   // The base's own configuration is a measured point, unless it already
   // carries per-shape values (then its latency belongs to no single one).
-  std::optional<Vars> base_config;
+  std::optional<util::Vars> base_config;
   const Json* base_pw = base.params.find("per_workload");
   if (!base_pw || base_pw->is_null() || base_pw->empty()) {
     try {
@@ -237,7 +237,7 @@ void TuneStrategy::run(SearchContext& ctx) {
                        {"base_latency_ms", base_eval.passed() ? Json(base_eval.latency_ms) : Json()}}));
 
   auto state = [&](const std::string& phase) {
-    const std::optional<Vars> best = search->best();
+    const std::optional<util::Vars> best = search->best();
     ctx.set_state(Json::obj(
         {{"strategy", "tune"},
          {"base", base.id},
@@ -261,7 +261,7 @@ void TuneStrategy::run(SearchContext& ctx) {
       stop_reason = "last round kept for per-shape values";
       break;
     }
-    const std::optional<Vars> config = search->ask();
+    const std::optional<util::Vars> config = search->ask();
     if (!config) {
       stop_reason = to_string(search->stop_reason());
       break;
@@ -294,7 +294,7 @@ void TuneStrategy::run(SearchContext& ctx) {
     state(decision.phase);
   }
 
-  const std::optional<Vars> best = search->best();
+  const std::optional<util::Vars> best = search->best();
   ctx.event("tune_stop",
             Json::obj({{"reason", stop_reason},
                        {"evaluations", search->evaluations()},

@@ -56,7 +56,7 @@ std::optional<std::uint64_t> ConfigSearch::admissible_count() const {
   return all_->size();
 }
 
-std::optional<Vars> ConfigSearch::ask() {
+std::optional<util::Vars> ConfigSearch::ask() {
   if (done()) return std::nullopt;
   if (options_.max_evaluations > 0 && evaluations() + pending() >= options_.max_evaluations) {
     stop_ = TuneStop::budget;
@@ -72,7 +72,7 @@ std::optional<Vars> ConfigSearch::ask() {
   return space_.to_vars(*p);
 }
 
-void ConfigSearch::tell(const Vars& config, double objective) {
+void ConfigSearch::tell(const util::Vars& config, double objective) {
   if (!(objective > 0) || !std::isfinite(objective))
     throw Error(Status::invalid_argument,
                 fmt::format("tune: objective must be positive and finite, got {}", objective));
@@ -100,7 +100,7 @@ void ConfigSearch::tell(const Vars& config, double objective) {
   }
 }
 
-void ConfigSearch::tell_failure(const Vars& config) {
+void ConfigSearch::tell_failure(const util::Vars& config) {
   GridPoint p = space_.to_point(config);
   if (tried(p) && !pending_.count(p))
     throw Error(Status::state, "tune: this configuration's result was already told");
@@ -123,7 +123,7 @@ const ConfigSearch::Result* ConfigSearch::best_result() const {
   return best;
 }
 
-std::optional<Vars> ConfigSearch::best() const {
+std::optional<util::Vars> ConfigSearch::best() const {
   if (const Result* r = best_result()) return space_.to_vars(r->point);
   return std::nullopt;
 }

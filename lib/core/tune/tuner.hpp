@@ -38,7 +38,7 @@ struct TunerOptions {
   int candidate_pool = 3000;        // points scored per model decision in larger spaces
   double failure_radius = 0.25;     // reach of the failure penalty in [0, 1] feature units (0 = off)
   double exploration = 0.0;         // xi of expected improvement, in log-objective units
-  std::vector<Vars> workload_dims;  // configurations must be admissible for each of these
+  std::vector<util::Vars> workload_dims;  // configurations must be admissible for each of these
 };
 
 enum class TuneStop {
@@ -84,15 +84,15 @@ class ConfigSearch {
   // The next configuration: admissible, never asked or told before. nullopt
   // once the search is done; stop_reason() says why. Several asks before the
   // matching tells are allowed (pending points are not proposed again).
-  std::optional<Vars> ask();
+  std::optional<util::Vars> ask();
   // The measured objective (lower is better, positive and finite) of a
   // configuration, asked or not (e.g. a starting point measured beforehand).
   // Throws ks::Error(invalid_argument) for a configuration outside the space
   // or a bad objective, and ks::Error(state) for one already told.
-  void tell(const Vars& config, double objective);
+  void tell(const util::Vars& config, double objective);
   // The configuration failed (compile error, launch error, wrong result): it
   // is never proposed again and its neighbourhood is discounted.
-  void tell_failure(const Vars& config);
+  void tell_failure(const util::Vars& config);
 
   bool done() const { return stop_ != TuneStop::none; }
   TuneStop stop_reason() const { return stop_; }
@@ -100,7 +100,7 @@ class ConfigSearch {
   int failures() const { return static_cast<int>(failed_.size()); }
   int pending() const { return static_cast<int>(pending_.size()); }
   int evaluations_since_improvement() const { return since_improvement_; }
-  std::optional<Vars> best() const;
+  std::optional<util::Vars> best() const;
   double best_objective() const { return best_objective_; }  // +inf before the first result
   const TuneSpace& space() const { return space_; }
   // Admissible points in the whole space, when the grid is small enough to count.

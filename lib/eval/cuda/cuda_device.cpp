@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/fs.hpp"
+#include "util/fs.hpp"
 #include "core/inputs.hpp"
 #include "eval/compare.hpp"
 #include "eval/cuda/embedded.hpp"
@@ -336,7 +336,7 @@ void CudaDevice::load_runtime_kernels() {
                               "toolkit's include folder complete?\n{}",
                               e.what(), e.log()));
     }
-    std::string image = detail::read_file(art.path);
+    std::string image = util::read_file(art.path);
     make_current();
     check(api_.cuModuleLoadData(&runtime_module_, image.data()), "cuModuleLoadData",
           "the device's runtime kernels");

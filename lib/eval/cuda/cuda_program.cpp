@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/fs.hpp"
+#include "util/fs.hpp"
 #include "eval/cuda/cuda_device.hpp"
 #include "eval/cuda/launcher.hpp"
 #include "eval/cuda/nvrtc_compiler.hpp"
@@ -28,7 +28,7 @@ CudaProgram::CudaProgram(CudaDevice& device, const Artifact& artifact, const Sol
   } catch (const Error& e) {
     plan_error(e.what());
   }
-  std::string image = detail::read_file(artifact.path);
+  std::string image = util::read_file(artifact.path);
   try {
     cubin_kernels_ = inspect_cubin(image);
   } catch (const Error& e) {

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <set>
 
-#include "core/fs.hpp"
+#include "util/fs.hpp"
 #include "core/inputs.hpp"
 #include "core/tune/params.hpp"
 #include "eval/cuda/cuda_api.hpp"
@@ -25,7 +25,7 @@ namespace {
   throw Error(Status::cuda, fmt::format("{}: {}{}{}", call, error_text(api, r), what.empty() ? "" : " while ", what));
 }
 
-std::string describe(const detail::Vars& values) {
+std::string describe(const util::Vars& values) {
   std::string out;
   for (const auto& [k, v] : values) out += fmt::format("{}{}={}", out.empty() ? "" : ", ", k, v);
   return out.empty() ? "none" : out;
@@ -44,7 +44,7 @@ DeviceLimits limits_without_device() {
 }  // namespace
 
 struct HostKernel::Module {
-  detail::Vars params;
+  util::Vars params;
   Artifact artifact;
   std::vector<CubinKernel> cubin;
   CUmodule handle = nullptr;
@@ -91,13 +91,13 @@ HostKernel::HostKernel(HostKernelConfig config) : cfg_(std::move(config)) {
   // Every parameter set the solution can use: its values, and the values of
   // each workload that has its own. Compiling them now keeps NVRTC out of
   // the launches.
-  std::set<detail::Vars> sets;
+  std::set<util::Vars> sets;
   sets.insert(detail::resolve_param_values(s.params, "", {}));
   if (const Json* pw = s.params.find("per_workload"); pw && pw->is_object()) {
     for (const auto& [name, unused] : pw->as_object()) {
       const WorkloadSpec* w = cfg_.task.find_workload(name);
       if (!w) continue;  // tuned for a workload this task no longer has
-      detail::Vars dims(w->dims.begin(), w->dims.end());
+      util::Vars dims(w->dims.begin(), w->dims.end());
       sets.insert(detail::resolve_param_values(s.params, name, dims));
     }
   }
@@ -130,7 +130,7 @@ void HostKernel::release() noexcept {
 
 std::size_t HostKernel::module_count() const { return modules_.size(); }
 
-HostKernel::Module& HostKernel::compile(const detail::Vars& values) {
+HostKernel::Module& HostKernel::compile(const util::Vars& values) {
   CompileRequest req;
   req.solution = cfg_.solution;
   req.arch = arch_;
@@ -149,7 +149,7 @@ HostKernel::Module& HostKernel::compile(const detail::Vars& values) {
                                              cfg_.solution.id, arch_, describe(values), e.what(),
                                              log.empty() || log == e.what() ? "" : "\n", log == e.what() ? "" : log));
   }
-  const std::string image = detail::read_file(m->artifact.path);
+  const std::string image = util::read_file(m->artifact.path);
   m->cubin = inspect_cubin(image);
   if (context_) {
     const DriverApi& api = driver();
@@ -164,7 +164,7 @@ HostKernel::Module& HostKernel::compile(const detail::Vars& values) {
   return *modules_.back();
 }
 
-HostKernel::Module& HostKernel::module_for(const detail::Vars& params) {
+HostKernel::Module& HostKernel::module_for(const util::Vars& params) {
   for (auto& m : modules_)
     if (m->params == params) return *m;
   return compile(params);
@@ -172,7 +172,7 @@ HostKernel::Module& HostKernel::module_for(const detail::Vars& params) {
 
 HostResolved HostKernel::resolve_locked(const HostLaunch& l, Module** module_out) {
   const TaskSpec& task = cfg_.task;
-  detail::Vars dims;
+  util::Vars dims;
   for (const auto& [name, value] : l.dims) {
     if (std::find(task.dims.begin(), task.dims.end(), name) == task.dims.end())
       throw Error(Status::invalid_argument,
@@ -188,7 +188,7 @@ HostResolved HostKernel::resolve_locked(const HostLaunch& l, Module** module_out
   HostResolved out;
   const WorkloadSpec* same_shape = nullptr;
   for (const auto& w : task.workloads)
-    if (detail::Vars(w.dims.begin(), w.dims.end()) == dims) {
+    if (util::Vars(w.dims.begin(), w.dims.end()) == dims) {
       same_shape = &w;
       break;
     }
@@ -200,7 +200,7 @@ HostResolved HostKernel::resolve_locked(const HostLaunch& l, Module** module_out
     // The shape of a workload the solution was tuned on gets that workload's values.
     out.workload = same_shape->name;
   }
-  detail::Vars values;
+  util::Vars values;
   try {
     values = detail::resolve_param_values(cfg_.solution.params, out.workload, dims);
   } catch (const Error& e) {
@@ -212,7 +212,7 @@ HostResolved HostKernel::resolve_locked(const HostLaunch& l, Module** module_out
 
   Module& m = module_for(values);
   if (module_out) *module_out = &m;
-  detail::Vars vars = dims;
+  util::Vars vars = dims;
   for (const auto& [k, v] : values) vars[k] = v;
   std::set<std::string> tensors;
   ScalarArgs scalars;
@@ -271,13 +271,13 @@ HostResolved HostKernel::resolve(const HostLaunch& l) {
 }
 
 void HostKernel::check_sizes(const HostLaunch& l) const {
-  detail::Vars dims(l.dims.begin(), l.dims.end());
+  util::Vars dims(l.dims.begin(), l.dims.end());
   for (const auto& t : cfg_.task.tensors) {
     if (t.scalar) continue;
     auto it = l.buffers.find(t.name);
     if (it == l.buffers.end() || it->second.bytes == 0) continue;
     std::uint64_t n = dtype_size(t.dtype);
-    for (const auto& e : t.shape) n *= static_cast<std::uint64_t>(detail::eval_int_expr(e, dims));
+    for (const auto& e : t.shape) n *= static_cast<std::uint64_t>(util::eval_int_expr(e, dims));
     if (it->second.bytes < n)
       throw Error(Status::invalid_argument,
                   fmt::format("tensor \"{}\" needs {} bytes for these dimensions, but its buffer has {}", t.name, n,

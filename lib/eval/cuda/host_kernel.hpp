@@ -79,8 +79,8 @@ class HostKernel {
     std::uint64_t ptr = 0;
     std::size_t bytes = 0;
   };
-  Module& module_for(const detail::Vars& params);  // compiles one on first use; call with mu_ held
-  Module& compile(const detail::Vars& params);
+  Module& module_for(const util::Vars& params);  // compiles one on first use; call with mu_ held
+  Module& compile(const util::Vars& params);
   void release() noexcept;  // scratch and modules, from their own context
   HostResolved resolve_locked(const HostLaunch& launch, Module** module);
   void check_sizes(const HostLaunch& launch) const;

@@ -7,14 +7,14 @@
 #include <cstring>
 #include <limits>
 
-#include "core/json_fields.hpp"
+#include "util/json_fields.hpp"
 #include "ksearch/error.hpp"
 
 namespace ks::eval::cuda {
 namespace {
 
-using detail::Expr;
-using detail::Vars;
+using util::Expr;
+using util::Vars;
 
 [[noreturn]] void fail(const std::string& where, const std::string& what) {
   throw Error(Status::invalid_argument, fmt::format("launch plan: {}: {}", where, what));
@@ -108,7 +108,7 @@ PlanArg parse_arg(const Json& j, const std::string& where) {
 
 PlanLaunch parse_launch(const Json& j, const std::string& where) {
   if (!j.is_object()) fail(where, fmt::format("expected an object, got {}", j.dump()));
-  detail::FieldReader r(j, "launch plan: " + where);
+  util::FieldReader r(j, "launch plan: " + where);
   r.allow({"name", "grid", "block", "shared_bytes", "cluster", "args"});
   PlanLaunch k;
   k.kernel = r.required_string("name");
@@ -133,7 +133,7 @@ PlanLaunch parse_launch(const Json& j, const std::string& where) {
 
 PlanScratch parse_scratch(const Json& j, const std::string& where) {
   if (!j.is_object()) fail(where, fmt::format("expected an object, got {}", j.dump()));
-  detail::FieldReader r(j, "launch plan: " + where);
+  util::FieldReader r(j, "launch plan: " + where);
   r.allow({"name", "dtype", "shape", "bytes"});
   PlanScratch s;
   s.name = r.required_string("name");
@@ -178,7 +178,7 @@ LaunchPlan LaunchPlan::parse(const Json& j) {
     throw Error(Status::invalid_argument,
                 fmt::format("launch plan: expected a JSON object with \"kernels\", got {}",
                             j.is_null() ? std::string("nothing") : j.dump()));
-  detail::FieldReader r(j, "launch plan");
+  util::FieldReader r(j, "launch plan");
   r.allow({"kernels", "scratch", "variants"});
   LaunchPlan plan;
   parse_body(j, "", plan.top_);
@@ -189,7 +189,7 @@ LaunchPlan LaunchPlan::parse(const Json& j) {
       const Json& v = (*vs)[i];
       std::string where = fmt::format("variants[{}]", i);
       if (!v.is_object()) fail(where, fmt::format("expected an object, got {}", v.dump()));
-      detail::FieldReader vr(v, "launch plan: " + where);
+      util::FieldReader vr(v, "launch plan: " + where);
       vr.allow({"when", "kernels", "scratch"});
       PlanVariant pv;
       pv.when = parse_expr(required(v, "when", where), where + ".when");
@@ -266,7 +266,7 @@ struct Resolver {
   const KernelCatalog& kernels;
   const DeviceLimits& limits;
   const ScalarArgs& scalars;
-  detail::RealVars reals;  // the floating scalar inputs
+  util::RealVars reals;  // the floating scalar inputs
   std::set<std::string> scratch_names;
 
   std::int64_t eval_int(const Expr& e, const std::string& where) const {

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "core/expr.hpp"
+#include "util/expr.hpp"
 #include "eval/backend.hpp"
 #include "eval/cuda/cubin.hpp"
 #include "ksearch/json.hpp"
@@ -24,22 +24,22 @@ struct PlanArg {
   enum class Kind { name_or_expr, f32, f64, i32, i64 };
   Kind kind = Kind::name_or_expr;
   std::string text;   // the argument as written
-  detail::Expr expr;  // parsed; for name_or_expr a bare identifier may also be a buffer name
+  util::Expr expr;  // parsed; for name_or_expr a bare identifier may also be a buffer name
 };
 
 struct PlanLaunch {
   std::string kernel;  // as written: "row_softmax" or a name expression "gemm<128, 64>"
-  std::array<detail::Expr, 3> grid, block, cluster;
+  std::array<util::Expr, 3> grid, block, cluster;
   bool has_cluster = false;
-  detail::Expr shared_bytes;
+  util::Expr shared_bytes;
   std::vector<PlanArg> args;
 };
 
 struct PlanScratch {
   std::string name;
   std::optional<DType> dtype;         // with shape
-  std::vector<detail::Expr> shape;
-  detail::Expr bytes;                 // or a size in bytes
+  std::vector<util::Expr> shape;
+  util::Expr bytes;                 // or a size in bytes
 };
 
 struct PlanBody {
@@ -48,7 +48,7 @@ struct PlanBody {
 };
 
 struct PlanVariant {
-  detail::Expr when;
+  util::Expr when;
   PlanBody body;
   bool has_scratch = false;  // a variant without "scratch" keeps the top-level buffers
 };
@@ -131,7 +131,7 @@ struct ResolvedPlan {
 // scalar inputs (an argument naming one passes its value in its own type;
 // floating ones are also readable in expressions). Throws
 // ks::Error(Status::invalid_argument) with an actionable message.
-ResolvedPlan resolve_plan(const LaunchPlan& plan, const detail::Vars& vars,
+ResolvedPlan resolve_plan(const LaunchPlan& plan, const util::Vars& vars,
                           const std::set<std::string>& tensors, const KernelCatalog& kernels,
                           const DeviceLimits& limits, const ScalarArgs& scalars = {});
 

@@ -10,8 +10,8 @@
 #include <filesystem>
 #include <mutex>
 
-#include "core/fs.hpp"
-#include "core/sha256.hpp"
+#include "util/fs.hpp"
+#include "util/sha256.hpp"
 #include "eval/cuda/cuda_api.hpp"
 #include "eval/include_check.hpp"
 #include "eval/log_cap.hpp"
@@ -108,7 +108,7 @@ std::pair<std::size_t, int> system_include_prefix(const std::string& text) {
   return {pos, line};
 }
 
-void hash_field(detail::Sha256& h, std::string_view s) {
+void hash_field(util::Sha256& h, std::string_view s) {
   std::uint64_t n = s.size();
   h.update(&n, sizeof n);
   h.update(s);
@@ -119,7 +119,7 @@ void hash_field(detail::Sha256& h, std::string_view s) {
 bool store(const fs::path& path, std::string_view content) {
   std::lock_guard<std::mutex> lock(cache_write_mutex());
   try {
-    detail::write_file_atomic(path, content);
+    util::write_file_atomic(path, content);
     return true;
   } catch (const Error&) {
     return false;
@@ -300,7 +300,7 @@ std::string CudaCompiler::arch_for(const CompileRequest& request) const {
 std::string CudaCompiler::cache_dir_for(const CompileRequest& request) const {
   if (!request.cache_dir.empty()) return request.cache_dir;
   if (!options_.cache_dir.empty()) return options_.cache_dir;
-  return (detail::default_cache_dir() / "cuda").string();
+  return (util::default_cache_dir() / "cuda").string();
 }
 
 std::string CudaCompiler::pch_dir_for(const std::string& cache_dir) {
@@ -309,7 +309,7 @@ std::string CudaCompiler::pch_dir_for(const std::string& cache_dir) {
   std::error_code ec;
   if (!fs::exists(mine, ec)) {
     remove_stale_pch_dirs(root);
-    detail::make_dirs(mine);
+    util::make_dirs(mine);
   }
   return mine.string();
 }
@@ -476,7 +476,7 @@ Artifact CudaCompiler::compile(const CompileRequest& request) {
   const std::vector<std::string> name_exprs = name_expressions_of(plan ? &*plan : nullptr);
   const NvrtcApi& api = nvrtc();
 
-  detail::Sha256 h;
+  util::Sha256 h;
   hash_field(h, kCacheFormat);
   hash_field(h, api.version_string());
   hash_field(h, arch);
@@ -504,8 +504,8 @@ Artifact CudaCompiler::compile(const CompileRequest& request) {
   // The metadata is written last, so its presence marks a complete entry.
   if (fs::exists(meta_path, ec) && fs::exists(cubin_path, ec)) {
     try {
-      Json meta = Json::parse(detail::read_file(meta_path));
-      cubin = detail::read_file(cubin_path);
+      Json meta = Json::parse(util::read_file(meta_path));
+      cubin = util::read_file(cubin_path);
       art.log = meta.get_string("log");
       if (const Json* ln = meta.find("lowered_names"); ln && ln->is_object())
         for (const auto& [k, v] : ln->as_object()) art.lowered_names[k] = v.as_string();
@@ -515,7 +515,7 @@ Artifact CudaCompiler::compile(const CompileRequest& request) {
     }
   } else if (fs::exists(fail_path, ec)) {
     try {
-      Json fail = Json::parse(detail::read_file(fail_path));
+      Json fail = Json::parse(util::read_file(fail_path));
       ++cache_hits_;
       throw CompileError(fail.get_string("error"), fail.get_string("log"));
     } catch (const Error&) {
@@ -552,7 +552,7 @@ Artifact CudaCompiler::compile(const CompileRequest& request) {
       // No cache (read-only or full disk): keep the cubin next to the
       // process instead, so this evaluation still works.
       fs::path tmp = fs::temp_directory_path() / fmt::format("ksearch-{}-{}.cubin", ::getpid(), key);
-      detail::write_file_atomic(tmp, cubin);
+      util::write_file_atomic(tmp, cubin);
       art.path = tmp.string();
     }
   }

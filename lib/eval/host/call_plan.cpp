@@ -14,9 +14,9 @@ namespace {
   throw Error(Status::invalid_argument, "call plan: " + what);
 }
 
-detail::Expr parse_expr(const std::string& text, const std::string& where) {
+util::Expr parse_expr(const std::string& text, const std::string& where) {
   try {
-    return detail::Expr::parse(text);
+    return util::Expr::parse(text);
   } catch (const Error& e) {
     bad(fmt::format("{}: {}", where, e.what()));
   }
@@ -215,7 +215,7 @@ HostPlan HostPlan::parse(const Json& plan, const std::vector<TensorSpec>& tensor
   return p;
 }
 
-const HostPlanBody& HostPlan::select(const detail::Vars& vars) const {
+const HostPlanBody& HostPlan::select(const util::Vars& vars) const {
   for (std::size_t i = 0; i < variants.size(); ++i) {
     try {
       if (variants[i].when.eval_bool(vars)) return variants[i].body;

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "core/expr.hpp"
+#include "util/expr.hpp"
 #include "ksearch/json.hpp"
 #include "ksearch/types.hpp"
 
@@ -18,7 +18,7 @@ struct HostArg {
   std::string text;         // tensor or scratch name, or the expression as written
   DType dtype = DType::i64; // tensor element type, or the scalar's type (i64 unless typed or a scalar input)
   bool is_const = false;    // task inputs are passed as const T*
-  detail::Expr expr;        // for values
+  util::Expr expr;        // for values
 };
 
 struct HostCall {
@@ -30,8 +30,8 @@ struct HostCall {
 struct HostScratch {
   std::string name;
   DType dtype = DType::u8;
-  std::vector<detail::Expr> shape;  // element count = product (empty with `bytes`)
-  detail::Expr bytes;               // explicit size in bytes, when given instead of dtype + shape
+  std::vector<util::Expr> shape;  // element count = product (empty with `bytes`)
+  util::Expr bytes;               // explicit size in bytes, when given instead of dtype + shape
 };
 
 struct HostPlanBody {
@@ -42,7 +42,7 @@ struct HostPlanBody {
 struct HostPlan {
   HostPlanBody main;
   struct Variant {
-    detail::Expr when;
+    util::Expr when;
     HostPlanBody body;
   };
   std::vector<Variant> variants;
@@ -54,7 +54,7 @@ struct HostPlan {
 
   // The body whose `when` holds first, else the main one. Throws
   // ks::Error(Status::invalid_argument) when a `when` cannot be evaluated.
-  const HostPlanBody& select(const detail::Vars& vars) const;
+  const HostPlanBody& select(const util::Vars& vars) const;
 
   std::vector<const HostCall*> all_calls() const;
 };

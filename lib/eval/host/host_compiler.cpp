@@ -10,9 +10,9 @@
 #include <mutex>
 #include <sstream>
 
-#include "core/fs.hpp"
-#include "core/process.hpp"
-#include "core/sha256.hpp"
+#include "util/fs.hpp"
+#include "util/process.hpp"
+#include "util/sha256.hpp"
 #include "core/tune/params.hpp"
 #include "eval/host/call_plan.hpp"
 #include "eval/host/host_device.hpp"
@@ -61,10 +61,10 @@ std::string compiler_identity(const std::string& compiler) {
   if (it != cache.end()) return it->second;
   std::string id;
   try {
-    detail::SpawnOptions o{.argv = {compiler, "--version"}};
+    util::SpawnOptions o{.argv = {compiler, "--version"}};
     o.clear_env = true;  // like every process near a candidate: no credentials
     o.env_set = candidate_environment(false);
-    auto r = detail::run_command(o, "", 30);
+    auto r = util::run_command(o, "", 30);
     id = r.ok() ? r.out : "";
   } catch (const Error&) {
   }
@@ -129,12 +129,12 @@ class HostCompiler final : public Compiler {
     unit += generate_shims(plan);
 
     std::vector<std::string> flags = host_base_flags();
-    detail::Vars params(req.params.begin(), req.params.end());
+    util::Vars params(req.params.begin(), req.params.end());
     for (auto& d : detail::param_defines(params)) flags.push_back(std::move(d));
     for (const auto& f : req.flags) flags.push_back(f);
 
     // The key covers everything that changes the object code.
-    detail::Sha256 h;
+    util::Sha256 h;
     auto field = [&](std::string_view s) {
       h.update(std::to_string(s.size()) + ":");
       h.update(s);
@@ -154,8 +154,8 @@ class HostCompiler final : public Compiler {
 
     fs::path dir = !req.cache_dir.empty() ? fs::path(req.cache_dir)
                    : !default_cache_.empty() ? fs::path(default_cache_)
-                                             : detail::default_cache_dir() / "host";
-    detail::make_dirs(dir);
+                                             : util::default_cache_dir() / "host";
+    util::make_dirs(dir);
     Artifact a;
     a.language = Language::cpp;
     a.path = (dir / (key + ".so")).string();
@@ -164,7 +164,7 @@ class HostCompiler final : public Compiler {
     if (fs::exists(a.path, ec)) {
       a.cache_hit = true;
       fs::path log_path = dir / (key + ".log");
-      if (fs::exists(log_path, ec)) a.log = detail::read_file(log_path);
+      if (fs::exists(log_path, ec)) a.log = util::read_file(log_path);
       a.compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       return a;
     }
@@ -184,7 +184,7 @@ class HostCompiler final : public Compiler {
     } cleanup{work};
     // Scratch files, deleted after the build: no need for atomic, synced writes.
     auto write_scratch = [](const fs::path& path, const std::string& content) {
-      detail::make_dirs(path.parent_path());
+      util::make_dirs(path.parent_path());
       std::ofstream out(path, std::ios::binary);
       out << content;
       if (!out) throw Error(Status::io, fmt::format("cannot write {}", path.string()));
@@ -198,7 +198,7 @@ class HostCompiler final : public Compiler {
     for (const auto& f : flags) argv.push_back(f);
     argv.insert(argv.end(), {"-o", "candidate.so", kUnitName});
     const bool confined = sandbox_ && sandbox_->active();
-    detail::SpawnOptions spawn;
+    util::SpawnOptions spawn;
     spawn.argv = confined ? sandbox_->wrap(argv, SandboxView{.read_only = program_folders(compiler_),
                                                               .read_write = {work},
                                                               .gpu = false,
@@ -210,7 +210,7 @@ class HostCompiler final : public Compiler {
     spawn.env_set = candidate_environment(confined);
     spawn.new_session = true;
     double timeout = req.timeout_s > 0 ? req.timeout_s : 1e9;
-    auto r = detail::run_command(spawn, "", timeout, 16u << 20, cancel_);
+    auto r = util::run_command(spawn, "", timeout, 16u << 20, cancel_);
     if (r.cancelled) throw Error(Status::cancelled, "the compilation was cancelled; the compiler was killed");
     std::string log = clean_log(r.err + r.out);
     a.compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -226,7 +226,7 @@ class HostCompiler final : public Compiler {
       }
       throw CompileError(fmt::format("compilation failed ({}): {}", r.describe(), first_error_line(log)), log);
     }
-    detail::write_file_atomic(dir / (key + ".log"), log);
+    util::write_file_atomic(dir / (key + ".log"), log);
     fs::rename(work / "candidate.so", a.path, ec);
     if (ec) throw Error(Status::io, fmt::format("cannot move the compiled candidate to {}: {}", a.path, ec.message()));
     a.log = log;

@@ -21,7 +21,7 @@ using ShimFn = void (*)(void* const*);
   throw RunError({EvalStatus::runtime_error, std::move(message)});
 }
 
-std::string list_vars(const detail::Vars& vars) {
+std::string list_vars(const util::Vars& vars) {
   std::string s;
   for (const auto& [k, v] : vars) s += (s.empty() ? "" : ", ") + fmt::format("{}={}", k, v);
   return s;
@@ -115,7 +115,7 @@ class HostProgram final : public Program {
       scratch_by_name[s.name] = buf;
     }
     poison_scratch();
-    const detail::RealVars reals = b.reals();
+    const util::RealVars reals = b.reals();
     for (const auto& call : body->calls) {
       BoundCall bc;
       bc.fn = reinterpret_cast<ShimFn>(::dlsym(handle_, call.shim.c_str()));

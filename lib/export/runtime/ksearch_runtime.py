@@ -10,7 +10,7 @@
 # over libnvrtc) with the recorded options, and says so on stderr.
 #
 # Two parts mirror libksearch's C++ exactly and are tested against it
-# (tests/export): the expression language (lib/core/expr.cpp) and launch-plan
+# (tests/export): the expression language (lib/util/expr.cpp) and launch-plan
 # parsing and resolution (lib/eval/cuda/launch_plan.cpp). Keep them in step.
 
 import base64
@@ -36,7 +36,7 @@ class KsRuntimeError(RuntimeError):
 
 
 class ExprError(KsRuntimeError):
-    """ks::Error(Status::invalid_argument) of lib/core/expr.cpp, same message."""
+    """ks::Error(Status::invalid_argument) of lib/util/expr.cpp, same message."""
 
 
 class PlanError(KsRuntimeError):
@@ -111,7 +111,7 @@ def _c_math(name, *args):
 
 
 # ---------------------------------------------------------------------------
-# Expressions: a mirror of lib/core/expr.cpp (same grammar, limits, integer
+# Expressions: a mirror of lib/util/expr.cpp (same grammar, limits, integer
 # rules and messages).
 #
 #   operators:  ?:  ||  &&  == != < <= > >=  + -  * / %  unary - + !
@@ -360,7 +360,7 @@ def _c_mod(a, b):
 
 
 class Expr:
-    """An integer expression over named variables, as lib/core/expr.hpp defines it."""
+    """An integer expression over named variables, as lib/util/expr.hpp defines it."""
 
     __slots__ = ("text", "_nodes", "_root")
 
@@ -378,7 +378,7 @@ class Expr:
         raise ExprError('expression "%s": %s' % (self.text, what))
 
     # `reals`: named floating-point values (scalar inputs such as sm_scale), read where a name is
-    # not among the integer `variables` (RealVars of lib/core/expr.hpp).
+    # not among the integer `variables` (RealVars of lib/util/expr.hpp).
     def eval(self, variables, reals=None):
         """(is_int, value) of the expression."""
         return self._eval(self._root, variables, reals)

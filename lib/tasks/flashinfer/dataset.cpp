@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <set>
 
-#include "core/fs.hpp"
+#include "util/fs.hpp"
 #include "core/inputs.hpp"
 #include "core/rng/rng_stream.hpp"
 #include "core/safetensors.hpp"
@@ -30,7 +30,7 @@ struct Definition {
 
 Json read_json_file(const fs::path& p) {
   std::string err;
-  auto j = Json::try_parse(detail::read_file(p), &err);
+  auto j = Json::try_parse(util::read_file(p), &err);
   if (!j) throw Error(Status::parse, fmt::format("{}: not valid JSON: {}", p.string(), err));
   return *j;
 }
@@ -134,7 +134,7 @@ std::vector<WorkloadSpec> read_workloads(const Definition& d, const std::vector<
                 fmt::format("FlashInfer definition {}: no workloads file at {}", d.file.string(), file.string()));
   std::vector<WorkloadSpec> out;
   std::set<std::string> names;
-  const auto lines = detail::read_lines(file);
+  const auto lines = util::read_lines(file);
   for (std::size_t n = 0; n < lines.size(); ++n) {
     const std::string where = fmt::format("{} line {}", file.string(), n + 1);
     if (lines[n].find_first_not_of(" \t\r") == std::string::npos) continue;
@@ -185,7 +185,7 @@ std::vector<WorkloadSpec> read_workloads(const Definition& d, const std::vector<
           data.file = dataset_file(d, at, desc.get_string("path")).string();
           data.key = desc.get_string("tensor_key", name);
           // The header now, so a wrong dtype or shape is reported when the task loads.
-          const auto shape = detail::tensor_shape(*t, detail::Vars(w.dims.begin(), w.dims.end()));
+          const auto shape = detail::tensor_shape(*t, util::Vars(w.dims.begin(), w.dims.end()));
           const auto f = detail::SafetensorsFile::open(data.file);
           const auto& st = f.at(data.key);
           if (st.dtype != t->dtype || st.shape != shape)
@@ -368,7 +368,7 @@ std::vector<TaskInfo> list_dataset(const fs::path& dir) {
       const Definition d = read_definition(f);
       const fs::path wl = d.root / "workloads" / d.op_type / (d.name + ".jsonl");
       std::size_t count = 0;
-      if (fs::is_regular_file(wl, ec)) count = detail::read_lines(wl).size();
+      if (fs::is_regular_file(wl, ec)) count = util::read_lines(wl).size();
       std::string reference = "none (see ksearch run --task on it)";
       if (make_spec(d.name)) reference = "built-in";
       else if (fs::is_regular_file(d.root / "ksearch" / "references" / d.op_type / (d.name + ".json"), ec))

@@ -3,7 +3,7 @@
 // streams and seeds), so the CPU reference sees the GPU's inputs.
 #include <fmt/format.h>
 
-#include "core/expr.hpp"
+#include "util/expr.hpp"
 #include "core/rng/ks_rng.h"
 #include "core/rng/rng_stream.hpp"
 #include "ksearch/error.hpp"
@@ -85,7 +85,7 @@ TrimulInputs generate_trimul_inputs(const TaskSpec& spec, const WorkloadSpec& wo
   in.N = dim_of(workload, "N");
   in.C = dim_of(workload, "C");
   in.H = dim_of(workload, "H");
-  detail::Vars vars(workload.dims.begin(), workload.dims.end());
+  util::Vars vars(workload.dims.begin(), workload.dims.end());
   const ks_u64 seed = ks_rng_derive_seed(workload.seed, seed_index);
 
   for (const auto& f : kFields) {
@@ -96,9 +96,9 @@ TrimulInputs generate_trimul_inputs(const TaskSpec& spec, const WorkloadSpec& wo
     auto ov = workload.dist_overrides.find(t->name);
     const Distribution& d = ov != workload.dist_overrides.end() ? ov->second : t->dist;
     std::int64_t count = 1;
-    for (const auto& s : t->shape) count *= detail::eval_int_expr(s, vars);
-    const double p0 = detail::eval_double_expr(d.p0, vars);
-    const double p1 = detail::eval_double_expr(d.p1, vars);
+    for (const auto& s : t->shape) count *= util::eval_int_expr(s, vars);
+    const double p0 = util::eval_double_expr(d.p0, vars);
+    const double p1 = util::eval_double_expr(d.p1, vars);
     const ks_u64 stream = detail::rng_stream_of(t->name);
     auto& out = in.*f.member;
     out.resize(static_cast<std::size_t>(count));

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "core/expr.hpp"
+#include "util/expr.hpp"
 #include "core/rng/ks_rng.h"
 #include "core/rng/rng_stream.hpp"
 #include "ksearch/error.hpp"
@@ -14,7 +14,7 @@
 namespace ks::tasks {
 
 HostTensors generate_host_inputs(const TaskSpec& spec, const WorkloadSpec& workload, std::uint64_t seed_index) {
-  detail::Vars vars(workload.dims.begin(), workload.dims.end());
+  util::Vars vars(workload.dims.begin(), workload.dims.end());
   const ks_u64 seed = ks_rng_derive_seed(workload.seed, seed_index);
   HostTensors out;
   for (const auto& t : spec.tensors) {
@@ -26,9 +26,9 @@ HostTensors generate_host_inputs(const TaskSpec& spec, const WorkloadSpec& workl
     auto ov = workload.dist_overrides.find(t.name);
     const Distribution& d = ov != workload.dist_overrides.end() ? ov->second : t.dist;
     std::int64_t count = 1;
-    for (const auto& s : t.shape) count *= detail::eval_int_expr(s, vars);
-    const double p0 = detail::eval_double_expr(d.p0, vars);
-    const double p1 = detail::eval_double_expr(d.p1, vars);
+    for (const auto& s : t.shape) count *= util::eval_int_expr(s, vars);
+    const double p0 = util::eval_double_expr(d.p0, vars);
+    const double p1 = util::eval_double_expr(d.p1, vars);
     const ks_u64 stream = detail::rng_stream_of(t.name);
     auto& v = out[t.name];
     v.resize(static_cast<std::size_t>(count));

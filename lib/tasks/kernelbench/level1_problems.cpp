@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/expr.hpp"
+#include "util/expr.hpp"
 #include "ksearch/error.hpp"
 #include "tasks/kernelbench/level1.hpp"
 #include "tasks/kernelbench/level1_embedded.hpp"
@@ -238,8 +238,8 @@ Level1Problem gemm_problem(const Gemm& g) {
   p.compile_ms = g.compile_ms;
   p.inputs_note = kRandNote;
   p.cpu = [M, N, Kd, b](const HostTensors& inputs, const DimValues& d, HostTensors& out) {
-    detail::Vars v(d.begin(), d.end());
-    auto e = [&](const std::string& s) { return sz(detail::eval_int_expr(s, v)); };
+    util::Vars v(d.begin(), d.end());
+    auto e = [&](const std::string& s) { return sz(util::eval_int_expr(s, v)); };
     const std::size_t m = e(M), n = e(N), k = e(Kd), batch = e(b);
     const auto& A = in(inputs, "A");
     const auto& B = in(inputs, "B");

@@ -11,8 +11,8 @@
 #include <cstdlib>
 #include <optional>
 
-#include "core/fs.hpp"
-#include "core/process.hpp"
+#include "util/fs.hpp"
+#include "util/process.hpp"
 #include "ksearch/error.hpp"
 #include "tasks/kernelbench/level1.hpp"
 
@@ -84,13 +84,13 @@ double fp32_tolerance(const std::string& version) {
 }
 
 Json describe(const std::vector<std::string>& argv, const fs::path& problem) {
-  detail::SpawnOptions o;
+  util::SpawnOptions o;
   o.argv = argv;
   o.argv.push_back("--describe");
   o.argv.push_back(problem.string());
-  detail::CommandResult r;
+  util::CommandResult r;
   try {
-    r = detail::run_command(o, "", 600);
+    r = util::run_command(o, "", 600);
   } catch (const Error& e) {
     throw Error(Status::not_found,
                 fmt::format("cannot run the KernelBench oracle ({}): {}; set $KSEARCH_PYTHON to a Python "

@@ -13,12 +13,12 @@ namespace {
 
 constexpr unsigned char kGuardByte = 0xa5;
 
-unsigned dim_at(const ks::Json& dims, std::size_t i, const ks::detail::Vars& vars, const std::string& what) {
+unsigned dim_at(const ks::Json& dims, std::size_t i, const ks::util::Vars& vars, const std::string& what) {
   if (!dims.is_array() || dims.size() < 1 || dims.size() > 3)
     throw std::runtime_error(what + " must be an array of one to three expressions");
   if (i >= dims.size()) return 1;
   const ks::Json& d = dims[i];
-  long long v = d.is_string() ? ks::detail::eval_int_expr(d.as_string(), vars) : d.as_int();
+  long long v = d.is_string() ? ks::util::eval_int_expr(d.as_string(), vars) : d.as_int();
   if (v <= 0 || v > 0x7fffffffLL) throw std::runtime_error(fmt::format("{}[{}] = {} is out of range", what, i, v));
   return static_cast<unsigned>(v);
 }
@@ -37,14 +37,14 @@ void GuardedBuffer::check_guards(const std::string& what) const {
 }
 
 PlanRunStats run_plan(const KernelTable& table, const ks::Json& plan,
-                      std::map<std::string, GuardedBuffer*> tensors, const ks::detail::Vars& vars,
+                      std::map<std::string, GuardedBuffer*> tensors, const ks::util::Vars& vars,
                       const std::map<std::string, double>& scalars) {
-  const ks::detail::RealVars reals(scalars.begin(), scalars.end());
+  const ks::util::RealVars reals(scalars.begin(), scalars.end());
   const ks::Json* kernels = plan.find("kernels");
   const ks::Json* scratch = plan.find("scratch");
   if (const ks::Json* variants = plan.find("variants")) {
     for (const auto& v : variants->as_array()) {
-      if (ks::detail::eval_double_expr(v.at("when").as_string(), vars) != 0.0) {
+      if (ks::util::eval_double_expr(v.at("when").as_string(), vars) != 0.0) {
         kernels = v.find("kernels");
         // A variant without "scratch" keeps the top-level buffers.
         if (const ks::Json* vs = v.find("scratch")) scratch = vs;
@@ -61,12 +61,12 @@ PlanRunStats run_plan(const KernelTable& table, const ks::Json& plan,
       if (tensors.count(name)) throw std::runtime_error("scratch \"" + name + "\" shadows a tensor");
       long long bytes = 0;
       if (const ks::Json* b = s.find("bytes")) {
-        bytes = b->is_string() ? ks::detail::eval_int_expr(b->as_string(), vars) : b->as_int();
+        bytes = b->is_string() ? ks::util::eval_int_expr(b->as_string(), vars) : b->as_int();
       } else {
         auto dt = ks::dtype_from_string(s.at("dtype").as_string());
         if (!dt) throw std::runtime_error("scratch \"" + name + "\": unknown dtype");
         bytes = static_cast<long long>(ks::dtype_size(*dt));
-        for (const auto& e : s.at("shape").as_array()) bytes *= ks::detail::eval_int_expr(e.as_string(), vars);
+        for (const auto& e : s.at("shape").as_array()) bytes *= ks::util::eval_int_expr(e.as_string(), vars);
       }
       if (bytes < 0) throw std::runtime_error("scratch \"" + name + "\" has a negative size");
       owned.push_back(std::make_unique<GuardedBuffer>(static_cast<std::size_t>(bytes)));
@@ -104,16 +104,16 @@ PlanRunStats run_plan(const KernelTable& table, const ks::Json& plan,
           arg.d = sc->second;
         } else {
           arg.kind = Arg::Kind::integer;
-          arg.i = ks::detail::eval_int_expr(a.as_string(), vars);
+          arg.i = ks::util::eval_int_expr(a.as_string(), vars);
         }
       } else if (a.is_object() && a.size() == 1) {
         const auto& [type, expr] = a.as_object().front();
         if (type == "f32" || type == "f64") {
           arg.kind = Arg::Kind::real;
-          arg.d = ks::detail::Expr::parse(expr.is_string() ? expr.as_string() : expr.dump()).eval_double(vars, reals);
+          arg.d = ks::util::Expr::parse(expr.is_string() ? expr.as_string() : expr.dump()).eval_double(vars, reals);
         } else {
           arg.kind = Arg::Kind::integer;
-          arg.i = ks::detail::Expr::parse(expr.is_string() ? expr.as_string() : expr.dump()).eval_int(vars, reals);
+          arg.i = ks::util::Expr::parse(expr.is_string() ? expr.as_string() : expr.dump()).eval_int(vars, reals);
         }
       } else {
         throw std::runtime_error("kernel `" + name + "`: an argument is neither a name, an expression nor a typed scalar");
@@ -126,7 +126,7 @@ PlanRunStats run_plan(const KernelTable& table, const ks::Json& plan,
     Dim3 b{dim_at(block, 0, vars, name + " block"), dim_at(block, 1, vars, name + " block"), dim_at(block, 2, vars, name + " block")};
     long long smem = 0;
     if (const ks::Json* s = k.find("shared_bytes"))
-      smem = s->is_string() ? ks::detail::eval_int_expr(s->as_string(), vars) : s->as_int();
+      smem = s->is_string() ? ks::util::eval_int_expr(s->as_string(), vars) : s->as_int();
     if (smem < 0 || smem > 227 * 1024)
       throw std::runtime_error(fmt::format("kernel `{}`: {} bytes of dynamic shared memory (H100 limit 232448)", name, smem));
     launch(g, b, static_cast<std::size_t>(smem), [&] { kernel->call(args); });

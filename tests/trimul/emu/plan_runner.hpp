@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "core/expr.hpp"
+#include "util/expr.hpp"
 #include "emu/kernel_table.hpp"
 #include "ksearch/json.hpp"
 
@@ -44,7 +44,7 @@ struct PlanRunStats {
 // std::runtime_error (or ks::Error for a malformed expression) naming the
 // kernel and the problem.
 PlanRunStats run_plan(const KernelTable& table, const ks::Json& plan,
-                      std::map<std::string, GuardedBuffer*> tensors, const ks::detail::Vars& vars,
+                      std::map<std::string, GuardedBuffer*> tensors, const ks::util::Vars& vars,
                       const std::map<std::string, double>& scalars = {});
 
 }  // namespace ks_emu

@@ -1,10 +1,10 @@
-#include "core/json_fields.hpp"
+#include "util/json_fields.hpp"
 
 #include <fmt/format.h>
 
 #include "ksearch/error.hpp"
 
-namespace ks::detail {
+namespace ks::util {
 
 FieldReader::FieldReader(const Json& j, std::string what) : j_(j), what_(std::move(what)) {
   if (!j.is_object())
@@ -81,4 +81,4 @@ void FieldReader::allow(std::initializer_list<std::string_view> known) const {
   }
 }
 
-}  // namespace ks::detail
+}  // namespace ks::util

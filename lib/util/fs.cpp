@@ -1,4 +1,4 @@
-#include "core/fs.hpp"
+#include "util/fs.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -15,7 +15,7 @@
 
 #include "ksearch/error.hpp"
 
-namespace ks::detail {
+namespace ks::util {
 namespace {
 
 [[noreturn]] void io_error(const std::string& what, const fs::path& path) {
@@ -209,4 +209,4 @@ fs::path default_cache_dir() {
   return fs::temp_directory_path() / "ksearch-cache";
 }
 
-}  // namespace ks::detail
+}  // namespace ks::util

@@ -1,4 +1,4 @@
-#include "core/secrets.hpp"
+#include "util/secrets.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -9,7 +9,7 @@
 
 extern char** environ;
 
-namespace ks::detail {
+namespace ks::util {
 namespace {
 
 struct Registry {
@@ -101,4 +101,4 @@ bool looks_like_credential_name(std::string_view name) {
   return false;
 }
 
-}  // namespace ks::detail
+}  // namespace ks::util

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-namespace ks::detail {
+namespace ks::util {
 
 namespace fs = std::filesystem;
 
@@ -74,4 +74,4 @@ class TempDir {
 // $XDG_CACHE_HOME/ksearch or ~/.cache/ksearch (or $KSEARCH_CACHE_DIR).
 fs::path default_cache_dir();
 
-}  // namespace ks::detail
+}  // namespace ks::util

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-namespace ks::detail {
+namespace ks::util {
 
 class Sha256 {
  public:
@@ -27,4 +27,4 @@ class Sha256 {
 // Hex SHA-256 of a string.
 std::string sha256_hex(std::string_view data);
 
-}  // namespace ks::detail
+}  // namespace ks::util

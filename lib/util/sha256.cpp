@@ -1,8 +1,8 @@
-#include "core/sha256.hpp"
+#include "util/sha256.hpp"
 
 #include <cstring>
 
-namespace ks::detail {
+namespace ks::util {
 namespace {
 
 constexpr std::uint32_t kRound[64] = {
@@ -110,4 +110,4 @@ std::string sha256_hex(std::string_view data) {
   return h.hex_digest();
 }
 
-}  // namespace ks::detail
+}  // namespace ks::util

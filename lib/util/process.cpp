@@ -1,4 +1,4 @@
-#include "core/process.hpp"
+#include "util/process.hpp"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -22,7 +22,7 @@
 
 extern char** environ;
 
-namespace ks::detail {
+namespace ks::util {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -420,4 +420,4 @@ CommandResult run_command(SpawnOptions opts, const std::string& input, double ti
   return r;
 }
 
-}  // namespace ks::detail
+}  // namespace ks::util

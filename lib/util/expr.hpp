@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-namespace ks::detail {
+namespace ks::util {
 
 using Vars = std::map<std::string, std::int64_t, std::less<>>;
 // Named floating-point values (scalar inputs such as sm_scale), read where a
@@ -73,4 +73,4 @@ class Expr {
 std::int64_t eval_int_expr(std::string_view text, const Vars& vars);
 double eval_double_expr(std::string_view text, const Vars& vars);
 
-}  // namespace ks::detail
+}  // namespace ks::util

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-namespace ks::detail {
+namespace ks::util {
 
 struct SpawnOptions {
   std::vector<std::string> argv;                  // argv[0] is looked up in PATH when it has no '/'
@@ -101,4 +101,4 @@ bool read_some(int fd, std::string& out, std::size_t max, std::chrono::milliseco
 // Writes everything (retrying on EINTR/EAGAIN); returns false if the reader is gone.
 bool write_all_fd(int fd, const void* data, std::size_t size);
 
-}  // namespace ks::detail
+}  // namespace ks::util

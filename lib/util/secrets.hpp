@@ -10,7 +10,7 @@
 
 #include "ksearch/json.hpp"
 
-namespace ks::detail {
+namespace ks::util {
 
 inline constexpr std::string_view kRedacted = "[redacted]";
 
@@ -37,4 +37,4 @@ void register_environment_secrets(std::string_view key_env);
 // PASSWORD, ...): never passed to a candidate's process, allowlisted or not.
 bool looks_like_credential_name(std::string_view name);
 
-}  // namespace ks::detail
+}  // namespace ks::util

@@ -1,4 +1,4 @@
-#include "core/expr.hpp"
+#include "util/expr.hpp"
 
 #include <fmt/format.h>
 
@@ -11,7 +11,7 @@
 
 #include "ksearch/error.hpp"
 
-namespace ks::detail {
+namespace ks::util {
 
 class ExprParser {
  public:
@@ -392,4 +392,4 @@ double eval_double_expr(std::string_view text, const Vars& vars) {
   return Expr::parse(text).eval_double(vars);
 }
 
-}  // namespace ks::detail
+}  // namespace ks::util

@@ -8,7 +8,7 @@
 
 #include "ksearch/json.hpp"
 
-namespace ks::detail {
+namespace ks::util {
 
 class FieldReader {
  public:
@@ -34,4 +34,4 @@ class FieldReader {
   std::string what_;
 };
 
-}  // namespace ks::detail
+}  // namespace ks::util

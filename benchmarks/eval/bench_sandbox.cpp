@@ -131,7 +131,7 @@ int main(int argc, char** argv) {
     deep += "1" + std::string(50000, '}');
     const auto t0 = Clock::now();
     std::string error;
-    auto parsed = detail::extract_json_object(deep, &error);
+    auto parsed = core::extract_json_object(deep, &error);
     fmt::print("model JSON nested 50 000 levels deep: refused in {:.2f} ms ({})\n", 1e3 * seconds_since(t0),
                parsed ? "accepted?!" : error.substr(0, 40));
   } catch (const Error& e) {

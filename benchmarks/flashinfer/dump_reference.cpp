@@ -49,32 +49,32 @@ int main(int argc, char** argv) {
     const std::uint64_t seed = ks_rng_derive_seed(w->seed, seed_index);
     eval::Bindings b;
     b.vars = dims;
-    std::vector<detail::SafetensorsWrite> out;
+    std::vector<core::SafetensorsWrite> out;
     std::vector<std::pair<std::string, eval::Buffer>> bufs;
     for (const auto& ts : t.tensors) {
       if (ts.scalar) {
-        const double v = detail::scalar_value(ts, *w);
+        const double v = core::scalar_value(ts, *w);
         b.scalars[ts.name] = eval::ScalarArg{ts.dtype, v};
         if (!dtype_is_float(ts.dtype)) b.vars[ts.name] = static_cast<std::int64_t>(v);
-        detail::SafetensorsWrite s{ts.name, ts.dtype, {}, std::vector<unsigned char>(dtype_size(ts.dtype))};
-        detail::store_element(s.data.data(), ts.dtype, 0, v);
+        core::SafetensorsWrite s{ts.name, ts.dtype, {}, std::vector<unsigned char>(dtype_size(ts.dtype))};
+        core::store_element(s.data.data(), ts.dtype, 0, v);
         out.push_back(std::move(s));
         continue;
       }
-      const auto shape = detail::tensor_shape(ts, dims);
-      const std::size_t count = detail::element_count(shape), bytes = count * dtype_size(ts.dtype);
+      const auto shape = core::tensor_shape(ts, dims);
+      const std::size_t count = core::element_count(shape), bytes = count * dtype_size(ts.dtype);
       eval::Buffer buf = dev->alloc(std::max<std::size_t>(bytes, 1));
       bufs.push_back({ts.name, buf});
       b.tensors[ts.name] = buf;
       if (ts.is_output) {
         dev->poison(buf, bytes);
       } else if (w->data.count(ts.name)) {
-        auto data = detail::input_data_bytes(ts, *w, shape, t.base_dir);
+        auto data = core::input_data_bytes(ts, *w, shape, t.base_dir);
         dev->upload(buf, data.data(), data.size());
       } else {
-        const Distribution& d = detail::distribution_of(ts, *w);
+        const Distribution& d = core::distribution_of(ts, *w);
         dev->generate(buf, ts.dtype, count, d.kind, util::eval_double_expr(d.p0, dims),
-                      util::eval_double_expr(d.p1, dims), seed, detail::rng_stream_of(ts.name));
+                      util::eval_double_expr(d.p1, dims), seed, core::rng_stream_of(ts.name));
       }
       out.push_back({ts.name, ts.dtype, shape, {}});
     }
@@ -91,12 +91,12 @@ int main(int argc, char** argv) {
     for (auto& s : out) {
       for (const auto& [name, buf] : bufs)
         if (name == s.name) {
-          s.data.resize(detail::element_count(s.shape) * dtype_size(s.dtype));
+          s.data.resize(core::element_count(s.shape) * dtype_size(s.dtype));
           dev->download(s.data.data(), buf, s.data.size());
         }
     }
     for (const auto& [name, buf] : bufs) dev->free(buf);
-    detail::write_safetensors(argv[3], out);
+    core::write_safetensors(argv[3], out);
     fmt::print("flashinfer_dump: {} / {} -> {}\n", t.name, w->name, argv[3]);
     return 0;
   } catch (const std::exception& e) {

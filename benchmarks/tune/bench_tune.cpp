@@ -51,7 +51,7 @@ double median(std::vector<int> v) {
 }
 
 // Runs one search on one problem and adds its numbers to `out`.
-void drive(ks::detail::ConfigSearch& s, const ks::test::SyntheticProblem& p, std::uint64_t noise_seed,
+void drive(ks::core::ConfigSearch& s, const ks::test::SyntheticProblem& p, std::uint64_t noise_seed,
            double target, int cap, const std::vector<int>& checkpoints, double optimum, Stats& out) {
   const auto t0 = std::chrono::steady_clock::now();
   const ks::test::SearchTrace trace = ks::test::run_search(s, p, noise_seed, target, cap, checkpoints.back());
@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
   fmt::print("{:<12} {:<34} {:>10} {:>10} {:>14}\n", "problem", "metric", "gp-ei", "random", "random/gp-ei");
 
   for (const auto& problem : {ks::test::bowl_problem(), ks::test::constrained_problem(), ks::test::large_problem()}) {
-    const ks::detail::ParamSpace space = ks::detail::ParamSpace::from_json(problem.params);
+    const ks::core::ParamSpace space = ks::core::ParamSpace::from_json(problem.params);
     const double optimum = ks::test::true_minimum(problem);
     const bool small = space.grid_size() <= 50000;
     // Small grids: run until found (neither method repeats, so both get there).
@@ -110,8 +110,8 @@ int main(int argc, char** argv) {
     rnd.quality.resize(checkpoints.size());
     for (int seed = 0; seed < seeds; ++seed) {
       const auto s = static_cast<std::uint64_t>(seed);
-      ks::detail::Tuner tuner(space, {}, s);
-      ks::detail::RandomSearch random(space, {}, s);
+      ks::core::Tuner tuner(space, {}, s);
+      ks::core::RandomSearch random(space, {}, s);
       drive(tuner, problem, 1000 + s, optimum * 1.01, cap, checkpoints, optimum, gp);
       drive(random, problem, 1000 + s, optimum * 1.01, cap, checkpoints, optimum, rnd);
     }

@@ -8,7 +8,7 @@
 
 #include "core/rng/ks_rng.h"
 
-namespace ks::detail {
+namespace ks::core {
 namespace {
 
 // Rounds |v| (finite, > 0) to a small float with `man_bits` stored mantissa
@@ -156,4 +156,4 @@ double load_element(const void* data, DType dtype, std::size_t i) {
   return 0;
 }
 
-}  // namespace ks::detail
+}  // namespace ks::core

@@ -10,7 +10,7 @@
 
 #include "ksearch/types.hpp"
 
-namespace ks::detail {
+namespace ks::core {
 
 // IEEE binary16 and bfloat16 from double with a single round-to-nearest-even
 // (no double rounding through float), saturating to infinity on overflow.
@@ -45,4 +45,4 @@ inline constexpr std::string_view kInputConversionRules =
 void store_element(void* data, DType dtype, std::size_t index, double v);
 double load_element(const void* data, DType dtype, std::size_t index);
 
-}  // namespace ks::detail
+}  // namespace ks::core

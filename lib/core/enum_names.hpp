@@ -8,7 +8,7 @@
 #include <optional>
 #include <string_view>
 
-namespace ks::detail {
+namespace ks::core {
 
 // enum_names<E::last>({"first", ..., "last"})
 template <auto Last, std::size_t N>
@@ -32,4 +32,4 @@ std::optional<E> enum_value(const std::array<std::string_view, N>& names, std::s
   return std::nullopt;
 }
 
-}  // namespace ks::detail
+}  // namespace ks::core

@@ -11,7 +11,7 @@
 #include "core/safetensors.hpp"
 #include "ksearch/error.hpp"
 
-namespace ks::detail {
+namespace ks::core {
 
 const Distribution& distribution_of(const TensorSpec& t, const WorkloadSpec& w) {
   auto it = w.dist_overrides.find(t.name);
@@ -149,4 +149,4 @@ std::map<std::string, HostTensor> generate_host_inputs(const TaskSpec& task, con
   return out;
 }
 
-}  // namespace ks::detail
+}  // namespace ks::core

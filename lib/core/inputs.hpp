@@ -14,7 +14,7 @@
 #include "util/expr.hpp"
 #include "ksearch/task.hpp"
 
-namespace ks::detail {
+namespace ks::core {
 
 // The workload's override for `t`, or the tensor's own distribution.
 const Distribution& distribution_of(const TensorSpec& t, const WorkloadSpec& w);
@@ -65,4 +65,4 @@ struct HostTensor {
 std::map<std::string, HostTensor> generate_host_inputs(const TaskSpec& task, const WorkloadSpec& w,
                                                        std::uint64_t seed_index = 0);
 
-}  // namespace ks::detail
+}  // namespace ks::core

@@ -113,14 +113,14 @@ DeviceInfo DeviceInfo::from_json(const Json& j) {
 // LLM types
 
 namespace {
-constexpr auto kPromptKindNames = detail::enum_names<PromptKind::improve>(
+constexpr auto kPromptKindNames = core::enum_names<PromptKind::improve>(
     {"wm_init", "wm_propose", "wm_refine", "wm_too_hard", "generate", "debug", "improve"});
 }  // namespace
 
-const char* to_string(PromptKind k) { return detail::enum_name(kPromptKindNames, k); }
+const char* to_string(PromptKind k) { return core::enum_name(kPromptKindNames, k); }
 
 std::optional<PromptKind> prompt_kind_from_string(std::string_view s) {
-  return detail::enum_value<PromptKind>(kPromptKindNames, s);
+  return core::enum_value<PromptKind>(kPromptKindNames, s);
 }
 
 LlmUsage& LlmUsage::operator+=(const LlmUsage& o) {

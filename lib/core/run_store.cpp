@@ -118,7 +118,7 @@ Solution read_solution(const fs::path& dir) {
   const fs::path file = dir / "solution.json";
   Json sj = read_json(file);
   return in_file(file, [&] {
-    return Solution::from_json(detail::has_source_file_refs(sj) ? detail::inline_source_files(sj, dir, SIZE_MAX) : sj);
+    return Solution::from_json(core::has_source_file_refs(sj) ? core::inline_source_files(sj, dir, SIZE_MAX) : sj);
   });
 }
 

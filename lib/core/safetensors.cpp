@@ -10,7 +10,7 @@
 #include "ksearch/error.hpp"
 #include "ksearch/json.hpp"
 
-namespace ks::detail {
+namespace ks::core {
 namespace {
 
 static_assert(std::endian::native == std::endian::little,
@@ -193,4 +193,4 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Safe
   util::write_file_atomic(path, out);
 }
 
-}  // namespace ks::detail
+}  // namespace ks::core

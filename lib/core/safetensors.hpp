@@ -20,7 +20,7 @@
 
 #include "ksearch/types.hpp"
 
-namespace ks::detail {
+namespace ks::core {
 
 struct SafetensorsTensor {
   std::string name;
@@ -69,4 +69,4 @@ struct SafetensorsWrite {
 };
 void write_safetensors(const std::filesystem::path& path, const std::vector<SafetensorsWrite>& tensors);
 
-}  // namespace ks::detail
+}  // namespace ks::core

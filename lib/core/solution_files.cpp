@@ -5,7 +5,7 @@
 #include "util/fs.hpp"
 #include "ksearch/error.hpp"
 
-namespace ks::detail {
+namespace ks::core {
 
 bool has_source_file_refs(const Json& solution) {
   const Json* sources = solution.is_object() ? solution.find("sources") : nullptr;
@@ -33,4 +33,4 @@ Json inline_source_files(const Json& solution, const std::filesystem::path& dir,
   return out;
 }
 
-}  // namespace ks::detail
+}  // namespace ks::core

@@ -8,7 +8,7 @@
 
 #include "ksearch/json.hpp"
 
-namespace ks::detail {
+namespace ks::core {
 
 // True when some entry of j["sources"] has "file" instead of "content".
 bool has_source_file_refs(const Json& solution);
@@ -18,4 +18,4 @@ bool has_source_file_refs(const Json& solution);
 // each file holds at most `max_bytes`. Throws ks::Error naming the entry.
 Json inline_source_files(const Json& solution, const std::filesystem::path& dir, std::size_t max_bytes);
 
-}  // namespace ks::detail
+}  // namespace ks::core

@@ -115,7 +115,7 @@ void check_workload_values(const TaskSpec& t, const WorkloadSpec& w) {
       case Distribution::Kind::constant: break;
       case Distribution::Kind::indptr:
       case Distribution::Kind::permutation: {
-        std::string why = detail::structured_problem(d.kind, static_cast<std::size_t>(count), p0, p1);
+        std::string why = core::structured_problem(d.kind, static_cast<std::size_t>(count), p0, p1);
         if (!why.empty()) invalid(t, fmt::format("workload \"{}\": input \"{}\": {}", w.name, ts.name, why));
         break;
       }
@@ -134,11 +134,11 @@ void check_workload_values(const TaskSpec& t, const WorkloadSpec& w) {
 // error, reported when it loads rather than when the tuner first runs.
 void check_solution_params(const TaskSpec& t, const Solution& s, const std::string& what) {
   if (s.params.is_null()) return;
-  detail::ParamSpace space;
+  core::ParamSpace space;
   try {
-    space = detail::ParamSpace::from_json(s.params);
+    space = core::ParamSpace::from_json(s.params);
     for (const auto& w : t.workloads)
-      detail::resolve_param_values(s.params, w.name, util::Vars(w.dims.begin(), w.dims.end()));
+      core::resolve_param_values(s.params, w.name, util::Vars(w.dims.begin(), w.dims.end()));
   } catch (const Error& e) {
     invalid(t, fmt::format("{}: {}", what, e.what()));
   }
@@ -381,7 +381,7 @@ Solution parse_solution_text(std::string_view text, const TaskSpec& spec) {
   std::string first_error;
   for (Language lang : spec.languages) {
     try {
-      Solution s = detail::parse_candidate(text, lang);
+      Solution s = core::parse_candidate(text, lang);
       s.task = spec.name;
       return s;
     } catch (const Error& e) {
@@ -400,8 +400,8 @@ Solution load_solution_file(const std::filesystem::path& path, const TaskSpec& s
   std::string text = util::read_file(path, util::kMaxSolutionFileBytes);
   try {
     // A run folder's solution.json names its source files instead of repeating them.
-    if (auto j = Json::try_parse(text); j && detail::has_source_file_refs(*j))
-      text = detail::inline_source_files(*j, path.parent_path().empty() ? "." : path.parent_path(),
+    if (auto j = Json::try_parse(text); j && core::has_source_file_refs(*j))
+      text = core::inline_source_files(*j, path.parent_path().empty() ? "." : path.parent_path(),
                                           util::kMaxSolutionFileBytes)
                  .dump();
     return parse_solution_text(text, spec);

@@ -31,19 +31,19 @@ std::optional<Language> language_from_string(std::string_view s) {
 }
 
 namespace {
-constexpr auto kDTypeNames = detail::enum_names<DType::boolean>(
+constexpr auto kDTypeNames = core::enum_names<DType::boolean>(
     {"f32", "f64", "f16", "bf16", "i32", "i64", "u8", "f8e4m3", "f8e5m2", "i8", "i16", "bool"});
-constexpr auto kDistributionNames = detail::enum_names<Distribution::Kind::permutation>(
+constexpr auto kDistributionNames = core::enum_names<Distribution::Kind::permutation>(
     {"normal", "uniform", "cauchy", "int_range", "constant", "clamped_normal", "indptr", "permutation"});
-constexpr auto kScoreModeNames = detail::enum_names<ScoreMode::vs_baseline>({"latency", "vs_baseline"});
-constexpr auto kEvalStatusNames = detail::enum_names<EvalStatus::memory_limit>(
+constexpr auto kScoreModeNames = core::enum_names<ScoreMode::vs_baseline>({"latency", "vs_baseline"});
+constexpr auto kEvalStatusNames = core::enum_names<EvalStatus::memory_limit>(
     {"passed", "compile_error", "runtime_error", "incorrect", "timeout", "crashed", "invalid", "generation_failed",
      "memory_limit"});
 constexpr auto kToleranceRuleNames =
-    detail::enum_names<Tolerance::Rule::abs_or_rel>({"ref_relative", "out_relative", "abs_or_rel"});
+    core::enum_names<Tolerance::Rule::abs_or_rel>({"ref_relative", "out_relative", "abs_or_rel"});
 }  // namespace
 
-const char* to_string(DType t) { return detail::enum_name(kDTypeNames, t); }
+const char* to_string(DType t) { return core::enum_name(kDTypeNames, t); }
 
 std::optional<DType> dtype_from_string(std::string_view s) {
   if (s == "f32" || s == "float32") return DType::f32;
@@ -106,18 +106,18 @@ const char* dtype_c_type(DType t, Language lang) {
   return "?";
 }
 
-const char* to_string(Distribution::Kind k) { return detail::enum_name(kDistributionNames, k); }
+const char* to_string(Distribution::Kind k) { return core::enum_name(kDistributionNames, k); }
 
-const char* to_string(ScoreMode m) { return detail::enum_name(kScoreModeNames, m); }
+const char* to_string(ScoreMode m) { return core::enum_name(kScoreModeNames, m); }
 
 std::optional<ScoreMode> score_mode_from_string(std::string_view s) {
-  return detail::enum_value<ScoreMode>(kScoreModeNames, s);
+  return core::enum_value<ScoreMode>(kScoreModeNames, s);
 }
 
-const char* to_string(EvalStatus s) { return detail::enum_name(kEvalStatusNames, s); }
+const char* to_string(EvalStatus s) { return core::enum_name(kEvalStatusNames, s); }
 
 std::optional<EvalStatus> eval_status_from_string(std::string_view s) {
-  return detail::enum_value<EvalStatus>(kEvalStatusNames, s);
+  return core::enum_value<EvalStatus>(kEvalStatusNames, s);
 }
 
 // ---------------------------------------------------------------------------
@@ -370,7 +370,7 @@ WorkloadSpec WorkloadSpec::from_json(const Json& j) {
   return w;
 }
 
-const char* to_string(Tolerance::Rule r) { return detail::enum_name(kToleranceRuleNames, r); }
+const char* to_string(Tolerance::Rule r) { return core::enum_name(kToleranceRuleNames, r); }
 
 Json Tolerance::to_json() const {
   return Json::obj({{"atol", atol},

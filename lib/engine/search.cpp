@@ -136,7 +136,7 @@ struct Parts {
   std::shared_ptr<LlmPolicy> llm;
   std::shared_ptr<WorldModel> world_model;  // null: a fresh tree world model
   std::shared_ptr<SearchStrategy> strategy;  // null: the configured built-in one
-  std::optional<detail::Recording> recording;
+  std::optional<core::Recording> recording;
 };
 
 // What the host observes and controls a run with.
@@ -259,10 +259,10 @@ class LazyEvaluator final : public Evaluator {
   std::shared_ptr<Evaluator> real_;
 };
 
-detail::Recording::Mode replay_mode(const std::string& s) {
-  if (s == "stop") return detail::Recording::Mode::stop;
-  if (s == "skip") return detail::Recording::Mode::skip;
-  if (s == "live") return detail::Recording::Mode::live;
+core::Recording::Mode replay_mode(const std::string& s) {
+  if (s == "stop") return core::Recording::Mode::stop;
+  if (s == "skip") return core::Recording::Mode::skip;
+  if (s == "live") return core::Recording::Mode::live;
   throw Error(Status::invalid_argument, fmt::format("on_divergence must be stop, skip or live, not \"{}\"", s));
 }
 
@@ -279,8 +279,8 @@ std::vector<Json> recorded_decisions(const std::vector<Json>& events) {
 }
 
 // Another run folder as a recording: its answers and its evaluations.
-detail::Recording recording_from_run(const RunStore& src, detail::Recording::Mode mode, bool check_prompts) {
-  detail::Recording r;
+core::Recording recording_from_run(const RunStore& src, core::Recording::Mode mode, bool check_prompts) {
+  core::Recording r;
   r.source = fs::absolute(src.dir()).lexically_normal().string();
   r.answers = src.transcript();
   r.has_evaluations = true;
@@ -298,12 +298,12 @@ detail::Recording recording_from_run(const RunStore& src, detail::Recording::Mod
 // A transcript as a recording: answers only, the candidates are measured
 // again. When it is a run folder's transcript, that run's decisions come
 // along, so a divergence can be explained on both runs' timings.
-detail::Recording recording_from_transcript(const fs::path& path, detail::Recording::Mode mode, std::size_t joins_at) {
-  if (mode == detail::Recording::Mode::live)
+core::Recording recording_from_transcript(const fs::path& path, core::Recording::Mode mode, std::size_t joins_at) {
+  if (mode == core::Recording::Mode::live)
     throw Error(Status::invalid_argument,
                 "a replay transcript cannot go live (there is no model to continue with): use on_divergence stop or "
                 "skip, or replay the run folder with `ksearch replay RUN --llm ...`");
-  detail::Recording r;
+  core::Recording r;
   r.source = path.string();
   for (const auto& e : read_transcript(path)) r.answers.push_back(e.to_json());
   r.mode = mode;
@@ -515,7 +515,7 @@ SearchOutcome execute_session(Parts& parts, RunStore& store, const SearchConfig&
   const bool feedback_only = spec.has_feedback_subset() && eo.only_workloads.empty();
   if (feedback_only) eo.only_workloads = spec.feedback_workloads;
   std::shared_ptr<WorldModel> wm = parts.world_model ? parts.world_model : make_tree_world_model();
-  detail::Session session(*parts.task, *parts.evaluator, *parts.llm, *wm, store, config, progress);
+  core::Session session(*parts.task, *parts.evaluator, *parts.llm, *wm, store, config, progress);
   if (parts.recording) session.follow(std::move(*parts.recording));
   std::shared_ptr<SearchStrategy> strategy = parts.strategy ? parts.strategy : make_strategy(config.strategy);
   std::string reason = session.run(*strategy);
@@ -740,8 +740,8 @@ SearchOutcome resume_search(const fs::path& run_dir, const ResumeOptions& option
       }
     }();
     auto mode = replay_mode(rj.get_string("on_divergence", "stop"));
-    if (new_model && mode == detail::Recording::Mode::stop) {
-      mode = detail::Recording::Mode::live;
+    if (new_model && mode == core::Recording::Mode::stop) {
+      mode = core::Recording::Mode::live;
       rj["on_divergence"] = "live";
     }
     parts.recording = recording_from_run(src, mode, rj.get_bool("check_prompts", true));
@@ -816,7 +816,7 @@ SearchOutcome replay_search(const fs::path& recorded_run, const ReplayOptions& o
   SearchConfig config = SearchConfig::from_json(cj);
   auto mode = replay_mode(options.on_divergence);
   const bool has_model = options.custom_llm || options.llm;
-  if (mode == detail::Recording::Mode::live && !has_model)
+  if (mode == core::Recording::Mode::live && !has_model)
     throw Error(Status::invalid_argument,
                 "on_divergence live needs a model to continue with where the run leaves its recording (--llm ...)");
   Parts parts;

@@ -220,6 +220,6 @@ class Device {
 };
 
 // The RNG stream of a tensor (see core/rng/rng_stream.hpp).
-using detail::rng_stream_of;
+using core::rng_stream_of;
 
 }  // namespace ks::eval

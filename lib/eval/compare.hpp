@@ -16,17 +16,17 @@
 namespace ks::eval {
 
 // Element conversions live in core (tasks' CPU references use them too).
-using detail::bf16_to_float;
-using detail::double_to_bf16;
-using detail::double_to_f16;
-using detail::double_to_f8e4m3;
-using detail::double_to_f8e5m2;
-using detail::f16_to_float;
-using detail::f8e4m3_to_float;
-using detail::f8e5m2_to_float;
-using detail::kInputConversionRules;
-using detail::load_element;
-using detail::store_element;
+using core::bf16_to_float;
+using core::double_to_bf16;
+using core::double_to_f16;
+using core::double_to_f8e4m3;
+using core::double_to_f8e5m2;
+using core::f16_to_float;
+using core::f8e4m3_to_float;
+using core::f8e5m2_to_float;
+using core::kInputConversionRules;
+using core::load_element;
+using core::store_element;
 
 // True when every byte of the element is 0xFF: the poison pattern (a NaN for
 // floating types, -1 or the maximum for integers).

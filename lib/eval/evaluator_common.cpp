@@ -109,7 +109,7 @@ std::variant<PreparedSolution, EvalResult> prepare_solution(const TaskSpec& task
     for (const auto& [k, v] : w->dims) dims[k] = v;
     util::Vars values;
     try {
-      values = detail::resolve_param_values(solution.params, name, dims);
+      values = core::resolve_param_values(solution.params, name, dims);
     } catch (const Error& e) {
       return failed(EvalStatus::compile_error, e.what(), "");
     }

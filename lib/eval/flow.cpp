@@ -254,7 +254,7 @@ void WorkloadRun::prepare() {
   util::Sha256 digest;
   for (const auto& t : task_.tensors) {
     if (t.scalar) {
-      scalars_[t.name] = ScalarArg{t.dtype, detail::scalar_value(t, w_)};
+      scalars_[t.name] = ScalarArg{t.dtype, core::scalar_value(t, w_)};
       continue;
     }
     TensorBuffer tb;
@@ -281,7 +281,7 @@ void WorkloadRun::prepare() {
                               task_.name, w_.name, t.name, count, to_string(t.dtype)));
     if (!t.is_output && w_.data.count(t.name)) {
       tb.has_data = true;
-      tb.data = detail::input_data_bytes(t, w_, tb.shape, task_.base_dir);
+      tb.data = core::input_data_bytes(t, w_, tb.shape, task_.base_dir);
       digest.update(t.name + ":" + std::to_string(tb.data.size()) + ":");
       digest.update(std::string_view(reinterpret_cast<const char*>(tb.data.data()), tb.data.size()));
     }

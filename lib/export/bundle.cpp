@@ -163,7 +163,7 @@ Json make_bundle(const TaskSpec& task, const Solution& solution, const BundleOpt
   int default_build = -1;
   std::string default_note;
   try {
-    const util::Vars defaults = detail::resolve_param_values(sol.params, "", {});
+    const util::Vars defaults = core::resolve_param_values(sol.params, "", {});
     for (std::size_t i = 0; i < p.builds.size(); ++i)
       if (p.builds[i].params == defaults) default_build = static_cast<int>(i);
     if (default_build < 0) {
@@ -202,7 +202,7 @@ Json make_bundle(const TaskSpec& task, const Solution& solution, const BundleOpt
     for (const auto& [k, v] : w.dims) dims[k] = v;
     Json wj = Json::obj({{"name", w.name}, {"dims", dims}, {"build", p.workload_build.at(w.name)}});
     // The scalar inputs' values on the workload, as the evaluation passed them.
-    const auto scalars = detail::scalar_values(task, w);
+    const auto scalars = core::scalar_values(task, w);
     if (!scalars.empty()) {
       Json sj = Json::object();
       for (const auto& [k, v] : scalars) sj[k] = v;
@@ -211,7 +211,7 @@ Json make_bundle(const TaskSpec& task, const Solution& solution, const BundleOpt
     workloads.push_back(std::move(wj));
   }
   Json constraints = Json::array();
-  const detail::ParamSpace space = detail::ParamSpace::from_json(sol.params);
+  const core::ParamSpace space = core::ParamSpace::from_json(sol.params);
   for (const auto& c : space.constraints()) constraints.push_back(c.text());
 
   const eval::cuda::NvrtcApi& api = eval::cuda::nvrtc();

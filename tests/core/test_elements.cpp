@@ -12,7 +12,7 @@
 #include "ksearch/types.hpp"
 
 using namespace ks;
-using namespace ks::detail;
+using namespace ks::core;
 
 namespace {
 const double kInf = std::numeric_limits<double>::infinity();

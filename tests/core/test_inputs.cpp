@@ -18,7 +18,7 @@
 #include "support/test_util.hpp"
 
 using namespace ks;
-using namespace ks::detail;
+using namespace ks::core;
 
 TEST_CASE("indptr: starts at 0, is monotone, ends at the total, every segment at least min_length") {
   for (std::uint64_t seed : {1u, 2u, 99u}) {

@@ -14,7 +14,7 @@
 #include "support/test_util.hpp"
 
 using namespace ks;
-using namespace ks::detail;
+using namespace ks::core;
 
 namespace {
 

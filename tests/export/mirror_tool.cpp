@@ -79,8 +79,8 @@ Json scalar_case(const Json& c) {
   auto dt = dtype_from_string(c.get_string("dtype"));
   if (!dt) throw Error(Status::invalid_argument, "mirror_tool: unknown dtype " + c.get_string("dtype"));
   unsigned char buf[8] = {};
-  detail::store_element(buf, *dt, 0, from_bits(c["value"]));
-  return bits(detail::load_element(buf, *dt, 0));
+  core::store_element(buf, *dt, 0, from_bits(c["value"]));
+  return bits(core::load_element(buf, *dt, 0));
 }
 
 Json expr_case(const Json& c) {

@@ -26,7 +26,7 @@ WorkloadSpec with_dims(const WorkloadSpec& w, const std::map<std::string, std::i
 
 HostTensors run_emulated(const TaskSpec& task, const WorkloadSpec& w, const ks_emu::KernelTable& table,
                          const Json& plan, std::uint64_t seed_index) {
-  HostTensors t = detail::generate_host_inputs(task, w, seed_index);
+  HostTensors t = core::generate_host_inputs(task, w, seed_index);
   std::map<std::string, std::unique_ptr<ks_emu::GuardedBuffer>> bufs;
   std::map<std::string, ks_emu::GuardedBuffer*> ptrs;
   std::map<std::string, double> scalars;
@@ -56,7 +56,7 @@ HostTensors run_emulated(const TaskSpec& task, const WorkloadSpec& w, const ks_e
 }
 
 HostTensors cpu_outputs(const TaskSpec& task, const WorkloadSpec& w, std::uint64_t seed_index) {
-  HostTensors t = detail::generate_host_inputs(task, w, seed_index);
+  HostTensors t = core::generate_host_inputs(task, w, seed_index);
   tasks::flashinfer::cpu_reference(task.name, t);
   return t;
 }

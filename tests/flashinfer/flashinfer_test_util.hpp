@@ -41,7 +41,7 @@ KS_FI_EMULATED(demo_v3_split_kv_wide)
 
 namespace ks::test {
 
-using HostTensors = std::map<std::string, detail::HostTensor>;
+using HostTensors = std::map<std::string, core::HostTensor>;
 
 // A copy of `w` with other dimensions (same seed, generators and overrides).
 WorkloadSpec with_dims(const WorkloadSpec& w, const std::map<std::string, std::int64_t>& dims,

@@ -75,14 +75,14 @@ TEST_CASE("dataset: a native definition keeps its native task and takes the data
   CHECK(fs::path(w0.data.at("kv_indptr").file).is_absolute());
   CHECK(w0.dist_overrides.at("sm_scale").kind == Distribution::Kind::constant);
   // The inputs come from the files; the scalar from the workload.
-  auto in = detail::generate_host_inputs(t, w0);
+  auto in = core::generate_host_inputs(t, w0);
   CHECK(in.at("kv_indptr").at(0) == 0);
   CHECK(in.at("kv_indptr").at(1) == 5);
   CHECK(in.at("kv_indptr").at(3) == 15);
   CHECK(in.at("sm_scale").scalar == doctest::Approx(0.0883883476));
   // The third workload leaves offsets and pages to the native generators.
   CHECK(t.workloads[2].data.empty());
-  CHECK(detail::distribution_of(*t.find_tensor("kv_indices"), t.workloads[2]).kind == Distribution::Kind::permutation);
+  CHECK(core::distribution_of(*t.find_tensor("kv_indices"), t.workloads[2]).kind == Distribution::Kind::permutation);
   // The native reference (emulated) agrees with the CPU reference on the dataset's workloads.
   ks_emu::KernelTable ref;
   ks_emu_register_gqa_reference(ref);

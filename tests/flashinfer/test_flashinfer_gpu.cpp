@@ -65,16 +65,16 @@ test::HostTensors run_on_device(Gpu& gpu, const TaskSpec& task, const WorkloadSp
   b.vars = dims;
   std::vector<eval::Buffer> owned;
   for (const auto& t : task.tensors) {
-    detail::HostTensor h;
+    core::HostTensor h;
     h.spec = &t;
     if (t.scalar) {
-      h.scalar = detail::scalar_value(t, w);
+      h.scalar = core::scalar_value(t, w);
       b.scalars[t.name] = eval::ScalarArg{t.dtype, h.scalar};
       if (!dtype_is_float(t.dtype)) b.vars[t.name] = static_cast<std::int64_t>(h.scalar);
       out[t.name] = std::move(h);
       continue;
     }
-    h.shape = detail::tensor_shape(t, dims);
+    h.shape = core::tensor_shape(t, dims);
     const std::size_t count = h.count(), bytes = count * dtype_size(t.dtype);
     eval::Buffer buf = dev.alloc(std::max<std::size_t>(bytes, 1));
     owned.push_back(buf);
@@ -82,18 +82,18 @@ test::HostTensors run_on_device(Gpu& gpu, const TaskSpec& task, const WorkloadSp
     if (t.is_output) {
       dev.poison(buf, bytes);
     } else if (w.data.count(t.name)) {
-      auto data = detail::input_data_bytes(t, w, h.shape, task.base_dir);
+      auto data = core::input_data_bytes(t, w, h.shape, task.base_dir);
       dev.upload(buf, data.data(), data.size());
     } else {
-      const Distribution& d = detail::distribution_of(t, w);
+      const Distribution& d = core::distribution_of(t, w);
       const double p0 = util::eval_double_expr(d.p0, dims), p1 = util::eval_double_expr(d.p1, dims);
-      dev.generate(buf, t.dtype, count, d.kind, p0, p1, seed, detail::rng_stream_of(t.name));
+      dev.generate(buf, t.dtype, count, d.kind, p0, p1, seed, core::rng_stream_of(t.name));
       if (check_inputs) {
         // The first million elements (all of a structured tensor) against the host's.
         const std::size_t n = d.structured() ? count : std::min<std::size_t>(count, 1u << 20);
         std::vector<unsigned char> host(count * dtype_size(t.dtype)), device(n * dtype_size(t.dtype));
-        detail::generate_values(host.data(), t.dtype, d.structured() ? count : n, d.kind, p0, p1, seed,
-                                detail::rng_stream_of(t.name));
+        core::generate_values(host.data(), t.dtype, d.structured() ? count : n, d.kind, p0, p1, seed,
+                                core::rng_stream_of(t.name));
         dev.download(device.data(), buf, device.size());
         CHECK_MESSAGE(std::memcmp(host.data(), device.data(), device.size()) == 0, t.name,
                       ": device-generated elements differ from the host's");

@@ -30,7 +30,7 @@ const TaskSpec& spec() {
   return s;
 }
 
-std::uint16_t bf(double v) { return detail::double_to_bf16(v); }
+std::uint16_t bf(double v) { return core::double_to_bf16(v); }
 
 // A small workload of the task: same generators, fewer and shorter requests
 // and a small page pool.
@@ -102,13 +102,13 @@ TEST_CASE("gqa decode: the CPU reference against hand-computed values") {
   // Head 0: q = (1, 0); entry 0 reads page 1: k = (1, 0), v = (1, 2), logit 0.5;
   // entry 1 reads page 0: k = (0, 1), v = (3, 4), logit 0.
   const double w0 = std::exp(0.5) / (std::exp(0.5) + 1), w1 = 1 - w0;
-  CHECK(detail::bf16_to_float(out[0]) == detail::bf16_to_float(bf(w0 * 1 + w1 * 3)));
-  CHECK(detail::bf16_to_float(out[1]) == detail::bf16_to_float(bf(w0 * 2 + w1 * 4)));
+  CHECK(core::bf16_to_float(out[0]) == core::bf16_to_float(bf(w0 * 1 + w1 * 3)));
+  CHECK(core::bf16_to_float(out[1]) == core::bf16_to_float(bf(w0 * 2 + w1 * 4)));
   CHECK(lse[0] == doctest::Approx(std::log2(std::exp(0.5) + 1)).epsilon(1e-6));
   // Head 1: q = (0, 2); logits 0 (page 1) and 1 (page 0).
   const double u0 = 1 / (1 + std::exp(1.0)), u1 = 1 - u0;
-  CHECK(detail::bf16_to_float(out[2]) == detail::bf16_to_float(bf(u0 * 1 + u1 * 3)));
-  CHECK(detail::bf16_to_float(out[3]) == detail::bf16_to_float(bf(u0 * 2 + u1 * 4)));
+  CHECK(core::bf16_to_float(out[2]) == core::bf16_to_float(bf(u0 * 1 + u1 * 3)));
+  CHECK(core::bf16_to_float(out[3]) == core::bf16_to_float(bf(u0 * 2 + u1 * 4)));
   CHECK(lse[1] == doctest::Approx(std::log2(1 + std::exp(1.0))).epsilon(1e-6));
   // An empty request: output 0 and lse -inf, as FlashInfer's reference.
   const std::int32_t empty[] = {0, 0};
@@ -184,7 +184,7 @@ TEST_CASE("gqa decode: the demonstration's hand-written answers compile and agre
                                 small("long", 1, 1100, 1500, 14, 0.05)};
   for (const auto& a : answers) {
     INFO("answer " << a.file);
-    Solution s = detail::parse_candidate(
+    Solution s = core::parse_candidate(
         util::read_file(test::source_dir() / "examples" / "flashinfer" / "candidates" / a.file), Language::cuda);
     s.name = a.file;
     test::check_compiles(t, s);

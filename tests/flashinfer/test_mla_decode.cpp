@@ -26,8 +26,8 @@ const TaskSpec& spec() {
   return s;
 }
 
-std::uint16_t bf(double v) { return detail::double_to_bf16(v); }
-float round_bf(double v) { return detail::bf16_to_float(bf(v)); }
+std::uint16_t bf(double v) { return core::double_to_bf16(v); }
+float round_bf(double v) { return core::bf16_to_float(bf(v)); }
 
 WorkloadSpec small(const char* name, std::int64_t batch, std::int64_t entries, std::int64_t pages, std::uint64_t seed,
                    double sm_scale = 0) {
@@ -84,8 +84,8 @@ TEST_CASE("mla decode: the CPU reference against hand-computed values") {
   mla_paged_cpu(p, out, lse);
   // Entry 0 = page 1: (1*2 + 0*0) + 1*0 = 2, logit 1. Entry 1 = page 0: 0 + 1*1 = 1, logit 0.5.
   const double w0 = std::exp(1.0) / (std::exp(1.0) + std::exp(0.5)), w1 = 1 - w0;
-  CHECK(detail::bf16_to_float(out[0]) == round_bf(w0 * 2 + w1 * 0));
-  CHECK(detail::bf16_to_float(out[1]) == round_bf(w0 * 0 + w1 * 1));
+  CHECK(core::bf16_to_float(out[0]) == round_bf(w0 * 2 + w1 * 0));
+  CHECK(core::bf16_to_float(out[1]) == round_bf(w0 * 0 + w1 * 1));
   CHECK(lse[0] == doctest::Approx(std::log2(std::exp(1.0) + std::exp(0.5))).epsilon(1e-6));
 }
 

@@ -26,8 +26,8 @@ const TaskSpec& spec() {
   return s;
 }
 
-std::uint16_t bf(double v) { return detail::double_to_bf16(v); }
-float round_bf(double v) { return detail::bf16_to_float(bf(v)); }
+std::uint16_t bf(double v) { return core::double_to_bf16(v); }
+float round_bf(double v) { return core::bf16_to_float(bf(v)); }
 
 // A small prefill workload: requests as (q_len, prefix), a small page pool.
 WorkloadSpec small(const char* name, const std::vector<std::pair<int, int>>& requests, std::int64_t pages,
@@ -89,11 +89,11 @@ TEST_CASE("mla prefill: the causal CPU reference against hand-computed values") 
   mla_paged_cpu(p, out, lse);
   // Query 0 sees entries 0, 1 (values 3, 1): logits 3, 1.
   const double s0 = std::exp(3.0) + std::exp(1.0);
-  CHECK(detail::bf16_to_float(out[0]) == round_bf((std::exp(3.0) * 3 + std::exp(1.0) * 1) / s0));
+  CHECK(core::bf16_to_float(out[0]) == round_bf((std::exp(3.0) * 3 + std::exp(1.0) * 1) / s0));
   CHECK(lse[0] == doctest::Approx(std::log2(s0)).epsilon(1e-6));
   // Query 1 sees all three (values 3, 1, 2): logits 1.5, 0.5, 1.
   const double s1 = std::exp(1.5) + std::exp(0.5) + std::exp(1.0);
-  CHECK(detail::bf16_to_float(out[1]) == round_bf((std::exp(1.5) * 3 + std::exp(0.5) * 1 + std::exp(1.0) * 2) / s1));
+  CHECK(core::bf16_to_float(out[1]) == round_bf((std::exp(1.5) * 3 + std::exp(0.5) * 1 + std::exp(1.0) * 2) / s1));
   CHECK(lse[1] == doctest::Approx(std::log2(s1)).epsilon(1e-6));
   // Without the mask query 0 would see the third entry as well.
   p.causal = false;

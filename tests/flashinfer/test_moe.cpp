@@ -29,7 +29,7 @@ const TaskSpec& spec() {
   return s;
 }
 
-std::uint16_t bf(double v) { return detail::double_to_bf16(v); }
+std::uint16_t bf(double v) { return core::double_to_bf16(v); }
 float sigmoid(double x) { return static_cast<float>(1 / (1 + std::exp(-x))); }
 
 // The task's generators at GEMM sizes the emulation can run (the kernels
@@ -104,7 +104,7 @@ TEST_CASE("moe: the fp8 block-scale MoE CPU reference against a hand-computed ca
   const std::int64_t H = 128, I = 128;
   float logits[8] = {0, 0, 2, 0, -1, 0, 0, 0};
   const std::uint16_t bias[8] = {bf(0.125), bf(0.25), bf(0.875), bf(0), bf(0.25), bf(0.25), bf(-1), bf(0.5)};
-  const std::uint8_t one = detail::double_to_f8e4m3(1.0);
+  const std::uint8_t one = core::double_to_f8e4m3(1.0);
   std::vector<std::uint8_t> hs(H, one), w1(2 * 2 * I * H, one), w2(2 * H * I, one);
   const float hs_scale[1] = {1.f / 128};
   // gemm1 scales per expert: [2 * I / 128 = 2 blocks of n][1 block of k]; x1 block, x2 block.
@@ -124,7 +124,7 @@ TEST_CASE("moe: the fp8 block-scale MoE CPU reference against a hand-computed ca
   const double s2 = sigmoid(2), wsum = s2 + 0.5;
   const double o_e1 = 2 * sigmoid(2) * 1, o_e2 = 2 * (1 * sigmoid(1) * 0.5);
   const double want = (0.5 / wsum * 2.5) * o_e1 + (s2 / wsum * 2.5) * o_e2;
-  for (std::int64_t h = 0; h < H; ++h) CHECK(detail::bf16_to_float(out[static_cast<std::size_t>(h)]) == detail::bf16_to_float(bf(want)));
+  for (std::int64_t h = 0; h < H; ++h) CHECK(core::bf16_to_float(out[static_cast<std::size_t>(h)]) == core::bf16_to_float(bf(want)));
   // Offset 4: neither chosen expert is local: the output is zero.
   p.local_expert_offset = 4;
   moe_fp8_cpu(p, out.data());
@@ -184,7 +184,7 @@ TEST_CASE("moe: every benchmark workload routes tokens to the local experts") {
   std::int64_t pairs = 0, local = 0, tokens = 0, moved = 0;
   for (const auto& w : spec().workloads) {
     if (!w.benchmark) continue;
-    const auto in = detail::generate_host_inputs(routing_only, w);
+    const auto in = core::generate_host_inputs(routing_only, w);
     const auto& logits = in.at("routing_logits");
     const auto offset = static_cast<std::int32_t>(in.at("local_expert_offset").scalar);
     const std::int64_t seq = w.dims.at("seq_len");

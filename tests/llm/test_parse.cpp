@@ -9,10 +9,10 @@
 
 using ks::Language;
 using ks::Solution;
-using ks::detail::CodeBlock;
-using ks::detail::extract_code_blocks;
-using ks::detail::format_candidate;
-using ks::detail::parse_candidate;
+using ks::core::CodeBlock;
+using ks::core::extract_code_blocks;
+using ks::core::format_candidate;
+using ks::core::parse_candidate;
 
 namespace {
 

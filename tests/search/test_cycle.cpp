@@ -2,7 +2,7 @@
 
 #include "core/search/cycle.hpp"
 
-using ks::detail::CycleTracker;
+using ks::core::CycleTracker;
 
 TEST_CASE("cycle: stagnates after `window` attempts without a new cycle best") {
   CycleTracker t(3, 0);

@@ -4,7 +4,7 @@
 #include "search/fakes.hpp"
 
 using namespace ks;
-using namespace ks::detail;
+using namespace ks::core;
 
 namespace {
 

@@ -9,7 +9,7 @@
 
 using namespace ks;
 using ks::test::NoWorldModel;
-using ks::detail::Session;
+using ks::core::Session;
 
 namespace {
 
@@ -29,7 +29,7 @@ class ToyStrategy : public SearchStrategy {
         continue;
       }
       try {
-        Solution s = detail::parse_candidate(r.text, Language::cpp);
+        Solution s = core::parse_candidate(r.text, Language::cpp);
         ctx.evaluate(s, "toy");
       } catch (const Error& e) {
         ctx.record_failed_round("toy", e.what(), r.text);

@@ -13,8 +13,8 @@
 
 using namespace ks;
 using ks::test::NoWorldModel;
-using ks::detail::Recording;
-using ks::detail::Session;
+using ks::core::Recording;
+using ks::core::Session;
 
 namespace {
 
@@ -40,7 +40,7 @@ class Chooser : public SearchStrategy {
         e = ctx.record_failed_round("chooser", r.error, "");
       } else {
         try {
-          Solution s = detail::parse_candidate(r.text, Language::cpp);
+          Solution s = core::parse_candidate(r.text, Language::cpp);
           if (cfg.seed != 0) s.sources[0].content += fmt::format("\n// seed {}\n", cfg.seed);
           e = ctx.evaluate(s, "chooser");
         } catch (const Error& err) {

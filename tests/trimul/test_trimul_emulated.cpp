@@ -43,7 +43,7 @@ void check_against_cpu(const ks_emu::KernelTable& table, const Solution& solutio
     util::Vars dims(w.dims.begin(), w.dims.end());
     if (!params.empty()) {
       std::string why;
-      REQUIRE_MESSAGE(detail::ParamSpace::from_json(solution.params).admissible(params, dims, &why), why);
+      REQUIRE_MESSAGE(core::ParamSpace::from_json(solution.params).admissible(params, dims, &why), why);
     }
     const TrimulInputs in = generate_trimul_inputs(spec(), w);
     std::vector<float> ref(in.output_size());
@@ -75,7 +75,7 @@ TEST_CASE("trimul emulated: the tunable starting kernel meets the tolerance at s
   SUBCASE("defaults") {
     ks_emu::KernelTable table;
     ks_emu_register_tunable_default(table);
-    check_against_cpu(table, start, detail::ParamSpace::from_json(start.params).defaults(), tol, tol);
+    check_against_cpu(table, start, core::ParamSpace::from_json(start.params).defaults(), tol, tol);
   }
   SUBCASE("smallest tiles, deepest pipeline, scalar loads") {
     ks_emu::KernelTable table;
@@ -100,7 +100,7 @@ TEST_CASE("trimul emulated: the demonstration candidates meet the tolerance") {
                         {"v4_pipelined_fp16.md", ks_emu_register_v4_pipelined_fp16}};
   for (const auto& d : demos) {
     INFO("candidate " << d.file);
-    Solution s = detail::parse_candidate(
+    Solution s = core::parse_candidate(
         util::read_file(test::source_dir() / "examples" / "trimul" / "candidates" / d.file), Language::cuda);
     s.name = d.file;
     ks_emu::KernelTable table;

@@ -109,17 +109,17 @@ TEST_CASE("trimul inputs: element i is ks_rng_value(seed, rng_stream_of(name), i
   CHECK(in0.x == again.x);
   for (std::uint64_t i : {0ull, 1ull, 77ull, 1048575ull}) {
     CAPTURE(i);
-    const double x = ks_rng_value(KS_DIST_CAUCHY, 0.0, 2.0, w.seed, detail::rng_stream_of("x"), i);
+    const double x = ks_rng_value(KS_DIST_CAUCHY, 0.0, 2.0, w.seed, core::rng_stream_of("x"), i);
     CHECK(in0.x[i] == static_cast<float>(x));
     const double lp = ks_rng_value(KS_DIST_NORMAL, 0.0, 1.0 / std::sqrt(128.0), w.seed,
-                                   detail::rng_stream_of("left_proj"), i % (128 * 256));
+                                   core::rng_stream_of("left_proj"), i % (128 * 256));
     CHECK(in0.left_proj[i % (128 * 256)] == static_cast<float>(lp));
   }
   // Seed index k draws from ks_rng_derive_seed(seed, k): a different input set.
   const TrimulInputs in1 = generate_trimul_inputs(spec(), w, 1);
   CHECK(in1.x != in0.x);
   CHECK(in1.x[5] == static_cast<float>(ks_rng_value(KS_DIST_CAUCHY, 0.0, 2.0, ks_rng_derive_seed(w.seed, 1),
-                                                    detail::rng_stream_of("x"), 5)));
+                                                    core::rng_stream_of("x"), 5)));
   // Tensors have independent streams: the four N(0,1) affines differ.
   CHECK(in0.norm_weight != in0.norm_bias);
   // test_02 has the same seed and shape as test_12 but a normal x: same weights, other x.

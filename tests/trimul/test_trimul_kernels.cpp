@@ -86,7 +86,7 @@ TEST_CASE("trimul kernels: the FP32 reference compiles for sm_90a and matches it
 TEST_CASE("trimul kernels: the starting kernel compiles at admissible parameter points") {
   if (!compiler()) return;
   const Solution start = trimul_starting_point();
-  const auto space = detail::ParamSpace::from_json(start.params);
+  const auto space = core::ParamSpace::from_json(start.params);
   REQUIRE(!space.empty());
   CHECK(space.grid_size() == 2u * 2 * 2 * 2 * 2 * 3 * 3);
 
@@ -118,7 +118,7 @@ TEST_CASE("trimul kernels: the starting kernel compiles at admissible parameter 
 }
 
 TEST_CASE("trimul kernels: the constraints exclude shapes the starting kernel cannot handle") {
-  const auto space = detail::ParamSpace::from_json(trimul_starting_point().params);
+  const auto space = core::ParamSpace::from_json(trimul_starting_point().params);
   const util::Vars values = space.defaults();
   std::string why;
   CHECK_FALSE(space.admissible(values, {{"B", 1}, {"N", 36}, {"C", 128}, {"H", 128}}, &why));
@@ -133,7 +133,7 @@ TEST_CASE("trimul kernels: the demonstration candidates parse, compile and match
   const bool have_nvrtc = compiler() != nullptr;
   for (const auto& path : answers) {
     INFO("answer " << path.filename().string());
-    const Solution s = detail::parse_candidate(util::read_file(path), Language::cuda);
+    const Solution s = core::parse_candidate(util::read_file(path), Language::cuda);
     CHECK(!s.description.empty());
     REQUIRE(!s.launch_plan.is_null());
     if (have_nvrtc) check_compiles(s);
@@ -141,7 +141,7 @@ TEST_CASE("trimul kernels: the demonstration candidates parse, compile and match
 }
 
 TEST_CASE("trimul kernels: the prompt's format example parses as an answer and compiles") {
-  const Solution example = detail::parse_candidate(trimul_prompt(), Language::cuda);
+  const Solution example = core::parse_candidate(trimul_prompt(), Language::cuda);
   REQUIRE(example.sources.size() == 1);
   CHECK(example.sources[0].content.find("row_stats") != std::string::npos);
   CHECK(example.launch_plan.at("kernels").size() == 2);

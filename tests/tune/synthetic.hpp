@@ -95,7 +95,7 @@ inline double known_minimum(const SyntheticProblem& p) {
 
 // The noise-free optimum over every admissible, working configuration.
 inline double true_minimum(const SyntheticProblem& p) {
-  detail::TuneSpace space(detail::ParamSpace::from_json(p.params));
+  core::TuneSpace space(core::ParamSpace::from_json(p.params));
   if (space.grid_size() > (1u << 20)) return known_minimum(p);
   double best = std::numeric_limits<double>::infinity();
   const auto all = space.enumerate_admissible(1u << 20);
@@ -115,7 +115,7 @@ struct SearchTrace {
 // evaluations. Measurements carry noise drawn from `noise_seed` and the
 // configuration, so every search sees the same measurement for the same
 // configuration.
-inline SearchTrace run_search(detail::ConfigSearch& search, const SyntheticProblem& problem,
+inline SearchTrace run_search(core::ConfigSearch& search, const SyntheticProblem& problem,
                               std::uint64_t noise_seed, double target, int cap, int min_evaluations = 0) {
   SearchTrace t;
   t.evaluations_to_target = cap + 1;

@@ -7,9 +7,9 @@
 #include "core/tune/gp.hpp"
 #include "ksearch/error.hpp"
 
-using ks::detail::expected_improvement;
-using ks::detail::GaussianProcess;
-using ks::detail::GpHyper;
+using ks::core::expected_improvement;
+using ks::core::GaussianProcess;
+using ks::core::GpHyper;
 
 namespace {
 
@@ -34,7 +34,7 @@ TEST_CASE("gp: Matern 5/2 correlation") {
   Eigen::MatrixXd A(2, 1), B(2, 1);
   A << 0.0, 1.0;
   B << 0.0, 0.5;
-  const Eigen::MatrixXd K = ks::detail::matern52(A, B, Eigen::VectorXd::Constant(1, 0.5));
+  const Eigen::MatrixXd K = ks::core::matern52(A, B, Eigen::VectorXd::Constant(1, 0.5));
   CHECK(K(0, 0) == doctest::Approx(1.0));
   CHECK(K(1, 1) == doctest::Approx(K(0, 1)));  // both at distance 0.5
   const double r = 1.0, s5 = std::sqrt(5.0);   // distance 0.5 over length 0.5

@@ -10,7 +10,7 @@
 
 using ks::Json;
 using ks::util::Expr;
-using ks::detail::ParamSpace;
+using ks::core::ParamSpace;
 using ks::util::Vars;
 
 namespace {
@@ -145,7 +145,7 @@ TEST_CASE("params: per-workload resolution") {
       "constraints": ["C % VEC == 0"],
       "values": {"VEC": 4},
       "per_workload": {"big": {"BLOCK": 256}, "odd": {"VEC": 1}}})");
-  using ks::detail::resolve_param_values;
+  using ks::core::resolve_param_values;
   // "values" over defaults, per_workload over "values", missing ones take defaults.
   CHECK(resolve_param_values(params, "small", {{"C", 64}}) == ks::util::Vars{{"BLOCK", 128}, {"VEC", 4}});
   CHECK(resolve_param_values(params, "big", {{"C", 64}}) == ks::util::Vars{{"BLOCK", 256}, {"VEC", 4}});
@@ -176,8 +176,8 @@ TEST_CASE("params: per-workload resolution") {
 
 TEST_CASE("params: values reach device code as macros and plans as variables") {
   const ks::util::Vars values{{"BLOCK", 128}, {"VEC", 4}};
-  CHECK(ks::detail::param_defines(values) == std::vector<std::string>{"-DBLOCK=128", "-DVEC=4"});
-  CHECK(ks::detail::param_defines({}).empty());
+  CHECK(ks::core::param_defines(values) == std::vector<std::string>{"-DBLOCK=128", "-DVEC=4"});
+  CHECK(ks::core::param_defines({}).empty());
 
   // A launch plan's expressions see dimensions and parameters side by side.
   const Json params = Json::parse(R"({
@@ -187,7 +187,7 @@ TEST_CASE("params: values reach device code as macros and plans as variables") {
   for (auto [workload, n, grid, block] : {std::tuple{"small", 1000, 8, 32}, std::tuple{"large", 5000, 20, 64}}) {
     CAPTURE(workload);
     ks::util::Vars scope{{"N", n}};
-    for (const auto& [k, v] : ks::detail::resolve_param_values(params, workload, scope)) scope[k] = v;
+    for (const auto& [k, v] : ks::core::resolve_param_values(params, workload, scope)) scope[k] = v;
     CHECK(ks::util::Expr::parse("cdiv(N, BLOCK)").eval_int(scope) == grid);
     CHECK(ks::util::Expr::parse("BLOCK / VEC").eval_int(scope) == block);
   }

@@ -71,7 +71,7 @@ EvalResult fake_eval(const ks::Task& task, const Solution& s) {
     ks::util::Vars dims(w.dims.begin(), w.dims.end());
     ks::util::Vars v;
     try {
-      v = ks::detail::resolve_param_values(s.params, w.name, dims);
+      v = ks::core::resolve_param_values(s.params, w.name, dims);
     } catch (const ks::Error& e) {
       r.status = EvalStatus::invalid;
       r.log = e.what();
@@ -115,7 +115,7 @@ ks::util::Vars values_of(const Solution& s) {
 
 TEST_CASE("tune strategy: evaluates the starting point, never repeats, skips failures, adds per-shape values") {
   FakeContext ctx(make_task(), config(30), fake_eval);
-  auto strategy = ks::detail::make_tune_strategy();
+  auto strategy = ks::core::make_tune_strategy();
   CHECK(strategy->name() == "tune");
   strategy->run(ctx);
 
@@ -181,7 +181,7 @@ TEST_CASE("tune strategy: respects the round budget and keeps the last round for
   for (int rounds : {1, 2, 3, 5, 8}) {
     CAPTURE(rounds);
     FakeContext ctx(make_task(), config(rounds), fake_eval);
-    ks::detail::make_tune_strategy()->run(ctx);
+    ks::core::make_tune_strategy()->run(ctx);
     // 10 admissible configurations: the budget runs out before the space does.
     CHECK(ctx.rounds_used() == rounds);
     CHECK(ctx.rounds_used() == static_cast<int>(ctx.attempts.size()));
@@ -197,7 +197,7 @@ TEST_CASE("tune strategy: respects the round budget and keeps the last round for
 TEST_CASE("tune strategy: deterministic given the evaluation results") {
   auto run = [](std::uint64_t seed) {
     FakeContext ctx(make_task(), config(7, seed), fake_eval);
-    ks::detail::make_tune_strategy()->run(ctx);
+    ks::core::make_tune_strategy()->run(ctx);
     std::vector<std::string> ids;
     for (const auto& a : ctx.attempts) ids.push_back(a.solution.id);
     return std::pair{ids, ctx.find_event("tune_start")->data.at("seed").as_int()};
@@ -217,7 +217,7 @@ TEST_CASE("tune strategy: tunes the run's best solution without evaluating it ag
   best.params["values"] = Json::obj({{"BLOCK", 64}, {"VEC", 1}});
   ctx.set_best(best);
   const std::string best_id = ctx.best()->solution.id;
-  ks::detail::make_tune_strategy()->run(ctx);
+  ks::core::make_tune_strategy()->run(ctx);
   REQUIRE_FALSE(ctx.attempts.empty());
   for (const auto& a : ctx.attempts) {
     CHECK(a.solution.id != best_id);
@@ -231,7 +231,7 @@ TEST_CASE("tune strategy: a failing starting point is still tuned, its configura
   ks::TaskSpec task = make_task();
   task.starting_points[0].params["values"] = Json::obj({{"BLOCK", 256}, {"VEC", 8}});  // fails to compile
   FakeContext ctx(task, config(30), fake_eval);
-  ks::detail::make_tune_strategy()->run(ctx);
+  ks::core::make_tune_strategy()->run(ctx);
   REQUIRE(ctx.attempts.size() > 2);
   CHECK(ctx.attempts[0].result.status == EvalStatus::compile_error);
   for (std::size_t i = 1; i < ctx.attempts.size(); ++i)
@@ -242,10 +242,10 @@ TEST_CASE("tune strategy: a failing starting point is still tuned, its configura
 }
 
 TEST_CASE("tune strategy: random search through the same strategy") {
-  ks::detail::TuneStrategyOptions o;
+  ks::core::TuneStrategyOptions o;
   o.method = "random";
   FakeContext ctx(make_task(), config(30), fake_eval);
-  ks::detail::make_tune_strategy(o)->run(ctx);
+  ks::core::make_tune_strategy(o)->run(ctx);
   CHECK(ctx.find_event("tune_start")->data.at("method").as_string() == "random");
   CHECK(ctx.rounds_used() == 11);  // the same 10 configurations plus per-shape values
 }
@@ -253,7 +253,7 @@ TEST_CASE("tune strategy: random search through the same strategy") {
 TEST_CASE("tune strategy: nothing to tune") {
   // A base without parameters: evaluated, then a clear event.
   FakeContext plain(make_task(false), config(5), fake_eval);
-  ks::detail::make_tune_strategy()->run(plain);
+  ks::core::make_tune_strategy()->run(plain);
   CHECK(plain.attempts.size() == 1);
   REQUIRE(plain.find_event("tune_skipped"));
   CHECK(plain.find_event("tune_skipped")->data.at("reason").as_string().find("no tunable parameters") !=
@@ -264,7 +264,7 @@ TEST_CASE("tune strategy: nothing to tune") {
   empty.starting_points.clear();
   FakeContext none(empty, config(5), fake_eval);
   try {
-    ks::detail::make_tune_strategy()->run(none);
+    ks::core::make_tune_strategy()->run(none);
     FAIL("expected an error");
   } catch (const ks::Error& e) {
     CHECK(e.status() == ks::Status::invalid_argument);
@@ -283,7 +283,7 @@ TEST_CASE("tune strategy: nothing to tune") {
     CHECK(std::string(e.what()).find("tunable start") != std::string::npos);
   }
 
-  ks::detail::TuneStrategyOptions o;
+  ks::core::TuneStrategyOptions o;
   o.method = "grid";
-  CHECK_THROWS_AS(ks::detail::make_tune_strategy(o), ks::Error);
+  CHECK_THROWS_AS(ks::core::make_tune_strategy(o), ks::Error);
 }

@@ -10,14 +10,14 @@
 #include "tune/synthetic.hpp"
 
 using ks::Json;
-using ks::detail::ConfigSearch;
-using ks::detail::GridPoint;
-using ks::detail::ParamSpace;
-using ks::detail::RandomSearch;
-using ks::detail::Tuner;
-using ks::detail::TunerOptions;
-using ks::detail::TuneSpace;
-using ks::detail::TuneStop;
+using ks::core::ConfigSearch;
+using ks::core::GridPoint;
+using ks::core::ParamSpace;
+using ks::core::RandomSearch;
+using ks::core::Tuner;
+using ks::core::TunerOptions;
+using ks::core::TuneSpace;
+using ks::core::TuneStop;
 using ks::util::Vars;
 
 namespace {
@@ -134,19 +134,19 @@ TEST_CASE("space: neighbours and sampling stay admissible") {
 TEST_CASE("space: portable draws are uniform and in range") {
   std::mt19937_64 rng(11);
   std::vector<int> counts(5, 0);
-  for (int i = 0; i < 50000; ++i) ++counts[ks::detail::uniform_below(rng, 5)];
+  for (int i = 0; i < 50000; ++i) ++counts[ks::core::uniform_below(rng, 5)];
   for (int c : counts) CHECK(c == doctest::Approx(10000).epsilon(0.05));
   for (int i = 0; i < 1000; ++i) {
-    const double u = ks::detail::uniform01(rng);
+    const double u = ks::core::uniform01(rng);
     CHECK((u >= 0.0 && u < 1.0));
   }
-  CHECK(ks::detail::uniform_below(rng, 1) == 0);
+  CHECK(ks::core::uniform_below(rng, 1) == 0);
 }
 
 TEST_CASE("tuner: visits every admissible configuration exactly once, then stops") {
   for (const char* method : {"gp-ei", "random"}) {
     CAPTURE(method);
-    auto s = ks::detail::make_config_search(method, parse(kSmall), {}, 5);
+    auto s = ks::core::make_config_search(method, parse(kSmall), {}, 5);
     auto asked = drain(*s, [](const ks::util::Vars& v) { return std::optional<double>(smooth(v)); });
     CHECK(asked.size() == 30);
     CHECK(std::set<ks::util::Vars>(asked.begin(), asked.end()).size() == 30);
@@ -158,7 +158,7 @@ TEST_CASE("tuner: visits every admissible configuration exactly once, then stops
     CHECK(s->best_objective() == doctest::Approx(1.1));
     CHECK(s->admissible_count() == 30u);
   }
-  CHECK(status_of([] { ks::detail::make_config_search("annealing", parse(kSmall), {}, 1); }) ==
+  CHECK(status_of([] { ks::core::make_config_search("annealing", parse(kSmall), {}, 1); }) ==
         ks::Status::not_found);
 }
 

@@ -5,7 +5,7 @@
 #include <unordered_map>
 #include <vector>
 
-namespace ks::detail {
+namespace ks::core {
 
 namespace {
 
@@ -93,4 +93,4 @@ std::optional<Json> extract_json_object(std::string_view text, std::string* erro
   return std::nullopt;
 }
 
-}  // namespace ks::detail
+}  // namespace ks::core

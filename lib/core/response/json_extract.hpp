@@ -8,7 +8,7 @@
 
 #include "ksearch/json.hpp"
 
-namespace ks::detail {
+namespace ks::core {
 
 // Returns the first balanced {...} in `text` that parses as JSON (strings and
 // escapes are respected while balancing; a candidate that fails to parse is
@@ -29,4 +29,4 @@ int json_nesting_depth(std::string_view text);
 // for the model.
 std::string json_depth_problem(std::string_view text);
 
-}  // namespace ks::detail
+}  // namespace ks::core

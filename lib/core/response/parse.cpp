@@ -11,7 +11,7 @@
 #include "core/tune/params.hpp"
 #include "ksearch/error.hpp"
 
-namespace ks::detail {
+namespace ks::core {
 namespace {
 
 constexpr std::size_t npos = std::string_view::npos;
@@ -623,4 +623,4 @@ std::string format_candidate(const Solution& solution) {
   return out;
 }
 
-}  // namespace ks::detail
+}  // namespace ks::core

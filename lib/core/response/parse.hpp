@@ -10,7 +10,7 @@
 
 #include "ksearch/types.hpp"
 
-namespace ks::detail {
+namespace ks::core {
 
 // One block of code found in an answer.
 struct CodeBlock {
@@ -55,4 +55,4 @@ Solution parse_candidate(std::string_view answer, Language language);
 // (each ending in a newline), plan, params and description.
 std::string format_candidate(const Solution& solution);
 
-}  // namespace ks::detail
+}  // namespace ks::core

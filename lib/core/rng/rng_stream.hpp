@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string_view>
 
-namespace ks::detail {
+namespace ks::core {
 
 inline std::uint64_t rng_stream_of(std::string_view tensor_name) {
   std::uint64_t h = 1469598103934665603ULL;
@@ -18,4 +18,4 @@ inline std::uint64_t rng_stream_of(std::string_view tensor_name) {
   return h;
 }
 
-}  // namespace ks::detail
+}  // namespace ks::core

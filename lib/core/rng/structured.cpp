@@ -10,7 +10,7 @@
 #include "core/rng/ks_rng.h"
 #include "ksearch/error.hpp"
 
-namespace ks::detail {
+namespace ks::core {
 namespace {
 
 // A uniform integer in [0, n), from draw `index` of the stream.
@@ -104,4 +104,4 @@ std::vector<std::int64_t> generate_structured(Distribution::Kind kind, std::size
   throw Error(Status::internal, fmt::format("generate_structured: \"{}\" is not a structured kind", to_string(kind)));
 }
 
-}  // namespace ks::detail
+}  // namespace ks::core

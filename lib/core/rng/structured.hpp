@@ -14,7 +14,7 @@
 
 #include "ksearch/types.hpp"
 
-namespace ks::detail {
+namespace ks::core {
 
 // Throws ks::Error(Status::invalid_argument) when `count` is 0 or the
 // segments cannot each hold min_length (total < (count-1) * min_length).
@@ -33,4 +33,4 @@ std::string structured_problem(Distribution::Kind kind, std::size_t count, doubl
 std::vector<std::int64_t> generate_structured(Distribution::Kind kind, std::size_t count, double p0, double p1,
                                               std::uint64_t seed, std::uint64_t stream);
 
-}  // namespace ks::detail
+}  // namespace ks::core

@@ -4,7 +4,7 @@
 // when `window` consecutive attempts leave the cycle's best below the base.
 #pragma once
 
-namespace ks::detail {
+namespace ks::core {
 
 class CycleTracker {
  public:
@@ -43,4 +43,4 @@ class CycleTracker {
   int no_improve_over_base_ = 0;
 };
 
-}  // namespace ks::detail
+}  // namespace ks::core

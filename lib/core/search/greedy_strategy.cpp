@@ -8,7 +8,7 @@
 #include "core/search/strategies.hpp"
 #include "ksearch/error.hpp"
 
-namespace ks::detail {
+namespace ks::core {
 namespace {
 
 class GreedyStrategy final : public SearchStrategy {
@@ -109,4 +109,4 @@ class GreedyStrategy final : public SearchStrategy {
 
 std::unique_ptr<SearchStrategy> make_greedy_strategy() { return std::make_unique<GreedyStrategy>(); }
 
-}  // namespace ks::detail
+}  // namespace ks::core

@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-namespace ks::detail {
+namespace ks::core {
 
 namespace {
 
@@ -235,4 +235,4 @@ LlmRequest build_improve_request(const CodegenInputs& in) {
   return r;
 }
 
-}  // namespace ks::detail
+}  // namespace ks::core

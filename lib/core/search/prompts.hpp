@@ -10,7 +10,7 @@
 #include "ksearch/types.hpp"
 #include "ksearch/world_model.hpp"
 
-namespace ks::detail {
+namespace ks::core {
 
 // Budgets (characters) of the variable sections, so a prompt stays bounded
 // however long logs or world models grow.
@@ -64,4 +64,4 @@ LlmRequest build_improve_request(const CodegenInputs& in);
 // Cuts text to at most max_chars, marking the cut.
 std::string clip(const std::string& text, std::size_t max_chars);
 
-}  // namespace ks::detail
+}  // namespace ks::core

@@ -6,7 +6,7 @@
 #include "util/sha256.hpp"
 #include "ksearch/error.hpp"
 
-namespace ks::detail {
+namespace ks::core {
 
 namespace {
 
@@ -824,4 +824,4 @@ void Session::set_state(Json state) {
   store_.write_state(state);
 }
 
-}  // namespace ks::detail
+}  // namespace ks::core

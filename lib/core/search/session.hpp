@@ -31,7 +31,7 @@
 #include "ksearch/task.hpp"
 #include "ksearch/world_model.hpp"
 
-namespace ks::detail {
+namespace ks::core {
 
 // What a replay follows besides the run's own journal (docs/search.md, "Replay").
 struct Recording {
@@ -196,4 +196,4 @@ class Session final : public SearchContext {
   std::vector<Json> decisions_;     // this run's "decision" events, replayed ones included
 };
 
-}  // namespace ks::detail
+}  // namespace ks::core

@@ -11,9 +11,9 @@ KS_NAMESPACE_BEGIN
 std::vector<std::string> strategy_names() { return {"world_model", "greedy", "tune"}; }
 
 std::unique_ptr<SearchStrategy> make_strategy(const std::string& name) {
-  if (name == "world_model") return detail::make_world_model_strategy();
-  if (name == "greedy") return detail::make_greedy_strategy();
-  if (name == "tune") return detail::make_tune_strategy();
+  if (name == "world_model") return core::make_world_model_strategy();
+  if (name == "greedy") return core::make_greedy_strategy();
+  if (name == "tune") return core::make_tune_strategy();
   throw Error(Status::not_found,
               fmt::format("unknown strategy \"{}\" (known: world_model, greedy, tune)", name));
 }

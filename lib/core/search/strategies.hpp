@@ -5,9 +5,9 @@
 
 #include "ksearch/strategy.hpp"
 
-namespace ks::detail {
+namespace ks::core {
 
 std::unique_ptr<SearchStrategy> make_world_model_strategy();
 std::unique_ptr<SearchStrategy> make_greedy_strategy();
 
-}  // namespace ks::detail
+}  // namespace ks::core

@@ -10,7 +10,7 @@
 #include "core/search/strategies.hpp"
 #include "ksearch/error.hpp"
 
-namespace ks::detail {
+namespace ks::core {
 namespace {
 
 Json compact_eval(const EvalResult& r) {
@@ -364,4 +364,4 @@ class WorldModelStrategy final : public SearchStrategy {
 
 std::unique_ptr<SearchStrategy> make_world_model_strategy() { return std::make_unique<WorldModelStrategy>(); }
 
-}  // namespace ks::detail
+}  // namespace ks::core

@@ -9,7 +9,7 @@
 
 #include "ksearch/error.hpp"
 
-namespace ks::detail {
+namespace ks::core {
 namespace {
 
 constexpr double kMinLengthScale = 0.02, kMaxLengthScale = 20.0;
@@ -187,4 +187,4 @@ double expected_improvement(double mean, double sd, double best, double xi) {
   return std::max(gain * cdf + sd * pdf, 0.0);
 }
 
-}  // namespace ks::detail
+}  // namespace ks::core

@@ -7,7 +7,7 @@
 #include <Eigen/Core>
 #include <optional>
 
-namespace ks::detail {
+namespace ks::core {
 
 struct GpHyper {
   Eigen::VectorXd length_scales;  // one per input dimension, in input units
@@ -70,4 +70,4 @@ Eigen::MatrixXd matern52(const Eigen::MatrixXd& A, const Eigen::MatrixXd& B,
 // value is worse; grows with the predicted gain and with uncertainty.
 double expected_improvement(double mean, double sd, double best, double xi = 0.0);
 
-}  // namespace ks::detail
+}  // namespace ks::core

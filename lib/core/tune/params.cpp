@@ -9,7 +9,7 @@
 #include "util/json_fields.hpp"
 #include "ksearch/error.hpp"
 
-namespace ks::detail {
+namespace ks::core {
 namespace {
 
 [[noreturn]] void invalid(const std::string& what) {
@@ -192,4 +192,4 @@ std::vector<std::string> param_defines(const util::Vars& values) {
   return out;
 }
 
-}  // namespace ks::detail
+}  // namespace ks::core

@@ -21,7 +21,7 @@
 #include "util/expr.hpp"
 #include "ksearch/json.hpp"
 
-namespace ks::detail {
+namespace ks::core {
 
 struct ParamDecl {
   std::string name;
@@ -62,4 +62,4 @@ util::Vars resolve_param_values(const Json& params, std::string_view workload, c
 // {"-DBLOCK=128", "-DVEC=4"}: how values reach device and host code.
 std::vector<std::string> param_defines(const util::Vars& values);
 
-}  // namespace ks::detail
+}  // namespace ks::core

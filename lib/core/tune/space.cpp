@@ -9,7 +9,7 @@
 
 #include "ksearch/error.hpp"
 
-namespace ks::detail {
+namespace ks::core {
 
 std::uint64_t uniform_below(std::mt19937_64& rng, std::uint64_t n) {
   if (n <= 1) return 0;
@@ -170,4 +170,4 @@ std::vector<GridPoint> TuneSpace::neighbours(const GridPoint& p, int radius) con
   return out;
 }
 
-}  // namespace ks::detail
+}  // namespace ks::core

@@ -11,7 +11,7 @@
 
 #include "core/tune/params.hpp"
 
-namespace ks::detail {
+namespace ks::core {
 
 // One configuration as the index of each parameter's value, parameters in
 // declaration order, values in ascending order (so index +-1 is a neighbour).
@@ -69,4 +69,4 @@ class TuneSpace {
   std::vector<std::vector<double>> coords_;        // per parameter, feature of each value
 };
 
-}  // namespace ks::detail
+}  // namespace ks::core

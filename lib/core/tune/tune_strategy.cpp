@@ -9,7 +9,7 @@
 #include "core/tune/tuner.hpp"
 #include "ksearch/error.hpp"
 
-namespace ks::detail {
+namespace ks::core {
 namespace {
 
 // "BLOCK=128 VEC=4", parameters in declaration order.
@@ -345,4 +345,4 @@ std::unique_ptr<SearchStrategy> make_tune_strategy(TuneStrategyOptions options) 
   return std::make_unique<TuneStrategy>(std::move(options));
 }
 
-}  // namespace ks::detail
+}  // namespace ks::core

@@ -14,7 +14,7 @@
 
 #include "ksearch/strategy.hpp"
 
-namespace ks::detail {
+namespace ks::core {
 
 struct TuneStrategyOptions {
   // Stop after this many rounds without a gain of min_improvement (0 = only
@@ -37,4 +37,4 @@ struct TuneStrategyOptions {
 std::unique_ptr<SearchStrategy> make_tune_strategy();
 std::unique_ptr<SearchStrategy> make_tune_strategy(TuneStrategyOptions options);
 
-}  // namespace ks::detail
+}  // namespace ks::core

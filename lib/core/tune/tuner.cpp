@@ -8,7 +8,7 @@
 
 #include "ksearch/error.hpp"
 
-namespace ks::detail {
+namespace ks::core {
 namespace {
 
 // Latin hypercube designs tried per seed design; the most spread-out one wins.
@@ -402,4 +402,4 @@ std::unique_ptr<ConfigSearch> make_config_search(const std::string& method, Para
   throw Error(Status::not_found, fmt::format("tune: unknown search method \"{}\" (known: gp-ei, random)", method));
 }
 
-}  // namespace ks::detail
+}  // namespace ks::core

@@ -27,7 +27,7 @@
 #include "core/tune/gp.hpp"
 #include "core/tune/space.hpp"
 
-namespace ks::detail {
+namespace ks::core {
 
 struct TunerOptions {
   int max_evaluations = 0;          // stop after this many results (0 = no limit)
@@ -197,4 +197,4 @@ class RandomSearch final : public ConfigSearch {
 std::unique_ptr<ConfigSearch> make_config_search(const std::string& method, ParamSpace space,
                                                  TunerOptions options, std::uint64_t seed);
 
-}  // namespace ks::detail
+}  // namespace ks::core

@@ -10,7 +10,7 @@
 #include "core/world_model/selection.hpp"
 #include "ksearch/error.hpp"
 
-namespace ks::wm {
+namespace ks::core::wm {
 
 std::string next_node_id(const Tree& t, int round) {
   for (int k = 1;; ++k) {
@@ -457,7 +457,7 @@ EditOutcome apply_edit_answer(Tree& tree, std::string_view answer, const EditRul
 
   EditRun run(tree, rules);
   std::string parse_error;
-  auto parsed = detail::extract_json_object(answer, &parse_error);
+  auto parsed = core::extract_json_object(answer, &parse_error);
   if (!parsed) {
     EditOutcome out;
     out.errors.push_back(fmt::format("the answer could not be read as JSON: {}. Answer with one bare JSON object "
@@ -476,4 +476,4 @@ EditOutcome apply_edit_answer(Tree& tree, std::string_view answer, const EditRul
   return out;
 }
 
-}  // namespace ks::wm
+}  // namespace ks::core::wm

@@ -10,7 +10,7 @@
 #include "core/world_model/tree.hpp"
 #include "ksearch/world_model.hpp"
 
-namespace ks::wm {
+namespace ks::core::wm {
 
 // At most this many children per split_node, as in the original.
 inline constexpr std::size_t kMaxSplitChildren = 8;
@@ -31,4 +31,4 @@ std::string next_node_id(const Tree& t, int round);
 std::string insert_action(Tree& t, const std::string& parent_id, Action action, int round,
                           std::string notes);
 
-}  // namespace ks::wm
+}  // namespace ks::core::wm

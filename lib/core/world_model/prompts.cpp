@@ -7,7 +7,7 @@
 #include "core/world_model/selection.hpp"
 #include "ksearch/error.hpp"
 
-namespace ks::wm {
+namespace ks::core::wm {
 
 namespace {
 
@@ -238,4 +238,4 @@ std::string build_prompt(const Tree* tree, PromptKind kind, const WmPromptInputs
   return too_hard_prompt(*tree, in);
 }
 
-}  // namespace ks::wm
+}  // namespace ks::core::wm

@@ -8,7 +8,7 @@
 #include "core/world_model/tree.hpp"
 #include "ksearch/world_model.hpp"
 
-namespace ks::wm {
+namespace ks::core::wm {
 
 // Section budgets in characters. The first nine are the original's; the init
 // call carries the full specification (up to 50000, as the original), and
@@ -38,4 +38,4 @@ inline constexpr std::size_t kMaxErrorsInPrompt = 12;
 // without a tree.
 std::string build_prompt(const Tree* tree, PromptKind kind, const WmPromptInputs& in);
 
-}  // namespace ks::wm
+}  // namespace ks::core::wm

@@ -6,7 +6,7 @@
 
 #include "core/world_model/selection.hpp"
 
-namespace ks::wm {
+namespace ks::core::wm {
 
 namespace {
 
@@ -246,4 +246,4 @@ std::string chosen_action_text(const Tree& t, std::string_view id) {
   return out;
 }
 
-}  // namespace ks::wm
+}  // namespace ks::core::wm

@@ -7,7 +7,7 @@
 
 #include "core/world_model/tree.hpp"
 
-namespace ks::wm {
+namespace ks::core::wm {
 
 // `text` cut to at most `budget` bytes, at a line end where one is near,
 // never inside a UTF-8 sequence, with a marker saying how much was cut.
@@ -33,4 +33,4 @@ std::string frontier_text(const Tree& t, std::size_t max_items = 10);  // ranked
 std::string chosen_action_text(const Tree& t, std::string_view id);   // the cycle's action
 std::string eval_brief(const Json& eval);                             // "passed 0.812 ms, 2.10x"
 
-}  // namespace ks::wm
+}  // namespace ks::core::wm

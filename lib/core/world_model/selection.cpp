@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace ks::wm {
+namespace ks::core::wm {
 
 bool ranks_before(const Node& a, const Node& b) {
   if (a.action.score != b.action.score) return a.action.score > b.action.score;
@@ -72,4 +72,4 @@ bool needs_proposals(const Tree& t) {
   return best && open_children(t, best->id).empty();
 }
 
-}  // namespace ks::wm
+}  // namespace ks::core::wm

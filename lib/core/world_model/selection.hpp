@@ -9,7 +9,7 @@
 #include "core/world_model/tree.hpp"
 #include "ksearch/world_model.hpp"
 
-namespace ks::wm {
+namespace ks::core::wm {
 
 // The selection order: score descending, difficulty ascending, overall rating
 // descending, node id ascending. Deterministic, so a replayed run picks the
@@ -41,4 +41,4 @@ std::vector<const Node*> open_children(const Tree& t, std::string_view id);
 // child.
 bool needs_proposals(const Tree& t);
 
-}  // namespace ks::wm
+}  // namespace ks::core::wm

@@ -9,7 +9,7 @@
 
 #include "ksearch/error.hpp"
 
-namespace ks::wm {
+namespace ks::core::wm {
 
 // ---------------------------------------------------------------------------
 // Tree lookups
@@ -568,4 +568,4 @@ std::optional<double> eval_latency_ms(const Json& eval) {
   return std::nullopt;
 }
 
-}  // namespace ks::wm
+}  // namespace ks::core::wm

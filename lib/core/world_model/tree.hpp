@@ -15,7 +15,7 @@
 
 #include "ksearch/json.hpp"
 
-namespace ks::wm {
+namespace ks::core::wm {
 
 // Problems found while reading or validating, each a full sentence.
 class Problems {
@@ -144,4 +144,4 @@ std::optional<double> eval_score(const Json& eval);
 std::optional<double> eval_speedup(const Json& eval);
 std::optional<double> eval_latency_ms(const Json& eval);
 
-}  // namespace ks::wm
+}  // namespace ks::core::wm

@@ -27,9 +27,9 @@ std::string join_errors(const std::vector<std::string>& errors, std::size_t max)
   return out;
 }
 
-wm::Action make_action(std::string title, std::string description, int difficulty, double score,
+core::wm::Action make_action(std::string title, std::string description, int difficulty, double score,
                        std::string rationale) {
-  wm::Action a;
+  core::wm::Action a;
   a.title = std::move(title);
   a.description = std::move(description);
   a.difficulty = difficulty;
@@ -56,7 +56,7 @@ class TreeWorldModel final : public WorldModel {
     require_uninitialized();
     EditOutcome out;
     std::string parse_error;
-    auto parsed = detail::extract_json_object(llm_answer, &parse_error);
+    auto parsed = core::extract_json_object(llm_answer, &parse_error);
     if (!parsed) {
       out.errors.push_back(fmt::format("the answer could not be read as JSON: {}. Answer with the world-model JSON "
                                        "object only",
@@ -64,12 +64,12 @@ class TreeWorldModel final : public WorldModel {
       out.report = Json::obj({{"purpose", "init"}, {"committed", false}});
       return out;
     }
-    wm::Problems problems;
-    wm::Tree t = wm::read_tree(*parsed, /*from_llm=*/true, round, problems);
-    wm::fill_lineage(t);
-    wm::check_structure(t, problems);
+    core::wm::Problems problems;
+    core::wm::Tree t = core::wm::read_tree(*parsed, /*from_llm=*/true, round, problems);
+    core::wm::fill_lineage(t);
+    core::wm::check_structure(t, problems);
     std::size_t actions = 0;
-    if (problems.empty()) actions = wm::ranked_frontier(t).size();
+    if (problems.empty()) actions = core::wm::ranked_frontier(t).size();
     if (problems.empty() && actions < kMinInitActions)
       problems.add(fmt::format("the tree needs at least {} open action nodes (non-empty action.title) directly under "
                                "the root \"{}\" so the search can start; found {}",
@@ -94,33 +94,33 @@ class TreeWorldModel final : public WorldModel {
 
   void initialize_fallback(const std::string& task_summary, int round) override {
     require_uninitialized();
-    wm::Tree t;
+    core::wm::Tree t;
     t.kernel_summary = "Deterministic starting tree (no valid world model came from the LLM). Task: " +
-                       wm::clip(task_summary, 1200);
+                       core::wm::clip(task_summary, 1200);
     t.open_questions = {"Is the kernel memory-bound or compute-bound at the benchmark shapes?",
                         "Which data layout gives coalesced loads and stores for every tensor?",
                         "How much of the computation can be fused into one pass over the data?"};
-    wm::Node root;
+    core::wm::Node root;
     root.id = t.root_id;
     root.is_root = true;
     root.last_updated_round = round;
-    root.notes = "Task summary (excerpt):\n" + wm::clip(task_summary, 1800);
+    root.notes = "Task summary (excerpt):\n" + core::wm::clip(task_summary, 1800);
     t.nodes.push_back(std::move(root));
     const std::string self_check = "SELF_CHECK: generic starting families of increasing ambition; they differ in "
                                    "how much data reuse and fusion they attempt.";
-    wm::insert_action(t, t.root_id,
+    core::wm::insert_action(t, t.root_id,
                       make_action("Correct baseline: a straightforward kernel",
                                   "Write a simple, clearly correct kernel (one thread per output element or a plain "
                                   "loop nest) to get a passing base to refine.",
                                   1, 0.7, "A passing kernel gives the search a base and a first measurement."),
                       round, self_check);
-    wm::insert_action(t, t.root_id,
+    core::wm::insert_action(t, t.root_id,
                       make_action("Memory-efficient tiled kernel",
                                   "Stage reused inputs through shared memory with coalesced global loads and stores; "
                                   "size the tiles to the task's shapes.",
                                   2, 0.6, "Most kernels are limited by memory traffic before compute."),
                       round, self_check);
-    wm::insert_action(t, t.root_id,
+    core::wm::insert_action(t, t.root_id,
                       make_action("Fused single-pass kernel",
                                   "Fuse the operation's stages into one kernel so intermediates stay in registers or "
                                   "shared memory.",
@@ -131,22 +131,22 @@ class TreeWorldModel final : public WorldModel {
   }
 
   EditOutcome apply_edits(const std::string& llm_answer, const EditRules& rules) override {
-    wm::Tree& t = tree();
-    Json before = wm::tree_to_json(t);
-    EditOutcome out = wm::apply_edit_answer(t, llm_answer, rules);
-    if (out.ok && wm::tree_to_json(t) != before) ++version_;
+    core::wm::Tree& t = tree();
+    Json before = core::wm::tree_to_json(t);
+    EditOutcome out = core::wm::apply_edit_answer(t, llm_answer, rules);
+    if (out.ok && core::wm::tree_to_json(t) != before) ++version_;
     return out;
   }
 
   void fallback_after_propose(int round) override {
-    wm::Tree& t = tree();
-    const wm::Node* best = wm::best_solved_node(t);
-    if (best && wm::open_children(t, best->id).empty()) {
+    core::wm::Tree& t = tree();
+    const core::wm::Node* best = core::wm::best_solved_node(t);
+    if (best && core::wm::open_children(t, best->id).empty()) {
       insert_fallback(best->id, "Refine best solution: target the top bottleneck",
                       "Profile-guided refinement of the best kernel so far: find its largest remaining cost and "
                       "remove it.",
                       0.6, round);
-    } else if (wm::ranked_frontier(t).empty()) {
+    } else if (core::wm::ranked_frontier(t).empty()) {
       // Not in the original, which could end a run here: with nothing
       // executable, give the search one step to take.
       if (best)
@@ -161,18 +161,18 @@ class TreeWorldModel final : public WorldModel {
   }
 
   void fallback_after_refine(const std::string& solved_node_id, int round) override {
-    wm::Tree& t = tree();
+    core::wm::Tree& t = tree();
     require_node(t, solved_node_id);
-    auto kids = wm::open_children(t, solved_node_id);
-    bool continues = std::any_of(kids.begin(), kids.end(), [](const wm::Node* k) { return k->action.difficulty < 5; });
+    auto kids = core::wm::open_children(t, solved_node_id);
+    bool continues = std::any_of(kids.begin(), kids.end(), [](const core::wm::Node* k) { return k->action.difficulty < 5; });
     if (!continues)
       insert_fallback(solved_node_id, "Next-step refinement: target the top bottleneck operation",
                       "Find the operation that dominates this kernel's time and make it cheaper.", 0.35, round);
   }
 
   void fallback_after_too_hard(const std::string& failed_node_id, int round) override {
-    wm::Tree& t = tree();
-    wm::Node* n = t.find(failed_node_id);
+    core::wm::Tree& t = tree();
+    core::wm::Node* n = t.find(failed_node_id);
     // Already deleted or closed: nothing can re-select it.
     if (!n || !t.is_open_action(*n)) return;
     n->action.score *= 0.5;
@@ -184,7 +184,7 @@ class TreeWorldModel final : public WorldModel {
 
   std::vector<std::string> frontier() const override {
     std::vector<std::string> ids;
-    for (const wm::Node* n : wm::ranked_frontier(tree())) ids.push_back(n->id);
+    for (const core::wm::Node* n : core::wm::ranked_frontier(tree())) ids.push_back(n->id);
     return ids;
   }
 
@@ -195,15 +195,15 @@ class TreeWorldModel final : public WorldModel {
                   fmt::format("selection policy: max_difficulty ({}) and relaxed_max_difficulty ({}) must be within "
                               "1..5",
                               policy.max_difficulty, policy.relaxed_max_difficulty));
-    if (const wm::Node* n = wm::select_action(tree(), policy)) return n->id;
+    if (const core::wm::Node* n = core::wm::select_action(tree(), policy)) return n->id;
     return std::nullopt;
   }
 
-  bool needs_proposals() const override { return wm::needs_proposals(tree()); }
+  bool needs_proposals() const override { return core::wm::needs_proposals(tree()); }
 
   ActionInfo action(const std::string& node_id) const override {
-    const wm::Tree& t = tree();
-    const wm::Node& n = require_node(t, node_id);
+    const core::wm::Tree& t = tree();
+    const core::wm::Node& n = require_node(t, node_id);
     ActionInfo a;
     a.node_id = n.id;
     a.parent_id = n.parent_id;
@@ -217,13 +217,13 @@ class TreeWorldModel final : public WorldModel {
     a.confidence = n.confidence;
     a.parent_solution_id = n.solution.parent_solution_id;
     if (a.parent_solution_id.empty() && !n.is_root)
-      if (const wm::Node* parent = t.find(n.parent_id)) a.parent_solution_id = parent->solution.solution_id;
+      if (const core::wm::Node* parent = t.find(n.parent_id)) a.parent_solution_id = parent->solution.solution_id;
     a.solution_id = n.solution.solution_id;
     return a;
   }
 
   void set_active(const std::string& node_id) override {
-    wm::Tree& t = tree();
+    core::wm::Tree& t = tree();
     require_node(t, node_id);
     if (t.active_id == node_id) return;
     t.active_id = node_id;
@@ -231,8 +231,8 @@ class TreeWorldModel final : public WorldModel {
   }
 
   void attach_solution(const std::string& node_id, const SolutionRef& ref) override {
-    wm::Tree& t = tree();
-    wm::Node& n = require_node(t, node_id);
+    core::wm::Tree& t = tree();
+    core::wm::Node& n = require_node(t, node_id);
     if (ref.solution_id.empty())
       throw Error(Status::invalid_argument, fmt::format("world model: attaching to \"{}\" needs a solution_id", node_id));
     if (n.solved() && n.solution.solution_id != ref.solution_id)
@@ -254,7 +254,7 @@ class TreeWorldModel final : public WorldModel {
   }
 
   void set_computed_signals(const Json& signals) override {
-    wm::Tree& t = tree();
+    core::wm::Tree& t = tree();
     if (!signals.is_object())
       throw Error(Status::invalid_argument, fmt::format("world model: computed_signals must be a JSON object, found {}",
                                                         json_type_name(signals.type())));
@@ -264,18 +264,18 @@ class TreeWorldModel final : public WorldModel {
   }
 
   std::string build_prompt(PromptKind kind, const WmPromptInputs& inputs) const override {
-    return wm::build_prompt(tree_ ? &*tree_ : nullptr, kind, inputs);
+    return core::wm::build_prompt(tree_ ? &*tree_ : nullptr, kind, inputs);
   }
 
   std::string render_compact(std::size_t max_chars) const override {
-    return tree_ ? wm::render_compact(*tree_, max_chars) : wm::clip("(no world model yet)", max_chars);
+    return tree_ ? core::wm::render_compact(*tree_, max_chars) : core::wm::clip("(no world model yet)", max_chars);
   }
 
-  std::string render_tree() const override { return tree_ ? wm::render_tree(*tree_) : "(no world model yet)\n"; }
+  std::string render_tree() const override { return tree_ ? core::wm::render_tree(*tree_) : "(no world model yet)\n"; }
 
   Json to_json() const override {
     if (!tree_) return Json();
-    Json j = wm::tree_to_json(*tree_);
+    Json j = core::wm::tree_to_json(*tree_);
     j["version"] = static_cast<unsigned long long>(version_);
     return j;
   }
@@ -286,10 +286,10 @@ class TreeWorldModel final : public WorldModel {
       version_ = 0;
       return;
     }
-    wm::Problems problems;
-    wm::Tree t = wm::read_tree(j, /*from_llm=*/false, 0, problems);
-    wm::fill_lineage(t);
-    if (problems.empty()) wm::check_structure(t, problems);
+    core::wm::Problems problems;
+    core::wm::Tree t = core::wm::read_tree(j, /*from_llm=*/false, 0, problems);
+    core::wm::fill_lineage(t);
+    if (problems.empty()) core::wm::check_structure(t, problems);
     std::uint64_t version = 1;
     if (const Json* v = j.is_object() ? j.find("version") : nullptr; v && !v->is_null()) {
       if (!v->is_int() || v->as_int() < 0) problems.add("the world model: version must be a non-negative integer");
@@ -297,7 +297,7 @@ class TreeWorldModel final : public WorldModel {
     }
     if (!problems.empty())
       throw Error(Status::invalid_argument,
-                  "world model JSON is invalid: " + join_errors(problems.list(), wm::kMaxErrorsInPrompt));
+                  "world model JSON is invalid: " + join_errors(problems.list(), core::wm::kMaxErrorsInPrompt));
     tree_ = std::move(t);
     version_ = version;
   }
@@ -305,11 +305,11 @@ class TreeWorldModel final : public WorldModel {
   std::uint64_t version() const override { return version_; }
 
  private:
-  wm::Tree& tree() {
+  core::wm::Tree& tree() {
     if (!tree_) throw not_initialized();
     return *tree_;
   }
-  const wm::Tree& tree() const {
+  const core::wm::Tree& tree() const {
     if (!tree_) throw not_initialized();
     return *tree_;
   }
@@ -323,14 +323,14 @@ class TreeWorldModel final : public WorldModel {
   }
   void insert_fallback(const std::string& parent_id, std::string title, std::string description, double score,
                        int round) {
-    wm::insert_action(*tree_, parent_id,
+    core::wm::insert_action(*tree_, parent_id,
                       make_action(std::move(title), std::move(description), 2, score,
                                   "Deterministic fallback: the LLM gave no valid edit."),
                       round, fmt::format("[round {}] inserted by the deterministic fallback.", round));
     ++version_;
   }
 
-  std::optional<wm::Tree> tree_;
+  std::optional<core::wm::Tree> tree_;
   std::uint64_t version_ = 0;
 };
 

@@ -367,7 +367,7 @@ void CudaDevice::generate(Buffer b, DType dtype, std::size_t count, Distribution
     // Offsets and page tables are built whole (sorting, shuffling) on the
     // host, by the same code as the host backend's, and copied over.
     std::vector<unsigned char> host(count * dtype_size(dtype));
-    detail::generate_values(host.data(), dtype, count, kind, p0, p1, seed, stream);
+    core::generate_values(host.data(), dtype, count, kind, p0, p1, seed, stream);
     upload(b, host.data(), host.size());
     return;
   }

@@ -92,13 +92,13 @@ HostKernel::HostKernel(HostKernelConfig config) : cfg_(std::move(config)) {
   // each workload that has its own. Compiling them now keeps NVRTC out of
   // the launches.
   std::set<util::Vars> sets;
-  sets.insert(detail::resolve_param_values(s.params, "", {}));
+  sets.insert(core::resolve_param_values(s.params, "", {}));
   if (const Json* pw = s.params.find("per_workload"); pw && pw->is_object()) {
     for (const auto& [name, unused] : pw->as_object()) {
       const WorkloadSpec* w = cfg_.task.find_workload(name);
       if (!w) continue;  // tuned for a workload this task no longer has
       util::Vars dims(w->dims.begin(), w->dims.end());
-      sets.insert(detail::resolve_param_values(s.params, name, dims));
+      sets.insert(core::resolve_param_values(s.params, name, dims));
     }
   }
   std::lock_guard lock(mu_);
@@ -202,7 +202,7 @@ HostResolved HostKernel::resolve_locked(const HostLaunch& l, Module** module_out
   }
   util::Vars values;
   try {
-    values = detail::resolve_param_values(cfg_.solution.params, out.workload, dims);
+    values = core::resolve_param_values(cfg_.solution.params, out.workload, dims);
   } catch (const Error& e) {
     throw Error(Status::invalid_argument, fmt::format("the tuned parameters do not fit these dimensions: {}", e.what()));
   }
@@ -224,7 +224,7 @@ HostResolved HostKernel::resolve_locked(const HostLaunch& l, Module** module_out
     // A scalar input passes by value: the caller's, else that of the workload of this shape.
     ScalarArg a{t.dtype, 0};
     if (auto it = l.scalars.find(t.name); it != l.scalars.end()) a.value = it->second;
-    else if (same_shape) a.value = detail::scalar_value(t, *same_shape);
+    else if (same_shape) a.value = core::scalar_value(t, *same_shape);
     else
       throw Error(Status::invalid_argument,
                   fmt::format("scalar input \"{}\" has no value (pass it among the launch's scalars)", t.name));

@@ -130,7 +130,7 @@ class HostCompiler final : public Compiler {
 
     std::vector<std::string> flags = host_base_flags();
     util::Vars params(req.params.begin(), req.params.end());
-    for (auto& d : detail::param_defines(params)) flags.push_back(std::move(d));
+    for (auto& d : core::param_defines(params)) flags.push_back(std::move(d));
     for (const auto& f : req.flags) flags.push_back(f);
 
     // The key covers everything that changes the object code.

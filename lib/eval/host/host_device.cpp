@@ -194,7 +194,7 @@ void HostDevice::generate(Buffer b, DType dtype, std::size_t count, Distribution
                           double p1, std::uint64_t seed, std::uint64_t stream) {
   count = std::min(count, b.bytes / dtype_size(dtype));
   if (Distribution{kind}.structured()) {
-    detail::generate_values(b.host_ptr(), dtype, count, kind, p0, p1, seed, stream);
+    core::generate_values(b.host_ptr(), dtype, count, kind, p0, p1, seed, stream);
     return;
   }
   const int k = static_cast<int>(kind);

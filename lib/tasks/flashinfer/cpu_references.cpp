@@ -16,13 +16,13 @@
 namespace ks::tasks::flashinfer {
 namespace {
 
-using detail::HostTensor;
+using core::HostTensor;
 
 [[noreturn]] void bad(std::string_view definition, const std::string& what) {
   throw Error(Status::invalid_argument, fmt::format("{} CPU reference: {}", definition, what));
 }
 
-double bf(std::uint16_t h) { return detail::bf16_to_float(h); }
+double bf(std::uint16_t h) { return core::bf16_to_float(h); }
 
 HostTensor& tensor(std::string_view definition, std::map<std::string, HostTensor>& t, const char* name, DType dtype) {
   auto it = t.find(name);
@@ -75,7 +75,7 @@ void gqa_decode_cpu(const PagedDecodeGqa& p, std::uint16_t* output, float* lse) 
             p.v_cache + (static_cast<std::int64_t>(p.kv_indices[begin + static_cast<std::int32_t>(t)]) * p.num_kv_heads + kvh) * D;
         for (std::int64_t d = 0; d < D; ++d) acc[static_cast<std::size_t>(d)] += w * bf(v[d]);
       }
-      for (std::int64_t d = 0; d < D; ++d) out[d] = detail::double_to_bf16(acc[static_cast<std::size_t>(d)]);
+      for (std::int64_t d = 0; d < D; ++d) out[d] = core::double_to_bf16(acc[static_cast<std::size_t>(d)]);
       lse[b * p.num_qo_heads + h] = static_cast<float>((m + std::log(s)) / std::log(2.0));
     }
   }
@@ -118,7 +118,7 @@ void mla_paged_cpu(const PagedMla& p, std::uint16_t* output, float* lse) {
           const std::int64_t row = p.kv_indices[kv_begin + static_cast<std::int64_t>(j)];
           for (std::int64_t d = 0; d < C; ++d) acc[static_cast<std::size_t>(d)] += w * bf(p.ckv_cache[row * C + d]);
         }
-        for (std::int64_t d = 0; d < C; ++d) out[d] = detail::double_to_bf16(acc[static_cast<std::size_t>(d)]);
+        for (std::int64_t d = 0; d < C; ++d) out[d] = core::double_to_bf16(acc[static_cast<std::size_t>(d)]);
         lse[qi * H + h] = static_cast<float>((m + std::log(s)) / std::log(2.0));
       }
     }
@@ -132,7 +132,7 @@ void moe_route_cpu(const float* logits, const std::uint16_t* bias, std::int64_t 
   std::vector<float> s(static_cast<std::size_t>(num_experts)), sb(s.size());
   for (std::int64_t e = 0; e < num_experts; ++e) {
     s[static_cast<std::size_t>(e)] = 1.f / (1.f + std::exp(-logits[e]));
-    sb[static_cast<std::size_t>(e)] = s[static_cast<std::size_t>(e)] + detail::bf16_to_float(bias[e]);
+    sb[static_cast<std::size_t>(e)] = s[static_cast<std::size_t>(e)] + core::bf16_to_float(bias[e]);
   }
   // Group scores: the two largest sb of each group.
   std::vector<float> gscore(static_cast<std::size_t>(n_group));
@@ -171,7 +171,7 @@ void moe_fp8_cpu(const MoeFp8& p, std::uint16_t* output) {
     moe_route_cpu(p.routing_logits + t * E, p.routing_bias, E, p.n_group, p.topk_group, p.top_k,
                   p.routed_scaling_factor, ids.data(), w.data());
     for (std::int64_t k = 0; k < H; ++k)
-      a[static_cast<std::size_t>(k)] = static_cast<double>(detail::f8e4m3_to_float(p.hidden_states[t * H + k])) *
+      a[static_cast<std::size_t>(k)] = static_cast<double>(core::f8e4m3_to_float(p.hidden_states[t * H + k])) *
                                        p.hidden_states_scale[(k / B) * p.seq_len + t];
     std::fill(out.begin(), out.end(), 0.0);
     for (std::int64_t slot = 0; slot < p.top_k; ++slot) {
@@ -182,8 +182,8 @@ void moe_fp8_cpu(const MoeFp8& p, std::uint16_t* output) {
       for (std::int64_t i = 0; i < I; ++i) {
         double x1 = 0, x2 = 0;
         for (std::int64_t k = 0; k < H; ++k) {
-          x1 += a[static_cast<std::size_t>(k)] * detail::f8e4m3_to_float(w1[i * H + k]) * s1[(i / B) * (H / B) + k / B];
-          x2 += a[static_cast<std::size_t>(k)] * detail::f8e4m3_to_float(w1[(I + i) * H + k]) *
+          x1 += a[static_cast<std::size_t>(k)] * core::f8e4m3_to_float(w1[i * H + k]) * s1[(i / B) * (H / B) + k / B];
+          x2 += a[static_cast<std::size_t>(k)] * core::f8e4m3_to_float(w1[(I + i) * H + k]) *
                 s1[((I + i) / B) * (H / B) + k / B];
         }
         c[static_cast<std::size_t>(i)] = x2 / (1 + std::exp(-x2)) * x1;
@@ -193,11 +193,11 @@ void moe_fp8_cpu(const MoeFp8& p, std::uint16_t* output) {
       for (std::int64_t h = 0; h < H; ++h) {
         double o = 0;
         for (std::int64_t i = 0; i < I; ++i)
-          o += c[static_cast<std::size_t>(i)] * detail::f8e4m3_to_float(w2[h * I + i]) * s2[(h / B) * (I / B) + i / B];
+          o += c[static_cast<std::size_t>(i)] * core::f8e4m3_to_float(w2[h * I + i]) * s2[(h / B) * (I / B) + i / B];
         out[static_cast<std::size_t>(h)] += static_cast<double>(w[static_cast<std::size_t>(slot)]) * o;
       }
     }
-    for (std::int64_t h = 0; h < H; ++h) output[t * H + h] = detail::double_to_bf16(out[static_cast<std::size_t>(h)]);
+    for (std::int64_t h = 0; h < H; ++h) output[t * H + h] = core::double_to_bf16(out[static_cast<std::size_t>(h)]);
   }
 }
 

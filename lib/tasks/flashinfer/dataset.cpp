@@ -150,7 +150,7 @@ std::vector<WorkloadSpec> read_workloads(const Definition& d, const std::vector<
     w.name = wj->get_string("uuid", fmt::format("workload{}", n + 1));
     if (!names.insert(w.name).second)
       throw Error(Status::invalid_argument, fmt::format("{}: workload \"{}\" appears twice", where, w.name));
-    w.seed = detail::rng_stream_of(w.name) & 0x7fffffffffffULL;  // stable per uuid
+    w.seed = core::rng_stream_of(w.name) & 0x7fffffffffffULL;  // stable per uuid
     w.benchmark = true;
     const Json* axes = wj->find("axes");
     for (const auto& [a, spec] : d.axes) {
@@ -185,14 +185,14 @@ std::vector<WorkloadSpec> read_workloads(const Definition& d, const std::vector<
           data.file = dataset_file(d, at, desc.get_string("path")).string();
           data.key = desc.get_string("tensor_key", name);
           // The header now, so a wrong dtype or shape is reported when the task loads.
-          const auto shape = detail::tensor_shape(*t, util::Vars(w.dims.begin(), w.dims.end()));
-          const auto f = detail::SafetensorsFile::open(data.file);
+          const auto shape = core::tensor_shape(*t, util::Vars(w.dims.begin(), w.dims.end()));
+          const auto f = core::SafetensorsFile::open(data.file);
           const auto& st = f.at(data.key);
           if (st.dtype != t->dtype || st.shape != shape)
             throw Error(Status::invalid_argument,
                         fmt::format("{}: tensor \"{}\" of {} is {} of {} elements, the definition needs {} of {}", at,
                                     data.key, desc.get_string("path"), st.dtype_name, st.count(), to_string(t->dtype),
-                                    detail::element_count(shape)));
+                                    core::element_count(shape)));
           w.data[name] = data;
         } else {
           throw Error(Status::invalid_argument,

@@ -48,10 +48,10 @@ TaskSpec make_moe_spec();
 void register_flashinfer_suite();
 
 // CPU references, double precision, for small workloads: fills the output
-// tensors of `tensors` (as detail::generate_host_inputs returns them, or as
+// tensors of `tensors` (as core::generate_host_inputs returns them, or as
 // downloaded from a device) from its inputs. `definition` as for make_spec.
 // Throws ks::Error(Status::invalid_argument) for inconsistent inputs.
-void cpu_reference(std::string_view definition, std::map<std::string, detail::HostTensor>& tensors);
+void cpu_reference(std::string_view definition, std::map<std::string, core::HostTensor>& tensors);
 
 // The reference computations with their dimensions as arguments (the
 // definitions fix them; hand-computed tests use smaller ones). bf16 as raw

@@ -99,7 +99,7 @@ TrimulInputs generate_trimul_inputs(const TaskSpec& spec, const WorkloadSpec& wo
     for (const auto& s : t->shape) count *= util::eval_int_expr(s, vars);
     const double p0 = util::eval_double_expr(d.p0, vars);
     const double p1 = util::eval_double_expr(d.p1, vars);
-    const ks_u64 stream = detail::rng_stream_of(t->name);
+    const ks_u64 stream = core::rng_stream_of(t->name);
     auto& out = in.*f.member;
     out.resize(static_cast<std::size_t>(count));
     for (std::int64_t i = 0; i < count; ++i)

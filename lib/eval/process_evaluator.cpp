@@ -232,12 +232,10 @@ class RunSlot {
         w.name = current;
         const WorkloadSpec* spec = task.find_workload(current);
         w.benchmark = spec && spec->benchmark;
-        w.status = status;
-        w.message = message;
+        Failure{status, message}.record(w);
         r.workloads.push_back(w);
       }
-      r.status = status;
-      r.log = hung ? message : "worker " + how;
+      Failure{status, hung ? message : "worker " + how}.record(r);
       r.metrics = Json::obj({{"worker_restarted", true}});
       return out;
     }

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <ctime>
 
+#include "core/run_events.hpp"
 #include "core/fs.hpp"
 #include "core/secrets.hpp"
 #include "core/solution_files.hpp"
@@ -262,12 +263,7 @@ void RunStore::write_manifest(const Json& manifest) {
 
 int RunStore::append_event(const std::string& type, Json data) {
   require_writable(impl_->read_only, impl_->dir);
-  Json e = Json::obj({{"seq", impl_->next_event_seq}, {"time", utc_timestamp()}, {"type", type}});
-  if (data.is_object()) {
-    for (auto& [k, v] : data.as_object()) e[k] = std::move(v);
-  } else if (!data.is_null()) {
-    e["data"] = std::move(data);
-  }
+  Json e = detail::events::envelope(impl_->next_event_seq, utc_timestamp(), type, std::move(data));
   add(impl_->events, e.dump());
   if (impl_->listener) {
     try {

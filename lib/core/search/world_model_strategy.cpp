@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "core/response/parse.hpp"
+#include "core/run_events.hpp"
 #include "core/search/cycle.hpp"
 #include "core/search/prompts.hpp"
 #include "core/search/strategies.hpp"
@@ -199,9 +200,9 @@ class WorldModelStrategy final : public SearchStrategy {
       base_eval = ctx.find_eval(action.parent_solution_id);
     }
     double base_score = base_eval && base_eval->passed() ? base_eval->score : 0;
-    ctx.event("cycle_started", Json::obj({{"cycle", cycle}, {"node_id", node_id}, {"title", action.title},
-                                          {"difficulty", action.difficulty}, {"score", action.score},
-                                          {"base_solution_id", action.parent_solution_id}}));
+    const events::CycleStarted started{cycle, node_id, action.title, action.difficulty, action.score,
+                                       action.parent_solution_id};
+    ctx.event(std::string(started.kName), events::fields_of(started));
 
     CycleTracker tracker(cfg.wm_stagnation_window, base_score);
     std::optional<Solution> cycle_best;
@@ -291,9 +292,9 @@ class WorldModelStrategy final : public SearchStrategy {
     }
     // A stop inside the cycle ends the run here: the next context call throws
     // SearchStopped, so no edit is made on partial evidence.
-    ctx.event("cycle_finished", Json::obj({{"cycle", cycle}, {"node_id", node_id}, {"attempts", attempt},
-                                           {"passed", tracker.has_pass()},
-                                           {"cycle_best", cycle_best ? cycle_best->id : ""}}));
+    const events::CycleFinished finished{cycle, node_id, attempt, tracker.has_pass(),
+                                         cycle_best ? cycle_best->id : ""};
+    ctx.event(std::string(finished.kName), events::fields_of(finished));
     if (cycle_best) close_cycle(ctx, node_id, action, *cycle_best, *cycle_best_eval, base);
     else too_hard(ctx, node_id, attempt, last_eval);
   }

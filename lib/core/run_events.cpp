@@ -99,6 +99,84 @@ Json put(const CycleFinished& e) {
                     {"passed", e.passed},
                     {"cycle_best", e.cycle_best}});
 }
+Json strings(const std::vector<std::string>& v) {
+  Json a = Json::array();
+  for (const auto& x : v) a.push_back(x);
+  return a;
+}
+Json put(const SearchExhausted& e) { return Json::obj({{"reason", e.reason}}); }
+Json put(const WorldModelEdit& e) {
+  return Json::obj({{"kind", e.kind},
+                    {"attempt", e.attempt},
+                    {"applied_ops", e.applied_ops},
+                    {"new_nodes", e.new_nodes},
+                    {"errors", strings(e.errors)},
+                    {"report", e.report}});
+}
+Json put(const WorldModelEdited& e) { return put(e.edit); }
+Json put(const WorldModelEditRejected& e) { return put(e.edit); }
+Json put(const WorldModelEditFailed& e) {
+  return Json::obj({{"kind", e.kind}, {"attempt", e.attempt}, {"errors", strings(e.errors)}});
+}
+Json put(const WorldModelFallback& e) { return Json::obj({{"kind", e.kind}}); }
+Json nullable(const std::optional<double>& x) { return x ? Json(*x) : Json(); }
+Json nullable(const std::optional<std::string>& x) { return x ? Json(*x) : Json(); }
+Json put(const TuneSkipped& e) { return Json::obj({{"base", e.base}, {"reason", e.reason}}); }
+Json put(const TuneStart& e) {
+  Json params = Json::array();
+  for (const auto& p : e.params) params.push_back(Json::obj({{"name", p.name}, {"count", p.count}}));
+  return Json::obj({{"base", e.base},
+                    {"base_name", e.base_name},
+                    {"method", e.method},
+                    {"params", params},
+                    {"constraints", e.constraints},
+                    {"grid_size", e.grid_size},
+                    {"admissible", e.admissible},
+                    {"initial_samples", e.initial_samples},
+                    {"seed", e.seed},
+                    {"stall_rounds", e.stall_rounds},
+                    {"base_config", nullable(e.base_config)},
+                    {"base_latency_ms", nullable(e.base_latency_ms)}});
+}
+Json put(const TuneRound& e) {
+  Json j = Json::obj({{"config", e.config},
+                      {"solution", e.solution},
+                      {"phase", e.phase},
+                      {"candidates", e.candidates},
+                      {"status", e.status},
+                      {"latency_ms", nullable(e.latency_ms)},
+                      {"improved", e.improved}});
+  if (e.model) {
+    j["expected_improvement"] = nullable(e.model->expected_improvement);
+    j["feasibility"] = nullable(e.model->feasibility);
+    j["predicted_ms"] = nullable(e.model->predicted_ms);
+    j["predicted_log_sd"] = nullable(e.model->predicted_log_sd);
+    if (!e.model->surrogate.is_null()) j["surrogate"] = e.model->surrogate;
+  }
+  return j;
+}
+Json put(const TuneStop& e) {
+  return Json::obj({{"reason", e.reason},
+                    {"evaluations", e.evaluations},
+                    {"failures", e.failures},
+                    {"best_config", nullable(e.best_config)},
+                    {"best_latency_ms", nullable(e.best_latency_ms)},
+                    {"base_latency_ms", nullable(e.base_latency_ms)}});
+}
+Json put(const TuneVariants& e) {
+  Json j = Json::obj({{"overall", e.overall}, {"per_workload", e.per_workload}});
+  if (!e.evaluation) {
+    j["evaluated"] = false;
+    j["why"] = e.why;
+    return j;
+  }
+  j["evaluated"] = true;
+  j["solution"] = e.evaluation->solution;
+  j["status"] = e.evaluation->status;
+  j["latency_ms"] = nullable(e.evaluation->latency_ms);
+  j["best_single_ms"] = nullable(e.evaluation->best_single_ms);
+  return j;
+}
 Json put(const FinalEvaluationStarted& e) {
   return Json::obj({{"solution_id", e.solution_id}, {"workloads", e.workloads}});
 }
@@ -217,6 +295,96 @@ CycleStarted take(const Json& j) {
 template <>
 CycleFinished take(const Json& j) {
   return {num(j, "cycle"), str(j, "node_id"), num(j, "attempts"), flag(j, "passed"), str(j, "cycle_best")};
+}
+std::vector<std::string> strings_at(const Json& j, std::string_view k) {
+  std::vector<std::string> out;
+  for (const auto& x : field(j, k).as_array()) out.push_back(x.as_string());
+  return out;
+}
+template <>
+SearchExhausted take(const Json& j) {
+  return {str(j, "reason")};
+}
+template <>
+WorldModelEdit take(const Json& j) {
+  return {str(j, "kind"),         num(j, "attempt"),         num(j, "applied_ops"),
+          num(j, "new_nodes"),    strings_at(j, "errors"),   field(j, "report")};
+}
+template <>
+WorldModelEdited take(const Json& j) {
+  return {take<WorldModelEdit>(j)};
+}
+template <>
+WorldModelEditRejected take(const Json& j) {
+  return {take<WorldModelEdit>(j)};
+}
+template <>
+WorldModelEditFailed take(const Json& j) {
+  return {str(j, "kind"), num(j, "attempt"), strings_at(j, "errors")};
+}
+template <>
+WorldModelFallback take(const Json& j) {
+  return {str(j, "kind")};
+}
+// A number or null (a non-finite value is written as null).
+std::optional<double> real_or_null(const Json& j, std::string_view k) {
+  if (field(j, k).is_null()) return std::nullopt;
+  return real(j, k);
+}
+std::optional<std::string> str_or_null(const Json& j, std::string_view k) {
+  if (field(j, k).is_null()) return std::nullopt;
+  return str(j, k);
+}
+template <>
+TuneSkipped take(const Json& j) {
+  return {str(j, "base"), str(j, "reason")};
+}
+template <>
+TuneStart take(const Json& j) {
+  TuneStart e;
+  e.base = str(j, "base");
+  e.base_name = str(j, "base_name");
+  e.method = str(j, "method");
+  for (const auto& p : field(j, "params").as_array()) e.params.push_back({str(p, "name"), num(p, "count")});
+  e.constraints = num(j, "constraints");
+  e.grid_size = field(j, "grid_size");
+  e.admissible = field(j, "admissible");
+  e.initial_samples = num(j, "initial_samples");
+  e.seed = num(j, "seed");
+  e.stall_rounds = num(j, "stall_rounds");
+  e.base_config = str_or_null(j, "base_config");
+  e.base_latency_ms = real_or_null(j, "base_latency_ms");
+  return e;
+}
+template <>
+TuneRound take(const Json& j) {
+  TuneRound e{str(j, "config"), str(j, "solution"), str(j, "phase"), num(j, "candidates"), str(j, "status"),
+              real_or_null(j, "latency_ms"), flag(j, "improved"), std::nullopt};
+  if (j.contains("expected_improvement")) {
+    TuneRound::Model m{real_or_null(j, "expected_improvement"), real_or_null(j, "feasibility"),
+                       real_or_null(j, "predicted_ms"), real_or_null(j, "predicted_log_sd"), Json()};
+    if (const Json* s = j.find("surrogate")) m.surrogate = *s;
+    e.model = std::move(m);
+  }
+  return e;
+}
+template <>
+TuneStop take(const Json& j) {
+  return {str(j, "reason"),           num(j, "evaluations"),
+          num(j, "failures"),         str_or_null(j, "best_config"),
+          real_or_null(j, "best_latency_ms"), real_or_null(j, "base_latency_ms")};
+}
+template <>
+TuneVariants take(const Json& j) {
+  TuneVariants e;
+  e.overall = str(j, "overall");
+  e.per_workload = object(j, "per_workload");
+  if (flag(j, "evaluated"))
+    e.evaluation = TuneVariants::Evaluation{str(j, "solution"), str(j, "status"), real_or_null(j, "latency_ms"),
+                                            real_or_null(j, "best_single_ms")};
+  else
+    e.why = str(j, "why");
+  return e;
 }
 template <>
 FinalEvaluationStarted take(const Json& j) {

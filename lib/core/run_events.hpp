@@ -10,8 +10,7 @@
 // none. Fields are written in the order the structs list them, so a file
 // read and written again is the same bytes.
 //
-// An event a strategy defines (world_model_*, tune_*, a custom strategy's
-// own) is a StrategyEvent: its type and its fields as the strategy wrote
+// An event a custom strategy defines is a StrategyEvent: its type and its fields as the strategy wrote
 // them. A line whose known type does not decode (a file from another
 // version) is kept the same way, so old run folders still load.
 #pragma once
@@ -137,6 +136,117 @@ struct CycleFinished {
   std::string cycle_best;  // the cycle's best solution id, or ""
 };
 
+// The world-model strategy found no executable open action.
+struct SearchExhausted {
+  static constexpr std::string_view kName = "search_exhausted";
+  std::string reason;
+};
+
+// One try at a world-model edit (wm_init, wm_propose, wm_refine, wm_too_hard).
+struct WorldModelEdit {
+  std::string kind;  // the prompt kind
+  std::int64_t attempt = 0;
+  std::int64_t applied_ops = 0;
+  std::int64_t new_nodes = 0;
+  std::vector<std::string> errors;  // each phrased for the LLM
+  Json report = Json::object();     // per-op details
+};
+struct WorldModelEdited {
+  static constexpr std::string_view kName = "world_model_edited";
+  WorldModelEdit edit;
+};
+struct WorldModelEditRejected {
+  static constexpr std::string_view kName = "world_model_edit_rejected";
+  WorldModelEdit edit;
+};
+// The LLM request for an edit failed.
+struct WorldModelEditFailed {
+  static constexpr std::string_view kName = "world_model_edit_failed";
+  std::string kind;
+  std::int64_t attempt = 0;
+  std::vector<std::string> errors;
+};
+// No edit was accepted: the strategy's fallback edit stands in.
+struct WorldModelFallback {
+  static constexpr std::string_view kName = "world_model_fallback";
+  std::string kind;
+};
+
+// ---- The tune strategy (docs/tuning.md). A number that may be missing
+// (no passing result, a non-finite value) is written as null.
+
+struct TuneSkipped {
+  static constexpr std::string_view kName = "tune_skipped";
+  std::string base;  // the solution id tuning would start from
+  std::string reason;
+};
+
+struct TuneStart {
+  static constexpr std::string_view kName = "tune_start";
+  struct Param {
+    std::string name;
+    std::int64_t count = 0;  // values it may take
+  };
+  std::string base;
+  std::string base_name;
+  std::string method;
+  std::vector<Param> params;
+  std::int64_t constraints = 0;
+  Json grid_size;   // an integer, or a number beyond 2^62
+  Json admissible;  // the admissible configurations when counted, else null
+  std::int64_t initial_samples = 0;
+  std::int64_t seed = 0;  // the tuner's seed, as a signed 64-bit pattern
+  std::int64_t stall_rounds = 0;
+  std::optional<std::string> base_config;  // null: the base carries per-shape values
+  std::optional<double> base_latency_ms;
+};
+
+struct TuneRound {
+  static constexpr std::string_view kName = "tune_round";
+  // The model's view of the choice (phases "model" and "exploit").
+  struct Model {
+    std::optional<double> expected_improvement;
+    std::optional<double> feasibility;
+    std::optional<double> predicted_ms;
+    std::optional<double> predicted_log_sd;
+    Json surrogate;  // the surrogate as last fitted, or null (absent)
+  };
+  std::string config;
+  std::string solution;
+  std::string phase;
+  std::int64_t candidates = 0;
+  std::string status;
+  std::optional<double> latency_ms;
+  bool improved = false;
+  std::optional<Model> model;
+};
+
+struct TuneStop {
+  static constexpr std::string_view kName = "tune_stop";
+  std::string reason;
+  std::int64_t evaluations = 0;
+  std::int64_t failures = 0;
+  std::optional<std::string> best_config;
+  std::optional<double> best_latency_ms;
+  std::optional<double> base_latency_ms;
+};
+
+// Per-shape values: the best configuration per benchmark workload, and
+// whether the solution carrying them was evaluated.
+struct TuneVariants {
+  static constexpr std::string_view kName = "tune_variants";
+  struct Evaluation {
+    std::string solution;
+    std::string status;
+    std::optional<double> latency_ms;
+    std::optional<double> best_single_ms;
+  };
+  std::string overall;
+  Json per_workload = Json::object();
+  std::optional<Evaluation> evaluation;  // absent: not evaluated, for `why`
+  std::string why;
+};
+
 struct FinalEvaluationStarted {
   static constexpr std::string_view kName = "final_evaluation_started";
   std::string solution_id;
@@ -227,9 +337,11 @@ struct StrategyEvent {
 
 using Payload =
     std::variant<RunStarted, RunFinished, CancelRequested, JournalPromptMismatch, LlmCall, RoundStarted, Evaluated,
-                 BestImproved, WorldModelSnapshot, Decision, CycleStarted, CycleFinished, FinalEvaluationStarted,
-                 FinalEvaluation, ReplayStarted, ReplayDiverged, ReplaySkipped, ReplayWentLive, ReplayRecordingEnded,
-                 ReplayPromptChanged, StrategyEvent>;
+                 BestImproved, WorldModelSnapshot, Decision, CycleStarted, CycleFinished, SearchExhausted,
+                 WorldModelEdited, WorldModelEditRejected, WorldModelEditFailed, WorldModelFallback, TuneSkipped,
+                 TuneStart, TuneRound, TuneStop, TuneVariants,
+                 FinalEvaluationStarted, FinalEvaluation, ReplayStarted, ReplayDiverged, ReplaySkipped, ReplayWentLive,
+                 ReplayRecordingEnded, ReplayPromptChanged, StrategyEvent>;
 
 // One line of events.jsonl.
 struct RunEvent {
@@ -258,6 +370,12 @@ Json envelope(std::int64_t seq, const std::string& time, const std::string& type
 // The payload of an event of `type` with these fields; a StrategyEvent when
 // the type is not in the catalogue or the fields do not decode.
 Payload payload_from(const std::string& type, const Json& fields);
+
+// A built-in strategy's event, through its one way out (SearchContext::event).
+template <class Context>
+void emit(Context& ctx, const Payload& event) {
+  ctx.event(type_of(event), fields_of(event));
+}
 
 // The events as they are on disk (RunStore::events()).
 std::vector<RunEvent> decode_all(const std::vector<Json>& lines);

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <ctime>
 
+#include "core/run_events.hpp"
 #include "util/fs.hpp"
 #include "util/secrets.hpp"
 #include "core/solution_files.hpp"
@@ -38,7 +39,7 @@ namespace {
 // Every byte the run folder receives passes through redact(): a secret that
 // slipped into a compile log, a model's answer or an event never lands on disk.
 void put(const fs::path& path, std::string_view content) { util::write_file_atomic(path, util::redact(content)); }
-void add(AppendLog& log, std::string_view line) { log.append(util::redact(line)); }
+void add(util::AppendLog& log, std::string_view line) { log.append(util::redact(line)); }
 
 // File names written into the run folder come from LLM answers: keep only a
 // safe base name so nothing escapes the folder, never one of the record
@@ -143,9 +144,9 @@ struct RunStore::Impl {
   ~Impl() {
     if (lock_fd >= 0) ::close(lock_fd);  // releases the flock
   }
-  AppendLog events;
-  AppendLog transcript;
-  AppendLog attempts;
+  util::AppendLog events;
+  util::AppendLog transcript;
+  util::AppendLog attempts;
   int next_event_seq = 0;
   std::function<void(const Json&)> listener;
 
@@ -237,9 +238,9 @@ RunStore RunStore::open(const fs::path& dir) {
   for (const char* log : {"events.jsonl", "transcript.jsonl", "attempts.jsonl"})
     util::truncate_torn_tail(dir / log);
   s.impl_->next_event_seq = static_cast<int>(util::read_lines(dir / "events.jsonl").size());
-  s.impl_->events = AppendLog(dir / "events.jsonl");
-  s.impl_->transcript = AppendLog(dir / "transcript.jsonl");
-  s.impl_->attempts = AppendLog(dir / "attempts.jsonl");
+  s.impl_->events = util::AppendLog(dir / "events.jsonl");
+  s.impl_->transcript = util::AppendLog(dir / "transcript.jsonl");
+  s.impl_->attempts = util::AppendLog(dir / "attempts.jsonl");
   return s;
 }
 
@@ -262,12 +263,7 @@ void RunStore::write_manifest(const Json& manifest) {
 
 int RunStore::append_event(const std::string& type, Json data) {
   require_writable(impl_->read_only, impl_->dir);
-  Json e = Json::obj({{"seq", impl_->next_event_seq}, {"time", utc_timestamp()}, {"type", type}});
-  if (data.is_object()) {
-    for (auto& [k, v] : data.as_object()) e[k] = std::move(v);
-  } else if (!data.is_null()) {
-    e["data"] = std::move(data);
-  }
+  Json e = core::events::envelope(impl_->next_event_seq, utc_timestamp(), type, std::move(data));
   add(impl_->events, e.dump());
   if (impl_->listener) {
     try {

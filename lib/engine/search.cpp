@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "util/json_fields.hpp"
+#include "core/run_events.hpp"
 #include "core/search/session.hpp"
 #include "util/secrets.hpp"
 #include "util/sha256.hpp"
@@ -267,14 +268,11 @@ core::Recording::Mode replay_mode(const std::string& s) {
 }
 
 // The "decision" events of a run folder, for explaining a divergence.
-std::vector<Json> recorded_decisions(const std::vector<Json>& events) {
+std::vector<Json> recorded_decisions(const std::vector<core::events::RunEvent>& events) {
   std::vector<Json> out;
-  for (const auto& e : events) {
-    if (e.get_string("type") != "decision" || !e.contains("journal_seq")) continue;
-    Json d = e;
-    for (const char* k : {"seq", "time", "type", "journal_seq"}) d.erase(k);
-    out.push_back(std::move(d));
-  }
+  for (const auto& e : events)
+    if (const auto* d = std::get_if<core::events::Decision>(&e.payload); d && e.journal_seq)
+      out.push_back(d->fields);
   return out;
 }
 
@@ -285,10 +283,10 @@ core::Recording recording_from_run(const RunStore& src, core::Recording::Mode mo
   r.answers = src.transcript();
   r.has_evaluations = true;
   r.attempts = src.attempts();
-  std::vector<Json> events = src.events();
+  const auto events = core::events::decode_all(src.events());
   r.strategy_events = 0;
   for (const auto& e : events)
-    if (e.contains("journal_seq")) ++r.strategy_events;
+    if (e.journal_seq) ++r.strategy_events;
   r.decisions = recorded_decisions(events);
   r.mode = mode;
   r.check_prompts = check_prompts;
@@ -312,7 +310,7 @@ core::Recording recording_from_transcript(const fs::path& path, core::Recording:
   fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
   if (path.filename() == "transcript.jsonl" && fs::exists(dir / "manifest.json", ec)) {
     try {
-      r.decisions = recorded_decisions(RunStore::open_read_only(dir).events());
+      r.decisions = recorded_decisions(core::events::decode_all(RunStore::open_read_only(dir).events()));
     } catch (const std::exception&) {
       // Only an explanation aid; the answers are what the replay needs.
     }
@@ -480,9 +478,9 @@ std::optional<EvalResult> final_evaluation(Parts& parts, RunStore& store, const 
     store.write_final_eval(*done);  // best/ may have been rebuilt since
     return done;
   }
-  store.append_event("final_evaluation_started",
-                     Json::obj({{"solution_id", best->solution.id},
-                                {"workloads", static_cast<std::int64_t>(spec.workloads.size())}}));
+  const core::events::FinalEvaluationStarted started{best->solution.id,
+                                                      static_cast<std::int64_t>(spec.workloads.size())};
+  store.append_event(std::string(started.kName), core::events::fields_of(started));
   EvalOptions& o = parts.evaluator->options();
   const EvalOptions saved = o;
   o.only_workloads.clear();
@@ -497,12 +495,9 @@ std::optional<EvalResult> final_evaluation(Parts& parts, RunStore& store, const 
   o = saved;
   r.solution_id = best->solution.id;
   store.write_final_eval(r);
-  store.append_event("final_evaluation", Json::obj({{"solution_id", r.solution_id},
-                                                    {"status", to_string(r.status)},
-                                                    {"latency_ms", r.latency_ms},
-                                                    {"speedup", r.speedup},
-                                                    {"vs_baseline", r.vs_baseline},
-                                                    {"summary", r.summary()}}));
+  const core::events::FinalEvaluation done{r.solution_id, std::string(to_string(r.status)), r.latency_ms,
+                                             r.speedup, r.vs_baseline, r.summary()};
+  store.append_event(std::string(done.kName), core::events::fields_of(done));
   return r;
 }
 

@@ -62,25 +62,42 @@ struct CompareStats {
   double matched_ratio() const { return count ? double(count - mismatches) / double(count) : 1.0; }
 };
 
-// A failure of the device or of a launched candidate that the flow turns into
-// an EvalResult status (the worker may also simply die; the parent handles that).
-struct RunFailure {
+// A candidate's failure, with the words for the model. Every way a compile,
+// a load, a run or a check of a candidate can fail reaches the evaluator as
+// one of these (FailureError below carries it out of a Device, Program or
+// Compiler), and record() is the one way it becomes a status in a result.
+// (The worker may also simply die; the parent describes that as one too.)
+struct Failure {
   EvalStatus status = EvalStatus::runtime_error;
   std::string message;  // e.g. "CUDA_ERROR_ILLEGAL_ADDRESS after kernel `foo`"
   bool out_of_memory = false;  // an allocation failed: memory the evaluator holds may be released and retried
   // The device's memory may have been written where it should not (an
   // out-of-bounds write was seen): cached data on it is no longer trusted.
   bool memory_corrupted = false;
+  bool unwritten = false;  // a check found outputs still holding the poison pattern
+  std::string log;         // a compile failure's full compiler output
+
+  // The failure of one workload: its status and message.
+  void record(WorkloadResult& w) const;
+  // The failure of a whole evaluation: its status, and a log of the message
+  // followed by the compiler output, when that says more.
+  void record(EvalResult& r) const;
 };
 
-// Raised by Device and Program methods; carries the status to report.
-class RunError : public std::runtime_error {
+// The one exception that carries a Failure.
+class FailureError : public std::runtime_error {
  public:
-  explicit RunError(RunFailure f) : std::runtime_error(f.message), failure_(std::move(f)) {}
-  const RunFailure& failure() const { return failure_; }
+  explicit FailureError(Failure f) : std::runtime_error(f.message), failure_(std::move(f)) {}
+  const Failure& failure() const { return failure_; }
 
  private:
-  RunFailure failure_;
+  Failure failure_;
+};
+
+// Raised by Device and Program methods.
+class RunError : public FailureError {
+ public:
+  using FailureError::FailureError;
 };
 
 // What a compile step produced, ready for a run worker to load.
@@ -107,15 +124,13 @@ struct CompileRequest {
   double timeout_s = 0;                       // compiler time limit; 0 = none
 };
 
-// A candidate that does not compile; `log` holds the full compiler output.
-class CompileError : public std::runtime_error {
+// A candidate that does not compile (status compile_error); `log` holds the
+// full compiler output.
+class CompileError : public FailureError {
  public:
   CompileError(const std::string& what, std::string log)
-      : std::runtime_error(what), log_(std::move(log)) {}
-  const std::string& log() const { return log_; }
-
- private:
-  std::string log_;
+      : FailureError(Failure{.status = EvalStatus::compile_error, .message = what, .log = std::move(log)}) {}
+  const std::string& log() const { return failure().log; }
 };
 
 // Compiles in the calling process (a compile worker or a test). Repeated

@@ -91,11 +91,10 @@ std::variant<PreparedSolution, EvalResult> prepare_solution(const TaskSpec& task
   if (p.solution.id.empty()) p.solution.finalize();
   p.flags = options.extra_compile_flags;
   double failed_compile_s = 0;  // time spent on a compilation that failed
-  auto failed = [&](EvalStatus status, const std::string& message, const std::string& log) {
+  auto failed = [&](const Failure& f) {
     EvalResult r;
-    r.status = status;
+    f.record(r);
     r.solution_id = p.solution.id;
-    r.log = log.empty() || log == message ? message : message + "\n\n" + log;
     double compile_s = failed_compile_s;
     for (const auto& b : p.builds) compile_s += b.artifact.compile_s;
     r.metrics = Json::obj({{"compile_s", compile_s}, {"builds", static_cast<int>(p.builds.size())}});
@@ -111,7 +110,7 @@ std::variant<PreparedSolution, EvalResult> prepare_solution(const TaskSpec& task
     try {
       values = core::resolve_param_values(solution.params, name, dims);
     } catch (const Error& e) {
-      return failed(EvalStatus::compile_error, e.what(), "");
+      return failed(Failure{.status = EvalStatus::compile_error, .message = e.what()});
     }
     auto it = by_params.find(values);
     if (it == by_params.end()) {
@@ -121,12 +120,13 @@ std::variant<PreparedSolution, EvalResult> prepare_solution(const TaskSpec& task
         p.builds.push_back({values, compile(req)});
       } catch (const CompileError& e) {
         failed_compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        std::string where;
+        Failure f = e.failure();
         if (!values.empty()) {
+          std::string where;
           for (const auto& [k, v] : values) where += (where.empty() ? "" : ", ") + fmt::format("{}={}", k, v);
-          where = " (parameters " + where + ")";
+          f.message += " (parameters " + where + ")";
         }
-        return failed(EvalStatus::compile_error, e.what() + where, e.log());
+        return failed(f);
       }
       it = by_params.emplace(values, static_cast<int>(p.builds.size()) - 1).first;
     }

@@ -58,10 +58,10 @@ OracleSeed OracleSeed::from_json(const Json& j) {
 
 Buffer Device::open_external(const ExternalTensor& t) {
   if (t.handover != "file")
-    throw RunError(RunFailure{EvalStatus::runtime_error,
+    throw RunError(Failure{EvalStatus::runtime_error,
                               fmt::format("this device cannot open a \"{}\" tensor of a reference oracle", t.handover)});
   auto fail = [&](const std::string& why) {
-    return RunError(RunFailure{EvalStatus::runtime_error,
+    return RunError(Failure{EvalStatus::runtime_error,
                                fmt::format("cannot read the reference oracle's data from {}: {}", t.path, why)});
   };
   int fd = ::open(t.path.c_str(), O_RDONLY | O_CLOEXEC);

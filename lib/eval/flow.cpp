@@ -61,13 +61,6 @@ class Allocations {
   std::vector<Buffer> owned_;
 };
 
-// A candidate's failure inside a workload, with the words for the model.
-struct Failure {
-  EvalStatus status;
-  std::string message;
-  bool unwritten = false;  // outputs still held the poison pattern
-};
-
 // Names a step of the task's reference while it runs; the name stays when
 // an exception leaves the step, so the handler knows whose failure it is.
 class StepScope {
@@ -509,15 +502,15 @@ std::optional<Failure> WorkloadRun::compare_outputs(const std::string& what) {
     // floating types the pattern is a NaN no arithmetic produces, so any of
     // them fails whatever the matched ratio allows.
     if (st.poisoned > 0 && dtype_is_float(tb.spec->dtype))
-      return Failure{EvalStatus::incorrect,
-                     fmt::format("{}: {} of {} elements of output \"{}\" were never written (they still hold "
+      return Failure{.status = EvalStatus::incorrect,
+                     .message = fmt::format("{}: {} of {} elements of output \"{}\" were never written (they still hold "
                                  "the poison pattern 0xFF..); first unwritten or wrong element {}; the "
                                  "kernel must write every output element on every call. Scratch buffers hold "
                                  "the same pattern before every call, so an output copied from scratch the "
                                  "kernel did not fill looks the same",
                                  what, st.poisoned, st.count, name,
                                  format_index(name, tb.shape, st.first_bad_index)),
-                     true};
+                     .unwritten = true};
     // A NaN or infinity the reference does not have fails whatever the
     // matched ratio allows: it poisons whatever consumes the output.
     if (st.nonfinite_outputs > 0)
@@ -539,15 +532,15 @@ std::optional<Failure> WorkloadRun::compare_outputs(const std::string& what) {
                                     "the kernel did not fill)",
                                     st.poisoned)
                       : "";
-      return Failure{EvalStatus::incorrect,
-                     fmt::format("{}: {} of {} elements of output \"{}\" ({:.3g}%) differ from the reference "
+      return Failure{.status = EvalStatus::incorrect,
+                     .message = fmt::format("{}: {} of {} elements of output \"{}\" ({:.3g}%) differ from the reference "
                                  "beyond {}{}{} (matched {:.6g}, required {:.6g}); {}; "
                                  "max abs error {}, max rel error {}",
                                  what, st.mismatches, st.count, name,
                                  100.0 * static_cast<double>(st.mismatches) / static_cast<double>(std::max<std::uint64_t>(st.count, 1)),
                                  describe_tolerance(tol), nonfinite, poisoned, st.matched_ratio(), tol.min_matched_ratio,
                                  first, format_value(st.max_abs_error), format_value(st.max_rel_error)),
-                     st.poisoned > 0};
+                     .unwritten = st.poisoned > 0};
     }
   }
   return std::nullopt;
@@ -778,11 +771,11 @@ EvalResult EvaluationFlow::run(const TaskSpec& task, const RunRequest& req, Flow
                                           r.timing.median_ms, bound, why)};
         }
         break;
-      } catch (const RunError& e) {
+      } catch (const FailureError& e) {
         if (e.failure().out_of_memory && attempt == 0 && refs_.release_memory() > 0) continue;
         note_device_error(e.failure());
         if (!reference_step.empty()) throw reference_fault(task, name, reference_step, e.what());
-        failure = Failure{e.failure().status, e.failure().message};
+        failure = e.failure();
         break;
       } catch (const Error&) {
         throw;  // the request or the task is at fault, not the candidate
@@ -797,10 +790,7 @@ EvalResult EvaluationFlow::run(const TaskSpec& task, const RunRequest& req, Flow
         break;
       }
     }
-    if (failure) {
-      r.status = failure->status;
-      r.message = failure->message;
-    }
+    if (failure) failure->record(r);
     events.workload_finished(r);
     result.workloads.push_back(r);
     if (r.status != EvalStatus::passed) {
@@ -815,11 +805,21 @@ EvalResult EvaluationFlow::run(const TaskSpec& task, const RunRequest& req, Flow
   return result;
 }
 
+void Failure::record(WorkloadResult& w) const {
+  w.status = status;
+  w.message = message;
+}
+
+void Failure::record(EvalResult& r) const {
+  r.status = status;
+  r.log = log.empty() || log == message ? message : message + "\n\n" + log;
+}
+
 // Only an error that may have left the device unusable or its memory
 // untrustworthy costs the worker (and the reference outputs it keeps): a
 // crash, a sticky CUDA error, a write out of bounds. Plan-binding errors,
 // running out of memory and ordinary launch errors leave it as it was.
-void EvaluationFlow::note_device_error(const RunFailure& f) {
+void EvaluationFlow::note_device_error(const Failure& f) {
   if (f.status == EvalStatus::crashed || f.memory_corrupted || !device_.usable()) device_suspect_ = true;
 }
 

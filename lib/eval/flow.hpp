@@ -70,7 +70,7 @@ class EvaluationFlow {
   bool device_suspect() const { return device_suspect_; }
 
  private:
-  void note_device_error(const RunFailure& failure);
+  void note_device_error(const Failure& failure);
   static Error reference_fault(const TaskSpec& task, const std::string& workload, const std::string& step,
                                const std::string& what);
 

@@ -1,5 +1,6 @@
 // What travels between the evaluator and its workers, as JSON: options,
-// compile requests and artifacts, and prepared (compiled) solutions.
+// compile requests and artifacts, and prepared (compiled) solutions. The
+// messages that carry them are in protocol.hpp (ks::eval::msg).
 #pragma once
 
 #include <map>

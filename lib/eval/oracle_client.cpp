@@ -49,7 +49,8 @@ OracleProcess::OracleProcess(const TaskSpec& task, std::string device, const fs:
   }
 }
 
-Json OracleProcess::request(const Json& message, double timeout_s, const std::string& expect) {
+template <class Expected>
+Expected OracleProcess::request(const msg::Request& message, double timeout_s) {
   proc_.send(message);
   Json m;
   const auto deadline = WorkerProcess::Clock::now() +
@@ -65,15 +66,19 @@ Json OracleProcess::request(const Json& message, double timeout_s, const std::st
     case WorkerProcess::Received::cancelled:  // not asked for: no cancel flag is passed
       throw Error(Status::cancelled, "the reference oracle's request was cancelled");
   }
-  const std::string ev = m.get_string("event");
-  if (ev == "error") {
-    auto status = static_cast<Status>(m.get_int("status", static_cast<int>(Status::internal)));
-    throw Error(status, fmt::format("the reference oracle of task \"{}\": {}", task_, m.get_string("message")));
+  msg::Reply reply;
+  try {
+    reply = msg::reply_from_json(m);
+  } catch (const Error& e) {
+    throw Error(e.status(), fmt::format("the reference oracle of task \"{}\": {}", task_, e.what()));
   }
-  if (ev != expect)
-    throw Error(Status::subprocess,
-                fmt::format("the reference oracle of task \"{}\" sent \"{}\" instead of \"{}\"", task_, ev, expect));
-  return m;
+  if (const auto* failed = std::get_if<msg::Failed>(&reply))
+    throw Error(failed->status, fmt::format("the reference oracle of task \"{}\": {}", task_, failed->message));
+  auto* expected = std::get_if<Expected>(&reply);
+  if (!expected)
+    throw Error(Status::subprocess, fmt::format("the reference oracle of task \"{}\" sent \"{}\" instead of \"{}\"",
+                                                task_, msg::name_of(reply), Expected::kName));
+  return std::move(*expected);
 }
 
 std::map<std::string, std::vector<OracleSeed>> OracleProcess::prepare(const TaskSpec& task,
@@ -83,23 +88,16 @@ std::map<std::string, std::vector<OracleSeed>> OracleProcess::prepare(const Task
   for (const auto& name : workloads) {
     const WorkloadSpec* w = task.find_workload(name);
     if (!w) throw Error(Status::invalid_argument, fmt::format("task \"{}\" has no workload \"{}\"", task.name, name));
-    Json list = Json::array();
+    msg::Prepare prepare{name, {}, handover};
     for (int k = 0; k <= seeds; ++k)
-      list.push_back(Json::obj({{"index", k},
-                                {"seed", static_cast<std::int64_t>(ks_rng_derive_seed(w->seed, static_cast<ks_u64>(k)))}}));
-    Json reply = request(Json::obj({{"op", "prepare"}, {"workload", name}, {"seeds", list}, {"handover", handover}}),
-                         kPrepareTimeoutS, "prepared");
-    auto& seeds_out = out[name];
-    for (const auto& s : reply.at("seeds").as_array()) seeds_out.push_back(OracleSeed::from_json(s));
+      prepare.seeds.push_back({k, ks_rng_derive_seed(w->seed, static_cast<ks_u64>(k))});
+    out[name] = request<msg::Prepared>(prepare, kPrepareTimeoutS).seeds;
   }
   return out;
 }
 
 Json OracleProcess::baseline(const std::vector<std::string>& modes, int warmup, int trials) {
-  Json m = Json::array();
-  for (const auto& x : modes) m.push_back(x);
-  return request(Json::obj({{"op", "baseline"}, {"modes", m}, {"warmup", warmup}, {"trials", trials}}),
-                 kBaselineTimeoutS, "baseline");
+  return request<msg::Baselines>(msg::Baseline{modes, warmup, trials}, kBaselineTimeoutS).modes;
 }
 
 }  // namespace ks::eval

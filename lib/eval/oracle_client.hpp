@@ -33,19 +33,22 @@ class OracleProcess {
                                                          const std::string& handover);
 
   // Baseline timings of the reference module, {"eager": {"mean_ms", ...},
-  // "compile": {...} or {"error": ...}}; the oracle caches them per device.
+  // "compile": {...} or {"error": ...}} (msg::Baselines::modes); the oracle
+  // caches them per device.
   Json baseline(const std::vector<std::string>& modes, int warmup, int trials);
 
   const std::string& device() const { return device_; }
-  const Json& hello() const { return hello_; }
+  const msg::Hello& hello() const { return hello_; }
 
  private:
-  Json request(const Json& message, double timeout_s, const std::string& expect);
+  // Sends `message` and returns the oracle's reply, which must be an Expected.
+  template <class Expected>
+  Expected request(const msg::Request& message, double timeout_s);
 
   std::string task_;
   std::string device_;
   WorkerProcess proc_;
-  Json hello_;
+  msg::Hello hello_;
 };
 
 }  // namespace ks::eval

@@ -82,35 +82,16 @@ class RunSlot {
         }
     if (more && worker_ && sandbox_.active()) reset();
     ensure_started();
-    Json msg = Json::obj({{"op", "evaluate"},
-                          {"task_key", key},
-                          {"candidate", req.candidate.to_json()},
-                          {"reference", req.oracle.empty() ? req.reference.to_json() : Json()},
-                          {"options", req.options.to_json()}});
-    if (!tasks_sent_.count(key)) msg["task"] = task.to_json();
-    Json wl = Json::array();
-    for (const auto& w : req.workloads) wl.push_back(w);
-    msg["workloads"] = wl;
-    Json tr = Json::array();
-    for (const auto& w : req.time_reference) tr.push_back(w);
-    msg["time_reference"] = tr;
-    if (!req.oracle.empty()) {
-      Json o = Json::object();
-      for (const auto& [w, seeds] : req.oracle) {
-        Json list = Json::array();
-        for (const auto& x : seeds) list.push_back(x.to_json());
-        o[w] = list;
-      }
-      msg["oracle"] = o;
-    }
+    msg::Evaluate evaluate{key, std::nullopt, req};
+    if (!tasks_sent_.count(key)) evaluate.task = task;
     try {
-      worker_->send(msg);
+      worker_->send(evaluate);
     } catch (const Error&) {
       // The idle worker died (killed from outside?): one fresh start.
       reset();
       ensure_started();
-      msg["task"] = task.to_json();
-      worker_->send(msg);
+      evaluate.task = task;
+      worker_->send(evaluate);
     }
     tasks_sent_.insert(key);
 
@@ -130,11 +111,11 @@ class RunSlot {
     double reference_allowed = 0;
     FlowPhase phase;             // the step in progress
     for (;;) {
-      Json m;
+      Json frame;
       WorkerProcess::Received got;
       std::string corrupt;  // why the stream from the worker cannot be read any more
       try {
-        got = worker_->receive(m, deadline, &cancelled_);
+        got = worker_->receive(frame, deadline, &cancelled_);
       } catch (const Error& e) {
         // Bytes that are no frame: something in the worker (a candidate, on
         // the host) wrote to the protocol's descriptor. The stream cannot be
@@ -143,14 +124,20 @@ class RunSlot {
         corrupt = e.what();
       }
       if (got == WorkerProcess::Received::message) {
-        const std::string ev = m.get_string("event");
-        if (ev == "workload_started") {
-          current = m.get_string("workload");
+        msg::Reply reply;
+        try {
+          reply = msg::reply_from_json(frame);
+        } catch (const Error&) {
+          reset();
+          throw;
+        }
+        if (auto* started = std::get_if<msg::WorkloadStarted>(&reply)) {
+          current = started->workload;
           deadline = after(limit);
           allowed = limit;
           phase = FlowPhase{"", "starting the workload"};
-        } else if (ev == "phase") {
-          FlowPhase next = FlowPhase::from_json(m);
+        } else if (auto* p = std::get_if<msg::Phase>(&reply)) {
+          FlowPhase next = std::move(p->phase);
           const auto now = Clock::now();
           if (next.reference) {
             if (!phase.reference)
@@ -163,13 +150,13 @@ class RunSlot {
             allowed += next.extra_s;
           }
           phase = std::move(next);
-        } else if (ev == "reference_timed") {
-          out.reference_times[m.get_string("workload")] = TimingStats::from_json(m.at("timing"));
-        } else if (ev == "workload_finished") {
-          r.workloads.push_back(WorkloadResult::from_json(m.at("result")));
+        } else if (auto* timed = std::get_if<msg::ReferenceTimed>(&reply)) {
+          out.reference_times[timed->workload] = timed->timing;
+        } else if (auto* finished_workload = std::get_if<msg::WorkloadFinished>(&reply)) {
+          r.workloads.push_back(std::move(finished_workload->result));
           current.clear();
-        } else if (ev == "finished") {
-          EvalResult fin = EvalResult::from_json(m.at("result"));
+        } else if (auto* finished = std::get_if<msg::Finished>(&reply)) {
+          EvalResult& fin = finished->result;
           r.status = fin.status;
           r.metrics = fin.metrics;
           // The PID as this process sees it (a sandboxed worker counts from 2 in its own namespace).
@@ -178,18 +165,18 @@ class RunSlot {
           builds_loaded_ = static_cast<int>(fin.metrics.get_int("worker_loaded_builds"));
           // After a device error (possibly a sticky CUDA error), or once the
           // worker holds many loaded candidates, start afresh next time.
-          if (m.get_bool("restart") || builds_loaded_ >= kMaxBuildsPerWorker) reset();
+          if (finished->restart || builds_loaded_ >= kMaxBuildsPerWorker) reset();
           return out;
-        } else if (ev == "error") {
+        } else if (auto* failed = std::get_if<msg::Failed>(&reply)) {
           // The request failed as a whole (a malformed request, or the task's
           // reference failed): the worker's device may be in any state, so
           // the next candidate gets a fresh one.
-          auto status = static_cast<Status>(m.get_int("status", static_cast<int>(Status::internal)));
           reset();
-          throw Error(status, m.get_string("message"));
+          throw Error(failed->status, failed->message);
         } else {
           reset();
-          throw Error(Status::subprocess, fmt::format("ksearch-worker sent an unexpected \"{}\" event", ev));
+          throw Error(Status::subprocess,
+                      fmt::format("ksearch-worker sent an unexpected \"{}\" event", msg::name_of(reply)));
         }
         continue;
       }
@@ -245,12 +232,10 @@ class RunSlot {
         w.name = current;
         const WorkloadSpec* spec = task.find_workload(current);
         w.benchmark = spec && spec->benchmark;
-        w.status = status;
-        w.message = message;
+        Failure{status, message}.record(w);
         r.workloads.push_back(w);
       }
-      r.status = status;
-      r.log = hung ? message : "worker " + how;
+      Failure{status, hung ? message : "worker " + how}.record(r);
       r.metrics = Json::obj({{"worker_restarted", true}});
       return out;
     }
@@ -264,16 +249,20 @@ class RunSlot {
   bool probe_external(const ExternalTensor& t, std::string* why) {
     if (worker_ && !worker_->running()) reset();
     ensure_started();
-    worker_->send(Json::obj({{"op", "probe_external"}, {"tensor", t.to_json()}}));
-    Json m;
-    auto got = worker_->receive(m, after(kStartTimeoutS));
+    worker_->send(msg::ProbeExternal{t});
+    Json frame;
+    auto got = worker_->receive(frame, after(kStartTimeoutS));
     if (got != WorkerProcess::Received::message) {
       if (why) *why = "the worker " + worker_->kill_and_describe();
       reset();
       return false;
     }
-    if (m.get_string("event") == "external_ok") return true;
-    if (why) *why = m.get_string("message", m.dump());
+    const msg::Reply reply = msg::reply_from_json(frame);
+    if (std::holds_alternative<msg::ExternalOk>(reply)) return true;
+    if (why) {
+      const auto* failed = std::get_if<msg::Failed>(&reply);
+      *why = failed ? failed->message : fmt::format("the worker answered \"{}\"", msg::name_of(reply));
+    }
     return false;
   }
 
@@ -303,8 +292,10 @@ class RunSlot {
     for (const auto& d : view.read_write) util::make_dirs(d);
     for (const auto& d : data_folders_) view.read_only.push_back(d);
     auto w = std::make_unique<WorkerProcess>(exe_, args, &sandbox_, view);
-    Json hello = w->wait_hello(kStartTimeoutS);
-    info_ = DeviceInfo::from_json(hello.at("device"));
+    msg::Hello hello = w->wait_hello(kStartTimeoutS);
+    if (!hello.device)
+      throw Error(Status::subprocess, fmt::format("ksearch-worker (role \"{}\") named no device in its hello", hello.role));
+    info_ = *hello.device;
     worker_ = std::move(w);
   }
   void reset() {
@@ -340,17 +331,17 @@ class CudaCompileService {
         cancelled_(cancelled) {}
 
   Artifact compile(const CompileRequest& req) {
-    const Json request = Json::obj({{"op", "compile"}, {"request", compile_request_to_json(req)}});
+    const msg::Request request = msg::Compile{req};
     // NVRTC cancels itself at the time limit (the flow callback); the worker
     // is killed only if that did not work out, a few seconds later.
     const double limit = req.timeout_s > 0 ? req.timeout_s + kCompileGraceS : 1e9;
     for (int attempt = 0;; ++attempt) {
       Lease w(*this, acquire());
-      Json m;
+      Json frame;
       WorkerProcess::Received got;
       try {
         w->send(request);
-        got = w->receive(m, after(limit), &cancelled_);
+        got = w->receive(frame, after(limit), &cancelled_);
       } catch (const Error&) {
         // An idle worker that died (killed from outside?) or a corrupt
         // stream: the lease kills it and frees its place; one fresh try.
@@ -376,11 +367,13 @@ class CudaCompileService {
         throw CompileError("the CUDA compiler process died twice on this candidate: " + how, how);
       }
       w.give_back();
-      const std::string ev = m.get_string("event");
-      if (ev == "compiled") return artifact_from_json(m.at("artifact"));
-      if (ev == "compile_failed") throw CompileError(m.get_string("message"), m.get_string("log"));
-      auto status = static_cast<Status>(m.get_int("status", static_cast<int>(Status::internal)));
-      throw Error(status, m.get_string("message", "the CUDA compile worker failed"));
+      msg::Reply reply = msg::reply_from_json(frame);
+      if (auto* compiled = std::get_if<msg::Compiled>(&reply)) return std::move(compiled->artifact);
+      if (const auto* failed = std::get_if<msg::CompileFailed>(&reply)) throw CompileError(failed->message, failed->log);
+      if (const auto* failed = std::get_if<msg::Failed>(&reply))
+        throw Error(failed->status, failed->message.empty() ? "the CUDA compile worker failed" : failed->message);
+      throw Error(Status::subprocess,
+                  fmt::format("the CUDA compile worker sent an unexpected \"{}\" event", msg::name_of(reply)));
     }
   }
 
@@ -572,7 +565,7 @@ class ProcessEvaluator final : public Evaluator {
         std::lock_guard ol(oracle_mu_);
         // One oracle per evaluator and task: every candidate names the same process.
         for (const auto& [k, o] : oracles_)
-          if (k.rfind(key + "\n", 0) == 0 && o.process) r.metrics["oracle_pid"] = o.process->hello().get_int("pid");
+          if (k.rfind(key + "\n", 0) == 0 && o.process) r.metrics["oracle_pid"] = o.process->hello().pid;
       } else {
         std::lock_guard rl(ref_mu_);
         for (const auto& [w, t] : outcome.reference_times) ref_times_.put(key, device, w, t.mean_ms);

@@ -104,10 +104,6 @@ void WorkerProcess::drain_stderr(std::chrono::milliseconds wait) {
   if (err_tail_.size() > kTailBytes) err_tail_.erase(0, err_tail_.size() - kTailBytes);
 }
 
-void WorkerProcess::send(const Json& message) {
-  if (!write_frame(proc_.stdin_fd(), message))
-    throw Error(Status::subprocess, "the ksearch-worker process is gone (cannot send a request)");
-}
 
 WorkerProcess::Received WorkerProcess::receive(Json& message, Clock::time_point deadline,
                                                const std::atomic<bool>* cancel) {
@@ -135,7 +131,7 @@ WorkerProcess::Received WorkerProcess::receive(Json& message, Clock::time_point 
   }
 }
 
-Json WorkerProcess::wait_hello(double timeout_s) {
+msg::Hello WorkerProcess::wait_hello(double timeout_s) {
   auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
   Json msg;
   switch (receive(msg, deadline)) {
@@ -148,14 +144,20 @@ Json WorkerProcess::wait_hello(double timeout_s) {
     case Received::cancelled:  // not asked for: no cancel flag is passed
       throw Error(Status::cancelled, "the worker's start was cancelled");
   }
-  std::string event = msg.get_string("event");
-  if (event == "fatal") {
-    auto status = static_cast<Status>(msg.get_int("status", static_cast<int>(Status::subprocess)));
-    throw Error(status, msg.get_string("message", "the worker could not start"));
-  }
-  if (event != "hello")
-    throw Error(Status::subprocess, fmt::format("ksearch-worker sent \"{}\" instead of hello", event));
-  return msg;
+  const msg::Reply reply = msg::reply_from_json(msg);
+  if (const auto* fatal = std::get_if<msg::Fatal>(&reply))
+    throw Error(fatal->status, fatal->message.empty() ? "the worker could not start" : fatal->message);
+  const auto* hello = std::get_if<msg::Hello>(&reply);
+  if (!hello)
+    throw Error(Status::subprocess, fmt::format("ksearch-worker sent \"{}\" instead of hello", msg::name_of(reply)));
+  return *hello;
+}
+
+void WorkerProcess::send(const msg::Request& request) { send_frame(msg::to_json(request)); }
+
+void WorkerProcess::send_frame(const Json& frame) {
+  if (!write_frame(proc_.stdin_fd(), frame))
+    throw Error(Status::subprocess, "the ksearch-worker process is gone (cannot send a request)");
 }
 
 std::string WorkerProcess::kill_and_describe() {

@@ -46,19 +46,25 @@ class WorkerProcess {
   WorkerProcess(const WorkerProcess&) = delete;
   WorkerProcess& operator=(const WorkerProcess&) = delete;
 
-  // Waits for the "hello" frame. Throws ks::Error with the worker's own
-  // status on a "fatal" frame (e.g. Status::no_device), or
-  // Status::subprocess when it dies or stays silent.
-  Json wait_hello(double timeout_s);
+  // Waits for the Hello reply. Throws ks::Error with the worker's own
+  // status on a Fatal one (e.g. Status::no_device), or Status::subprocess
+  // when it dies, stays silent or says something else.
+  msg::Hello wait_hello(double timeout_s);
 
   // Throws ks::Error(Status::subprocess) when the worker has gone.
-  void send(const Json& message);
+  void send(const msg::Request& request);
+  // A frame as it is, in or outside the catalogue (tests feed a worker
+  // malformed requests this way).
+  void send_frame(const Json& frame);
 
   enum class Received { message, exited, timed_out, cancelled };
   // Waits for the next frame until `deadline`, keeping a tail of stderr;
   // `cancelled` within 100 ms of `*cancel` becoming true (the worker is left
-  // as it is: the caller kills it).
-  Received receive(Json& message, Clock::time_point deadline, const std::atomic<bool>* cancel = nullptr);
+  // as it is: the caller kills it). Throws ks::Error(Status::subprocess) on
+  // bytes that are no frame. The caller decodes the frame with
+  // msg::reply_from_json: a frame it cannot decode is the worker's fault,
+  // bytes that are no frame may be a candidate's.
+  Received receive(Json& frame, Clock::time_point deadline, const std::atomic<bool>* cancel = nullptr);
 
   // Kills the worker (if still running) and describes its end: "killed by
   // signal 11 (Segmentation fault)", plus the crash reporter's line and the

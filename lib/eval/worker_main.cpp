@@ -84,16 +84,14 @@ int kill_leftover_processes(bool sandboxed) {
 
 int g_out = -1;  // the protocol's write end
 
-void send(const Json& msg) {
-  if (!write_frame(g_out, msg)) std::_Exit(0);  // the parent is gone
+void send(const msg::Reply& reply) {
+  if (!write_frame(g_out, msg::to_json(reply))) std::_Exit(0);  // the parent is gone
 }
 
-void send_error(const Error& e) {
-  send(Json::obj({{"event", "error"}, {"status", static_cast<int>(e.status())}, {"message", e.what()}}));
-}
+void send_error(const Error& e) { send(msg::Failed{e.status(), e.what()}); }
 
 [[noreturn]] void fatal(Status status, const std::string& message) {
-  send(Json::obj({{"event", "fatal"}, {"status", static_cast<int>(status)}, {"message", message}}));
+  send(msg::Fatal{status, message});
   std::_Exit(2);
 }
 
@@ -196,21 +194,10 @@ Args parse_args(int argc, char** argv) {
 // Sends progress as frames the moment it happens.
 class FrameEvents final : public FlowEvents {
  public:
-  void workload_started(const std::string& w) override {
-    send(Json::obj({{"event", "workload_started"}, {"workload", w}}));
-  }
-  void phase(const std::string& w, const FlowPhase& p) override {
-    Json m = p.to_json();
-    m["event"] = "phase";
-    m["workload"] = w;
-    send(m);
-  }
-  void reference_timed(const std::string& w, const TimingStats& t) override {
-    send(Json::obj({{"event", "reference_timed"}, {"workload", w}, {"timing", t.to_json()}}));
-  }
-  void workload_finished(const WorkloadResult& r) override {
-    send(Json::obj({{"event", "workload_finished"}, {"result", r.to_json()}}));
-  }
+  void workload_started(const std::string& w) override { send(msg::WorkloadStarted{w}); }
+  void phase(const std::string& w, const FlowPhase& p) override { send(msg::Phase{w, p}); }
+  void reference_timed(const std::string& w, const TimingStats& t) override { send(msg::ReferenceTimed{w, t}); }
+  void workload_finished(const WorkloadResult& r) override { send(msg::WorkloadFinished{r}); }
 };
 
 std::unique_ptr<Device> open_device(const std::string& spec) {
@@ -232,18 +219,19 @@ std::unique_ptr<Device> open_device(const std::string& spec) {
   fatal(Status::invalid_argument, fmt::format("bad device \"{}\" (expected host or cuda:N)", spec));
 }
 
-// The request loop both roles share: `exit` ends it, `ping` is answered
-// here, every other op goes to `handle`, which returns false for an op it
-// does not know. Every error is answered: an exception leaving main would
-// end the worker without a word.
+// The request loop both roles share: Exit ends it, Ping is answered here,
+// every other request goes to `handle`, which returns false for one its role
+// does not serve. Every error is answered (a malformed request too): an
+// exception leaving main would end the worker without a word.
 template <class Handler>
 int serve(int in, const char* role, Handler&& handle) {
-  while (auto msg = read_frame(in)) {
-    const std::string op = msg->get_string("op");
+  while (auto frame = read_frame(in)) {
     try {
-      if (op == "exit") break;
-      if (op == "ping") send(Json::obj({{"event", "pong"}, {"pid", static_cast<int>(::getpid())}}));
-      else if (!handle(op, *msg)) throw Error(Status::invalid_argument, fmt::format("unknown op \"{}\"", op));
+      msg::Request request = msg::request_from_json(*frame);
+      if (std::holds_alternative<msg::Exit>(request)) break;
+      if (std::holds_alternative<msg::Ping>(request)) send(msg::Pong{static_cast<int>(::getpid())});
+      else if (!handle(request))
+        throw Error(Status::invalid_argument, fmt::format("unknown op \"{}\"", msg::name_of(request)));
     } catch (const Error& e) {
       send_error(e);
     } catch (const std::exception& e) {
@@ -263,8 +251,7 @@ int run_role(int in, const Args& args) {
     fatal(e.status(), e.what());
   }
   DeviceInfo info = device->info();
-  send(Json::obj({{"event", "hello"}, {"role", "run"}, {"pid", static_cast<int>(::getpid())},
-                  {"device", info.to_json()}}));
+  send(msg::Hello{.role = "run", .pid = static_cast<int>(::getpid()), .device = info});
   std::size_t budget = reference_budget(info);
   // Reference outputs share the limited address space with the candidate.
   if (args.memory_limit > 0) budget = std::min<std::size_t>(budget, args.memory_limit / 4);
@@ -275,33 +262,23 @@ int run_role(int in, const Args& args) {
   std::map<std::string, ks::TaskSpec> tasks;  // by key: sent once per worker
   int loaded_builds = 0;
 
-  return serve(in, "worker", [&](const std::string& op, const Json& msg) {
-    if (op == "probe_external") {
+  return serve(in, "worker", [&](msg::Request& request) {
+    if (auto* probe = std::get_if<msg::ProbeExternal>(&request)) {
       // Can this worker reach a reference oracle's memory this way (CUDA IPC
-      // across a sandbox's namespaces may not work)? Answers external_ok or error.
-      ExternalTensor t = ExternalTensor::from_json(msg.at("tensor"));
-      Buffer b = device->open_external(t);
-      device->release_external(b, t);
-      send(Json::obj({{"event", "external_ok"}}));
+      // across a sandbox's namespaces may not work)? Answers ExternalOk or Failed.
+      Buffer b = device->open_external(probe->tensor);
+      device->release_external(b, probe->tensor);
+      send(msg::ExternalOk{});
       return true;
     }
-    if (op != "evaluate") return false;
-    const std::string key = msg.get_string("task_key");
-    if (const Json* t = msg.find("task"); t && !t->is_null()) tasks[key] = TaskSpec::from_json(*t);
+    auto* evaluate = std::get_if<msg::Evaluate>(&request);
+    if (!evaluate) return false;
+    const std::string& key = evaluate->task_key;
+    if (evaluate->task) tasks[key] = std::move(*evaluate->task);
     auto it = tasks.find(key);
     if (it == tasks.end())
       throw Error(Status::invalid_argument, fmt::format("evaluate: unknown task key \"{}\"", key));
-    RunRequest req;
-    req.candidate = PreparedSolution::from_json(msg.at("candidate"));
-    // Null for an oracle task: its oracle supplies inputs and reference outputs.
-    if (const Json* ref = msg.find("reference"); ref && !ref->is_null()) req.reference = PreparedSolution::from_json(*ref);
-    req.options = EvalOptions::from_json(msg.at("options"));
-    for (const auto& w : msg.at("workloads").as_array()) req.workloads.push_back(w.as_string());
-    if (const Json* tr = msg.find("time_reference"); tr && tr->is_array())
-      for (const auto& w : tr->as_array()) req.time_reference.push_back(w.as_string());
-    if (const Json* o = msg.find("oracle"); o && o->is_object())
-      for (const auto& [w, seeds] : o->as_object())
-        for (const auto& s : seeds.as_array()) req.oracle[w].push_back(OracleSeed::from_json(s));
+    RunRequest& req = evaluate->run;
     // Mappings of an earlier oracle's memory go: they would keep it alive.
     std::set<std::string> handles;
     for (const auto& [w, seeds] : req.oracle)
@@ -330,7 +307,7 @@ int run_role(int in, const Args& args) {
     loaded_builds += static_cast<int>(req.candidate.builds.size());
     result.metrics["worker_pid"] = static_cast<int>(::getpid());
     result.metrics["worker_loaded_builds"] = loaded_builds;
-    send(Json::obj({{"event", "finished"}, {"result", result.to_json()}, {"restart", restart}}));
+    send(msg::Finished{std::move(result), restart});
     return true;
   });
 }
@@ -338,11 +315,12 @@ int run_role(int in, const Args& args) {
 int compile_role(int in, const Args& args) {
 #if KS_HAVE_CUDA_BACKEND
   host::install_crash_reporter();  // a crash inside NVRTC is reported like a candidate's
-  send(Json::obj({{"event", "hello"}, {"role", "compile"}, {"pid", static_cast<int>(::getpid())}}));
+  send(msg::Hello{.role = "compile", .pid = static_cast<int>(::getpid())});
   std::map<std::string, std::unique_ptr<Compiler>> compilers;  // by architecture
-  return serve(in, "compile worker", [&](const std::string& op, const Json& msg) {
-    if (op != "compile") return false;
-    CompileRequest req = compile_request_from_json(msg.at("request"));
+  return serve(in, "compile worker", [&](msg::Request& request) {
+    auto* compile = std::get_if<msg::Compile>(&request);
+    if (!compile) return false;
+    const CompileRequest& req = compile->request;
     auto& compiler = compilers[req.arch];
     if (!compiler) {
       CudaCompilerOptions o;
@@ -353,9 +331,9 @@ int compile_role(int in, const Args& args) {
     }
     try {
       Artifact a = compiler->compile(req);
-      send(Json::obj({{"event", "compiled"}, {"artifact", artifact_to_json(a)}}));
+      send(msg::Compiled{std::move(a)});
     } catch (const CompileError& e) {
-      send(Json::obj({{"event", "compile_failed"}, {"message", e.what()}, {"log", e.log()}}));
+      send(msg::CompileFailed{e.what(), e.log()});
     }
     return true;
   });

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "util/fs.hpp"
+#include "core/run_events.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/report.hpp"
 #include "ksearch/run_store.hpp"
@@ -21,11 +22,6 @@ using report::num_field;
 using report::str_field;
 
 namespace {
-
-bool bool_field(const Json& j, std::string_view key, bool def) {
-  const Json* v = j.is_object() ? j.find(key) : nullptr;
-  return v && v->is_bool() ? v->as_bool() : def;
-}
 
 // Cuts at a UTF-8 boundary so the JSON stays valid text.
 std::string clip(const std::string& s, std::size_t max, bool* cut = nullptr) {
@@ -56,6 +52,22 @@ std::vector<Json> read_log(const fs::path& file, Json& warnings) {
     else ++bad;
   }
   if (bad) warnings.push_back(fmt::format("{}: {} line(s) are not JSON objects; left out", file.filename().string(), bad));
+  return out;
+}
+
+// The run's events, typed; a line without seq, time or type becomes a warning.
+std::vector<core::events::RunEvent> read_events(const fs::path& file, Json& warnings) {
+  std::vector<core::events::RunEvent> out;
+  std::size_t bad = 0;
+  for (const Json& j : read_log(file, warnings)) {
+    try {
+      out.push_back(core::events::RunEvent::from_json(j));
+    } catch (const Error&) {
+      ++bad;
+    }
+  }
+  if (bad) warnings.push_back(fmt::format("{}: {} event(s) without seq, time or type; left out",
+                                          file.filename().string(), bad));
   return out;
 }
 
@@ -161,30 +173,26 @@ Json attempts_json(const std::vector<AttemptRecord>& attempts) {
 
 // LLM calls, each tied to the round it was spent towards: one more than the
 // counted rounds evaluated before it.
-Json llm_json(const std::vector<Json>& events) {
+Json llm_json(const std::vector<core::events::RunEvent>& events) {
+  namespace ev = core::events;
   Json calls = Json::array();
   std::set<std::int64_t> seen;
   int rounds_done = 0;
   std::map<int, LlmUsage> per_round;
   std::map<int, int> calls_per_round;
   std::map<std::string, std::pair<int, LlmUsage>> per_kind;
-  for (const Json& e : events) {
-    const std::string type = str_field(e, "type");
-    if (type == "evaluated" && bool_field(e, "counted", true)) {
-      rounds_done = std::max(rounds_done, static_cast<int>(num_field(e, "round").value_or(0)));
-    } else if (type == "llm_call") {
-      auto seq = static_cast<std::int64_t>(num_field(e, "llm_seq").value_or(-1));
+  for (const auto& e : events) {
+    if (const auto* x = std::get_if<ev::Evaluated>(&e.payload); x && x->counted) {
+      rounds_done = std::max(rounds_done, static_cast<int>(x->round));
+    } else if (const auto* call = std::get_if<ev::LlmCall>(&e.payload)) {
+      const std::int64_t seq = call->llm_seq;
       if (seq >= 0 && !seen.insert(seq).second) continue;  // written once per call; guard anyway
-      LlmUsage u;
-      try {
-        u = LlmUsage::from_json(e["usage"]);
-      } catch (const Error&) {
-      }
+      const LlmUsage& u = call->usage;
       const int round = rounds_done + 1;
-      const std::string kind = str_field(e, "kind");
+      const std::string& kind = call->kind;
       calls.push_back(Json::obj({{"llm_seq", seq},
                                  {"kind", kind},
-                                 {"ok", bool_field(e, "ok", true)},
+                                 {"ok", call->ok},
                                  {"round", round},
                                  {"input_tokens", u.input_tokens},
                                  {"output_tokens", u.output_tokens},
@@ -257,20 +265,21 @@ Json node_json(const report::ViewNode& v, std::size_t max_text) {
 // Per snapshot version, from the event log: the counted rounds done when it
 // was taken, and the nodes whose last cycle by then ended without a passing
 // kernel (and were not tried again).
-std::map<std::uint64_t, std::pair<int, std::set<std::string>>> snapshot_context(const std::vector<Json>& events) {
+std::map<std::uint64_t, std::pair<int, std::set<std::string>>> snapshot_context(
+    const std::vector<core::events::RunEvent>& events) {
+  namespace ev = core::events;
   std::map<std::uint64_t, std::pair<int, std::set<std::string>>> at;
   int rounds_done = 0;
   std::set<std::string> failed;
-  for (const Json& e : events) {
-    const std::string type = str_field(e, "type");
-    if (type == "evaluated" && bool_field(e, "counted", true)) {
-      rounds_done = std::max(rounds_done, static_cast<int>(num_field(e, "round").value_or(0)));
-    } else if (type == "cycle_started") {
-      failed.erase(str_field(e, "node_id"));
-    } else if (type == "cycle_finished") {
-      if (!bool_field(e, "passed", true)) failed.insert(str_field(e, "node_id"));
-    } else if (type == "world_model_snapshot") {
-      if (auto v = num_field(e, "version")) at.emplace(static_cast<std::uint64_t>(*v), std::make_pair(rounds_done, failed));
+  for (const auto& e : events) {
+    if (const auto* x = std::get_if<ev::Evaluated>(&e.payload); x && x->counted) {
+      rounds_done = std::max(rounds_done, static_cast<int>(x->round));
+    } else if (const auto* started = std::get_if<ev::CycleStarted>(&e.payload)) {
+      failed.erase(started->node_id);
+    } else if (const auto* finished = std::get_if<ev::CycleFinished>(&e.payload)) {
+      if (!finished->passed) failed.insert(finished->node_id);
+    } else if (const auto* snap = std::get_if<ev::WorldModelSnapshot>(&e.payload)) {
+      at.emplace(static_cast<std::uint64_t>(snap->version), std::make_pair(rounds_done, failed));
     }
   }
   return at;
@@ -292,7 +301,8 @@ fs::path snapshot_file(const RunStore& store, std::uint64_t version) {
 // Every snapshot, in version order, with the round it was taken after and the
 // nodes that had failed a cycle by then. A node unchanged between snapshots
 // is stored once ("nodes") and referred to by index.
-Json world_model_json(const RunStore& store, const std::vector<Json>& events, std::size_t max_text, Json& warnings) {
+Json world_model_json(const RunStore& store, const std::vector<core::events::RunEvent>& events, std::size_t max_text,
+                      Json& warnings) {
   const auto at = snapshot_context(events);
   Json nodes = Json::array();
   Json texts = Json::array();
@@ -432,7 +442,7 @@ Json run_report_data(const fs::path& run_dir, const ReportOptions& options) {
   RunStore store = RunStore::open_read_only(run_dir);
   Json warnings = Json::array();
   Json m = store.manifest();  // written atomically: always whole
-  std::vector<Json> events = read_log(run_dir / "events.jsonl", warnings);
+  const auto events = read_events(run_dir / "events.jsonl", warnings);
   std::vector<AttemptRecord> attempts = read_attempts(store, warnings);
   Json data = Json::obj({{"format", "ksearch-report"},
                          {"format_version", 1},
@@ -461,7 +471,7 @@ std::string run_world_model_dot(const fs::path& run_dir, std::optional<std::uint
   std::optional<Json> wm = read_snapshot(file, err);
   if (!wm) throw Error(Status::parse, fmt::format("{}: {}", file.string(), err));
   Json ignored = Json::array();
-  const auto at = snapshot_context(read_log(run_dir / "events.jsonl", ignored));
+  const auto at = snapshot_context(read_events(run_dir / "events.jsonl", ignored));
   auto it = at.find(v);
   const std::string task = str_field(store.manifest()["task"], "name");
   return report::tree_dot(*wm, fmt::format("{}: world model v{}{}", task, v,

@@ -243,3 +243,33 @@ TEST_CASE("flow: a tensor whose size overflows 64 bits is an error of the task, 
     CHECK(contains(e.what(), "overflows 64 bits"));
   }
 }
+
+TEST_CASE("failures: one family, recorded one way") {
+  // A compile error is a Failure with the compile_error status and the log.
+  try {
+    throw CompileError("kernel.cu(3): error: x is undefined", "full compiler output");
+  } catch (const FailureError& e) {
+    CHECK(e.failure().status == EvalStatus::compile_error);
+    CHECK(std::string(e.what()) == "kernel.cu(3): error: x is undefined");
+    CHECK(e.failure().log == "full compiler output");
+    EvalResult r;
+    e.failure().record(r);
+    CHECK(r.status == EvalStatus::compile_error);
+    CHECK(r.log == "kernel.cu(3): error: x is undefined\n\nfull compiler output");
+  }
+  // A log that says nothing more is not repeated.
+  EvalResult r;
+  Failure{.status = EvalStatus::compile_error, .message = "refused", .log = "refused"}.record(r);
+  CHECK(r.log == "refused");
+  // A run error keeps its flags for the flow (retry after out of memory, distrust the device).
+  try {
+    throw RunError({EvalStatus::runtime_error, "out of device memory", true, true});
+  } catch (const FailureError& e) {
+    CHECK(e.failure().out_of_memory);
+    CHECK(e.failure().memory_corrupted);
+    WorkloadResult w;
+    e.failure().record(w);
+    CHECK(w.status == EvalStatus::runtime_error);
+    CHECK(w.message == "out of device memory");
+  }
+}

@@ -3,11 +3,14 @@
 
 #include <chrono>
 #include <optional>
+#include <set>
+#include <variant>
 
 #include "util/process.hpp"
 
 #include <filesystem>
 
+#include "eval/fixtures.hpp"
 #include "eval/messages.hpp"
 #include "eval/process_evaluator.hpp"
 #include "eval/protocol.hpp"
@@ -87,26 +90,55 @@ TEST_CASE("protocol: read_frame over a pipe, clean and torn ends") {
 TEST_CASE("protocol: the worker says hello, answers, reports bad requests and survives them") {
   auto dir = ks::test::scratch_dir("protocol_worker");
   WorkerProcess w(locate_worker(), {"--role", "run", "--device", "host", "--cache-dir", dir.string()});
-  Json hello = w.wait_hello(30);
-  CHECK(hello.get_string("event") == "hello");
-  CHECK(hello.at("device").get_string("backend") == "host");
-  CHECK(hello.get_int("pid") == w.pid());
+  msg::Hello hello = w.wait_hello(30);
+  CHECK(hello.role == "run");
+  REQUIRE(hello.device.has_value());
+  CHECK(hello.device->backend == "host");
+  CHECK(hello.pid == w.pid());
 
   auto deadline = [] { return std::chrono::steady_clock::now() + std::chrono::seconds(10); };
+  auto failure = [&](const Json& frame) {
+    w.send_frame(frame);
+    Json reply;
+    REQUIRE(w.receive(reply, deadline()) == WorkerProcess::Received::message);
+    msg::Reply r = msg::reply_from_json(reply);
+    REQUIRE(std::holds_alternative<msg::Failed>(r));
+    return std::get<msg::Failed>(r);
+  };
+  msg::Failed f = failure(Json::obj({{"op", "no-such-op"}}));
+  CHECK(f.status == Status::invalid_argument);
+  CHECK(f.message.find("unknown op \"no-such-op\"") != std::string::npos);
+  CHECK(failure(Json::obj({{"no-op", 1}})).message.find("without \"op\"") != std::string::npos);
+  CHECK(failure(Json::arr({1, 2})).message.find("not a JSON object") != std::string::npos);
+  // A malformed request names the op and the field it lacks.
+  f = failure(Json::obj({{"op", "evaluate"}, {"task_key", "never-sent"}}));
+  CHECK(f.message.find("malformed \"evaluate\"") != std::string::npos);
+  CHECK(f.message.find("candidate") != std::string::npos);
+  CHECK(failure(Json::obj({{"op", "evaluate"}, {"task_key", 7}})).message.find("malformed") != std::string::npos);
+  // A compile request is no run worker's business.
+  CompileRequest compile;
+  compile.solution = ks::test::vadd_candidate(ks::test::kGoodBody);
+  CHECK(failure(msg::to_json(msg::Compile{compile})).message.find("unknown op \"compile\"") != std::string::npos);
+
+  // A well-formed request for a task this worker was never sent.
+  msg::Evaluate e;
+  e.task_key = "never-sent";
+  e.run.candidate.solution = ks::test::vadd_candidate(ks::test::kGoodBody);
+  e.run.reference.solution = ks::test::vadd_candidate(ks::test::kGoodBody, "reference");
+  e.run.workloads = {"w0"};
+  w.send(e);
   Json reply;
-  w.send(Json::obj({{"op", "no-such-op"}}));
   REQUIRE(w.receive(reply, deadline()) == WorkerProcess::Received::message);
-  CHECK(reply.get_string("event") == "error");
-  CHECK(reply.get_string("message").find("unknown op") != std::string::npos);
+  msg::Reply r = msg::reply_from_json(reply);
+  REQUIRE(std::holds_alternative<msg::Failed>(r));
+  CHECK_MESSAGE(std::get<msg::Failed>(r).message.find("unknown task key") != std::string::npos,
+                std::get<msg::Failed>(r).message);
 
-  w.send(Json::obj({{"op", "evaluate"}, {"task_key", "never-sent"}}));
+  w.send(msg::Ping{});
   REQUIRE(w.receive(reply, deadline()) == WorkerProcess::Received::message);
-  CHECK(reply.get_string("event") == "error");
-  CHECK(reply.get_string("message").find("unknown task key") != std::string::npos);
-
-  w.send(Json::obj({{"op", "ping"}}));
-  REQUIRE(w.receive(reply, deadline()) == WorkerProcess::Received::message);
-  CHECK(reply.get_string("event") == "pong");
+  r = msg::reply_from_json(reply);
+  REQUIRE(std::holds_alternative<msg::Pong>(r));
+  CHECK(std::get<msg::Pong>(r).pid == w.pid());
 }
 
 TEST_CASE("protocol: garbage on the worker's stdin ends it with a clear message") {
@@ -218,30 +250,190 @@ TEST_CASE("protocol: the CUDA compile worker compiles, reports errors, and carri
     r.arch = "sm_90a";  // NVRTC needs no GPU for a given architecture
     r.cache_dir = (dir / "cuda").string();
     r.timeout_s = 120;
-    return Json::obj({{"op", "compile"}, {"request", compile_request_to_json(r)}});
+    return msg::Compile{r};
   };
   auto deadline = [] { return std::chrono::steady_clock::now() + std::chrono::seconds(120); };
-  Json reply;
-  w.send(request("extern \"C\" __global__ void scale(const float* x, float* y, int n) {\n"
-                 "  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = 2 * x[i]; }\n"));
-  REQUIRE(w.receive(reply, deadline()) == WorkerProcess::Received::message);
-  if (reply.get_string("event") == "error") {
-    MESSAGE("NVRTC is not usable here: " << reply.get_string("message"));
+  auto compile = [&](const std::string& code) {
+    w.send(request(code));
+    Json reply;
+    REQUIRE(w.receive(reply, deadline()) == WorkerProcess::Received::message);
+    return msg::reply_from_json(reply);
+  };
+  msg::Reply reply = compile("extern \"C\" __global__ void scale(const float* x, float* y, int n) {\n"
+                             "  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = 2 * x[i]; }\n");
+  if (const auto* failed = std::get_if<msg::Failed>(&reply)) {
+    MESSAGE("NVRTC is not usable here: " << failed->message);
     return;
   }
-  REQUIRE(reply.get_string("event") == "compiled");
-  Artifact a = artifact_from_json(reply.at("artifact"));
+  REQUIRE(std::holds_alternative<msg::Compiled>(reply));
+  const Artifact& a = std::get<msg::Compiled>(reply).artifact;
   CHECK(a.language == Language::cuda);
   CHECK(std::filesystem::exists(a.path));
 
-  w.send(request("extern \"C\" __global__ void scale(const float* x, float* y, int n) { y[0] = undefined_name; }\n"));
-  REQUIRE(w.receive(reply, deadline()) == WorkerProcess::Received::message);
-  CHECK(reply.get_string("event") == "compile_failed");
-  CHECK(reply.get_string("log").find("undefined_name") != std::string::npos);
+  reply = compile("extern \"C\" __global__ void scale(const float* x, float* y, int n) { y[0] = undefined_name; }\n");
+  REQUIRE(std::holds_alternative<msg::CompileFailed>(reply));
+  CHECK(std::get<msg::CompileFailed>(reply).log.find("undefined_name") != std::string::npos);
 
   // A second good compilation in the same (long-lived) worker.
-  w.send(request("extern \"C\" __global__ void scale(const float* x, float* y, int n) {\n"
-                 "  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = x[i] + x[i]; }\n"));
-  REQUIRE(w.receive(reply, deadline()) == WorkerProcess::Received::message);
-  CHECK(reply.get_string("event") == "compiled");
+  reply = compile("extern \"C\" __global__ void scale(const float* x, float* y, int n) {\n"
+                  "  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = x[i] + x[i]; }\n");
+  CHECK(std::holds_alternative<msg::Compiled>(reply));
+}
+
+namespace {
+
+// One message of every kind, with something in every field.
+std::vector<msg::Request> sample_requests() {
+  std::vector<msg::Request> out{msg::Ping{}, msg::Exit{}};
+  msg::Evaluate e;
+  e.task_key = "task-1";
+  e.task = ks::test::vadd_task();
+  e.run.candidate.solution = ks::test::vadd_candidate(ks::test::kGoodBody);
+  e.run.candidate.flags = {"-O2"};
+  e.run.candidate.builds.push_back({{{"BLOCK", 128}}, Artifact{}});
+  e.run.candidate.workload_build = {{"w0", 0}};
+  e.run.reference.solution = ks::test::vadd_candidate(ks::test::kGoodBody, "reference");
+  e.run.options.seeds_per_workload = 3;
+  e.run.workloads = {"w0", "w1"};
+  e.run.time_reference = {"w1"};
+  out.push_back(e);
+  msg::Evaluate oracle = e;  // an oracle task: no reference solution, the oracle's seeds
+  oracle.task.reset();
+  oracle.run.reference = {};
+  OracleSeed seed;
+  seed.seed = 11;
+  seed.index = 1;
+  seed.trial_seed = 42;
+  seed.inputs.push_back({"file", "", "/tmp/x.bin", 0, 64});
+  seed.outputs.push_back({"file", "", "/tmp/x.bin", 64, 32});
+  oracle.run.oracle["w0"] = {seed};
+  out.push_back(oracle);
+  out.push_back(msg::ProbeExternal{{"cuda_ipc", "abcd", "", 0, 16}});
+  CompileRequest c;
+  c.solution = ks::test::vadd_candidate(ks::test::kGoodBody);
+  c.arch = "sm_90a";
+  c.flags = {"-lineinfo"};
+  c.params = {{"BLOCK", 256}};
+  c.timeout_s = 30;
+  out.push_back(msg::Compile{c});
+  out.push_back(msg::Prepare{"w0", {{0, 5}, {1, 6}}, "file"});
+  out.push_back(msg::Baseline{{"eager", "compile"}, 3, 10});
+  return out;
+}
+
+std::vector<msg::Reply> sample_replies() {
+  DeviceInfo d;
+  d.backend = "host";
+  d.name = "a CPU";
+  WorkloadResult w;
+  w.name = "w0";
+  w.status = EvalStatus::incorrect;
+  w.message = "off by one";
+  EvalResult r;
+  r.status = EvalStatus::passed;
+  r.solution_id = "s1";
+  r.workloads = {w};
+  r.metrics = Json::obj({{"run_s", 0.5}});
+  TimingStats t;
+  t.mean_ms = 1.5;
+  t.count = 10;
+  Artifact a;
+  a.path = "/tmp/k.so";
+  a.kernels = {"k"};
+  a.language = Language::cpp;
+  OracleSeed seed;
+  seed.seed = 3;
+  seed.inputs.push_back({"file", "", "/tmp/x.bin", 0, 8});
+  return {msg::Hello{"run", 12, d, "", ""},
+          msg::Hello{"compile", 13, std::nullopt, "", ""},
+          msg::Hello{"oracle", 14, std::nullopt, "NVIDIA H100", "2.5.0"},
+          msg::Pong{15},
+          msg::Failed{Status::invalid_argument, "bad request"},
+          msg::Fatal{Status::no_device, "no such device"},
+          msg::WorkloadStarted{"w0"},
+          msg::Phase{"w0", FlowPhase{"timing", "timing the kernel", 2.5, true}},
+          msg::ReferenceTimed{"w0", t},
+          msg::WorkloadFinished{w},
+          msg::Finished{r, true},
+          msg::ExternalOk{},
+          msg::Compiled{a},
+          msg::CompileFailed{"does not compile", "error: undefined_name"},
+          msg::Prepared{"w0", "file", {seed}, "cuda:0", "2.5.0"},
+          msg::Baselines{"cuda:0", "2.5.0", true, Json::obj({{"eager", Json::obj({{"mean_ms", 1.0}})}})}};
+}
+
+}  // namespace
+
+TEST_CASE("protocol: every request and reply survives its codec") {
+  std::set<std::size_t> kinds;
+  for (const auto& r : sample_requests()) {
+    kinds.insert(r.index());
+    const Json j = msg::to_json(r);
+    CAPTURE(j.dump());
+    CHECK(j.get_string("op") == msg::name_of(r));
+    msg::Request back = msg::request_from_json(j);
+    CHECK(back.index() == r.index());
+    CHECK(msg::to_json(back) == j);
+    // Through a frame too, as it travels.
+    FrameDecoder d;
+    d.feed(encode_frame(j));
+    CHECK(msg::to_json(msg::request_from_json(*d.next())) == j);
+  }
+  CHECK(kinds.size() == std::variant_size_v<msg::Request>);
+
+  kinds.clear();
+  for (const auto& r : sample_replies()) {
+    kinds.insert(r.index());
+    const Json j = msg::to_json(r);
+    CAPTURE(j.dump());
+    CHECK(j.get_string("event") == msg::name_of(r));
+    msg::Reply back = msg::reply_from_json(j);
+    CHECK(back.index() == r.index());
+    CHECK(msg::to_json(back) == j);
+  }
+  CHECK(kinds.size() == std::variant_size_v<msg::Reply>);
+
+  // Fields survive as values, not only as JSON.
+  auto e = std::get<msg::Evaluate>(msg::request_from_json(msg::to_json(sample_requests()[2])));
+  REQUIRE(e.task.has_value());
+  CHECK(e.task->name == "test/vadd");
+  CHECK(e.run.workloads == std::vector<std::string>{"w0", "w1"});
+  CHECK(e.run.candidate.builds.at(0).params.at("BLOCK") == 128);
+  auto o = std::get<msg::Evaluate>(msg::request_from_json(msg::to_json(sample_requests()[3])));
+  CHECK(msg::to_json(sample_requests()[3]).at("reference").is_null());
+  CHECK(o.run.oracle.at("w0").at(0).trial_seed == 42);
+  auto f = std::get<msg::Finished>(msg::reply_from_json(msg::to_json(sample_replies()[10])));
+  CHECK(f.restart);
+  CHECK(f.result.workloads.at(0).message == "off by one");
+  auto h = std::get<msg::Hello>(msg::reply_from_json(msg::to_json(sample_replies()[2])));
+  CHECK_FALSE(h.device.has_value());
+  CHECK(h.device_name == "NVIDIA H100");
+}
+
+TEST_CASE("protocol: a reply outside the catalogue is a clear error, never a crash") {
+  auto rejects = [](const Json& j, const std::string& words) {
+    try {
+      msg::reply_from_json(j);
+      FAIL("accepted " << j.dump());
+    } catch (const ks::Error& e) {
+      CHECK(e.status() == Status::subprocess);
+      CHECK_MESSAGE(std::string(e.what()).find(words) != std::string::npos, e.what());
+    }
+  };
+  rejects(Json::obj({{"event", "launch_missiles"}}), "unknown event \"launch_missiles\"");
+  rejects(Json::obj({{"op", "ping"}}), "without \"event\"");
+  rejects(Json::obj({{"event", 3}}), "without \"event\"");
+  rejects(Json("finished"), "not a JSON object");
+  rejects(Json(), "not a JSON object");
+  rejects(Json::obj({{"event", "finished"}}), "malformed \"finished\"");
+  rejects(Json::obj({{"event", "finished"}, {"result", "not an object"}}), "malformed \"finished\"");
+  rejects(Json::obj({{"event", "workload_started"}, {"workload", Json::arr({1})}}), "malformed \"workload_started\"");
+  rejects(Json::obj({{"event", "compiled"}, {"artifact", Json::obj({{"language", "cobol"}})}}), "malformed \"compiled\"");
+  rejects(Json::obj({{"event", "prepared"}, {"seeds", Json::arr({Json::obj({{"handover", "carrier pigeon"}})})}}),
+          "malformed \"prepared\"");
+  // Requests, on the worker's side, are invalid arguments.
+  CHECK_THROWS_WITH_AS(msg::request_from_json(Json::obj({{"op", "format_disk"}})),
+                       doctest::Contains("unknown op \"format_disk\""), ks::Error);
+  CHECK_THROWS_WITH_AS(msg::request_from_json(Json::obj({{"op", "probe_external"}})),
+                       doctest::Contains("malformed \"probe_external\""), ks::Error);
 }

@@ -4,6 +4,7 @@
 
 #include <fstream>
 
+#include "core/run_events.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/report.hpp"
 #include "ksearch/run_store.hpp"
@@ -58,10 +59,18 @@ Json tree(std::uint64_t version, Json nodes, const std::string& active = "root")
                     {"decision_tree", Json::obj({{"root_id", "root"}, {"active_leaf_id", active}, {"nodes", std::move(nodes)}})}});
 }
 
+// Events as the search session writes them (lib/core/run_events.hpp).
+void append(RunStore& s, const core::events::Payload& e) {
+  s.append_event(core::events::type_of(e), core::events::fields_of(e));
+}
+
 void llm_call(RunStore& s, int seq, const char* kind, int in, int out, double cost) {
-  s.append_event("llm_call", Json::obj({{"llm_seq", seq}, {"kind", kind}, {"ok", true},
-                                         {"usage", Json::obj({{"input_tokens", in}, {"output_tokens", out},
-                                                              {"cost_usd", cost}, {"attempts", 1}})}}));
+  LlmUsage u;
+  u.input_tokens = in;
+  u.output_tokens = out;
+  u.cost_usd = cost;
+  u.attempts = 1;
+  append(s, core::events::LlmCall{seq, kind, true, u, std::nullopt});
 }
 
 // A small run: wm init call, three rounds (pass 4 ms, compile error, pass
@@ -74,8 +83,8 @@ fs::path make_run(const std::string& name, const std::string& best_code = "void 
   llm_call(s, 0, "wm_init", 100, 10, 0.5);
   s.write_world_model(1, tree(1, Json::arr({node("root", nullptr, "", 0, 0), node("a", "root", "first", 0.9, 2),
                                             node("b", "root", "second", 0.6, 3)})));
-  s.append_event("world_model_snapshot", Json::obj({{"version", 1}}));
-  s.append_event("cycle_started", Json::obj({{"node_id", "a"}}));
+  append(s, core::events::WorldModelSnapshot{1});
+  append(s, core::events::CycleStarted{1, "a", "first", 2, 0.9, ""});
   Solution s1 = sol("void k() { /* slow */ }\n"), s2 = sol("void k() { broken"), s3 = sol(best_code);
   const std::vector<std::tuple<Solution, EvalResult>> rounds = {
       {s1, passed(4.0, 3.0)}, {s2, failed(EvalStatus::compile_error, "kernel.cpp:1: error: expected '}'\nmore")},
@@ -91,16 +100,17 @@ fs::path make_run(const std::string& name, const std::string& best_code = "void 
     a.eval = eval;
     a.eval.solution_id = solution.id;
     s.record_attempt(a);
-    s.append_event("evaluated", Json::obj({{"round", a.round}, {"counted", true}}));
+    append(s, core::events::Evaluated{a.round, true, a.action, solution.id, "", std::string(to_string(eval.status)),
+                                        eval.latency_ms, eval.speedup, {}, std::nullopt});
     if (eval.passed()) s.write_best(BestSolution{solution, a.eval, a.round});
     ++seq;
   }
-  s.append_event("cycle_finished", Json::obj({{"node_id", "a"}, {"passed", false}}));
+  append(s, core::events::CycleFinished{1, "a", 3, false, ""});
   llm_call(s, 4, "wm_too_hard", 300, 30, 0.125);
   // Version 2 edits node a and makes b the active one.
   s.write_world_model(2, tree(2, Json::arr({node("root", nullptr, "", 0, 0), node("a", "root", "first \"quoted\"\nline", 0.2, 2),
                                             node("b", "root", "second", 0.6, 3)}), "b"));
-  s.append_event("world_model_snapshot", Json::obj({{"version", 2}}));
+  append(s, core::events::WorldModelSnapshot{2});
   return dir;
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <set>
 
+#include "core/run_events.hpp"
 #include "core/tune/params.hpp"
 #include "core/tune/tune_strategy.hpp"
 #include "ksearch/error.hpp"
@@ -175,6 +176,19 @@ TEST_CASE("tune strategy: evaluates the starting point, never repeats, skips fai
   CHECK(ctx.state.at("strategy").as_string() == "tune");
   CHECK(ctx.state.at("evaluations").as_int() == 10);
   CHECK(ctx.state.at("failures").as_int() == 1);
+  // Every event is its catalogue struct, field for field (lib/core/run_events.hpp).
+  std::set<std::string> types;
+  for (const auto& e : ctx.events) {
+    CAPTURE(e.type);
+    const auto p = ks::core::events::payload_from(e.type, e.data);
+    CHECK_FALSE(std::holds_alternative<ks::core::events::StrategyEvent>(p));
+    CHECK(ks::core::events::fields_of(p) == e.data);
+    types.insert(e.type);
+  }
+  CHECK(types == std::set<std::string>{"tune_start", "tune_round", "tune_stop", "tune_variants"});
+  const auto round = std::get<ks::core::events::TuneRound>(
+      ks::core::events::payload_from("tune_round", ctx.find_event("tune_round")->data));
+  CHECK_FALSE(round.config.empty());
 }
 
 TEST_CASE("tune strategy: respects the round budget and keeps the last round for per-shape values") {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "core/run_events.hpp"
 #include "util/secrets.hpp"
 #include "util/sha256.hpp"
 #include "ksearch/error.hpp"
@@ -12,12 +13,12 @@ namespace {
 
 Json usage_json(const LlmUsage& u) { return u.to_json(); }
 
-Json workloads_brief(const EvalResult& r) {
-  Json out = Json::array();
+std::vector<events::Evaluated::Workload> workloads_brief(const EvalResult& r) {
+  std::vector<events::Evaluated::Workload> out;
   for (const auto& w : r.workloads) {
-    Json j = Json::obj({{"name", w.name}, {"status", to_string(w.status)}});
-    if (w.timing.count > 0) j["mean_ms"] = w.timing.mean_ms;
-    out.push_back(std::move(j));
+    events::Evaluated::Workload b{w.name, std::string(to_string(w.status)), std::nullopt};
+    if (w.timing.count > 0) b.mean_ms = w.timing.mean_ms;
+    out.push_back(std::move(b));
   }
   return out;
 }
@@ -75,8 +76,8 @@ Session::Session(const Task& task, Evaluator& evaluator, LlmPolicy& llm, WorldMo
   journal_evals_ = store_.attempts();
   // Only strategy events count for replay; run-level events (started,
   // finished, cancel) differ between the original run and a resume.
-  for (const auto& e : store_.events())
-    if (e.contains("journal_seq")) ++events_on_disk_;
+  for (const auto& e : events::decode_all(store_.events()))
+    if (e.journal_seq) ++events_on_disk_;
   // The journal must be a prefix: sequence numbers 0..n-1 without gaps.
   for (std::size_t i = 0; i < journal_evals_.size(); ++i)
     if (journal_evals_[i].seq != static_cast<int>(i))
@@ -154,28 +155,21 @@ void Session::ensure_running() const {
 }
 
 std::string Session::run(SearchStrategy& strategy) {
-  store_.append_event("run_started",
-                      Json::obj({{"strategy", strategy.name()},
-                                 {"journal_llm_calls", static_cast<std::int64_t>(journal_llm_.size())},
-                                 {"journal_attempts", static_cast<std::int64_t>(journal_evals_.size())}}));
+  append(events::RunStarted{strategy.name(), static_cast<std::int64_t>(journal_llm_.size()),
+                            static_cast<std::int64_t>(journal_evals_.size())});
   if (rec_ && !rec_announced_) {
     rec_announced_ = true;
     // Said up front: whether the candidates are measured again decides
     // whether the replay can be exact.
-    store_.append_event(
-        "replay_started",
-        Json::obj({{"source", rec_->source},
-                   {"answers", static_cast<std::int64_t>(rec_->answers.size())},
-                   {"evaluations", rec_->has_evaluations ? "recorded" : "measured_again"},
-                   {"recorded_attempts", static_cast<std::int64_t>(rec_->attempts.size())},
-                   {"on_divergence", to_string(rec_->mode)},
-                   {"check_prompts", rec_->check_prompts},
-                   {"note", rec_->has_evaluations
-                                ? "answers and evaluations come from the recording; nothing is asked or measured "
-                                  "again while the run follows it"
-                                : "answers come from the recording; every candidate is compiled and measured again "
-                                  "here, so timings differ from the recording's and a decision that rests on them "
-                                  "may change"}}));
+    append(events::ReplayStarted{
+        rec_->source, static_cast<std::int64_t>(rec_->answers.size()),
+        rec_->has_evaluations ? "recorded" : "measured_again", static_cast<std::int64_t>(rec_->attempts.size()),
+        std::string(to_string(rec_->mode)), rec_->check_prompts,
+        rec_->has_evaluations ? "answers and evaluations come from the recording; nothing is asked or measured "
+                                "again while the run follows it"
+                              : "answers come from the recording; every candidate is compiled and measured again "
+                                "here, so timings differ from the recording's and a decision that rests on them "
+                                "may change"});
   }
   try {
     strategy.run(*this);
@@ -186,14 +180,16 @@ std::string Session::run(SearchStrategy& strategy) {
   }
   std::string reason = stop_reason();
   if (reason.empty()) reason = "strategy_done";
-  store_.append_event("run_finished", Json::obj({{"reason", reason}, {"totals", totals()}}));
+  append(events::RunFinished{reason, totals()});
   return reason;
 }
 
 void Session::event(const std::string& type, Json data) {
   ensure_running();
   if (recording_exhausted()) recording_ended("the run passed the last event of the recording", false);
-  emit(type, std::move(data));
+  // A strategy's own fields; the catalogue's types (decision, cycle_*) typed.
+  if (!data.is_object()) data = Json::obj({{"data", std::move(data)}});
+  emit(events::payload_from(type, data));
 }
 
 void Session::cap_answer(LlmResponse& r) const {
@@ -214,16 +210,20 @@ LlmRequest Session::without_secrets(LlmRequest r) {
   return r;
 }
 
-void Session::emit(const std::string& type, Json data) {
+void Session::emit(const events::Payload& event) {
   // Events are numbered in the order the (deterministic) strategy emits them;
   // on replay the ones already on disk are skipped.
-  if (!data.is_object()) data = Json::obj({{"data", std::move(data)}});
-  if (type == "decision") decisions_.push_back(data);
+  if (const auto* d = std::get_if<events::Decision>(&event)) decisions_.push_back(d->fields);
   if (event_seq_ >= events_on_disk_) {
-    data["journal_seq"] = event_seq_;
-    store_.append_event(type, std::move(data));
+    Json fields = events::fields_of(event);
+    fields["journal_seq"] = event_seq_;
+    store_.append_event(events::type_of(event), std::move(fields));
   }
   ++event_seq_;
+}
+
+void Session::append(const events::Payload& event) {
+  store_.append_event(events::type_of(event), events::fields_of(event));
 }
 
 Json Session::llm_entry(std::size_t seq, const LlmRequest& req, const LlmResponse& resp) const {
@@ -259,10 +259,9 @@ LlmResponse Session::replay_llm(const LlmRequest& req) {
   std::string recorded = e.get_string("prompt_sha256");
   if (!recorded.empty() && recorded != util::sha256_hex(req.system + "\n" + req.prompt) && !prompt_mismatch_noted_) {
     prompt_mismatch_noted_ = true;
-    store_.append_event("journal_prompt_mismatch",
-                        Json::obj({{"llm_seq", static_cast<std::int64_t>(llm_seq_)},
-                                   {"note", "a replayed answer was recorded for a different prompt text; the "
-                                            "library or the task's prompt changed since"}}));
+    append(events::JournalPromptMismatch{static_cast<std::int64_t>(llm_seq_),
+                                         "a replayed answer was recorded for a different prompt text; the "
+                                         "library or the task's prompt changed since"});
   }
   return LlmResponse::from_json(*r);
 }
@@ -270,12 +269,9 @@ LlmResponse Session::replay_llm(const LlmRequest& req) {
 void Session::after_llm(std::size_t seq, const LlmRequest& req, const LlmResponse& resp, bool replayed) {
   usage_ += resp.usage;
   if (replayed) ++replayed_llm_;
-  Json ev = Json::obj({{"llm_seq", static_cast<std::int64_t>(seq)},
-                       {"kind", to_string(req.kind)},
-                       {"ok", resp.ok},
-                       {"usage", usage_json(resp.usage)}});
-  if (!resp.ok) ev["error"] = resp.error;
-  emit("llm_call", std::move(ev));
+  events::LlmCall ev{static_cast<std::int64_t>(seq), std::string(to_string(req.kind)), resp.ok, resp.usage, {}};
+  if (!resp.ok) ev.error = resp.error;
+  emit(ev);
 }
 
 // ---------------------------------------------------------------------------
@@ -287,34 +283,36 @@ bool Session::recording_exhausted() const {
          event_seq_ >= rec_->strategy_events && event_seq_ >= events_on_disk_;
 }
 
-Json Session::divergence_report(const std::string& what, const std::string& asked, const std::string& recorded,
-                                std::int64_t llm_call, std::int64_t attempt, const std::string& detail) const {
-  Json j = Json::obj({{"source", rec_->source},
-                      {"what", what},
-                      {"after_round", rounds_used_},
-                      {"asked", asked},
-                      {"recorded", recorded},
-                      {"on_divergence", to_string(rec_->mode)},
-                      {"evaluations", rec_->has_evaluations ? "recorded" : "measured_again"}});
+events::Divergence Session::divergence_report(const std::string& what, const std::string& asked,
+                                              const std::string& recorded, std::int64_t llm_call,
+                                              std::int64_t attempt, const std::string& detail) const {
+  events::Divergence j;
+  j.source = rec_->source;
+  j.what = what;
+  j.after_round = rounds_used_;
+  j.asked = asked;
+  j.recorded = recorded;
+  j.on_divergence = to_string(rec_->mode);
+  j.evaluations = rec_->has_evaluations ? "recorded" : "measured_again";
   std::string head;
   if (what == "kind") {
-    j["llm_call"] = llm_call;
-    j["recording_answer"] = static_cast<std::int64_t>(rec_next_);
+    j.llm_call = llm_call;
+    j.recording_answer = static_cast<std::int64_t>(rec_next_);
     head = fmt::format("After round {}, at LLM call {}: the search asked for an answer of kind {}; the recording "
                        "holds one of kind {} there (its answer {})",
                        rounds_used_, llm_call + 1, asked, recorded, rec_next_ + 1);
   } else if (what == "prompt") {
-    j["llm_call"] = llm_call;
+    j.llm_call = llm_call;
     head = fmt::format("After round {}, at LLM call {} ({}): the prompt differs from the recorded one at {}",
                        rounds_used_, llm_call + 1, asked, detail);
   } else {
-    j["attempt"] = attempt;
+    j.attempt = attempt;
     head = fmt::format("After round {}, at attempt {}: the search evaluates {}; the recording evaluated {} there",
                        rounds_used_, attempt + 1, asked.empty() ? "no candidate (a failed round)" : "solution " + asked,
                        recorded.empty() ? "no candidate (a failed round)" : "solution " + recorded);
     if (!detail.empty()) head += " (" + detail + ")";
   }
-  if (!detail.empty()) j["detail"] = detail;
+  if (!detail.empty()) j.detail = detail;
 
   // Which decision changed: the first of this run's decisions whose outcome
   // differs from the recording's, with the evidence each rested on.
@@ -326,14 +324,14 @@ Json Session::divergence_report(const std::string& what, const std::string& aske
     if (decision_outcome(mine[i]) != decision_outcome(theirs[i])) changed = i;
   if (changed) {
     std::size_t i = *changed;
-    j["decision"] = Json::obj({{"index", static_cast<std::int64_t>(i)}, {"now", mine[i]}, {"recorded", theirs[i]}});
+    j.decision = Json::obj({{"index", static_cast<std::int64_t>(i)}, {"now", mine[i]}, {"recorded", theirs[i]}});
     why = fmt::format("Decision {} changed.\n  now:      {}\n  recorded: {}", i + 1, mine[i].get_string("why"),
                       theirs[i].get_string("why"));
   } else if (!mine.empty()) {
     std::size_t i = mine.size() - 1;
-    j["decision"] = Json::obj({{"index", static_cast<std::int64_t>(i)},
-                               {"now", mine[i]},
-                               {"recorded", i < theirs.size() ? theirs[i] : Json()}});
+    j.decision = Json::obj({{"index", static_cast<std::int64_t>(i)},
+                            {"now", mine[i]},
+                            {"recorded", i < theirs.size() ? theirs[i] : Json()}});
     why = fmt::format("No decision differs from the recording's before this point{}. The last one:\n  now:      {}",
                       theirs.empty() ? " (the recording holds no decisions to compare: a transcript without its run "
                                        "folder, or a run made before libksearch recorded them)"
@@ -346,14 +344,14 @@ Json Session::divergence_report(const std::string& what, const std::string& aske
   if (!rec_->has_evaluations)
     message += "\nThe candidates were measured again in this run (only the answers are recorded), so a decision "
                "that compares timings can go another way than it did in the recording.";
-  j["message"] = message;
+  j.message = message;
   return j;
 }
 
-void Session::leave_recording(Json report, bool in_journal) {
+void Session::leave_recording(events::Divergence report, bool in_journal) {
   bool stop = rec_->mode != Recording::Mode::live;
-  report["stopped"] = stop && !in_journal;
-  if (divergence_.is_null()) divergence_ = report;
+  report.stopped = stop && !in_journal;
+  if (divergence_.is_null()) divergence_ = events::to_json(report);
   if (in_journal) {
     // This run's own journal already went past this point (a resume): it
     // is what the run is, and the recording has no say after it.
@@ -362,11 +360,11 @@ void Session::leave_recording(Json report, bool in_journal) {
   }
   if (stop) {
     rec_stop_ = "replay_diverged";
-    store_.append_event("replay_diverged", std::move(report));
+    append(events::ReplayDiverged{std::move(report)});
     throw SearchStopped(rec_stop_);
   }
   rec_left_ = true;
-  store_.append_event("replay_went_live", std::move(report));
+  append(events::ReplayWentLive{std::move(report)});
 }
 
 void Session::recording_ended(const std::string& what, bool in_journal) {
@@ -374,18 +372,14 @@ void Session::recording_ended(const std::string& what, bool in_journal) {
     rec_left_ = true;
     return;
   }
-  Json ev = Json::obj({{"source", rec_->source},
-                       {"after_round", rounds_used_},
-                       {"detail", what},
-                       {"answers_used", rec_answers_used_},
-                       {"evaluations_used", rec_evals_used_}});
+  events::RecordingEnd ev{rec_->source, rounds_used_, what, rec_answers_used_, rec_evals_used_};
   if (rec_->mode == Recording::Mode::live) {
     rec_left_ = true;
-    store_.append_event("replay_went_live", std::move(ev));
+    append(events::ReplayWentLive{std::move(ev)});
     return;
   }
   rec_stop_ = "recording_ended";
-  store_.append_event("replay_recording_ended", std::move(ev));
+  append(events::ReplayRecordingEnded{std::move(ev)});
   throw SearchStopped(rec_stop_);
 }
 
@@ -411,15 +405,15 @@ std::optional<Json> Session::recorded_answer(const LlmRequest& req, std::size_t 
     // over are never used.
     std::size_t found = at;
     while (found < answers.size() && answers[found].get_string("kind") != asked) ++found;
-    Json report = divergence_report("kind", asked, kind, static_cast<std::int64_t>(seq), -1, "");
+    events::Divergence report = divergence_report("kind", asked, kind, static_cast<std::int64_t>(seq), -1, "");
     Json skipped = Json::array();
     for (std::size_t k = at; k < found; ++k)
       skipped.push_back(
           Json::obj({{"answer", static_cast<std::int64_t>(k + 1)}, {"kind", answers[k].get_string("kind")}}));
-    report["skipped"] = skipped;
-    report["stopped"] = false;
-    if (divergence_.is_null()) divergence_ = report;
-    if (!in_journal) store_.append_event("replay_skipped", std::move(report));
+    report.skipped = skipped;
+    report.stopped = false;
+    if (divergence_.is_null()) divergence_ = events::to_json(report);
+    if (!in_journal) append(events::ReplaySkipped{std::move(report)});
     rec_next_ = found;
     if (found == answers.size()) {
       recording_ended(fmt::format("the search asked for a {} answer (LLM call {}) and the recording holds none after "
@@ -445,12 +439,9 @@ std::optional<Json> Session::recorded_answer(const LlmRequest& req, std::size_t 
     }
     if (!rec_prompt_noted_ && !in_journal) {
       rec_prompt_noted_ = true;
-      store_.append_event("replay_prompt_changed",
-                          Json::obj({{"llm_call", static_cast<std::int64_t>(seq)},
-                                     {"recording_answer", static_cast<std::int64_t>(at + 1)},
-                                     {"detail", detail},
-                                     {"note", "a recorded answer is used for a prompt that differs from the one it "
-                                              "answered (noted once per session)"}}));
+      append(events::ReplayPromptChanged{static_cast<std::int64_t>(seq), static_cast<std::int64_t>(at + 1), detail,
+                                         "a recorded answer is used for a prompt that differs from the one it "
+                                         "answered (noted once per session)"});
     }
   }
   rec_next_ = at + 1;
@@ -508,7 +499,7 @@ LlmResponse Session::llm(const LlmRequest& request) {
     // the run; its non-answer is not journaled.
     if (e.status() != Status::cancelled) throw;
     cancelled_ = true;
-    store_.append_event("cancel_requested", Json::obj({{"by", "llm policy"}, {"llm_seq", static_cast<std::int64_t>(seq)}}));
+    append(events::CancelRequested{"llm policy", static_cast<std::int64_t>(seq), std::nullopt});
     throw SearchStopped("cancelled");
   }
   cap_answer(r);
@@ -536,7 +527,7 @@ std::vector<LlmResponse> Session::llm_batch(const std::vector<LlmRequest>& reque
     } catch (const Error& e) {
       if (e.status() != Status::cancelled) throw;
       cancelled_ = true;
-      store_.append_event("cancel_requested", Json::obj({{"by", "llm policy"}}));
+      append(events::CancelRequested{"llm policy", std::nullopt, std::nullopt});
       throw SearchStopped("cancelled");
     }
   }
@@ -596,11 +587,11 @@ EvalResult Session::finish_attempt(Solution& s, const std::string& action, bool 
       diverged(fmt::format("attempt {} evaluated solution {} in the journal but the strategy now produced {}",
                            seq, rec.solution.id.empty() ? "(none)" : rec.solution.id,
                            s.id.empty() ? "(none)" : s.id));
-    emit("round_started", Json::obj({{"round", round}, {"action", action}, {"solution_id", s.id}}));
+    emit(events::RoundStarted{round, action, s.id});
     r = rec.eval;
     ++replayed_evals_;
   } else {
-    emit("round_started", Json::obj({{"round", round}, {"action", action}, {"solution_id", s.id}}));
+    emit(events::RoundStarted{round, action, s.id});
     if (recorded) {
       live_result = recorded->eval;
       ++rec_evals_used_;
@@ -643,22 +634,11 @@ EvalResult Session::finish_attempt(Solution& s, const std::string& action, bool 
   // At the journal's end best/ holds the replayed run's best again (this
   // also restores a best.json that went missing).
   if (replayed && seq + 1 == journal_evals_.size() && best_) store_.write_best(*best_);
-  Json ev = Json::obj({{"round", round},
-                       {"counted", counted},
-                       {"action", action},
-                       {"solution_id", s.id},
-                       {"parent_id", s.parent_id},
-                       {"status", to_string(r.status)},
-                       {"latency_ms", r.latency_ms},
-                       {"speedup", r.speedup},
-                       {"workloads", workloads_brief(r)}});
-  if (!r.passed()) ev["summary"] = r.summary();
-  emit("evaluated", std::move(ev));
-  if (improved)
-    emit("best_improved", Json::obj({{"round", round},
-                                      {"solution_id", s.id},
-                                      {"latency_ms", r.latency_ms},
-                                      {"speedup", r.speedup}}));
+  events::Evaluated ev{round, counted, action, s.id, s.parent_id, std::string(to_string(r.status)),
+                       r.latency_ms, r.speedup, workloads_brief(r), std::nullopt};
+  if (!r.passed()) ev.summary = r.summary();
+  emit(ev);
+  if (improved) emit(events::BestImproved{round, s.id, r.latency_ms, r.speedup});
   if (counted) {
     Json m = store_.manifest();
     m["totals"] = totals();
@@ -698,7 +678,7 @@ void Session::report(const std::string& action, const Solution& s, const EvalRes
   if (!go_on && !cancelled_) {
     cancelled_ = true;
     // Not part of the deterministic event sequence: a resumed run does not cancel.
-    store_.append_event("cancel_requested", Json::obj({{"round", rounds_used_}}));
+    append(events::CancelRequested{std::nullopt, std::nullopt, rounds_used_});
   }
 }
 
@@ -772,7 +752,7 @@ EvalResult Session::evaluate_live(const Solution& s, bool counted) {
 void Session::stop_for_cancel(const std::string& by) {
   // Not part of the deterministic event sequence: a resumed run does not cancel.
   cancelled_ = true;
-  store_.append_event("cancel_requested", Json::obj({{"by", by}}));
+  append(events::CancelRequested{by, std::nullopt, std::nullopt});
   throw SearchStopped("cancelled");
 }
 
@@ -813,7 +793,7 @@ void Session::snapshot_world_model() {
   store_.write_world_model(v, wm_.to_json());
   snapshot_version_ = v;
   snapshot_written_ = true;
-  emit("world_model_snapshot", Json::obj({{"version", static_cast<std::int64_t>(v)}}));
+  emit(events::WorldModelSnapshot{static_cast<std::int64_t>(v)});
 }
 
 void Session::set_state(Json state) {

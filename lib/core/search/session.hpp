@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "core/run_events.hpp"
 #include "ksearch/evaluator.hpp"
 #include "ksearch/llm.hpp"
 #include "ksearch/run_store.hpp"
@@ -125,21 +126,25 @@ class Session final : public SearchContext {
   RecordedEval lookup_recorded(std::size_t seq, const Solution& s, bool left) const;
   // Applies a divergence: stops (stop mode), or leaves the recording. `in_journal`:
   // the point lies inside this run's own journal (a resume passing it again).
-  void leave_recording(Json report, bool in_journal);
+  void leave_recording(events::Divergence report, bool in_journal);
   // The recording is used up: stops (stop and skip modes) or goes live.
   void recording_ended(const std::string& what, bool in_journal);
   // Stop mode, a run-folder recording: true once everything it holds was replayed.
   bool recording_exhausted() const;
-  Json divergence_report(const std::string& what, const std::string& asked, const std::string& recorded,
-                         std::int64_t llm_call, std::int64_t attempt, const std::string& detail) const;
+  events::Divergence divergence_report(const std::string& what, const std::string& asked,
+                                       const std::string& recorded, std::int64_t llm_call, std::int64_t attempt,
+                                       const std::string& detail) const;
   // Throws SearchStopped once a stop condition holds (see strategy.hpp).
   void ensure_running() const;
   static LlmRequest without_secrets(LlmRequest r);
   // An answer over max_answer_bytes becomes a failed generation without its text.
   void cap_answer(LlmResponse& r) const;
-  // Appends a strategy event without the stop check: the session's own
-  // events inside an action that was admitted before the stop.
-  void emit(const std::string& type, Json data);
+  // Appends an event of the deterministic sequence (with its journal_seq)
+  // without the stop check: the session's own events inside an action that
+  // was admitted before the stop, and the strategy's.
+  void emit(const events::Payload& event);
+  // Appends a run-level event (no journal_seq: not replayed).
+  void append(const events::Payload& event);
   Json llm_entry(std::size_t seq, const LlmRequest& req, const LlmResponse& resp) const;
   Json recorded_entry(std::size_t seq, const LlmRequest& req, const LlmResponse& resp, const Json& recorded) const;
   LlmResponse replay_llm(const LlmRequest& req);

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "core/response/parse.hpp"
+#include "core/run_events.hpp"
 #include "core/search/cycle.hpp"
 #include "core/search/prompts.hpp"
 #include "core/search/strategies.hpp"
@@ -12,6 +13,8 @@
 
 namespace ks::core {
 namespace {
+
+using events::emit;
 
 Json compact_eval(const EvalResult& r) {
   Json j = Json::obj({{"status", to_string(r.status)},
@@ -106,7 +109,7 @@ class WorldModelStrategy final : public SearchStrategy {
         ctx.snapshot_world_model();
         node = wm.select_action(selection_policy(ctx));
         if (!node) {
-          ctx.event("search_exhausted", Json::obj({{"reason", "no executable open action in the world model"}}));
+          emit(ctx, events::SearchExhausted{"no executable open action in the world model"});
           return;
         }
       }
@@ -142,17 +145,15 @@ class WorldModelStrategy final : public SearchStrategy {
       req.prompt = ctx.world_model().build_prompt(kind, in);
       LlmResponse resp = ctx.llm(req);
       if (!resp.ok) {
-        ctx.event("world_model_edit_failed", Json::obj({{"kind", to_string(kind)}, {"attempt", t},
-                                                        {"errors", Json::arr({resp.error})}}));
+        emit(ctx, events::WorldModelEditFailed{std::string(to_string(kind)), t, {resp.error}});
         in.validation_errors = {"The previous request failed: " + resp.error};
         continue;
       }
       EditOutcome out = apply(resp.text);
-      Json errs = Json::array();
-      for (const auto& e : out.errors) errs.push_back(e);
-      ctx.event(out.ok ? "world_model_edited" : "world_model_edit_rejected",
-                Json::obj({{"kind", to_string(kind)}, {"attempt", t}, {"applied_ops", out.applied_ops},
-                           {"new_nodes", out.new_nodes}, {"errors", errs}, {"report", out.report}}));
+      events::WorldModelEdit edit{std::string(to_string(kind)), t, out.applied_ops, out.new_nodes, out.errors,
+                                  out.report};
+      if (out.ok) emit(ctx, events::WorldModelEdited{std::move(edit)});
+      else emit(ctx, events::WorldModelEditRejected{std::move(edit)});
       if (out.ok) return true;
       in.validation_errors = out.errors;
     }
@@ -165,7 +166,7 @@ class WorldModelStrategy final : public SearchStrategy {
                                 [&](const std::string& text) { return wm.initialize(text, ctx.rounds_used()); });
     if (!ok) {
       wm.initialize_fallback(ctx.task().prompt(ctx.config().language), ctx.rounds_used());
-      ctx.event("world_model_fallback", Json::obj({{"kind", "wm_init"}}));
+      emit(ctx, events::WorldModelFallback{"wm_init"});
     }
     ctx.snapshot_world_model();
   }
@@ -180,7 +181,7 @@ class WorldModelStrategy final : public SearchStrategy {
                                 [&](const std::string& text) { return wm.apply_edits(text, rules); });
     if (!ok) {
       wm.fallback_after_propose(ctx.rounds_used());
-      ctx.event("world_model_fallback", Json::obj({{"kind", "wm_propose"}}));
+      emit(ctx, events::WorldModelFallback{"wm_propose"});
     }
     ctx.snapshot_world_model();
   }
@@ -199,9 +200,8 @@ class WorldModelStrategy final : public SearchStrategy {
       base_eval = ctx.find_eval(action.parent_solution_id);
     }
     double base_score = base_eval && base_eval->passed() ? base_eval->score : 0;
-    ctx.event("cycle_started", Json::obj({{"cycle", cycle}, {"node_id", node_id}, {"title", action.title},
-                                          {"difficulty", action.difficulty}, {"score", action.score},
-                                          {"base_solution_id", action.parent_solution_id}}));
+    emit(ctx, events::CycleStarted{cycle, node_id, action.title, action.difficulty, action.score,
+                                   action.parent_solution_id});
 
     CycleTracker tracker(cfg.wm_stagnation_window, base_score);
     std::optional<Solution> cycle_best;
@@ -291,9 +291,7 @@ class WorldModelStrategy final : public SearchStrategy {
     }
     // A stop inside the cycle ends the run here: the next context call throws
     // SearchStopped, so no edit is made on partial evidence.
-    ctx.event("cycle_finished", Json::obj({{"cycle", cycle}, {"node_id", node_id}, {"attempts", attempt},
-                                           {"passed", tracker.has_pass()},
-                                           {"cycle_best", cycle_best ? cycle_best->id : ""}}));
+    emit(ctx, events::CycleFinished{cycle, node_id, attempt, tracker.has_pass(), cycle_best ? cycle_best->id : ""});
     if (cycle_best) close_cycle(ctx, node_id, action, *cycle_best, *cycle_best_eval, base);
     else too_hard(ctx, node_id, attempt, last_eval);
   }
@@ -325,7 +323,7 @@ class WorldModelStrategy final : public SearchStrategy {
                                   [&](const std::string& text) { return wm.apply_edits(text, rules); });
       if (!ok) {
         wm.fallback_after_refine(node_id, ctx.rounds_used());
-        ctx.event("world_model_fallback", Json::obj({{"kind", "wm_refine"}}));
+        emit(ctx, events::WorldModelFallback{"wm_refine"});
       }
     }
     wm.set_computed_signals(Json::obj({{"round_index", ctx.rounds_used()},
@@ -352,7 +350,7 @@ class WorldModelStrategy final : public SearchStrategy {
                                   [&](const std::string& text) { return wm.apply_edits(text, rules); });
       if (!ok) {
         wm.fallback_after_too_hard(node_id, ctx.rounds_used());
-        ctx.event("world_model_fallback", Json::obj({{"kind", "wm_too_hard"}}));
+        emit(ctx, events::WorldModelFallback{"wm_too_hard"});
       }
     }
     ctx.snapshot_world_model();

@@ -6,11 +6,17 @@
 #include <limits>
 #include <map>
 
+#include "core/run_events.hpp"
 #include "core/tune/tuner.hpp"
 #include "ksearch/error.hpp"
 
 namespace ks::core {
 namespace {
+
+using events::emit;
+
+// A number for the event log: a non-finite one is written as null.
+std::optional<double> finite(double x) { return std::isfinite(x) ? std::optional<double>(x) : std::nullopt; }
 
 // "BLOCK=128 VEC=4", parameters in declaration order.
 std::string describe(const ParamSpace& space, const util::Vars& values) {
@@ -172,8 +178,7 @@ void TuneStrategy::run(SearchContext& ctx) {
     base_eval = ctx.evaluate(base, "tune: evaluate starting point");
   }
   if (space.empty()) {
-    ctx.event("tune_skipped", Json::obj({{"base", base.id},
-                                         {"reason", "the solution declares no tunable parameters"}}));
+    emit(ctx, events::TuneSkipped{base.id, "the solution declares no tunable parameters"});
     return;
   }
 
@@ -196,7 +201,7 @@ void TuneStrategy::run(SearchContext& ctx) {
   }
   const int rounds = ctx.rounds_left();
   if (rounds <= 0 || ctx.should_stop()) {
-    ctx.event("tune_skipped", Json::obj({{"base", base.id}, {"reason", "no rounds left to tune in"}}));
+    emit(ctx, events::TuneSkipped{base.id, "no rounds left to tune in"});
     return;
   }
   // The rounds left plus the base's own result; a practically unlimited run gives an unlimited tuner.
@@ -215,26 +220,23 @@ void TuneStrategy::run(SearchContext& ctx) {
     }
   }
 
-  Json params_info = Json::array();
-  for (const auto& p : space.params())
-    params_info.push_back(Json::obj({{"name", p.name}, {"count", p.values.size()}}));
   const auto admissible = search->admissible_count();
   const auto* tuner = dynamic_cast<const Tuner*>(search.get());
-  ctx.event("tune_start",
-            Json::obj({{"base", base.id},
-                       {"base_name", base.name},
-                       {"method", search->name()},
-                       {"params", std::move(params_info)},
-                       {"constraints", space.constraints().size()},
-                       {"grid_size", space.grid_size() <= std::uint64_t{1} << 62
-                                         ? Json(space.grid_size())
-                                         : Json(static_cast<double>(space.grid_size()))},
-                       {"admissible", admissible ? Json(*admissible) : Json()},
-                       {"initial_samples", tuner ? tuner->initial_samples() : 0},
-                       {"seed", seed},
-                       {"stall_rounds", options_.stall_rounds},
-                       {"base_config", base_config ? Json(describe(space, *base_config)) : Json()},
-                       {"base_latency_ms", base_eval.passed() ? Json(base_eval.latency_ms) : Json()}}));
+  events::TuneStart start;
+  start.base = base.id;
+  start.base_name = base.name;
+  start.method = search->name();
+  for (const auto& p : space.params()) start.params.push_back({p.name, static_cast<std::int64_t>(p.values.size())});
+  start.constraints = static_cast<std::int64_t>(space.constraints().size());
+  start.grid_size = space.grid_size() <= std::uint64_t{1} << 62 ? Json(space.grid_size())
+                                                                 : Json(static_cast<double>(space.grid_size()));
+  start.admissible = admissible ? Json(*admissible) : Json();
+  start.initial_samples = tuner ? tuner->initial_samples() : 0;
+  start.seed = static_cast<std::int64_t>(seed);
+  start.stall_rounds = options_.stall_rounds;
+  if (base_config) start.base_config = describe(space, *base_config);
+  if (base_eval.passed()) start.base_latency_ms = base_eval.latency_ms;
+  emit(ctx, start);
 
   auto state = [&](const std::string& phase) {
     const std::optional<util::Vars> best = search->best();
@@ -276,43 +278,38 @@ void TuneStrategy::run(SearchContext& ctx) {
     } else {
       search->tell_failure(*config);
     }
-    Json data = Json::obj({{"config", describe(space, *config)},
-                           {"solution", candidate.id},
-                           {"phase", decision.phase},
-                           {"candidates", decision.candidates},
-                           {"status", to_string(r.status)},
-                           {"latency_ms", r.passed() ? Json(r.latency_ms) : Json()},
-                           {"improved", search->best_objective() < before}});
+    events::TuneRound round{describe(space, *config), candidate.id, decision.phase, decision.candidates,
+                            std::string(to_string(r.status)), std::nullopt, search->best_objective() < before,
+                            std::nullopt};
+    if (r.passed()) round.latency_ms = r.latency_ms;
     if (decision.phase == "model" || decision.phase == "exploit") {
-      data["expected_improvement"] = decision.expected_improvement;
-      data["feasibility"] = decision.feasibility;
-      data["predicted_ms"] = decision.predicted;
-      data["predicted_log_sd"] = decision.predicted_log_sd;
-      if (tuner && tuner->surrogate()) data["surrogate"] = surrogate_json(*tuner->surrogate());
+      round.model = events::TuneRound::Model{finite(decision.expected_improvement), finite(decision.feasibility),
+                                             finite(decision.predicted), finite(decision.predicted_log_sd), Json()};
+      if (tuner && tuner->surrogate()) round.model->surrogate = surrogate_json(*tuner->surrogate());
     }
-    ctx.event("tune_round", std::move(data));
+    emit(ctx, round);
     state(decision.phase);
   }
 
   const std::optional<util::Vars> best = search->best();
-  ctx.event("tune_stop",
-            Json::obj({{"reason", stop_reason},
-                       {"evaluations", search->evaluations()},
-                       {"failures", search->failures()},
-                       {"best_config", best ? Json(describe(space, *best)) : Json()},
-                       {"best_latency_ms", best ? Json(search->best_objective()) : Json()},
-                       {"base_latency_ms", base_eval.passed() ? Json(base_eval.latency_ms) : Json()}}));
+  events::TuneStop stop{stop_reason, search->evaluations(), search->failures(), std::nullopt, std::nullopt,
+                        std::nullopt};
+  if (best) {
+    stop.best_config = describe(space, *best);
+    stop.best_latency_ms = finite(search->best_objective());
+  }
+  if (base_eval.passed()) stop.base_latency_ms = base_eval.latency_ms;
+  emit(ctx, stop);
   state("done");
 
   // Per-shape values: every evaluation timed each benchmark workload, so the
   // best configuration per shape is known without further search.
   const Json per_shape = per_shape_values(*search, space);
   if (!best || per_shape.empty()) return;
-  Json event = Json::obj({{"overall", describe(space, *best)}, {"per_workload", per_shape}});
+  events::TuneVariants variants{describe(space, *best), per_shape, std::nullopt, ""};
   if (ctx.should_stop() || ctx.rounds_left() <= 0) {
-    event["evaluated"] = false;
-    event["why"] = "no round left";
-    ctx.event("tune_variants", std::move(event));
+    variants.why = "no round left";
+    emit(ctx, variants);
     return;
   }
   Solution candidate =
@@ -320,12 +317,10 @@ void TuneStrategy::run(SearchContext& ctx) {
                      fmt::format("tune: {} + per-shape values for {} of {} shapes", describe(space, *best),
                                  per_shape.size(), benchmark_names_.size()));
   const EvalResult r = ctx.evaluate(candidate, candidate.name);
-  event["evaluated"] = true;
-  event["solution"] = candidate.id;
-  event["status"] = to_string(r.status);
-  event["latency_ms"] = r.passed() ? Json(r.latency_ms) : Json();
-  event["best_single_ms"] = search->best_objective();
-  ctx.event("tune_variants", std::move(event));
+  variants.evaluation = events::TuneVariants::Evaluation{candidate.id, std::string(to_string(r.status)),
+                                                         std::nullopt, finite(search->best_objective())};
+  if (r.passed()) variants.evaluation->latency_ms = r.latency_ms;
+  emit(ctx, variants);
 }
 
 }  // namespace

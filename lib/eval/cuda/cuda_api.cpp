@@ -280,7 +280,7 @@ std::string error_text(CUresult r) {
 
 void check(CUresult r, const char* call, std::string_view what) {
   if (r == CUDA_SUCCESS) return;
-  RunFailure f;
+  Failure f;
   f.status = is_sticky(r) ? EvalStatus::crashed : EvalStatus::runtime_error;
   f.message = fmt::format("{}: {}", call, error_text(r));
   if (!what.empty()) f.message += fmt::format(" ({})", what);

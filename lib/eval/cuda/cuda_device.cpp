@@ -161,7 +161,7 @@ void CudaDevice::make_current() const {
 
 void CudaDevice::require_usable() const {
   if (!sticky_error_.empty())
-    throw RunError(RunFailure{EvalStatus::crashed,
+    throw RunError(Failure{EvalStatus::crashed,
                               "the CUDA context is unusable after an earlier error: " + sticky_error_});
 }
 
@@ -188,7 +188,7 @@ Buffer CudaDevice::alloc(std::size_t bytes) {
                                                        : api_.cuMemAlloc(&p, bytes + kRedzoneBytes);
   if (r == CUDA_ERROR_OUT_OF_MEMORY) {
     api_.cuMemGetInfo(&free_b, &total_b);
-    throw RunError(RunFailure{
+    throw RunError(Failure{
         EvalStatus::runtime_error,
         fmt::format("out of device memory: cannot allocate {} ({} bytes; {} free of {})",
                     gib(static_cast<double>(bytes)), bytes, gib(static_cast<double>(free_b)),
@@ -274,7 +274,7 @@ Buffer CudaDevice::open_external(const ExternalTensor& t) {
   auto it = ipc_mappings_.find(t.handle);
   if (it == ipc_mappings_.end()) {
     if (!api_.cuIpcOpenMemHandle)
-      throw RunError(RunFailure{EvalStatus::runtime_error, "this CUDA driver has no cuIpcOpenMemHandle"});
+      throw RunError(Failure{EvalStatus::runtime_error, "this CUDA driver has no cuIpcOpenMemHandle"});
     CUipcMemHandle h{};
     if (t.handle.size() != 2 * sizeof(h.reserved))
       throw Error(Status::invalid_argument, fmt::format("CUDA IPC handle of {} hex digits, expected {}",
@@ -288,7 +288,7 @@ Buffer CudaDevice::open_external(const ExternalTensor& t) {
       api_.cuGetErrorName(r, &name);
       // Not a fault of the candidate or a sticky error: the oracle's memory
       // is out of reach (another PID or IPC namespace, another machine).
-      throw RunError(RunFailure{EvalStatus::runtime_error,
+      throw RunError(Failure{EvalStatus::runtime_error,
                                 fmt::format("cannot map the reference oracle's memory (cuIpcOpenMemHandle: {})",
                                             name ? name : "unknown error")});
     }

@@ -15,7 +15,7 @@ namespace ks::eval::cuda {
 namespace {
 
 [[noreturn]] void plan_error(const std::string& what) {
-  throw RunError(RunFailure{EvalStatus::runtime_error, what});
+  throw RunError(Failure{EvalStatus::runtime_error, what});
 }
 
 }  // namespace
@@ -186,7 +186,7 @@ void CudaProgram::synchronize() {
   for (const auto& [name, buf] : scratch_) buffers.push_back(buf);
   for (const auto& buf : buffers)
     if (std::string what = device_.check_redzone(buf); !what.empty())
-      throw RunError(RunFailure{EvalStatus::runtime_error,
+      throw RunError(Failure{EvalStatus::runtime_error,
                                 fmt::format("kernel(s) {} {}: an out-of-bounds write; check the bounds of every store, "
                                             "vector stores at the end of a row or of the tensor especially",
                                             kernel_list(), what),

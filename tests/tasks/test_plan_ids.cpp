@@ -63,8 +63,9 @@ std::vector<Entry> collect() {
   std::vector<Entry> out;
   const fs::path src = ks::test::source_dir();
   for (const TaskInfo& info : list_tasks({src / "examples" / "tasks"})) {
+    if (info.name.rfind("test/", 0) == 0) continue;  // registered by another test of this program
     std::unique_ptr<Task> t = load_task(info.name);
-    add_spec(out, "task " + (info.source == "built-in" ? info.name : rel(info.name)), t->spec());
+    add_spec(out, "task " + t->name(), t->spec());
   }
   for (const char* dir : {"tests/fixtures/tasks/scale3", "tests/fixtures/tasks/scale3_feedback"})
     add_spec(out, std::string("task ") + dir, load_task_file(src / dir));
@@ -132,7 +133,7 @@ TEST_CASE("solution ids: every plan in the repository keeps the id pinned before
     REQUIRE_MESSAGE(it != pins.end(), "not pinned: " << e.label);
     CHECK(e.solution.id == it->second);
     CHECK(e.solution.compute_id() == it->second);
-    with_plan += e.solution.launch_plan.is_null() ? 0 : 1;
+    with_plan += e.solution.launch_plan.empty() ? 0 : 1;
   }
   CHECK(with_plan > 100);
 }

@@ -24,7 +24,7 @@ WorkloadSpec trimul_workload_with_dims(const TaskSpec& spec, const std::string& 
   return w;
 }
 
-std::vector<float> run_emulated(const ks_emu::KernelTable& table, const Json& plan,
+std::vector<float> run_emulated(const ks_emu::KernelTable& table, const LaunchPlan& plan,
                                 const tasks::TrimulInputs& inputs, const detail::Vars& params) {
   std::map<std::string, std::unique_ptr<ks_emu::GuardedBuffer>> owned;
   std::map<std::string, ks_emu::GuardedBuffer*> tensors;

@@ -746,6 +746,14 @@ class LaunchPlan:
         if not isinstance(plan, dict):
             raise PlanError('launch plan: expected a JSON object with "kernels", got %s'
                             % ("nothing" if plan is None else _dump(plan)))
+        if "calls" in plan and "kernels" not in plan:
+            raise PlanError('launch plan: this is a host call plan ("calls"); a CUDA candidate needs a launch plan '
+                            'with "kernels"')
+        if "kernels" not in plan and "variants" not in plan:
+            keys = ", ".join('"%s"' % k for k in plan)
+            raise PlanError('launch plan: "kernels" is missing (the list of kernel launches, e.g. [{"name": "k", '
+                            '"grid": ["N"], "block": [256], "args": ["x", "y", "N"]}]); the plan has %s'
+                            % ("keys " + keys if keys else "no keys"))
         self.kernels, self.scratch = _parse_body(plan, "")
         self.variants = []  # (when, kernels, scratch, has_scratch)
         vs = plan.get("variants")

@@ -40,10 +40,20 @@ std::vector<fs::path> files_in(const fs::path& dir, const std::string& ext) {
 
 std::string rel(const fs::path& p) { return fs::relative(p, ks::test::source_dir()).generic_string(); }
 
-void add_spec(std::vector<Entry>& out, const std::string& where, const TaskSpec& spec) {
-  for (const auto& [lang, s] : spec.references) out.push_back({where + " reference " + to_string(lang), s, Json()});
-  for (std::size_t i = 0; i < spec.starting_points.size(); ++i)
-    out.push_back({where + " starting_point[" + std::to_string(i) + "]", spec.starting_points[i], Json()});
+// `file`: the task file, whose inline plans are compared with what the solutions write back.
+void add_spec(std::vector<Entry>& out, const std::string& where, const TaskSpec& spec, const fs::path& file = {}) {
+  Json raw = file.empty() ? Json() : Json::parse(detail::read_file(file));
+  auto plan_in = [](const Json* s) {
+    const Json* p = s ? s->find("launch_plan") : nullptr;
+    return p && !p->contains("file") ? *p : Json();
+  };
+  for (const auto& [lang, s] : spec.references)
+    out.push_back({where + " reference " + to_string(lang), s, plan_in(raw["references"].find(to_string(lang)))});
+  for (std::size_t i = 0; i < spec.starting_points.size(); ++i) {
+    const Json& sp = raw["starting_points"];
+    out.push_back({where + " starting_point[" + std::to_string(i) + "]", spec.starting_points[i],
+                   plan_in(sp.is_array() && i < sp.size() ? &sp[i] : nullptr)});
+  }
   for (const auto& [lang, s] : spec.baselines) out.push_back({where + " baseline " + to_string(lang), s, Json()});
 }
 
@@ -65,10 +75,12 @@ std::vector<Entry> collect() {
   for (const TaskInfo& info : list_tasks({src / "examples" / "tasks"})) {
     if (info.name.rfind("test/", 0) == 0) continue;  // registered by another test of this program
     std::unique_ptr<Task> t = load_task(info.name);
-    add_spec(out, "task " + t->name(), t->spec());
+    fs::path file = info.source == "built-in" ? fs::path() : fs::path(info.source);
+    if (!file.empty() && fs::is_directory(file)) file /= "task.json";
+    add_spec(out, "task " + t->name(), t->spec(), file);
   }
   for (const char* dir : {"tests/fixtures/tasks/scale3", "tests/fixtures/tasks/scale3_feedback"})
-    add_spec(out, std::string("task ") + dir, load_task_file(src / dir));
+    add_spec(out, std::string("task ") + dir, load_task_file(src / dir), src / dir / "task.json");
   for (const auto& op : fs::directory_iterator(src / "tests/fixtures/flashinfer_trace/definitions")) {
     for (const auto& def : files_in(op.path(), ".json")) {
       try {
@@ -136,4 +148,27 @@ TEST_CASE("solution ids: every plan in the repository keeps the id pinned before
     with_plan += e.solution.launch_plan.empty() ? 0 : 1;
   }
   CHECK(with_plan > 100);
+}
+
+TEST_CASE("solution ids: every plan in the repository reads, and writes back byte for byte") {
+  std::size_t compared_with_file = 0;
+  for (const auto& e : collect()) {
+    CAPTURE(e.label);
+    const LaunchPlan& plan = e.solution.launch_plan;
+    CHECK(plan.readable());
+    const Json j = plan.to_json();
+    CHECK(LaunchPlan::from_json(j, e.solution.language).to_json().dump() == j.dump());
+    if (!e.plan_as_read.is_null()) {
+      CHECK(j.dump() == e.plan_as_read.dump());
+      ++compared_with_file;
+    }
+    // The canonical form (the same fields in a fresh plan) reads back to the same fields.
+    LaunchPlan fresh;
+    fresh.kernels = plan.kernels;
+    fresh.calls = plan.calls;
+    fresh.scratch = plan.scratch;
+    fresh.variants = plan.variants;
+    CHECK(LaunchPlan::from_json(fresh.to_json(), e.solution.language) == plan);
+  }
+  CHECK(compared_with_file >= 7);
 }

@@ -91,7 +91,7 @@ HostArg compile_arg(const LaunchPlan::Arg& arg, const std::string& aat, const st
     ha.dtype = arg.type == LaunchPlan::Arg::Type::f32   ? DType::f32
                : arg.type == LaunchPlan::Arg::Type::f64 ? DType::f64
                : arg.type == LaunchPlan::Arg::Type::i32 ? DType::i32
-                                                : DType::i64;
+                                                        : DType::i64;
     ha.expr = parse_expr(ha.text, aat);
     return ha;
   }

@@ -11,7 +11,8 @@
 #
 # Two parts mirror libksearch's C++ exactly and are tested against it
 # (tests/export): the expression language (lib/core/expr.cpp) and launch-plan
-# parsing and resolution (lib/eval/cuda/launch_plan.cpp). Keep them in step.
+# parsing and resolution (lib/core/launch_plan.cpp reads the JSON,
+# lib/eval/cuda/launch_plan.cpp parses expressions and resolves). Keep them in step.
 
 import base64
 import ctypes
@@ -546,7 +547,8 @@ def _compare(op, a, b):
 
 
 # ---------------------------------------------------------------------------
-# Launch plans: a mirror of lib/eval/cuda/launch_plan.cpp (docs/launch-plan.md).
+# Launch plans: a mirror of lib/core/launch_plan.cpp and lib/eval/cuda/launch_plan.cpp
+# (docs/launch-plan.md).
 
 # Element sizes by the names plans and tasks use (types.cpp), with the
 # PyTorch dtype of each for tensors.

@@ -208,6 +208,14 @@ TEST_CASE("parse: malformed answers get errors phrased for the model") {
     std::string msg = parse_error(std::string("```cuda\n") + kKernel + "```\n```json launch_plan\n{\"kernels\": []}\n```\n");
     CHECK(contains(msg, "non-empty array"));
   }
+  SUBCASE("a plan off the schema: the codec's message naming the field") {
+    std::string msg = parse_error(std::string("```cuda\n") + kKernel +
+                                  "```\n```json launch_plan\n{\"kernels\": [{\"name\": \"row_softmax\", \"grid\": [1], "
+                                  "\"block\": [32], \"smem\": 64, \"args\": []}]}\n```\n");
+    CHECK(contains(msg, "launch plan: kernels[0]: unknown field \"smem\""));
+    msg = parse_error("```cpp\nvoid f() {}\n```\n```json call_plan\n{\"calls\": [{\"fn\": \"f\"}]}\n```\n", Language::cpp);
+    CHECK(contains(msg, "call plan: calls[0] (\"f\") needs \"args\": an array"));
+  }
   SUBCASE("an answer cut off inside the source") {
     std::string msg = parse_error("```cuda kernel.cu\n__global__ void k() {\n  int i = threadIdx.x;");
     CHECK(contains(msg, "never closed"));

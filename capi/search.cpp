@@ -63,7 +63,7 @@ ks_status make_result(SearchOutcome outcome, ks_result** out) {
     // The outcome stands without it.
   }
   if (r->outcome.best) {
-    if (!r->outcome.best->solution.launch_plan.is_null()) r->plan = r->outcome.best->solution.launch_plan.dump(2);
+    if (!r->outcome.best->solution.launch_plan.empty()) r->plan = r->outcome.best->solution.launch_plan.to_json().dump(2);
     r->solution = r->outcome.best->solution.to_json().dump(2);
   }
   r->json = r->outcome.to_json().dump(2);

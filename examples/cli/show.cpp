@@ -54,7 +54,7 @@ const AttemptRecord& find_attempt(const std::vector<AttemptRecord>& attempts, co
 
 std::string plan_text(const Solution& s) {
   std::string t;
-  if (!s.launch_plan.is_null()) t += s.launch_plan.dump(2) + "\n";
+  if (!s.launch_plan.empty()) t += s.launch_plan.to_json().dump(2) + "\n";
   if (!s.params.is_null()) t += "params: " + s.params.dump(2) + "\n";
   return t;
 }

@@ -11,6 +11,7 @@
 
 #include "ksearch/export.h"
 #include "ksearch/json.hpp"
+#include "ksearch/launch_plan.hpp"
 
 KS_NAMESPACE_BEGIN
 
@@ -155,7 +156,7 @@ struct KS_API Solution {
   std::string task;
   Language language = Language::cuda;
   std::vector<SourceFile> sources;
-  Json launch_plan;       // see docs/launch-plan.md
+  LaunchPlan launch_plan; // see docs/launch-plan.md; empty() when none
   Json params;            // tunable parameter declarations, null when none
   std::string description;
 

@@ -76,7 +76,7 @@ void write_solution_files(const fs::path& dir, const Solution& s) {
     put(dir / names[i], s.sources[i].content);
     j["sources"][i] = Json::obj({{"path", s.sources[i].path}, {"file", names[i]}});
   }
-  if (!s.launch_plan.is_null()) put(dir / "launch_plan.json", s.launch_plan.dump(2));
+  if (!s.launch_plan.empty()) put(dir / "launch_plan.json", s.launch_plan.to_json().dump(2));
   put(dir / "solution.json", j.dump(2));
 }
 

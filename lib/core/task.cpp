@@ -132,7 +132,9 @@ void check_workload_values(const TaskSpec& t, const WorkloadSpec& w) {
 // A solution's parameter declaration, checked against every workload: a
 // bad declaration or a default that breaks a constraint is the task file's
 // error, reported when it loads rather than when the tuner first runs.
-void check_solution_params(const TaskSpec& t, const Solution& s, const std::string& what) {
+void check_solution(const TaskSpec& t, const Solution& s, const std::string& what) {
+  // A task's solutions are read, not recorded: a plan off the schema is an error now.
+  if (!s.launch_plan.readable()) invalid(t, fmt::format("{}: {}", what, s.launch_plan.problem()));
   if (s.params.is_null()) return;
   core::ParamSpace space;
   try {
@@ -236,17 +238,17 @@ void TaskSpec::validate() const {
       invalid(*this, fmt::format("the reference for \"{}\" is written in \"{}\"", to_string(lang),
                                  to_string(ref.language)));
   for (const auto& [lang, ref] : references)
-    check_solution_params(*this, ref, fmt::format("the {} reference", to_string(lang)));
+    check_solution(*this, ref, fmt::format("the {} reference", to_string(lang)));
   for (const auto& [lang, b] : baselines) {
     if (b.language != lang)
       invalid(*this, fmt::format("the baseline for \"{}\" is written in \"{}\"", to_string(lang), to_string(b.language)));
-    check_solution_params(*this, b, fmt::format("the {} baseline", to_string(lang)));
+    check_solution(*this, b, fmt::format("the {} baseline", to_string(lang)));
   }
   if (score == ScoreMode::vs_baseline && baselines.empty())
     invalid(*this, "\"score\": \"vs_baseline\" needs a baseline solution (\"baselines\")");
   for (std::size_t i = 0; i < starting_points.size(); ++i) {
     const Solution& sp = starting_points[i];
-    check_solution_params(*this, sp, sp.name.empty() ? fmt::format("starting point {}", i + 1)
+    check_solution(*this, sp, sp.name.empty() ? fmt::format("starting point {}", i + 1)
                                                      : fmt::format("starting point \"{}\"", sp.name));
   }
 }

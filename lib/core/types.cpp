@@ -430,7 +430,7 @@ std::string Solution::compute_id() const {
     field(f->path);
     field(f->content);
   }
-  field(launch_plan.dump());
+  field(launch_plan.to_json().dump());
   field(params.dump());
   return h.hex_digest().substr(0, 16);
 }
@@ -449,7 +449,7 @@ Json Solution::to_json() const {
                       {"task", task},
                       {"language", to_string(language)},
                       {"sources", files},
-                      {"launch_plan", launch_plan}});
+                      {"launch_plan", launch_plan.to_json()}});
   if (!params.is_null()) j["params"] = params;
   if (!description.empty()) j["description"] = description;
   return j;
@@ -473,7 +473,10 @@ Solution Solution::from_json(const Json& j) {
     s.sources.push_back({fr.required_string("path"), fr.required_string("content")});
   }
   if (s.sources.empty()) throw Error(Status::invalid_argument, "solution: \"sources\" is empty");
-  if (const Json* p = j.find("launch_plan")) s.launch_plan = *p;
+  // A stored plan that does not follow the schema is kept as written (with
+  // its id); evaluating it reports the problem. New plans are checked when
+  // read (the candidate parser, task files).
+  if (const Json* p = j.find("launch_plan")) s.launch_plan = LaunchPlan::as_written(*p, s.language);
   if (const Json* p = j.find("params")) s.params = *p;
   s.finalize();
   std::string stored = j.get_string("id");

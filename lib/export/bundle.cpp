@@ -130,7 +130,7 @@ Json make_bundle(const TaskSpec& task, const Solution& solution, const BundleOpt
                 fmt::format("only CUDA solutions (NVRTC device code plus a launch plan) can be exported; this one "
                             "is written in {}",
                             to_string(solution.language)));
-  if (solution.launch_plan.is_null())
+  if (solution.launch_plan.empty())
     throw Error(Status::invalid_argument, "the solution has no launch plan, so there is nothing to launch");
   if (task.workloads.empty())
     throw Error(Status::invalid_argument, fmt::format("task \"{}\" has no workloads", task.name));
@@ -232,7 +232,7 @@ Json make_bundle(const TaskSpec& task, const Solution& solution, const BundleOpt
                                   for (const auto& f : sol.sources) a.push_back(f.path);
                                   return a;
                                 }()}})},
-       {"plan", sol.launch_plan},
+       {"plan", sol.launch_plan.to_json()},
        {"constraints", constraints},
        {"arch", o.arch},
        {"nvrtc", Json::obj({{"version", api.version_string()},

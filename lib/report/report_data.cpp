@@ -432,7 +432,7 @@ Json best_json(const RunStore& store, const std::vector<AttemptRecord>& attempts
     sources.push_back(Json::obj({{"path", s.path}, {"content", content}, {"truncated", cut}, {"bytes", s.content.size()}}));
   }
   b["sources"] = sources;
-  if (!best->solution.launch_plan.is_null()) b["launch_plan"] = best->solution.launch_plan.dump(2);
+  if (!best->solution.launch_plan.empty()) b["launch_plan"] = best->solution.launch_plan.to_json().dump(2);
   return b;
 }
 

@@ -86,16 +86,16 @@ Json resolve_solution(const Json& s, const fs::path& base, const std::string& wh
       if (auto p = file_ref(*v, base, at)) out[field] = read_json(*p, at);
     }
   }
-  // A plan of the wrong shape for its language is a task-file error worth
-  // catching here rather than at the first evaluation.
+  // A malformed plan is a task-file error worth catching here rather than
+  // at the first evaluation.
   if (const Json* plan = out.find("launch_plan"); plan && !plan->is_null()) {
-    std::string lang = out.get_string("language");
-    std::string at = where + ".launch_plan";
-    if (!plan->is_object()) bad(at, "must be a JSON object");
-    if (language_from_string(lang) == Language::cpp && !plan->contains("calls"))
-      bad(at, "a cpp solution needs a call plan with \"calls\" (docs/launch-plan.md)");
-    if (language_from_string(lang) == Language::cuda && !plan->contains("kernels"))
-      bad(at, "a cuda solution needs a launch plan with \"kernels\" (docs/launch-plan.md)");
+    if (auto lang = language_from_string(out.get_string("language"))) {
+      try {
+        LaunchPlan::from_json(*plan, *lang);
+      } catch (const Error& e) {
+        bad(where + ".launch_plan", fmt::format("{} (docs/launch-plan.md)", e.what()));
+      }
+    }
   }
   return out;
 }

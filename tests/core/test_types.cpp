@@ -13,7 +13,7 @@ Solution make_solution(const std::string& code) {
   s.language = Language::cpp;
   s.name = "x";
   s.sources = {{"kernel.cpp", code}};
-  s.launch_plan = Json::obj({{"calls", Json::arr({Json::obj({{"fn", "f"}})})}});
+  s.launch_plan = LaunchPlan::from_json(Json::obj({{"calls", Json::arr({Json::obj({{"fn", "f"}, {"args", Json::array()}})})}}));
   return s.finalize();
 }
 

@@ -128,7 +128,7 @@ Loaded load(const char* plan) {
   Solution s;
   s.language = Language::cuda;
   s.sources = {{"kernel.cu", kSource}};
-  s.launch_plan = Json::parse(plan);
+  s.launch_plan = ks::LaunchPlan::from_json(Json::parse(plan));
   CudaCompilerOptions o;
   o.use_pch = false;
   cuda::CudaCompiler compiler(o);

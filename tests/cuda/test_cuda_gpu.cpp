@@ -38,7 +38,7 @@ Solution cuda(std::string source, const std::string& plan, Json params = Json())
   s.task = "gpu_scale";
   s.language = Language::cuda;
   s.sources = {{"kernel.cu", std::move(source)}};
-  s.launch_plan = Json::parse(plan);
+  s.launch_plan = ks::LaunchPlan::from_json(Json::parse(plan));
   s.params = std::move(params);
   return s.finalize();
 }

@@ -50,7 +50,7 @@ const std::set<std::string> kTensors{"x", "y"};
 std::string resolve_error(const std::string& plan_text, const util::Vars& vars = {{"R", 64}, {"C", 1000}}) {
   FakeModule m;
   try {
-    resolve_plan(LaunchPlan::parse(Json::parse(plan_text)), vars, kTensors, m.catalog(), h100());
+    resolve_plan(eval::cuda::LaunchPlan::parse(Json::parse(plan_text)), vars, kTensors, m.catalog(), h100());
   } catch (const Error& e) {
     CHECK(e.status() == Status::invalid_argument);
     return e.what();
@@ -61,7 +61,7 @@ std::string resolve_error(const std::string& plan_text, const util::Vars& vars =
 
 std::string parse_error(const std::string& plan_text) {
   try {
-    LaunchPlan::parse(Json::parse(plan_text));
+    eval::cuda::LaunchPlan::parse(Json::parse(plan_text));
   } catch (const Error& e) {
     CHECK(e.status() == Status::invalid_argument);
     return e.what();
@@ -76,7 +76,7 @@ bool contains(const std::string& s, const std::string& part) { return s.find(par
 
 TEST_CASE("launch plan: a valid plan resolves to launches with typed arguments") {
   FakeModule m;
-  auto plan = LaunchPlan::parse(Json::parse(R"js({
+  auto plan = eval::cuda::LaunchPlan::parse(Json::parse(R"js({
     "kernels": [{"name": "row_softmax", "grid": ["R", 1], "block": [256],
                  "shared_bytes": "C * 4", "args": ["x", "y", "R", "C", {"f32": "1.0 / C"}]}],
     "scratch": [{"name": "partial", "dtype": "f32", "shape": ["R", "cdiv(C, 1024)"]}]})js"));
@@ -115,7 +115,7 @@ TEST_CASE("launch plan: an unknown kernel is named with the module's kernels") {
 
 TEST_CASE("launch plan: template kernels are found by name expression") {
   FakeModule m;
-  auto plan = LaunchPlan::parse(Json::parse(
+  auto plan = eval::cuda::LaunchPlan::parse(Json::parse(
       R"js({"kernels": [{"name": "gemm<128, 64>", "grid": [1], "block": [128], "args": ["y"]}]})js"));
   auto r = resolve_plan(plan, {}, kTensors, m.catalog(), h100());
   CHECK(r.launches[0].symbol == "_Z4gemmILi128ELi64EEvPf");
@@ -129,7 +129,7 @@ TEST_CASE("launch plan: argument count must match the kernel's parameters") {
       R"js({"kernels": [{"name": "row_max", "grid": ["R"], "block": [128], "args": ["x", "y", "R", "C"]}]})js");
   CHECK(contains(msg, "kernel `row_max` takes 3 parameters but the plan passes 4 arguments"));
   FakeModule m;
-  auto plan = LaunchPlan::parse(Json::parse(
+  auto plan = eval::cuda::LaunchPlan::parse(Json::parse(
       R"js({"kernels": [{"name": "row_max", "grid": ["R"], "block": [128], "args": ["x"]}]})js"));
   CHECK_THROWS_WITH_AS(check_plan_against_module(plan, m.catalog()),
                        doctest::Contains("takes 3 parameters but the plan passes 1 argument"), Error);
@@ -162,7 +162,7 @@ TEST_CASE("launch plan: bad dimensions, block sizes and shared memory are reject
 
 TEST_CASE("launch plan: more than 48 KB of dynamic shared memory is allowed up to the opt-in limit") {
   FakeModule m;
-  auto plan = LaunchPlan::parse(Json::parse(
+  auto plan = eval::cuda::LaunchPlan::parse(Json::parse(
       R"js({"kernels": [{"name": "row_max", "grid": [1], "block": [128], "shared_bytes": "200 * 1024", "args": ["x", "y", "R"]}]})js"));
   auto r = resolve_plan(plan, {{"R", 1}}, kTensors, m.catalog(), h100());
   CHECK(r.launches[0].shared_bytes == 200 * 1024);
@@ -170,7 +170,7 @@ TEST_CASE("launch plan: more than 48 KB of dynamic shared memory is allowed up t
 
 TEST_CASE("launch plan: clusters must divide the grid and fit the device") {
   FakeModule m;
-  auto plan = LaunchPlan::parse(Json::parse(
+  auto plan = eval::cuda::LaunchPlan::parse(Json::parse(
       R"js({"kernels": [{"name": "row_max", "grid": [8, 2], "block": [128], "cluster": [2, 2], "args": ["x", "y", "R"]}]})js"));
   auto r = resolve_plan(plan, {{"R", 1}}, kTensors, m.catalog(), h100());
   CHECK(r.launches[0].has_cluster);
@@ -184,7 +184,7 @@ TEST_CASE("launch plan: clusters must divide the grid and fit the device") {
   CHECK_THROWS_WITH_AS(resolve_plan(plan, {{"R", 1}}, kTensors, m.catalog(), old),
                        doctest::Contains("need thread-block clusters"), Error);
   // A 1x1x1 cluster is an ordinary launch.
-  auto plain = LaunchPlan::parse(Json::parse(
+  auto plain = eval::cuda::LaunchPlan::parse(Json::parse(
       R"js({"kernels": [{"name": "row_max", "grid": [7], "block": [128], "cluster": [1, 1, 1], "args": ["x", "y", "R"]}]})js"));
   CHECK_FALSE(resolve_plan(plain, {{"R", 1}}, kTensors, m.catalog(), old).launches[0].has_cluster);
 }
@@ -205,7 +205,7 @@ TEST_CASE("launch plan: argument widths and values are checked against the kerne
 
 TEST_CASE("launch plan: variants pick kernels and scratch per shape") {
   FakeModule m;
-  auto plan = LaunchPlan::parse(Json::parse(R"js({
+  auto plan = eval::cuda::LaunchPlan::parse(Json::parse(R"js({
     "kernels": [{"name": "row_softmax", "grid": ["R"], "block": [256], "args": ["x", "y", "R", "C", {"f32": "1"}]}],
     "scratch": [{"name": "tmp", "bytes": "C"}],
     "variants": [
@@ -226,7 +226,7 @@ TEST_CASE("launch plan: variants pick kernels and scratch per shape") {
   CHECK(mid.launches[0].kernel == "row_softmax");
   CHECK(plan.kernel_names() == std::vector<std::string>{"row_softmax", "row_max"});
 
-  auto only_variants = LaunchPlan::parse(Json::parse(R"js({"variants": [
+  auto only_variants = eval::cuda::LaunchPlan::parse(Json::parse(R"js({"variants": [
       {"when": "C <= 1024", "kernels": [{"name": "row_max", "grid": ["R"], "block": [128], "args": ["x", "y", "R"]}]}]})js"));
   CHECK_THROWS_WITH_AS(resolve_plan(only_variants, {{"R", 4}, {"C", 4096}}, kTensors, m.catalog(), h100()),
                        doctest::Contains("no variant applies to this workload (C=4096, R=4)"), Error);
@@ -275,7 +275,7 @@ TEST_CASE("launch plan: scalar inputs pass by name in their own type and are rea
                                  {"wide", {DType::i64, 1e12}}};
   // Integer scalars are also plain variables (the flow adds them to vars).
   util::Vars vars{{"R", 64}, {"C", 1000}, {"offset", 32}, {"wide", 1000000000000}};
-  auto plan = LaunchPlan::parse(Json::parse(R"js({
+  auto plan = eval::cuda::LaunchPlan::parse(Json::parse(R"js({
     "kernels": [{"name": "row_softmax", "grid": ["R + offset"], "block": [256],
                  "args": ["x", "y", "offset", "wide", "sm_scale"]},
                 {"name": "row_softmax", "grid": [1], "block": [32],
@@ -298,12 +298,12 @@ TEST_CASE("launch plan: scalar inputs pass by name in their own type and are rea
   std::memcpy(&scaled, r.launches[1].args[4].bytes.data(), 4);
   CHECK(scaled == 1.0f);
   // A scalar whose type does not fit the kernel's parameter.
-  auto wrong = LaunchPlan::parse(Json::parse(R"js({"kernels": [{"name": "row_softmax", "grid": [1], "block": [32],
+  auto wrong = eval::cuda::LaunchPlan::parse(Json::parse(R"js({"kernels": [{"name": "row_softmax", "grid": [1], "block": [32],
                  "args": ["x", "y", "C", "sm_scale", {"f32": "1"}]}]})js"));
   CHECK_THROWS_WITH_AS(resolve_plan(wrong, vars, kTensors, m.catalog(), h100(), scalars),
                        doctest::Contains("scalar input `sm_scale` is f32 (4 bytes) but the kernel's parameter is 8 bytes"),
                        Error);
-  auto unknown = LaunchPlan::parse(Json::parse(R"js({"kernels": [{"name": "row_max", "grid": [1], "block": [32],
+  auto unknown = eval::cuda::LaunchPlan::parse(Json::parse(R"js({"kernels": [{"name": "row_max", "grid": [1], "block": [32],
                  "args": ["x", "y", "sm_scal"]}]})js"));
   CHECK_THROWS_WITH_AS(resolve_plan(unknown, vars, kTensors, m.catalog(), h100(), scalars),
                        doctest::Contains("scalar inputs: offset, sm_scale, wide;"), Error);

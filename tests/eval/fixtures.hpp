@@ -53,7 +53,7 @@ inline Solution vadd_candidate(const std::string& body, const std::string& name 
                 "#include <fcntl.h>\n#include <sys/stat.h>\n#include <unistd.h>\n"
                 "void vadd(const float* x, const float* y, float* z, std::int64_t n) {\n" +
                     body + "\n}\n"}};
-  s.launch_plan = Json::obj({{"calls", Json::arr({Json::obj({{"fn", "vadd"}, {"args", Json::arr({"X", "Y", "Z", "N"})}})})}});
+  s.launch_plan = LaunchPlan::from_json(Json::obj({{"calls", Json::arr({Json::obj({{"fn", "vadd"}, {"args", Json::arr({"X", "Y", "Z", "N"})}})})}}));
   return s.finalize();
 }
 

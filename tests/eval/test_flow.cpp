@@ -130,9 +130,9 @@ TEST_CASE("flow: a failing reference is the task's fault, not the candidate's") 
         "broke\"); }\n";
   }
   SUBCASE("its plan does not bind") {
-    task.references.at(Language::cpp).launch_plan = Json::parse(
+    task.references.at(Language::cpp).launch_plan = LaunchPlan::from_json(Json::parse(
         R"({"calls": [{"fn": "vadd_ref", "args": ["X", "Y", "Z", "N"]}],
-            "scratch": [{"name": "tmp", "dtype": "f32", "shape": ["N - 2000"]}]})");
+            "scratch": [{"name": "tmp", "dtype": "f32", "shape": ["N - 2000"]}]})"));
   }
   task.references.at(Language::cpp).finalize();
   RunRequest req = request(task, ks::test::vadd_candidate(ks::test::kGoodBody), cache, false);

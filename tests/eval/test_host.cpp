@@ -224,7 +224,7 @@ TEST_CASE("host compiler: compiles, caches by content, and reports errors for th
   CHECK_THROWS_WITH_AS(compiler->compile(request(escape, cache)), doctest::Contains("not allowed"), CompileError);
 
   Solution cuda_plan = good;
-  cuda_plan.launch_plan = Json::parse(R"({"kernels": [{"name": "k", "grid": [1], "block": [1], "args": []}]})");
+  cuda_plan.launch_plan = LaunchPlan::from_json(Json::parse(R"({"kernels": [{"name": "k", "grid": [1], "block": [1], "args": []}]})"));
   cuda_plan.finalize();
   CHECK_THROWS_WITH_AS(compiler->compile(request(cuda_plan, cache)), doctest::Contains("CUDA launch plan"),
                        CompileError);
@@ -242,11 +242,11 @@ void add(const float* tmp, const float* y, float* z, std::int64_t n, float bias)
 }
 void small(float* z, std::int64_t n) { for (std::int64_t i = 0; i < n; ++i) z[i] = -1; }
 )"}};
-  s.launch_plan = Json::parse(R"({
+  s.launch_plan = LaunchPlan::from_json(Json::parse(R"({
     "calls": [{"fn": "twice", "args": ["X", "tmp", "N"]},
               {"fn": "add", "args": ["tmp", "Y", "Z", "N", {"f32": "N - N"}]}],
     "scratch": [{"name": "tmp", "dtype": "f32", "shape": ["N"]}],
-    "variants": [{"when": "N <= 4", "calls": [{"fn": "small", "args": ["Z", "N"]}]}]})");
+    "variants": [{"when": "N <= 4", "calls": [{"fn": "small", "args": ["Z", "N"]}]}]})"));
   s.finalize();
   // The kernels take the scratch buffer as const in one call and mutable in the other.
   auto req = request(s, cache);
@@ -270,7 +270,7 @@ void small(float* z, std::int64_t n) { for (std::int64_t i = 0; i < n; ++i) z[i]
   }
 
   Solution bad_expr = s;
-  bad_expr.launch_plan = Json::parse(R"({"calls": [{"fn": "small", "args": ["Z", "N * Q"]}]})");
+  bad_expr.launch_plan = LaunchPlan::from_json(Json::parse(R"({"calls": [{"fn": "small", "args": ["Z", "N * Q"]}]})"));
   bad_expr.finalize();
   auto prog2 = d.load(compiler->compile(request(bad_expr, cache)), bad_expr);
   Buffer z = d.alloc(16);
@@ -286,9 +286,9 @@ void small(float* z, std::int64_t n) { for (std::int64_t i = 0; i < n; ++i) z[i]
   // make a positive product), and the product must fit in 64 bits.
   auto scratch_error = [&](const char* shape) {
     Solution sc = s;
-    sc.launch_plan = Json::parse(std::string(R"({"calls": [{"fn": "small", "args": ["Z", "N"]}],
+    sc.launch_plan = LaunchPlan::from_json(Json::parse(std::string(R"({"calls": [{"fn": "small", "args": ["Z", "N"]}],
                                                  "scratch": [{"name": "tmp", "dtype": "f32", "shape": )") +
-                                 shape + "}]}");
+                                 shape + "}]}"));
     sc.finalize();
     auto p = d.load(compiler->compile(request(sc, cache)), sc);
     try {

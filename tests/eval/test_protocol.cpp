@@ -244,8 +244,8 @@ TEST_CASE("protocol: the CUDA compile worker compiles, reports errors, and carri
     CompileRequest r;
     r.solution.language = Language::cuda;
     r.solution.sources = {{"kernel.cu", code}};
-    r.solution.launch_plan = Json::parse(
-        R"J({"kernels": [{"name": "scale", "grid": ["cdiv(N, 256)"], "block": [256], "args": ["x", "y", "N"]}]})J");
+    r.solution.launch_plan = LaunchPlan::from_json(Json::parse(
+        R"J({"kernels": [{"name": "scale", "grid": ["cdiv(N, 256)"], "block": [256], "args": ["x", "y", "N"]}]})J"));
     r.solution.finalize();
     r.arch = "sm_90a";  // NVRTC needs no GPU for a given architecture
     r.cache_dir = (dir / "cuda").string();

@@ -161,9 +161,9 @@ Json resolved_json(const ResolvedPlan& p) {
 }
 
 Json plan_request(const Json& req) {
-  LaunchPlan plan;
+  eval::cuda::LaunchPlan plan;
   try {
-    plan = LaunchPlan::parse(req["plan"]);
+    plan = eval::cuda::LaunchPlan::parse(req["plan"]);
   } catch (const Error& e) {
     return Json::obj({{"plan_error", e.what()}});
   }

@@ -25,12 +25,12 @@ WorkloadSpec with_dims(const WorkloadSpec& w, const std::map<std::string, std::i
 }
 
 HostTensors run_emulated(const TaskSpec& task, const WorkloadSpec& w, const ks_emu::KernelTable& table,
-                         const Json& plan, std::uint64_t seed_index) {
+                         const LaunchPlan& plan, std::uint64_t seed_index) {
   HostTensors t = core::generate_host_inputs(task, w, seed_index);
   std::map<std::string, std::unique_ptr<ks_emu::GuardedBuffer>> bufs;
   std::map<std::string, ks_emu::GuardedBuffer*> ptrs;
   std::map<std::string, double> scalars;
-  ks::util::Vars vars(w.dims.begin(), w.dims.end());
+  util::Vars vars(w.dims.begin(), w.dims.end());
   for (auto& [name, h] : t) {
     if (h.spec->scalar) {
       scalars[name] = h.scalar;
@@ -97,15 +97,7 @@ std::string check_compiles(const TaskSpec& task, const Solution& s) {
   req.tensors = task.tensors;
   try {
     eval::Artifact art = compiler->compile(req);
-    std::vector<std::string> names;
-    auto collect = [&](const Json& body) {
-      if (const Json* ks = body.find("kernels"))
-        for (const auto& k : ks->as_array()) names.push_back(k.at("name").as_string());
-    };
-    collect(s.launch_plan);
-    if (const Json* vs = s.launch_plan.find("variants"))
-      for (const auto& v : vs->as_array()) collect(v);
-    for (const auto& n : names)
+    for (const auto& n : s.launch_plan.names())
       CHECK_MESSAGE(std::find(art.kernels.begin(), art.kernels.end(), n) != art.kernels.end(), s.name,
                     ": kernel ", n, " is not in the module");
     return art.log;

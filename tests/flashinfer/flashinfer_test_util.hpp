@@ -50,7 +50,7 @@ WorkloadSpec with_dims(const WorkloadSpec& w, const std::map<std::string, std::i
 // The workload's inputs for input seed `seed_index` (outputs zero), run
 // through `plan` on the emulation; the returned tensors hold the outputs.
 HostTensors run_emulated(const TaskSpec& task, const WorkloadSpec& w, const ks_emu::KernelTable& table,
-                         const Json& plan, std::uint64_t seed_index = 0);
+                         const LaunchPlan& plan, std::uint64_t seed_index = 0);
 
 // The same inputs with the outputs of the task's CPU reference.
 HostTensors cpu_outputs(const TaskSpec& task, const WorkloadSpec& w, std::uint64_t seed_index = 0);

@@ -166,7 +166,7 @@ TEST_CASE("gqa decode: wrong kernels fail (emulated): pages read in order, lse i
   ks_emu_register_gqa_natural_lse(natural);
   const WorkloadSpec w = small("ragged", 5, 180, 400, 13);
   const auto want = test::cpu_outputs(t, w);
-  const Json& plan = t.starting_points[0].launch_plan;
+  const LaunchPlan& plan = t.starting_points[0].launch_plan;
   CHECK(test::compare_outputs(t, test::run_emulated(t, w, in_order, plan), want, t.tolerance).find("output:") != std::string::npos);
   CHECK(test::compare_outputs(t, test::run_emulated(t, w, natural, plan), want, t.tolerance).find("lse:") != std::string::npos);
 }

@@ -130,7 +130,7 @@ TEST_CASE("mla decode: wrong kernels fail (emulated): pages read in order, the r
   ks_emu_register_mla_decode_no_pe(no_pe);
   const WorkloadSpec w = small("ragged", 4, 90, 200, 23);
   const auto want = test::cpu_outputs(t, w);
-  const Json& plan = t.starting_points[0].launch_plan;
+  const LaunchPlan& plan = t.starting_points[0].launch_plan;
   CHECK(test::compare_outputs(t, test::run_emulated(t, w, in_order, plan), want, t.tolerance) != "");
   CHECK(test::compare_outputs(t, test::run_emulated(t, w, no_pe, plan), want, t.tolerance) != "");
 }

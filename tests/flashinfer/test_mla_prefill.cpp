@@ -141,7 +141,7 @@ TEST_CASE("mla prefill: wrong kernels fail (emulated): pages read in order, no c
   ks_emu_register_mla_prefill_no_mask(no_mask);
   const WorkloadSpec w = small("ragged", {{3, 0}, {1, 5}, {6, 2}}, 40, 32);
   const auto want = test::cpu_outputs(t, w);
-  const Json& plan = t.starting_points[0].launch_plan;
+  const LaunchPlan& plan = t.starting_points[0].launch_plan;
   CHECK(test::compare_outputs(t, test::run_emulated(t, w, in_order, plan), want, t.tolerance) != "");
   CHECK(test::compare_outputs(t, test::run_emulated(t, w, no_mask, plan), want, t.tolerance) != "");
 }

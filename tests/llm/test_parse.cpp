@@ -7,6 +7,7 @@
 #include "core/response/parse.hpp"
 #include "ksearch/error.hpp"
 
+using ks::LaunchPlan;
 using ks::Language;
 using ks::Solution;
 using ks::core::CodeBlock;
@@ -45,7 +46,7 @@ TEST_CASE("parse: fenced source and launch plan") {
   REQUIRE(s.sources.size() == 1);
   CHECK(s.sources[0].path == "kernel.cu");
   CHECK(s.sources[0].content == kKernel);
-  CHECK(s.launch_plan.at("kernels")[0].get_string("name") == "row_softmax");
+  CHECK(s.launch_plan.kernels.at(0).name == "row_softmax");
   CHECK(s.params.is_null());
   CHECK(s.language == Language::cuda);
   CHECK(s.description == "Each block handles one row; a warp reduction finds the max.");
@@ -63,7 +64,7 @@ TEST_CASE("parse: tagged blocks, with CDATA and a fence inside a tag") {
   CHECK(s.sources[1].path == "util.cuh");
   CHECK(s.sources[1].content == "#define TILE 64\n");
   CHECK(s.description == "Tiled row softmax.");
-  CHECK(s.launch_plan.at("kernels").size() == 1);
+  CHECK(s.launch_plan.kernels.size() == 1);
 }
 
 TEST_CASE("parse: the original K-Search file tags are sources") {
@@ -93,7 +94,7 @@ TEST_CASE("parse: longer fences hold inner fences; indented fences lose their in
   Solution s = parse_candidate(answer, Language::cuda);
   REQUIRE(s.sources.size() == 1);
   CHECK(s.sources[0].content == "// usage:\n```\nx\n```\nint v;\n");
-  CHECK(s.launch_plan.contains("kernels"));
+  CHECK(s.launch_plan.kernels.size() == 1);
 }
 
 TEST_CASE("parse: an unlabelled JSON plan and an unlabelled code block are recognised") {
@@ -101,12 +102,12 @@ TEST_CASE("parse: an unlabelled JSON plan and an unlabelled code block are recog
   Solution s = parse_candidate(answer, Language::cuda);
   REQUIRE(s.sources.size() == 1);
   CHECK(s.sources[0].path == "kernel.cu");
-  CHECK(s.launch_plan.contains("kernels"));
+  CHECK(s.launch_plan.kernels.size() == 1);
 }
 
 TEST_CASE("parse: a plan fenced as ```launch_plan without json") {
   std::string answer = std::string("```cuda\n") + kKernel + "```\n```launch_plan\n" + kPlan + "\n```\n";
-  CHECK(parse_candidate(answer, Language::cuda).launch_plan.contains("kernels"));
+  CHECK(parse_candidate(answer, Language::cuda).launch_plan.kernels.size() == 1);
 }
 
 TEST_CASE("parse: a tag mentioned in prose does not swallow the answer") {
@@ -123,7 +124,7 @@ TEST_CASE("parse: host C++ with a call plan") {
   Solution s = parse_candidate(answer, Language::cpp);
   CHECK(s.language == Language::cpp);
   CHECK(s.sources[0].path == "kernel.cpp");
-  CHECK(s.launch_plan.at("calls").size() == 1);
+  CHECK(s.launch_plan.calls.size() == 1);
 }
 
 TEST_CASE("parse: tunable parameters inside the plan or in their own block") {
@@ -133,7 +134,7 @@ TEST_CASE("parse: tunable parameters inside the plan or in their own block") {
                        space + "}";
     Solution s = parse_candidate(std::string("```cuda\n") + kKernel + "```\n```json launch_plan\n" + plan + "\n```\n",
                                  Language::cuda);
-    CHECK_FALSE(s.launch_plan.contains("params"));
+    CHECK_FALSE(s.launch_plan.to_json().contains("params"));
     CHECK(s.params.at("space").contains("BLOCK"));
   }
   SUBCASE("in a params block, also wrapped in {\"params\": ...}") {
@@ -207,6 +208,14 @@ TEST_CASE("parse: malformed answers get errors phrased for the model") {
     std::string msg = parse_error(std::string("```cuda\n") + kKernel + "```\n```json launch_plan\n{\"kernels\": []}\n```\n");
     CHECK(contains(msg, "non-empty array"));
   }
+  SUBCASE("a plan off the schema: the codec's message naming the field") {
+    std::string msg = parse_error(std::string("```cuda\n") + kKernel +
+                                  "```\n```json launch_plan\n{\"kernels\": [{\"name\": \"row_softmax\", \"grid\": [1], "
+                                  "\"block\": [32], \"smem\": 64, \"args\": []}]}\n```\n");
+    CHECK(contains(msg, "launch plan: kernels[0]: unknown field \"smem\""));
+    msg = parse_error("```cpp\nvoid f() {}\n```\n```json call_plan\n{\"calls\": [{\"fn\": \"f\"}]}\n```\n", Language::cpp);
+    CHECK(contains(msg, "call plan: calls[0] (\"f\") needs \"args\": an array"));
+  }
   SUBCASE("an answer cut off inside the source") {
     std::string msg = parse_error("```cuda kernel.cu\n__global__ void k() {\n  int i = threadIdx.x;");
     CHECK(contains(msg, "never closed"));
@@ -245,7 +254,7 @@ TEST_CASE("format_candidate: parse gives back what was formatted") {
   s.language = Language::cuda;
   s.description = "Two kernels: a partial max and a normalisation.";
   s.sources = {{"kernel.cu", kKernel}, {"notes.cuh", "// a fence in a comment:\n```\n#define X 1\n"}};
-  s.launch_plan = ks::Json::parse(kPlan);
+  s.launch_plan = LaunchPlan::from_json(ks::Json::parse(kPlan));
   s.params = ks::Json::parse(R"({"space": {"BLOCK": {"values": [64, 128]}}})");
   s.finalize();
   std::string text = format_candidate(s);
@@ -271,7 +280,7 @@ TEST_CASE("format_candidate: parse gives back what was formatted") {
     Solution h;
     h.language = Language::cpp;
     h.sources = {{"kernel.cpp", "void f() {}\n"}};
-    h.launch_plan = ks::Json::parse(R"({"calls": [{"fn": "f", "args": []}]})");
+    h.launch_plan = LaunchPlan::from_json(ks::Json::parse(R"({"calls": [{"fn": "f", "args": []}]})"));
     std::string t = format_candidate(h);
     CHECK(contains(t, "```cpp kernel.cpp"));
     CHECK(contains(t, "```json call_plan"));

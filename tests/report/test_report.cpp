@@ -19,7 +19,7 @@ Solution sol(const std::string& code) {
   Solution s;
   s.language = Language::cpp;
   s.sources = {{"kernel.cpp", code}};
-  s.launch_plan = Json::parse(R"({"calls": []})");
+  s.launch_plan = LaunchPlan::from_json(Json::parse(R"({"calls": [{"fn": "f", "args": []}]})"));
   return s.finalize();
 }
 

@@ -135,7 +135,7 @@ inline TaskSpec tiny_task_spec() {
   Solution ref;
   ref.language = Language::cpp;
   ref.sources = {{"ref.cpp", "void f(const float* x, float* y, long n) { for (long i = 0; i < n; ++i) y[i] = x[i]; }"}};
-  ref.launch_plan = Json::parse(R"({"calls": [{"fn": "f", "args": ["x", "y", "N"]}]})");
+  ref.launch_plan = LaunchPlan::from_json(Json::parse(R"({"calls": [{"fn": "f", "args": ["x", "y", "N"]}]})"));
   ref.finalize();
   t.references[Language::cpp] = ref;
   t.prompts[Language::cpp] = "Copy x into y.";

@@ -69,7 +69,7 @@ TEST_CASE("prompts: debug and improve requests carry the right evidence") {
   Solution base;
   base.language = Language::cpp;
   base.sources = {{"kernel.cpp", "// BASE KERNEL"}};
-  base.launch_plan = Json::parse(R"({"calls": [{"fn": "f", "args": []}]})");
+  base.launch_plan = LaunchPlan::from_json(Json::parse(R"({"calls": [{"fn": "f", "args": []}]})"));
   base.finalize();
   EvalResult base_eval;
   base_eval.status = EvalStatus::passed;

@@ -18,7 +18,7 @@ Solution sol(const std::string& code, const std::string& path = "kernel.cpp") {
   Solution s;
   s.language = Language::cpp;
   s.sources = {{path, code}};
-  s.launch_plan = Json::parse(R"({"calls": []})");
+  s.launch_plan = LaunchPlan::from_json(Json::parse(R"({"calls": [{"fn": "f", "args": []}]})"));
   return s.finalize();
 }
 

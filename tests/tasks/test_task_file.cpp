@@ -86,7 +86,7 @@ TEST_CASE("task file: the matmul example loads completely") {
   REQUIRE(ref.sources.size() == 1);
   CHECK(ref.sources[0].path == "reference.cpp");
   CHECK(ref.sources[0].content.find("matmul_reference") != std::string::npos);
-  CHECK(ref.launch_plan.contains("calls"));
+  CHECK(ref.launch_plan.calls.size() == 1);
   CHECK(t.prompts.at(Language::cpp).find("C = A * B") != std::string::npos);
   REQUIRE(t.starting_points.size() == 1);
   CHECK(t.starting_points[0].params.at("space").contains("BLOCK"));

@@ -114,11 +114,11 @@ TEST_CASE("trimul emulated: a plan naming a missing kernel or passing the wrong 
   ks_emu_register_reference(table);
   const WorkloadSpec w = test::trimul_workload_with_dims(spec(), "test_00_n32_b1_c128_normal_nomask", 1, 8, 8, 128);
   const TrimulInputs in = generate_trimul_inputs(spec(), w);
-  Json plan = trimul_reference_solution().launch_plan;
-  plan["kernels"][0]["name"] = "trimul_ref_missing";
+  LaunchPlan plan = trimul_reference_solution().launch_plan;
+  plan.kernels[0].name = "trimul_ref_missing";
   CHECK_THROWS_WITH_AS(test::run_emulated(table, plan, in), doctest::Contains("not found"), std::runtime_error);
   plan = trimul_reference_solution().launch_plan;
-  plan["kernels"][0]["args"].as_array().pop_back();
+  plan.kernels[0].args.pop_back();
   CHECK_THROWS_WITH_AS(test::run_emulated(table, plan, in), doctest::Contains("takes 4 arguments"),
                        std::runtime_error);
 }

@@ -233,7 +233,7 @@ TEST_CASE("trimul spec: reference, starting point and prompt") {
   CHECK(ref.sources[0].content.find("trimul_ref_triangle") != std::string::npos);
   // No tensor cores in the reference.
   CHECK(ref.sources[0].content.find("mma") == std::string::npos);
-  CHECK(ref.launch_plan.at("kernels").size() == 5);
+  CHECK(ref.launch_plan.kernels.size() == 5);
 
   REQUIRE(spec().starting_points.size() == 1);
   const Solution& start = spec().starting_points[0];

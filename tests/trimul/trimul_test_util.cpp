@@ -24,8 +24,8 @@ WorkloadSpec trimul_workload_with_dims(const TaskSpec& spec, const std::string& 
   return w;
 }
 
-std::vector<float> run_emulated(const ks_emu::KernelTable& table, const Json& plan,
-                                const tasks::TrimulInputs& inputs, const ks::util::Vars& params) {
+std::vector<float> run_emulated(const ks_emu::KernelTable& table, const LaunchPlan& plan,
+                                const tasks::TrimulInputs& inputs, const util::Vars& params) {
   std::map<std::string, std::unique_ptr<ks_emu::GuardedBuffer>> owned;
   std::map<std::string, ks_emu::GuardedBuffer*> tensors;
   for (const auto& name : tasks::trimul_tensor_names()) {
@@ -36,7 +36,7 @@ std::vector<float> run_emulated(const ks_emu::KernelTable& table, const Json& pl
     tensors[name] = buf.get();
     owned[name] = std::move(buf);
   }
-  ks::util::Vars vars = params;
+  util::Vars vars = params;
   vars["B"] = inputs.B;
   vars["N"] = inputs.N;
   vars["C"] = inputs.C;

@@ -32,7 +32,7 @@ WorkloadSpec trimul_workload_with_dims(const TaskSpec& spec, const std::string& 
                                        std::int64_t N, std::int64_t C, std::int64_t H);
 
 // Runs a launch plan on the host emulation with `inputs`; returns "out".
-std::vector<float> run_emulated(const ks_emu::KernelTable& table, const Json& plan,
+std::vector<float> run_emulated(const ks_emu::KernelTable& table, const LaunchPlan& plan,
                                 const tasks::TrimulInputs& inputs, const util::Vars& params = {});
 
 // The rule of the task's tolerance, written out independently of the

@@ -13,6 +13,7 @@
 using ks::EvalResult;
 using ks::EvalStatus;
 using ks::Json;
+using ks::LaunchPlan;
 using ks::Solution;
 using ks::util::Vars;
 using ks::test::FakeContext;
@@ -51,8 +52,8 @@ ks::TaskSpec make_task(bool with_params = true) {
   sp.name = "tunable start";
   sp.language = ks::Language::cuda;
   sp.sources = {{"kernel.cu", "extern \"C\" __global__ void k() {}"}};
-  sp.launch_plan = Json::parse(
-      R"j({"kernels": [{"name": "k", "grid": ["cdiv(N, BLOCK)"], "block": ["BLOCK"]}]})j");
+  sp.launch_plan = LaunchPlan::from_json(Json::parse(
+      R"j({"kernels": [{"name": "k", "grid": ["cdiv(N, BLOCK)"], "block": ["BLOCK"], "args": []}]})j"));
   if (with_params)
     sp.params = Json::parse(R"({
         "space": {"BLOCK": {"values": [32, 64, 128, 256, 512]}, "VEC": {"values": [1, 2, 4, 8]}},

@@ -57,7 +57,7 @@ HostKernel::HostKernel(HostKernelConfig config) : cfg_(std::move(config)) {
     throw Error(Status::invalid_argument,
                 fmt::format("solution {} is written in {}; only CUDA solutions can be loaded into a CUDA context",
                             s.id, to_string(s.language)));
-  if (s.launch_plan.is_null())
+  if (s.launch_plan.empty())
     throw Error(Status::invalid_argument, fmt::format("solution {} has no launch plan", s.id));
   plan_ = LaunchPlan::parse(s.launch_plan);
 

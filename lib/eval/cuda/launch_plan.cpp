@@ -7,7 +7,6 @@
 #include <cstring>
 #include <limits>
 
-#include "util/json_fields.hpp"
 #include "ksearch/error.hpp"
 
 namespace ks::eval::cuda {
@@ -15,6 +14,7 @@ namespace {
 
 using util::Expr;
 using util::Vars;
+using Typed = ks::LaunchPlan;  // the plan as read (ksearch/launch_plan.hpp)
 
 [[noreturn]] void fail(const std::string& where, const std::string& what) {
   throw Error(Status::invalid_argument, fmt::format("launch plan: {}: {}", where, what));
@@ -32,177 +32,108 @@ std::vector<std::string> to_list(const Set& s) {
   return std::vector<std::string>(s.begin(), s.end());
 }
 
-const Json& required(const Json& j, const char* key, const std::string& where) {
-  const Json* v = j.find(key);
-  if (!v || v->is_null()) fail(where, fmt::format("\"{}\" is missing", key));
-  return *v;
-}
-
-// An integer expression written as a string ("cdiv(N, 256)") or a number (256).
-Expr parse_expr(const Json& j, const std::string& where) {
-  std::string text;
-  if (j.is_int()) {
-    text = std::to_string(j.as_int());
-  } else if (j.is_string()) {
-    text = j.as_string();
-  } else {
-    fail(where, fmt::format("expected an integer expression (a string such as \"cdiv(N, 256)\" "
-                            "or a number), got {}",
-                            j.dump()));
-  }
+// The codec (Typed::from_json) checked the JSON's shape; here the
+// expressions are parsed, with errors naming the same fields.
+Expr compile_expr(const Typed::Expr& e, const std::string& where) {
   try {
-    return Expr::parse(text);
-  } catch (const Error& e) {
-    fail(where, e.what());
+    return Expr::parse(e.text);
+  } catch (const Error& err) {
+    fail(where, err.what());
   }
 }
 
-std::array<Expr, 3> parse_dims(const Json& j, const std::string& where) {
-  if (!j.is_array() || j.empty() || j.size() > 3)
-    fail(where, fmt::format("expected one to three integer expressions, e.g. [\"cdiv(N, 256)\", 1], "
-                            "got {}",
-                            j.dump()));
+std::array<Expr, 3> compile_dims(const std::vector<Typed::Expr>& dims, const std::string& where) {
+  if (dims.empty() || dims.size() > 3)
+    fail(where, fmt::format("expected one to three integer expressions, e.g. [\"cdiv(N, 256)\", 1], got {} entries",
+                            dims.size()));
   std::array<Expr, 3> out{Expr::parse("1"), Expr::parse("1"), Expr::parse("1")};
-  for (std::size_t d = 0; d < j.size(); ++d)
-    out[d] = parse_expr(j[d], fmt::format("{}[{}]", where, d));
+  for (std::size_t d = 0; d < dims.size(); ++d) out[d] = compile_expr(dims[d], fmt::format("{}[{}]", where, d));
   return out;
 }
 
-PlanArg parse_arg(const Json& j, const std::string& where) {
-  PlanArg a;
-  if (j.is_string() || j.is_int()) {
-    a.kind = PlanArg::Kind::name_or_expr;
-    a.text = j.is_string() ? j.as_string() : std::to_string(j.as_int());
-    a.expr = parse_expr(j, where);
-    return a;
+PlanArg compile_arg(const Typed::Arg& a, const std::string& where) {
+  PlanArg out;
+  out.text = a.value.text;
+  switch (a.type) {
+    case Typed::Arg::Type::plain: out.kind = PlanArg::Kind::name_or_expr; break;
+    case Typed::Arg::Type::f32: out.kind = PlanArg::Kind::f32; break;
+    case Typed::Arg::Type::f64: out.kind = PlanArg::Kind::f64; break;
+    case Typed::Arg::Type::i32: out.kind = PlanArg::Kind::i32; break;
+    case Typed::Arg::Type::i64: out.kind = PlanArg::Kind::i64; break;
   }
-  if (j.is_number())
-    fail(where, fmt::format("{} is not an integer; pass a floating value as {{\"f32\": \"{}\"}}",
-                            j.dump(), j.dump()));
-  if (j.is_object() && j.size() == 1) {
-    const auto& [key, value] = j.as_object().front();
-    static const std::pair<const char*, PlanArg::Kind> kinds[] = {
-        {"f32", PlanArg::Kind::f32}, {"f64", PlanArg::Kind::f64},
-        {"i32", PlanArg::Kind::i32}, {"i64", PlanArg::Kind::i64}};
-    for (const auto& [name, kind] : kinds) {
-      if (key != name) continue;
-      a.kind = kind;
-      if (value.is_number() && !value.is_int()) {
-        a.text = value.dump();
-        try {
-          a.expr = Expr::parse(a.text);
-        } catch (const Error& e) {
-          fail(where, e.what());
-        }
-      } else {
-        a.expr = parse_expr(value, fmt::format("{}.{}", where, key));
-        a.text = a.expr.text();
-      }
-      return a;
-    }
-  }
-  fail(where, fmt::format("expected a tensor or scratch name, an integer expression, or one of "
-                          "{{\"f32\"|\"f64\"|\"i32\"|\"i64\": \"expr\"}}, got {}",
-                          j.dump()));
+  out.expr = compile_expr(
+      a.value, a.type == Typed::Arg::Type::plain ? where : fmt::format("{}.{}", where, to_string(a.type)));
+  return out;
 }
 
-PlanLaunch parse_launch(const Json& j, const std::string& where) {
-  if (!j.is_object()) fail(where, fmt::format("expected an object, got {}", j.dump()));
-  util::FieldReader r(j, "launch plan: " + where);
-  r.allow({"name", "grid", "block", "shared_bytes", "cluster", "args"});
-  PlanLaunch k;
-  k.kernel = r.required_string("name");
-  if (k.kernel.empty()) fail(where, "\"name\" is empty");
-  k.grid = parse_dims(required(j, "grid", where), where + ".grid");
-  k.block = parse_dims(required(j, "block", where), where + ".block");
-  if (const Json* s = j.find("shared_bytes"); s && !s->is_null())
-    k.shared_bytes = parse_expr(*s, where + ".shared_bytes");
-  else
-    k.shared_bytes = Expr::parse("0");
-  if (const Json* c = j.find("cluster"); c && !c->is_null()) {
-    k.cluster = parse_dims(*c, where + ".cluster");
-    k.has_cluster = true;
-  } else {
-    k.cluster = {Expr::parse("1"), Expr::parse("1"), Expr::parse("1")};
-  }
-  const auto& args = r.required_array("args");
-  for (std::size_t i = 0; i < args.size(); ++i)
-    k.args.push_back(parse_arg(args[i], fmt::format("{}.args[{}]", where, i)));
-  return k;
+PlanLaunch compile_launch(const Typed::Kernel& k, const std::string& where) {
+  if (k.name.empty()) fail(where, "\"name\" is empty");
+  PlanLaunch out;
+  out.kernel = k.name;
+  out.grid = compile_dims(k.grid, where + ".grid");
+  out.block = compile_dims(k.block, where + ".block");
+  out.shared_bytes = k.shared_bytes ? compile_expr(*k.shared_bytes, where + ".shared_bytes") : Expr::parse("0");
+  out.has_cluster = !k.cluster.empty();
+  out.cluster = out.has_cluster ? compile_dims(k.cluster, where + ".cluster")
+                                : std::array<Expr, 3>{Expr::parse("1"), Expr::parse("1"), Expr::parse("1")};
+  for (std::size_t i = 0; i < k.args.size(); ++i)
+    out.args.push_back(compile_arg(k.args[i], fmt::format("{}.args[{}]", where, i)));
+  return out;
 }
 
-PlanScratch parse_scratch(const Json& j, const std::string& where) {
-  if (!j.is_object()) fail(where, fmt::format("expected an object, got {}", j.dump()));
-  util::FieldReader r(j, "launch plan: " + where);
-  r.allow({"name", "dtype", "shape", "bytes"});
-  PlanScratch s;
-  s.name = r.required_string("name");
-  bool has_bytes = j.find("bytes") != nullptr;
-  bool has_shape = j.find("shape") != nullptr || j.find("dtype") != nullptr;
-  if (has_bytes == has_shape)
-    fail(where, fmt::format("scratch \"{}\" needs either \"dtype\" and \"shape\", or \"bytes\"",
-                            s.name));
-  if (has_bytes) {
-    s.bytes = parse_expr(required(j, "bytes", where), where + ".bytes");
-    return s;
+PlanScratch compile_scratch(const Typed::Scratch& s, const std::string& where) {
+  PlanScratch out;
+  out.name = s.name;
+  if (s.bytes) {
+    out.bytes = compile_expr(*s.bytes, where + ".bytes");
+    return out;
   }
-  const std::string& dt = r.required_string("dtype");
-  s.dtype = dtype_from_string(dt);
-  if (!s.dtype)
-    fail(where + ".dtype",
-         fmt::format("unknown dtype \"{}\" (f32, f64, f16, bf16, f8e4m3, f8e5m2, i8, i16, i32, i64, u8, bool)", dt));
-  const auto& shape = r.required_array("shape");
-  for (std::size_t d = 0; d < shape.size(); ++d)
-    s.shape.push_back(parse_expr(shape[d], fmt::format("{}.shape[{}]", where, d)));
-  return s;
+  if (!s.dtype) fail(where, fmt::format("scratch \"{}\" needs either \"dtype\" and \"shape\", or \"bytes\"", s.name));
+  out.dtype = s.dtype;
+  for (std::size_t d = 0; d < s.shape.size(); ++d)
+    out.shape.push_back(compile_expr(s.shape[d], fmt::format("{}.shape[{}]", where, d)));
+  return out;
 }
 
-void parse_body(const Json& j, const std::string& prefix, PlanBody& body) {
-  if (const Json* ks = j.find("kernels")) {
-    if (!ks->is_array() || ks->empty())
-      fail(prefix + "kernels", "expected a non-empty array of kernel launches");
-    for (std::size_t i = 0; i < ks->size(); ++i)
-      body.kernels.push_back(parse_launch((*ks)[i], fmt::format("{}kernels[{}]", prefix, i)));
-  }
-  if (const Json* ss = j.find("scratch"); ss && !ss->is_null()) {
-    if (!ss->is_array()) fail(prefix + "scratch", "expected an array of buffers");
-    for (std::size_t i = 0; i < ss->size(); ++i)
-      body.scratch.push_back(parse_scratch((*ss)[i], fmt::format("{}scratch[{}]", prefix, i)));
-  }
+PlanBody compile_body(const std::vector<Typed::Kernel>& kernels, const std::vector<Typed::Scratch>& scratch,
+                      const std::string& prefix) {
+  PlanBody body;
+  for (std::size_t i = 0; i < kernels.size(); ++i)
+    body.kernels.push_back(compile_launch(kernels[i], fmt::format("{}kernels[{}]", prefix, i)));
+  for (std::size_t i = 0; i < scratch.size(); ++i)
+    body.scratch.push_back(compile_scratch(scratch[i], fmt::format("{}scratch[{}]", prefix, i)));
+  return body;
 }
 
 }  // namespace
 
-LaunchPlan LaunchPlan::parse(const Json& j) {
-  if (!j.is_object())
+LaunchPlan LaunchPlan::parse(const Json& j) { return parse(Typed::from_json(j, Language::cuda)); }
+
+LaunchPlan LaunchPlan::parse(const ks::LaunchPlan& p) {
+  if (!p.readable()) throw Error(Status::invalid_argument, p.problem());
+  if (p.empty())
+    throw Error(Status::invalid_argument, "launch plan: expected a JSON object with \"kernels\", got nothing");
+  if (p.is_call_plan())
     throw Error(Status::invalid_argument,
-                fmt::format("launch plan: expected a JSON object with \"kernels\", got {}",
-                            j.is_null() ? std::string("nothing") : j.dump()));
-  util::FieldReader r(j, "launch plan");
-  r.allow({"kernels", "scratch", "variants"});
-  LaunchPlan plan;
-  parse_body(j, "", plan.top_);
-  plan.has_top_kernels_ = !plan.top_.kernels.empty();
-  if (const Json* vs = j.find("variants"); vs && !vs->is_null()) {
-    if (!vs->is_array()) fail("variants", "expected an array of {\"when\": ..., \"kernels\": [...]}");
-    for (std::size_t i = 0; i < vs->size(); ++i) {
-      const Json& v = (*vs)[i];
-      std::string where = fmt::format("variants[{}]", i);
-      if (!v.is_object()) fail(where, fmt::format("expected an object, got {}", v.dump()));
-      util::FieldReader vr(v, "launch plan: " + where);
-      vr.allow({"when", "kernels", "scratch"});
-      PlanVariant pv;
-      pv.when = parse_expr(required(v, "when", where), where + ".when");
-      if (!v.find("kernels")) fail(where, "\"kernels\" is missing");
-      parse_body(v, where + ".", pv.body);
-      pv.has_scratch = v.find("scratch") != nullptr;
-      plan.variants_.push_back(std::move(pv));
-    }
-  }
-  if (!plan.has_top_kernels_ && plan.variants_.empty())
+                "launch plan: this is a host call plan (\"calls\"); a CUDA candidate needs a launch plan with "
+                "\"kernels\"");
+  if (p.kernels.empty() && p.variants.empty())
     throw Error(Status::invalid_argument, "launch plan: \"kernels\" is missing (the list of kernel "
                                           "launches, e.g. [{\"name\": \"k\", \"grid\": [\"N\"], "
                                           "\"block\": [256], \"args\": [\"x\", \"y\", \"N\"]}])");
+  LaunchPlan plan;
+  plan.top_ = compile_body(p.kernels, p.scratch, "");
+  plan.has_top_kernels_ = !plan.top_.kernels.empty();
+  for (std::size_t i = 0; i < p.variants.size(); ++i) {
+    const Typed::Variant& v = p.variants[i];
+    std::string where = fmt::format("variants[{}]", i);
+    if (v.kernels.empty()) fail(where, "\"kernels\" is missing");
+    PlanVariant pv;
+    pv.when = compile_expr(v.when, where + ".when");
+    pv.body = compile_body(v.kernels, v.scratch ? *v.scratch : std::vector<Typed::Scratch>{}, where + ".");
+    pv.has_scratch = v.scratch.has_value();
+    plan.variants_.push_back(std::move(pv));
+  }
   return plan;
 }
 

@@ -1,4 +1,5 @@
-// Launch plans (docs/launch-plan.md): parsing, and resolution against one
+// Launch plans (docs/launch-plan.md) in executable form: compiled from the
+// typed ks::LaunchPlan (expressions parsed), and resolved against one
 // workload, a compiled module and a device's limits. Both steps are pure
 // functions of their inputs, so every rule is checked (and tested) without a
 // GPU, and every error is phrased for the model that wrote the plan.
@@ -16,6 +17,7 @@
 #include "eval/backend.hpp"
 #include "eval/cuda/cubin.hpp"
 #include "ksearch/json.hpp"
+#include "ksearch/launch_plan.hpp"
 #include "ksearch/types.hpp"
 
 namespace ks::eval::cuda {
@@ -57,6 +59,8 @@ class LaunchPlan {
  public:
   // Throws ks::Error(Status::invalid_argument) naming the field:
   // "launch plan: kernels[0].grid[1]: expression \"R/\": ...".
+  static LaunchPlan parse(const ks::LaunchPlan& plan);
+  // The same for a plan's JSON, read by ks::LaunchPlan::from_json first.
   static LaunchPlan parse(const Json& plan);
 
   const PlanBody& top() const { return top_; }

@@ -458,7 +458,7 @@ Artifact CudaCompiler::compile(const CompileRequest& request) {
   // Read the plan first: its kernel names decide the name expressions, and a
   // malformed plan is reported before any compile time is spent.
   std::optional<LaunchPlan> plan;
-  if (!sol.launch_plan.is_null()) {
+  if (!sol.launch_plan.empty()) {
     try {
       plan = LaunchPlan::parse(sol.launch_plan);
     } catch (const Error& e) {

@@ -55,128 +55,90 @@ const char* scalar_c_type(DType t) {
   }
 }
 
-std::vector<HostScratch> parse_scratch(const Json& j, const std::string& where,
-                                       const std::vector<TensorSpec>& tensors) {
+// The codec (ks::LaunchPlan::from_json) checked the JSON's shape; here names
+// are classified, expressions parsed and the shims' names checked.
+std::vector<HostScratch> compile_scratch(const std::vector<LaunchPlan::Scratch>& in,
+                                         const std::vector<TensorSpec>& tensors) {
   std::vector<HostScratch> out;
-  if (!j.is_array()) bad(fmt::format("{} must be an array", where));
   std::set<std::string> names;
-  for (std::size_t i = 0; i < j.size(); ++i) {
-    const Json& s = j[i];
-    std::string at = fmt::format("{}[{}]", where, i);
-    if (!s.is_object()) bad(fmt::format("{} must be an object", at));
-    HostScratch sc;
-    const Json* name = s.find("name");
-    if (!name || !name->is_string() || !is_identifier(name->as_string()))
-      bad(fmt::format("{} needs a \"name\" that is an identifier", at));
-    sc.name = name->as_string();
-    at = fmt::format("scratch \"{}\"", sc.name);
-    if (!names.insert(sc.name).second) bad(fmt::format("{} is declared twice", at));
+  for (const auto& s : in) {
+    if (!is_identifier(s.name)) bad(fmt::format("scratch \"{}\" needs a \"name\" that is an identifier", s.name));
+    std::string at = fmt::format("scratch \"{}\"", s.name);
+    if (!names.insert(s.name).second) bad(fmt::format("{} is declared twice", at));
     for (const auto& t : tensors)
-      if (t.name == sc.name) bad(fmt::format("{} has the name of a task tensor", at));
-    if (const Json* b = s.find("bytes")) {
-      std::string text = b->is_string() ? b->as_string() : b->is_int() ? std::to_string(b->as_int()) : "";
-      if (text.empty()) bad(fmt::format("{}: \"bytes\" must be an integer expression", at));
-      sc.bytes = parse_expr(text, at + " bytes");
-      if (const Json* d = s.find("dtype"); d && d->is_string()) {
-        auto dt = dtype_from_string(d->as_string());
-        if (!dt) bad(fmt::format("{}: unknown dtype \"{}\"", at, d->as_string()));
-        sc.dtype = *dt;
-      }
+      if (t.name == s.name) bad(fmt::format("{} has the name of a task tensor", at));
+    HostScratch sc;
+    sc.name = s.name;
+    if (s.bytes) {
+      sc.bytes = parse_expr(s.bytes->text, at + " bytes");
+      if (s.dtype) sc.dtype = *s.dtype;
     } else {
-      const Json* d = s.find("dtype");
-      const Json* shape = s.find("shape");
-      if (!d || !d->is_string() || !shape || !shape->is_array())
-        bad(fmt::format("{} needs \"dtype\" and \"shape\", or \"bytes\"", at));
-      auto dt = dtype_from_string(d->as_string());
-      if (!dt) bad(fmt::format("{}: unknown dtype \"{}\"", at, d->as_string()));
-      sc.dtype = *dt;
-      for (const auto& e : shape->as_array()) {
-        std::string text = e.is_string() ? e.as_string() : e.is_int() ? std::to_string(e.as_int()) : "";
-        if (text.empty()) bad(fmt::format("{}: shape entries must be integer expressions", at));
-        sc.shape.push_back(parse_expr(text, at + " shape"));
-      }
+      if (!s.dtype) bad(fmt::format("{} needs \"dtype\" and \"shape\", or \"bytes\"", at));
+      sc.dtype = *s.dtype;
+      for (const auto& e : s.shape) sc.shape.push_back(parse_expr(e.text, at + " shape"));
     }
-    for (const auto& [k, v] : s.as_object())
-      if (k != "name" && k != "dtype" && k != "shape" && k != "bytes")
-        bad(fmt::format("{}: unknown field \"{}\" (known: name, dtype, shape, bytes)", at, k));
     out.push_back(std::move(sc));
   }
   return out;
 }
 
-HostPlanBody parse_body(const Json& j, const std::string& where, const std::vector<TensorSpec>& tensors,
-                        const std::vector<HostScratch>* inherited_scratch, int variant_index) {
+HostArg compile_arg(const LaunchPlan::Arg& arg, const std::string& aat, const std::vector<TensorSpec>& tensors,
+                    const std::vector<HostScratch>& scratch) {
+  HostArg ha;
+  ha.text = arg.value.text;
+  if (arg.type != LaunchPlan::Arg::Type::plain) {
+    ha.kind = HostArg::Kind::value;
+    ha.dtype = arg.type == LaunchPlan::Arg::Type::f32   ? DType::f32
+               : arg.type == LaunchPlan::Arg::Type::f64 ? DType::f64
+               : arg.type == LaunchPlan::Arg::Type::i32 ? DType::i32
+                                                        : DType::i64;
+    ha.expr = parse_expr(ha.text, aat);
+    return ha;
+  }
+  const TensorSpec* t = nullptr;
+  for (const auto& ts : tensors)
+    if (ts.name == ha.text) t = &ts;
+  const HostScratch* sc = nullptr;
+  for (const auto& s : scratch)
+    if (s.name == ha.text) sc = &s;
+  if (t && t->scalar) {
+    // A scalar input: its value, in its own type.
+    ha.kind = HostArg::Kind::value;
+    ha.dtype = t->dtype;
+    ha.expr = parse_expr(ha.text, aat);
+  } else if (t) {
+    ha.kind = HostArg::Kind::tensor;
+    ha.dtype = t->dtype;
+    ha.is_const = !t->is_output;
+  } else if (sc) {
+    ha.kind = HostArg::Kind::scratch;
+    ha.dtype = sc->dtype;
+  } else {
+    ha.kind = HostArg::Kind::value;
+    ha.dtype = DType::i64;
+    ha.expr = parse_expr(ha.text, aat);
+  }
+  return ha;
+}
+
+HostPlanBody compile_body(const std::vector<LaunchPlan::Call>& calls, const std::vector<HostScratch>& scratch,
+                          const std::string& where, const std::vector<TensorSpec>& tensors, int variant_index) {
   HostPlanBody body;
-  if (const Json* s = j.find("scratch"); s && !s->is_null()) body.scratch = parse_scratch(*s, where + "scratch", tensors);
-  else if (inherited_scratch) body.scratch = *inherited_scratch;
-  const Json* calls = j.find("calls");
-  if (!calls || !calls->is_array() || calls->empty())
+  body.scratch = scratch;
+  if (calls.empty())
     bad(fmt::format("{}\"calls\" must be a non-empty array of {{\"fn\": ..., \"args\": [...]}}", where));
-  for (std::size_t i = 0; i < calls->size(); ++i) {
-    const Json& c = (*calls)[i];
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    const LaunchPlan::Call& c = calls[i];
     std::string at = fmt::format("{}calls[{}]", where, i);
-    if (!c.is_object()) bad(fmt::format("{} must be an object", at));
-    HostCall call;
-    const Json* fn = c.find("fn");
-    if (!fn || !fn->is_string()) bad(fmt::format("{} needs \"fn\": the name of a C++ function", at));
-    call.fn = fn->as_string();
-    if (!is_callable_name(call.fn))
+    if (!is_callable_name(c.fn))
       bad(fmt::format("{}: \"{}\" is not a function name (use an identifier, optionally qualified or "
                       "with template arguments)",
-                      at, call.fn));
-    at = fmt::format("{} (\"{}\")", at, call.fn);
-    const Json* args = c.find("args");
-    if (!args || !args->is_array()) bad(fmt::format("{} needs \"args\": an array", at));
-    for (const auto& [k, v] : c.as_object())
-      if (k != "fn" && k != "args") bad(fmt::format("{}: unknown field \"{}\" (known: fn, args)", at, k));
-    for (std::size_t a = 0; a < args->size(); ++a) {
-      const Json& arg = (*args)[a];
-      std::string aat = fmt::format("{} argument {}", at, a);
-      HostArg ha;
-      if (arg.is_string() || arg.is_int()) {
-        ha.text = arg.is_string() ? arg.as_string() : std::to_string(arg.as_int());
-        const TensorSpec* t = nullptr;
-        for (const auto& ts : tensors)
-          if (ts.name == ha.text) t = &ts;
-        const HostScratch* sc = nullptr;
-        for (const auto& s : body.scratch)
-          if (s.name == ha.text) sc = &s;
-        if (t && t->scalar) {
-          // A scalar input: its value, in its own type.
-          ha.kind = HostArg::Kind::value;
-          ha.dtype = t->dtype;
-          ha.expr = parse_expr(ha.text, aat);
-        } else if (t) {
-          ha.kind = HostArg::Kind::tensor;
-          ha.dtype = t->dtype;
-          ha.is_const = !t->is_output;
-        } else if (sc) {
-          ha.kind = HostArg::Kind::scratch;
-          ha.dtype = sc->dtype;
-        } else {
-          ha.kind = HostArg::Kind::value;
-          ha.dtype = DType::i64;
-          ha.expr = parse_expr(ha.text, aat);
-        }
-      } else if (arg.is_object() && arg.size() == 1) {
-        const auto& [type, value] = arg.as_object().front();
-        auto dt = dtype_from_string(type);
-        if (!dt || !(*dt == DType::f32 || *dt == DType::f64 || *dt == DType::i32 || *dt == DType::i64))
-          bad(fmt::format("{}: typed scalar must be one of {{\"f32\"|\"f64\"|\"i32\"|\"i64\": expr}}, found \"{}\"",
-                          aat, type));
-        if (!value.is_string() && !value.is_number())
-          bad(fmt::format("{}: the value of \"{}\" must be an expression", aat, type));
-        ha.kind = HostArg::Kind::value;
-        ha.dtype = *dt;
-        ha.text = value.is_string() ? value.as_string() : value.dump();
-        ha.expr = parse_expr(ha.text, aat);
-      } else {
-        bad(fmt::format("{} must be a tensor name, a scratch name, an integer expression or "
-                        "{{\"f32\": expr}}-style typed scalar",
-                        aat));
-      }
-      call.args.push_back(std::move(ha));
-    }
+                      at, c.fn));
+    at = fmt::format("{} (\"{}\")", at, c.fn);
+    HostCall call;
+    call.fn = c.fn;
+    for (std::size_t a = 0; a < c.args.size(); ++a)
+      call.args.push_back(compile_arg(c.args[a], fmt::format("{} argument {}", at, a), tensors, body.scratch));
     call.shim = fmt::format("ks_call_{}_{}", variant_index, i);
     body.calls.push_back(std::move(call));
   }
@@ -186,31 +148,25 @@ HostPlanBody parse_body(const Json& j, const std::string& where, const std::vect
 }  // namespace
 
 HostPlan HostPlan::parse(const Json& plan, const std::vector<TensorSpec>& tensors) {
-  if (!plan.is_object())
-    bad(fmt::format("the plan must be a JSON object with \"calls\", found {}", json_type_name(plan.type())));
-  if (plan.contains("kernels") && !plan.contains("calls"))
-    bad("this is a CUDA launch plan (\"kernels\"); a host (cpp) candidate needs \"calls\"");
-  for (const auto& [k, v] : plan.as_object())
-    if (k != "calls" && k != "scratch" && k != "variants" && k != "params")
-      bad(fmt::format("unknown field \"{}\" (known: calls, scratch, variants)", k));
+  return parse(LaunchPlan::from_json(plan, Language::cpp), tensors);
+}
+
+HostPlan HostPlan::parse(const LaunchPlan& plan, const std::vector<TensorSpec>& tensors) {
+  if (!plan.readable()) throw Error(Status::invalid_argument, plan.problem());
+  bool has_kernels = !plan.kernels.empty();
+  for (const auto& v : plan.variants) has_kernels = has_kernels || !v.kernels.empty();
+  if (has_kernels)
+    bad("this is a CUDA launch plan (\"kernels\"); a host (cpp) candidate needs a call plan with \"calls\"");
   HostPlan p;
-  p.main = parse_body(plan, "", tensors, nullptr, 0);
-  if (const Json* vs = plan.find("variants"); vs && !vs->is_null()) {
-    if (!vs->is_array()) bad("\"variants\" must be an array");
-    for (std::size_t i = 0; i < vs->size(); ++i) {
-      const Json& v = (*vs)[i];
-      std::string at = fmt::format("variants[{}]", i);
-      if (!v.is_object()) bad(at + " must be an object");
-      const Json* when = v.find("when");
-      if (!when || !when->is_string()) bad(at + " needs \"when\": a condition over the dimensions");
-      for (const auto& [k, val] : v.as_object())
-        if (k != "when" && k != "calls" && k != "scratch")
-          bad(fmt::format("{}: unknown field \"{}\" (known: when, calls, scratch)", at, k));
-      Variant var;
-      var.when = parse_expr(when->as_string(), at + " when");
-      var.body = parse_body(v, at + ".", tensors, &p.main.scratch, static_cast<int>(i) + 1);
-      p.variants.push_back(std::move(var));
-    }
+  p.main = compile_body(plan.calls, compile_scratch(plan.scratch, tensors), "", tensors, 0);
+  for (std::size_t i = 0; i < plan.variants.size(); ++i) {
+    const LaunchPlan::Variant& v = plan.variants[i];
+    std::string at = fmt::format("variants[{}]", i);
+    Variant var;
+    var.when = parse_expr(v.when.text, at + " when");
+    var.body = compile_body(v.calls, v.scratch ? compile_scratch(*v.scratch, tensors) : p.main.scratch, at + ".",
+                            tensors, static_cast<int>(i) + 1);
+    p.variants.push_back(std::move(var));
   }
   return p;
 }

@@ -8,6 +8,7 @@
 
 #include "util/expr.hpp"
 #include "ksearch/json.hpp"
+#include "ksearch/launch_plan.hpp"
 #include "ksearch/types.hpp"
 
 namespace ks::eval::host {
@@ -47,9 +48,11 @@ struct HostPlan {
   };
   std::vector<Variant> variants;
 
-  // Parses a call plan; strings naming one of `tensors` are tensor arguments.
+  // Compiles a call plan; strings naming one of `tensors` are tensor arguments.
   // Throws ks::Error(Status::invalid_argument) with a message starting
   // "call plan:" and naming the bad field.
+  static HostPlan parse(const LaunchPlan& plan, const std::vector<TensorSpec>& tensors);
+  // The same for a plan's JSON, read by ks::LaunchPlan::from_json first.
   static HostPlan parse(const Json& plan, const std::vector<TensorSpec>& tensors);
 
   // The body whose `when` holds first, else the main one. Throws

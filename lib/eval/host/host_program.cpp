@@ -49,7 +49,7 @@ struct BoundCall {
 class HostProgram final : public Program {
  public:
   HostProgram(const Artifact& artifact, const Solution& solution)
-      : plan_json_(solution.launch_plan), path_(artifact.path) {
+      : plan_source_(solution.launch_plan), path_(artifact.path) {
     // RTLD_LOCAL keeps candidates' symbols apart. Handles are never closed:
     // a candidate's threads or atexit handlers may still point into its code.
     handle_ = ::dlopen(path_.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -73,7 +73,7 @@ class HostProgram final : public Program {
       // Scalar inputs are values of their own type, as in the shims.
       for (const auto& [name, sc] : b.scalars) names.push_back(TensorSpec{.name = name, .dtype = sc.dtype, .scalar = true});
       try {
-        plan_ = HostPlan::parse(plan_json_, names);
+        plan_ = HostPlan::parse(plan_source_, names);
       } catch (const Error& e) {
         fail(e.what());
       }
@@ -200,7 +200,7 @@ class HostProgram final : public Program {
     scratch_.clear();
   }
 
-  Json plan_json_;
+  LaunchPlan plan_source_;
   std::string path_;
   void* handle_ = nullptr;
   std::optional<HostPlan> plan_;

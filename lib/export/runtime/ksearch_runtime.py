@@ -11,7 +11,8 @@
 #
 # Two parts mirror libksearch's C++ exactly and are tested against it
 # (tests/export): the expression language (lib/util/expr.cpp) and launch-plan
-# parsing and resolution (lib/eval/cuda/launch_plan.cpp). Keep them in step.
+# parsing and resolution (lib/core/launch_plan.cpp reads the JSON,
+# lib/eval/cuda/launch_plan.cpp parses expressions and resolves). Keep them in step.
 
 import base64
 import ctypes
@@ -546,7 +547,8 @@ def _compare(op, a, b):
 
 
 # ---------------------------------------------------------------------------
-# Launch plans: a mirror of lib/eval/cuda/launch_plan.cpp (docs/launch-plan.md).
+# Launch plans: a mirror of lib/core/launch_plan.cpp and lib/eval/cuda/launch_plan.cpp
+# (docs/launch-plan.md).
 
 # Element sizes by the names plans and tasks use (types.cpp), with the
 # PyTorch dtype of each for tensors.
@@ -746,6 +748,14 @@ class LaunchPlan:
         if not isinstance(plan, dict):
             raise PlanError('launch plan: expected a JSON object with "kernels", got %s'
                             % ("nothing" if plan is None else _dump(plan)))
+        if "calls" in plan and "kernels" not in plan:
+            raise PlanError('launch plan: this is a host call plan ("calls"); a CUDA candidate needs a launch plan '
+                            'with "kernels"')
+        if "kernels" not in plan and "variants" not in plan:
+            keys = ", ".join('"%s"' % k for k in plan)
+            raise PlanError('launch plan: "kernels" is missing (the list of kernel launches, e.g. [{"name": "k", '
+                            '"grid": ["N"], "block": [256], "args": ["x", "y", "N"]}]); the plan has %s'
+                            % ("keys " + keys if keys else "no keys"))
         self.kernels, self.scratch = _parse_body(plan, "")
         self.variants = []  # (when, kernels, scratch, has_scratch)
         vs = plan.get("variants")

@@ -76,7 +76,7 @@ Solution cuda_solution(std::string name, std::string_view task, std::string file
   s.task = std::string(task);
   s.language = Language::cuda;
   s.sources.push_back({std::move(file), std::string(source)});
-  s.launch_plan = Json::parse(plan_json);
+  s.launch_plan = LaunchPlan::from_json(Json::parse(plan_json), s.language);
   s.description = std::move(description);
   return s.finalize();
 }

@@ -96,7 +96,7 @@ Solution make_solution(std::string name, std::string file, std::string_view sour
   s.task = std::string(kTrimulTaskName);
   s.language = Language::cuda;
   s.sources.push_back({std::move(file), std::string(source)});
-  s.launch_plan = Json::parse(plan_json);
+  s.launch_plan = LaunchPlan::from_json(Json::parse(plan_json), s.language);
   s.description = std::move(description);
   return s;
 }

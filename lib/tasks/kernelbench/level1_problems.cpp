@@ -74,7 +74,7 @@ Solution solution(std::string name, std::string file, std::string source, Json l
   s.name = std::move(name);
   s.language = Language::cuda;
   s.sources.push_back({std::move(file), std::move(source)});
-  s.launch_plan = std::move(launch_plan);
+  s.launch_plan = LaunchPlan::from_json(launch_plan, s.language);
   s.description = std::move(description);
   return s;
 }

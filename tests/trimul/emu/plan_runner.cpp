@@ -13,12 +13,12 @@ namespace {
 
 constexpr unsigned char kGuardByte = 0xa5;
 
-unsigned dim_at(const ks::Json& dims, std::size_t i, const ks::util::Vars& vars, const std::string& what) {
-  if (!dims.is_array() || dims.size() < 1 || dims.size() > 3)
-    throw std::runtime_error(what + " must be an array of one to three expressions");
+using Plan = ks::LaunchPlan;
+
+unsigned dim_at(const std::vector<Plan::Expr>& dims, std::size_t i, const ks::util::Vars& vars, const std::string& what) {
+  if (dims.size() < 1 || dims.size() > 3) throw std::runtime_error(what + " must be an array of one to three expressions");
   if (i >= dims.size()) return 1;
-  const ks::Json& d = dims[i];
-  long long v = d.is_string() ? ks::util::eval_int_expr(d.as_string(), vars) : d.as_int();
+  long long v = ks::util::eval_int_expr(dims[i].text, vars);
   if (v <= 0 || v > 0x7fffffffLL) throw std::runtime_error(fmt::format("{}[{}] = {} is out of range", what, i, v));
   return static_cast<unsigned>(v);
 }
@@ -36,47 +36,41 @@ void GuardedBuffer::check_guards(const std::string& what) const {
       throw std::runtime_error("out-of-bounds write around buffer \"" + what + "\"");
 }
 
-PlanRunStats run_plan(const KernelTable& table, const ks::Json& plan,
+PlanRunStats run_plan(const KernelTable& table, const ks::LaunchPlan& plan,
                       std::map<std::string, GuardedBuffer*> tensors, const ks::util::Vars& vars,
                       const std::map<std::string, double>& scalars) {
   const ks::util::RealVars reals(scalars.begin(), scalars.end());
-  const ks::Json* kernels = plan.find("kernels");
-  const ks::Json* scratch = plan.find("scratch");
-  if (const ks::Json* variants = plan.find("variants")) {
-    for (const auto& v : variants->as_array()) {
-      if (ks::util::eval_double_expr(v.at("when").as_string(), vars) != 0.0) {
-        kernels = v.find("kernels");
-        // A variant without "scratch" keeps the top-level buffers.
-        if (const ks::Json* vs = v.find("scratch")) scratch = vs;
-        break;
-      }
+  const std::vector<Plan::Kernel>* kernels = &plan.kernels;
+  const std::vector<Plan::Scratch>* scratch = &plan.scratch;
+  for (const auto& v : plan.variants) {
+    if (ks::util::eval_double_expr(v.when.text, vars) != 0.0) {
+      kernels = &v.kernels;
+      // A variant without "scratch" keeps the top-level buffers.
+      if (v.scratch) scratch = &*v.scratch;
+      break;
     }
   }
-  if (!kernels || !kernels->is_array()) throw std::runtime_error("plan has no \"kernels\" array");
+  if (kernels->empty()) throw std::runtime_error("plan has no \"kernels\" array");
 
   std::vector<std::unique_ptr<GuardedBuffer>> owned;
-  if (scratch) {
-    for (const auto& s : scratch->as_array()) {
-      const std::string name = s.at("name").as_string();
-      if (tensors.count(name)) throw std::runtime_error("scratch \"" + name + "\" shadows a tensor");
-      long long bytes = 0;
-      if (const ks::Json* b = s.find("bytes")) {
-        bytes = b->is_string() ? ks::util::eval_int_expr(b->as_string(), vars) : b->as_int();
-      } else {
-        auto dt = ks::dtype_from_string(s.at("dtype").as_string());
-        if (!dt) throw std::runtime_error("scratch \"" + name + "\": unknown dtype");
-        bytes = static_cast<long long>(ks::dtype_size(*dt));
-        for (const auto& e : s.at("shape").as_array()) bytes *= ks::util::eval_int_expr(e.as_string(), vars);
-      }
-      if (bytes < 0) throw std::runtime_error("scratch \"" + name + "\" has a negative size");
-      owned.push_back(std::make_unique<GuardedBuffer>(static_cast<std::size_t>(bytes)));
-      tensors[name] = owned.back().get();
+  for (const auto& s : *scratch) {
+    if (tensors.count(s.name)) throw std::runtime_error("scratch \"" + s.name + "\" shadows a tensor");
+    long long bytes = 0;
+    if (s.bytes) {
+      bytes = ks::util::eval_int_expr(s.bytes->text, vars);
+    } else {
+      if (!s.dtype) throw std::runtime_error("scratch \"" + s.name + "\": no dtype");
+      bytes = static_cast<long long>(ks::dtype_size(*s.dtype));
+      for (const auto& e : s.shape) bytes *= ks::util::eval_int_expr(e.text, vars);
     }
+    if (bytes < 0) throw std::runtime_error("scratch \"" + s.name + "\" has a negative size");
+    owned.push_back(std::make_unique<GuardedBuffer>(static_cast<std::size_t>(bytes)));
+    tensors[s.name] = owned.back().get();
   }
 
   PlanRunStats stats;
-  for (const auto& k : kernels->as_array()) {
-    const std::string name = k.at("name").as_string();
+  for (const auto& k : *kernels) {
+    const std::string& name = k.name;
     const Kernel* kernel = table.find(name);
     if (!kernel) {
       std::string known;
@@ -84,15 +78,15 @@ PlanRunStats run_plan(const KernelTable& table, const ks::Json& plan,
       throw std::runtime_error(fmt::format("kernel `{}` not found; kernels are: {}", name, known));
     }
     std::vector<Arg> args;
-    const auto& arg_list = k.at("args").as_array();
-    if (arg_list.size() != kernel->param_kinds.size())
+    if (k.args.size() != kernel->param_kinds.size())
       throw std::runtime_error(fmt::format("kernel `{}` takes {} arguments, the plan passes {}", name,
-                                           kernel->param_kinds.size(), arg_list.size()));
-    for (const auto& a : arg_list) {
+                                           kernel->param_kinds.size(), k.args.size()));
+    for (const auto& a : k.args) {
       Arg arg;
-      if (a.is_string()) {
-        auto t = tensors.find(a.as_string());
-        auto sc = scalars.find(a.as_string());
+      const std::string& text = a.value.text;
+      if (a.type == Plan::Arg::Type::plain) {
+        auto t = tensors.find(text);
+        auto sc = scalars.find(text);
         if (t != tensors.end()) {
           arg.kind = Arg::Kind::pointer;
           arg.ptr = t->second->data();
@@ -104,29 +98,20 @@ PlanRunStats run_plan(const KernelTable& table, const ks::Json& plan,
           arg.d = sc->second;
         } else {
           arg.kind = Arg::Kind::integer;
-          arg.i = ks::util::eval_int_expr(a.as_string(), vars);
+          arg.i = ks::util::eval_int_expr(text, vars);
         }
-      } else if (a.is_object() && a.size() == 1) {
-        const auto& [type, expr] = a.as_object().front();
-        if (type == "f32" || type == "f64") {
-          arg.kind = Arg::Kind::real;
-          arg.d = ks::util::Expr::parse(expr.is_string() ? expr.as_string() : expr.dump()).eval_double(vars, reals);
-        } else {
-          arg.kind = Arg::Kind::integer;
-          arg.i = ks::util::Expr::parse(expr.is_string() ? expr.as_string() : expr.dump()).eval_int(vars, reals);
-        }
+      } else if (a.type == Plan::Arg::Type::f32 || a.type == Plan::Arg::Type::f64) {
+        arg.kind = Arg::Kind::real;
+        arg.d = ks::util::Expr::parse(text).eval_double(vars, reals);
       } else {
-        throw std::runtime_error("kernel `" + name + "`: an argument is neither a name, an expression nor a typed scalar");
+        arg.kind = Arg::Kind::integer;
+        arg.i = ks::util::Expr::parse(text).eval_int(vars, reals);
       }
       args.push_back(arg);
     }
-    const ks::Json& grid = k.at("grid");
-    const ks::Json& block = k.at("block");
-    Dim3 g{dim_at(grid, 0, vars, name + " grid"), dim_at(grid, 1, vars, name + " grid"), dim_at(grid, 2, vars, name + " grid")};
-    Dim3 b{dim_at(block, 0, vars, name + " block"), dim_at(block, 1, vars, name + " block"), dim_at(block, 2, vars, name + " block")};
-    long long smem = 0;
-    if (const ks::Json* s = k.find("shared_bytes"))
-      smem = s->is_string() ? ks::util::eval_int_expr(s->as_string(), vars) : s->as_int();
+    Dim3 g{dim_at(k.grid, 0, vars, name + " grid"), dim_at(k.grid, 1, vars, name + " grid"), dim_at(k.grid, 2, vars, name + " grid")};
+    Dim3 b{dim_at(k.block, 0, vars, name + " block"), dim_at(k.block, 1, vars, name + " block"), dim_at(k.block, 2, vars, name + " block")};
+    long long smem = k.shared_bytes ? ks::util::eval_int_expr(k.shared_bytes->text, vars) : 0;
     if (smem < 0 || smem > 227 * 1024)
       throw std::runtime_error(fmt::format("kernel `{}`: {} bytes of dynamic shared memory (H100 limit 232448)", name, smem));
     launch(g, b, static_cast<std::size_t>(smem), [&] { kernel->call(args); });

@@ -12,6 +12,7 @@
 #include "util/expr.hpp"
 #include "emu/kernel_table.hpp"
 #include "ksearch/json.hpp"
+#include "ksearch/launch_plan.hpp"
 
 namespace ks_emu {
 
@@ -43,7 +44,7 @@ struct PlanRunStats {
 // floating ones are readable in typed expressions). Throws
 // std::runtime_error (or ks::Error for a malformed expression) naming the
 // kernel and the problem.
-PlanRunStats run_plan(const KernelTable& table, const ks::Json& plan,
+PlanRunStats run_plan(const KernelTable& table, const ks::LaunchPlan& plan,
                       std::map<std::string, GuardedBuffer*> tensors, const ks::util::Vars& vars,
                       const std::map<std::string, double>& scalars = {});
 

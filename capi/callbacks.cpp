@@ -2,6 +2,8 @@
 // evaluator callbacks as Evaluator, and the progress and event callbacks.
 #include <cmath>
 #include <map>
+#include <mutex>
+#include <vector>
 
 #include "capi_internal.hpp"
 
@@ -134,6 +136,36 @@ DeviceInfo device_of(const char* json) {
   return d;
 }
 
+// The requests handed to evaluator callbacks right now, with the options
+// each batch is evaluated under: ks_eval_request stays frozen, and
+// ks_eval_request_options_json finds a request's batch by its address (a
+// batch callback may pass requests on to other threads).
+struct LiveBatch {
+  const ks_eval_request* first;
+  std::size_t count;
+  const std::string* options_json;
+};
+std::mutex g_live_mutex;
+std::vector<LiveBatch> g_live;
+
+class LiveBatchScope {
+ public:
+  LiveBatchScope(const std::vector<ks_eval_request>& reqs, const std::string& options_json)
+      : first_(reqs.data()) {
+    std::lock_guard<std::mutex> lock(g_live_mutex);
+    g_live.push_back({reqs.data(), reqs.size(), &options_json});
+  }
+  ~LiveBatchScope() {
+    std::lock_guard<std::mutex> lock(g_live_mutex);
+    std::erase_if(g_live, [&](const LiveBatch& b) { return b.first == first_; });
+  }
+  LiveBatchScope(const LiveBatchScope&) = delete;
+  LiveBatchScope& operator=(const LiveBatchScope&) = delete;
+
+ private:
+  const ks_eval_request* first_;
+};
+
 class CallbackEvaluator final : public Evaluator {
  public:
   CallbackEvaluator(ks_evaluate_callback cb, ks_evaluate_batch_callback batch, void* user, DeviceInfo device)
@@ -149,6 +181,8 @@ class CallbackEvaluator final : public Evaluator {
     for (std::size_t i = 0; i < solutions.size(); ++i)
       reqs.push_back({task.name().c_str(), task_json.c_str(), sol_json[i].c_str(), solutions[i].id.c_str(),
                       static_cast<ks_language>(static_cast<int>(solutions[i].language))});
+    const std::string options_json = options_.to_json().dump();
+    const LiveBatchScope live(reqs, options_json);
     std::vector<ks_eval_answer> answers(solutions.size());
     std::vector<ks_eval_answer*> ptrs;
     for (auto& a : answers) ptrs.push_back(&a);
@@ -284,6 +318,14 @@ ks_status ks_llm_answer_set_error(ks_llm_answer* answer, const char* message) {
     answer->text.clear();
     return KS_OK;
   });
+}
+
+const char* ks_eval_request_options_json(const ks_eval_request* request) {
+  if (!request) return nullptr;
+  std::lock_guard<std::mutex> lock(g_live_mutex);
+  for (const auto& b : g_live)
+    if (request >= b.first && request < b.first + b.count) return b.options_json->c_str();
+  return nullptr;
 }
 
 ks_status ks_eval_answer_set_json(ks_eval_answer* answer, const char* result_json) {

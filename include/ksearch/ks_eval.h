@@ -33,6 +33,16 @@ typedef struct ks_eval_request {
   ks_language language;
 } ks_eval_request;
 
+/* What the library asks of this request's evaluation, as a JSON object with
+ * the fields of EvalOptions::to_json (docs/evaluation.md): "only_workloads"
+ * names the workloads to evaluate (during the search the task's feedback
+ * subset where it has one, every workload in the final evaluation; empty:
+ * all), "seeds_per_workload", the timing caps and the rest. A host that
+ * evaluates with another libksearch passes it on as ks_eval_options.settings_json.
+ * Valid only during the callback that received the request, from any thread;
+ * NULL for a pointer that is not a request of a callback in progress. */
+KS_API const char *ks_eval_request_options_json(const ks_eval_request *request);
+
 /* Where an evaluator callback puts its result; the library copies it. */
 typedef struct ks_eval_answer ks_eval_answer;
 /* The full result as JSON, the shape ks_evaluate returns (per-workload results,

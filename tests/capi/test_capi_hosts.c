@@ -566,6 +566,7 @@ struct host_eval {
   int batch_calls;
   int largest_batch;
   double last_latency;
+  const ks_eval_request *stale; /* a request kept past its callback */
 };
 
 /* Evaluates with an evaluator of the host's own (here: another libksearch
@@ -579,6 +580,11 @@ static int evaluate_here(const ks_eval_request *req, ks_eval_answer *answer, voi
   CHECK(strstr(req->task_json, "\"workloads\"") != NULL);
   CHECK(strstr(req->solution_json, "scale3") != NULL);
   CHECK(req->language == KS_LANGUAGE_CPP);
+  /* What the library wants of this evaluation: the workloads and the rest. */
+  CHECK(ks_eval_request_options_json(req) != NULL);
+  CHECK(strstr(ks_eval_request_options_json(req), "\"only_workloads\"") != NULL);
+  CHECK(strstr(ks_eval_request_options_json(req), "\"seeds_per_workload\"") != NULL);
+  h->stale = req;
   if (ks_evaluate(h->evaluator, h->task, req->solution_json, &json) != KS_OK) return 1;
   lat = strstr(json, "\"latency_ms\": ");
   if (lat) h->last_latency = atof(lat + 14);
@@ -596,6 +602,7 @@ static int evaluate_remote(const ks_eval_request *requests, ks_eval_answer *cons
   if ((int)count > h->largest_batch) h->largest_batch = (int)count;
   for (i = 0; i < count; ++i) {
     CHECK(strlen(requests[i].solution_id) == 16);
+    CHECK(ks_eval_request_options_json(&requests[i]) != NULL);
     CHECK(ks_eval_answer_set_result(answers[i], KS_EVAL_PASSED, 0, 0, NULL) == KS_E_INVALID_ARGUMENT);
     CHECK(ks_eval_answer_set_result(answers[i], KS_EVAL_PASSED, 2.5, 5.0, NULL) == KS_OK);
   }
@@ -641,6 +648,8 @@ static void test_evaluator_callbacks(void) {
   if (s != KS_OK) fprintf(stderr, "evaluator callback: %s\n", ks_last_error_message());
   CHECK(s == KS_OK);
   CHECK(h.calls == 1); /* the same code twice is evaluated once */
+  CHECK(h.stale != NULL && ks_eval_request_options_json(h.stale) == NULL); /* only during the callback */
+  CHECK(ks_eval_request_options_json(NULL) == NULL);
   CHECK(ks_result_has_best(r));
   CHECK(ks_result_best_latency_ms(r) == h.last_latency);
   CHECK(strstr(ks_result_json(r), "the host's own evaluator") != NULL);

@@ -385,6 +385,8 @@ class PackageTest(unittest.TestCase):
             self.assertIsInstance(req, ksearch.EvalRequest)
             seen.append(req.solution_id)
             self.assertEqual(req.task["name"], "tests/scale3")
+            self.assertIn("only_workloads", req.options)  # what the library asks of this evaluation
+            self.assertGreaterEqual(req.options["seeds_per_workload"], 2)
             code = req.solution["sources"][0]["content"]
             if "3.0f" in code:
                 return ksearch.EvalResult("passed", latency_ms=0.5, reference_latency_ms=1.0)
@@ -407,6 +409,7 @@ class PackageTest(unittest.TestCase):
 
         def evaluate_batch(reqs):
             sizes.append(len(reqs))
+            self.assertTrue(all("only_workloads" in r.options for r in reqs))
             return [ksearch.EvalResult("passed", latency_ms=1.0 + i) for i in range(len(reqs))]
         res = ksearch.run_search(SCALE3, llm=ksearch.LlmOptions.from_callback(varied), strategy="greedy",
                                  language="cpp", parallel=2, budget={"max_rounds": 2},

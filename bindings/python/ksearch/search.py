@@ -74,6 +74,14 @@ class EvalRequest:
     solution_json: str
     solution_id: str
     language: Language
+    # What the library asks of this evaluation (ks_eval_request_options_json):
+    # the fields of EvalOptions, "only_workloads" among them.
+    options_json: str = "{}"
+
+    @property
+    def options(self) -> Dict[str, Any]:
+        options: Dict[str, Any] = json.loads(self.options_json)
+        return options
 
     @property
     def task(self) -> Dict[str, Any]:
@@ -345,8 +353,9 @@ def _llm_request(r: Any) -> LlmRequest:
 
 
 def _eval_request(r: Any) -> EvalRequest:
+    options = c().ks_eval_request_options_json(ctypes.byref(r))
     return EvalRequest(text(r.task_name), text(r.task_json), text(r.solution_json), text(r.solution_id),
-                       Language(r.language))
+                       Language(r.language), text(options) if options else "{}")
 
 
 def _batch_outputs(outs: Any, count: int, where: str) -> List[Any]:

@@ -5,8 +5,8 @@
 #include <limits>
 
 #include "capi_internal.hpp"
-#include "util/fs.hpp"
 #include "ksearch/llm_policies.hpp"
+#include "util/fs.hpp"
 
 namespace ks::capi {
 namespace {

@@ -25,12 +25,12 @@
 #include <string>
 #include <vector>
 
-#include "util/fs.hpp"
 #include "eval/cuda/cuda_api.hpp"
 #include "eval/cuda/nvrtc_compiler.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/eval.hpp"
 #include "ksearch/tasks.hpp"
+#include "util/fs.hpp"
 
 namespace {
 

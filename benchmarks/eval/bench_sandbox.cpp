@@ -18,12 +18,12 @@
 #include <string>
 #include <vector>
 
-#include "util/fs.hpp"
 #include "core/response/json_extract.hpp"
 #include "eval/sandbox.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/eval.hpp"
 #include "ksearch/tasks.hpp"
+#include "util/fs.hpp"
 
 namespace {
 

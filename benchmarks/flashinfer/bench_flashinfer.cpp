@@ -22,11 +22,11 @@
 #include <string>
 #include <vector>
 
-#include "util/fs.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/eval.hpp"
 #include "ksearch/tasks.hpp"
 #include "tasks/flashinfer/flashinfer.hpp"
+#include "util/fs.hpp"
 
 namespace {
 

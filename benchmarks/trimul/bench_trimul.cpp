@@ -24,10 +24,10 @@
 #include <string>
 #include <unistd.h>
 
-#include "util/fs.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/eval.hpp"
 #include "ksearch/tasks.hpp"
+#include "util/fs.hpp"
 
 namespace {
 

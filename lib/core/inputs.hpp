@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "util/expr.hpp"
 #include "ksearch/task.hpp"
+#include "util/expr.hpp"
 
 namespace ks::core {
 

@@ -5,6 +5,7 @@
 #include "ksearch/error.hpp"
 #include "ksearch/evaluator.hpp"
 #include "ksearch/llm.hpp"
+#include "util/json_fields.hpp"
 
 KS_NAMESPACE_BEGIN
 
@@ -19,31 +20,10 @@ std::vector<EvalResult> Evaluator::evaluate_batch(const Task& task,
   return out;
 }
 
-namespace {
-
-Json strings_json(const std::vector<std::string>& v) {
-  Json a = Json::array();
-  for (const auto& s : v) a.push_back(s);
-  return a;
-}
-
-std::vector<std::string> strings_of(const Json* j, const char* field) {
-  std::vector<std::string> out;
-  if (!j || j->is_null()) return out;
-  if (!j->is_array()) throw Error(Status::invalid_argument, fmt::format("evaluation options: \"{}\" must be an array of strings", field));
-  for (const auto& s : j->as_array()) {
-    if (!s.is_string()) throw Error(Status::invalid_argument, fmt::format("evaluation options: \"{}\" must be an array of strings", field));
-    out.push_back(s.as_string());
-  }
-  return out;
-}
-
-}  // namespace
-
 Json EvalOptions::to_json() const {
   Json j = Json::obj({{"run_tests", run_tests},
                     {"run_benchmarks", run_benchmarks},
-                    {"only_workloads", strings_json(only_workloads)},
+                    {"only_workloads", util::string_array(only_workloads)},
                     {"seeds_per_workload", seeds_per_workload},
                     {"recheck_after_timing", recheck_after_timing},
                     {"compile_timeout_s", compile_timeout_s},
@@ -56,7 +36,7 @@ Json EvalOptions::to_json() const {
                     {"flush_l2", flush_l2},
                     {"timing", timing},
                     {"time_reference", time_reference},
-                    {"extra_compile_flags", strings_json(extra_compile_flags)}});
+                    {"extra_compile_flags", util::string_array(extra_compile_flags)}});
   if (!baseline_latencies.is_null()) j["baseline_latencies"] = baseline_latencies;
   return j;
 }
@@ -66,7 +46,7 @@ EvalOptions EvalOptions::from_json(const Json& j) {
   if (!j.is_object()) throw Error(Status::invalid_argument, "evaluation options must be a JSON object");
   o.run_tests = j.get_bool("run_tests", o.run_tests);
   o.run_benchmarks = j.get_bool("run_benchmarks", o.run_benchmarks);
-  o.only_workloads = strings_of(j.find("only_workloads"), "only_workloads");
+  o.only_workloads = util::string_list(j.find("only_workloads"), "evaluation options: \"only_workloads\"");
   o.seeds_per_workload = static_cast<int>(j.get_int("seeds_per_workload", o.seeds_per_workload));
   o.recheck_after_timing = j.get_bool("recheck_after_timing", o.recheck_after_timing);
   o.compile_timeout_s = j.get_number("compile_timeout_s", o.compile_timeout_s);
@@ -79,7 +59,7 @@ EvalOptions EvalOptions::from_json(const Json& j) {
   o.flush_l2 = j.get_bool("flush_l2", o.flush_l2);
   o.timing = j.get_string("timing", o.timing);
   o.time_reference = j.get_bool("time_reference", o.time_reference);
-  o.extra_compile_flags = strings_of(j.find("extra_compile_flags"), "extra_compile_flags");
+  o.extra_compile_flags = util::string_list(j.find("extra_compile_flags"), "evaluation options: \"extra_compile_flags\"");
   if (const Json* b = j.find("baseline_latencies"); b && !b->is_null()) o.baseline_latencies = *b;
   return o;
 }

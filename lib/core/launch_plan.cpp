@@ -11,9 +11,9 @@
 #include <cctype>
 #include <charconv>
 
-#include "util/json_fields.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/types.hpp"
+#include "util/json_fields.hpp"
 
 KS_NAMESPACE_BEGIN
 

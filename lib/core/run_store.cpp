@@ -13,10 +13,10 @@
 #include <ctime>
 
 #include "core/run_events.hpp"
-#include "util/fs.hpp"
-#include "util/secrets.hpp"
 #include "core/solution_files.hpp"
 #include "ksearch/error.hpp"
+#include "util/fs.hpp"
+#include "util/secrets.hpp"
 
 KS_NAMESPACE_BEGIN
 

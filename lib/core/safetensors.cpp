@@ -6,9 +6,9 @@
 #include <bit>
 #include <fstream>
 
-#include "util/fs.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/json.hpp"
+#include "util/fs.hpp"
 
 namespace ks::core {
 namespace {

@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
-#include "util/fs.hpp"
 #include "ksearch/error.hpp"
+#include "util/fs.hpp"
 
 namespace ks::core {
 

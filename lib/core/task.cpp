@@ -9,14 +9,14 @@
 #include <cmath>
 #include <set>
 
-#include "util/expr.hpp"
-#include "util/fs.hpp"
-#include "util/json_fields.hpp"
 #include "core/response/parse.hpp"
 #include "core/rng/structured.hpp"
 #include "core/solution_files.hpp"
 #include "core/tune/params.hpp"
 #include "ksearch/error.hpp"
+#include "util/expr.hpp"
+#include "util/fs.hpp"
+#include "util/json_fields.hpp"
 
 KS_NAMESPACE_BEGIN
 

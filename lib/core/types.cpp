@@ -7,9 +7,9 @@
 #include <cmath>
 
 #include "core/enum_names.hpp"
+#include "ksearch/error.hpp"
 #include "util/json_fields.hpp"
 #include "util/sha256.hpp"
-#include "ksearch/error.hpp"
 
 KS_NAMESPACE_BEGIN
 

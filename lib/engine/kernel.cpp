@@ -4,11 +4,11 @@
 
 #include <fmt/format.h>
 
-#include "util/fs.hpp"
 #include "eval/cuda/host_kernel.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/run_store.hpp"
 #include "ksearch/tasks.hpp"
+#include "util/fs.hpp"
 
 KS_NAMESPACE_BEGIN
 

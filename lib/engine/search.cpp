@@ -13,16 +13,16 @@
 #include <mutex>
 #include <sstream>
 
-#include "util/json_fields.hpp"
 #include "core/run_events.hpp"
 #include "core/search/session.hpp"
-#include "util/secrets.hpp"
-#include "util/sha256.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/run_store.hpp"
 #include "ksearch/tasks.hpp"
 #include "ksearch/version.h"
 #include "ksearch/world_model.hpp"
+#include "util/json_fields.hpp"
+#include "util/secrets.hpp"
+#include "util/sha256.hpp"
 
 KS_NAMESPACE_BEGIN
 

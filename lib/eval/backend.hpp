@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "util/expr.hpp"
 #include "core/rng/rng_stream.hpp"
 #include "ksearch/evaluator.hpp"
 #include "ksearch/types.hpp"
+#include "util/expr.hpp"
 
 namespace ks::eval {
 

@@ -4,9 +4,9 @@
 
 #include <cctype>
 
+#include "ksearch/error.hpp"
 #include "util/fs.hpp"
 #include "util/sha256.hpp"
-#include "ksearch/error.hpp"
 
 namespace ks::eval {
 namespace {

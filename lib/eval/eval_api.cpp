@@ -2,13 +2,13 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
-#include "util/fs.hpp"
 #include "eval/baseline_scoring.hpp"
 #include "eval/evaluator_common.hpp"
 #include "eval/process_evaluator.hpp"
 #include "eval/sandbox.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/eval.hpp"
+#include "util/fs.hpp"
 #if KS_HAVE_CUDA_BACKEND
 #include "eval/cuda/cuda_backend.hpp"
 #endif

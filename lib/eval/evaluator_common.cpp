@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <chrono>
 
-#include "util/sha256.hpp"
 #include "core/tune/params.hpp"
 #include "ksearch/error.hpp"
+#include "util/sha256.hpp"
 
 namespace ks::eval {
 

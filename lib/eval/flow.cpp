@@ -9,10 +9,10 @@
 #include <memory>
 #include <optional>
 
-#include "util/expr.hpp"
 #include "core/inputs.hpp"
-#include "util/sha256.hpp"
 #include "eval/compare.hpp"
+#include "util/expr.hpp"
+#include "util/sha256.hpp"
 #include <math.h>  // ks_rng.h calls math functions unqualified
 
 #include "core/rng/ks_rng.h"

@@ -6,7 +6,6 @@
 #include <atomic>
 #include <mutex>
 
-#include "util/fs.hpp"
 #include "eval/evaluator_common.hpp"
 #include "eval/flow.hpp"
 #include "eval/host/host_compiler.hpp"
@@ -14,6 +13,7 @@
 #include "eval/process_evaluator.hpp"
 #include "eval/reference_store.hpp"
 #include "ksearch/error.hpp"
+#include "util/fs.hpp"
 #if KS_HAVE_CUDA_BACKEND
 #include "eval/cuda/cuda_backend.hpp"
 #endif

@@ -3,25 +3,9 @@
 #include <fmt/format.h>
 
 #include "ksearch/error.hpp"
+#include "util/json_fields.hpp"
 
 namespace ks::eval {
-
-namespace {
-
-Json string_array(const std::vector<std::string>& v) {
-  Json a = Json::array();
-  for (const auto& s : v) a.push_back(s);
-  return a;
-}
-
-std::vector<std::string> strings_from(const Json* j) {
-  std::vector<std::string> out;
-  if (!j || j->is_null()) return out;
-  for (const auto& s : j->as_array()) out.push_back(s.as_string());
-  return out;
-}
-
-}  // namespace
 
 Json vars_to_json(const util::Vars& v) {
   Json j = Json::object();
@@ -50,13 +34,13 @@ Json PreparedSolution::to_json() const {
   Json wb = Json::object();
   for (const auto& [w, i] : workload_build) wb[w] = i;
   return Json::obj(
-      {{"solution", solution.to_json()}, {"flags", string_array(flags)}, {"builds", bs}, {"workload_build", wb}});
+      {{"solution", solution.to_json()}, {"flags", util::string_array(flags)}, {"builds", bs}, {"workload_build", wb}});
 }
 
 PreparedSolution PreparedSolution::from_json(const Json& j) {
   PreparedSolution p;
   p.solution = Solution::from_json(j.at("solution"));
-  p.flags = strings_from(j.find("flags"));
+  p.flags = util::string_list(j.find("flags"), "\"flags\"");
   for (const auto& b : j.at("builds").as_array())
     p.builds.push_back({vars_from_json(b.at("params")), artifact_from_json(b.at("artifact"))});
   for (const auto& [w, i] : j.at("workload_build").as_object()) p.workload_build[w] = static_cast<int>(i.as_int());
@@ -103,7 +87,7 @@ Json artifact_to_json(const Artifact& a) {
   for (const auto& [k, v] : a.lowered_names) lowered[k] = v;
   return Json::obj({{"language", to_string(a.language)},
                     {"path", a.path},
-                    {"kernels", string_array(a.kernels)},
+                    {"kernels", util::string_array(a.kernels)},
                     {"lowered_names", lowered},
                     {"log", a.log},
                     {"compile_s", a.compile_s},
@@ -116,7 +100,7 @@ Artifact artifact_from_json(const Json& j) {
   if (!lang) throw Error(Status::invalid_argument, "artifact: unknown language");
   a.language = *lang;
   a.path = j.get_string("path");
-  a.kernels = strings_from(j.find("kernels"));
+  a.kernels = util::string_list(j.find("kernels"), "artifact: \"kernels\"");
   if (const Json* l = j.find("lowered_names"); l && l->is_object())
     for (const auto& [k, v] : l->as_object()) a.lowered_names[k] = v.as_string();
   a.log = j.get_string("log");
@@ -132,7 +116,7 @@ Json compile_request_to_json(const CompileRequest& r) {
   for (const auto& [k, v] : r.params) params[k] = v;
   return Json::obj({{"solution", r.solution.to_json()},
                     {"arch", r.arch},
-                    {"flags", string_array(r.flags)},
+                    {"flags", util::string_array(r.flags)},
                     {"params", params},
                     {"cache_dir", r.cache_dir},
                     {"tensors", tensors},
@@ -143,7 +127,7 @@ CompileRequest compile_request_from_json(const Json& j) {
   CompileRequest r;
   r.solution = Solution::from_json(j.at("solution"));
   r.arch = j.get_string("arch");
-  r.flags = strings_from(j.find("flags"));
+  r.flags = util::string_list(j.find("flags"), "\"flags\"");
   if (const Json* p = j.find("params"); p && p->is_object())
     for (const auto& [k, v] : p->as_object()) r.params[k] = v.as_int();
   r.cache_dir = j.get_string("cache_dir");

@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "util/expr.hpp"
 #include "eval/backend.hpp"
 #include "ksearch/evaluator.hpp"
 #include "ksearch/json.hpp"
+#include "util/expr.hpp"
 
 namespace ks::eval {
 

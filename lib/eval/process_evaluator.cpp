@@ -12,7 +12,6 @@
 #include <set>
 #include <thread>
 
-#include "util/fs.hpp"
 #include "eval/evaluator_common.hpp"
 #include "eval/flow.hpp"
 #include "eval/host/host_compiler.hpp"
@@ -24,6 +23,7 @@
 #include "eval/worker_client.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/eval.hpp"
+#include "util/fs.hpp"
 #if KS_HAVE_CUDA_BACKEND
 #include "eval/cuda/cuda_backend.hpp"
 #endif

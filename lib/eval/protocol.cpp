@@ -6,8 +6,9 @@
 #include <cerrno>
 #include <cstring>
 
-#include "util/process.hpp"
 #include "ksearch/error.hpp"
+#include "util/json_fields.hpp"
+#include "util/process.hpp"
 
 namespace ks::eval {
 namespace {
@@ -127,19 +128,6 @@ std::optional<Json> read_frame(int fd) {
 namespace ks::eval::msg {
 namespace {
 
-Json string_array(const std::vector<std::string>& v) {
-  Json a = Json::array();
-  for (const auto& s : v) a.push_back(s);
-  return a;
-}
-
-std::vector<std::string> strings_of(const Json* j) {
-  std::vector<std::string> out;
-  if (!j || j->is_null()) return out;
-  for (const auto& s : j->as_array()) out.push_back(s.as_string());
-  return out;
-}
-
 // A field that must be an object: the types' own decoders are lenient
 // (files written by hand), what a worker sends must be whole.
 const Json& object_at(const Json& j, std::string_view key) {
@@ -160,8 +148,8 @@ void put(Json& j, const Evaluate& m) {
   j["candidate"] = r.candidate.to_json();
   j["reference"] = r.oracle.empty() ? r.reference.to_json() : Json();
   j["options"] = r.options.to_json();
-  j["workloads"] = string_array(r.workloads);
-  j["time_reference"] = string_array(r.time_reference);
+  j["workloads"] = util::string_array(r.workloads);
+  j["time_reference"] = util::string_array(r.time_reference);
   if (!r.oracle.empty()) {
     Json o = Json::object();
     for (const auto& [w, seeds] : r.oracle) {
@@ -183,7 +171,7 @@ void put(Json& j, const Prepare& m) {
   j["handover"] = m.handover;
 }
 void put(Json& j, const Baseline& m) {
-  j["modes"] = string_array(m.modes);
+  j["modes"] = util::string_array(m.modes);
   j["warmup"] = m.warmup;
   j["trials"] = m.trials;
 }
@@ -260,8 +248,8 @@ Evaluate take<Evaluate>(const Json& j) {
   // Null for an oracle task: its oracle supplies inputs and reference outputs.
   if (const Json* ref = j.find("reference"); ref && !ref->is_null()) r.reference = PreparedSolution::from_json(*ref);
   r.options = EvalOptions::from_json(object_at(j, "options"));
-  r.workloads = strings_of(&j.at("workloads"));
-  r.time_reference = strings_of(j.find("time_reference"));
+  r.workloads = util::string_list(&j.at("workloads"), "evaluate request: \"workloads\"");
+  r.time_reference = util::string_list(j.find("time_reference"), "evaluate request: \"time_reference\"");
   if (const Json* o = j.find("oracle"); o && !o->is_null())
     for (const auto& [w, seeds] : o->as_object())
       for (const auto& s : seeds.as_array()) r.oracle[w].push_back(OracleSeed::from_json(s));
@@ -287,7 +275,7 @@ Prepare take<Prepare>(const Json& j) {
 template <>
 Baseline take<Baseline>(const Json& j) {
   Baseline m;
-  m.modes = strings_of(j.find("modes"));
+  m.modes = util::string_list(j.find("modes"), "\"modes\"");
   m.warmup = static_cast<int>(j.get_int("warmup", m.warmup));
   m.trials = static_cast<int>(j.get_int("trials", m.trials));
   return m;

@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <cstring>
 
-#include "util/fs.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/json.hpp"
+#include "util/fs.hpp"
 
 namespace ks::eval {
 namespace {

@@ -11,9 +11,9 @@
 #include <set>
 #include <sstream>
 
+#include "ksearch/error.hpp"
 #include "util/process.hpp"
 #include "util/secrets.hpp"
-#include "ksearch/error.hpp"
 
 extern char** environ;
 

@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "util/process.hpp"
 #include "eval/protocol.hpp"
 #include "eval/sandbox.hpp"
 #include "ksearch/json.hpp"
+#include "util/process.hpp"
 
 namespace ks::eval {
 

@@ -28,7 +28,6 @@
 #include <string>
 #include <thread>
 
-#include "util/fs.hpp"
 #include "eval/flow.hpp"
 #include "eval/host/guarded_memory.hpp"
 #include "eval/host/host_device.hpp"
@@ -36,6 +35,7 @@
 #include "eval/protocol.hpp"
 #include "eval/reference_store.hpp"
 #include "ksearch/error.hpp"
+#include "util/fs.hpp"
 #if KS_HAVE_CUDA_BACKEND
 #include "eval/cuda/cuda_backend.hpp"
 #endif

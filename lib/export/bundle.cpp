@@ -5,9 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "util/fs.hpp"
 #include "core/inputs.hpp"
-#include "util/sha256.hpp"
 #include "core/tune/params.hpp"
 #include "eval/cuda/cubin.hpp"
 #include "eval/cuda/cuda_api.hpp"
@@ -16,6 +14,8 @@
 #include "eval/evaluator_common.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/version.h"
+#include "util/fs.hpp"
+#include "util/sha256.hpp"
 
 namespace ks::exporter {
 namespace {

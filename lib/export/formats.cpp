@@ -8,12 +8,12 @@
 #include <map>
 #include <set>
 
-#include "util/fs.hpp"
 #include "export/bundle.hpp"
 #include "export/embedded.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/solution_export.hpp"
 #include "ksearch/version.h"
+#include "util/fs.hpp"
 
 KS_NAMESPACE_BEGIN
 namespace {

@@ -8,9 +8,9 @@
 #include <filesystem>
 #include <mutex>
 
-#include "util/process.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/llm_policies.hpp"
+#include "util/process.hpp"
 
 KS_NAMESPACE_BEGIN
 namespace {

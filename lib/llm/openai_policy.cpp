@@ -10,12 +10,12 @@
 #include <mutex>
 #include <random>
 
-#include "util/json_fields.hpp"
-#include "util/secrets.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/llm_policies.hpp"
 #include "llm/http.hpp"
 #include "llm/openai_wire.hpp"
+#include "util/json_fields.hpp"
+#include "util/secrets.hpp"
 
 KS_NAMESPACE_BEGIN
 

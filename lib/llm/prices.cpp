@@ -4,10 +4,10 @@
 #include <algorithm>
 #include <cctype>
 
-#include "util/fs.hpp"
-#include "util/json_fields.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/llm_policies.hpp"
+#include "util/fs.hpp"
+#include "util/json_fields.hpp"
 
 KS_NAMESPACE_BEGIN
 

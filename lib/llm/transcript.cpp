@@ -1,9 +1,9 @@
 // The transcript format: one JSON object per line (docs/llm.md).
 #include <fmt/format.h>
 
-#include "util/fs.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/llm_policies.hpp"
+#include "util/fs.hpp"
 
 KS_NAMESPACE_BEGIN
 

@@ -8,12 +8,12 @@
 #include <map>
 #include <set>
 
-#include "util/fs.hpp"
 #include "core/run_events.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/report.hpp"
 #include "ksearch/run_store.hpp"
 #include "report/tree_view.hpp"
+#include "util/fs.hpp"
 
 namespace ks {
 

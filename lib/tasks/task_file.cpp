@@ -6,10 +6,10 @@
 #include <optional>
 #include <set>
 
-#include "util/fs.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/tasks.hpp"
 #include "ksearch/types.hpp"
+#include "util/fs.hpp"
 
 namespace ks::tasks {
 namespace {

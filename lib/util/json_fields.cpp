@@ -81,4 +81,22 @@ void FieldReader::allow(std::initializer_list<std::string_view> known) const {
   }
 }
 
+Json string_array(const std::vector<std::string>& v) {
+  Json a = Json::array();
+  for (const auto& s : v) a.push_back(s);
+  return a;
+}
+
+std::vector<std::string> string_list(const Json* j, std::string_view what) {
+  std::vector<std::string> out;
+  if (!j || j->is_null()) return out;
+  const auto bad = [&] { return Error(Status::invalid_argument, fmt::format("{} must be an array of strings", what)); };
+  if (!j->is_array()) throw bad();
+  for (const auto& s : j->as_array()) {
+    if (!s.is_string()) throw bad();
+    out.push_back(s.as_string());
+  }
+  return out;
+}
+
 }  // namespace ks::util

@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ksearch/json.hpp"
 
@@ -33,5 +34,11 @@ class FieldReader {
   const Json& j_;
   std::string what_;
 };
+
+// A list of strings as a JSON array, and back. Null or absent reads as an
+// empty list; anything but an array of strings is an error naming `what`
+// (e.g. "evaluation options: \"only_workloads\"").
+Json string_array(const std::vector<std::string>& v);
+std::vector<std::string> string_list(const Json* j, std::string_view what);
 
 }  // namespace ks::util

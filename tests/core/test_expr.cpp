@@ -2,8 +2,8 @@
 
 #include <cmath>
 
-#include "util/expr.hpp"
 #include "ksearch/error.hpp"
+#include "util/expr.hpp"
 
 using ks::util::Expr;
 using ks::util::Vars;

@@ -2,9 +2,9 @@
 
 #include <fstream>
 
-#include "util/fs.hpp"
 #include "ksearch/error.hpp"
 #include "support/test_util.hpp"
+#include "util/fs.hpp"
 
 using namespace ks::util;
 

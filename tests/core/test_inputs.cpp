@@ -9,13 +9,13 @@
 #include <set>
 
 #include "core/elements.hpp"
-#include "util/expr.hpp"
 #include "core/inputs.hpp"
 #include "core/rng/structured.hpp"
 #include "core/safetensors.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/task.hpp"
 #include "support/test_util.hpp"
+#include "util/expr.hpp"
 
 using namespace ks;
 using namespace ks::core;

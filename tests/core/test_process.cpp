@@ -4,8 +4,8 @@
 
 #include <thread>
 
-#include "util/process.hpp"
 #include "ksearch/error.hpp"
+#include "util/process.hpp"
 
 using namespace ks::util;
 

@@ -5,11 +5,11 @@
 #include <string>
 #include <variant>
 
-#include "util/fs.hpp"
 #include "core/run_events.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/run_store.hpp"
 #include "support/test_util.hpp"
+#include "util/fs.hpp"
 
 using namespace ks;
 namespace ev = ks::core::events;

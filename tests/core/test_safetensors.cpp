@@ -8,10 +8,10 @@
 #include <fstream>
 
 #include "core/elements.hpp"
-#include "util/fs.hpp"
 #include "core/safetensors.hpp"
 #include "ksearch/error.hpp"
 #include "support/test_util.hpp"
+#include "util/fs.hpp"
 
 using namespace ks;
 using namespace ks::core;

@@ -15,8 +15,8 @@
 #include <sstream>
 #include <thread>
 
-#include "ksearch/eval.hpp"
 #include "ksearch/error.hpp"
+#include "ksearch/eval.hpp"
 #include "ksearch/task.hpp"
 
 using namespace ks;

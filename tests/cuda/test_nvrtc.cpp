@@ -5,13 +5,13 @@
 
 #include <filesystem>
 
-#include "util/fs.hpp"
-#include "eval/cuda/cuda_api.hpp"
 #include "eval/cuda/cubin.hpp"
+#include "eval/cuda/cuda_api.hpp"
 #include "eval/cuda/embedded.hpp"
 #include "eval/cuda/nvrtc_compiler.hpp"
 #include "ksearch/error.hpp"
 #include "support/test_util.hpp"
+#include "util/fs.hpp"
 
 using namespace ks;
 using namespace ks::eval;

@@ -9,9 +9,9 @@
 #include <sstream>
 #include <thread>
 
-#include "util/process.hpp"
 #include "fixtures.hpp"
 #include "support/test_util.hpp"
+#include "util/process.hpp"
 
 namespace {
 

@@ -15,15 +15,15 @@
 #include <sstream>
 #include <thread>
 
-#include "util/fs.hpp"
-#include "util/process.hpp"
-#include "util/secrets.hpp"
 #include "eval/include_check.hpp"
 #include "eval/sandbox.hpp"
 #include "fixtures.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/eval.hpp"
 #include "support/test_util.hpp"
+#include "util/fs.hpp"
+#include "util/process.hpp"
+#include "util/secrets.hpp"
 
 using namespace ks;
 using namespace ks::eval;

@@ -22,13 +22,13 @@
 #include <string>
 
 #include "core/elements.hpp"
-#include "util/expr.hpp"
-#include "util/fs.hpp"
 #include "eval/cuda/cubin.hpp"
 #include "eval/cuda/launch_plan.hpp"
 #include "eval/cuda/nvrtc_compiler.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/json.hpp"
+#include "util/expr.hpp"
+#include "util/fs.hpp"
 
 using namespace ks;
 using namespace ks::eval;

@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <fstream>
 
-#include "util/fs.hpp"
 #include "emu/kernel_table.hpp"
 #include "flashinfer_test_util.hpp"
 #include "ksearch/error.hpp"
@@ -16,6 +15,7 @@
 #include "support/test_util.hpp"
 #include "tasks/flashinfer/dataset.hpp"
 #include "tasks/flashinfer/flashinfer.hpp"
+#include "util/fs.hpp"
 
 using namespace ks;
 namespace fs = std::filesystem;

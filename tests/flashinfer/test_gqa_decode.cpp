@@ -8,13 +8,13 @@
 #include <cstring>
 
 #include "core/elements.hpp"
-#include "util/fs.hpp"
 #include "core/response/parse.hpp"
-#include "support/test_util.hpp"
 #include "emu/kernel_table.hpp"
 #include "flashinfer_test_util.hpp"
 #include "ksearch/tasks.hpp"
+#include "support/test_util.hpp"
 #include "tasks/flashinfer/flashinfer.hpp"
+#include "util/fs.hpp"
 
 using namespace ks;
 using namespace ks::tasks::flashinfer;

@@ -8,12 +8,12 @@
 #include <fstream>
 #include <sstream>
 
-#include "util/fs.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/llm_policies.hpp"
 #include "llm/openai_wire.hpp"
 #include "support/openai_server.hpp"
 #include "support/test_util.hpp"
+#include "util/fs.hpp"
 
 using namespace ks;
 using ks::test::Behaviour;

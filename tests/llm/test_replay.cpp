@@ -3,10 +3,10 @@
 
 #include <fstream>
 
-#include "util/fs.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/llm_policies.hpp"
 #include "support/test_util.hpp"
+#include "util/fs.hpp"
 
 using namespace ks;
 

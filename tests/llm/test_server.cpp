@@ -4,11 +4,11 @@
 
 #include <chrono>
 
-#include "util/fs.hpp"
-#include "util/process.hpp"
 #include "ksearch/llm_policies.hpp"
 #include "support/openai_server.hpp"
 #include "support/test_util.hpp"
+#include "util/fs.hpp"
+#include "util/process.hpp"
 
 using namespace ks;
 using ks::test::Behaviour;

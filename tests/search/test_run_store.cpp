@@ -4,10 +4,10 @@
 
 #include <fstream>
 
-#include "util/fs.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/run_store.hpp"
 #include "support/test_util.hpp"
+#include "util/fs.hpp"
 
 using namespace ks;
 namespace fs = std::filesystem;

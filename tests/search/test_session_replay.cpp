@@ -4,12 +4,12 @@
 // a transcript whose candidates are measured again.
 #include <doctest/doctest.h>
 
-#include "util/fs.hpp"
 #include "core/response/parse.hpp"
 #include "core/search/session.hpp"
 #include "ksearch/error.hpp"
 #include "search/fakes.hpp"
 #include "support/test_util.hpp"
+#include "util/fs.hpp"
 
 using namespace ks;
 using ks::test::NoWorldModel;

@@ -12,11 +12,11 @@
 #include <map>
 #include <sstream>
 
-#include "util/fs.hpp"
 #include "core/response/parse.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/tasks.hpp"
 #include "support/test_util.hpp"
+#include "util/fs.hpp"
 
 using namespace ks;
 namespace fs = std::filesystem;

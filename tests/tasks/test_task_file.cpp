@@ -3,10 +3,10 @@
 
 #include <fstream>
 
-#include "util/fs.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/tasks.hpp"
 #include "support/test_util.hpp"
+#include "util/fs.hpp"
 
 using namespace ks;
 namespace fs = std::filesystem;

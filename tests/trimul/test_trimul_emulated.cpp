@@ -5,12 +5,12 @@
 // test (test_trimul_gpu) repeats the comparison on the device.
 #include <doctest/doctest.h>
 
-#include "util/fs.hpp"
 #include "core/response/parse.hpp"
 #include "core/tune/params.hpp"
 #include "support/test_util.hpp"
 #include "tasks/gpumode/trimul.hpp"
 #include "trimul_test_util.hpp"
+#include "util/fs.hpp"
 
 using namespace ks;
 using namespace ks::tasks;

@@ -9,13 +9,13 @@
 #include <filesystem>
 #include <memory>
 
-#include "util/fs.hpp"
 #include "core/response/parse.hpp"
 #include "core/tune/params.hpp"
 #include "eval/backend.hpp"
 #include "eval/cuda/cuda_backend.hpp"
 #include "support/test_util.hpp"
 #include "tasks/gpumode/trimul.hpp"
+#include "util/fs.hpp"
 
 using namespace ks;
 using namespace ks::tasks;

@@ -7,13 +7,13 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "util/fs.hpp"
 #include "core/response/parse.hpp"
 #include "core/tune/params.hpp"
 #include "eval/cuda/cuda_backend.hpp"
 #include "ksearch/error.hpp"
 #include "support/test_util.hpp"
 #include "tasks/gpumode/trimul.hpp"
+#include "util/fs.hpp"
 
 using namespace ks;
 using namespace ks::tasks;

@@ -6,12 +6,12 @@
 #include <cstring>
 #include <limits>
 
-#include "util/expr.hpp"
 #include "eval/compare.hpp"
 #include "ksearch/tasks.hpp"
 #include "ksearch/types.hpp"
 #include "tasks/gpumode/gpumode.hpp"
 #include "tasks/gpumode/trimul.hpp"
+#include "util/expr.hpp"
 
 using namespace ks;
 using namespace ks::tasks;

@@ -4,9 +4,9 @@
 
 #include <string>
 
-#include "util/expr.hpp"
 #include "core/tune/params.hpp"
 #include "ksearch/error.hpp"
+#include "util/expr.hpp"
 
 using ks::Json;
 using ks::util::Expr;

@@ -3,9 +3,9 @@
 #include <fmt/format.h>
 
 #include "core/run_events.hpp"
+#include "ksearch/error.hpp"
 #include "util/secrets.hpp"
 #include "util/sha256.hpp"
-#include "ksearch/error.hpp"
 
 namespace ks::core {
 

@@ -1,10 +1,10 @@
 // make_strategy and the JSON form of SearchConfig.
 #include <fmt/format.h>
 
-#include "util/json_fields.hpp"
 #include "core/search/strategies.hpp"
 #include "core/tune/tune_strategy.hpp"
 #include "ksearch/error.hpp"
+#include "util/json_fields.hpp"
 
 KS_NAMESPACE_BEGIN
 

@@ -6,8 +6,8 @@
 #include <cctype>
 #include <limits>
 
-#include "util/json_fields.hpp"
 #include "ksearch/error.hpp"
+#include "util/json_fields.hpp"
 
 namespace ks::core {
 namespace {

@@ -18,8 +18,8 @@
 #include <string_view>
 #include <vector>
 
-#include "util/expr.hpp"
 #include "ksearch/json.hpp"
+#include "util/expr.hpp"
 
 namespace ks::core {
 

@@ -5,12 +5,12 @@
 #include <algorithm>
 #include <cstring>
 
-#include "util/fs.hpp"
 #include "core/inputs.hpp"
 #include "eval/compare.hpp"
 #include "eval/cuda/embedded.hpp"
 #include "eval/cuda/nvrtc_compiler.hpp"
 #include "ksearch/error.hpp"
+#include "util/fs.hpp"
 
 namespace ks::eval::cuda {
 namespace {

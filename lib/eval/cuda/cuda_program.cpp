@@ -5,11 +5,11 @@
 #include <algorithm>
 #include <cstring>
 
-#include "util/fs.hpp"
 #include "eval/cuda/cuda_device.hpp"
 #include "eval/cuda/launcher.hpp"
 #include "eval/cuda/nvrtc_compiler.hpp"
 #include "ksearch/error.hpp"
+#include "util/fs.hpp"
 
 namespace ks::eval::cuda {
 namespace {

@@ -8,7 +8,6 @@
 #include <cstring>
 #include <set>
 
-#include "util/fs.hpp"
 #include "core/inputs.hpp"
 #include "core/tune/params.hpp"
 #include "eval/cuda/cuda_api.hpp"
@@ -17,6 +16,7 @@
 #include "eval/cuda/launcher.hpp"
 #include "eval/cuda/nvrtc_compiler.hpp"
 #include "ksearch/error.hpp"
+#include "util/fs.hpp"
 
 namespace ks::eval::cuda {
 namespace {

@@ -13,12 +13,12 @@
 #include <string>
 #include <vector>
 
-#include "util/expr.hpp"
 #include "eval/backend.hpp"
 #include "eval/cuda/cubin.hpp"
 #include "ksearch/json.hpp"
 #include "ksearch/launch_plan.hpp"
 #include "ksearch/types.hpp"
+#include "util/expr.hpp"
 
 namespace ks::eval::cuda {
 

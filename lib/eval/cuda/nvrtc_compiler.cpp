@@ -10,12 +10,12 @@
 #include <filesystem>
 #include <mutex>
 
-#include "util/fs.hpp"
-#include "util/sha256.hpp"
 #include "eval/cuda/cuda_api.hpp"
 #include "eval/include_check.hpp"
 #include "eval/log_cap.hpp"
 #include "ksearch/error.hpp"
+#include "util/fs.hpp"
+#include "util/sha256.hpp"
 
 namespace ks::eval::cuda {
 namespace {

@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "util/expr.hpp"
 #include "ksearch/json.hpp"
 #include "ksearch/launch_plan.hpp"
 #include "ksearch/types.hpp"
+#include "util/expr.hpp"
 
 namespace ks::eval::host {
 

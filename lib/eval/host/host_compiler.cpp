@@ -10,15 +10,15 @@
 #include <mutex>
 #include <sstream>
 
-#include "util/fs.hpp"
-#include "util/process.hpp"
-#include "util/sha256.hpp"
 #include "core/tune/params.hpp"
 #include "eval/host/call_plan.hpp"
 #include "eval/host/host_device.hpp"
 #include "eval/include_check.hpp"
 #include "eval/log_cap.hpp"
 #include "ksearch/error.hpp"
+#include "util/fs.hpp"
+#include "util/process.hpp"
+#include "util/sha256.hpp"
 
 namespace ks::eval::host {
 namespace {

@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "core/inputs.hpp"
+#include "core/rng/ks_rng.h"
 #include "eval/compare.hpp"
 #include "eval/host/guarded_memory.hpp"
-#include "core/rng/ks_rng.h"
 
 namespace ks::eval::host {
 namespace {

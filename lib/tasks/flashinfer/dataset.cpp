@@ -5,13 +5,13 @@
 #include <algorithm>
 #include <set>
 
-#include "util/fs.hpp"
 #include "core/inputs.hpp"
 #include "core/rng/rng_stream.hpp"
 #include "core/safetensors.hpp"
 #include "ksearch/error.hpp"
 #include "tasks/flashinfer/flashinfer.hpp"
 #include "tasks/flashinfer/suite_common.hpp"
+#include "util/fs.hpp"
 
 namespace ks::tasks::flashinfer {
 namespace {

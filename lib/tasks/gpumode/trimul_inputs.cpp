@@ -3,11 +3,11 @@
 // streams and seeds), so the CPU reference sees the GPU's inputs.
 #include <fmt/format.h>
 
-#include "util/expr.hpp"
 #include "core/rng/ks_rng.h"
 #include "core/rng/rng_stream.hpp"
 #include "ksearch/error.hpp"
 #include "tasks/gpumode/trimul.hpp"
+#include "util/expr.hpp"
 
 namespace ks::tasks {
 namespace {

@@ -5,11 +5,11 @@
 
 #include <fmt/format.h>
 
-#include "util/expr.hpp"
 #include "core/rng/ks_rng.h"
 #include "core/rng/rng_stream.hpp"
 #include "ksearch/error.hpp"
 #include "tasks/kernelbench/level1.hpp"
+#include "util/expr.hpp"
 
 namespace ks::tasks {
 

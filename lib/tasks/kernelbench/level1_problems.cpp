@@ -8,10 +8,10 @@
 #include <algorithm>
 #include <cmath>
 
-#include "util/expr.hpp"
 #include "ksearch/error.hpp"
 #include "tasks/kernelbench/level1.hpp"
 #include "tasks/kernelbench/level1_embedded.hpp"
+#include "util/expr.hpp"
 
 namespace ks::tasks {
 namespace {

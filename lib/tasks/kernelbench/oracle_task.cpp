@@ -11,10 +11,10 @@
 #include <cstdlib>
 #include <optional>
 
-#include "util/fs.hpp"
-#include "util/process.hpp"
 #include "ksearch/error.hpp"
 #include "tasks/kernelbench/level1.hpp"
+#include "util/fs.hpp"
+#include "util/process.hpp"
 
 namespace ks::tasks {
 namespace {

@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "util/expr.hpp"
 #include "emu/kernel_table.hpp"
 #include "ksearch/json.hpp"
 #include "ksearch/launch_plan.hpp"
+#include "util/expr.hpp"
 
 namespace ks_emu {
 

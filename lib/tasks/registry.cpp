@@ -53,10 +53,10 @@ void ensure_builtin_suites() {
   std::call_once(once, [] {
     t_registering_builtins = true;
 #if KS_HAVE_GPUMODE_SUITE
-    tasks::register_gpumode_suite();
+    tasks::gpumode::register_gpumode_suite();
 #endif
 #if KS_HAVE_KERNELBENCH_SUITE
-    tasks::register_kernelbench_suite();
+    tasks::kernelbench::register_kernelbench_suite();
 #endif
 #if KS_HAVE_FLASHINFER_SUITE
     tasks::flashinfer::register_flashinfer_suite();
@@ -133,7 +133,7 @@ std::unique_ptr<Task> load_task(const std::string& name_or_path, const TaskSourc
 #if KS_HAVE_KERNELBENCH_SUITE
   // With a KernelBench checkout configured, its problems take precedence
   // over the native tasks of the same names.
-  if (auto task = tasks::load_kernelbench_oracle_task(name_or_path, sources.kernelbench_dir)) return task;
+  if (auto task = tasks::kernelbench::load_kernelbench_oracle_task(name_or_path, sources.kernelbench_dir)) return task;
 #else
   (void)sources;
 #endif
@@ -176,7 +176,7 @@ std::vector<TaskInfo> list_dataset_tasks(const fs::path& dataset_dir) {
 
 std::vector<TaskInfo> list_kernelbench_tasks(const fs::path& kernelbench_dir) {
 #if KS_HAVE_KERNELBENCH_SUITE
-  return tasks::list_kernelbench_problems(kernelbench_dir);
+  return tasks::kernelbench::list_kernelbench_problems(kernelbench_dir);
 #else
   throw Error(Status::not_found, fmt::format("this build of libksearch has no kernelbench suite to read {}",
                                              kernelbench_dir.string()));

@@ -19,7 +19,7 @@
 #include "tasks/kernelbench/level1.hpp"
 
 using namespace ks;
-using namespace ks::tasks;
+using namespace ks::tasks::kernelbench;
 
 namespace {
 

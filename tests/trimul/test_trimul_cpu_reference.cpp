@@ -8,7 +8,7 @@
 
 #include "tasks/gpumode/trimul.hpp"
 
-using namespace ks::tasks;
+using namespace ks::tasks::gpumode;
 
 namespace {
 

@@ -13,7 +13,7 @@
 #include "tasks/gpumode/trimul.hpp"
 
 using namespace ks;
-using namespace ks::tasks;
+using namespace ks::tasks::gpumode;
 
 namespace {
 

@@ -16,7 +16,7 @@
 #include "util/fs.hpp"
 
 using namespace ks;
-using namespace ks::tasks;
+using namespace ks::tasks::gpumode;
 
 namespace {
 

@@ -14,7 +14,7 @@
 #include "util/expr.hpp"
 
 using namespace ks;
-using namespace ks::tasks;
+using namespace ks::tasks::gpumode;
 
 namespace {
 

@@ -25,10 +25,10 @@ WorkloadSpec trimul_workload_with_dims(const TaskSpec& spec, const std::string& 
 }
 
 std::vector<float> run_emulated(const ks_emu::KernelTable& table, const LaunchPlan& plan,
-                                const tasks::TrimulInputs& inputs, const util::Vars& params) {
+                                const tasks::gpumode::TrimulInputs& inputs, const util::Vars& params) {
   std::map<std::string, std::unique_ptr<ks_emu::GuardedBuffer>> owned;
   std::map<std::string, ks_emu::GuardedBuffer*> tensors;
-  for (const auto& name : tasks::trimul_tensor_names()) {
+  for (const auto& name : tasks::gpumode::trimul_tensor_names()) {
     const std::vector<float>* src = inputs.find(name);
     const std::size_t count = src ? src->size() : inputs.output_size();
     auto buf = std::make_unique<ks_emu::GuardedBuffer>(count * sizeof(float));

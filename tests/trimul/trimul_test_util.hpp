@@ -33,7 +33,7 @@ WorkloadSpec trimul_workload_with_dims(const TaskSpec& spec, const std::string& 
 
 // Runs a launch plan on the host emulation with `inputs`; returns "out".
 std::vector<float> run_emulated(const ks_emu::KernelTable& table, const LaunchPlan& plan,
-                                const tasks::TrimulInputs& inputs, const util::Vars& params = {});
+                                const tasks::gpumode::TrimulInputs& inputs, const util::Vars& params = {});
 
 // The rule of the task's tolerance, written out independently of the
 // evaluator: |out - ref| <= atol + rtol*|ref| for finite pairs; a NaN or

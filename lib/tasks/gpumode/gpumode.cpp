@@ -5,7 +5,7 @@
 #include "ksearch/tasks.hpp"
 #include "tasks/gpumode/trimul.hpp"
 
-namespace ks::tasks {
+namespace ks::tasks::gpumode {
 
 void register_gpumode_suite() {
   static std::once_flag once;
@@ -15,4 +15,4 @@ void register_gpumode_suite() {
   });
 }
 
-}  // namespace ks::tasks
+}  // namespace ks::tasks::gpumode

@@ -18,7 +18,7 @@
 
 #include "ksearch/task.hpp"
 
-namespace ks::tasks {
+namespace ks::tasks::gpumode {
 
 inline constexpr std::string_view kTrimulTaskName = "gpumode/trimul";
 inline constexpr std::string_view kTrimulDescription =
@@ -89,4 +89,4 @@ TrimulInputs generate_trimul_inputs(const TaskSpec& spec, const WorkloadSpec& wo
 // inconsistent inputs.
 void trimul_cpu_reference(const TrimulInputs& inputs, float* out);
 
-}  // namespace ks::tasks
+}  // namespace ks::tasks::gpumode

@@ -9,7 +9,7 @@
 #include "ksearch/error.hpp"
 #include "tasks/gpumode/trimul.hpp"
 
-namespace ks::tasks {
+namespace ks::tasks::gpumode {
 namespace {
 
 using Mat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -84,4 +84,4 @@ void trimul_cpu_reference(const TrimulInputs& in, float* out) {
       y.cast<float>();
 }
 
-}  // namespace ks::tasks
+}  // namespace ks::tasks::gpumode

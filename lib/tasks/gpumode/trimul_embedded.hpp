@@ -5,7 +5,7 @@
 
 #include <string_view>
 
-namespace ks::tasks::embedded {
+namespace ks::tasks::gpumode::embedded {
 
 extern const std::string_view trimul_reference_cu;         // kernels/trimul_reference.cu
 extern const std::string_view trimul_reference_plan_json;  // kernels/trimul_reference_plan.json
@@ -14,4 +14,4 @@ extern const std::string_view trimul_tunable_plan_json;    // kernels/trimul_tun
 extern const std::string_view trimul_tunable_params_json;  // kernels/trimul_tunable_params.json
 extern const std::string_view trimul_prompt_md;            // prompt/trimul_prompt.md
 
-}  // namespace ks::tasks::embedded
+}  // namespace ks::tasks::gpumode::embedded

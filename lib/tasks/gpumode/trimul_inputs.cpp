@@ -9,7 +9,7 @@
 #include "tasks/gpumode/trimul.hpp"
 #include "util/expr.hpp"
 
-namespace ks::tasks {
+namespace ks::tasks::gpumode {
 namespace {
 
 using Member = std::vector<float> TrimulInputs::*;
@@ -110,4 +110,4 @@ TrimulInputs generate_trimul_inputs(const TaskSpec& spec, const WorkloadSpec& wo
   return in;
 }
 
-}  // namespace ks::tasks
+}  // namespace ks::tasks::gpumode

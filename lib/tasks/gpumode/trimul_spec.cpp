@@ -8,7 +8,7 @@
 #include "tasks/gpumode/trimul.hpp"
 #include "tasks/gpumode/trimul_embedded.hpp"
 
-namespace ks::tasks {
+namespace ks::tasks::gpumode {
 namespace {
 
 Distribution dist(Distribution::Kind kind, std::string p0, std::string p1) {
@@ -211,4 +211,4 @@ std::unique_ptr<Task> make_trimul_task() {
   return std::make_unique<SpecTask>(spec);
 }
 
-}  // namespace ks::tasks
+}  // namespace ks::tasks::gpumode

@@ -11,7 +11,7 @@
 #include "tasks/kernelbench/level1.hpp"
 #include "util/expr.hpp"
 
-namespace ks::tasks {
+namespace ks::tasks::kernelbench {
 
 HostTensors generate_host_inputs(const TaskSpec& spec, const WorkloadSpec& workload, std::uint64_t seed_index) {
   util::Vars vars(workload.dims.begin(), workload.dims.end());
@@ -39,4 +39,4 @@ HostTensors generate_host_inputs(const TaskSpec& spec, const WorkloadSpec& workl
   return out;
 }
 
-}  // namespace ks::tasks
+}  // namespace ks::tasks::kernelbench

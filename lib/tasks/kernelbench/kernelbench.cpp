@@ -4,7 +4,7 @@
 #include "ksearch/tasks.hpp"
 #include "tasks/kernelbench/level1.hpp"
 
-namespace ks::tasks {
+namespace ks::tasks::kernelbench {
 
 void register_kernelbench_suite() {
   static std::once_flag once;
@@ -29,4 +29,4 @@ void register_kernelbench_suite() {
   });
 }
 
-}  // namespace ks::tasks
+}  // namespace ks::tasks::kernelbench

@@ -20,7 +20,7 @@
 
 #include "ksearch/task.hpp"
 
-namespace ks::tasks {
+namespace ks::tasks::kernelbench {
 
 inline constexpr std::string_view kKernelBenchPrefix = "kernelbench/";
 
@@ -66,4 +66,4 @@ std::string kernelbench_prompt(const TaskSpec& spec, std::string_view pytorch_so
 
 void register_kernelbench_suite();
 
-}  // namespace ks::tasks
+}  // namespace ks::tasks::kernelbench

@@ -5,7 +5,7 @@
 
 #include <string_view>
 
-namespace ks::tasks::embedded {
+namespace ks::tasks::kernelbench::embedded {
 
 extern const std::string_view kb_ref_elementwise_cu;
 extern const std::string_view kb_start_elementwise_cu;
@@ -26,4 +26,4 @@ extern const std::string_view kb_ref_conv2d_cu;
 extern const std::string_view kb_start_conv2d_cu;
 extern const std::string_view kb_contract_md;
 
-}  // namespace ks::tasks::embedded
+}  // namespace ks::tasks::kernelbench::embedded

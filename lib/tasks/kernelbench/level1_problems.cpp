@@ -13,7 +13,7 @@
 #include "tasks/kernelbench/level1_embedded.hpp"
 #include "util/expr.hpp"
 
-namespace ks::tasks {
+namespace ks::tasks::kernelbench {
 namespace {
 
 using K = Distribution::Kind;
@@ -711,4 +711,4 @@ TaskSpec make_level1_spec(const Level1Problem& p) {
   return spec;
 }
 
-}  // namespace ks::tasks
+}  // namespace ks::tasks::kernelbench

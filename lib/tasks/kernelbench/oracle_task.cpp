@@ -16,7 +16,7 @@
 #include "util/fs.hpp"
 #include "util/process.hpp"
 
-namespace ks::tasks {
+namespace ks::tasks::kernelbench {
 namespace {
 
 namespace fs = std::filesystem;
@@ -260,4 +260,4 @@ std::vector<TaskInfo> list_kernelbench_problems(const std::filesystem::path& ker
   return out;
 }
 
-}  // namespace ks::tasks
+}  // namespace ks::tasks::kernelbench

@@ -12,7 +12,7 @@
 #include "ksearch/task.hpp"
 #include "ksearch/tasks.hpp"
 
-namespace ks::tasks {
+namespace ks::tasks::kernelbench {
 
 // The oracle task `name` ("kernelbench/level1/19_ReLU") of the checkout in
 // `kernelbench_dir` (empty: $KSEARCH_KERNELBENCH); nullptr when there is none
@@ -33,4 +33,4 @@ std::vector<std::string> kernelbench_oracle_argv();
 // Every problem file of a checkout as a task (ks::list_kernelbench_tasks).
 std::vector<TaskInfo> list_kernelbench_problems(const std::filesystem::path& kernelbench_dir);
 
-}  // namespace ks::tasks
+}  // namespace ks::tasks::kernelbench

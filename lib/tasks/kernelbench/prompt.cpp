@@ -6,7 +6,7 @@
 #include "tasks/kernelbench/level1.hpp"
 #include "tasks/kernelbench/level1_embedded.hpp"
 
-namespace ks::tasks {
+namespace ks::tasks::kernelbench {
 
 std::string kernelbench_prompt(const TaskSpec& spec, std::string_view pytorch_source, bool source_is_file,
                                std::string_view inputs_note) {
@@ -55,4 +55,4 @@ std::string kernelbench_prompt(const TaskSpec& spec, std::string_view pytorch_so
   return out;
 }
 
-}  // namespace ks::tasks
+}  // namespace ks::tasks::kernelbench

@@ -1,6 +1,7 @@
 // The host's parts behind the C++ interfaces: LLM callbacks as LlmPolicy,
 // evaluator callbacks as Evaluator, and the progress and event callbacks.
 #include <cmath>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -324,7 +325,8 @@ const char* ks_eval_request_options_json(const ks_eval_request* request) {
   if (!request) return nullptr;
   std::lock_guard<std::mutex> lock(g_live_mutex);
   for (const auto& b : g_live)
-    if (request >= b.first && request < b.first + b.count) return b.options_json->c_str();
+    // std::less: a total order even for pointers into unrelated arrays.
+    if (!std::less<>{}(request, b.first) && std::less<>{}(request, b.first + b.count)) return b.options_json->c_str();
   return nullptr;
 }
 

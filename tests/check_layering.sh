@@ -1,25 +1,26 @@
 #!/bin/sh
 # The dependency rule of docs/architecture.md, checked on #include lines:
-# core includes no other component; llm, eval, tasks and report include only
-# core; engine includes the four; export includes core and eval; nothing in lib
-# includes engine or capi.
+# util includes no other component; core only util; llm, eval, tasks and
+# report only core and util; engine the four; export core and eval; nothing
+# in lib includes engine or capi.
 set -eu
 cd "$(dirname "$0")/../lib"
 fail=0
 check() {  # component, allowed include prefixes (regex)
-  bad=$(grep -rn -E '^#include "(core|llm|eval|tasks|report|engine|export)/' "$1" | grep -v -E "#include \"($2)/" || true)
+  bad=$(grep -rn -E '^#include "(util|core|llm|eval|tasks|report|engine|export)/' "$1" | grep -v -E "#include \"($2)/" || true)
   if [ -n "$bad" ]; then
     echo "lib/$1 includes a component it may not depend on:"
     echo "$bad"
     fail=1
   fi
 }
-check core 'core'
-check llm 'core|llm'
-check eval 'core|eval'
-check tasks 'core|tasks'
-check report 'core|report'
-check engine 'core|llm|eval|tasks|engine'
-check export 'core|eval|export'
+check util 'util'
+check core 'util|core'
+check llm 'util|core|llm'
+check eval 'util|core|eval'
+check tasks 'util|core|tasks'
+check report 'util|core|report'
+check engine 'util|core|llm|eval|tasks|engine'
+check export 'util|core|eval|export'
 [ $fail = 0 ] && echo "dependency rule holds"
 exit $fail

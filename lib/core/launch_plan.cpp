@@ -455,7 +455,7 @@ Json LaunchPlan::to_json() const {
   if (!variants.empty()) {
     Json vs = Json::array();
     for (const auto& v : variants) {
-      Json vj = Json::obj({{"when", expr_json(v.when)}});
+      Json vj = Json::obj({{"when", Json(v.when.text)}});  // a string: both readers take one
       body_json(vj, v.kernels, v.calls);
       if (v.scratch) vj["scratch"] = scratch_json(*v.scratch);
       vs.push_back(std::move(vj));

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "ksearch/error.hpp"
+#include "util/json_fields.hpp"
 
 namespace ks::core::events {
 namespace {
@@ -99,24 +100,19 @@ Json put(const CycleFinished& e) {
                     {"passed", e.passed},
                     {"cycle_best", e.cycle_best}});
 }
-Json strings(const std::vector<std::string>& v) {
-  Json a = Json::array();
-  for (const auto& x : v) a.push_back(x);
-  return a;
-}
 Json put(const SearchExhausted& e) { return Json::obj({{"reason", e.reason}}); }
 Json put(const WorldModelEdit& e) {
   return Json::obj({{"kind", e.kind},
                     {"attempt", e.attempt},
                     {"applied_ops", e.applied_ops},
                     {"new_nodes", e.new_nodes},
-                    {"errors", strings(e.errors)},
+                    {"errors", util::string_array(e.errors)},
                     {"report", e.report}});
 }
 Json put(const WorldModelEdited& e) { return put(e.edit); }
 Json put(const WorldModelEditRejected& e) { return put(e.edit); }
 Json put(const WorldModelEditFailed& e) {
-  return Json::obj({{"kind", e.kind}, {"attempt", e.attempt}, {"errors", strings(e.errors)}});
+  return Json::obj({{"kind", e.kind}, {"attempt", e.attempt}, {"errors", util::string_array(e.errors)}});
 }
 Json put(const WorldModelFallback& e) { return Json::obj({{"kind", e.kind}}); }
 Json nullable(const std::optional<double>& x) { return x ? Json(*x) : Json(); }
@@ -296,11 +292,7 @@ template <>
 CycleFinished take(const Json& j) {
   return {num(j, "cycle"), str(j, "node_id"), num(j, "attempts"), flag(j, "passed"), str(j, "cycle_best")};
 }
-std::vector<std::string> strings_at(const Json& j, std::string_view k) {
-  std::vector<std::string> out;
-  for (const auto& x : field(j, k).as_array()) out.push_back(x.as_string());
-  return out;
-}
+std::vector<std::string> strings_at(const Json& j, std::string_view k) { return util::string_list(&field(j, k), k); }
 template <>
 SearchExhausted take(const Json& j) {
   return {str(j, "reason")};

@@ -156,6 +156,12 @@ TEST_CASE("launch plan codec: a changed or built plan writes its canonical form"
   calls.scratch.push_back({.name = "raw", .dtype = DType::u8, .shape = {}, .bytes = Plan::Expr("8 * N")});
   CHECK(calls.to_json().dump() == R"js({"calls":[{"fn":"f","args":["x",3]}],"scratch":[{"name":"raw","dtype":"u8","bytes":"8 * N"}]})js");
   CHECK(Plan::from_json(calls.to_json(), Language::cpp) == calls);
+
+  // A call-plan variant whose condition is a constant: "when" stays a string,
+  // which the call-plan reader insists on.
+  calls.variants.push_back({.when = "1", .kernels = {}, .calls = {calls.calls[0]}, .scratch = std::nullopt});
+  CHECK(calls.to_json().at("variants")[0].at("when").is_string());
+  CHECK(Plan::from_json(calls.to_json(), Language::cpp) == calls);
 }
 
 TEST_CASE("launch plan codec: no plan is JSON null, and a solution without one keeps its id") {

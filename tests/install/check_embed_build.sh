@@ -3,9 +3,9 @@
 # (only the library, its worker and embed_host), then runs embed_host on the
 # matmul example task: suites are options, not load-bearing parts.
 set -eu
-source="$1"; work="$2"; generator="$3"; launcher="${4:-}"
+source="$1"; work="$2"; generator="$3"; cc="$4"; cxx="$5"; launcher="${6:-}"
 cmake -S "$source/tests/install/embed" -B "$work" -G "$generator" -DCMAKE_BUILD_TYPE=Release \
-  -DKSEARCH_SOURCE_DIR="$source" -DKSEARCH_EMBED_HOST=ON \
+  -DKSEARCH_SOURCE_DIR="$source" -DKSEARCH_EMBED_HOST=ON -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" \
   -DKS_SUITE_GPUMODE=OFF -DKS_SUITE_KERNELBENCH=OFF -DKS_SUITE_FLASHINFER=OFF \
   ${launcher:+-DCMAKE_CXX_COMPILER_LAUNCHER=$launcher -DCMAKE_C_COMPILER_LAUNCHER=$launcher} >/dev/null
 cmake --build "$work" --target embed_host ksearch-worker

@@ -25,6 +25,21 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "a kernelbench task loaded without the suite\n");
     return 1;
   } catch (const ks::Error& e) {
+    if (e.status() != ks::Status::not_found || std::string(e.what()).find("unknown task") == std::string::npos) {
+      std::fprintf(stderr, "a kernelbench task without the suite: %s\n", e.what());
+      return 1;
+    }
+    std::printf("without the suite: %s\n", e.what());
+  }
+  try {
+    (void)ks::list_kernelbench_tasks("/nonexistent");
+    std::fprintf(stderr, "kernelbench problems listed without the suite\n");
+    return 1;
+  } catch (const ks::Error& e) {
+    if (std::string(e.what()).find("no kernelbench suite") == std::string::npos) {
+      std::fprintf(stderr, "listing kernelbench problems without the suite: %s\n", e.what());
+      return 1;
+    }
     std::printf("without the suite: %s\n", e.what());
   }
   auto task = ks::load_task(argv[1]);

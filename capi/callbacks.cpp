@@ -126,14 +126,14 @@ DeviceInfo device_of(const char* json) {
     throw Error(Status::invalid_argument, fmt::format("eval.callback_device_json is not valid JSON: {}", e.what()));
   }
   if (!j.is_object()) throw Error(Status::invalid_argument, "eval.callback_device_json must be a JSON object");
-  d.backend = j.get_string("backend", d.backend);
-  d.name = j.get_string("name");
-  d.arch = j.get_string("arch");
-  d.count = static_cast<int>(j.get_int("count", 1));
-  d.peak_flops = j.get_number("peak_flops");
-  d.peak_bytes_per_s = j.get_number("peak_bytes_per_s");
-  d.l2_bytes = j.get_int("l2_bytes");
-  d.memory_bytes = j.get_int("memory_bytes");
+  // The callback's own defaults where the host leaves a field out (absent or null).
+  const auto absent = [&](std::string_view key) {
+    const Json* v = j.find(key);
+    return !v || v->is_null();
+  };
+  d = DeviceInfo::from_json(j);
+  if (absent("backend")) d.backend = "callback";
+  if (absent("count")) d.count = 1;
   return d;
 }
 

@@ -76,6 +76,10 @@ struct Failure {
   bool memory_corrupted = false;
   bool unwritten = false;  // a check found outputs still holding the poison pattern
   std::string log;         // a compile failure's full compiler output
+  // It ended only a process of the candidate's own (a host candidate's
+  // process, eval/host/candidate_process.hpp): the device and the data the
+  // worker holds are untouched, so the worker carries on.
+  bool contained = false;
 
   // The failure of one workload: its status and message.
   void record(WorkloadResult& w) const;

@@ -694,7 +694,34 @@ double speed_of_light_ms(const TaskSpec& task, const WorkloadSpec& workload, con
 EvaluationFlow::EvaluationFlow(Device& device, ReferenceStore& references)
     : device_(device), refs_(references), info_(device.info()) {}
 
-EvalResult EvaluationFlow::run(const TaskSpec& task, const RunRequest& req, FlowEvents& events) {
+namespace {
+
+// Passes events on and remembers the candidate's step in progress, for a
+// failure that ended only the candidate's own process: the worker lives on
+// to say where it was (when the worker itself dies, its parent says it).
+class StepTracker final : public FlowEvents {
+ public:
+  explicit StepTracker(FlowEvents& inner) : inner_(inner) {}
+  void workload_started(const std::string& w) override {
+    detail.clear();
+    inner_.workload_started(w);
+  }
+  void phase(const std::string& w, const FlowPhase& p) override {
+    if (!p.reference) detail = p.detail;
+    inner_.phase(w, p);
+  }
+  void reference_timed(const std::string& w, const TimingStats& t) override { inner_.reference_timed(w, t); }
+  void workload_finished(const WorkloadResult& r) override { inner_.workload_finished(r); }
+  std::string detail;
+
+ private:
+  FlowEvents& inner_;
+};
+
+}  // namespace
+
+EvalResult EvaluationFlow::run(const TaskSpec& task, const RunRequest& req, FlowEvents& outer_events) {
+  StepTracker events(outer_events);
   EvalResult result;
   result.solution_id = req.candidate.solution.id;
   result.device = info_.name;
@@ -776,6 +803,9 @@ EvalResult EvaluationFlow::run(const TaskSpec& task, const RunRequest& req, Flow
         note_device_error(e.failure());
         if (!reference_step.empty()) throw reference_fault(task, name, reference_step, e.what());
         failure = e.failure();
+        if (failure->contained && !events.detail.empty() &&
+            (failure->status == EvalStatus::crashed || failure->status == EvalStatus::memory_limit))
+          failure->message += fmt::format(" ({})", events.detail);
         break;
       } catch (const Error&) {
         throw;  // the request or the task is at fault, not the candidate
@@ -790,7 +820,12 @@ EvalResult EvaluationFlow::run(const TaskSpec& task, const RunRequest& req, Flow
         break;
       }
     }
-    if (failure) failure->record(r);
+    if (failure) {
+      failure->record(r);
+      // What only the whole result has room for: a contained crash's output.
+      if (!failure->log.empty() && failure->status != EvalStatus::compile_error)
+        result.log = failure->message + "\n\n" + failure->log;
+    }
     events.workload_finished(r);
     result.workloads.push_back(r);
     if (r.status != EvalStatus::passed) {
@@ -820,6 +855,7 @@ void Failure::record(EvalResult& r) const {
 // crash, a sticky CUDA error, a write out of bounds. Plan-binding errors,
 // running out of memory and ordinary launch errors leave it as it was.
 void EvaluationFlow::note_device_error(const Failure& f) {
+  if (f.contained) return;  // only the candidate's own process ended
   if (f.status == EvalStatus::crashed || f.memory_corrupted || !device_.usable()) device_suspect_ = true;
 }
 

@@ -111,7 +111,15 @@ std::vector<std::string> bwrap_arguments(const std::string& tool, const SandboxV
                              "--cap-drop",
                              "ALL",
                              "--hostname",
-                             "ksearch-sandbox"};
+                             "ksearch-sandbox",
+                             // Never uid 0 inside, even for root outside: a host
+                             // run worker gives each candidate a user namespace
+                             // of its own, and without CAP_SETFCAP a namespace
+                             // may not map uid 0 of its parent.
+                             "--uid",
+                             "1000",
+                             "--gid",
+                             "1000"};
   if (view.die_with_parent) a.emplace_back("--die-with-parent");
   std::error_code ec;
   for (const char* d : kSystemDirs) {

@@ -5,12 +5,17 @@
 //   ksearch-worker --role run --device host|cuda:<ordinal> [--cache-dir DIR]
 //   ksearch-worker --role compile [--cache-dir DIR]
 //
+// A run worker on the host starts one more process per loaded host program
+// (role "candidate", eval/host/candidate_process.hpp): candidate code runs
+// only there, never in the worker that speaks to the parent.
+//
 // The parent talks to it over stdin/stdout in the framed protocol of
 // eval/protocol.hpp. It exits when stdin closes, and within a fraction of a
 // second when its parent dies, even while a candidate spins forever.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <fmt/format.h>
@@ -54,6 +59,7 @@ struct Args {
   std::uint64_t memory_limit = 0;  // RLIMIT_AS in bytes; 0: none
   std::string pch_dir;             // compile role: where NVRTC keeps precompiled headers
   bool sandboxed = false;          // started by bubblewrap in a PID namespace of its own
+  std::string isolation;           // candidate role: the layers its parent set up
 };
 
 // In a sandbox the worker is process 2 of its PID namespace (bubblewrap's
@@ -169,6 +175,7 @@ Args parse_args(int argc, char** argv) {
     else if (k == "--refs-dir") a.refs_dir = value();
     else if (k == "--pch-dir") a.pch_dir = value();
     else if (k == "--sandboxed") a.sandboxed = true;
+    else if (k == "--isolation") a.isolation = value();
     else if (k == "--memory-limit") {
       const std::string v = value();
       char* end = nullptr;
@@ -180,7 +187,7 @@ Args parse_args(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "ksearch-worker: unknown argument \"%s\"\n"
-                   "usage: ksearch-worker --role run|compile [--device host|cuda:N] [--cache-dir DIR]\n"
+                   "usage: ksearch-worker --role run|compile|candidate [--device host|cuda:N] [--cache-dir DIR]\n"
                    "       [--refs-dir DIR|none] [--memory-limit BYTES] [--pch-dir DIR]\n"
                    "This program is started by libksearch; it speaks a binary protocol on stdin/stdout.\n",
                    k.c_str());
@@ -200,8 +207,19 @@ class FrameEvents final : public FlowEvents {
   void workload_finished(const WorkloadResult& r) override { send(msg::WorkloadFinished{r}); }
 };
 
-std::unique_ptr<Device> open_device(const std::string& spec) {
-  if (spec == "host") return std::make_unique<host::HostDevice>();
+// This program, to start candidate processes from: a path that works in a
+// sandbox too, where the program is bound where it lies outside.
+std::string own_path() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) fatal(Status::internal, fmt::format("cannot read /proc/self/exe: {}", std::strerror(errno)));
+  return std::string(buf, static_cast<std::size_t>(n));
+}
+
+std::unique_ptr<Device> open_device(const std::string& spec, std::uint64_t memory_limit) {
+  // Host candidates run in processes of their own, under the memory limit.
+  if (spec == "host")
+    return std::make_unique<host::HostDevice>(host::CandidateProcessOptions{own_path(), memory_limit});
   if (spec.rfind("cuda:", 0) == 0) {
     int ordinal = 0;
     try {
@@ -243,10 +261,21 @@ int serve(int in, const char* role, Handler&& handle) {
 
 int run_role(int in, const Args& args) {
   host::install_crash_reporter();
-  apply_memory_limit(args.memory_limit);
+  // Nothing of this user's may trace it or read its memory through /proc:
+  // it holds the reference outputs and the protocol.
+  ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  // Every live host buffer holds a memfd (guarded_memory.hpp).
+  rlimit files{};
+  if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &files);
+  }
+  // A host worker passes the memory limit on to its candidates' processes;
+  // a CUDA worker runs no candidate code on the host and keeps it itself.
+  if (args.device != "host") apply_memory_limit(args.memory_limit);
   std::unique_ptr<Device> device;
   try {
-    device = open_device(args.device);
+    device = open_device(args.device, args.memory_limit);
   } catch (const Error& e) {
     fatal(e.status(), e.what());
   }
@@ -306,6 +335,7 @@ int run_role(int in, const Args& args) {
     }
     loaded_builds += static_cast<int>(req.candidate.builds.size());
     result.metrics["worker_pid"] = static_cast<int>(::getpid());
+    if (const std::string iso = host::candidate_isolation(); !iso.empty()) result.metrics["candidate_isolation"] = iso;
     result.metrics["worker_loaded_builds"] = loaded_builds;
     send(msg::Finished{std::move(result), restart});
     return true;
@@ -348,6 +378,8 @@ int compile_role(int in, const Args& args) {
 
 int main(int argc, char** argv) {
   Args args = parse_args(argc, argv);
+  // A candidate's process talks only on descriptor 3, to the run worker that started it.
+  if (args.role == "candidate") return host::candidate_process_main(3, args.memory_limit, args.isolation);
   int in = take_protocol_fds();
   start_watchdog(in);
   try {

@@ -289,37 +289,30 @@ TEST_CASE("attack: #include \"/etc/passwd\" is refused before the compiler runs"
   CHECK(r.log.find("root:") == std::string::npos);  // nothing of the file in the log
 }
 
-TEST_CASE("attack: a double-forked setsid child is gone when the evaluation ends") {
-  if (!sandbox_status().available) {
-    MESSAGE("no sandbox here: a setsid() grandchild escapes the worker's process group (docs/security.md)");
-    return;
-  }
+TEST_CASE("attack: a candidate cannot start a double-forked setsid child") {
   auto ev = make_evaluator(config("attack_setsid"));
   SpecTask task(test::vadd_task());
   const std::string marker = "ks-orphan-" + std::to_string(::getpid());
+  // A host candidate's process may start threads, never processes
+  // (candidate_process.hpp): fork fails, and the kernel then computes wrong.
   const std::string body = R"CODE(
+    static bool forked = false;
     static bool once = false;
     if (!once) {
       once = true;
-      if (fork() == 0) {
+      pid_t child = fork();
+      if (child == 0) {
         setsid();
         if (fork() == 0) { execl("/bin/sh", "sh", "-c", "sleep 600", ")CODE" + marker + R"CODE(", (char*)0); _exit(0); }
         _exit(0);
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      forked = child > 0;
     }
-    for (std::int64_t i = 0; i < n; ++i) z[i] = x[i] + 2.0f * y[i];)CODE";
+    for (std::int64_t i = 0; i < n; ++i) z[i] = forked ? 0.0f : x[i] + 2.0f * y[i];)CODE";
   EvalResult r = ev->evaluate(task, test::vadd_candidate(body, "forks"));
   INFO(r.to_json().dump(2));
-  CHECK(r.status == EvalStatus::runtime_error);
-  CHECK(r.log.find("left") != std::string::npos);
-  // The evaluator (and a fresh worker) are still alive; the orphan is not.
-  bool alive = true;
-  for (int i = 0; i < 100 && alive; ++i) {
-    alive = marker_process_alive(marker);
-    if (alive) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  CHECK_FALSE(alive);
+  CHECK(r.status == EvalStatus::passed);
+  CHECK_FALSE(marker_process_alive(marker));
   EvalResult after = ev->evaluate(task, test::vadd_candidate(test::kGoodBody, "good-after"));
   CHECK(after.status == EvalStatus::passed);
 }

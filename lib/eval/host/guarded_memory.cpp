@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -39,6 +40,8 @@ struct Slot {
   std::atomic<std::uintptr_t> user{0};
   std::uintptr_t map_begin = 0, map_end = 0, user_end = 0;
   std::size_t bytes = 0;
+  int fd = -1;                 // the memfd of the data pages; -1 for a mapping of another process's block
+  std::uint64_t serial = 0;
   char label[kLabelBytes] = {};
 };
 
@@ -57,54 +60,133 @@ Slot* find_slot(std::uintptr_t user) {
   return nullptr;
 }
 
-}  // namespace
+std::atomic<std::uint64_t> g_next_serial{1};
 
-void* guarded_alloc(std::size_t bytes) {
-  const std::size_t page = page_size();
-  const std::size_t rounded = round_up(bytes == 0 ? 1 : bytes, kAlign);
-  const std::size_t data = round_up(rounded, page);
-  const std::size_t total = data + 2 * page;
-  void* base = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (base == MAP_FAILED)
-    throw RunError({EvalStatus::runtime_error,
-                    fmt::format("host memory exhausted: cannot allocate {} bytes", bytes), true});
+// The layout both processes compute from the block's size alone.
+struct Layout {
+  std::size_t page, rounded, data, total;
+  explicit Layout(std::size_t bytes)
+      : page(page_size()),
+        rounded(round_up(bytes == 0 ? 1 : bytes, kAlign)),
+        data(round_up(rounded, page)),
+        total(data + 2 * page) {}
+};
+
+// Reserves guard page + data + guard page, all inaccessible, and maps the
+// memfd's pages over the middle. nullptr with errno set on failure.
+unsigned char* map_layout(const Layout& l, int fd) {
+  void* base = ::mmap(nullptr, l.total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (base == MAP_FAILED) return nullptr;
   auto* b = static_cast<unsigned char*>(base);
-  ::mprotect(b, page, PROT_NONE);
-  ::mprotect(b + page + data, page, PROT_NONE);
-  unsigned char* user = b + page + data - rounded;
-  // Canaries fill the slack before and after the block.
-  std::memset(b + page, kCanary, static_cast<std::size_t>(user - (b + page)));
-  std::memset(user + bytes, kCanary, rounded - bytes);
+  if (::mmap(b + l.page, l.data, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
+    const int e = errno;
+    ::munmap(base, l.total);
+    errno = e;
+    return nullptr;
+  }
+  return b;
+}
+
+// Publishes a mapping in the registry; false when it is full.
+bool register_slot(unsigned char* b, const Layout& l, unsigned char* user, std::size_t bytes, int fd,
+                   std::uint64_t serial, std::string_view label) {
   std::lock_guard lock(registry_mutex());
   for (auto& s : slots()) {
     if (s.user.load(std::memory_order_relaxed) != 0) continue;
     s.map_begin = reinterpret_cast<std::uintptr_t>(b);
-    s.map_end = s.map_begin + total;
+    s.map_end = s.map_begin + l.total;
     s.user_end = reinterpret_cast<std::uintptr_t>(user) + bytes;
     s.bytes = bytes;
-    s.label[0] = '\0';
+    s.fd = fd;
+    s.serial = serial;
+    const std::size_t n = std::min(label.size(), kLabelBytes - 1);
+    std::memcpy(s.label, label.data(), n);
+    s.label[n] = '\0';
     s.user.store(reinterpret_cast<std::uintptr_t>(user), std::memory_order_release);
-    return user;
+    return true;
   }
+  return false;
+}
+
+}  // namespace
+
+void* guarded_alloc(std::size_t bytes) {
+  const Layout l(bytes);
+  auto exhausted = [&](const char* what) -> RunError {
+    return RunError({EvalStatus::runtime_error,
+                     fmt::format("host memory exhausted: cannot allocate {} bytes ({}: {})", bytes, what,
+                                 std::strerror(errno)),
+                     true});
+  };
+  // Sealed against shrinking: a candidate that holds the descriptor cannot
+  // truncate the file and make the worker's own accesses fault.
+  const int fd = ::memfd_create("ksearch-block", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) throw exhausted("memfd_create");
+  if (::ftruncate(fd, static_cast<off_t>(l.data)) != 0 ||
+      ::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    RunError e = exhausted("sizing the block");
+    ::close(fd);
+    throw e;
+  }
+  unsigned char* b = map_layout(l, fd);
+  if (!b) {
+    RunError e = exhausted("mmap");
+    ::close(fd);
+    throw e;
+  }
+  unsigned char* user = b + l.page + l.data - l.rounded;
+  // Canaries fill the slack before and after the block.
+  std::memset(b + l.page, kCanary, static_cast<std::size_t>(user - (b + l.page)));
+  std::memset(user + bytes, kCanary, l.rounded - bytes);
+  if (register_slot(b, l, user, bytes, fd, g_next_serial.fetch_add(1), {})) return user;
   // Registry full: the block works but cannot be freed by address lookup, so
   // refuse rather than leak.
-  ::munmap(base, total);
+  ::munmap(b, l.total);
+  ::close(fd);
   throw RunError({EvalStatus::runtime_error,
                   fmt::format("host backend: more than {} live buffers", kMaxBlocks)});
+}
+
+void* guarded_map_shared(int fd, std::size_t bytes, std::string_view label) {
+  const Layout l(bytes);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return nullptr;
+  if (static_cast<std::size_t>(st.st_size) < l.data) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  unsigned char* b = map_layout(l, fd);
+  if (!b) return nullptr;
+  unsigned char* user = b + l.page + l.data - l.rounded;
+  if (register_slot(b, l, user, bytes, -1, 0, label)) return user;
+  ::munmap(b, l.total);
+  errno = ENOSPC;
+  return nullptr;
+}
+
+std::optional<SharedBlock> shared_block(const void* p) {
+  std::lock_guard lock(registry_mutex());
+  const Slot* s = find_slot(reinterpret_cast<std::uintptr_t>(p));
+  if (!s || s->fd < 0) return std::nullopt;
+  return SharedBlock{s->fd, s->serial, s->bytes, s->label};
 }
 
 void guarded_free(void* p) {
   if (!p) return;
   std::uintptr_t map_begin = 0, map_end = 0;
+  int fd = -1;
   {
     std::lock_guard lock(registry_mutex());
     Slot* s = find_slot(reinterpret_cast<std::uintptr_t>(p));
     if (!s) return;
     map_begin = s->map_begin;
     map_end = s->map_end;
+    fd = s->fd;
+    s->fd = -1;
     s->user.store(0, std::memory_order_release);
   }
   ::munmap(reinterpret_cast<void*>(map_begin), map_end - map_begin);
+  if (fd >= 0) ::close(fd);
 }
 
 void set_guard_label(void* p, std::string_view label) {
@@ -184,6 +266,13 @@ const char* signal_label(int sig) {
 }
 
 std::atomic<std::uint64_t> g_memory_limit{0};
+std::atomic<CrashSink> g_crash_sink{nullptr};
+
+void emit(const LineBuffer& line) {
+  ssize_t r = ::write(2, line.data, line.len);
+  (void)r;
+  if (CrashSink sink = g_crash_sink.load()) sink(line.data, line.len);
+}
 
 // The peak address-space size from /proc/self/status, in bytes; 0 when it
 // cannot be read. Only async-signal-safe calls: it runs in the crash handler.
@@ -216,13 +305,16 @@ void crash_handler(int sig, siginfo_t* info, void* context) {
       LineBuffer line;
       line.put("ksearch-worker: fatal: ");
       line.put(signal_label(sig));
-      line.put(" after an allocation failed; the address space reached ");
-      line.put_dec(peak >> 20);
-      line.put(" MiB of the memory limit of ");
-      line.put_dec(limit >> 20);
-      line.put(" MiB\n");
-      ssize_t r = ::write(2, line.data, line.len);
-      (void)r;
+      line.put(" after an allocation failed");
+      if (peak > 0) {  // unknown where /proc is hidden
+        line.put("; the address space reached ");
+        line.put_dec(peak >> 20);
+        line.put(" MiB of the memory limit of ");
+        line.put_dec(limit >> 20);
+        line.put(" MiB");
+      }
+      line.put("\n");
+      emit(line);
       ::_exit(kWorkerExitMemoryLimit);
     }
   }
@@ -266,22 +358,34 @@ void crash_handler(int sig, siginfo_t* info, void* context) {
     }
   }
   line.put("\n");
-  ssize_t r = ::write(2, line.data, line.len);
-  (void)r;
+  emit(line);
+  // The first process of a PID namespace (a candidate's process) cannot die
+  // of a signal it sends itself: it exits with 128 + the signal, which its
+  // parent reads together with the line above.
+  if (::getpid() == 1) ::_exit(128 + sig);
   // Die of the same signal so the parent sees what happened: with the default
   // action restored, a synchronous fault repeats on return; others are re-raised.
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);
   ::sigaction(sig, &dfl, nullptr);
-  if (sig == SIGABRT || sig == SIGTRAP || !info || info->si_code <= 0) ::raise(sig);
+  if (sig == SIGABRT || sig == SIGTRAP || !info || info->si_code <= 0) {
+    // Unblocked first: raised inside its own handler, it would wait for the
+    // handler to return, and abort() would then end the process otherwise.
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, sig);
+    ::sigprocmask(SIG_UNBLOCK, &set, nullptr);
+    ::raise(sig);
+  }
 }
 
 }  // namespace
 
 void set_memory_limit(std::uint64_t bytes) { g_memory_limit = bytes; }
 
-void install_crash_reporter() {
+void install_crash_reporter(CrashSink sink) {
+  g_crash_sink = sink;
   // An alternate stack, so a stack overflow can still be reported.
   static char alt_stack[64 * 1024];
   stack_t ss{};

@@ -167,6 +167,8 @@ DeviceInfo host_device_info() {
 
 HostDevice::HostDevice() = default;
 
+HostDevice::HostDevice(CandidateProcessOptions isolate) : isolate_(std::move(isolate)) {}
+
 HostDevice::~HostDevice() { std::free(flush_buf_); }
 
 DeviceInfo HostDevice::info() const { return host_device_info(); }
@@ -243,7 +245,7 @@ std::unique_ptr<Program> HostDevice::load(const Artifact& artifact, const Soluti
   if (artifact.language != Language::cpp)
     throw RunError({EvalStatus::runtime_error,
                     fmt::format("the host backend cannot run a {} artifact", to_string(artifact.language))});
-  return load_host_program(artifact, solution);
+  return load_host_program(artifact, solution, isolate_ ? &*isolate_ : nullptr);
 }
 
 }  // namespace ks::eval::host

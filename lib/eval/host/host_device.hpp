@@ -5,9 +5,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "eval/backend.hpp"
+#include "eval/host/candidate_process.hpp"
 
 namespace ks::eval::host {
 
@@ -46,6 +48,9 @@ DeviceInfo host_device_info();
 class HostDevice final : public Device {
  public:
   HostDevice();
+  // Every program it loads runs in a process of its own, started with
+  // `isolate` (the run worker's way; candidate_process.hpp).
+  explicit HostDevice(CandidateProcessOptions isolate);
   ~HostDevice() override;
   DeviceInfo info() const override;
   Buffer alloc(std::size_t bytes) override;
@@ -69,9 +74,12 @@ class HostDevice final : public Device {
  private:
   unsigned char* flush_buf_ = nullptr;
   std::size_t flush_bytes_ = 0;
+  std::optional<CandidateProcessOptions> isolate_;
 };
 
-// The host Program: the shared object plus its call plan (host_program.cpp).
-std::unique_ptr<Program> load_host_program(const Artifact& artifact, const Solution& solution);
+// The host Program: the shared object plus its call plan (host_program.cpp),
+// run in a process of its own when `isolate` is given, else in this one.
+std::unique_ptr<Program> load_host_program(const Artifact& artifact, const Solution& solution,
+                                           const CandidateProcessOptions* isolate = nullptr);
 
 }  // namespace ks::eval::host

@@ -1,5 +1,7 @@
 // A loaded host candidate: the shared object, its call plan bound to one
-// workload, and the argument blocks its shims read.
+// workload, and the argument blocks its shims read. A candidate runs in a
+// process of its own (candidate_process.hpp) when the device isolates it,
+// else in this one (trusted code, the in-process evaluator, tests).
 #include <dlfcn.h>
 #include <fmt/format.h>
 
@@ -8,6 +10,7 @@
 #include <limits>
 
 #include "eval/host/call_plan.hpp"
+#include "eval/host/candidate_process.hpp"
 #include "eval/host/guarded_memory.hpp"
 #include "eval/host/host_device.hpp"
 #include "ksearch/error.hpp"
@@ -41,15 +44,20 @@ union ArgValue {
 };
 
 struct BoundCall {
-  ShimFn fn = nullptr;
+  ShimFn fn = nullptr;           // in this process
+  WireCall wire;                 // in the candidate's process
   std::vector<ArgValue> values;
   std::vector<void*> addrs;
 };
 
 class HostProgram final : public Program {
  public:
-  HostProgram(const Artifact& artifact, const Solution& solution)
-      : plan_source_(solution.launch_plan), path_(artifact.path) {
+  HostProgram(const Artifact& artifact, const Solution& solution, std::unique_ptr<CandidateProcess> process)
+      : plan_source_(solution.launch_plan), path_(artifact.path), process_(std::move(process)) {
+    if (process_) {
+      process_->load(path_);
+      return;
+    }
     // RTLD_LOCAL keeps candidates' symbols apart. Handles are never closed:
     // a candidate's threads or atexit handlers may still point into its code.
     handle_ = ::dlopen(path_.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -118,8 +126,10 @@ class HostProgram final : public Program {
     const util::RealVars reals = b.reals();
     for (const auto& call : body->calls) {
       BoundCall bc;
-      bc.fn = reinterpret_cast<ShimFn>(::dlsym(handle_, call.shim.c_str()));
-      if (!bc.fn)
+      bc.wire.shim = call.shim;
+      bc.wire.fn = call.fn;
+      if (!process_) bc.fn = reinterpret_cast<ShimFn>(::dlsym(handle_, call.shim.c_str()));
+      if (!process_ && !bc.fn)
         fail(fmt::format("the compiled candidate has no entry \"{}\" for call \"{}\"; it was compiled "
                          "from a different plan",
                          call.shim, call.fn));
@@ -167,10 +177,29 @@ class HostProgram final : public Program {
     // Addresses last: the value vectors no longer move.
     for (auto& bc : calls_)
       for (auto& v : bc.values) bc.addrs.push_back(&v);
+    if (!process_) return;
+    // Over there a tensor or scratch argument is that process's mapping of the block.
+    std::vector<WireCall> wire;
+    for (std::size_t c = 0; c < calls_.size(); ++c) {
+      BoundCall& bc = calls_[c];
+      const HostCall& call = body->calls[c];
+      for (std::size_t i = 0; i < bc.values.size(); ++i) {
+        WireArg a;
+        if (call.args[i].kind == HostArg::Kind::value) std::memcpy(&a.value, &bc.values[i], sizeof a.value);
+        else a.block = bc.values[i].ptr;
+        bc.wire.args.push_back(a);
+      }
+      wire.push_back(bc.wire);
+    }
+    process_->bind(wire);
   }
 
   void launch() override {
     if (calls_.empty()) fail("launch() before bind()");
+    if (process_) {
+      process_->run();
+      return;
+    }
     for (const auto& c : calls_) c.fn(c.addrs.data());
   }
 
@@ -184,6 +213,12 @@ class HostProgram final : public Program {
   }
 
   double timed_launch() override {
+    // The candidate's process cannot reach this clock: the time is the
+    // request's round trip, and the process is stopped outside it.
+    if (process_) {
+      if (calls_.empty()) fail("launch() before bind()");
+      return process_->run();
+    }
     auto t0 = std::chrono::steady_clock::now();
     launch();
     auto t1 = std::chrono::steady_clock::now();
@@ -202,6 +237,7 @@ class HostProgram final : public Program {
 
   LaunchPlan plan_source_;
   std::string path_;
+  std::unique_ptr<CandidateProcess> process_;  // null: the calls run in this process
   void* handle_ = nullptr;
   std::optional<HostPlan> plan_;
   std::vector<BoundCall> calls_;
@@ -211,8 +247,10 @@ class HostProgram final : public Program {
 
 }  // namespace
 
-std::unique_ptr<Program> load_host_program(const Artifact& artifact, const Solution& solution) {
-  return std::make_unique<HostProgram>(artifact, solution);
+std::unique_ptr<Program> load_host_program(const Artifact& artifact, const Solution& solution,
+                                           const CandidateProcessOptions* isolate) {
+  return std::make_unique<HostProgram>(artifact, solution,
+                                       isolate ? std::make_unique<CandidateProcess>(*isolate) : nullptr);
 }
 
 }  // namespace ks::eval::host

@@ -1,0 +1,783 @@
+#include "eval/host/candidate_process.hpp"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <signal.h>
+#include <stddef.h>
+#include <sys/mman.h>
+#include <poll.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <new>
+#include <string_view>
+#include <thread>
+
+#include "eval/backend.hpp"
+#include "eval/host/guarded_memory.hpp"
+#include "eval/protocol.hpp"
+
+extern char** environ;
+
+namespace ks::eval::host {
+namespace {
+
+// ---------------------------------------------------------------------------
+// The wire: one SOCK_SEQPACKET message per request or answer, a header of
+// magic, op and token, then the op's fields (little-endian integers and
+// length-prefixed strings).
+
+constexpr std::uint32_t kMagic = 0x3143534bu;  // "KSC1"
+constexpr std::size_t kHeaderBytes = 16;
+constexpr std::size_t kMaxPacket = 128 * 1024;
+constexpr int kExitSetupFailed = 125;  // the child could not enter its namespaces
+
+enum Op : std::uint32_t {
+  // worker -> candidate process
+  kLoad = 1,
+  kMap = 2,   // no answer: a block and its memfd
+  kBind = 3,
+  kRun = 4,
+  // candidate process -> worker
+  kHello = 16,  // sent once, before any candidate code is loaded
+  kOk = 17,
+  kError = 18,
+  kDone = 19,
+  kCrash = 20,  // from the crash reporter, just before the process dies
+};
+
+struct Writer {
+  std::string s;
+  void u32(std::uint32_t v) { s.append(reinterpret_cast<const char*>(&v), 4); }
+  void u64(std::uint64_t v) { s.append(reinterpret_cast<const char*>(&v), 8); }
+  void str(std::string_view v) {
+    u32(static_cast<std::uint32_t>(v.size()));
+    s.append(v);
+  }
+};
+
+// Reads fields; any read past the end marks the message malformed.
+struct Reader {
+  std::string_view s;
+  std::size_t pos = 0;
+  bool ok = true;
+  template <class T>
+  T num() {
+    T v{};
+    if (pos + sizeof v > s.size()) {
+      ok = false;
+      return v;
+    }
+    std::memcpy(&v, s.data() + pos, sizeof v);
+    pos += sizeof v;
+    return v;
+  }
+  std::string str() {
+    const auto n = num<std::uint32_t>();
+    if (!ok || n > s.size() - pos) {
+      ok = false;
+      return {};
+    }
+    std::string v(s.substr(pos, n));
+    pos += n;
+    return v;
+  }
+};
+
+std::string make_packet(std::uint32_t op, std::uint64_t token, std::string_view payload) {
+  Writer w;
+  w.u32(kMagic);
+  w.u32(op);
+  w.u64(token);
+  w.s.append(payload);
+  return std::move(w.s);
+}
+
+std::uint64_t fresh_token() {
+  std::uint64_t t = 0;
+  while (t == 0)
+    if (::getrandom(&t, sizeof t, 0) != static_cast<ssize_t>(sizeof t)) t = 0;
+  return t;
+}
+
+// Receives one message and the descriptors that came with it. Returns the
+// byte count, 0 at a hang-up, -1 on an error (errno set).
+ssize_t receive(int sock, std::string& buf, std::vector<int>& fds) {
+  buf.resize(kMaxPacket);
+  iovec iov{buf.data(), buf.size()};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
+  msghdr m{};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  m.msg_control = control;
+  m.msg_controllen = sizeof control;
+  ssize_t n;
+  do n = ::recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
+  while (n < 0 && errno == EINTR);
+  for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+      const std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (std::size_t i = 0; i < count; ++i) {
+        int fd;
+        std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+        fds.push_back(fd);
+      }
+    }
+  if (n >= 0) buf.resize(static_cast<std::size_t>(n));
+  if (n > 0 && (m.msg_flags & MSG_TRUNC)) {
+    errno = EMSGSIZE;
+    return -1;
+  }
+  return n;
+}
+
+bool send_with_fds(int sock, std::string_view packet, const std::vector<int>& fds) {
+  iovec iov{const_cast<char*>(packet.data()), packet.size()};
+  msghdr m{};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
+  if (!fds.empty()) {
+    m.msg_control = control;
+    m.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+    cmsghdr* c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+  }
+  ssize_t n;
+  do n = ::sendmsg(sock, &m, MSG_NOSIGNAL);
+  while (n < 0 && errno == EINTR);
+  return n == static_cast<ssize_t>(packet.size());
+}
+
+std::string signal_name(int sig) {
+  const char* abbrev = ::sigabbrev_np(sig);
+  return abbrev ? std::string("SIG") + abbrev : fmt::format("signal {}", sig);
+}
+
+// ---------------------------------------------------------------------------
+// Starting the process.
+
+// Everything the child needs, prepared before clone(): between clone and
+// exec a child of a threaded process may only make system calls.
+struct ChildSetup {
+  int sock = -1;
+  int out = -1;  // the write end of the pipe its stdout and stderr go to
+  bool namespaces = false;
+  std::string uid_map, gid_map;
+  std::string exe;
+  std::vector<std::string> args;
+  char isolation[64] = "process";  // filled in by the child, passed on in argv
+  std::vector<char*> argv;
+};
+
+bool write_file(const char* path, const std::string& text) {
+  const int fd = ::open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ::close(fd);
+  return ok;
+}
+
+void append(char* dst, std::size_t cap, const char* s) {
+  std::size_t n = std::strlen(dst);
+  while (*s && n + 1 < cap) dst[n++] = *s++;
+  dst[n] = '\0';
+}
+
+int child_main(void* arg) {
+  auto* c = static_cast<ChildSetup*>(arg);
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (c->namespaces) {
+    // Its own user namespace, where it is an ordinary user: exec drops every
+    // capability. Its own PID namespace: the worker and the sandbox's other
+    // processes cannot be seen, signalled or traced from it.
+    write_file("/proc/self/setgroups", "deny");
+    if (!write_file("/proc/self/uid_map", c->uid_map) || !write_file("/proc/self/gid_map", c->gid_map))
+      ::_exit(kExitSetupFailed);
+    append(c->isolation, sizeof c->isolation, "+pidns");
+    // A /proc that shows only its own namespace; else an empty one.
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0) {
+      if (::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) == 0)
+        append(c->isolation, sizeof c->isolation, "+proc");
+      else if (::mount("tmpfs", "/proc", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, "size=4k") == 0)
+        append(c->isolation, sizeof c->isolation, "+noproc");
+    }
+  }
+  // Its output goes to the worker, which keeps a tail for failure reports.
+  if (::dup2(c->out, 1) != 1 || ::dup2(c->out, 2) != 2) ::_exit(127);
+  // Descriptor 3 is the socket; nothing else of the worker's stays open.
+  if (c->sock == 3) {
+    ::fcntl(3, F_SETFD, 0);
+  } else if (::dup2(c->sock, 3) != 3) {
+    ::_exit(127);
+  }
+  if (::syscall(SYS_close_range, 4u, ~0u, 0u) != 0)
+    for (int fd = 4; fd < 4096; ++fd) ::close(fd);
+  ::execve(c->exe.c_str(), c->argv.data(), environ);
+  ::_exit(127);
+}
+
+std::atomic<bool> g_namespaces_unavailable{false};
+std::mutex g_isolation_mutex;
+std::string g_isolation;
+
+pid_t spawn(ChildSetup& setup) {
+  constexpr std::size_t kStack = 256 * 1024;
+  void* stack = ::mmap(nullptr, kStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (stack == MAP_FAILED) return -1;
+  int flags = SIGCHLD;
+  if (setup.namespaces) flags |= CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS;
+  const pid_t pid = ::clone(child_main, static_cast<char*>(stack) + kStack, flags, &setup);
+  const int e = errno;
+  ::munmap(stack, kStack);  // the child has its own copy
+  errno = e;
+  return pid;
+}
+
+// ---------------------------------------------------------------------------
+// The candidate's side.
+
+int g_sock = -1;
+
+void crash_sink(const char* line, std::size_t len) {
+  // Async-signal-safe: a fixed buffer and one send.
+  char buf[kHeaderBytes + 512];
+  const std::uint32_t magic = kMagic, op = kCrash;
+  const std::uint64_t token = 0;
+  std::memcpy(buf, &magic, 4);
+  std::memcpy(buf + 4, &op, 4);
+  std::memcpy(buf + 8, &token, 8);
+  len = std::min(len, sizeof buf - kHeaderBytes);
+  std::memcpy(buf + kHeaderBytes, line, len);
+  ssize_t r = ::send(g_sock, buf, kHeaderBytes + len, MSG_NOSIGNAL | MSG_DONTWAIT);
+  (void)r;
+}
+
+// Refuses what a kernel never needs and an attacker would: new processes
+// (threads are fine), exec, tracing or reading other processes, new
+// namespaces, mounts, keyrings, BPF and perf. clone3 answers ENOSYS so that
+// the C library falls back to clone, whose flags the filter can read.
+bool install_seccomp() {
+#if defined(__x86_64__)
+  constexpr std::uint32_t kArch = AUDIT_ARCH_X86_64;
+#elif defined(__aarch64__)
+  constexpr std::uint32_t kArch = AUDIT_ARCH_AARCH64;
+#else
+  return false;
+#endif
+#if defined(__x86_64__) || defined(__aarch64__)
+  const std::uint32_t eperm = SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA);
+  const std::uint32_t enosys = SECCOMP_RET_ERRNO | (ENOSYS & SECCOMP_RET_DATA);
+  std::vector<sock_filter> f;
+  auto stmt = [&](std::uint16_t code, std::uint32_t k) { f.push_back(BPF_STMT(code, k)); };
+  auto refuse = [&](long nr, std::uint32_t ret) {
+    f.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, static_cast<std::uint32_t>(nr), 0, 1));
+    stmt(BPF_RET | BPF_K, ret);
+  };
+  stmt(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch));
+  f.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kArch, 1, 0));
+  stmt(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS);
+  stmt(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr));
+#if defined(__x86_64__)
+  f.push_back(BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000u, 0, 1));  // the x32 ABI
+  stmt(BPF_RET | BPF_K, eperm);
+  refuse(SYS_fork, eperm);
+  refuse(SYS_vfork, eperm);
+#endif
+  refuse(SYS_clone3, enosys);
+  for (long nr : {long{SYS_execve}, long{SYS_execveat}, long{SYS_ptrace}, long{SYS_process_vm_readv},
+                  long{SYS_process_vm_writev}, long{SYS_unshare}, long{SYS_setns}, long{SYS_mount},
+                  long{SYS_umount2}, long{SYS_pivot_root}, long{SYS_chroot}, long{SYS_keyctl}, long{SYS_add_key},
+                  long{SYS_request_key}, long{SYS_bpf}, long{SYS_perf_event_open}, long{SYS_userfaultfd}})
+    refuse(nr, eperm);
+  // clone: a thread shares the process (CLONE_THREAD); anything else is a new one.
+  f.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, static_cast<std::uint32_t>(SYS_clone), 0, 4));
+  stmt(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[0]));
+  f.push_back(BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, CLONE_THREAD, 0, 1));
+  stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+  stmt(BPF_RET | BPF_K, eperm);
+  stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+  sock_fprog prog{static_cast<unsigned short>(f.size()), f.data()};
+  return ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0;
+#endif
+}
+
+union ArgValue {
+  void* ptr;
+  std::uint64_t bits;
+};
+using ShimFn = void (*)(void* const*);
+
+struct BoundCall {
+  ShimFn fn = nullptr;
+  std::vector<ArgValue> values;
+  std::vector<void*> addrs;
+};
+
+[[noreturn]] void quit(int code) { ::_exit(code); }
+
+void answer(std::uint32_t op, std::uint64_t token, std::string_view text = {}) {
+  Writer w;
+  w.str(text.substr(0, 16 * 1024));
+  if (!send_with_fds(g_sock, make_packet(op, token, w.s), {})) quit(0);  // the worker is gone
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// The worker's side.
+
+struct CandidateProcess::Reply {
+  std::uint32_t op = 0;
+  std::string text;
+};
+
+CandidateProcess::CandidateProcess(const CandidateProcessOptions& options) : memory_limit_(options.memory_limit) {
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    int sv[2];
+    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
+      throw RunError({EvalStatus::runtime_error,
+                      fmt::format("cannot start the candidate's process: socketpair: {}", std::strerror(errno))});
+    pid_ = -1;
+    dead_ = running_ = false;
+    wait_status_ = 0;
+    int out[2];
+    if (::pipe2(out, O_CLOEXEC) != 0) {
+      ::close(sv[0]);
+      ::close(sv[1]);
+      throw RunError({EvalStatus::runtime_error,
+                      fmt::format("cannot start the candidate's process: pipe: {}", std::strerror(errno))});
+    }
+    if (out_ >= 0) ::close(out_);
+    out_ = out[0];
+    ::fcntl(out_, F_SETFL, O_NONBLOCK);
+    ChildSetup setup;
+    setup.sock = sv[1];
+    setup.out = out[1];
+    setup.namespaces = !g_namespaces_unavailable.load();
+    setup.uid_map = fmt::format("1000 {} 1", ::geteuid());
+    setup.gid_map = fmt::format("1000 {} 1", ::getegid());
+    setup.exe = options.exe;
+    setup.args = {"ksearch-worker", "--role", "candidate", "--memory-limit", std::to_string(options.memory_limit),
+                  "--isolation"};
+    for (auto& a : setup.args) setup.argv.push_back(a.data());
+    setup.argv.push_back(setup.isolation);
+    setup.argv.push_back(nullptr);
+    pid_ = spawn(setup);
+    const int spawn_errno = errno;
+    ::close(sv[1]);
+    ::close(out[1]);
+    sock_ = sv[0];
+    if (pid_ < 0 && setup.namespaces) {
+      // No user namespaces here (or not nested ones): a plain process.
+      g_namespaces_unavailable = true;
+      ::close(sock_);
+      sock_ = -1;
+      continue;
+    }
+    if (pid_ < 0)
+      throw RunError({EvalStatus::runtime_error,
+                      fmt::format("cannot start the candidate's process: clone: {}", std::strerror(spawn_errno))});
+    running_ = true;
+    // Its first words come before any candidate code exists in it.
+    std::string buf;
+    std::vector<int> fds;
+    const ssize_t n = receive(sock_, buf, fds);
+    for (int fd : fds) ::close(fd);
+    Reader r{buf};
+    const auto magic = r.num<std::uint32_t>();
+    const auto op = r.num<std::uint32_t>();
+    r.num<std::uint64_t>();
+    if (n > 0 && magic == kMagic && op == kHello) {
+      isolation_ = r.str();
+      {
+        std::lock_guard lock(g_isolation_mutex);
+        g_isolation = isolation_;
+      }
+      stop();
+      return;
+    }
+    kill_and_reap();
+    ::close(sock_);
+    sock_ = -1;
+    if (setup.namespaces && WIFEXITED(wait_status_) && WEXITSTATUS(wait_status_) == kExitSetupFailed) {
+      g_namespaces_unavailable = true;
+      continue;
+    }
+    throw RunError({EvalStatus::runtime_error,
+                    fmt::format("the candidate's process did not start ({} {}): {}", options.exe, "--role candidate",
+                                WIFEXITED(wait_status_) ? fmt::format("exit code {}", WEXITSTATUS(wait_status_))
+                                                        : fmt::format("signal {}", WTERMSIG(wait_status_)))});
+  }
+  throw RunError({EvalStatus::runtime_error, "cannot start the candidate's process"});
+}
+
+CandidateProcess::~CandidateProcess() {
+  kill_and_reap();
+  if (sock_ >= 0) ::close(sock_);
+  if (out_ >= 0) ::close(out_);
+}
+
+// Keeps the last bytes the candidate printed; never blocks.
+void CandidateProcess::drain_output() {
+  if (out_ < 0) return;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(out_, buf, sizeof buf);
+    if (n <= 0) return;
+    output_.append(buf, static_cast<std::size_t>(n));
+    if (output_.size() > 2 * kOutputTail) output_.erase(0, output_.size() - kOutputTail);
+  }
+}
+
+std::string CandidateProcess::output_tail() {
+  drain_output();
+  if (output_.empty()) return {};
+  const bool clipped = output_.size() > kOutputTail;
+  return fmt::format("the candidate's output{}:\n{}", clipped ? " (its end)" : "",
+                     clipped ? output_.substr(output_.size() - kOutputTail) : output_);
+}
+
+void CandidateProcess::kill_and_reap() {
+  if (pid_ <= 0 || dead_) return;
+  ::kill(pid_, SIGKILL);
+  int st = 0;
+  while (::waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
+  }
+  wait_status_ = st;
+  dead_ = true;
+}
+
+// Freezes the process and every thread in it until the next request.
+void CandidateProcess::stop() {
+  if (dead_ || !running_) return;
+  ::kill(pid_, SIGSTOP);
+  int st = 0;
+  pid_t r;
+  do r = ::waitpid(pid_, &st, WUNTRACED);
+  while (r < 0 && errno == EINTR);
+  running_ = false;
+  if (r == pid_ && !WIFSTOPPED(st)) {
+    dead_ = true;
+    wait_status_ = st;
+  }
+}
+
+void CandidateProcess::send_packet(const std::string& packet, const std::vector<int>& fds) {
+  if (!running_ && !dead_) {
+    ::kill(pid_, SIGCONT);
+    running_ = true;
+  }
+  if (!send_with_fds(sock_, packet, fds)) died("receiving a request");
+}
+
+[[noreturn]] void CandidateProcess::broke(const std::string& what) {
+  kill_and_reap();
+  failure_ = fmt::format(
+      "the candidate's process broke the evaluator's protocol ({}) and was stopped; a kernel must not write to "
+      "descriptors it did not open",
+      what);
+  throw RunError(Failure{.status = EvalStatus::runtime_error, .message = failure_, .contained = true});
+}
+
+[[noreturn]] void CandidateProcess::died(const std::string& while_doing) {
+  // It is dying (a crash report came, or it hung up): give it a moment to
+  // finish of its own accord, so its real cause of death is seen.
+  for (int i = 0; i < 200 && !dead_; ++i) {
+    int st = 0;
+    const pid_t r = ::waitpid(pid_, &st, WNOHANG);
+    if (r == pid_) {
+      dead_ = true;
+      wait_status_ = st;
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  const bool hung_up = !dead_;
+  kill_and_reap();
+  const std::string said = crash_line_.empty() ? "" : ": " + crash_line_;
+  Failure f{.status = EvalStatus::crashed, .contained = true};
+  const int st = wait_status_;
+  if (hung_up) {
+    f.message = fmt::format("the candidate's process closed its channel to the evaluator while {} and was stopped",
+                            while_doing);
+  } else if (WIFEXITED(st) && WEXITSTATUS(st) == kWorkerExitMemoryLimit) {
+    f.status = EvalStatus::memory_limit;
+    f.message = fmt::format(
+        "the candidate reached the memory limit of {} MiB per host candidate while {} (an allocation failed); use "
+        "less memory, or raise the limit (--memory-limit){}",
+        memory_limit_ >> 20, while_doing, said);
+  } else if (WIFEXITED(st) && WEXITSTATUS(st) > 128 && !crash_line_.empty()) {
+    // The first process of its PID namespace reports a fatal signal this way
+    // (guarded_memory.cpp); the crash line says which.
+    const int sig = WEXITSTATUS(st) - 128;
+    f.message = fmt::format("the candidate's process died of signal {} ({}) while {}{}", sig, signal_name(sig),
+                            while_doing, said);
+  } else if (WIFEXITED(st)) {
+    f.message = fmt::format("the candidate's process exited with code {} while {}; a kernel must return, not exit{}",
+                            WEXITSTATUS(st), while_doing, said);
+  } else {
+    const int sig = WTERMSIG(st);
+    f.message = fmt::format("the candidate's process died of signal {} ({}) while {}{}", sig, signal_name(sig),
+                            while_doing, said);
+  }
+  failure_ = f.message;
+  f.log = output_tail();
+  throw RunError(f);
+}
+
+CandidateProcess::Reply CandidateProcess::request(std::uint32_t op, const std::string& payload,
+                                                  const std::vector<int>& fds) {
+  if (dead_) throw RunError(Failure{.status = EvalStatus::runtime_error, .message = failure_, .contained = true});
+  const std::uint64_t token = fresh_token();
+  const std::string what = op == kLoad ? "loading the candidate" : op == kBind ? "binding its calls" : "running the kernel";
+  send_packet(make_packet(op, token, payload), fds);
+  std::string buf;
+  for (;;) {
+    // Its output is read while it runs: a full pipe would stall it.
+    pollfd p[2] = {{sock_, POLLIN, 0}, {out_, POLLIN, 0}};
+    if (::poll(p, 2, -1) < 0 && errno != EINTR) died(what);
+    if (p[1].revents) drain_output();
+    if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    std::vector<int> got_fds;
+    const ssize_t n = receive(sock_, buf, got_fds);
+    for (int fd : got_fds) ::close(fd);
+    if (n == 0 || (n < 0 && errno != EMSGSIZE)) died(what);
+    if (n < 0) broke("an oversized message");
+    Reader r{buf};
+    const auto magic = r.num<std::uint32_t>();
+    const auto got_op = r.num<std::uint32_t>();
+    const auto got_token = r.num<std::uint64_t>();
+    if (!r.ok || magic != kMagic) broke("a message without the protocol's header");
+    if (got_op == kCrash) {
+      crash_line_ = std::string(buf.substr(kHeaderBytes));
+      while (!crash_line_.empty() && (crash_line_.back() == '\n' || crash_line_.back() == '\0')) crash_line_.pop_back();
+      constexpr std::string_view kPrefix = "ksearch-worker: fatal: ";
+      if (crash_line_.rfind(kPrefix, 0) == 0) crash_line_.erase(0, kPrefix.size());
+      died(what);
+    }
+    if (got_token != token) broke("an answer to a request it was not asked");
+    const bool expected = got_op == kError || (op == kRun ? got_op == kDone : got_op == kOk);
+    if (!expected) broke(fmt::format("an answer of the wrong kind ({})", got_op));
+    Reply reply{got_op, r.str()};
+    if (!r.ok || r.pos != buf.size()) broke("a malformed answer");
+    stop();
+    return reply;
+  }
+}
+
+void CandidateProcess::load(const std::string& path) {
+  Writer w;
+  w.str(path);
+  Reply r = request(kLoad, w.s);
+  if (r.op == kError)
+    throw RunError(Failure{.status = EvalStatus::runtime_error,
+                           .message = "cannot load the compiled candidate: " + r.text,
+                           .contained = true});
+}
+
+void CandidateProcess::bind(const std::vector<WireCall>& calls) {
+  // New blocks first, each with its memfd.
+  std::vector<std::uint64_t> live;
+  Writer body;
+  body.u32(static_cast<std::uint32_t>(calls.size()));
+  for (const auto& c : calls) {
+    body.str(c.shim);
+    body.str(c.fn);
+    body.u32(static_cast<std::uint32_t>(c.args.size()));
+    for (const auto& a : c.args) {
+      if (!a.block) {
+        body.u32(0);
+        body.u64(a.value);
+        continue;
+      }
+      const auto block = shared_block(a.block);
+      if (!block)
+        throw RunError(Failure{.status = EvalStatus::runtime_error,
+                               .message = fmt::format("call \"{}\": an argument is no buffer of the evaluator", c.fn)});
+      body.u32(1);
+      body.u64(block->serial);
+      live.push_back(block->serial);
+      if (std::find(mapped_.begin(), mapped_.end(), block->serial) != mapped_.end()) continue;
+      Writer m;
+      m.u64(block->serial);
+      m.u64(block->bytes);
+      m.str(block->label);
+      send_packet(make_packet(kMap, 0, m.s), {block->fd});
+      mapped_.push_back(block->serial);
+    }
+  }
+  // Blocks no call names any more are unmapped over there.
+  std::sort(live.begin(), live.end());
+  live.erase(std::unique(live.begin(), live.end()), live.end());
+  mapped_.erase(std::remove_if(mapped_.begin(), mapped_.end(),
+                               [&](std::uint64_t s) { return !std::binary_search(live.begin(), live.end(), s); }),
+                mapped_.end());
+  Writer w;
+  w.u32(static_cast<std::uint32_t>(live.size()));
+  for (auto s : live) w.u64(s);
+  w.s += body.s;
+  if (w.s.size() + kHeaderBytes > kMaxPacket)
+    throw RunError(Failure{.status = EvalStatus::runtime_error,
+                           .message = fmt::format("the call plan is too large to send ({} bytes)", w.s.size())});
+  Reply r = request(kBind, w.s);
+  if (r.op == kError) throw RunError(Failure{.status = EvalStatus::runtime_error, .message = r.text, .contained = true});
+}
+
+double CandidateProcess::run() {
+  using Clock = std::chrono::steady_clock;
+  if (!running_ && !dead_) {
+    ::kill(pid_, SIGCONT);  // outside the timed window
+    running_ = true;
+  }
+  const auto t0 = Clock::now();
+  Reply r = request(kRun, {});
+  const auto t1 = Clock::now();
+  if (r.op == kError) throw RunError(Failure{.status = EvalStatus::runtime_error, .message = r.text, .contained = true});
+  return std::chrono::duration<double, std::milli>(t1 - t0).count();
+}
+
+std::string candidate_isolation() {
+  std::lock_guard lock(g_isolation_mutex);
+  return g_isolation;
+}
+
+// ---------------------------------------------------------------------------
+
+int candidate_process_main(int sock, std::uint64_t memory_limit, const std::string& isolation) {
+  g_sock = sock;
+  install_crash_reporter(crash_sink);
+  if (memory_limit > 0) {
+    rlimit lim{static_cast<rlim_t>(memory_limit), static_cast<rlim_t>(memory_limit)};
+    if (::setrlimit(RLIMIT_AS, &lim) != 0) return 2;
+    set_memory_limit(memory_limit);
+    std::set_new_handler([] { ::_exit(kWorkerExitMemoryLimit); });
+  }
+  // No privilege can be gained from here on, and the filter holds for every
+  // thread the candidate starts.
+  ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+  const bool filtered = install_seccomp();
+  answer(kHello, 0, isolation + (filtered ? "+seccomp" : ""));
+
+  void* handle = nullptr;
+  std::map<std::uint64_t, void*> blocks;  // serial -> the block here
+  std::string map_error;                  // a block that could not be mapped, told at the next bind
+  std::vector<BoundCall> calls;
+  std::string buf;
+  for (;;) {
+    std::vector<int> fds;
+    const ssize_t n = receive(sock, buf, fds);
+    if (n <= 0) quit(0);  // the worker hung up
+    Reader r{buf};
+    const auto magic = r.num<std::uint32_t>();
+    const auto op = r.num<std::uint32_t>();
+    const auto token = r.num<std::uint64_t>();
+    if (!r.ok || magic != kMagic) quit(3);
+    if (op == kMap) {
+      const auto serial = r.num<std::uint64_t>();
+      const auto bytes = r.num<std::uint64_t>();
+      const std::string label = r.str();
+      if (!r.ok || fds.size() != 1) quit(3);
+      void* p = guarded_map_shared(fds[0], bytes, label);
+      if (!p) map_error = fmt::format("cannot map {} of {} bytes: {}", label, bytes, std::strerror(errno));
+      else blocks[serial] = p;
+      ::close(fds[0]);
+      continue;
+    }
+    for (int fd : fds) ::close(fd);
+    if (op == kLoad) {
+      const std::string path = r.str();
+      if (handle) {
+        answer(kError, token, "a candidate is loaded already");
+        continue;
+      }
+      // Handles are never closed: a candidate's atexit handlers may point into its code.
+      handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+      const char* err = handle ? nullptr : ::dlerror();
+      if (handle) answer(kOk, token);
+      else answer(kError, token, err ? err : "unknown dlopen error");
+    } else if (op == kBind) {
+      calls.clear();
+      std::string error = std::exchange(map_error, {});
+      const auto live_count = r.num<std::uint32_t>();
+      std::vector<std::uint64_t> live;
+      for (std::uint32_t i = 0; i < live_count && r.ok; ++i) live.push_back(r.num<std::uint64_t>());
+      for (auto it = blocks.begin(); it != blocks.end();) {
+        if (std::find(live.begin(), live.end(), it->first) == live.end()) {
+          guarded_free(it->second);
+          it = blocks.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      const auto ncalls = r.num<std::uint32_t>();
+      for (std::uint32_t i = 0; i < ncalls && r.ok && error.empty(); ++i) {
+        BoundCall bc;
+        const std::string shim = r.str(), fn = r.str();
+        const auto nargs = r.num<std::uint32_t>();
+        if (!r.ok || nargs > 4096) break;
+        if (handle) bc.fn = reinterpret_cast<ShimFn>(::dlsym(handle, shim.c_str()));
+        if (!bc.fn)
+          error = fmt::format("the compiled candidate has no entry \"{}\" for call \"{}\"; it was compiled from a "
+                              "different plan",
+                              shim, fn);
+        for (std::uint32_t k = 0; k < nargs && r.ok; ++k) {
+          const auto kind = r.num<std::uint32_t>();
+          const auto v = r.num<std::uint64_t>();
+          ArgValue a{};
+          if (kind == 1) {
+            auto it = blocks.find(v);
+            if (it == blocks.end() && error.empty()) error = fmt::format("call \"{}\": a buffer was not mapped", fn);
+            a.ptr = it == blocks.end() ? nullptr : it->second;
+          } else {
+            a.bits = v;
+          }
+          bc.values.push_back(a);
+        }
+        calls.push_back(std::move(bc));
+      }
+      if (!r.ok) quit(3);
+      for (auto& bc : calls)
+        for (auto& v : bc.values) bc.addrs.push_back(&v);
+      if (error.empty()) answer(kOk, token);
+      else answer(kError, token, error);
+    } else if (op == kRun) {
+      std::string error;
+      try {
+        for (const auto& c : calls) c.fn(c.addrs.data());
+      } catch (const std::exception& e) {
+        error = fmt::format("the kernel threw an exception: {}", e.what());
+      } catch (...) {
+        error = "the kernel threw an exception of unknown type";
+      }
+      if (error.empty()) answer(kDone, token);
+      else answer(kError, token, error);
+    } else {
+      quit(3);
+    }
+  }
+}
+
+}  // namespace ks::eval::host

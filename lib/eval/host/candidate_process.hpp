@@ -1,0 +1,111 @@
+// A host candidate's own process: the only place its code runs.
+//
+// The run worker keeps the protocol to the parent, the inputs, the reference
+// outputs, the checks and the clock. A candidate's shared object is loaded
+// into a separate process (ksearch-worker --role candidate) that holds only
+// the blocks it is bound to (sealed memfds mapped with the worker's guard
+// layout, see guarded_memory.hpp) and one socket to the worker. On that
+// socket the worker asks and the candidate's process answers; every request
+// carries a fresh random token that its answer must repeat, so nothing the
+// candidate queues ahead of time is taken for an answer.
+//
+// Between requests the process is stopped (SIGSTOP), threads and all, so a
+// candidate runs only inside the worker's timed window: it cannot finish its
+// work after answering, or touch its buffers while the worker checks them
+// or the reference runs. Where the kernel allows (user namespaces), the
+// process also gets a PID namespace of its own (the worker is not there to
+// signal or trace), a fresh /proc, no capabilities, and a seccomp filter
+// that refuses new processes, exec and tracing. docs/security.md says what
+// each layer stops.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ks::eval::host {
+
+// How to start candidate processes.
+struct CandidateProcessOptions {
+  std::string exe;                 // the ksearch-worker program (it has the candidate role)
+  std::uint64_t memory_limit = 0;  // RLIMIT_AS of the candidate's process in bytes; 0: none
+};
+
+// One argument of a call: a block (by the worker's address of it) or a value
+// of at most 8 bytes, as the typed shim reads it.
+struct WireArg {
+  const void* block = nullptr;  // non-null: a guarded block, passed as the candidate's address of it
+  std::uint64_t value = 0;      // the argument's bytes otherwise
+};
+struct WireCall {
+  std::string shim;  // the generated extern "C" entry
+  std::string fn;    // the function it calls, for messages
+  std::vector<WireArg> args;
+};
+
+class CandidateProcess {
+ public:
+  // Starts the process. Throws RunError when it cannot be started.
+  explicit CandidateProcess(const CandidateProcessOptions& options);
+  ~CandidateProcess();  // kills and reaps it
+  CandidateProcess(const CandidateProcess&) = delete;
+  CandidateProcess& operator=(const CandidateProcess&) = delete;
+
+  // Loads the shared object (its static constructors run here). Throws
+  // RunError: runtime_error when it does not load, crashed/memory_limit when
+  // the process dies.
+  void load(const std::string& path);
+  // Maps what the calls use (blocks it has not seen yet), unmaps blocks no
+  // longer named, and resolves every shim. Throws RunError.
+  void bind(const std::vector<WireCall>& calls);
+  // Runs the bound calls once; returns the wall time from the request to the
+  // answer in milliseconds, as the worker's clock sees it. Throws RunError
+  // (runtime_error for an exception the kernel threw, crashed or
+  // memory_limit when the process dies, runtime_error when it breaks the
+  // protocol). Every failure ends the process: the next call fails the same way.
+  double run();
+
+  pid_t pid() const { return pid_; }
+  // The layers this process got, for metrics: e.g. "process+pidns+proc+seccomp".
+  const std::string& isolation() const { return isolation_; }
+
+ private:
+  struct Reply;
+  Reply request(std::uint32_t op, const std::string& payload, const std::vector<int>& fds = {});
+  void send_packet(const std::string& packet, const std::vector<int>& fds);
+  [[noreturn]] void died(const std::string& while_doing);
+  [[noreturn]] void broke(const std::string& what);
+  void stop();
+  void kill_and_reap();
+  void drain_output();
+  std::string output_tail();
+
+  static constexpr std::size_t kOutputTail = 4096;
+
+  pid_t pid_ = -1;
+  int sock_ = -1;
+  int out_ = -1;           // its stdout and stderr
+  std::string output_;     // the tail of what it printed
+  bool running_ = false;   // continued, not yet stopped
+  bool dead_ = false;
+  int wait_status_ = 0;    // once reaped
+  std::string failure_;    // why the process is gone, for every later call
+  std::string crash_line_; // what its crash reporter said
+  std::uint64_t memory_limit_ = 0;
+  std::string isolation_;
+  std::vector<std::uint64_t> mapped_;  // serials of the blocks it has mapped
+};
+
+// The layers the last candidate process of this process got ("" before the
+// first): the same for every one a worker starts, for its results' metrics.
+std::string candidate_isolation();
+
+// The candidate role of ksearch-worker: serves one CandidateProcess on
+// descriptor `sock` until the worker hangs up (then it exits 0); returns a
+// non-zero code when it cannot start. `isolation` names the layers it was
+// started in, for its first message.
+int candidate_process_main(int sock, std::uint64_t memory_limit, const std::string& isolation);
+
+}  // namespace ks::eval::host

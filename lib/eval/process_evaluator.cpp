@@ -268,9 +268,9 @@ class RunSlot {
 
  private:
   // A CUDA worker runs only trusted host code (candidates are device code):
-  // it keeps reference outputs on disk. A host worker runs the candidate in
-  // its own address space, so in a sandbox it sees no reference files and
-  // lives under the memory limit.
+  // it keeps reference outputs on disk. A host worker's candidates run in
+  // processes of its own that see the files it sees, so in a sandbox it keeps
+  // no reference files, and it hands them the memory limit.
   void ensure_started() {
     if (worker_) return;
     std::vector<std::string> args{"--role", "run", "--device", device_, "--cache-dir", cache_dir_.string()};

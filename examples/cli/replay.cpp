@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "args.hpp"
+#include "term.hpp"
 #include "commands.hpp"
 #include "exit_codes.hpp"
 #include "ksearch/error.hpp"
@@ -159,7 +160,7 @@ int cmd_replay(int argc, char** argv) {
     std::string changes;
     for (const auto& [k, v] : o.config_changes.as_object())
       changes += (changes.empty() ? "" : ", ") + k + " " + v.dump();
-    fmt::print(progress_stream(),
+    say(progress_stream(),
                "ksearch: replaying {} (recorded answers and evaluations; nothing is asked or measured while the run "
                "follows them) | settings {} | where it leaves the recording: {}\n",
                source.string(), changes.empty() ? "as recorded" : "changed: " + changes, o.on_divergence);
@@ -177,11 +178,11 @@ int cmd_replay(int argc, char** argv) {
   int rc = finish(out, Json::obj({{"comparison", cmp}}));
   if (json_output()) return rc;
   if (differ.empty())
-    fmt::print("\nReproduced {} exactly:\n", source.string());
+    say("\nReproduced {} exactly:\n", source.string());
   else
-    fmt::print("\nCompared with the recording {}:\n", source.string());
-  for (const auto& s : same) fmt::print("  same:   {}\n", s);
-  for (const auto& d : differ) fmt::print("  differ: {}\n", d);
+    say("\nCompared with the recording {}:\n", source.string());
+  for (const auto& s : same) say("  same:   {}\n", s);
+  for (const auto& d : differ) say("  differ: {}\n", d);
   return rc;
 }
 

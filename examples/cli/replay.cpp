@@ -142,6 +142,7 @@ int cmd_replay(int argc, char** argv) {
   set_int(o.config_changes, a, "tune-rounds", "tune_rounds");
   set_int(o.config_changes, a, "seed", "seed");
   set_number(o.config_changes, a, "max-wall-time", "max_wall_s");
+  if (!a.has("llm")) (void)openai_config_from_args(a);  // checked even when unused
   if (a.has("llm")) {
     o.llm = llm_choice_from_args(a);
     if (o.llm->kind == "replay" || o.llm->kind == "offline")

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -86,9 +87,16 @@ int open_nofollow(int dirfd, const std::string& name, const fs::path& shown, int
   }
 }
 
-// File systems whose files look regular but are the kernel's: reading one
-// can block forever (/proc/kmsg, trace_pipe) or never end.
-bool kernel_file_system(int fd) {
+// Files of the kernel look regular, but reading one can block forever
+// (/proc/kmsg, trace_pipe) or never end. Known by the file system of the open
+// descriptor, or by where it resolved to (/proc, /sys and what is mounted
+// below them).
+bool kernel_file(int fd) {
+  char buf[PATH_MAX];
+  const std::string self = fmt::format("/proc/self/fd/{}", fd);
+  const ssize_t n = ::readlink(self.c_str(), buf, sizeof buf);
+  const std::string_view where(buf, n > 0 ? static_cast<std::size_t>(n) : 0);
+  if (where.starts_with("/proc/") || where.starts_with("/sys/")) return true;
   struct statfs sf {};
   if (::fstatfs(fd, &sf) != 0) return false;
   switch (static_cast<unsigned long>(sf.f_type)) {
@@ -117,7 +125,7 @@ std::string read_open(int fd, const fs::path& path, std::size_t max_bytes) {
   if (!S_ISREG(st.st_mode))
     throw Error(Status::invalid_argument,
                 fmt::format("{} is not a regular file (a device, FIFO or socket); give a file", path.string()));
-  if (kernel_file_system(fd))
+  if (kernel_file(fd))
     throw Error(Status::invalid_argument,
                 fmt::format("{} is not a regular file but the kernel's (/proc, /sys): reading one can block or never "
                             "end; give a file",

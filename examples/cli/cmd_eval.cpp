@@ -79,7 +79,7 @@ int eval_problems(const Args& a, const EvaluatorConfig& cfg) {
   const bool json = a.has("json");
   if (!json)
     say("{:<58} {:<14} {:>10} {:>10} {:>10} {:>9} {:>9}\n", "problem", "status", "kernel ms", "eager ms",
-               "compile ms", "vs eager", "vs comp.");
+        "compile ms", "vs eager", "vs comp.");
   for (const auto& [task_name, file] : pairs) {
     auto task = load_task(task_name);
     EvalResult r;
@@ -104,8 +104,8 @@ int eval_problems(const Args& a, const EvaluatorConfig& cfg) {
     if (!json) {
       std::string status = to_string(r.status);
       say("{:<58} {:<14} {:>10} {:>10} {:>10} {:>9} {:>9}\n", task->name(), status,
-                 ms_text(r.passed() ? r.latency_ms : 0), ms_text(o.eager_ms), ms_text(o.compile_ms),
-                 x_text(o.speedup_over_eager()), x_text(o.speedup_over_compile()));
+          ms_text(r.passed() ? r.latency_ms : 0), ms_text(o.eager_ms), ms_text(o.compile_ms),
+          x_text(o.speedup_over_eager()), x_text(o.speedup_over_compile()));
       if (!r.passed()) {
         std::string why = r.workloads.empty() ? r.log : r.workloads.back().message;
         if (why.size() > 300) why = why.substr(0, 297) + "...";
@@ -124,8 +124,8 @@ int eval_problems(const Args& a, const EvaluatorConfig& cfg) {
     say("\n{:<24}", "over torch.compile");
     for (double v : t.fast_p_compile) say(" {:>8.3f}", v);
     say("\ngeometric-mean speedup over eager {} ({} correct problems with a baseline), over torch.compile {} "
-               "({})\n",
-               x_text(t.geomean_speedup_eager), t.n_eager, x_text(t.geomean_speedup_compile), t.n_compile);
+        "({})\n",
+        x_text(t.geomean_speedup_eager), t.n_eager, x_text(t.geomean_speedup_compile), t.n_compile);
   }
   return t.n_correct == t.n_total ? kExitOk : kExitCandidateFailed;
 }
@@ -276,7 +276,7 @@ int cmd_eval(int argc, char** argv) {
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     say("{} on {} ({}): {}\n", solution.name.empty() ? solution.id : solution.name, task->name(),
-               r.device.empty() ? cfg.backend : r.device, r.passed() && r.latency_ms > 0 ? "passed, " + eval_headline(r) : r.summary());
+        r.device.empty() ? cfg.backend : r.device, r.passed() && r.latency_ms > 0 ? "passed, " + eval_headline(r) : r.summary());
     if (!r.workloads.empty()) print_eval_table(stdout, r);
     if (r.status == EvalStatus::compile_error || (!r.passed() && r.workloads.empty() && !r.log.empty()))
       say("\n{}\n", r.log);

@@ -162,9 +162,9 @@ int cmd_replay(int argc, char** argv) {
     for (const auto& [k, v] : o.config_changes.as_object())
       changes += (changes.empty() ? "" : ", ") + k + " " + v.dump();
     say(progress_stream(),
-               "ksearch: replaying {} (recorded answers and evaluations; nothing is asked or measured while the run "
-               "follows them) | settings {} | where it leaves the recording: {}\n",
-               source.string(), changes.empty() ? "as recorded" : "changed: " + changes, o.on_divergence);
+        "ksearch: replaying {} (recorded answers and evaluations; nothing is asked or measured while the run "
+        "follows them) | settings {} | where it leaves the recording: {}\n",
+        source.string(), changes.empty() ? "as recorded" : "changed: " + changes, o.on_divergence);
     std::fflush(progress_stream());
   }
   SearchOutcome out = replay_search(source, o);

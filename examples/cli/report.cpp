@@ -11,8 +11,8 @@ namespace ks::cli {
 
 void print_start(std::FILE* out, const SearchStart& s, const std::string& llm) {
   say(out, "ksearch: task {} | strategy {} | language {} | {} rounds{} | llm {}\n", s.task, s.config.strategy,
-             to_string(s.config.language), s.config.max_rounds,
-             s.rounds_done ? fmt::format(" ({} done)", s.rounds_done) : "", llm);
+      to_string(s.config.language), s.config.max_rounds,
+      s.rounds_done ? fmt::format(" ({} done)", s.rounds_done) : "", llm);
   say(out, "ksearch: run folder {}\n", s.run_dir.string());
   std::fflush(out);
 }
@@ -38,7 +38,7 @@ void print_round(std::FILE* out, const RoundReport& r) {
     }
   }
   say(out, "[{:>3}/{:<3}] {}{:<17} {} {:<26} | {} | ${:.2f} {:.0f}s{}\n", r.round, r.max_rounds,
-             r.improved ? "*" : " ", status, lat, best, action, r.llm_usage.cost_usd, r.elapsed_s, reason);
+      r.improved ? "*" : " ", status, lat, best, action, r.llm_usage.cost_usd, r.elapsed_s, reason);
   if (r.replayed) say(out, "          (replayed from the run's journal)\n");
   else if (r.recorded) say(out, "          (evaluation from the recording)\n");
   std::fflush(out);
@@ -46,15 +46,15 @@ void print_round(std::FILE* out, const RoundReport& r) {
 
 void print_replay_notice(std::FILE* out, const LlmChoice& llm) {
   say(out,
-             "ksearch: replaying the answers recorded in {}. Only the answers are recorded: every candidate is "
-             "compiled and measured again here, so its timings differ from the recording's and a decision that "
-             "compares timings (the end of a cycle, the best kernel) may go another way. Where the search then asks "
-             "for another kind of answer than the recording holds, {}. To reproduce a run folder exactly "
-             "(recorded evaluations too), use `ksearch replay RUN_DIR`.\n",
-             llm.replay_path.string(),
-             llm.on_divergence == "skip"
-                 ? "each request gets the next recorded answer of its kind (--on-divergence skip)"
-                 : "the run stops there and says where and why (--on-divergence skip goes on instead)");
+      "ksearch: replaying the answers recorded in {}. Only the answers are recorded: every candidate is "
+      "compiled and measured again here, so its timings differ from the recording's and a decision that "
+      "compares timings (the end of a cycle, the best kernel) may go another way. Where the search then asks "
+      "for another kind of answer than the recording holds, {}. To reproduce a run folder exactly "
+      "(recorded evaluations too), use `ksearch replay RUN_DIR`.\n",
+      llm.replay_path.string(),
+      llm.on_divergence == "skip"
+          ? "each request gets the next recorded answer of its kind (--on-divergence skip)"
+          : "the run stops there and says where and why (--on-divergence skip goes on instead)");
   std::fflush(out);
 }
 
@@ -66,14 +66,14 @@ void print_divergence(std::FILE* out, const SearchOutcome& o) {
                     : d.get_string("on_divergence") == "skip" ? "and went on with the answers that still match"
                                                               : "and went on live";
   say(out, "\nksearch: the run left its recording {} {}.\n{}\n", d.get_string("source"), how,
-             d.get_string("message"));
+      d.get_string("message"));
   if (stopped && o.stop_reason == "replay_diverged") {
     if (d.get_string("evaluations") == "recorded")
       say(out, "To go on from there with a model: ksearch resume {} --llm ... (--model ...)\n",
-                 o.run_dir.string());
+          o.run_dir.string());
     else
       say(out, "To go on with the answers that still match: rerun with --on-divergence skip; to reproduce "
-                      "the recorded run exactly: ksearch replay RUN_DIR\n");
+               "the recorded run exactly: ksearch replay RUN_DIR\n");
   }
   std::fflush(out);
 }
@@ -83,7 +83,7 @@ void print_eval_table(std::FILE* out, const EvalResult& r) {
   for (const auto& w : r.workloads) baseline = baseline || w.baseline_ms > 0;
   const std::string base_head = baseline ? fmt::format(" {:>11} {:>9}", "base ms", "vs base") : "";
   say(out, "  {:<36} {:<16} {:>11} {:>11} {:>11} {:>9}{} {:>6}\n", "workload", "status", "mean ms", "median ms",
-             "ref ms", "speedup", base_head, "reps");
+      "ref ms", "speedup", base_head, "reps");
   for (const auto& w : r.workloads) {
     bool timed = w.timing.count > 0;
     double sp = timed && w.reference_ms > 0 ? w.reference_ms / w.timing.mean_ms : 0;
@@ -92,10 +92,10 @@ void print_eval_table(std::FILE* out, const EvalResult& r) {
                                                     vb > 0 ? fmt::format("{:.2f}x", vb) : "-")
                                       : "";
     say(out, "  {:<36} {:<16} {:>11} {:>11} {:>11} {:>9}{} {:>6}\n", w.name, to_string(w.status),
-               timed ? fmt::format("{:.4f}", w.timing.mean_ms) : "-",
-               timed ? fmt::format("{:.4f}", w.timing.median_ms) : "-",
-               w.reference_ms > 0 ? fmt::format("{:.4f}", w.reference_ms) : "-",
-               sp > 0 ? fmt::format("{:.2f}x", sp) : "-", base, timed ? std::to_string(w.timing.count) : "-");
+        timed ? fmt::format("{:.4f}", w.timing.mean_ms) : "-",
+        timed ? fmt::format("{:.4f}", w.timing.median_ms) : "-",
+        w.reference_ms > 0 ? fmt::format("{:.4f}", w.reference_ms) : "-",
+        sp > 0 ? fmt::format("{:.2f}x", sp) : "-", base, timed ? std::to_string(w.timing.count) : "-");
     if (w.status != EvalStatus::passed && !w.message.empty()) say(out, "      {}\n", w.message);
   }
 }
@@ -126,10 +126,10 @@ Json read_baseline_latencies(const std::string& path) {
 void print_summary(std::FILE* out, const SearchOutcome& o) {
   std::string recorded = o.recorded_rounds > 0 ? fmt::format(", {} taken from the recording", o.recorded_rounds) : "";
   say(out, "\nksearch: {} after {} rounds ({} replayed{}) in {:.1f} s on {}\n", o.stop_reason, o.rounds,
-             o.replayed_rounds, recorded, o.wall_s, o.device.name.empty() ? o.device.backend : o.device.name);
+      o.replayed_rounds, recorded, o.wall_s, o.device.name.empty() ? o.device.backend : o.device.name);
   if (o.usage.input_tokens || o.usage.output_tokens)
     say(out, "LLM: {} tokens in, {} out ({} reasoning), ${:.4f}\n", o.usage.input_tokens, o.usage.output_tokens,
-               o.usage.reasoning_tokens, o.usage.cost_usd);
+        o.usage.reasoning_tokens, o.usage.cost_usd);
   if (!o.best) {
     say(out, "No candidate passed. See the attempts in {}\n", o.run_dir.string());
     return;
@@ -138,11 +138,11 @@ void print_summary(std::FILE* out, const SearchOutcome& o) {
   say(out, "Best: {} (round {}): {}\n", b.solution.id, b.round, eval_headline(b.eval));
   if (o.first_pass_latency_ms > 0 && o.first_pass_round != b.round)
     say(out, "Improvement: {:.2f}x over the first passing kernel (round {}, {:.4f} ms)\n",
-               o.first_pass_latency_ms / b.eval.latency_ms, o.first_pass_round, o.first_pass_latency_ms);
+        o.first_pass_latency_ms / b.eval.latency_ms, o.first_pass_round, o.first_pass_latency_ms);
   print_eval_table(out, b.eval);
   if (o.final_eval) {
     say(out, "\nFinal evaluation of the best kernel on every workload: {}\n",
-               o.final_eval->passed() ? eval_headline(*o.final_eval) : o.final_eval->summary());
+        o.final_eval->passed() ? eval_headline(*o.final_eval) : o.final_eval->summary());
     print_eval_table(out, *o.final_eval);
   }
   say(out, "Run folder: {} (best kernel in {}/best)\n", o.run_dir.string(), o.run_dir.string());

@@ -107,13 +107,13 @@ int print_attempt(const RunStore& store, const std::string& id, bool json) {
     return 0;
   }
   say("Attempt {} (round {}): {}\n", r.seq, r.round > 0 ? std::to_string(r.round) : "not counted",
-             r.eval.summary());
+      r.eval.summary());
   say("  action: {}\n  solution: {}{}\n  time: {}\n", r.action, r.solution.id.empty() ? "-" : r.solution.id,
-             others.empty() ? "" : fmt::format(" (the same code as attempt {})", others), r.time);
+      others.empty() ? "" : fmt::format(" (the same code as attempt {})", others), r.time);
   say("  parent: {}\n", r.solution.parent_id.empty() ? "none (written from the task alone)"
-                                 : parent ? fmt::format("{} (attempt {}, round {})", r.solution.parent_id, parent->seq,
-                                                        parent->round)
-                                          : r.solution.parent_id + " (not an attempt of this run)");
+                          : parent ? fmt::format("{} (attempt {}, round {})", r.solution.parent_id, parent->seq,
+                                                 parent->round)
+                                   : r.solution.parent_id + " (not an attempt of this run)");
   for (const auto& f : r.solution.sources)
     say("\n== {} ==\n{}{}", f.path, f.content, f.content.empty() || f.content.back() == '\n' ? "" : "\n");
   if (std::string plan = plan_text(r.solution); !plan.empty()) say("\n== launch plan ==\n{}", plan);
@@ -121,12 +121,12 @@ int print_attempt(const RunStore& store, const std::string& id, bool json) {
     say("\n== the model's answer (no usable candidate in it) ==\n{}\n", r.raw_answer);
   say("\n== compiler and run log ==\n{}\n", r.eval.log.empty() ? "(empty)" : r.eval.log);
   say("\n== evaluation ==\n{}{}\n", r.eval.summary(),
-             r.eval.device.empty() ? "" : fmt::format(" on {}", r.eval.device));
+      r.eval.device.empty() ? "" : fmt::format(" on {}", r.eval.device));
   if (!r.eval.workloads.empty()) print_eval_table(stdout, r.eval);
   if (!r.eval.metrics.empty()) say("  metrics: {}\n", r.eval.metrics.dump());
   if (parent)
     say("\n== diff against the parent (attempt {}) ==\n{}", parent->seq,
-               diff.empty() ? "(the same code)\n" : diff);
+        diff.empty() ? "(the same code)\n" : diff);
   return 0;
 }
 
@@ -173,8 +173,8 @@ int cmd_show(int argc, char** argv) {
   }
   const Json& cfg = m["config"];
   say("Run {}\n  task {} | strategy {} | language {} | status {} ({})\n", store.dir().string(),
-             m["task"].get_string("name"), cfg.get_string("strategy"), cfg.get_string("language"),
-             m.get_string("status"), m.get_string("stop_reason", "-"));
+      m["task"].get_string("name"), cfg.get_string("strategy"), cfg.get_string("language"),
+      m.get_string("status"), m.get_string("stop_reason", "-"));
   if (m.contains("error")) say("  error: {}\n", m.get_string("error"));
   if (const Json& r = m["replay"]; r.is_object()) {
     std::string changes;
@@ -182,20 +182,20 @@ int cmd_show(int argc, char** argv) {
       for (const auto& [k, v] : r["config_changes"].as_object())
         changes += (changes.empty() ? "" : ", ") + k + " " + v.dump();
     say("  replay of {} | settings {} | on divergence: {}\n", r.get_string("source"),
-               changes.empty() ? "as recorded" : "changed: " + changes, r.get_string("on_divergence"));
+        changes.empty() ? "as recorded" : "changed: " + changes, r.get_string("on_divergence"));
   }
   if (const Json& d = m["replay_divergence"]; d.is_object()) {
     std::string msg = d.get_string("message");
     say("  left its recording: {}\n", msg.substr(0, msg.find('\n')));
   }
   say("  created {} | library {} | device {}\n", m.get_string("created"), m.get_string("library_version"),
-             m["device"].get_string("name", m["device"].get_string("backend")));
+      m["device"].get_string("name", m["device"].get_string("backend")));
   const Json& totals = m["totals"];
   if (totals.is_object()) {
     const Json& u = totals["llm_usage"];
     say("  rounds {} / {} | LLM calls {} | tokens {} in, {} out | ${:.4f}\n", totals.get_int("rounds"),
-               cfg.get_int("max_rounds"), totals.get_int("llm_calls"), u.get_int("input_tokens"),
-               u.get_int("output_tokens"), u.get_number("cost_usd"));
+        cfg.get_int("max_rounds"), totals.get_int("llm_calls"), u.get_int("input_tokens"),
+        u.get_int("output_tokens"), u.get_number("cost_usd"));
   }
   std::map<std::string, int> by_status;
   for (const auto& r : attempts) ++by_status[to_string(r.eval.status)];
@@ -219,8 +219,8 @@ int cmd_show(int argc, char** argv) {
     say("\n  {:>4} {:>5}  {:<16} {:<16} {:>11}  {}\n", "seq", "round", "solution", "status", "latency ms", "action");
     for (const auto& r : attempts)
       say("  {:>4} {:>5}  {:<16} {:<16} {:>11}  {}\n", r.seq, r.round,
-                 r.solution.id.empty() ? "-" : r.solution.id, to_string(r.eval.status),
-                 r.eval.latency_ms > 0 ? fmt::format("{:.4f}", r.eval.latency_ms) : "-", r.action);
+          r.solution.id.empty() ? "-" : r.solution.id, to_string(r.eval.status),
+          r.eval.latency_ms > 0 ? fmt::format("{:.4f}", r.eval.latency_ms) : "-", r.action);
   }
   if (best) {
     say("\nBest: {} (round {}): {}\n", best->solution.id, best->round, eval_headline(best->eval));

@@ -276,7 +276,8 @@ int cmd_eval(int argc, char** argv) {
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     say("{} on {} ({}): {}\n", solution.name.empty() ? solution.id : solution.name, task->name(),
-        r.device.empty() ? cfg.backend : r.device, r.passed() && r.latency_ms > 0 ? "passed, " + eval_headline(r) : r.summary());
+        r.device.empty() ? cfg.backend : r.device,
+        r.passed() && r.latency_ms > 0 ? "passed, " + eval_headline(r) : r.summary());
     if (!r.workloads.empty()) print_eval_table(stdout, r);
     if (r.status == EvalStatus::compile_error || (!r.passed() && r.workloads.empty() && !r.log.empty()))
       say("\n{}\n", r.log);

@@ -193,7 +193,8 @@ int open_log(int dirfd, const std::string& name, const fs::path& shown) {
   if (fd.fd < 0) io_error("cannot open", shown);
   struct stat st {};
   if (::fstat(fd.fd, &st) != 0) io_error("cannot open", shown);
-  if (!S_ISREG(st.st_mode)) throw Error(Status::invalid_argument, fmt::format("{} is not a regular file", shown.string()));
+  if (!S_ISREG(st.st_mode))
+    throw Error(Status::invalid_argument, fmt::format("{} is not a regular file", shown.string()));
   ::fcntl(fd.fd, F_SETFL, ::fcntl(fd.fd, F_GETFL) & ~O_NONBLOCK);
   return fd.release();
 }
@@ -227,7 +228,10 @@ void write_in(int dirfd, const std::string& name, const fs::path& shown, std::st
 }
 
 EntryKind kind_of(mode_t m) {
-  return S_ISREG(m) ? EntryKind::file : S_ISDIR(m) ? EntryKind::folder : S_ISLNK(m) ? EntryKind::link : EntryKind::other;
+  return S_ISREG(m)   ? EntryKind::file
+         : S_ISDIR(m) ? EntryKind::folder
+         : S_ISLNK(m) ? EntryKind::link
+                      : EntryKind::other;
 }
 
 EntryKind kind_at(int dirfd, const std::string& name, const fs::path& shown) {
@@ -461,7 +465,8 @@ void Folder::write_atomic(const fs::path& rel, std::string_view content) const {
   Fd dir = walk(fd_, path_, names, names.size() - 1, true);
   switch (kind_at(dir.fd, names.back(), shown)) {
     case EntryKind::link: link_refused(shown);
-    case EntryKind::folder: throw Error(Status::invalid_argument, fmt::format("{} is a folder, not a file", shown.string()));
+    case EntryKind::folder:
+      throw Error(Status::invalid_argument, fmt::format("{} is a folder, not a file", shown.string()));
     default: break;
   }
   write_in(dir.fd, names.back(), shown, content);

@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "args.hpp"
@@ -13,10 +12,12 @@
 #include "exit_codes.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/eval.hpp"
+#include "ksearch/io.hpp"
 #include "ksearch/metrics.hpp"
 #include "ksearch/run_store.hpp"
 #include "ksearch/tasks.hpp"
 #include "report.hpp"
+#include "term.hpp"
 
 namespace ks::cli {
 
@@ -50,8 +51,12 @@ std::vector<std::pair<std::string, std::string>> problem_pairs(const Args& a) {
     out.push_back({p.substr(0, eq), p.substr(eq + 1)});
   }
   for (const auto& f : a.get_all("problems")) {
-    std::ifstream in(f);
-    if (!in) throw Error(Status::not_found, fmt::format("--problems: cannot read {}", f));
+    std::istringstream in;
+    try {
+      in.str(read_file(f, std::size_t{64} << 20));
+    } catch (const Error& e) {
+      throw Error(e.status(), fmt::format("--problems: {}", e.what()));
+    }
     std::string line;
     for (int n = 1; std::getline(in, line); ++n) {
       std::istringstream words(line);
@@ -73,8 +78,8 @@ int eval_problems(const Args& a, const EvaluatorConfig& cfg) {
   Json rows = Json::array();
   const bool json = a.has("json");
   if (!json)
-    fmt::print("{:<58} {:<14} {:>10} {:>10} {:>10} {:>9} {:>9}\n", "problem", "status", "kernel ms", "eager ms",
-               "compile ms", "vs eager", "vs comp.");
+    say("{:<58} {:<14} {:>10} {:>10} {:>10} {:>9} {:>9}\n", "problem", "status", "kernel ms", "eager ms",
+        "compile ms", "vs eager", "vs comp.");
   for (const auto& [task_name, file] : pairs) {
     auto task = load_task(task_name);
     EvalResult r;
@@ -98,13 +103,13 @@ int eval_problems(const Args& a, const EvaluatorConfig& cfg) {
     rows.push_back(row);
     if (!json) {
       std::string status = to_string(r.status);
-      fmt::print("{:<58} {:<14} {:>10} {:>10} {:>10} {:>9} {:>9}\n", task->name(), status,
-                 ms_text(r.passed() ? r.latency_ms : 0), ms_text(o.eager_ms), ms_text(o.compile_ms),
-                 x_text(o.speedup_over_eager()), x_text(o.speedup_over_compile()));
+      say("{:<58} {:<14} {:>10} {:>10} {:>10} {:>9} {:>9}\n", task->name(), status,
+          ms_text(r.passed() ? r.latency_ms : 0), ms_text(o.eager_ms), ms_text(o.compile_ms),
+          x_text(o.speedup_over_eager()), x_text(o.speedup_over_compile()));
       if (!r.passed()) {
         std::string why = r.workloads.empty() ? r.log : r.workloads.back().message;
         if (why.size() > 300) why = why.substr(0, 297) + "...";
-        if (!why.empty()) fmt::print("    {}\n", why);
+        if (!why.empty()) say("    {}\n", why);
       }
     }
   }
@@ -112,15 +117,15 @@ int eval_problems(const Args& a, const EvaluatorConfig& cfg) {
   if (json) {
     std::printf("%s\n", Json::obj({{"problems", rows}, {"summary", t.to_json()}}).dump(2).c_str());
   } else {
-    fmt::print("\n{} problems, {} correct\n{:<24}", t.n_total, t.n_correct, "fast_p");
-    for (double p : t.p) fmt::print(" {:>8}", fmt::format("p={:g}", p));
-    fmt::print("\n{:<24}", "over PyTorch eager");
-    for (double v : t.fast_p_eager) fmt::print(" {:>8.3f}", v);
-    fmt::print("\n{:<24}", "over torch.compile");
-    for (double v : t.fast_p_compile) fmt::print(" {:>8.3f}", v);
-    fmt::print("\ngeometric-mean speedup over eager {} ({} correct problems with a baseline), over torch.compile {} "
-               "({})\n",
-               x_text(t.geomean_speedup_eager), t.n_eager, x_text(t.geomean_speedup_compile), t.n_compile);
+    say("\n{} problems, {} correct\n{:<24}", t.n_total, t.n_correct, "fast_p");
+    for (double p : t.p) say(" {:>8}", fmt::format("p={:g}", p));
+    say("\n{:<24}", "over PyTorch eager");
+    for (double v : t.fast_p_eager) say(" {:>8.3f}", v);
+    say("\n{:<24}", "over torch.compile");
+    for (double v : t.fast_p_compile) say(" {:>8.3f}", v);
+    say("\ngeometric-mean speedup over eager {} ({} correct problems with a baseline), over torch.compile {} "
+        "({})\n",
+        x_text(t.geomean_speedup_eager), t.n_eager, x_text(t.geomean_speedup_compile), t.n_compile);
   }
   return t.n_correct == t.n_total ? kExitOk : kExitCandidateFailed;
 }
@@ -128,13 +133,14 @@ int eval_problems(const Args& a, const EvaluatorConfig& cfg) {
 // A solution named by what a run folder holds: a solution file
 // (attempts/*/solution.json, best/solution.json, or one written by hand), the
 // best record (best.json), an attempt folder, the best/ folder, or a run
-// folder (its best solution).
+// folder (its best solution). Inside a folder nothing is read through a link
+// (load_solution_file, RunStore).
 Solution load_solution(const std::string& arg, const TaskSpec& spec) {
   namespace fs = std::filesystem;
   fs::path p = arg;
   std::error_code ec;
   if (fs::is_directory(p, ec)) {
-    if (fs::is_regular_file(p / "solution.json", ec)) return load_solution_file(p / "solution.json", spec);
+    if (fs::exists(fs::symlink_status(p / "solution.json", ec))) return load_solution_file(p, spec);
     if (RunStore::exists(p)) {
       auto best = RunStore::open_read_only(p).best();
       if (!best)
@@ -255,7 +261,7 @@ int cmd_eval(int argc, char** argv) {
   if (set == "feedback") {
     o.only_workloads = task->spec().feedback_workloads;
     if (o.only_workloads.empty())
-      fmt::print(stderr, "ksearch eval: task {} names no feedback workloads; evaluating all\n", task->name());
+      say(stderr, "ksearch eval: task {} names no feedback workloads; evaluating all\n", task->name());
   }
   Solution solution = load_solution(a.get("solution"), task->spec());
   auto evaluator = make_evaluator(cfg);
@@ -269,13 +275,14 @@ int cmd_eval(int argc, char** argv) {
     j["exit_code"] = code;
     std::printf("%s\n", j.dump(2).c_str());
   } else {
-    fmt::print("{} on {} ({}): {}\n", solution.name.empty() ? solution.id : solution.name, task->name(),
-               r.device.empty() ? cfg.backend : r.device, r.passed() && r.latency_ms > 0 ? "passed, " + eval_headline(r) : r.summary());
+    say("{} on {} ({}): {}\n", solution.name.empty() ? solution.id : solution.name, task->name(),
+        r.device.empty() ? cfg.backend : r.device,
+        r.passed() && r.latency_ms > 0 ? "passed, " + eval_headline(r) : r.summary());
     if (!r.workloads.empty()) print_eval_table(stdout, r);
     if (r.status == EvalStatus::compile_error || (!r.passed() && r.workloads.empty() && !r.log.empty()))
-      fmt::print("\n{}\n", r.log);
+      say("\n{}\n", r.log);
     else if (r.passed() && !r.log.empty())
-      fmt::print("\n{}\n", r.log);  // compiler warnings
+      say("\n{}\n", r.log);  // compiler warnings
   }
   return code;
 }

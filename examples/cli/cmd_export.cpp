@@ -11,6 +11,7 @@
 #include "args.hpp"
 #include "commands.hpp"
 #include "ksearch/error.hpp"
+#include "ksearch/io.hpp"
 #include "ksearch/run_store.hpp"
 #include "ksearch/solution_export.hpp"
 #include "ksearch/strategy.hpp"
@@ -40,8 +41,11 @@ int cmd_export(int argc, char** argv) {
           {"solution", "FILE|RUN", "A solution file (JSON or an answer in the candidate format) or a run folder.", "",
            false},
           {"task", "NAME|PATH", "The task (needed with a solution file; a run folder names its own).", "", false},
-          {"out", "FILE", "Where to write (-o FILE works too).",
+          {"out", "FILE", "Where to write (-o FILE works too), atomically: a temporary file beside it renamed into "
+                          "place. A symbolic link there is refused (it is not written through) unless "
+                          "--follow-symlinks; - writes to standard output.",
            "submission.py, model_new.py, <name>.json or bundle.json", false},
+          {"follow-symlinks", "", "With --out naming a symbolic link: write the file it leads to.", "", false},
           {"arch", "ARCH", "NVRTC target of the embedded cubins.", "the run's device, else sm_90a", false},
           {"cache-dir", "DIR", "The evaluator's cache folder, where an evaluation left its cubins.",
            "the run's, else ~/.cache/ksearch", false},
@@ -113,22 +117,25 @@ int cmd_export(int argc, char** argv) {
   o.cache_dir = a.get("cache-dir", cache_dir);
   o.extra_compile_flags = a.has("flag") ? a.get_all("flag") : flags;
   if (a.has("problem-file")) {
-    std::FILE* f = std::fopen(a.get("problem-file").c_str(), "rb");
-    if (!f) throw Error(Status::not_found, fmt::format("--problem-file: cannot read {}", a.get("problem-file")));
-    char buf[65536];
-    std::size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) o.problem_source.append(buf, n);
-    std::fclose(f);
+    try {
+      o.problem_source = read_file(a.get("problem-file"), std::size_t{64} << 20);
+    } catch (const Error& e) {
+      throw Error(e.status(), fmt::format("--problem-file: {}", e.what()));
+    }
   }
 
   ExportResult r = export_solution(*task, solution, o);
   const std::string out = a.get("out", r.default_file_name);
-  {
-    std::FILE* f = out == "-" ? stdout : std::fopen(out.c_str(), "wb");
-    if (!f) throw Error(Status::io, fmt::format("cannot write {}", out));
-    bool ok = std::fwrite(r.content.data(), 1, r.content.size(), f) == r.content.size();
-    if (f != stdout) ok = std::fclose(f) == 0 && ok;
-    if (!ok) throw Error(Status::io, fmt::format("writing {} failed", out));
+  if (out == "-") {
+    if (std::fwrite(r.content.data(), 1, r.content.size(), stdout) != r.content.size() || std::fflush(stdout) != 0)
+      throw Error(Status::io, "writing to standard output failed");
+  } else {
+    try {
+      write_file_atomic(out, r.content, a.has("follow-symlinks"));
+    } catch (const Error& e) {
+      if (e.status() != Status::invalid_argument) throw;
+      throw Error(e.status(), fmt::format("{} (--follow-symlinks writes the file it leads to)", e.what()));
+    }
   }
   std::FILE* info = out == "-" ? stderr : stdout;
   std::fprintf(info, "ksearch export: %s: %s export of \"%s\" on %s for %s (NVRTC %s)\n", out.c_str(),

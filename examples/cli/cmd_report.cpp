@@ -3,12 +3,12 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 
 #include "args.hpp"
 #include "commands.hpp"
 #include "exit_codes.hpp"
 #include "ksearch/error.hpp"
+#include "ksearch/io.hpp"
 #include "ksearch/report.hpp"
 
 namespace ks::cli {
@@ -45,20 +45,9 @@ int cmd_report(int argc, char** argv) {
     return 0;
   }
   // Written next to its destination and renamed, so a browser refreshing a
-  // report of a live run never reads half a page.
-  const fs::path tmp = out + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f.write(page.data(), static_cast<std::streamsize>(page.size()));
-    f.close();
-    if (!f) throw Error(Status::io, fmt::format("cannot write {}", tmp.string()));
-  }
-  std::error_code ec;
-  fs::rename(tmp, out, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw Error(Status::io, fmt::format("cannot write {}: {}", out, ec.message()));
-  }
+  // report of a live run never reads half a page; a link there (RUN_DIR may
+  // come from someone else) is refused, not written through.
+  write_file_atomic(out, page);
   fmt::print(stderr, "ksearch report: wrote {} ({} KiB)\n", out, (page.size() + 1023) / 1024);
   return 0;
 }

@@ -1,16 +1,14 @@
 #include "interrupt.hpp"
 
-#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 #include "exit_codes.hpp"
+#include "ksearch/io.hpp"
 #include "ksearch/json.hpp"
 #include "ksearch/run_store.hpp"
 
@@ -29,24 +27,19 @@ sigset_t watched() {
 }
 
 // Rewrites manifest.json with status "stopped" the way the run store does:
-// a temporary file, synced, renamed over the old one.
+// a temporary file, synced, renamed over the old one; never through a link.
 void mark_stopped(const std::filesystem::path& dir) {
   const auto file = dir / "manifest.json";
-  std::ifstream in(file);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto m = Json::try_parse(ss.str());
-  if (!m || !m->is_object() || m->get_string("status") != "running") return;
-  (*m)["status"] = "stopped";
-  (*m)["stop_reason"] = "interrupted";
-  (*m)["finished"] = utc_timestamp();
-  const std::string text = m->dump(2) + "\n";
-  const auto tmp = dir / "manifest.json.interrupted.tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return;
-  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
-  ::close(fd);
-  if (!ok || ::rename(tmp.c_str(), file.c_str()) != 0) ::unlink(tmp.c_str());
+  try {
+    auto m = Json::try_parse(read_file(file, std::size_t{64} << 20, false));
+    if (!m || !m->is_object() || m->get_string("status") != "running") return;
+    (*m)["status"] = "stopped";
+    (*m)["stop_reason"] = "interrupted";
+    (*m)["finished"] = utc_timestamp();
+    write_file_atomic(file, m->dump(2) + "\n");
+  } catch (const std::exception&) {
+    // Stopping at once matters more; a resume finds the run "running" and continues it.
+  }
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "commands.hpp"
 #include "exit_codes.hpp"
 #include "ksearch/error.hpp"
+#include "ksearch/io.hpp"
 #include "ksearch/json.hpp"
 #include "ksearch/ksearch.h"
 
@@ -69,8 +70,11 @@ const char* status_name(ks::Status s) {
 
 // An error as the command line reports it: a line on stderr, and with
 // --json also one JSON document on stdout (so a script parses every outcome).
+// A message may quote a log or a model's answer: the terminal gets it without
+// control sequences.
 int report_error(const std::string& cmd, const std::string& message, const char* status, int code, bool usage) {
-  std::fprintf(stderr, "ksearch %s: %s%s\n", cmd.c_str(), usage ? "" : "error: ", message.c_str());
+  std::fprintf(stderr, "ksearch %s: %s%s\n", ks::terminal_text(cmd).c_str(), usage ? "" : "error: ",
+               ks::terminal_text(message).c_str());
   if (ks::cli::json_output())
     std::printf("%s\n", ks::Json::obj({{"error", ks::Json::obj({{"message", message},
                                                                  {"status", status},

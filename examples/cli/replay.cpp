@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "args.hpp"
+#include "term.hpp"
 #include "commands.hpp"
 #include "exit_codes.hpp"
 #include "ksearch/error.hpp"
@@ -141,6 +142,7 @@ int cmd_replay(int argc, char** argv) {
   set_int(o.config_changes, a, "tune-rounds", "tune_rounds");
   set_int(o.config_changes, a, "seed", "seed");
   set_number(o.config_changes, a, "max-wall-time", "max_wall_s");
+  if (!a.has("llm")) (void)openai_config_from_args(a);  // checked even when unused
   if (a.has("llm")) {
     o.llm = llm_choice_from_args(a);
     if (o.llm->kind == "replay" || o.llm->kind == "offline")
@@ -159,10 +161,10 @@ int cmd_replay(int argc, char** argv) {
     std::string changes;
     for (const auto& [k, v] : o.config_changes.as_object())
       changes += (changes.empty() ? "" : ", ") + k + " " + v.dump();
-    fmt::print(progress_stream(),
-               "ksearch: replaying {} (recorded answers and evaluations; nothing is asked or measured while the run "
-               "follows them) | settings {} | where it leaves the recording: {}\n",
-               source.string(), changes.empty() ? "as recorded" : "changed: " + changes, o.on_divergence);
+    say(progress_stream(),
+        "ksearch: replaying {} (recorded answers and evaluations; nothing is asked or measured while the run "
+        "follows them) | settings {} | where it leaves the recording: {}\n",
+        source.string(), changes.empty() ? "as recorded" : "changed: " + changes, o.on_divergence);
     std::fflush(progress_stream());
   }
   SearchOutcome out = replay_search(source, o);
@@ -177,11 +179,11 @@ int cmd_replay(int argc, char** argv) {
   int rc = finish(out, Json::obj({{"comparison", cmp}}));
   if (json_output()) return rc;
   if (differ.empty())
-    fmt::print("\nReproduced {} exactly:\n", source.string());
+    say("\nReproduced {} exactly:\n", source.string());
   else
-    fmt::print("\nCompared with the recording {}:\n", source.string());
-  for (const auto& s : same) fmt::print("  same:   {}\n", s);
-  for (const auto& d : differ) fmt::print("  differ: {}\n", d);
+    say("\nCompared with the recording {}:\n", source.string());
+  for (const auto& s : same) say("  same:   {}\n", s);
+  for (const auto& d : differ) say("  differ: {}\n", d);
   return rc;
 }
 

@@ -2,18 +2,18 @@
 
 #include <fmt/format.h>
 
-#include <fstream>
-#include <sstream>
 
 #include "ksearch/error.hpp"
+#include "ksearch/io.hpp"
+#include "term.hpp"
 
 namespace ks::cli {
 
 void print_start(std::FILE* out, const SearchStart& s, const std::string& llm) {
-  fmt::print(out, "ksearch: task {} | strategy {} | language {} | {} rounds{} | llm {}\n", s.task, s.config.strategy,
-             to_string(s.config.language), s.config.max_rounds,
-             s.rounds_done ? fmt::format(" ({} done)", s.rounds_done) : "", llm);
-  fmt::print(out, "ksearch: run folder {}\n", s.run_dir.string());
+  say(out, "ksearch: task {} | strategy {} | language {} | {} rounds{} | llm {}\n", s.task, s.config.strategy,
+      to_string(s.config.language), s.config.max_rounds,
+      s.rounds_done ? fmt::format(" ({} done)", s.rounds_done) : "", llm);
+  say(out, "ksearch: run folder {}\n", s.run_dir.string());
   std::fflush(out);
 }
 
@@ -37,24 +37,24 @@ void print_round(std::FILE* out, const RoundReport& r) {
       reason = reason.substr(0, n) + "...";
     }
   }
-  fmt::print(out, "[{:>3}/{:<3}] {}{:<17} {} {:<26} | {} | ${:.2f} {:.0f}s{}\n", r.round, r.max_rounds,
-             r.improved ? "*" : " ", status, lat, best, action, r.llm_usage.cost_usd, r.elapsed_s, reason);
-  if (r.replayed) fmt::print(out, "          (replayed from the run's journal)\n");
-  else if (r.recorded) fmt::print(out, "          (evaluation from the recording)\n");
+  say(out, "[{:>3}/{:<3}] {}{:<17} {} {:<26} | {} | ${:.2f} {:.0f}s{}\n", r.round, r.max_rounds,
+      r.improved ? "*" : " ", status, lat, best, action, r.llm_usage.cost_usd, r.elapsed_s, reason);
+  if (r.replayed) say(out, "          (replayed from the run's journal)\n");
+  else if (r.recorded) say(out, "          (evaluation from the recording)\n");
   std::fflush(out);
 }
 
 void print_replay_notice(std::FILE* out, const LlmChoice& llm) {
-  fmt::print(out,
-             "ksearch: replaying the answers recorded in {}. Only the answers are recorded: every candidate is "
-             "compiled and measured again here, so its timings differ from the recording's and a decision that "
-             "compares timings (the end of a cycle, the best kernel) may go another way. Where the search then asks "
-             "for another kind of answer than the recording holds, {}. To reproduce a run folder exactly "
-             "(recorded evaluations too), use `ksearch replay RUN_DIR`.\n",
-             llm.replay_path.string(),
-             llm.on_divergence == "skip"
-                 ? "each request gets the next recorded answer of its kind (--on-divergence skip)"
-                 : "the run stops there and says where and why (--on-divergence skip goes on instead)");
+  say(out,
+      "ksearch: replaying the answers recorded in {}. Only the answers are recorded: every candidate is "
+      "compiled and measured again here, so its timings differ from the recording's and a decision that "
+      "compares timings (the end of a cycle, the best kernel) may go another way. Where the search then asks "
+      "for another kind of answer than the recording holds, {}. To reproduce a run folder exactly "
+      "(recorded evaluations too), use `ksearch replay RUN_DIR`.\n",
+      llm.replay_path.string(),
+      llm.on_divergence == "skip"
+          ? "each request gets the next recorded answer of its kind (--on-divergence skip)"
+          : "the run stops there and says where and why (--on-divergence skip goes on instead)");
   std::fflush(out);
 }
 
@@ -65,15 +65,15 @@ void print_divergence(std::FILE* out, const SearchOutcome& o) {
   std::string how = stopped ? "and stopped there"
                     : d.get_string("on_divergence") == "skip" ? "and went on with the answers that still match"
                                                               : "and went on live";
-  fmt::print(out, "\nksearch: the run left its recording {} {}.\n{}\n", d.get_string("source"), how,
-             d.get_string("message"));
+  say(out, "\nksearch: the run left its recording {} {}.\n{}\n", d.get_string("source"), how,
+      d.get_string("message"));
   if (stopped && o.stop_reason == "replay_diverged") {
     if (d.get_string("evaluations") == "recorded")
-      fmt::print(out, "To go on from there with a model: ksearch resume {} --llm ... (--model ...)\n",
-                 o.run_dir.string());
+      say(out, "To go on from there with a model: ksearch resume {} --llm ... (--model ...)\n",
+          o.run_dir.string());
     else
-      fmt::print(out, "To go on with the answers that still match: rerun with --on-divergence skip; to reproduce "
-                      "the recorded run exactly: ksearch replay RUN_DIR\n");
+      say(out, "To go on with the answers that still match: rerun with --on-divergence skip; to reproduce "
+               "the recorded run exactly: ksearch replay RUN_DIR\n");
   }
   std::fflush(out);
 }
@@ -82,8 +82,8 @@ void print_eval_table(std::FILE* out, const EvalResult& r) {
   bool baseline = false;
   for (const auto& w : r.workloads) baseline = baseline || w.baseline_ms > 0;
   const std::string base_head = baseline ? fmt::format(" {:>11} {:>9}", "base ms", "vs base") : "";
-  fmt::print(out, "  {:<36} {:<16} {:>11} {:>11} {:>11} {:>9}{} {:>6}\n", "workload", "status", "mean ms", "median ms",
-             "ref ms", "speedup", base_head, "reps");
+  say(out, "  {:<36} {:<16} {:>11} {:>11} {:>11} {:>9}{} {:>6}\n", "workload", "status", "mean ms", "median ms",
+      "ref ms", "speedup", base_head, "reps");
   for (const auto& w : r.workloads) {
     bool timed = w.timing.count > 0;
     double sp = timed && w.reference_ms > 0 ? w.reference_ms / w.timing.mean_ms : 0;
@@ -91,12 +91,12 @@ void print_eval_table(std::FILE* out, const EvalResult& r) {
     const std::string base = baseline ? fmt::format(" {:>11} {:>9}", w.baseline_ms > 0 ? fmt::format("{:.4f}", w.baseline_ms) : "-",
                                                     vb > 0 ? fmt::format("{:.2f}x", vb) : "-")
                                       : "";
-    fmt::print(out, "  {:<36} {:<16} {:>11} {:>11} {:>11} {:>9}{} {:>6}\n", w.name, to_string(w.status),
-               timed ? fmt::format("{:.4f}", w.timing.mean_ms) : "-",
-               timed ? fmt::format("{:.4f}", w.timing.median_ms) : "-",
-               w.reference_ms > 0 ? fmt::format("{:.4f}", w.reference_ms) : "-",
-               sp > 0 ? fmt::format("{:.2f}x", sp) : "-", base, timed ? std::to_string(w.timing.count) : "-");
-    if (w.status != EvalStatus::passed && !w.message.empty()) fmt::print(out, "      {}\n", w.message);
+    say(out, "  {:<36} {:<16} {:>11} {:>11} {:>11} {:>9}{} {:>6}\n", w.name, to_string(w.status),
+        timed ? fmt::format("{:.4f}", w.timing.mean_ms) : "-",
+        timed ? fmt::format("{:.4f}", w.timing.median_ms) : "-",
+        w.reference_ms > 0 ? fmt::format("{:.4f}", w.reference_ms) : "-",
+        sp > 0 ? fmt::format("{:.2f}x", sp) : "-", base, timed ? std::to_string(w.timing.count) : "-");
+    if (w.status != EvalStatus::passed && !w.message.empty()) say(out, "      {}\n", w.message);
   }
 }
 
@@ -108,12 +108,14 @@ std::string eval_headline(const EvalResult& r) {
 }
 
 Json read_baseline_latencies(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(Status::not_found, fmt::format("--baseline-latencies {}: cannot read the file", path));
-  std::ostringstream text;
-  text << in.rdbuf();
+  std::string text;
+  try {
+    text = read_file(path, std::size_t{64} << 20);
+  } catch (const Error& e) {
+    throw Error(e.status(), fmt::format("--baseline-latencies: {}", e.what()));
+  }
   std::string err;
-  auto j = Json::try_parse(text.str(), &err);
+  auto j = Json::try_parse(text, &err);
   if (!j) throw Error(Status::invalid_argument, fmt::format("--baseline-latencies {}: not valid JSON: {}", path, err));
   if (!j->is_object())
     throw Error(Status::invalid_argument,
@@ -123,27 +125,27 @@ Json read_baseline_latencies(const std::string& path) {
 
 void print_summary(std::FILE* out, const SearchOutcome& o) {
   std::string recorded = o.recorded_rounds > 0 ? fmt::format(", {} taken from the recording", o.recorded_rounds) : "";
-  fmt::print(out, "\nksearch: {} after {} rounds ({} replayed{}) in {:.1f} s on {}\n", o.stop_reason, o.rounds,
-             o.replayed_rounds, recorded, o.wall_s, o.device.name.empty() ? o.device.backend : o.device.name);
+  say(out, "\nksearch: {} after {} rounds ({} replayed{}) in {:.1f} s on {}\n", o.stop_reason, o.rounds,
+      o.replayed_rounds, recorded, o.wall_s, o.device.name.empty() ? o.device.backend : o.device.name);
   if (o.usage.input_tokens || o.usage.output_tokens)
-    fmt::print(out, "LLM: {} tokens in, {} out ({} reasoning), ${:.4f}\n", o.usage.input_tokens, o.usage.output_tokens,
-               o.usage.reasoning_tokens, o.usage.cost_usd);
+    say(out, "LLM: {} tokens in, {} out ({} reasoning), ${:.4f}\n", o.usage.input_tokens, o.usage.output_tokens,
+        o.usage.reasoning_tokens, o.usage.cost_usd);
   if (!o.best) {
-    fmt::print(out, "No candidate passed. See the attempts in {}\n", o.run_dir.string());
+    say(out, "No candidate passed. See the attempts in {}\n", o.run_dir.string());
     return;
   }
   const auto& b = *o.best;
-  fmt::print(out, "Best: {} (round {}): {}\n", b.solution.id, b.round, eval_headline(b.eval));
+  say(out, "Best: {} (round {}): {}\n", b.solution.id, b.round, eval_headline(b.eval));
   if (o.first_pass_latency_ms > 0 && o.first_pass_round != b.round)
-    fmt::print(out, "Improvement: {:.2f}x over the first passing kernel (round {}, {:.4f} ms)\n",
-               o.first_pass_latency_ms / b.eval.latency_ms, o.first_pass_round, o.first_pass_latency_ms);
+    say(out, "Improvement: {:.2f}x over the first passing kernel (round {}, {:.4f} ms)\n",
+        o.first_pass_latency_ms / b.eval.latency_ms, o.first_pass_round, o.first_pass_latency_ms);
   print_eval_table(out, b.eval);
   if (o.final_eval) {
-    fmt::print(out, "\nFinal evaluation of the best kernel on every workload: {}\n",
-               o.final_eval->passed() ? eval_headline(*o.final_eval) : o.final_eval->summary());
+    say(out, "\nFinal evaluation of the best kernel on every workload: {}\n",
+        o.final_eval->passed() ? eval_headline(*o.final_eval) : o.final_eval->summary());
     print_eval_table(out, *o.final_eval);
   }
-  fmt::print(out, "Run folder: {} (best kernel in {}/best)\n", o.run_dir.string(), o.run_dir.string());
+  say(out, "Run folder: {} (best kernel in {}/best)\n", o.run_dir.string(), o.run_dir.string());
   std::fflush(out);
 }
 

@@ -91,6 +91,52 @@ std::vector<OptionSpec> search_options() {
 
 }  // namespace
 
+// The endpoint's settings, read and checked whatever --llm says: a bad value
+// (--temperature abc, --max-output-tokens -5) is refused at once, also where
+// no endpoint is asked (--llm offline, command:, replay:).
+OpenAiConfig openai_config_from_args(const Args& a) {
+  auto positive = [&](const char* name, double v) {
+    if (a.has(name) && !(v > 0)) throw Error(Status::invalid_argument, fmt::format("--{} must be positive", name));
+  };
+  OpenAiConfig o;
+  o.model = a.get("model");
+  if (a.has("base-url")) o.base_url = a.get("base-url");
+  if (a.has("api")) {
+    auto api = openai_api_from_string(a.get("api"));
+    if (!api) throw Error(Status::invalid_argument, "--api must be chat or responses");
+    o.api = *api;
+  }
+  o.reasoning_effort = a.get("reasoning-effort");
+  if (a.has("api-key-env")) o.api_key_env = a.get("api-key-env");
+  if (a.has("temperature")) {
+    o.temperature = a.get_double("temperature", 0);
+    if (*o.temperature < 0) throw Error(Status::invalid_argument, "--temperature must not be negative");
+  }
+  o.max_output_tokens = a.get_int("max-output-tokens", 0);
+  positive("max-output-tokens", static_cast<double>(o.max_output_tokens));
+  for (const auto& h : a.get_all("header")) {
+    auto colon = h.find(':');
+    if (colon == std::string::npos || colon == 0)
+      throw Error(Status::invalid_argument, fmt::format("--header \"{}\" must look like 'Name: value'", h));
+    std::string value = h.substr(colon + 1);
+    value.erase(0, value.find_first_not_of(' '));
+    o.extra_headers[h.substr(0, colon)] = value;
+  }
+  o.request_timeout_s = a.get_double("request-timeout", o.request_timeout_s);
+  positive("request-timeout", o.request_timeout_s);
+  o.connect_timeout_s = a.get_double("connect-timeout", o.connect_timeout_s);
+  positive("connect-timeout", o.connect_timeout_s);
+  o.proxy = a.get("proxy");
+  o.max_retries = a.get_int("max-retries", o.max_retries);
+  if (o.max_retries < 0) throw Error(Status::invalid_argument, "--max-retries must not be negative");
+  o.max_concurrency = a.get_int("max-concurrency", o.max_concurrency);
+  positive("max-concurrency", o.max_concurrency);
+  o.max_cost_usd = a.get_double("max-cost", 0);
+  if (o.max_cost_usd < 0) throw Error(Status::invalid_argument, "--max-cost must not be negative");
+  o.price_file = a.get("price-file");
+  return o;
+}
+
 LlmChoice llm_choice_from_args(const Args& a) {
   LlmChoice c = LlmChoice::parse(a.get("llm", "openai"));
   if (a.has("on-divergence")) {
@@ -100,40 +146,14 @@ LlmChoice llm_choice_from_args(const Args& a) {
     if (c.on_divergence != "stop" && c.on_divergence != "skip")
       throw Error(Status::invalid_argument, "--on-divergence must be stop or skip with --llm replay:");
   }
+  OpenAiConfig o = openai_config_from_args(a);
   if (c.kind == "openai") {
-    OpenAiConfig& o = c.openai;
-    o.model = a.get("model");
     if (o.model.empty())
       throw Error(Status::invalid_argument,
                   "--model is required with --llm openai (or use --llm offline --strategy tune, or --llm replay:FILE)");
-    if (a.has("base-url")) o.base_url = a.get("base-url");
-    if (a.has("api")) {
-      auto api = openai_api_from_string(a.get("api"));
-      if (!api) throw Error(Status::invalid_argument, "--api must be chat or responses");
-      o.api = *api;
-    }
-    o.reasoning_effort = a.get("reasoning-effort");
-    if (a.has("api-key-env")) o.api_key_env = a.get("api-key-env");
-    if (a.has("temperature")) o.temperature = a.get_double("temperature", 0);
-    o.max_output_tokens = a.get_int("max-output-tokens", 0);
-    for (const auto& h : a.get_all("header")) {
-      auto colon = h.find(':');
-      if (colon == std::string::npos || colon == 0)
-        throw Error(Status::invalid_argument, fmt::format("--header \"{}\" must look like 'Name: value'", h));
-      std::string value = h.substr(colon + 1);
-      value.erase(0, value.find_first_not_of(' '));
-      o.extra_headers[h.substr(0, colon)] = value;
-    }
-    o.request_timeout_s = a.get_double("request-timeout", o.request_timeout_s);
-    o.connect_timeout_s = a.get_double("connect-timeout", o.connect_timeout_s);
-    o.proxy = a.get("proxy");
-    o.max_retries = a.get_int("max-retries", o.max_retries);
-    o.max_concurrency = a.get_int("max-concurrency", o.max_concurrency);
-    o.max_cost_usd = a.get_double("max-cost", 0);
-    o.price_file = a.get("price-file");
-  } else if (a.has("model") && c.kind != "offline") {
-    // --model with a replay or command policy only labels the run.
+    c.openai = std::move(o);
   }
+  // Otherwise --model only labels the run.
   return c;
 }
 
@@ -267,6 +287,7 @@ int cmd_resume(int argc, char** argv) {
   ResumeOptions r;
   r.max_rounds = a.get_int("max-rounds", 0);
   if (a.has("llm")) r.llm = llm_choice_from_args(a);
+  else (void)openai_config_from_args(a);  // checked even when unused
   bool quiet = a.has("quiet");
   Interrupts interrupts;
   r.progress = progress_printer(quiet, interrupts);

@@ -14,6 +14,9 @@ namespace ks::cli {
 
 // --llm SPEC with its openai options (--model, --base-url, ...) and --on-divergence.
 LlmChoice llm_choice_from_args(const Args& a);
+// The openai options alone, each value checked (a number where one belongs,
+// in range) whatever --llm says; throws ks::Error(invalid_argument) naming the option.
+OpenAiConfig openai_config_from_args(const Args& a);
 // "openai:MODEL at URL", "replay:FILE", ... for the start line.
 std::string llm_text(const LlmChoice& c);
 // Where human progress goes: stdout, or stderr when stdout is for --json.

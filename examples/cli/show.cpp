@@ -14,6 +14,7 @@
 #include "ksearch/run_store.hpp"
 #include "ksearch/world_model.hpp"
 #include "report.hpp"
+#include "term.hpp"
 
 namespace ks::cli {
 
@@ -26,7 +27,8 @@ int print_dot(const RunStore& store, const Args& a) {
     if (v < 0) throw Error(Status::invalid_argument, "--wm-version must be a snapshot number (0 or more)");
     version = static_cast<std::uint64_t>(v);
   }
-  std::printf("%s", run_world_model_dot(store.dir(), version).c_str());
+  const std::string dot = terminal_text(run_world_model_dot(store.dir(), version));  // labels hold model text
+  std::fwrite(dot.data(), 1, dot.size(), stdout);
   return 0;
 }
 
@@ -104,27 +106,27 @@ int print_attempt(const RunStore& store, const std::string& id, bool json) {
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
-  fmt::print("Attempt {} (round {}): {}\n", r.seq, r.round > 0 ? std::to_string(r.round) : "not counted",
-             r.eval.summary());
-  fmt::print("  action: {}\n  solution: {}{}\n  time: {}\n", r.action, r.solution.id.empty() ? "-" : r.solution.id,
-             others.empty() ? "" : fmt::format(" (the same code as attempt {})", others), r.time);
-  fmt::print("  parent: {}\n", r.solution.parent_id.empty() ? "none (written from the task alone)"
-                                 : parent ? fmt::format("{} (attempt {}, round {})", r.solution.parent_id, parent->seq,
-                                                        parent->round)
-                                          : r.solution.parent_id + " (not an attempt of this run)");
+  say("Attempt {} (round {}): {}\n", r.seq, r.round > 0 ? std::to_string(r.round) : "not counted",
+      r.eval.summary());
+  say("  action: {}\n  solution: {}{}\n  time: {}\n", r.action, r.solution.id.empty() ? "-" : r.solution.id,
+      others.empty() ? "" : fmt::format(" (the same code as attempt {})", others), r.time);
+  say("  parent: {}\n", r.solution.parent_id.empty() ? "none (written from the task alone)"
+                          : parent ? fmt::format("{} (attempt {}, round {})", r.solution.parent_id, parent->seq,
+                                                 parent->round)
+                                   : r.solution.parent_id + " (not an attempt of this run)");
   for (const auto& f : r.solution.sources)
-    fmt::print("\n== {} ==\n{}{}", f.path, f.content, f.content.empty() || f.content.back() == '\n' ? "" : "\n");
-  if (std::string plan = plan_text(r.solution); !plan.empty()) fmt::print("\n== launch plan ==\n{}", plan);
+    say("\n== {} ==\n{}{}", f.path, f.content, f.content.empty() || f.content.back() == '\n' ? "" : "\n");
+  if (std::string plan = plan_text(r.solution); !plan.empty()) say("\n== launch plan ==\n{}", plan);
   if (r.solution.sources.empty() && !r.raw_answer.empty())
-    fmt::print("\n== the model's answer (no usable candidate in it) ==\n{}\n", r.raw_answer);
-  fmt::print("\n== compiler and run log ==\n{}\n", r.eval.log.empty() ? "(empty)" : r.eval.log);
-  fmt::print("\n== evaluation ==\n{}{}\n", r.eval.summary(),
-             r.eval.device.empty() ? "" : fmt::format(" on {}", r.eval.device));
+    say("\n== the model's answer (no usable candidate in it) ==\n{}\n", r.raw_answer);
+  say("\n== compiler and run log ==\n{}\n", r.eval.log.empty() ? "(empty)" : r.eval.log);
+  say("\n== evaluation ==\n{}{}\n", r.eval.summary(),
+      r.eval.device.empty() ? "" : fmt::format(" on {}", r.eval.device));
   if (!r.eval.workloads.empty()) print_eval_table(stdout, r.eval);
-  if (!r.eval.metrics.empty()) fmt::print("  metrics: {}\n", r.eval.metrics.dump());
+  if (!r.eval.metrics.empty()) say("  metrics: {}\n", r.eval.metrics.dump());
   if (parent)
-    fmt::print("\n== diff against the parent (attempt {}) ==\n{}", parent->seq,
-               diff.empty() ? "(the same code)\n" : diff);
+    say("\n== diff against the parent (attempt {}) ==\n{}", parent->seq,
+        diff.empty() ? "(the same code)\n" : diff);
   return 0;
 }
 
@@ -170,36 +172,36 @@ int cmd_show(int argc, char** argv) {
     return 0;
   }
   const Json& cfg = m["config"];
-  fmt::print("Run {}\n  task {} | strategy {} | language {} | status {} ({})\n", store.dir().string(),
-             m["task"].get_string("name"), cfg.get_string("strategy"), cfg.get_string("language"),
-             m.get_string("status"), m.get_string("stop_reason", "-"));
-  if (m.contains("error")) fmt::print("  error: {}\n", m.get_string("error"));
+  say("Run {}\n  task {} | strategy {} | language {} | status {} ({})\n", store.dir().string(),
+      m["task"].get_string("name"), cfg.get_string("strategy"), cfg.get_string("language"),
+      m.get_string("status"), m.get_string("stop_reason", "-"));
+  if (m.contains("error")) say("  error: {}\n", m.get_string("error"));
   if (const Json& r = m["replay"]; r.is_object()) {
     std::string changes;
     if (r["config_changes"].is_object())
       for (const auto& [k, v] : r["config_changes"].as_object())
         changes += (changes.empty() ? "" : ", ") + k + " " + v.dump();
-    fmt::print("  replay of {} | settings {} | on divergence: {}\n", r.get_string("source"),
-               changes.empty() ? "as recorded" : "changed: " + changes, r.get_string("on_divergence"));
+    say("  replay of {} | settings {} | on divergence: {}\n", r.get_string("source"),
+        changes.empty() ? "as recorded" : "changed: " + changes, r.get_string("on_divergence"));
   }
   if (const Json& d = m["replay_divergence"]; d.is_object()) {
     std::string msg = d.get_string("message");
-    fmt::print("  left its recording: {}\n", msg.substr(0, msg.find('\n')));
+    say("  left its recording: {}\n", msg.substr(0, msg.find('\n')));
   }
-  fmt::print("  created {} | library {} | device {}\n", m.get_string("created"), m.get_string("library_version"),
-             m["device"].get_string("name", m["device"].get_string("backend")));
+  say("  created {} | library {} | device {}\n", m.get_string("created"), m.get_string("library_version"),
+      m["device"].get_string("name", m["device"].get_string("backend")));
   const Json& totals = m["totals"];
   if (totals.is_object()) {
     const Json& u = totals["llm_usage"];
-    fmt::print("  rounds {} / {} | LLM calls {} | tokens {} in, {} out | ${:.4f}\n", totals.get_int("rounds"),
-               cfg.get_int("max_rounds"), totals.get_int("llm_calls"), u.get_int("input_tokens"),
-               u.get_int("output_tokens"), u.get_number("cost_usd"));
+    say("  rounds {} / {} | LLM calls {} | tokens {} in, {} out | ${:.4f}\n", totals.get_int("rounds"),
+        cfg.get_int("max_rounds"), totals.get_int("llm_calls"), u.get_int("input_tokens"),
+        u.get_int("output_tokens"), u.get_number("cost_usd"));
   }
   std::map<std::string, int> by_status;
   for (const auto& r : attempts) ++by_status[to_string(r.eval.status)];
   std::string counts;
   for (const auto& [k, v] : by_status) counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", v, k);
-  fmt::print("  attempts: {}\n", counts.empty() ? "none" : counts);
+  say("  attempts: {}\n", counts.empty() ? "none" : counts);
   if (!a.has("no-tree")) {
     if (auto wmj = store.latest_world_model()) {
       auto wm = make_tree_world_model();
@@ -210,25 +212,25 @@ int cmd_show(int argc, char** argv) {
         auto file = store.dir() / "world_model" / fmt::format("v{:06d}.json", store.world_model_versions().back());
         throw Error(e.status(), fmt::format("{}: {}", file.string(), e.what()));
       }
-      fmt::print("\nWorld model (version {}):\n{}\n", wm->version(), wm->render_tree());
+      say("\nWorld model (version {}):\n{}\n", wm->version(), wm->render_tree());
     }
   }
   if (a.has("attempts")) {
-    fmt::print("\n  {:>4} {:>5}  {:<16} {:<16} {:>11}  {}\n", "seq", "round", "solution", "status", "latency ms", "action");
+    say("\n  {:>4} {:>5}  {:<16} {:<16} {:>11}  {}\n", "seq", "round", "solution", "status", "latency ms", "action");
     for (const auto& r : attempts)
-      fmt::print("  {:>4} {:>5}  {:<16} {:<16} {:>11}  {}\n", r.seq, r.round,
-                 r.solution.id.empty() ? "-" : r.solution.id, to_string(r.eval.status),
-                 r.eval.latency_ms > 0 ? fmt::format("{:.4f}", r.eval.latency_ms) : "-", r.action);
+      say("  {:>4} {:>5}  {:<16} {:<16} {:>11}  {}\n", r.seq, r.round,
+          r.solution.id.empty() ? "-" : r.solution.id, to_string(r.eval.status),
+          r.eval.latency_ms > 0 ? fmt::format("{:.4f}", r.eval.latency_ms) : "-", r.action);
   }
   if (best) {
-    fmt::print("\nBest: {} (round {}): {}\n", best->solution.id, best->round, eval_headline(best->eval));
+    say("\nBest: {} (round {}): {}\n", best->solution.id, best->round, eval_headline(best->eval));
     print_eval_table(stdout, best->eval);
     if (auto fe = store.final_eval(); fe && fe->solution_id == best->solution.id) {
-      fmt::print("\nFinal evaluation on every workload: {}\n", fe->passed() ? eval_headline(*fe) : fe->summary());
+      say("\nFinal evaluation on every workload: {}\n", fe->passed() ? eval_headline(*fe) : fe->summary());
       print_eval_table(stdout, *fe);
     }
   } else {
-    fmt::print("\nNo passing solution yet.\n");
+    say("\nNo passing solution yet.\n");
   }
   return 0;
 }

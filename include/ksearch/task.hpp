@@ -88,7 +88,11 @@ class KS_API SpecTask : public Task {
 // answer (fenced or tagged blocks, docs/candidate-format.md), trying the
 // task's languages in order. Throws ks::Error(Status::parse) with the reason.
 KS_API Solution parse_solution_text(std::string_view text, const TaskSpec& spec);
-// The same for a file; a relative path is read from the working directory.
+// The same for a file; a relative path is read from the working directory. A
+// folder (a run's attempt folder, best/) is read as its solution.json. The
+// file must be regular and not the kernel's (/proc, /sys); what is read
+// beside it (solution.json in a folder, the source files it names) must not
+// be a symbolic link.
 KS_API Solution load_solution_file(const std::filesystem::path& path, const TaskSpec& spec);
 
 KS_NAMESPACE_END

@@ -6,6 +6,8 @@
 #include "ksearch/evaluator.hpp"
 #include "ksearch/llm.hpp"
 #include "util/json_fields.hpp"
+#include "util/secrets.hpp"
+#include "util/text.hpp"
 
 KS_NAMESPACE_BEGIN
 
@@ -136,6 +138,10 @@ LlmUsage LlmUsage::from_json(const Json& j) {
 
 Json LlmResponse::to_json() const {
   Json j = Json::obj({{"ok", ok}, {"text", text}});
+  // JSON strings are UTF-8: an answer that is not keeps its exact bytes here
+  // ("text" shows it with U+FFFD), so a resume or replay parses the same code
+  // the run evaluated. Redacted first, as everything the run folder receives.
+  if (!util::is_valid_utf8(text)) j["text_base64"] = util::base64_encode(util::redact(text));
   if (!error.empty()) j["error"] = error;
   if (!finish_reason.empty()) j["finish_reason"] = finish_reason;
   if (!model.empty()) j["model"] = model;
@@ -147,6 +153,8 @@ LlmResponse LlmResponse::from_json(const Json& j) {
   LlmResponse r;
   r.ok = j.get_bool("ok", true);
   r.text = j.get_string("text");
+  if (const Json* b = j.find("text_base64"); b && b->is_string() && !util::base64_decode(b->as_string(), r.text))
+    throw Error(Status::parse, "response: \"text_base64\" is not base64");
   r.error = j.get_string("error");
   r.finish_reason = j.get_string("finish_reason");
   r.model = j.get_string("model");

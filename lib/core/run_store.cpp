@@ -38,7 +38,11 @@ namespace {
 
 // Every byte the run folder receives passes through redact(): a secret that
 // slipped into a compile log, a model's answer or an event never lands on disk.
-void put(const fs::path& path, std::string_view content) { util::write_file_atomic(path, util::redact(content)); }
+// Paths are relative to the run folder and go through util::Folder: a run
+// folder may come from someone else, so no link in it is followed.
+void put(const util::Folder& run, const fs::path& rel, std::string_view content) {
+  run.write_atomic(rel, util::redact(content));
+}
 void add(util::AppendLog& log, std::string_view line) { log.append(util::redact(line)); }
 
 // File names written into the run folder come from LLM answers: keep only a
@@ -69,25 +73,15 @@ std::vector<std::string> safe_file_names(const Solution& s) {
 
 // The sources as readable files, and solution.json referring to them: each
 // source is stored once (solution_files.hpp).
-void write_solution_files(const fs::path& dir, const Solution& s) {
+void write_solution_files(const util::Folder& run, const fs::path& dir, const Solution& s) {
   auto names = safe_file_names(s);
   Json j = s.to_json();
   for (std::size_t i = 0; i < s.sources.size(); ++i) {
-    put(dir / names[i], s.sources[i].content);
+    put(run, dir / names[i], s.sources[i].content);
     j["sources"][i] = Json::obj({{"path", s.sources[i].path}, {"file", names[i]}});
   }
-  if (!s.launch_plan.empty()) put(dir / "launch_plan.json", s.launch_plan.to_json().dump(2));
-  put(dir / "solution.json", j.dump(2));
-}
-
-// `to` as a hard link to `from` (the same bytes stored once), or a copy
-// where the file system cannot link.
-void link_or_copy(const fs::path& from, const fs::path& to) {
-  std::error_code ec;
-  fs::remove(to, ec);
-  fs::create_hard_link(from, to, ec);
-  if (ec) fs::copy_file(from, to, fs::copy_options::overwrite_existing, ec);
-  if (ec) throw Error(Status::io, fmt::format("cannot copy {} to {}: {}", from.string(), to.string(), ec.message()));
+  if (!s.launch_plan.empty()) put(run, dir / "launch_plan.json", s.launch_plan.to_json().dump(2));
+  put(run, dir / "solution.json", j.dump(2));
 }
 
 // Reads one record of the run folder. A record that is not valid JSON, or
@@ -102,9 +96,9 @@ auto in_file(const fs::path& file, F&& read) {
   }
 }
 
-Json read_json(const fs::path& file) {
-  std::string text = util::read_file(file);  // its errors name the file
-  return in_file(file, [&] { return Json::parse(text); });
+Json read_json(const util::Folder& run, const fs::path& rel) {
+  std::string text = run.read(rel);  // its errors name the file
+  return in_file(run.path() / rel, [&] { return Json::parse(text); });
 }
 
 Json parse_line(const std::string& line, const fs::path& file) {
@@ -115,11 +109,11 @@ Json parse_line(const std::string& line, const fs::path& file) {
   return std::move(*j);
 }
 
-Solution read_solution(const fs::path& dir) {
-  const fs::path file = dir / "solution.json";
-  Json sj = read_json(file);
-  return in_file(file, [&] {
-    return Solution::from_json(core::has_source_file_refs(sj) ? core::inline_source_files(sj, dir, SIZE_MAX) : sj);
+Solution read_solution(const util::Folder& run, const fs::path& dir) {
+  const fs::path rel = dir / "solution.json";
+  Json sj = read_json(run, rel);
+  return in_file(run.path() / rel, [&] {
+    return Solution::from_json(core::has_source_file_refs(sj) ? core::inline_source_files(sj, run, dir, SIZE_MAX) : sj);
   });
 }
 
@@ -139,6 +133,7 @@ Json AttemptRecord::to_json() const {
 
 struct RunStore::Impl {
   fs::path dir;
+  util::Folder run;  // every access goes through it
   bool read_only = false;
   int lock_fd = -1;
   ~Impl() {
@@ -152,22 +147,23 @@ struct RunStore::Impl {
 
   // An attempt folder holding this solution (any, when the same code was
   // evaluated twice: they hold the same files), or empty.
+  // (Paths relative to the run folder.)
   fs::path attempt_folder_of(const std::string& id) const {
-    std::error_code ec;
-    if (id.empty() || !fs::is_directory(dir / "attempts", ec)) return {};
+    if (id.empty()) return {};
     const std::string suffix = "-" + id;
-    for (const auto& e : fs::directory_iterator(dir / "attempts", ec)) {
-      const std::string name = e.path().filename().string();
-      if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0 &&
-          fs::exists(e.path() / "solution.json", ec))
-        return e.path();
+    for (const auto& [name, kind] : run.list("attempts")) {
+      const fs::path d = fs::path("attempts") / name;
+      if (kind == util::EntryKind::folder && name.size() > suffix.size() &&
+          name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0 &&
+          run.kind(d / "solution.json") != util::EntryKind::none)
+        return d;
     }
     return {};
   }
 
-  fs::path attempt_dir(const AttemptRecord& a) const {
+  static fs::path attempt_dir(const AttemptRecord& a) {
     std::string id = a.solution.id.empty() ? "no-code" : a.solution.id;
-    return dir / "attempts" / fmt::format("{:04d}-{}", a.seq, id);
+    return fs::path("attempts") / fmt::format("{:04d}-{}", a.seq, id);
   }
 };
 
@@ -178,7 +174,7 @@ RunStore::~RunStore() = default;
 
 bool RunStore::exists(const fs::path& dir) {
   std::error_code ec;
-  return fs::exists(dir / "manifest.json", ec);
+  return fs::exists(fs::symlink_status(dir / "manifest.json", ec));  // a link there is refused when read
 }
 
 RunStore RunStore::create(const fs::path& dir, const Json& manifest) {
@@ -193,6 +189,7 @@ RunStore RunStore::create(const fs::path& dir, const Json& manifest) {
   {
     RunStore s;
     s.impl_->dir = dir;
+    s.impl_->run = util::Folder(dir);
     s.write_manifest(manifest);
   }
   return open(dir);
@@ -201,20 +198,25 @@ RunStore RunStore::create(const fs::path& dir, const Json& manifest) {
 namespace {
 
 // An exclusive, non-blocking lock held while a process writes the run.
-int lock_run(const fs::path& dir) {
-  fs::path p = dir / "lock";
-  int fd = ::open(p.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0)
-    throw Error(Status::io, fmt::format("cannot open {}: {}", p.string(), std::strerror(errno)));
+int lock_run(const util::Folder& run) {
+  int fd = run.open_lock_file("lock");
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     int err = errno;
     ::close(fd);
     if (err == EWOULDBLOCK)
       throw Error(Status::state, fmt::format("{} is in use by another ksearch process (a run or resume is still "
-                                             "going); wait for it or stop it first", dir.string()));
-    throw Error(Status::io, fmt::format("cannot lock {}: {}", p.string(), std::strerror(err)));
+                                             "going); wait for it or stop it first", run.path().string()));
+    throw Error(Status::io, fmt::format("cannot lock {}: {}", (run.path() / "lock").string(), std::strerror(err)));
   }
   return fd;
+}
+
+// The run folder's own names. Before anything is written, none may be a
+// link: refused at once, naming it, instead of after rounds already spent.
+void refuse_links(const util::Folder& run) {
+  for (const char* name : {"manifest.json", "events.jsonl", "transcript.jsonl", "attempts.jsonl", "attempts",
+                           "world_model", "best.json", "best", "final_eval.json", "state.json", "lock"})
+    run.refuse_link(name);
 }
 
 }  // namespace
@@ -224,6 +226,7 @@ RunStore RunStore::open_read_only(const fs::path& dir) {
     throw Error(Status::not_found, fmt::format("{} holds no run (manifest.json is missing)", dir.string()));
   RunStore s;
   s.impl_->dir = dir;
+  s.impl_->run = util::Folder(dir);
   s.impl_->read_only = true;
   return s;
 }
@@ -233,21 +236,23 @@ RunStore RunStore::open(const fs::path& dir) {
     throw Error(Status::not_found, fmt::format("{} holds no run (manifest.json is missing)", dir.string()));
   RunStore s;
   s.impl_->dir = dir;
-  s.impl_->lock_fd = lock_run(dir);
+  s.impl_->run = util::Folder(dir);
+  const util::Folder& run = s.impl_->run;
+  refuse_links(run);
+  s.impl_->lock_fd = lock_run(run);
   // A kill can tear the last line of a log; cut it so appends stay whole lines.
-  for (const char* log : {"events.jsonl", "transcript.jsonl", "attempts.jsonl"})
-    util::truncate_torn_tail(dir / log);
-  s.impl_->next_event_seq = static_cast<int>(util::read_lines(dir / "events.jsonl").size());
-  s.impl_->events = util::AppendLog(dir / "events.jsonl");
-  s.impl_->transcript = util::AppendLog(dir / "transcript.jsonl");
-  s.impl_->attempts = util::AppendLog(dir / "attempts.jsonl");
+  for (const char* log : {"events.jsonl", "transcript.jsonl", "attempts.jsonl"}) run.truncate_torn_tail(log);
+  s.impl_->next_event_seq = static_cast<int>(run.read_lines("events.jsonl").size());
+  s.impl_->events = run.append_log("events.jsonl");
+  s.impl_->transcript = run.append_log("transcript.jsonl");
+  s.impl_->attempts = run.append_log("attempts.jsonl");
   return s;
 }
 
 const fs::path& RunStore::dir() const { return impl_->dir; }
 
 Json RunStore::manifest() const {
-  return read_json(impl_->dir / "manifest.json");
+  return read_json(impl_->run, "manifest.json");
 }
 
 namespace {
@@ -258,7 +263,7 @@ void require_writable(bool read_only, const fs::path& dir) {
 
 void RunStore::write_manifest(const Json& manifest) {
   require_writable(impl_->read_only, impl_->dir);
-  put(impl_->dir / "manifest.json", manifest.dump(2) + "\n");
+  put(impl_->run, "manifest.json", manifest.dump(2) + "\n");
 }
 
 int RunStore::append_event(const std::string& type, Json data) {
@@ -281,8 +286,8 @@ void RunStore::set_event_listener(std::function<void(const Json& event)> listene
 
 std::vector<Json> RunStore::events() const {
   std::vector<Json> out;
-  fs::path p = impl_->dir / "events.jsonl";
-  for (const auto& line : util::read_lines(p)) out.push_back(parse_line(line, p));
+  for (const auto& line : impl_->run.read_lines("events.jsonl"))
+    out.push_back(parse_line(line, impl_->dir / "events.jsonl"));
   return out;
 }
 
@@ -291,25 +296,27 @@ void RunStore::append_transcript(const Json& entry) {
 
 std::vector<Json> RunStore::transcript() const {
   std::vector<Json> out;
-  fs::path p = impl_->dir / "transcript.jsonl";
-  for (const auto& line : util::read_lines(p)) out.push_back(parse_line(line, p));
+  for (const auto& line : impl_->run.read_lines("transcript.jsonl"))
+    out.push_back(parse_line(line, impl_->dir / "transcript.jsonl"));
   return out;
 }
 
 void RunStore::record_attempt(const AttemptRecord& a) {
   require_writable(impl_->read_only, impl_->dir);
-  fs::path d = impl_->attempt_dir(a);
-  util::make_dirs(d);
-  if (!a.solution.sources.empty()) write_solution_files(d, a.solution);
-  if (!a.raw_answer.empty()) put(d / "answer.txt", a.raw_answer);
-  put(d / "eval.json", a.eval.to_json().dump(2));
+  const util::Folder& run = impl_->run;
+  fs::path d = Impl::attempt_dir(a);
+  run.make_dirs(d);
+  if (!a.solution.sources.empty()) write_solution_files(run, d, a.solution);
+  if (!a.raw_answer.empty()) put(run, d / "answer.txt", a.raw_answer);
+  put(run, d / "eval.json", a.eval.to_json().dump(2));
   add(impl_->attempts, a.to_json().dump());
 }
 
 std::vector<AttemptRecord> RunStore::attempts() const {
   std::vector<AttemptRecord> out;
+  const util::Folder& run = impl_->run;
   fs::path p = impl_->dir / "attempts.jsonl";
-  for (const auto& line : util::read_lines(p)) {
+  for (const auto& line : run.read_lines("attempts.jsonl")) {
     Json j = parse_line(line, p);
     AttemptRecord a;
     in_file(p, [&] {
@@ -320,14 +327,14 @@ std::vector<AttemptRecord> RunStore::attempts() const {
       a.solution.id = j.get_string("solution_id");
       a.solution.parent_id = j.get_string("parent_id");
     });
-    fs::path d = impl_->attempt_dir(a);
-    if (fs::exists(d / "solution.json")) {
-      a.solution = read_solution(d);
+    fs::path d = Impl::attempt_dir(a);
+    if (run.kind(d / "solution.json") != util::EntryKind::none) {
+      a.solution = read_solution(run, d);
       a.solution.parent_id = j.get_string("parent_id");
     }
-    Json ej = read_json(d / "eval.json");
-    a.eval = in_file(d / "eval.json", [&] { return EvalResult::from_json(ej); });
-    if (fs::exists(d / "answer.txt")) a.raw_answer = util::read_file(d / "answer.txt");
+    Json ej = read_json(run, d / "eval.json");
+    a.eval = in_file(run.path() / d / "eval.json", [&] { return EvalResult::from_json(ej); });
+    if (run.kind(d / "answer.txt") != util::EntryKind::none) a.raw_answer = run.read(d / "answer.txt");
     out.push_back(std::move(a));
   }
   std::sort(out.begin(), out.end(), [](const AttemptRecord& x, const AttemptRecord& y) { return x.seq < y.seq; });
@@ -336,20 +343,15 @@ std::vector<AttemptRecord> RunStore::attempts() const {
 
 void RunStore::write_world_model(std::uint64_t version, const Json& wm) {
   require_writable(impl_->read_only, impl_->dir);
-  fs::path p = impl_->dir / "world_model" / fmt::format("v{:06d}.json", version);
-  std::error_code ec;
-  if (fs::exists(p, ec)) return;
-  put(p, wm.dump(2) + "\n");
+  fs::path p = fs::path("world_model") / fmt::format("v{:06d}.json", version);
+  if (impl_->run.kind(p) == util::EntryKind::file) return;
+  put(impl_->run, p, wm.dump(2) + "\n");
 }
 
 std::vector<std::uint64_t> RunStore::world_model_versions() const {
   std::vector<std::uint64_t> out;
-  std::error_code ec;
-  fs::path d = impl_->dir / "world_model";
-  if (!fs::is_directory(d, ec)) return out;
-  for (const auto& e : fs::directory_iterator(d)) {
+  for (const auto& [n, kind] : impl_->run.list("world_model")) {
     // vNNNNNN.json, at least six digits; anything else is not a snapshot.
-    std::string n = e.path().filename().string();
     if (n.size() < 12 || n[0] != 'v' || n.substr(n.size() - 5) != ".json") continue;
     std::string digits = n.substr(1, n.size() - 6);
     if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }) || digits.size() > 18)
@@ -363,7 +365,7 @@ std::vector<std::uint64_t> RunStore::world_model_versions() const {
 std::optional<Json> RunStore::latest_world_model() const {
   auto v = world_model_versions();
   if (v.empty()) return std::nullopt;
-  return read_json(impl_->dir / "world_model" / fmt::format("v{:06d}.json", v.back()));
+  return read_json(impl_->run, fs::path("world_model") / fmt::format("v{:06d}.json", v.back()));
 }
 
 void RunStore::write_best(const BestSolution& best) {
@@ -372,30 +374,32 @@ void RunStore::write_best(const BestSolution& best) {
   // or the new one, never a mix. It names the attempt folder that holds the
   // solution, so the code is not stored again; best/ is a readable view of
   // that folder (hard links), rebuilt after the record.
+  // A link at best/ (or in it) is never deleted or written through: the
+  // folder is opened without following links, and only its own entries go.
+  const util::Folder& run = impl_->run;
   const fs::path from = impl_->attempt_folder_of(best.solution.id);
   Json record = Json::obj({{"round", best.round}, {"solution_id", best.solution.id}, {"eval", best.eval.to_json()}});
   if (from.empty()) record["solution"] = best.solution.to_json();  // not recorded as an attempt (an API caller's)
-  else record["attempt"] = fs::relative(from, impl_->dir).string();
-  put(impl_->dir / "best.json", record.dump(2) + "\n");
-  fs::path d = impl_->dir / "best";
-  util::make_dirs(d);
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(d, ec)) fs::remove(e.path(), ec);
+  else record["attempt"] = from.generic_string();
+  put(run, "best.json", record.dump(2) + "\n");
+  const fs::path d = "best";
+  run.make_dirs(d);
+  run.remove_files_in(d);
   if (from.empty()) {
-    write_solution_files(d, best.solution);
+    write_solution_files(run, d, best.solution);
   } else {
-    for (const auto& e : fs::directory_iterator(from))
-      if (e.is_regular_file() && e.path().filename() != "eval.json" && e.path().filename() != "answer.txt")
-        link_or_copy(e.path(), d / e.path().filename());
+    for (const auto& [name, kind] : run.list(from))
+      if (kind == util::EntryKind::file && name != "eval.json" && name != "answer.txt")
+        run.link_or_copy(from / name, d / name);
   }
-  put(d / "eval.json", best.eval.to_json().dump(2));
+  put(run, d / "eval.json", best.eval.to_json().dump(2));
 }
 
 std::optional<BestSolution> RunStore::best() const {
-  std::error_code ec;
+  const util::Folder& run = impl_->run;
   fs::path p = impl_->dir / "best.json";
-  if (!fs::exists(p, ec)) return std::nullopt;
-  Json j = read_json(p);
+  if (run.kind("best.json") == util::EntryKind::none) return std::nullopt;
+  Json j = read_json(run, "best.json");
   BestSolution b = in_file(p, [&] {
     BestSolution r;
     r.round = static_cast<int>(j.get_int("round"));
@@ -408,7 +412,7 @@ std::optional<BestSolution> RunStore::best() const {
     const fs::path rp(rel);
     if (rel.empty() || rp.is_absolute() || std::any_of(rp.begin(), rp.end(), [](const fs::path& c) { return c == ".."; }))
       throw Error(Status::parse, fmt::format("{}: \"attempt\" must name a folder of the run, not \"{}\"", p.string(), rel));
-    b.solution = read_solution(impl_->dir / rp);
+    b.solution = read_solution(run, rp);
   }
   return b;
 }
@@ -416,28 +420,24 @@ std::optional<BestSolution> RunStore::best() const {
 void RunStore::write_final_eval(const EvalResult& eval) {
   require_writable(impl_->read_only, impl_->dir);
   const std::string text = eval.to_json().dump(2) + "\n";
-  util::write_file_atomic(impl_->dir / "final_eval.json", text);
-  std::error_code ec;
-  if (fs::is_directory(impl_->dir / "best", ec)) util::write_file_atomic(impl_->dir / "best" / "final_eval.json", text);
+  put(impl_->run, "final_eval.json", text);
+  if (impl_->run.kind("best") == util::EntryKind::folder) put(impl_->run, "best/final_eval.json", text);
 }
 
 std::optional<EvalResult> RunStore::final_eval() const {
-  std::error_code ec;
-  fs::path p = impl_->dir / "final_eval.json";
-  if (!fs::exists(p, ec)) return std::nullopt;
-  Json j = read_json(p);
-  return in_file(p, [&] { return EvalResult::from_json(j); });
+  if (impl_->run.kind("final_eval.json") == util::EntryKind::none) return std::nullopt;
+  Json j = read_json(impl_->run, "final_eval.json");
+  return in_file(impl_->dir / "final_eval.json", [&] { return EvalResult::from_json(j); });
 }
 
 void RunStore::write_state(const Json& state) {
   require_writable(impl_->read_only, impl_->dir);
-  put(impl_->dir / "state.json", state.dump(2) + "\n");
+  put(impl_->run, "state.json", state.dump(2) + "\n");
 }
 
 std::optional<Json> RunStore::state() const {
-  std::error_code ec;
-  if (!fs::exists(impl_->dir / "state.json", ec)) return std::nullopt;
-  return read_json(impl_->dir / "state.json");
+  if (impl_->run.kind("state.json") == util::EntryKind::none) return std::nullopt;
+  return read_json(impl_->run, "state.json");
 }
 
 KS_NAMESPACE_END

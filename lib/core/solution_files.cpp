@@ -15,7 +15,8 @@ bool has_source_file_refs(const Json& solution) {
   return false;
 }
 
-Json inline_source_files(const Json& solution, const std::filesystem::path& dir, std::size_t max_bytes) {
+Json inline_source_files(const Json& solution, const util::Folder& folder, const std::filesystem::path& dir,
+                         std::size_t max_bytes) {
   Json out = solution;
   for (auto& s : out["sources"].as_array()) {
     if (!s.is_object() || !s.contains("file") || s.contains("content")) continue;
@@ -27,7 +28,7 @@ Json inline_source_files(const Json& solution, const std::filesystem::path& dir,
     if (name.empty() || p.has_parent_path() || name == "." || name == ".." || p.is_absolute())
       throw Error(Status::invalid_argument,
                   fmt::format("solution source: \"file\" must name a file beside the solution JSON, not \"{}\"", name));
-    s["content"] = util::read_file(dir / p, max_bytes);
+    s["content"] = folder.read(dir / p, max_bytes);
     s.erase("file");
   }
   return out;

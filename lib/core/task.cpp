@@ -399,16 +399,22 @@ Solution parse_solution_text(std::string_view text, const TaskSpec& spec) {
 }
 
 Solution load_solution_file(const std::filesystem::path& path, const TaskSpec& spec) {
-  std::string text = util::read_file(path, util::kMaxSolutionFileBytes);
+  // The path is the caller's choice and followed; what is read beside it (a
+  // folder's solution.json, the source files a solution.json names) is not:
+  // it may be a run folder from someone else, with links to private files.
+  std::error_code ec;
+  const bool is_folder = std::filesystem::is_directory(path, ec);
+  const std::filesystem::path dir = is_folder ? path : path.parent_path().empty() ? "." : path.parent_path();
+  const std::filesystem::path shown = is_folder ? path / "solution.json" : path;
+  std::string text = is_folder ? util::Folder(dir).read("solution.json", util::kMaxSolutionFileBytes)
+                               : util::read_file(path, util::kMaxSolutionFileBytes);
   try {
     // A run folder's solution.json names its source files instead of repeating them.
     if (auto j = Json::try_parse(text); j && core::has_source_file_refs(*j))
-      text = core::inline_source_files(*j, path.parent_path().empty() ? "." : path.parent_path(),
-                                          util::kMaxSolutionFileBytes)
-                 .dump();
+      text = core::inline_source_files(*j, util::Folder(dir), "", util::kMaxSolutionFileBytes).dump();
     return parse_solution_text(text, spec);
   } catch (const Error& e) {
-    throw Error(e.status(), fmt::format("{}: {}", path.string(), e.what()));
+    throw Error(e.status(), fmt::format("{}: {}", shown.string(), e.what()));
   }
 }
 

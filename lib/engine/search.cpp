@@ -23,6 +23,7 @@
 #include "util/json_fields.hpp"
 #include "util/secrets.hpp"
 #include "util/sha256.hpp"
+#include "util/text.hpp"
 
 KS_NAMESPACE_BEGIN
 
@@ -435,7 +436,8 @@ void check_backend(const EvaluatorConfig& ec, bool custom_evaluator, const Task&
 // made is a warning.
 void check_llm(LlmPolicy& llm) {
   std::string warning = llm.check_ready();
-  if (!warning.empty()) std::fprintf(stderr, "ksearch: warning: %s\n", warning.c_str());
+  if (!warning.empty())  // it may quote what the endpoint answered
+    std::fprintf(stderr, "ksearch: warning: %s\n", util::terminal_safe(warning).c_str());
 }
 
 // The transports must carry an answer of max_answer_bytes (JSON escaping can

@@ -16,6 +16,7 @@
 #include "ksearch/version.h"
 #include "util/fs.hpp"
 #include "util/sha256.hpp"
+#include "util/text.hpp"
 
 namespace ks::exporter {
 namespace {
@@ -77,7 +78,7 @@ Json build_json(const Solution& sol, const PreparedSolution::Build& b, const std
                     {"origin", b.artifact.cache_hit ? "evaluator cache" : "NVRTC"},
                     {"cubin_bytes", static_cast<std::int64_t>(cubin.size())},
                     {"cubin_sha256", util::sha256_hex(cubin)},
-                    {"cubin", base64_encode(cubin)},
+                    {"cubin", util::base64_encode(cubin)},
                     {"program", Json::obj({{"name", src.name}, {"text", src.text}, {"headers", headers}})},
                     {"name_expressions", strings(name_exprs)},
                     {"lowered_names", lowered},
@@ -85,30 +86,6 @@ Json build_json(const Solution& sol, const PreparedSolution::Build& b, const std
 }
 
 }  // namespace
-
-std::string base64_encode(std::string_view in) {
-  static const char* k = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  out.reserve((in.size() + 2) / 3 * 4);
-  std::size_t i = 0;
-  for (; i + 2 < in.size(); i += 3) {
-    auto a = static_cast<unsigned char>(in[i]), b = static_cast<unsigned char>(in[i + 1]),
-         c = static_cast<unsigned char>(in[i + 2]);
-    out += k[a >> 2];
-    out += k[((a & 3) << 4) | (b >> 4)];
-    out += k[((b & 15) << 2) | (c >> 6)];
-    out += k[c & 63];
-  }
-  if (i < in.size()) {
-    auto a = static_cast<unsigned char>(in[i]);
-    auto b = i + 1 < in.size() ? static_cast<unsigned char>(in[i + 1]) : 0;
-    out += k[a >> 2];
-    out += k[((a & 3) << 4) | (b >> 4)];
-    out += i + 1 < in.size() ? k[(b & 15) << 2] : '=';
-    out += '=';
-  }
-  return out;
-}
 
 std::string json_for_python(const Json& j) {
   std::string text = j.dump(1);

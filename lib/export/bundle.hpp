@@ -35,8 +35,6 @@ Json make_bundle(const TaskSpec& task, const Solution& solution, const BundleOpt
 // or a test reads.
 Json bundle_summary(const Json& bundle);
 
-std::string base64_encode(std::string_view bytes);
-
 // A Python string literal holding `text` (a raw triple-quoted string; the
 // JSON writer's text never holds a single quote once they are escaped as
 // \u0027, which json_for_python does).

@@ -16,6 +16,7 @@
 #include "llm/openai_wire.hpp"
 #include "util/json_fields.hpp"
 #include "util/secrets.hpp"
+#include "util/text.hpp"
 
 KS_NAMESPACE_BEGIN
 
@@ -303,10 +304,11 @@ class OpenAiPolicy final : public LlmPolicy {
                                   o.message, *r.retry_after_s, cfg_.retry_after_cap_s);
         } else {
           double delay = r.retry_after_s ? *r.retry_after_s : backoff(job.attempts);
-          // One line per retry, so an outage is never waited out in silence.
-          std::string line = redact_(fmt::format("ksearch: {} {} request failed: {}; retry {} of {} in {:.1f} s\n",
-                                                 describe(), to_string(requests[i].kind), o.message, job.attempts,
-                                                 cfg_.max_retries, delay));
+          // One line per retry, so an outage is never waited out in silence;
+          // it quotes the endpoint, so without control sequences.
+          std::string line = util::terminal_safe(
+              redact_(fmt::format("ksearch: {} {} request failed: {}; retry {} of {} in {:.1f} s\n", describe(),
+                                  to_string(requests[i].kind), o.message, job.attempts, cfg_.max_retries, delay)));
           std::fputs(line.c_str(), stderr);
           return delay;
         }

@@ -1,7 +1,9 @@
 // Collects what the report shows from a run folder. Everything is read
 // leniently: a run in progress may have a torn last line (left out, as the
 // run store does) or a file it has not written yet; such gaps become
-// warnings, never a failed report.
+// warnings, never a failed report. Files are read through util::Folder, as
+// the run store reads them: never through a link (the folder may come from
+// someone else).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -33,12 +35,12 @@ std::string clip(const std::string& s, std::size_t max, bool* cut = nullptr) {
 }
 
 // The complete, valid lines of a JSON-lines log; others become warnings.
-std::vector<Json> read_log(const fs::path& file, Json& warnings) {
+std::vector<Json> read_log(const util::Folder& run, const fs::path& file, Json& warnings) {
   std::vector<Json> out;
   bool torn = false;
   std::vector<std::string> lines;
   try {
-    lines = util::read_lines(file, &torn);
+    lines = run.read_lines(file, &torn);
   } catch (const Error& e) {
     warnings.push_back(e.what());
     return out;
@@ -56,10 +58,11 @@ std::vector<Json> read_log(const fs::path& file, Json& warnings) {
 }
 
 // The run's events, typed; a line without seq, time or type becomes a warning.
-std::vector<core::events::RunEvent> read_events(const fs::path& file, Json& warnings) {
+std::vector<core::events::RunEvent> read_events(const util::Folder& run, Json& warnings) {
+  const fs::path file = "events.jsonl";
   std::vector<core::events::RunEvent> out;
   std::size_t bad = 0;
-  for (const Json& j : read_log(file, warnings)) {
+  for (const Json& j : read_log(run, file, warnings)) {
     try {
       out.push_back(core::events::RunEvent::from_json(j));
     } catch (const Error&) {
@@ -102,14 +105,14 @@ Json run_summary(const Json& m, const fs::path& dir) {
 
 // The attempts as the index lists them, with each one's evaluation when its
 // files can be read.
-std::vector<AttemptRecord> read_attempts(const RunStore& store, Json& warnings) {
+std::vector<AttemptRecord> read_attempts(const RunStore& store, const util::Folder& run, Json& warnings) {
   try {
     return store.attempts();
   } catch (const Error& e) {
     warnings.push_back(fmt::format("{}; the attempts are shown from attempts.jsonl alone", e.what()));
   }
   std::vector<AttemptRecord> out;
-  for (const Json& j : read_log(store.dir() / "attempts.jsonl", warnings)) {
+  for (const Json& j : read_log(run, "attempts.jsonl", warnings)) {
     AttemptRecord a;
     a.seq = static_cast<int>(num_field(j, "seq").value_or(0));
     a.round = static_cast<int>(num_field(j, "round").value_or(0));
@@ -285,23 +288,24 @@ std::map<std::uint64_t, std::pair<int, std::set<std::string>>> snapshot_context(
   return at;
 }
 
-std::optional<Json> read_snapshot(const fs::path& file, std::string& err) {
+std::optional<Json> read_snapshot(const util::Folder& run, const fs::path& file, std::string& err) {
   try {
-    return Json::try_parse(util::read_file(file), &err);
+    return Json::try_parse(run.read(file), &err);
   } catch (const Error& e) {
     err = e.what();
     return std::nullopt;
   }
 }
 
-fs::path snapshot_file(const RunStore& store, std::uint64_t version) {
-  return store.dir() / "world_model" / fmt::format("v{:06d}.json", version);
+fs::path snapshot_file(std::uint64_t version) {
+  return fs::path("world_model") / fmt::format("v{:06d}.json", version);
 }
 
 // Every snapshot, in version order, with the round it was taken after and the
 // nodes that had failed a cycle by then. A node unchanged between snapshots
 // is stored once ("nodes") and referred to by index.
-Json world_model_json(const RunStore& store, const std::vector<core::events::RunEvent>& events, std::size_t max_text,
+Json world_model_json(const RunStore& store, const util::Folder& run, const std::vector<core::events::RunEvent>& events,
+                      std::size_t max_text,
                       Json& warnings) {
   const auto at = snapshot_context(events);
   Json nodes = Json::array();
@@ -321,9 +325,9 @@ Json world_model_json(const RunStore& store, const std::vector<core::events::Run
     warnings.push_back(fmt::format("world_model/: {}", e.what()));
   }
   for (std::uint64_t version : versions) {
-    const fs::path file = snapshot_file(store, version);
+    const fs::path file = snapshot_file(version);
     std::string err;
-    std::optional<Json> wm = read_snapshot(file, err);
+    std::optional<Json> wm = read_snapshot(run, file, err);
     if (!wm) {
       warnings.push_back(fmt::format("{}: {}; snapshot left out", file.filename().string(), err));
       continue;
@@ -440,17 +444,18 @@ Json best_json(const RunStore& store, const std::vector<AttemptRecord>& attempts
 
 Json run_report_data(const fs::path& run_dir, const ReportOptions& options) {
   RunStore store = RunStore::open_read_only(run_dir);
+  const util::Folder run(run_dir);
   Json warnings = Json::array();
   Json m = store.manifest();  // written atomically: always whole
-  const auto events = read_events(run_dir / "events.jsonl", warnings);
-  std::vector<AttemptRecord> attempts = read_attempts(store, warnings);
+  const auto events = read_events(run, warnings);
+  std::vector<AttemptRecord> attempts = read_attempts(store, run, warnings);
   Json data = Json::obj({{"format", "ksearch-report"},
                          {"format_version", 1},
                          {"generated", utc_timestamp()},
                          {"run", run_summary(m, run_dir)}});
   data["attempts"] = attempts_json(attempts);
   data["llm"] = llm_json(events);
-  data["world_model"] = world_model_json(store, events, options.max_node_text, warnings);
+  data["world_model"] = world_model_json(store, run, events, options.max_node_text, warnings);
   data["best"] = best_json(store, attempts, options, warnings);
   data["warnings"] = warnings;
   return data;
@@ -466,12 +471,13 @@ std::string run_world_model_dot(const fs::path& run_dir, std::optional<std::uint
   if (std::find(versions.begin(), versions.end(), v) == versions.end())
     throw Error(Status::invalid_argument, fmt::format("world-model version {}: no such snapshot; {} has versions {} to {}",
                                                       v, run_dir.string(), versions.front(), versions.back()));
-  const fs::path file = snapshot_file(store, v);
+  const util::Folder run(run_dir);
+  const fs::path file = snapshot_file(v);
   std::string err;
-  std::optional<Json> wm = read_snapshot(file, err);
-  if (!wm) throw Error(Status::parse, fmt::format("{}: {}", file.string(), err));
+  std::optional<Json> wm = read_snapshot(run, file, err);
+  if (!wm) throw Error(Status::parse, fmt::format("{}: {}", (run_dir / file).string(), err));
   Json ignored = Json::array();
-  const auto at = snapshot_context(read_events(run_dir / "events.jsonl", ignored));
+  const auto at = snapshot_context(read_events(run, ignored));
   auto it = at.find(v);
   const std::string task = str_field(store.manifest()["task"], "name");
   return report::tree_dot(*wm, fmt::format("{}: world model v{}{}", task, v,

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "ksearch/error.hpp"
+#include "util/text.hpp"
 
 KS_NAMESPACE_BEGIN
 namespace {
@@ -50,33 +51,22 @@ Json from_simdjson(simdjson::dom::element el) {
   return Json();
 }
 
-// Length of the valid UTF-8 sequence starting at s[i], or 0 when it is not
-// one (a lone continuation byte, a truncated or overlong sequence, a
-// surrogate, a code point above U+10FFFF).
-std::size_t utf8_sequence(std::string_view s, std::size_t i) {
-  auto b = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
-  unsigned char c = b(i);
-  std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-  if (n <= 1 || i + n > s.size()) return n == 1 ? 1 : 0;
-  std::uint32_t cp = c & (0xFF >> (n + 1));
-  for (std::size_t k = 1; k < n; ++k) {
-    if ((b(i + k) & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (b(i + k) & 0x3F);
-  }
-  static const std::uint32_t min_for_length[] = {0, 0, 0x80, 0x800, 0x10000};
-  if (cp < min_for_length[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-  return n;
-}
-
 // Writes a JSON string. Text from models and compilers is not always valid
 // UTF-8 (a byte cut off mid-character, a binary dump); invalid bytes become
-// U+FFFD so every line written can be read back by a strict parser.
+// U+FFFD so every line written can be read back by a strict parser. DEL and
+// the C1 controls are escaped like C0 ones, so JSON printed on a terminal
+// cannot drive it.
 void write_string(std::string& out, std::string_view s) {
   out.push_back('"');
   for (std::size_t i = 0; i < s.size();) {
     unsigned char c = static_cast<unsigned char>(s[i]);
     if (c >= 0x80) {
-      std::size_t n = utf8_sequence(s, i);
+      std::size_t n = util::utf8_sequence(s, i);
+      if (n == 2 && c == 0xC2 && static_cast<unsigned char>(s[i + 1]) <= 0x9F) {
+        out += fmt::format("\\u{:04x}", static_cast<unsigned>(static_cast<unsigned char>(s[i + 1])));
+        i += 2;
+        continue;
+      }
       if (n == 0) {
         out += "\xEF\xBF\xBD";
         ++i;
@@ -96,7 +86,7 @@ void write_string(std::string& out, std::string_view s) {
       case '\b': out += "\\b"; break;
       case '\f': out += "\\f"; break;
       default:
-        if (c < 0x20) {
+        if (c < 0x20 || c == 0x7F) {
           out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
         } else {
           out.push_back(static_cast<char>(c));

@@ -97,3 +97,10 @@ TEST_CASE("json: invalid UTF-8 is written as U+FFFD so every line reads back") {
   }
   CHECK(Json::parse(Json(junk).dump()).as_string() == "a\xEF\xBF\xBD" "b\xEF\xBF\xBD\xEF\xBF\xBD" "c");
 }
+
+TEST_CASE("json: DEL and C1 controls are escaped, so JSON on a terminal cannot drive it") {
+  const std::string csi_c1 = "a\xC2\x9B" "31mb\x7F";  // U+009B (CSI) and DEL
+  const std::string line = Json(csi_c1).dump();
+  CHECK(line == "\"a\\u009b31mb\\u007f\"");
+  CHECK(Json::parse(line).as_string() == csi_c1);
+}

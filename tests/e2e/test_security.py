@@ -11,9 +11,17 @@ would make them:
 3. A 20 MB answer: refused by default (not stored); accepted with
    --max-answer-size and stored once (prose) or with one copy of the
    extracted source (code).
+4. A run folder is untrusted input (it is shared, attached to bug reports,
+   downloaded): links in it to a private folder or file are never followed,
+   for reading, writing or deleting; an answer of invalid UTF-8 resumes and
+   replays with the same ids; escape sequences a candidate prints or writes
+   do not reach the terminal; kernel files (/proc) and FIFOs are refused at
+   once; an export never writes through a link; LLM options are checked with
+   any model source.
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -204,6 +212,222 @@ print(f"20 MB code answer, 32M cap: {statuses}, run folder {size / 1e6:.2f} MB")
 # The answer once in the transcript, its source once as a file (best/ links to it).
 if statuses != ["passed"] or not (2 * MB20 <= size < 2.1 * MB20):
     failures.append(f"a 20 MB code answer takes {size / MB20:.2f} times its size ({statuses})")
+
+# ---------------------------------------------------------------------------
+# 4. Run folders are untrusted input
+SECRET = "FAKE-PRIVATE-KEY-do-not-print-5e1f"
+ESC_SRC = r'\x1b[2K\r\x1b[32mpassed\x1b[0m'  # in C source: erases the line and paints a fake "passed"
+answers = {
+    "good": kernel(),
+    # Invalid UTF-8 in the code and in the file name (0xE9 alone, 0xFF 0xFE).
+    "utf8": None,
+    "escape": kernel(headers="#include <cstdio>\n#include <cstdlib>\n// \x1b]0;owned\x07 \x1b[31mred comment\n",
+                     body=f'  std::printf("{ESC_SRC} all workloads\\n");\n  std::fprintf(stderr, "{ESC_SRC}\\n");\n'
+                          '  std::fflush(stdout);\n  std::abort();'),
+}
+utf8_answer = kernel().replace("kernel.cpp", "kern\udce9l.cpp").replace(
+    "#include <cstdint>\n", "#include <cstdint>\n// caf\udce9 \udcff\udcfe\n")
+answer_model = work / "answer_model.py"
+answer_model.write_text(
+    "import sys\nsys.stdin.read()\n"
+    f"answers = {answers!r}\nutf8 = {utf8_answer.encode('utf-8', 'surrogateescape')!r}\n"
+    "mode = sys.argv[1]\n"
+    "sys.stdout.buffer.write(utf8 if mode == 'utf8' else answers[mode].encode())\n")
+env4 = dict(env)
+env4.pop("OPENAI_API_KEY", None)
+
+
+def ks(*argv, timeout=300):
+    try:
+        r = subprocess.run([args.ksearch, *map(str, argv)], capture_output=True, timeout=timeout, env=env4)
+    except subprocess.TimeoutExpired:
+        return None
+    return r.returncode, (r.stdout + r.stderr).decode(errors="replace"), r.stdout + r.stderr
+
+
+def quick_run(name, mode="good", rounds=1):
+    d = work / name
+    r = ks("run", "--task", task, "--language", "cpp", "--strategy", "greedy", "--max-rounds", rounds, "--timing-cap",
+           "0.05", "--quiet", "--llm", f"command:{sys.executable} {answer_model} {mode}", "--run-dir", d)
+    if r[0] not in (0, 3):
+        sys.exit(f"{name}: the run for the attack failed ({r[0]}):\n{r[1]}")
+    return d
+
+
+def private(name, files=None):
+    """A folder standing for ~/.ssh: a fake key (and `files`), outside every run."""
+    d = work / "home" / name
+    d.mkdir(parents=True)
+    (d / "id_ed25519").write_text(SECRET)
+    for n, content in (files or {}).items():
+        (d / n).write_bytes(content)
+    return d
+
+
+def snapshot(d):
+    return {p.name: p.read_bytes() for p in sorted(d.iterdir())}
+
+
+def refused(what, r, needles, forbidden=(SECRET,)):
+    if r is None:
+        failures.append(f"{what}: still running after its timeout")
+        return
+    code, out, _ = r
+    bad = code == 0 or code < 0 or "internal error" in out
+    missing = [n for n in needles if n not in out]
+    leaked = [f for f in forbidden if f in out]
+    if bad or missing or leaked:
+        failures.append(f"{what}: exit {code}, missing {missing}, printed {leaked}:\n{out[-1500:]}")
+    else:
+        print(f"ok: {what}")
+
+
+# best/ linked to a private folder: resume must not empty it.
+run = quick_run("link-best")
+home = private("best")
+before = snapshot(home)
+shutil.rmtree(run / "best")
+os.symlink(home, run / "best")
+refused("resume with best/ linked to a private folder", ks("resume", run, "--max-rounds", "2", "--quiet"),
+        [f"{run / 'best'} is a symbolic link"])
+if snapshot(home) != before:
+    failures.append(f"resume changed the folder best/ links to: {sorted(snapshot(home))}")
+
+# Linked logs: resume must not append through them.
+for log in ("events.jsonl", "transcript.jsonl", "attempts.jsonl"):
+    run = quick_run(f"link-{log}")
+    home = private(log, {log: (run / log).read_bytes()})
+    before = snapshot(home)
+    (run / log).unlink()
+    os.symlink(home / log, run / log)
+    refused(f"resume with a linked {log}", ks("resume", run, "--max-rounds", "2", "--quiet"),
+            [f"{run / log} is a symbolic link"])
+    if snapshot(home) != before:
+        failures.append(f"resume wrote through the linked {log}")
+
+# world_model/ linked to a private folder: no snapshot is written there.
+transcript_fixture = Path(args.source_dir) / "tests/fixtures/wm_e2e/transcript.jsonl"
+run = work / "link-wm"
+r = ks("run", "--task", task, "--language", "cpp", "--llm", f"replay:{transcript_fixture}", "--max-rounds", "2",
+       "--wm-stagnation-window", "2", "--timing-cap", "0.05", "--quiet", "--run-dir", run)
+if r[0] != 0 or not (run / "world_model").is_dir():
+    sys.exit(f"the world-model run for the attack failed ({r[0]}):\n{r[1]}")
+home = private("world_model", {p.name: p.read_bytes() for p in (run / "world_model").iterdir()})
+before = snapshot(home)
+shutil.rmtree(run / "world_model")
+os.symlink(home, run / "world_model")
+refused("resume with world_model/ linked to a private folder", ks("resume", run, "--max-rounds", "8", "--quiet"),
+        [f"{run / 'world_model'} is a symbolic link"])
+if snapshot(home) != before:
+    failures.append(f"resume wrote world-model snapshots into a linked folder: {sorted(snapshot(home))}")
+
+# An attempt's source file linked to a private file: never printed or embedded.
+run = quick_run("link-source")
+home = private("source")
+attempt = next((run / "attempts").iterdir())
+(attempt / "kernel.cpp").unlink()
+os.symlink(home / "id_ed25519", attempt / "kernel.cpp")
+link_msg = f"{attempt / 'kernel.cpp'} is a symbolic link"
+refused("show --attempt of a linked source file", ks("show", run, "--attempt", "0"), [link_msg])
+refused("eval --solution RUN whose best source is linked", ks("eval", "--task", task, "--solution", run), [link_msg])
+refused("eval --solution ATTEMPT_FOLDER with a linked source",
+        ks("eval", "--task", task, "--solution", attempt), [link_msg])
+r = ks("report", run, "-o", work / "link-source.html")
+page = (work / "link-source.html").read_text(errors="replace") if (work / "link-source.html").exists() else ""
+if r[0] != 0 or SECRET in page or SECRET in r[1] or link_msg not in page:
+    failures.append(f"report of a run with a linked source: exit {r[0]}, secret in the page: {SECRET in page}, "
+                    f"the refusal named there: {link_msg in page}\n{r[1][-800:]}")
+else:
+    print("ok: report of a run with a linked source file")
+
+# An answer of invalid UTF-8: run, resume and replay agree on every id.
+run = quick_run("utf8", "utf8")
+ids = lambda d: [json.loads(l)["solution_id"] for l in open(d / "attempts.jsonl")]
+first = ids(run)
+r = ks("resume", run, "--max-rounds", "2", "--quiet")
+if r[0] != 0:
+    failures.append(f"resume of a run whose model answered invalid UTF-8: exit {r[0]}:\n{r[1][-800:]}")
+elif ids(run)[:1] != first or json.loads((run / "manifest.json").read_text())["status"] == "failed":
+    failures.append(f"resume of the invalid-UTF-8 run changed its ids: {first} then {ids(run)}")
+r = ks("replay", run, "--run-dir", work / "utf8-replay", "--quiet")
+if r[0] != 0 or ids(work / "utf8-replay") != ids(run) or "Reproduced" not in r[1]:
+    failures.append(f"replay of the invalid-UTF-8 run: exit {r[0]}, ids {ids(run)} vs "
+                    f"{ids(work / 'utf8-replay') if (work / 'utf8-replay' / 'attempts.jsonl').exists() else None}:\n"
+                    f"{r[1][-800:]}")
+else:
+    print(f"ok: an invalid-UTF-8 answer runs, resumes and replays as {first}")
+
+# Escape sequences a candidate writes (source, quoted by the compiler) and
+# prints (log): they would paint "passed" over "crashed" on the screen.
+run = quick_run("escape", "escape")
+(work / "escape.md").write_text(answers["escape"])
+(work / "escape_compile.md").write_text(kernel(headers='#error "\x1b[2K\x1b[1A\x1b[32mpassed\x1b[0m"\n'))
+for what, r, status in (
+        ("eval (a crash)", ks("eval", "--task", task, "--solution", work / "escape.md"), b"crashed"),
+        ("eval (a compile error)", ks("eval", "--task", task, "--solution", work / "escape_compile.md"),
+         b"compile_error"),
+        ("show --attempt", ks("show", run, "--attempt", "0"), b"crashed"),
+        ("show", ks("show", run, "--attempts"), b"crashed")):
+    raw = r[2]
+    if b"\x1b" in raw or b"\r" in raw or b"\x07" in raw or status not in raw:
+        failures.append(f"{what}: a candidate's control sequences reached the terminal: {raw[-600:]!r}")
+    else:
+        print(f"ok: {what} prints a candidate's output without control sequences")
+
+# Kernel files and FIFOs as solutions and tasks: refused at once, never read.
+fifo = work / "fifo"
+os.mkfifo(fifo)
+for argv, what, needle in (
+        (["eval", "--task", task, "--solution", "/proc/kmsg"], "--solution /proc/kmsg", "/proc/kmsg"),
+        (["eval", "--task", task, "--solution", "/proc/self/status"], "--solution /proc/self/status", "(/proc, /sys)"),
+        (["eval", "--task", "/proc/self/status", "--solution", work / "escape.md"], "--task /proc/self/status",
+         "(/proc, /sys)"),
+        (["eval", "--task", task, "--solution", fifo], "--solution FIFO", "not a regular file")):
+    t0 = time.time()
+    r = ks(*argv, timeout=20)
+    refused(f"{what} ({time.time() - t0:.2f} s)", r, [needle], ())
+    if time.time() - t0 > 5:
+        failures.append(f"{what}: took {time.time() - t0:.1f} s to refuse")
+
+# Exports: atomic, and never through a link at the destination unless asked.
+out_dir = work / "export"
+out_dir.mkdir()
+candidate = Path(args.source_dir) / "examples/trimul/candidates/v1_naive_fp32.md"
+exp = ["export", "--format", "gpumode", "--task", "gpumode/trimul", "--solution", candidate, "--cache-dir",
+       work / "cache"]
+r = ks(*exp, "-o", out_dir / "submission.py")
+if r[0] != 0:
+    print(f"export checks skipped: no export here (NVRTC?): {r[1].strip()[:200]}")
+else:
+    names = sorted(p.name for p in out_dir.iterdir())
+    if names != ["submission.py"]:
+        failures.append(f"export left more than its file: {names}")
+    home = private("export", {"authorized_keys": b"ssh-ed25519 AAAA user@host\n"})
+    before = snapshot(home)
+    os.symlink(home / "authorized_keys", out_dir / "linked.py")
+    refused("export -o onto a link", ks(*exp, "-o", out_dir / "linked.py"),
+            [f"{out_dir / 'linked.py'} is a symbolic link", "--follow-symlinks"], ())
+    if snapshot(home) != before or not (out_dir / "linked.py").is_symlink():
+        failures.append("export -o wrote through a link")
+    r = ks(*exp, "-o", out_dir / "linked.py", "--follow-symlinks")
+    if r[0] != 0 or not (home / "authorized_keys").read_text().startswith("# GPUMode submission"):
+        failures.append(f"export --follow-symlinks did not write the link's target: exit {r[0]}\n{r[1][-500:]}")
+    else:
+        print("ok: export refuses a link at -o, and follows it with --follow-symlinks")
+
+# LLM options are checked whatever answers the prompts.
+for argv, needle in ((["--llm", "offline", "--temperature", "abc"], '--temperature needs a number, got "abc"'),
+                     (["--llm", f"command:{sys.executable} {answer_model} good", "--max-output-tokens", "-5"],
+                      "--max-output-tokens must be positive"),
+                     (["--llm", "offline", "--request-timeout", "0"], "--request-timeout must be positive")):
+    d = work / "flags-run"
+    r = ks("run", "--task", task, "--language", "cpp", "--max-rounds", "1", "--run-dir", d, *argv)
+    refused(" ".join(argv[2:]) + " with " + argv[1].split(":")[0], r, [needle], ())
+    if r and r[0] != 2:
+        failures.append(f"{argv}: exit {r[0]}, not the usage error 2")
+    if d.exists():
+        failures.append(f"{argv}: a run folder was made")
+        shutil.rmtree(d)
 
 if failures:
     print("FAILED:\n  " + "\n  ".join(failures))

@@ -88,6 +88,17 @@ TEST_CASE("parse: unnamed sources get numbered names; a repeated name is the mod
   CHECK(s.sources[2].content == "new\n");
 }
 
+TEST_CASE("parse: a file name is plain text; the code keeps its bytes") {
+  // The name goes into solution.json (UTF-8 only) and the solution id: it
+  // must read back as parsed, or a resume finds another id.
+  std::string answer = std::string("```cuda kern\xE9l\x1b[1m.cu\n// caf\xE9\n") + kKernel + "```\n```json launch_plan\n" +
+                       kPlan + "\n```\n";
+  Solution s = parse_candidate(answer, Language::cuda);
+  REQUIRE(s.sources.size() == 1);
+  CHECK(s.sources[0].path == "kern\xEF\xBF\xBDl.cu");
+  CHECK(s.sources[0].content == std::string("// caf\xE9\n") + kKernel);
+}
+
 TEST_CASE("parse: longer fences hold inner fences; indented fences lose their indentation") {
   std::string answer = std::string("1. The kernel:\n\n   ````cuda kernel.cu\n   // usage:\n   ```\n   x\n   ```\n") +
                        "   int v;\n   ````\n\n2. The plan:\n\n   ```json launch_plan\n   " + kPlan + "\n   ```\n";

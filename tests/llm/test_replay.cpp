@@ -76,6 +76,21 @@ TEST_CASE("transcript: entries write and read back in the documented format") {
   CHECK(back.to_json() == j);
 }
 
+TEST_CASE("transcript: an answer that is not valid UTF-8 reads back byte for byte") {
+  // JSON holds only UTF-8: "text" shows such an answer with U+FFFD, and
+  // "text_base64" keeps its bytes, so a resume parses the code the run evaluated.
+  const std::string answer = "```cpp kernel.cpp\n// caf\xE9 \xFF\xFE\nint a;\n```\n";
+  TranscriptEntry e = entry(0, PromptKind::generate, answer);
+  const std::string line = e.to_json().dump();
+  Json j = Json::parse(line);
+  CHECK(j.at("response").get_string("text") == "```cpp kernel.cpp\n// caf\xEF\xBF\xBD \xEF\xBF\xBD\xEF\xBF\xBD\nint a;\n```\n");
+  CHECK(TranscriptEntry::from_json(j).response.text == answer);
+  // Valid text carries no second copy.
+  CHECK_FALSE(entry(0, PromptKind::generate, "caf\xC3\xA9").to_json().at("response").contains("text_base64"));
+  j["response"]["text_base64"] = "not base64!";
+  CHECK_THROWS_WITH(TranscriptEntry::from_json(j), doctest::Contains("text_base64"));
+}
+
 TEST_CASE("transcript: hand-written files, torn last lines and bad lines") {
   auto dir = ks::test::scratch_dir("llm_transcript_read");
   SUBCASE("only kind and text (or response) are needed; blank lines are skipped") {

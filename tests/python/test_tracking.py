@@ -8,6 +8,7 @@ Needs $KSEARCH_CLI and $KSEARCH_TEST_SERVER (set by ctest). The W&B tests skip,
 saying so, where the wandb package is not installed (tests/run_tests.sh
 installs it with pip when it can)."""
 import base64
+import contextlib
 import csv
 import glob
 import hashlib
@@ -223,6 +224,31 @@ class TrackingTest(unittest.TestCase):
                            env=dict(os.environ, PYTHONPATH=str(SOURCE / "bindings" / "python")))
         self.assertEqual(r.returncode, 1)
         self.assertIn("holds no run", r.stderr)
+
+    def test_links_in_a_run_folder_are_not_followed(self):
+        # A run folder may come from someone else: a link in it must not upload a private file.
+        run = self.work / "linked"
+        shutil.copytree(self.http, run, symlinks=True)
+        secret = self.work / "id_ed25519"
+        secret.write_text("FAKE-PRIVATE-KEY")
+        folder = tracking.RunFolder(run)
+        a = folder.attempts()[0]
+        d = folder.attempt_dir(a)
+        self.assertEqual([p for p, _ in folder.sources(a)], ["kernel.cpp"])
+        (d / "kernel.cpp").unlink()
+        (d / "kernel.cpp").symlink_to(secret)
+        sol = json.loads((d / "solution.json").read_text())
+        sol["sources"].append({"path": "up.cpp", "file": "../../../id_ed25519"})
+        (d / "solution.json").write_text(json.dumps(sol))
+        shutil.move(run / "events.jsonl", self.work / "events-elsewhere.jsonl")
+        (run / "events.jsonl").symlink_to(self.work / "events-elsewhere.jsonl")
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            self.assertEqual(folder.sources(a), [])
+            self.assertEqual(folder.events(), [])
+        self.assertIn(f"{d / 'kernel.cpp'} is a symbolic link", err.getvalue())
+        self.assertIn("events.jsonl is a symbolic link", err.getvalue())
+        self.assertIn("is not a path inside", err.getvalue())
 
     def _csv(self, run):
         out = self.work / f"{run.name}-{time.time_ns()}.csv"

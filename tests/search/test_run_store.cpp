@@ -189,3 +189,88 @@ TEST_CASE("run store: a damaged record is an error that names its file") {
   damage(dir / "manifest.json", "{\"task\": ");
   check_error([&] { r.manifest(); }, (dir / "manifest.json").string() + ": invalid JSON");
 }
+
+// A run folder may come from someone else (attached to a bug report): links
+// in it lead to the user's private files.
+namespace {
+
+struct Secret {
+  fs::path dir, file;
+  explicit Secret(const fs::path& root) : dir(root / "dot-ssh"), file(dir / "id_ed25519") {
+    fs::create_directories(dir);
+    util::write_file_atomic(file, "FAKE-PRIVATE-KEY");
+  }
+  bool intact() const {
+    return fs::is_regular_file(file) && util::read_file(file) == "FAKE-PRIVATE-KEY" &&
+           std::distance(fs::directory_iterator(dir), fs::directory_iterator()) == 1;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("run store: best/ linked to a private folder: open refuses, nothing there is deleted") {
+  auto root = test::scratch_dir("rs_best_link");
+  Secret secret(root);
+  const fs::path dir = root / "run";
+  {
+    RunStore s = RunStore::create(dir, Json::object());
+    AttemptRecord a;
+    a.round = 1;
+    a.solution = sol("int a;");
+    s.record_attempt(a);
+    s.write_best(BestSolution{a.solution, EvalResult{}, 1});
+  }
+  fs::remove_all(dir / "best");
+  fs::create_directory_symlink(secret.dir, dir / "best");
+  check_error([&] { RunStore::open(dir); }, (dir / "best").string() + " is a symbolic link");
+  CHECK(secret.intact());
+}
+
+TEST_CASE("run store: a linked log, world_model/ or attempts/ is refused, never written through") {
+  auto root = test::scratch_dir("rs_log_links");
+  Secret secret(root);
+  for (const char* name : {"events.jsonl", "transcript.jsonl", "attempts.jsonl", "manifest.json", "world_model",
+                           "attempts", "state.json", "lock"}) {
+    const fs::path dir = root / (std::string("run-") + name);
+    RunStore::create(dir, Json::object());
+    fs::remove_all(dir / name);
+    if (std::string(name).find('.') == std::string::npos && std::string(name) != "lock")
+      fs::create_directory_symlink(secret.dir, dir / name);
+    else
+      fs::create_symlink(secret.file, dir / name);
+    check_error([&] { RunStore::open(dir); }, (dir / name).string() + " is a symbolic link");
+    CHECK_MESSAGE(secret.intact(), name);
+  }
+}
+
+TEST_CASE("run store: a linked source file of an attempt is refused and its target not read") {
+  auto root = test::scratch_dir("rs_source_link");
+  Secret secret(root);
+  const fs::path dir = root / "run";
+  AttemptRecord a;
+  a.round = 1;
+  a.solution = sol("int a;");
+  {
+    RunStore s = RunStore::create(dir, Json::object());
+    s.record_attempt(a);
+    s.write_best(BestSolution{a.solution, EvalResult{}, 1});
+  }
+  const fs::path kernel = dir / "attempts" / fmt::format("0000-{}", a.solution.id) / "kernel.cpp";
+  fs::remove(kernel);
+  fs::create_symlink(secret.file, kernel);
+  RunStore r = RunStore::open_read_only(dir);
+  std::string what;
+  try {
+    r.attempts();
+  } catch (const Error& e) {
+    what = e.what();
+  }
+  CHECK(what.find(kernel.string() + " is a symbolic link") != std::string::npos);
+  CHECK(what.find("FAKE-PRIVATE-KEY") == std::string::npos);
+  check_error([&] { r.best(); }, kernel.string() + " is a symbolic link");
+  // An attempt folder that is itself a link is refused the same way.
+  fs::remove_all(kernel.parent_path());
+  fs::create_directory_symlink(secret.dir, kernel.parent_path());
+  check_error([&] { r.attempts(); }, kernel.parent_path().string() + " is a symbolic link");
+  CHECK(secret.intact());
+}

@@ -25,6 +25,11 @@ manifest (K-Search's keys, plus the full configuration under "ksearch").
 W&B settings come from its usual environment (WANDB_API_KEY, WANDB_MODE=offline,
 WANDB_DIR, WANDB_PROJECT, ...) or the options. Without `wandb` installed the CSV
 still works; --wandb then says how to install it.
+
+A run folder may come from someone else (docs/security.md): every file it
+reads or uploads from the folder is checked name by name first, and a symbolic
+link on the way, a '..' or anything but a regular file is skipped with a
+warning, so a link in the folder cannot upload a private file.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import json
 import os
 import re
 import signal
+import stat
 import sys
 import time
 from dataclasses import dataclass, field
@@ -56,8 +62,35 @@ def _warn(msg: str) -> None:
     print(f"ksearch.tracking: {msg}", file=sys.stderr)
 
 
-def read_jsonl(path: Path) -> List[dict]:
+def confined(root: Path, rel) -> Optional[Path]:
+    """root/rel when it is a regular file and no name on the way is a symbolic link or '..': a run
+    folder may come from someone else, and a link in it may lead to private files. None when it is
+    absent, and (with a warning) when it is not such a file."""
+    rel = Path(rel)
+    if rel.is_absolute() or ".." in rel.parts:
+        _warn(f"{rel} is not a path inside {root}; skipped")
+        return None
+    p = root
+    for i, part in enumerate(rel.parts):
+        p = p / part
+        try:
+            mode = os.lstat(p).st_mode
+        except OSError:
+            return None
+        if stat.S_ISLNK(mode):
+            _warn(f"{p} is a symbolic link; links in a run folder are not followed; skipped")
+            return None
+        last = i == len(rel.parts) - 1
+        if (last and not stat.S_ISREG(mode)) or (not last and not stat.S_ISDIR(mode)):
+            _warn(f"{p} is not a regular file; skipped")
+            return None
+    return p
+
+
+def read_jsonl(path: Optional[Path]) -> List[dict]:
     """The complete lines of a log; a torn last line (a write in progress or a kill) is left out."""
+    if path is None:
+        return []
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -77,7 +110,9 @@ def read_jsonl(path: Path) -> List[dict]:
     return out
 
 
-def _read_json(path: Path) -> Optional[dict]:
+def _read_json(path: Optional[Path]) -> Optional[dict]:
+    if path is None:
+        return None
     try:
         return json.loads(path.read_text(encoding="utf-8", errors="replace"))
     except (OSError, ValueError):
@@ -106,46 +141,55 @@ class RunFolder:
 
     def __init__(self, path):
         self.path = Path(path)
-        if not (self.path / "manifest.json").is_file():
+        if confined(self.path, "manifest.json") is None:
             raise FileNotFoundError(f"{self.path} holds no run (manifest.json is missing)")
+
+    def file(self, rel) -> Optional[Path]:
+        """A file of the folder, never through a link (confined())."""
+        return confined(self.path, rel)
 
     def manifest(self) -> dict:
         # Written atomically (temp file and rename): always whole. Retry once
         # in case the rename lands between open and read on odd file systems.
         for _ in range(3):
-            m = _read_json(self.path / "manifest.json")
+            m = _read_json(self.file("manifest.json"))
             if m is not None:
                 return m
             time.sleep(0.1)
         raise ValueError(f"{self.path / 'manifest.json'} is not valid JSON")
 
     def attempts(self) -> List[dict]:
-        return read_jsonl(self.path / "attempts.jsonl")
+        return read_jsonl(self.file("attempts.jsonl"))
 
     def events(self) -> List[dict]:
-        return read_jsonl(self.path / "events.jsonl")
+        return read_jsonl(self.file("events.jsonl"))
 
     def transcript(self) -> List[dict]:
-        return read_jsonl(self.path / "transcript.jsonl")
+        return read_jsonl(self.file("transcript.jsonl"))
+
+    def attempt_rel(self, a: dict) -> Path:
+        return Path("attempts") / f"{int(a.get('seq', 0)):04d}-{a.get('solution_id') or 'no-code'}"
 
     def attempt_dir(self, a: dict) -> Path:
-        return self.path / "attempts" / f"{int(a.get('seq', 0)):04d}-{a.get('solution_id') or 'no-code'}"
+        return self.path / self.attempt_rel(a)
 
     def eval(self, a: dict) -> dict:
-        return _read_json(self.attempt_dir(a) / "eval.json") or {}
+        return _read_json(self.file(self.attempt_rel(a) / "eval.json")) or {}
 
     def sources(self, a: dict) -> List[Tuple[str, Path]]:
-        """(path in the solution, file in the attempt folder) per source file."""
-        d = self.attempt_dir(a)
-        sol = _read_json(d / "solution.json") or {}
+        """(path in the solution, file in the attempt folder) per source file; one that is a link is left out."""
+        d = self.attempt_rel(a)
+        sol = _read_json(self.file(d / "solution.json")) or {}
         out = []
         for s in sol.get("sources") or []:
             if "file" in s:
-                out.append((s.get("path", s["file"]), d / s["file"]))
+                f = self.file(d / str(s["file"]))
+                if f is not None:
+                    out.append((s.get("path", s["file"]), f))
         return out
 
     def world_model(self, version: int) -> Optional[dict]:
-        return _read_json(self.path / "world_model" / f"v{version:06d}.json")
+        return _read_json(self.file(Path("world_model") / f"v{version:06d}.json"))
 
     def writer_alive(self) -> Optional[bool]:
         """Whether a process holds the run's lock (Linux /proc/locks); None when unknown."""
@@ -413,22 +457,22 @@ class WandbSink:
                                   metadata={"round": r.round, "solution_id": sol, "parent_id": a.get("parent_id", ""),
                                             "action": a.get("action", ""), "latency_ms": r.latency_ms,
                                             "speedup": a.get("speedup"), "wm_version": r.wm_version})
-        d = self.folder.attempt_dir(a)
+        d = self.folder.attempt_rel(a)
         sources = []
         for path, file in self.folder.sources(a):
             text = file.read_text(encoding="utf-8", errors="replace")
             sources.append((path, text))
             art.add_file(str(file), name=path.lstrip("/").replace("..", "__"))
-        if (d / "launch_plan.json").is_file():
-            art.add_file(str(d / "launch_plan.json"), name="launch_plan.json")
-        if (d / "eval.json").is_file():
-            art.add_file(str(d / "eval.json"), name="eval/eval.json")
+        for rel, name in ((d / "launch_plan.json", "launch_plan.json"), (d / "eval.json", "eval/eval.json")):
+            f = self.folder.file(rel)
+            if f is not None:
+                art.add_file(str(f), name=name)
         raw = self._raw_answer(r, sources)
         with art.new_file("raw_code.txt", encoding="utf-8") as f:
             f.write(raw if raw is not None else "(no answer in transcript.jsonl holds this code)\n")
         if r.wm_version is not None:
-            wm = self.folder.path / "world_model" / f"v{r.wm_version:06d}.json"
-            if wm.is_file():
+            wm = self.folder.file(Path("world_model") / f"v{r.wm_version:06d}.json")
+            if wm is not None:
                 art.add_file(str(wm), name="wm/world_model.json")
         with art.new_file("eval/round_summary.txt", encoding="utf-8") as f:
             f.write(round_summary(r, self.task))

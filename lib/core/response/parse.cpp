@@ -10,6 +10,7 @@
 #include "core/response/json_extract.hpp"
 #include "core/tune/params.hpp"
 #include "ksearch/error.hpp"
+#include "util/text.hpp"
 
 namespace ks::core {
 namespace {
@@ -480,7 +481,9 @@ Solution parse_candidate(std::string_view answer, Language language) {
                        "Write the complete file and close the block.",
                        block_label(b)));
     if (trim(b.content).empty()) fail(fmt::format("The source block {} is empty.", block_label(b)));
-    std::string path = c->file_name;
+    // A plain name: valid UTF-8 (JSON stores it, and the solution id hashes
+    // it: a resume must read back the same name) without control characters.
+    std::string path = util::terminal_safe(c->file_name);
     if (path.empty()) path = ++unnamed == 1 ? fmt::format("kernel.{}", ext) : fmt::format("kernel_{}.{}", unnamed, ext);
     // The same file given twice: the later block is the model's revision.
     auto same = std::find_if(s.sources.begin(), s.sources.end(), [&](const SourceFile& f) { return f.path == path; });

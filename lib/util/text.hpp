@@ -1,0 +1,29 @@
+// Text that came from elsewhere (a model, a candidate, a run folder someone
+// sent): UTF-8 validity, and the form that is safe to print on a terminal.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace ks::util {
+
+// Length of the valid UTF-8 sequence starting at s[i], or 0 when it is not
+// one (a lone continuation byte, a truncated or overlong sequence, a
+// surrogate, a code point above U+10FFFF).
+std::size_t utf8_sequence(std::string_view s, std::size_t i);
+bool is_valid_utf8(std::string_view s);
+
+// `text` without what a terminal would act on instead of showing: escape
+// sequences (CSI, OSC, DCS and the other ESC forms, whole), C0 controls but
+// newline and tab (CR and backspace included, so nothing is overwritten on
+// screen), DEL and C1 controls. Invalid UTF-8 bytes become U+FFFD.
+std::string terminal_safe(std::string_view text);
+
+// Standard base64 with padding, for bytes that must pass through JSON
+// unchanged (JSON strings hold only valid UTF-8). decode returns false on
+// anything but canonical base64.
+std::string base64_encode(std::string_view bytes);
+bool base64_decode(std::string_view text, std::string& out);
+
+}  // namespace ks::util

@@ -3,17 +3,20 @@
  *   the local test server (the server counts the requests in flight), and a
  *   batch callback that answers its N prompts on N threads of its own;
  * - the event callback: every event of events.jsonl, in order, as journalled;
- * - cancellation from another thread mid-request (an HTTP request to a server
- *   that would answer after a minute, and a command that would sleep a
- *   minute) and mid-evaluation (a kernel that never returns, with a run
- *   timeout of five minutes): each run ends within seconds, KS_E_CANCELLED,
- *   nothing of the cut call journalled, and the run resumes;
+ * - cancellation from another thread mid-request (an HTTP request the server
+ *   never answers, and a command that would sleep an hour) and mid-evaluation
+ *   (a kernel that never returns, with a run timeout of 150 s): each run ends
+ *   well before its own limits, KS_E_CANCELLED, nothing of the cut call
+ *   journalled, and the run resumes. The cancel comes once the call is seen
+ *   under way (the request at the server, the command's mark, the worker
+ *   spinning), not after a guessed time;
  * - evaluator callbacks: the host evaluates every candidate (single and batch).
  *
  *   test_capi_hosts TEST_SERVER TASK_DIR WORK_DIR
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -165,10 +168,12 @@ static int server_stop(struct server *s) {
   return most;
 }
 
-/* The server's default answer: `text` after `delay_s`, as --default JSON. */
-static void answer_json(char *out, size_t size, const char *text, double delay_s) {
+/* The server's default answer as --default JSON: `text`, held until `in_flight`
+ * requests are in flight together (0: not held), or never sent if `never`. */
+static void answer_json(char *out, size_t size, const char *text, int in_flight, int never) {
   size_t i, n = 0;
-  n += (size_t)snprintf(out + n, size - n, "{\"delay_s\": %g, \"text\": \"", delay_s);
+  n += (size_t)snprintf(out + n, size - n, "{\"wait_in_flight\": %d, %s\"text\": \"", in_flight,
+                        never ? "\"wait_file\": \"/nonexistent/ks-test-never-created\", " : "");
   for (i = 0; text[i] && n + 8 < size; ++i) {
     if (text[i] == '"' || text[i] == '\\') {
       out[n++] = '\\';
@@ -205,7 +210,7 @@ static void test_parallel_openai(void) {
   ks_result *r = NULL;
   ks_status s;
   int most;
-  answer_json(def, sizeof def, kGood, 0.5);
+  answer_json(def, sizeof def, kGood, 4, 0); /* each answer waits until all four are in flight */
   if (!server_start(&srv, def, "parallel-server.jsonl")) {
     CHECK(!"the test server did not start");
     return;
@@ -217,6 +222,8 @@ static void test_parallel_openai(void) {
   o.llm.model = "test-model";
   o.llm.base_url = srv.base_url;
   o.llm.max_concurrency = 4;
+  o.llm.request_timeout_s = 120; /* fewer than four at once: held answers time out, the check below fails */
+  o.llm.max_retries = 0;
   s = ks_search_run(&o, &r);
   if (s != KS_OK) fprintf(stderr, "parallel openai: %s\n", ks_last_error_message());
   CHECK(s == KS_OK);
@@ -391,19 +398,25 @@ static void test_events(void) {
 
 struct canceller {
   ks_cancel_token *token;
-  const char *wait_for_file; /* cancel once this file has a line (NULL: do not wait for it) */
-  volatile int *wait_for_flag; /* or once this flag is set */
-  double delay_s;            /* then wait this long */
+  const char *wait_for_file;   /* cancel once this file has a line (NULL: do not wait for it) */
+  int (*ready)(void *);        /* or once this says so */
+  void *ready_arg;
+  double delay_s;              /* then wait this long */
   double cancelled_at;
+  int gave_up;                 /* the condition never came (a safety net, checked by the tests) */
 };
 
 static void *cancel_later(void *arg) {
   struct canceller *c = (struct canceller *)arg;
-  double give_up = now_s() + 60;
-  while (now_s() < give_up) {
+  double give_up = now_s() + 240;
+  for (;;) {
     if (c->wait_for_file && count_lines(c->wait_for_file) > 0) break;
-    if (c->wait_for_flag && *c->wait_for_flag) break;
-    if (!c->wait_for_file && !c->wait_for_flag) break;
+    if (c->ready && c->ready(c->ready_arg)) break;
+    if (!c->wait_for_file && !c->ready) break;
+    if (now_s() > give_up) {
+      c->gave_up = 1;
+      break;
+    }
     sleep_s(0.02);
   }
   sleep_s(c->delay_s);
@@ -439,7 +452,7 @@ static void test_cancel_http(void) {
   ks_status s;
   struct canceller c;
   double took;
-  answer_json(def, sizeof def, kGood, 60); /* a minute per answer */
+  answer_json(def, sizeof def, kGood, 0, 1); /* never answered */
   if (!server_start(&srv, def, "cancel-server.jsonl")) {
     CHECK(!"the test server did not start");
     return;
@@ -449,13 +462,16 @@ static void test_cancel_http(void) {
   o.llm.source = KS_LLM_OPENAI;
   o.llm.model = "test-model";
   o.llm.base_url = srv.base_url;
+  o.llm.request_timeout_s = 120; /* without the cancel: a failed round after 120 s */
+  o.llm.max_retries = 0;
   memset(&c, 0, sizeof c);
   c.wait_for_file = srv.log; /* the request reached the server */
   c.delay_s = 0.2;
   took = run_cancelled(&o, &c, &r, &s);
   fprintf(stderr, "cancel mid-request (HTTP): returned %.2f s after the cancel\n", took);
+  CHECK(!c.gave_up);
   CHECK(s == KS_E_CANCELLED);
-  CHECK(took < 10); /* the server would have answered after 60 s */
+  CHECK(took < 60); /* the cancel cut the request: the timeout would take 120 s */
   CHECK(r != NULL && ks_result_rounds(r) == 0);
   CHECK(strcmp(ks_result_stop_reason(r), "cancelled") == 0);
   ks_result_destroy(r);
@@ -479,23 +495,32 @@ static void test_cancel_http(void) {
 }
 
 static void test_cancel_command(void) {
-  char run_dir[1024];
-  const char *argv[] = {"sleep", "60"};
+  char run_dir[1024], mark[1100], script[1300];
+  const char *argv[] = {"sh", "-c", script};
   ks_search_options o;
   ks_result *r = NULL;
   ks_status s;
   struct canceller c;
   double took;
   base_options(&o, "cancel_command", run_dir, sizeof run_dir);
+  path_join(mark, sizeof mark, g_work, "cancel-command-started");
+  remove(mark);
+  /* Marks that it runs, then would sleep an hour. */
+  snprintf(script, sizeof script, "echo started > '%s'; exec sleep 3600", mark);
+  o.budget.max_rounds = 1;
   o.llm.source = KS_LLM_COMMAND;
   o.llm.command_argv = argv;
-  o.llm.command_argc = 2;
+  o.llm.command_argc = 3;
+  o.llm.command_timeout_s = 120; /* without the cancel: a failed round after 120 s */
   memset(&c, 0, sizeof c);
-  c.delay_s = 1.0;
+  c.wait_for_file = mark; /* the command is running */
+  c.delay_s = 0.2;
   took = run_cancelled(&o, &c, &r, &s);
   fprintf(stderr, "cancel mid-request (command): returned %.2f s after the cancel\n", took);
+  CHECK(!c.gave_up);
   CHECK(s == KS_E_CANCELLED);
-  CHECK(took < 10);
+  CHECK(count_lines(mark) == 1); /* cancelled while the command ran, not before it started */
+  CHECK(took < 60);
   CHECK(r != NULL && ks_result_rounds(r) == 0);
   ks_result_destroy(r);
 }
@@ -513,6 +538,70 @@ static int hang_model(const ks_llm_request *req, ks_llm_answer *answer, void *us
 static void on_hang_event(const ks_event *e, void *user) {
   struct hang_state *h = (struct hang_state *)user;
   if (strcmp(e->type, "llm_call") == 0) h->answered = 1;
+}
+
+/* CPU time, in clock ticks, of the live processes below this one whose command
+ * line holds "--role" "run": the evaluator's run worker, sandboxed or not. */
+static long run_worker_ticks(void) {
+  enum { kMax = 8192 };
+  static int pid[kMax], ppid[kMax], worker[kMax];
+  static long ticks[kMax];
+  int n = 0, i, p, hops;
+  long total = 0;
+  DIR *d = opendir("/proc");
+  struct dirent *e;
+  if (!d) return 0;
+  while ((e = readdir(d)) != NULL && n < kMax) {
+    char path[300], buf[4096], state;
+    const char *close;
+    unsigned long ut = 0, st = 0;
+    size_t len, k;
+    FILE *f;
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+    if (!(f = fopen(path, "r"))) continue;
+    len = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[len] = 0;
+    close = strrchr(buf, ')');
+    if (!close || sscanf(close + 2, "%c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &state, &ppid[n], &ut, &st) != 4 ||
+        state == 'Z')
+      continue;
+    pid[n] = atoi(e->d_name);
+    ticks[n] = (long)(ut + st);
+    worker[n] = 0;
+    snprintf(path, sizeof path, "/proc/%s/cmdline", e->d_name);
+    if ((f = fopen(path, "r")) != NULL) {
+      len = fread(buf, 1, sizeof buf - 1, f);
+      fclose(f);
+      for (k = 0; k + 1 < len; k += strlen(buf + k) + 1)
+        if (strcmp(buf + k, "--role") == 0 && k + 7 < len && strcmp(buf + k + 7, "run") == 0) worker[n] = 1;
+    }
+    n++;
+  }
+  closedir(d);
+  for (i = 0; i < n; ++i) {
+    if (!worker[i]) continue;
+    for (p = ppid[i], hops = 0; p > 1 && hops < 64; ++hops) { /* up the parents to this process */
+      int j;
+      if (p == (int)getpid()) {
+        total += ticks[i];
+        break;
+      }
+      for (j = 0; j < n && pid[j] != p; ++j) {
+      }
+      if (j == n) break;
+      p = ppid[j];
+    }
+  }
+  return total;
+}
+
+/* The hanging candidate is running: its LLM call is journalled and the run
+ * worker has spent half a second of CPU (loading it takes a fraction of that). */
+static int hang_spinning(void *arg) {
+  struct hang_state *h = (struct hang_state *)arg;
+  return h->answered && run_worker_ticks() >= sysconf(_SC_CLK_TCK) / 2;
 }
 
 static void test_cancel_evaluation(void) {
@@ -539,18 +628,19 @@ static void test_cancel_evaluation(void) {
   memset(&h, 0, sizeof h);
   base_options(&o, "cancel_evaluation", run_dir, sizeof run_dir);
   o.budget.max_rounds = 2;
-  o.eval.run_timeout_s = 300; /* only a kill ends it early */
+  o.eval.run_timeout_s = 150; /* only a kill ends it early */
   o.llm.source = KS_LLM_CALLBACK;
   o.llm.callback = hang_model;
   o.event = on_hang_event;
   o.event_user_data = &h;
   memset(&c, 0, sizeof c);
-  c.wait_for_flag = &h.answered;
-  c.delay_s = 2.0; /* the cached module is loaded and spinning by then */
+  c.ready = hang_spinning;
+  c.ready_arg = &h;
   took = run_cancelled(&o, &c, &r, &s);
   fprintf(stderr, "cancel mid-evaluation: returned %.2f s after the cancel\n", took);
+  CHECK(!c.gave_up); /* cancelled while the kernel spun */
   CHECK(s == KS_E_CANCELLED);
-  CHECK(took < 15);
+  CHECK(took < 60); /* a kill, not the run timeout (150 s) */
   CHECK(r != NULL && ks_result_rounds(r) == 0); /* the cut evaluation is not a round */
   ks_result_destroy(r);
   path_join(path, sizeof path, run_dir, "attempts.jsonl");

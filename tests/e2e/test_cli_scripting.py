@@ -26,6 +26,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -54,21 +55,81 @@ def kernel(reps=1, factor="3.0f", broken=False):
 
 
 class Server:
-    def __init__(self, name, answers, delay=0.0):
-        script = {"behaviours": [{"kind": "answer", "text": t, "delay_s": delay} for t in answers],
-                  "default": {"kind": "answer", "text": answers[-1], "delay_s": delay}}
+    """With gate, every answer after the first `free` ones (the default too) is held until the file
+    gate exists: the test decides when a run may go on, not a delay."""
+
+    def __init__(self, name, answers, gate=None, free=0):
+        script = {"behaviours": [{"kind": "answer", "text": t} for t in answers],
+                  "default": {"kind": "answer", "text": answers[-1]}}
+        if gate:
+            for b in script["behaviours"][free:] + [script["default"]]:
+                b["wait_file"] = str(gate)
         (work / f"{name}.json").write_text(json.dumps(script))
-        self.p = subprocess.Popen([args.server, "--script", str(work / f"{name}.json")], stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, text=True)
+        self.log = work / f"{name}-requests.jsonl"
+        self.p = subprocess.Popen([args.server, "--script", str(work / f"{name}.json"), "--log", str(self.log)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         line = self.p.stdout.readline()
         if "listening on" not in line:
             sys.exit(f"test server did not start: {line!r}")
         self.url = line.split("listening on", 1)[1].strip()
 
+    def prompts(self):
+        """POST requests received so far (a prompt reached the server)."""
+        return self.log.read_text().count('"method":"POST"') if self.log.exists() else 0
+
     def stop(self):
         self.p.terminate()
         self.p.wait(timeout=10)
         self.p.stdout.close()
+
+
+class Stderr:
+    """A process's stderr, read on a thread, so the test can wait for a line without blocking on the pipe."""
+
+    def __init__(self, p):
+        self.lines, self.closed, self.cv = [], False, threading.Condition()
+        self.t = threading.Thread(target=self._read, args=(p.stderr,), daemon=True)
+        self.t.start()
+
+    def _read(self, pipe):
+        for line in pipe:
+            with self.cv:
+                self.lines.append(line)
+                self.cv.notify_all()
+        with self.cv:
+            self.closed = True
+            self.cv.notify_all()
+
+    def wait_for(self, needle, limit=300):
+        """Whether a line holding needle came before the pipe closed (limit: a safety net against a hang)."""
+        with self.cv:
+            self.cv.wait_for(lambda: self.closed or any(needle in l for l in self.lines), timeout=limit)
+            return any(needle in l for l in self.lines)
+
+    def text(self):
+        self.t.join(timeout=60)
+        with self.cv:
+            return "".join(self.lines)
+
+
+def wait_until(cond, limit=300):
+    """Polls cond; the limit is a safety net against a hang, never what a test measures."""
+    deadline = time.monotonic() + limit
+    while not cond():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def ended(p, limit=300):
+    """p's exit status, or None (and p killed) if it did not end: a hang fails the check, not the suite."""
+    try:
+        return p.wait(timeout=limit)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+        return None
 
 
 def ksearch(*argv, cwd=None, timeout=600):
@@ -214,39 +275,46 @@ check("show --attempt of an unknown id: exit 1, says what exists", r.returncode 
       r.stderr)
 
 # SIGTERM once: stop after the round, manifest "stopped", exit 130; resume.
-srv = Server("slow", [kernel(1)], delay=0.8)
+# The test sets the pace: rounds 1 and 2 are answered, round 3's answer is
+# held until the run has said it will stop after the round; the second run's
+# first answer is held for good, so only the second SIGTERM can end it.
+go_term, go_twice = work / "term-go", work / "term2-go"
+srv = Server("slow", [kernel(1)] * 2, gate=go_term, free=2)
+srv2 = Server("slow2", [kernel(1)], gate=go_twice)
 try:
     term = work / "term"
-    p = subprocess.Popen([args.ksearch, *map(str, greedy(srv.url, term, 30))], env=env, stdout=subprocess.PIPE,
+    p = subprocess.Popen([args.ksearch, *map(str, greedy(srv.url, term, 30))], env=env, stdout=subprocess.DEVNULL,
                          stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 120
-    while not ((term / "attempts.jsonl").exists() and len(attempts(term)) >= 2) and time.time() < deadline:
-        time.sleep(0.05)
+    err = Stderr(p)
+    wait_until(lambda: srv.prompts() >= 3 or p.poll() is not None)  # round 3 waits for its answer
     p.send_signal(signal.SIGTERM)
-    out, err = p.communicate(timeout=120)
+    said = err.wait_for("stopping after the current round")
+    go_term.touch()  # round 3 may finish now
+    rc = ended(p)
+    err = err.text()
     m = json.loads((term / "manifest.json").read_text())
-    check("SIGTERM: says it stops after the current round", "stopping after the current round" in err, err)
+    check("SIGTERM: says it stops after the current round", said, err)
     check("SIGTERM: exit 130, manifest stopped (cancelled)",
-          p.returncode == 130 and m["status"] == "stopped" and m["stop_reason"] == "cancelled",
-          f"exit {p.returncode}, manifest {m['status']} {m.get('stop_reason')}\n{err}")
+          rc == 130 and m["status"] == "stopped" and m["stop_reason"] == "cancelled",
+          f"exit {rc}, manifest {m['status']} {m.get('stop_reason')}\n{err}")
     done = max(a["round"] for a in attempts(term))
-    # SIGTERM twice, during a slow answer: stopped at once, still "stopped".
+    check("SIGTERM: the round in progress was finished, no later one begun", done == 3, attempts(term))
+    # SIGTERM twice, during an answer that never comes: stopped at once, still "stopped".
     twice = work / "term2"
-    p = subprocess.Popen([args.ksearch, *map(str, greedy(srv.url, twice, 30))], env=env, stdout=subprocess.PIPE,
+    p = subprocess.Popen([args.ksearch, *map(str, greedy(srv2.url, twice, 30))], env=env, stdout=subprocess.DEVNULL,
                          stderr=subprocess.PIPE, text=True)
-    while not (twice / "manifest.json").exists() and time.time() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.3)
+    err = Stderr(p)
+    wait_until(lambda: srv2.prompts() >= 1 or p.poll() is not None)  # the run is waiting for its answer
     p.send_signal(signal.SIGTERM)
-    time.sleep(0.2)
-    t0 = time.time()
+    said = err.wait_for("stopping after the current round")
     p.send_signal(signal.SIGTERM)
-    out, err = p.communicate(timeout=60)
+    rc = ended(p)
+    err = err.text()
     m = json.loads((twice / "manifest.json").read_text())
     check("second SIGTERM: stops at once (exit 130), manifest stopped (interrupted)",
-          p.returncode == 130 and time.time() - t0 < 5 and m["status"] == "stopped"
-          and m["stop_reason"] == "interrupted" and "stopped at once" in err,
-          f"exit {p.returncode}, {m['status']} {m.get('stop_reason')}\n{err}")
+          said and rc == 130 and m["status"] == "stopped" and m["stop_reason"] == "interrupted"
+          and "stopped at once" in err,
+          f"exit {rc}, {m['status']} {m.get('stop_reason')}\n{err}")
     r = ksearch("show", twice)
     check("show of a twice-interrupted run says stopped", "status stopped (interrupted)" in r.stdout, r.stdout)
 
@@ -263,11 +331,13 @@ try:
     check(f"resume --max-rounds {done + 2} on a 30-round run stopped after {done}: {done + 2} rounds in all",
           r.returncode == 0 and j and j["rounds"] == done + 2 and len(counted) == done + 2
           and m["config"]["max_rounds"] == done + 2 and m["status"] == "finished", r.stdout + r.stderr)
+    go_twice.touch()
     r = ksearch("resume", twice, "--max-rounds", "1", "--quiet")
     m = json.loads((twice / "manifest.json").read_text())
     check("a twice-interrupted run resumes", r.returncode == 0 and m["status"] == "finished", r.stdout + r.stderr)
 finally:
     srv.stop()
+    srv2.stop()
 
 # --language inferred: scale3 has only a cpp version.
 srv = Server("lang", [kernel(1)])

@@ -72,16 +72,15 @@ else:
     s = Server("nogpu", [{"kind": "answer", "text": "never", "repeat": 5}])
     try:
         r, secs = run("nogpu", "--task", "examples/softmax", "--language", "cuda", "--model", "test-model",
-                      "--base-url", s.url, timeout=60)
-        # The server may still be writing its log: give it a moment.
-        time.sleep(0.3)
-        reqs = s.requests()
+                      "--base-url", s.url, timeout=120)
     finally:
-        s.stop()
+        s.stop()  # its threads are joined: every request it received is in its log
+    reqs = s.requests()
     check("no GPU: exit 1 with an error that names the missing GPU",
           r.returncode == 1 and "needs a GPU" in r.stderr and "Nothing was sent to the LLM" in r.stderr,
           f"exit {r.returncode}\n{r.stderr}")
-    check(f"no GPU: over within seconds ({secs:.2f} s)", secs < 10)
+    # Seconds when honest, also on a loaded machine; the margin only catches a run that did real work.
+    check(f"no GPU: over within seconds ({secs:.2f} s)", secs < 60)
     check("no GPU: zero requests reached the LLM server", reqs == [], json.dumps(reqs)[:2000])
     check("no GPU: no run folder left behind", not (work / "nogpu").exists())
 
@@ -91,11 +90,12 @@ sock.bind(("127.0.0.1", 0))
 dead_port = sock.getsockname()[1]
 sock.close()
 r, secs = run("dead", "--task", task, "--model", "test-model", "--base-url", f"http://127.0.0.1:{dead_port}/v1",
-              timeout=60)
+              timeout=300)
 check("dead endpoint: exit 1, says the endpoint does not answer",
       r.returncode == 1 and "does not answer" in r.stderr and "nothing was sent to the model" in r.stderr,
       f"exit {r.returncode}\n{r.stderr}")
-check(f"dead endpoint: over at once ({secs:.2f} s), no retries", secs < 15 and "retry" not in r.stderr, r.stderr)
+# A refused connection fails in milliseconds; silent retries would back off for minutes (8 retries: over 180 s).
+check(f"dead endpoint: over at once ({secs:.2f} s), no retries", secs < 60 and "retry" not in r.stderr, r.stderr)
 check("dead endpoint: no run folder", not (work / "dead").exists())
 
 # 3. The key is refused on GET /models: no prompt is sent.

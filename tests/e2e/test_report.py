@@ -5,7 +5,8 @@
    responder (tests/fixtures/wm_e2e/responder.py through `--llm command:`).
 2. A greedy run against the local OpenAI-compatible test server, whose answers
    carry token usage and a priced model name (so tokens and cost are not
-   zero), slowed down so a report can be made while the run is going.
+   zero), held after its second round until the reports made while it runs
+   are done (the test server keeps the third answer until the test lets it go).
 3. A copy of run 1 with torn last lines, as a kill leaves them.
 
 For each report: the HTML parses, loads nothing from the network (no src/href
@@ -306,12 +307,15 @@ def kernel(reps, factor="3.0f", broken=False):
 
 
 answers = [kernel(8), kernel(2), kernel(1, "2.0f"), kernel(1, broken=True), kernel(1), kernel(3)]
-script = [{"kind": "answer", "text": t, "delay_s": 0.6, "usage": {"input": 1000 * (i + 1), "output": 150 + 10 * i}}
-          for i, t in enumerate(answers)]
+go = work / "http-go"  # answers after the second wait for it: the run is surely going while the test reports
+go.unlink(missing_ok=True)
+script = [{"kind": "answer", "text": t, "usage": {"input": 1000 * (i + 1), "output": 150 + 10 * i},
+           **({"wait_file": str(go)} if i >= 2 else {})} for i, t in enumerate(answers)]
 (work / "script.json").write_text(json.dumps(script))
 server = subprocess.Popen([args.server, "--script", str(work / "script.json")], stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True)
 http_run = work / "http"
+live = None
 try:
     line = server.stdout.readline()
     if "listening on" not in line:
@@ -321,7 +325,7 @@ try:
                              "--model", "gpt-5.2", "--base-url", base_url, "--max-rounds", "6", "--timing-cap", "0.2",
                              "--quiet", "--run-dir", str(http_run)], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
-    deadline = time.time() + 300
+    deadline = time.time() + 300  # a safety net: the two free rounds take seconds
     while (not (http_run / "attempts.jsonl").exists() or len(jsonl(http_run / "attempts.jsonl")) < 2) \
             and live.poll() is None and time.time() < deadline:
         time.sleep(0.05)
@@ -337,10 +341,14 @@ try:
         fail(f"http: a report made during the run says {mid['run']['status']}")
     if not before <= len(mid["attempts"]) <= after:
         fail(f"http: the live report holds {len(mid['attempts'])} attempts; the index held {before} to {after}")
+    go.touch()
     out, _ = live.communicate(timeout=600)
     if live.returncode != 0:
         sys.exit(f"http run failed ({live.returncode}):\n{out}")
 finally:
+    go.touch()
+    if live and live.poll() is None:
+        live.kill()
     server.terminate()
     server.wait(timeout=10)
 d, page = report(http_run, "http")

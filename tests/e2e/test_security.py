@@ -153,10 +153,11 @@ print(f"key attack: {scanned[0]} process environments scanned, {len(holders)} he
 
 
 def quick(argv, what):
+    # Refused at once or read forever: the 60 s bound only tells them apart, whatever the load.
     t0 = time.time()
-    r = subprocess.run([args.ksearch, *argv], capture_output=True, text=True, timeout=60, env=env)
+    r = subprocess.run([args.ksearch, *argv], capture_output=True, text=True, timeout=300, env=env)
     dt = time.time() - t0
-    if r.returncode == 0 or "not a regular file" not in r.stderr or dt > 5:
+    if r.returncode == 0 or "not a regular file" not in r.stderr or dt > 60:
         failures.append(f"{what}: exit {r.returncode} after {dt:.2f} s: {r.stderr.strip()[:300]}")
     print(f"{what}: refused in {dt:.3f} s")
 

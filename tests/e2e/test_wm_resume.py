@@ -83,8 +83,9 @@ def run_and_kill(cmd, run_dir, log_name, until):
         kids = children(p.pid)
         p.send_signal(signal.SIGKILL)
         p.wait()
-    # Workers watch their parent and must exit on their own.
-    deadline = time.time() + 10
+    # Workers watch their parent and must exit on their own (in about half a second; the limit is a
+    # safety net for a loaded machine, a worker that never exits still fails).
+    deadline = time.time() + 60
     while any(alive(k) for k in kids) and time.time() < deadline:
         time.sleep(0.05)
     left = [k for k in kids if alive(k)]

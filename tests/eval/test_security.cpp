@@ -169,7 +169,8 @@ TEST_CASE("bounded reads: devices, FIFOs and oversized files fail at once, namin
   util::write_file_atomic(dir / "big", std::string(1000, 'x'));
   CHECK_THROWS_WITH(util::read_file(dir / "big", 999), doctest::Contains("over the limit of 999 bytes"));
   CHECK(util::read_file(dir / "big", 1000).size() == 1000);
-  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+  // Instant when refused, forever when not: 60 s tells them apart on any load.
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60));
 }
 
 TEST_CASE("sandbox: a confined process sees a read-only system, a private /tmp, no home and no network") {

@@ -7,7 +7,9 @@
 //
 // --script: a JSON array of behaviours (see Behaviour::from_json), or
 //   {"behaviours": [...], "default": {...}}; a behaviour with "repeat": n is
-//   queued n times.
+//   queued n times. "wait_file": PATH holds an answer until PATH exists and
+//   "wait_in_flight": N until N requests have been in flight at once, so a
+//   test sets the pace by what it does, not by delays.
 // --default: the behaviour used once the script is used up, e.g.
 //   '{"text": "ok", "delay_s": 0.2}'. Without it, unscripted requests get 400.
 // --delay S: shorthand for a default that answers "ok" after S seconds.

@@ -29,8 +29,8 @@ OpenAiConfig local_config(const OpenAiTestServer& server) {
   c.base_url = server.base_url();
   c.model = "test-model";
   c.api_key = kKey;
-  c.request_timeout_s = 5;
-  c.connect_timeout_s = 2;
+  c.request_timeout_s = 60;  // never reached by an answer the test expects, however busy the machine
+  c.connect_timeout_s = 30;
   c.max_retries = 3;
   c.backoff_base_s = 0.01;
   c.backoff_cap_s = 0.05;
@@ -43,6 +43,14 @@ LlmRequest ask(std::string prompt, PromptKind kind = PromptKind::generate) {
 }
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// An answer that never comes while the test runs (the server lets it go when
+// it stops): a request timeout is then certain, whatever the machine's speed.
+Behaviour never_answered() {
+  Behaviour b = Behaviour::answer("late");
+  b.wait_file = "/nonexistent/ks-test-never-created";
+  return b;
+}
 
 // The ks::Error a call throws.
 template <typename F>
@@ -238,22 +246,23 @@ TEST_CASE("openai: 5xx, timeouts and dropped connections are retried; then a cle
     CHECK(contains(r.error, "upstream connect error"));
     CHECK(contains(r.error, "request id req_test_"));
   }
+  // The timeout is long enough for the answer that does come, on a loaded machine.
   SUBCASE("an answer slower than the request timeout, then a fast one") {
-    c.request_timeout_s = 0.3;
-    server.push({Behaviour::slow(3, "late"), Behaviour::answer("ok")});
+    c.request_timeout_s = 3;
+    server.push({never_answered(), Behaviour::answer("ok")});
     LlmResponse r = make_openai_policy(c)->complete(ask("p"));
     CHECK(r.ok);
     CHECK(r.text == "ok");
     CHECK(r.usage.attempts == 2);
   }
   SUBCASE("always too slow") {
-    c.request_timeout_s = 0.3;
+    c.request_timeout_s = 1;
     c.max_retries = 1;
-    server.push({Behaviour::slow(3, "late"), Behaviour::slow(3, "late")});
+    server.push({never_answered(), never_answered()});
     LlmResponse r = make_openai_policy(c)->complete(ask("p"));
     CHECK_FALSE(r.ok);
     CHECK(r.usage.attempts == 2);
-    CHECK(contains(r.error, "timed out (request timeout 0.3 s"));
+    CHECK(contains(r.error, "timed out (request timeout 1 s"));
   }
   SUBCASE("a dropped connection") {
     server.push({Behaviour::drop(), Behaviour::answer("ok")});
@@ -384,16 +393,24 @@ TEST_CASE("openai: complete_batch runs requests concurrently, capped, answers in
   OpenAiTestServer server;
   OpenAiConfig c = local_config(server);
   // Queued in reverse, so answers in order cannot come from queue order.
-  for (int i = 3; i >= 0; --i) {
-    Behaviour b = Behaviour::slow(0.5, "answer-" + std::to_string(i));
-    b.match = "prompt-" + std::to_string(i);
-    server.push(b);
-  }
+  // Each answer waits until max_concurrency requests are in flight together;
+  // a delay then gives a client over its cap time to send more (it only
+  // makes an excess likelier to be seen: an honest client never has one).
+  auto queue = [&](int together, double delay_s) {
+    for (int i = 3; i >= 0; --i) {
+      Behaviour b = Behaviour::answer("answer-" + std::to_string(i));
+      b.match = "prompt-" + std::to_string(i);
+      b.wait_in_flight = together;
+      b.delay_s = delay_s;
+      server.push(b);
+    }
+  };
   std::vector<LlmRequest> batch;
   for (int i = 0; i < 4; ++i) batch.push_back(ask("prompt-" + std::to_string(i)));
 
   SUBCASE("all in flight at once") {
     c.max_concurrency = 4;
+    queue(4, 0);
     auto out = make_openai_policy(c)->complete_batch(batch);
     REQUIRE(out.size() == 4);
     for (int i = 0; i < 4; ++i) {
@@ -404,6 +421,7 @@ TEST_CASE("openai: complete_batch runs requests concurrently, capped, answers in
   }
   SUBCASE("at most max_concurrency in flight") {
     c.max_concurrency = 2;
+    queue(2, 0.3);
     auto out = make_openai_policy(c)->complete_batch(batch);
     for (const auto& r : out) CHECK(r.ok);
     CHECK(server.max_in_flight() == 2);

@@ -3,6 +3,9 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <filesystem>
+#include <future>
+#include <thread>
 
 #include "ksearch/llm_policies.hpp"
 #include "support/openai_server.hpp"
@@ -74,4 +77,59 @@ TEST_CASE("test server: the standalone program serves a script and logs what it 
   CHECK(last.get_string("path") == "/v1/chat/completions");
   CHECK(last.at("headers").get_string("authorization") == "Bearer sk-server-test-key-0000");
   CHECK(contains(last.get_string("body"), "three"));
+}
+
+TEST_CASE("test server: held answers wait for the test's file and for requests in flight, not for a time") {
+  auto dir = ks::test::scratch_dir("llm_server_hold");
+  std::filesystem::remove(dir / "go");
+  OpenAiTestServer server;
+  auto p = make_openai_policy(config_for(server.base_url()));
+  auto arrived = [&](std::size_t n) {  // safety net only: a correct server needs no time
+    for (int i = 0; i < 6000 && server.request_count() < n; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return server.request_count() >= n;
+  };
+
+  SUBCASE("wait_file") {
+    Behaviour b = Behaviour::answer("held");
+    b.wait_file = (dir / "go").string();
+    server.push(b);
+    auto answer = std::async(std::launch::async, [&] { return p->complete({PromptKind::generate, "", "p"}); });
+    REQUIRE(arrived(1));
+    // Held for as long as the file is missing (a broken hold answers now).
+    CHECK(answer.wait_for(std::chrono::milliseconds(300)) == std::future_status::timeout);
+    util::write_file_atomic(dir / "go", "");
+    REQUIRE(answer.wait_for(std::chrono::seconds(60)) == std::future_status::ready);
+    LlmResponse r = answer.get();
+    CHECK(r.ok);
+    CHECK(r.text == "held");
+    CHECK(r.usage.attempts == 1);
+  }
+  SUBCASE("wait_in_flight") {
+    Behaviour b = Behaviour::answer("together");
+    b.wait_in_flight = 3;
+    server.push({b, b, b});
+    OpenAiConfig c = config_for(server.base_url());
+    c.max_concurrency = 3;
+    auto out = make_openai_policy(c)->complete_batch({{PromptKind::generate, "", "a"},
+                                                      {PromptKind::generate, "", "b"},
+                                                      {PromptKind::generate, "", "c"}});
+    for (const auto& r : out) {
+      CHECK(r.ok);
+      CHECK(r.usage.attempts == 1);
+    }
+    CHECK(server.max_in_flight() == 3);
+  }
+  SUBCASE("stop lets a held request go") {
+    Behaviour b = Behaviour::answer("never");
+    b.wait_file = (dir / "never").string();
+    server.push(b);
+    OpenAiConfig c = config_for(server.base_url());
+    c.max_retries = 0;
+    auto answer = std::async(std::launch::async, [&] { return make_openai_policy(c)->complete({PromptKind::generate, "", "p"}); });
+    REQUIRE(arrived(1));
+    server.stop();  // returns: the held worker thread ends
+    REQUIRE(answer.wait_for(std::chrono::seconds(60)) == std::future_status::ready);
+    CHECK_FALSE(answer.get().ok);
+  }
 }

@@ -59,9 +59,14 @@ ANSWERS = [kernel(6), kernel(2), kernel(1, "2.0f"), kernel(1, broken=True), kern
 
 
 class Server:
-    def __init__(self, work, delay=0.0):
-        script = [{"kind": "answer", "text": t, "delay_s": delay, "usage": {"input": 500 * (i + 1), "output": 40 + i}}
+    """With gate, answer i is held until the file gate/answer-i exists: the test sets the run's pace."""
+
+    def __init__(self, work, gate=None):
+        script = [{"kind": "answer", "text": t, "usage": {"input": 500 * (i + 1), "output": 40 + i}}
                   for i, t in enumerate(ANSWERS)]
+        if gate:
+            for i, b in enumerate(script):
+                b["wait_file"] = str(gate / f"answer-{i}")
         (work / "script.json").write_text(json.dumps(script))
         self.p = subprocess.Popen([SERVER, "--script", str(work / "script.json")], stdout=subprocess.PIPE,
                                   stderr=subprocess.STDOUT, text=True)
@@ -82,10 +87,11 @@ def greedy_cmd(url, run_dir):
             "--run-dir", str(run_dir)]
 
 
-def wandb_records(wandb_dir, timeout=60):
+def wandb_records(wandb_dir, timeout=300):
     """The records of the one offline run under wandb_dir, read from W&B's own log file. W&B's service
-    writes it in the background, after finish() returns: wait for its exit record."""
-    deadline = time.time() + timeout
+    writes it in the background, after finish() returns: wait for its exit record (the timeout is a
+    safety net; a busy machine may take long)."""
+    deadline = time.monotonic() + timeout
     while True:
         files = glob.glob(str(Path(wandb_dir) / "wandb" / "offline-run-*" / "run-*.wandb"))
         assert len(files) <= 1, files
@@ -93,7 +99,7 @@ def wandb_records(wandb_dir, timeout=60):
             records = read_wandb_log(files[0]) if files else []
         except Exception:  # a record half written
             records = []
-        if any(r.WhichOneof("record_type") == "exit" for r in records) or time.time() > deadline:
+        if any(r.WhichOneof("record_type") == "exit" for r in records) or time.monotonic() > deadline:
             return records
         time.sleep(0.2)
 
@@ -133,6 +139,19 @@ def history(records):
 
 def artifacts(records):
     return [r.artifact for r in records if r.WhichOneof("record_type") == "artifact"]
+
+
+def csv_rows(path):
+    """The complete rows of a CSV being written (a row may span lines: count parsed rows)."""
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        return 0
+    text = text[:text.rfind("\n") + 1]
+    try:
+        return len(list(csv.DictReader(io.StringIO(text))))
+    except csv.Error:  # a quoted field cut by the write in progress
+        return 0
 
 
 def md5_b64(text):
@@ -338,8 +357,12 @@ class TrackingTest(unittest.TestCase):
         self.assertEqual(len(arts), 3)
 
     def test_follow_a_live_run(self):
-        """--follow tails a run in progress and ends by itself once the run ends."""
-        server = Server(self.work, delay=0.5)
+        """--follow tails a run in progress and ends by itself once the run ends. The test lets the
+        model answer one round at a time: round i+1's answer is held until the follower has written
+        round i's row, so every row but the last appears while the run waits, whatever the speed."""
+        gate = self.work / "live-gate"
+        gate.mkdir()
+        server = Server(self.work, gate=gate)
         live = self.work / "live"
         out = self.work / "live.csv"
         wdir = self.work / "wandb-live"
@@ -347,27 +370,45 @@ class TrackingTest(unittest.TestCase):
         env = dict(self.env, PYTHONPATH=str(SOURCE / "bindings" / "python"), WANDB_MODE="offline",
                    WANDB_DIR=str(wdir), WANDB_SILENT="true", WANDB_DATA_DIR=str(wdir / "data"),
                    WANDB_CACHE_DIR=str(wdir / "cache"), WANDB_CONFIG_DIR=str(wdir / "cfg"))
+        run = follow = None
+
+        def wait_until(what, cond, limit=300):
+            # A safety net against a hang, not a measurement: a correct run never comes near it.
+            deadline = time.monotonic() + limit
+            while not cond():
+                if time.monotonic() > deadline:
+                    self.fail(f"{what}: not after {limit} s")
+                time.sleep(0.05)
+
         try:
             run = subprocess.Popen(greedy_cmd(server.url, live), env=self.env, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.DEVNULL)
-            deadline = time.time() + 60
-            while not (live / "manifest.json").exists() and time.time() < deadline:
-                time.sleep(0.05)
+                                   stderr=subprocess.PIPE, text=True)
+            wait_until("the run folder", lambda: (live / "manifest.json").exists() or run.poll() is not None)
+            self.assertIsNone(run.poll(), "the run ended before its first answer")
             follow = subprocess.Popen([sys.executable, "-m", "ksearch.tracking", str(live), "--csv", str(out), "--follow",
                                        "--poll", "0.2"] + (["--wandb", "--project", "ksearch-test"] if HAVE_WANDB else []),
                                       env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            # Rows arrive while the run goes, not only at its end.
-            seen_live = False
-            while run.poll() is None and time.time() < deadline + 240:
-                if out.exists() and len(out.read_text().splitlines()) >= 3:
-                    seen_live = True
-                time.sleep(0.1)
-            self.assertEqual(run.wait(timeout=300), 0)
-            _, err = follow.communicate(timeout=120)
+            for i in range(len(ANSWERS)):
+                (gate / f"answer-{i}").touch()
+                if i + 1 < len(ANSWERS):
+                    # The run now waits for answer i+1, so this row can only come from following it live.
+                    wait_until(f"round {i + 1}'s CSV row while the run waits for the next answer",
+                               lambda: csv_rows(out) > i or follow.poll() is not None or run.poll() is not None)
+                    if run.poll() is not None:
+                        self.fail(f"the run ended after round {i + 1} of {len(ANSWERS)}: {run.communicate()[1]}")
+                    if follow.poll() is not None:
+                        self.fail(f"--follow ended while the run was going: {follow.communicate()[1]}")
+                    self.assertEqual(csv_rows(out), i + 1)
+            _, run_err = run.communicate(timeout=300)
+            self.assertEqual(run.returncode, 0, run_err)
+            _, err = follow.communicate(timeout=300)  # it ends by itself; a hang fails here
             self.assertEqual(follow.returncode, 0, err)
         finally:
+            for p in (run, follow):
+                if p and p.poll() is None:
+                    p.kill()
+                    p.wait()
             server.stop()
-        self.assertTrue(seen_live, "no CSV row appeared while the run was going")
         self.assertIn("round 1: passed", err)
         rows = self.check_csv(out, live)
         self.assertEqual(len(rows), len(ANSWERS))

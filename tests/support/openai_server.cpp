@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <stdexcept>
 
 namespace ks::test {
@@ -203,6 +204,8 @@ Behaviour Behaviour::from_json(const Json& j) {
   b.retry_after = text_or_number(j, "retry_after", b.retry_after);
   b.retry_after_ms = text_or_number(j, "retry_after_ms", b.retry_after_ms);
   b.delay_s = j.get_number("delay_s", 0);
+  b.wait_file = j.get_string("wait_file");
+  b.wait_in_flight = static_cast<int>(j.get_int("wait_in_flight", 0));
   b.match = j.get_string("match");
   b.model = j.get_string("model");
   if (const Json* u = j.find("usage"); u && u->is_object()) {
@@ -302,6 +305,7 @@ int OpenAiTestServer::max_in_flight() const {
 
 void OpenAiTestServer::stop() {
   if (stopping_.exchange(true)) return;
+  { std::lock_guard lock(mu_); }  // a waiter between its check and its wait gets the notification
   cv_.notify_all();
   if (acceptor_.joinable()) acceptor_.join();
   ::close(listen_fd_);
@@ -326,6 +330,19 @@ Behaviour OpenAiTestServer::take(const std::string& body) {
 bool OpenAiTestServer::sleep_for(double seconds) {
   std::unique_lock lock(mu_);
   return !cv_.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return stopping_.load(); });
+}
+
+bool OpenAiTestServer::hold(const Behaviour& b) {
+  if (b.wait_in_flight > 0) {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return stopping_.load() || max_in_flight_ >= b.wait_in_flight; });
+  }
+  if (!b.wait_file.empty()) {
+    std::error_code ec;
+    while (!std::filesystem::exists(b.wait_file, ec))
+      if (!sleep_for(0.01)) return false;
+  }
+  return !stopping_;
 }
 
 void OpenAiTestServer::accept_loop() {
@@ -394,13 +411,20 @@ void OpenAiTestServer::serve(int fd) {
       id = ++counter_;
       max_in_flight_ = std::max(max_in_flight_, ++in_flight_);
     }
+    cv_.notify_all();  // wakes answers held for wait_in_flight
     if (hook) hook(req);
+    // Out of flight before the reply is sent: a client that has its answer and
+    // sends the next request must never see both counted at once.
     struct InFlight {
       OpenAiTestServer* s;
-      ~InFlight() {
+      bool held = true;
+      void end() {
+        if (!held) return;
+        held = false;
         std::lock_guard lock(s->mu_);
         --s->in_flight_;
       }
+      ~InFlight() { end(); }
     } in_flight{this};
 
     // GET .../models (the check a run makes before its first prompt) is
@@ -417,11 +441,13 @@ void OpenAiTestServer::serve(int fd) {
       std::string reply =
           status == 200 ? http_response(200, Json::obj({{"object", "list"}, {"data", data}}).dump(), h)
                         : http_response(status, R"({"error": {"message": "models: test status"}})", h);
+      in_flight.end();
       if (!send_all(fd, reply)) break;
       continue;
     }
 
     Behaviour b = take(req.body);
+    if (!hold(b)) break;
     if (b.delay_s > 0 && !sleep_for(b.delay_s)) break;
     if (b.kind == Behaviour::Kind::drop) break;
 
@@ -449,6 +475,7 @@ void OpenAiTestServer::serve(int fd) {
       Json body = chat ? chat_body(b, model, id) : responses_body(b, model, id);
       reply = http_response(200, body.dump(), headers);
     }
+    in_flight.end();
     if (!send_all(fd, reply)) break;
     if (lower(req.header("connection")) == "close") break;
   }

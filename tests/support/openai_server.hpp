@@ -50,6 +50,11 @@ struct Behaviour {
   std::string retry_after_ms;  // retry-after-ms header value, sent when not empty
   std::string raw_body;
   double delay_s = 0;          // wait before answering (or dropping)
+  // Held until a condition the test controls, not a time: until this file
+  // exists, and until this many requests have been in flight at once. A
+  // request held so is let go when the server stops.
+  std::string wait_file;
+  int wait_in_flight = 0;
   std::string match;           // when set, only a request whose body contains it takes this behaviour
   std::string model;           // "model" in the answer; empty: the request's model
 
@@ -68,6 +73,7 @@ struct Behaviour {
   //  "rate_limited" | "unauthorized" | "drop" | "malformed", "text", ...}:
   // the fields above by name, plus "message" and "code" for errors, "body"
   // for malformed, "usage": {"input", "output", "reasoning", "cached"}.
+  // "wait_file" and "wait_in_flight" hold the answer as above.
   static Behaviour from_json(const Json& j);
 };
 
@@ -109,7 +115,7 @@ class OpenAiTestServer {
   std::vector<ReceivedRequest> requests() const;
   std::size_t request_count() const;
   std::size_t pending() const;  // queued behaviours not used yet
-  int max_in_flight() const;    // the most requests being answered at once
+  int max_in_flight() const;    // the most requests being answered at once (arrived, reply not yet sent)
   void stop();
 
  private:
@@ -117,6 +123,7 @@ class OpenAiTestServer {
   void serve(int fd);
   Behaviour take(const std::string& body);
   bool sleep_for(double seconds);  // false when stopping
+  bool hold(const Behaviour& b);   // waits for b's wait_file and wait_in_flight; false when stopping
 
   int listen_fd_ = -1;
   std::uint16_t port_ = 0;

@@ -104,7 +104,7 @@ int cmd_tasks(int argc, char** argv) {
          "With --check, the weak-check detection (docs/evaluation.md, \"Weak checks\"), which `ksearch run` also "
          "does before its first LLM request: candidates that do not compute the task - zeros, ones, an input echoed "
          "into the outputs, and the task's \"weakened_references\" (the reference with a term dropped) - are "
-         "checked against the task's reference on its feedback workloads (correctness only, two seeds, no timing). "
+         "checked against the task's reference on its feedback workloads (correctness only: two input seeds, the reference not timed). "
          "When one passes, it says which on which workloads, what the reference's outputs look like (the share of "
          "exact zeros and of the most common value), and a fix where trying other input distributions finds one. "
          "A CUDA task on a machine without a GPU is skipped with a note. Exit status: 0 the check tells every "

@@ -451,9 +451,13 @@ WeakCheckReport weak_check_before_run(const SearchOptions& options, Parts& parts
     return weak_check_skipped(task, lang, "the host's own evaluator evaluates the candidates");
   std::optional<CancelToken::Subscription> sub;
   if (options.cancel) sub.emplace(options.cancel.get(), [ev = parts.evaluator] { ev->cancel(); });
+  // The workloads the search will evaluate: those the evaluator was told to
+  // evaluate, else the task's feedback workloads (check_weak's default).
+  WeakCheckOptions wo;
+  wo.workloads = parts.evaluator->options().only_workloads;
   WeakCheckReport r;
   try {
-    r = check_weak(task, lang, *parts.evaluator);
+    r = check_weak(task, lang, *parts.evaluator, wo);
   } catch (const Error& e) {
     if (e.status() == Status::cancelled) throw;
     r = weak_check_skipped(task, lang, fmt::format("it could not run: {}", e.what()));
@@ -641,11 +645,14 @@ SearchOutcome run_search(const SearchOptions& options) {
   parts.world_model = options.custom_world_model;
   parts.strategy = options.custom_strategy;
   check_llm(*parts.llm);
+  fs::path dir = options.run_dir.empty() ? default_run_dir(parts.task->name()) : options.run_dir;
+  // A folder that holds a run is refused before the weak check spends
+  // anything on it (create says why).
+  if (RunStore::exists(dir)) RunStore::create(dir, Json::object());
   const WeakCheckReport weak = weak_check_before_run(options, parts, config.language);
   if (config.model.empty()) config.model = parts.llm->describe();
   if (parts.strategy) config.strategy = parts.strategy->name();
 
-  fs::path dir = options.run_dir.empty() ? default_run_dir(parts.task->name()) : options.run_dir;
   Json manifest = Json::obj({{"format", "ksearch-run"},
                              {"format_version", 1},
                              {"library_version", KS_VERSION_STRING},

@@ -123,8 +123,9 @@ struct KS_API SearchOutcome {
   // the best kernel is then evaluated on every workload (also in
   // <run>/final_eval.json and <run>/best/final_eval.json).
   std::optional<EvalResult> final_eval;
-  // The weak-check detection's report (WeakCheckReport::to_json), as in the
-  // manifest; null for a resume or a replay, which do not run it.
+  // The weak-check detection's report (WeakCheckReport::to_json), as the
+  // run's manifest holds it: a resume or a replay, which do not run the
+  // check, keep the recorded one; null for a run made before it existed.
   Json weak_check;
   Json to_json() const;
 };

@@ -11,18 +11,30 @@
 namespace ks::capi {
 namespace {
 
-// Every struct is at version 1; a later version adds a case per struct.
+// The size of each version of a struct, 0 for a version this library does
+// not know. A struct is at version 1 unless a specialisation says otherwise.
 template <typename T>
-std::size_t size_v1(std::uint32_t version) {
+std::size_t struct_size(std::uint32_t version) {
   return version == 1 ? sizeof(T) : 0;
 }
+template <typename T>
+constexpr std::uint32_t kLatestVersion = 1;
+
+// Version 2 appended weak_check: a version 1 struct ends where it begins.
+template <>
+std::size_t struct_size<ks_search_options>(std::uint32_t version) {
+  return version == 1 ? offsetof(ks_search_options, weak_check) : version == 2 ? sizeof(ks_search_options) : 0;
+}
+template <>
+constexpr std::uint32_t kLatestVersion<ks_search_options> = 2;
 
 template <typename T>
 ks_status init_struct(const char* where, T* options, std::uint32_t version) {
   if (!options) return fail(KS_E_INVALID_ARGUMENT, fmt::format("{}: options is NULL", where));
-  std::size_t size = size_v1<T>(version);
+  std::size_t size = struct_size<T>(version);
   if (size == 0)
-    return fail(KS_E_VERSION, fmt::format("{}: version {} is not one this library knows (it knows 1)", where, version));
+    return fail(KS_E_VERSION, fmt::format("{}: version {} is not one this library knows (it knows 1..{})", where,
+                                          version, kLatestVersion<T>));
   std::memset(options, 0, size);
   options->version = version;
   return KS_OK;
@@ -76,10 +88,10 @@ void check_version(const char* what, std::uint32_t version, std::uint32_t known_
                             what, version, known_max));
 }
 
-std::size_t search_options_size(std::uint32_t version) { return size_v1<ks_search_options>(version); }
+std::size_t search_options_size(std::uint32_t version) { return struct_size<ks_search_options>(version); }
 
 ReplayOptions replay_options_of(const ks_replay_options& o) {
-  check_version("ks_replay_options", o.version, KS_REPLAY_OPTIONS_VERSION, size_v1<ks_replay_options>(o.version) != 0);
+  check_version("ks_replay_options", o.version, KS_REPLAY_OPTIONS_VERSION, struct_size<ks_replay_options>(o.version) != 0);
   ReplayOptions r;
   if (o.run_dir) r.run_dir = o.run_dir;
   if (o.config_changes_json) r.config_changes = json_object_field(o.config_changes_json, "options.config_changes_json");
@@ -320,6 +332,7 @@ ks_status ks_search_options_init(ks_search_options* o, uint32_t version) {
   if (s == KS_OK) s = ks_tune_options_init(&o->tune, KS_TUNE_OPTIONS_VERSION);
   if (s == KS_OK) s = ks_eval_options_init(&o->eval, KS_EVAL_OPTIONS_VERSION);
   if (s == KS_OK) s = ks_llm_options_init(&o->llm, KS_LLM_OPTIONS_VERSION);
+  if (version >= 2) o->weak_check = ks::SearchOptions{}.weak_check ? 1 : 0;
   return s;
 }
 

@@ -119,6 +119,7 @@ ks_status ks_search_run(const ks_search_options* o, ks_result** out) {
                                                 o->eval.callback_device_json);
     apply_eval_options(o->eval, so.evaluator, "options.eval");
     so.infer_language = o->language_from_task != 0;
+    if (o->version >= 2) so.weak_check = o->weak_check != 0;  // version 1 has no field: the default
     if (o->run_dir) so.run_dir = o->run_dir;
     if (o->kernelbench_dir) so.kernelbench_dir = o->kernelbench_dir;
     so.progress = progress_of(o->progress, o->progress_user_data);

@@ -8,7 +8,10 @@
 #include "args.hpp"
 #include "commands.hpp"
 #include "exit_codes.hpp"
+#include "ksearch/error.hpp"
+#include "ksearch/eval.hpp"
 #include "ksearch/tasks.hpp"
+#include "ksearch/weak_check.hpp"
 
 namespace ks::cli {
 
@@ -36,15 +39,88 @@ std::string targets_text(const Json& targets) {
   return s;
 }
 
+// ksearch tasks --check TASK: the weak-check detection in each language of
+// the task that can be evaluated here (or the one --language names).
+int check_task(const Args& a) {
+  std::unique_ptr<Task> task = load_task(a.get("check"));
+  std::vector<Language> languages;
+  if (a.has("language")) {
+    auto l = language_from_string(a.get("language"));
+    if (!l) throw Error(Status::invalid_argument, "--language must be cuda or cpp");
+    languages.push_back(*l);
+  } else {
+    languages = task->spec().languages;
+  }
+  EvaluatorConfig ec;
+  ec.cache_dir = a.get("cache-dir");
+  ec.sandbox = a.get("sandbox", "auto");
+  std::unique_ptr<Evaluator> evaluator;
+  WeakCheckOptions options;
+  options.suggest_fixes = !a.has("no-fix");
+  if (a.has("workloads")) {
+    const std::string w = a.get("workloads");
+    if (w == "all")
+      for (const auto& x : task->spec().workloads) options.workloads.push_back(x.name);
+    else if (w != "feedback")
+      throw Error(Status::invalid_argument, "--workloads must be feedback or all");
+  }
+  Json reports = Json::array();
+  bool weak = false;
+  for (Language lang : languages) {
+    WeakCheckReport r;
+    std::string why;
+    if (std::find(task->spec().languages.begin(), task->spec().languages.end(), lang) ==
+        task->spec().languages.end()) {
+      throw Error(Status::invalid_argument,
+                  fmt::format("task \"{}\" has no {} version", task->name(), to_string(lang)));
+    } else if (lang == Language::cuda && !cuda_available(&why)) {
+      r = weak_check_skipped(*task, lang, fmt::format("the task's cuda version needs a GPU, and CUDA is not usable "
+                                                      "here: {}", why));
+    } else {
+      if (!evaluator) evaluator = make_evaluator(ec);
+      r = check_weak(*task, lang, *evaluator, options);
+    }
+    weak = weak || r.weak();
+    if (json_output()) {
+      reports.push_back(r.to_json());
+    } else {
+      std::printf("%s\n", r.text().c_str());
+      if (r.status != "skipped" && r.status != "ok")
+        std::printf("  (%d evaluations, %.1f s)\n", r.evaluations, r.wall_s);
+    }
+  }
+  if (json_output()) std::printf("%s\n", reports.dump(2).c_str());
+  return weak ? kExitWeakCheck : kExitOk;
+}
+
 }  // namespace
 
 int cmd_tasks(int argc, char** argv) {
-  Args a("tasks", "ksearch tasks [--kernelbench DIR] [--dataset DIR] [--spec NAME] [--json]",
+  Args a("tasks", "ksearch tasks [--kernelbench DIR] [--dataset DIR] [--spec NAME] [--check NAME] [--json]",
          "Lists the built-in tasks (suite/name) and the example task files (examples/name, from the installed "
          "share/ksearch/tasks or $KSEARCH_TASKS_DIR), with their languages and the published numbers to beat; "
          "every listed name works as --task from any directory. With --dataset, the definitions of a "
-         "FlashInfer-Trace checkout (run one with --task DIR/definitions/<op_type>/<name>.json).",
-         {{"json", "", "Print the list as JSON.", "", false},
+         "FlashInfer-Trace checkout (run one with --task DIR/definitions/<op_type>/<name>.json).\n\n"
+         "With --check, the weak-check detection (docs/evaluation.md, \"Weak checks\"), which `ksearch run` also "
+         "does before its first LLM request: candidates that do not compute the task - zeros, ones, an input echoed "
+         "into the outputs, and the task's \"weakened_references\" (the reference with a term dropped) - are "
+         "checked against the task's reference on its feedback workloads (correctness only: two input seeds, the reference not timed). "
+         "When one passes, it says which on which workloads, what the reference's outputs look like (the share of "
+         "exact zeros and of the most common value), and a fix where trying other input distributions finds one. "
+         "A CUDA task on a machine without a GPU is skipped with a note. Exit status: 0 the check tells every "
+         "candidate apart (or was skipped), 6 a candidate passes on every checked workload, 1 error.",
+         {{"json", "", "Print the list as JSON (with --check: the reports, as manifest.json records them).", "",
+           false},
+          {"check", "NAME", "Run the weak-check detection on this task (a name or a task file or folder).", "",
+           false},
+          {"language", "cuda|cpp", "With --check: only this version of the task.", "every version of the task",
+           false},
+          {"workloads", "feedback|all", "With --check: the task's feedback workloads (what a search checks each "
+                                        "round) or all of them.", "feedback", false},
+          {"no-fix", "", "With --check: do not try other input distributions for a fix.", "", false},
+          {"cache-dir", "DIR", "With --check: compiled kernels and reference outputs.", "~/.cache/ksearch", false},
+          {"sandbox", "auto|on|off", "With --check: confine the candidates and their compilers (docs/security.md).",
+           "auto", false},
           {"spec", "NAME", "Print one task's full specification as JSON (tensors, workloads, references, starting "
                            "points, prompt) instead of the list.", "", false},
           {"kernelbench", "DIR", "Also list the problems of this KernelBench checkout (run by a PyTorch reference "
@@ -58,6 +134,7 @@ int cmd_tasks(int argc, char** argv) {
     return 0;
   }
   if (a.has("kernelbench")) ::setenv("KSEARCH_KERNELBENCH", a.get("kernelbench").c_str(), 1);
+  if (a.has("check")) return check_task(a);
   if (a.has("spec")) {
     std::printf("%s\n", load_task(a.get("spec"))->spec().to_json().dump(2).c_str());
     return 0;

@@ -13,13 +13,14 @@ enum ExitCode : int {
   kExitNoPassingKernel = 3,  // run/resume ran, and no candidate passed
   kExitCandidateFailed = 4,  // eval: the candidate does not pass (compile error, wrong result, crash, ...)
   kExitReplayDiverged = 5,   // run --llm replay / replay: stopped where the search left its recording
+  kExitWeakCheck = 6,        // tasks --check: a candidate that does not compute the task passes its check
   kExitInterrupted = 130,    // run/resume stopped by Ctrl-C or SIGTERM (the run folder can be resumed)
 };
 
 inline constexpr const char* kExitCodesHelp =
     "Exit status: 0 done (run/resume: a passing kernel; eval: the candidate passes), 1 error, 2 usage error, "
     "3 the run ended without a passing kernel, 4 the evaluated candidate does not pass, 5 a replay stopped where "
-    "the search left its recording, 130 interrupted (Ctrl-C or SIGTERM; the run can be resumed). With --json, standard output holds one JSON document, also for errors: "
+    "the search left its recording, 6 (tasks --check) the task's check is weak, 130 interrupted (Ctrl-C or SIGTERM; the run can be resumed). With --json, standard output holds one JSON document, also for errors: "
     "{\"error\": {\"message\", \"status\", \"exit_code\"}}.";
 
 // A usage problem a command found itself (main prints it and exits 2).

@@ -83,6 +83,10 @@ std::vector<OptionSpec> search_options() {
       {"baseline-latencies", "FILE", "Baseline latencies per card, {\"<device>\": {\"<workload>\": ms}}, for tasks "
                                      "scored against a baseline (instead of measuring its baseline solution).", "",
        false},
+      {"no-weak-check", "", "Skip the weak-check detection: before the first LLM request, a few candidates that "
+                            "do not compute the task (zeros, ones, an input echoed, the task's weakened references) "
+                            "are checked on the feedback workloads, and one that passes is a warning and a "
+                            "\"weak_check\" record in manifest.json (see `ksearch tasks --check`).", "", false},
       {"quiet", "", "Print only the final summary (with --json: nothing but the JSON).", "", false},
       {"json", "", "Print the outcome as one JSON document on stdout, errors too; the start line and the line per "
                    "round go to stderr.", "", false},
@@ -202,8 +206,9 @@ int cmd_run(int argc, char** argv) {
          "Searches for a fast kernel: the LLM proposes and writes candidates, each is compiled, checked against "
          "the task's reference and timed, and the world model decides what to try next. Everything goes to a run "
          "folder that `ksearch resume` can continue and `ksearch show` can print. Before the first LLM call the "
-         "task is loaded, the backend it needs is checked (a CUDA task without a GPU stops here) and the endpoint "
-         "is asked once (GET /models). Ctrl-C or SIGTERM stops after the current round; a second one stops at once. "
+         "task is loaded, the backend it needs is checked (a CUDA task without a GPU stops here), the endpoint "
+         "is asked once (GET /models), and the task's check is tried on candidates that compute nothing (a "
+         "warning when one passes; --no-weak-check skips this). Ctrl-C or SIGTERM stops after the current round; a second one stops at once. "
          "\n\n" + std::string(kExitCodesHelp),
          search_options());
   if (!a.parse(argc, argv)) throw UsageError(a.error());
@@ -250,6 +255,7 @@ int cmd_run(int argc, char** argv) {
   if (o.evaluator.options.max_time_per_workload_s <= 0)
     throw Error(Status::invalid_argument, "--timing-cap must be positive");
   o.run_dir = a.get("run-dir");
+  o.weak_check = !a.has("no-weak-check");
   bool quiet = a.has("quiet");
   Interrupts interrupts;
   o.progress = progress_printer(quiet, interrupts);

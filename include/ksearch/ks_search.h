@@ -112,7 +112,9 @@ typedef struct ks_tune_options {
 } ks_tune_options;
 KS_API ks_status ks_tune_options_init(ks_tune_options *options, uint32_t version);
 
-#define KS_SEARCH_OPTIONS_VERSION 1
+/* Version 2 appended `weak_check`; a program built with version 1 passes 1
+ * and gets the version 1 layout and behaviour (the check runs). */
+#define KS_SEARCH_OPTIONS_VERSION 2
 
 typedef struct ks_search_options {
   uint32_t version;               /* KS_SEARCH_OPTIONS_VERSION */
@@ -137,6 +139,12 @@ typedef struct ks_search_options {
   ks_event_callback event;        /* NULL */
   void *event_user_data;
   ks_cancel_token *cancel;        /* NULL */
+  /* Version 2. 1: before the first LLM request, check that the task's check
+   * fails candidates that compute nothing (zeros, ones, an input echoed, the
+   * task's weakened references); one that passes is a warning on stderr and
+   * the manifest's "weak_check" record (docs/evaluation.md, "Weak checks").
+   * 0 skips it [--no-weak-check]. */
+  int weak_check;
 } ks_search_options;
 
 /* Fills *options, and each nested struct, with the defaults for `version`

@@ -88,6 +88,12 @@ struct KS_API SearchOptions {
   // whatever config.language says (a CLI without --language); a task with
   // several keeps config.language.
   bool infer_language = false;
+  // Before the first LLM request, check that the task's check tells
+  // trivial candidates (zeros, ones, an input echoed, the task's weakened
+  // references) apart from the reference; a weak check is a warning on
+  // stderr and the manifest's "weak_check" record (ksearch/weak_check.hpp).
+  // Skipped, with a note in that record, for a custom evaluator.
+  bool weak_check = true;
 };
 
 struct KS_API SearchOutcome {
@@ -117,6 +123,10 @@ struct KS_API SearchOutcome {
   // the best kernel is then evaluated on every workload (also in
   // <run>/final_eval.json and <run>/best/final_eval.json).
   std::optional<EvalResult> final_eval;
+  // The weak-check detection's report (WeakCheckReport::to_json), as the
+  // run's manifest holds it: a resume or a replay, which do not run the
+  // check, keep the recorded one; null for a run made before it existed.
+  Json weak_check;
   Json to_json() const;
 };
 

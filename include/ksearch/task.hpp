@@ -44,6 +44,12 @@ struct KS_API TaskSpec {
   // The solution whose latencies vs_baseline divides by, per language; its
   // description says what it is. Measured once per device and cached.
   std::map<Language, Solution> baselines;
+  // Solutions that must NOT pass the check: the reference with one term
+  // dropped (the bias, a residual, a scale), written by the task's author.
+  // The weak-check detection (ksearch/weak_check.hpp) evaluates them
+  // beside its trivial candidates; one that passes means the workloads
+  // cannot see that term. Each names its language; empty for most tasks.
+  std::vector<Solution> weakened_references;
 
   const TensorSpec* find_tensor(std::string_view name) const;
   const WorkloadSpec* find_workload(std::string_view name) const;

@@ -251,6 +251,17 @@ void TaskSpec::validate() const {
     check_solution(*this, sp, sp.name.empty() ? fmt::format("starting point {}", i + 1)
                                                      : fmt::format("starting point \"{}\"", sp.name));
   }
+  std::set<std::string> weakened_names;
+  for (std::size_t i = 0; i < weakened_references.size(); ++i) {
+    const Solution& s = weakened_references[i];
+    const std::string what = fmt::format("weakened reference \"{}\"", s.name);
+    if (s.name.empty()) invalid(*this, fmt::format("weakened_references[{}] has no \"name\"", i));
+    if (!weakened_names.insert(s.name).second) invalid(*this, what + " is declared twice");
+    if (std::find(languages.begin(), languages.end(), s.language) == languages.end())
+      invalid(*this, fmt::format("{} is written in {}, which the task does not list in \"languages\"", what,
+                                 to_string(s.language)));
+    check_solution(*this, s, what);
+  }
 }
 
 Json TaskSpec::to_json() const {
@@ -291,6 +302,11 @@ Json TaskSpec::to_json() const {
   if (!feedback_workloads.empty()) j["feedback_workloads"] = feedback;
   if (score != ScoreMode::latency) j["score"] = to_string(score);
   if (!baselines.empty()) j["baselines"] = bases;
+  if (!weakened_references.empty()) {
+    Json weakened = Json::array();
+    for (const auto& s : weakened_references) weakened.push_back(s.to_json());
+    j["weakened_references"] = weakened;
+  }
   return j;
 }
 
@@ -352,9 +368,13 @@ TaskSpec TaskSpec::from_json(const Json& j) {
     }
   }
   if (const Json* o = j.find("oracle")) t.oracle = *o;
+  if (const Json* wr = j.find("weakened_references"); wr && !wr->is_null()) {
+    if (!wr->is_array()) invalid(t, "\"weakened_references\" must be an array of solutions");
+    for (const auto& s : wr->as_array()) t.weakened_references.push_back(Solution::from_json(s));
+  }
   r.allow({"name", "description", "languages", "dims", "tensors", "workloads", "tolerance", "flops",
            "bytes", "references", "prompts", "starting_points", "targets", "feedback_workloads", "score",
-           "baselines", "oracle"});
+           "baselines", "oracle", "weakened_references"});
   return t;
 }
 

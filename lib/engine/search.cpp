@@ -19,6 +19,7 @@
 #include "ksearch/run_store.hpp"
 #include "ksearch/tasks.hpp"
 #include "ksearch/version.h"
+#include "ksearch/weak_check.hpp"
 #include "ksearch/world_model.hpp"
 #include "util/json_fields.hpp"
 #include "util/secrets.hpp"
@@ -440,6 +441,38 @@ void check_llm(LlmPolicy& llm) {
     std::fprintf(stderr, "ksearch: warning: %s\n", util::terminal_safe(warning).c_str());
 }
 
+// Before the first LLM request: whether the task's check tells a kernel that
+// computes nothing from the reference (ksearch/weak_check.hpp). A weak check
+// is said, not refused (the task's author may know), and recorded in the
+// manifest. A check that cannot run is a warning, never the run's end: the
+// search then meets the same problem itself and says so.
+WeakCheckReport weak_check_before_run(const SearchOptions& options, Parts& parts, Language lang) {
+  const Task& task = *parts.task;
+  if (!options.weak_check) return weak_check_skipped(task, lang, "turned off (--no-weak-check)");
+  if (options.custom_evaluator)
+    return weak_check_skipped(task, lang, "the host's own evaluator evaluates the candidates");
+  std::optional<CancelToken::Subscription> sub;
+  if (options.cancel) sub.emplace(options.cancel.get(), [ev = parts.evaluator] { ev->cancel(); });
+  // The workloads the search will evaluate: those the evaluator was told to
+  // evaluate, else the task's feedback workloads (check_weak's default).
+  WeakCheckOptions wo;
+  wo.workloads = parts.evaluator->options().only_workloads;
+  WeakCheckReport r;
+  try {
+    r = check_weak(task, lang, *parts.evaluator, wo);
+  } catch (const Error& e) {
+    if (e.status() == Status::cancelled) throw;
+    r = weak_check_skipped(task, lang, fmt::format("it could not run: {}", e.what()));
+    std::fprintf(stderr, "ksearch: warning: the weak-check detection could not run: %s\n", e.what());
+    return r;
+  }
+  if (r.weak())
+    std::fprintf(stderr, "ksearch: warning: %s\n  (--no-weak-check skips this check)\n", r.text().c_str());
+  else if (r.flagged())
+    std::fprintf(stderr, "ksearch: note: %s\n", r.text().c_str());
+  return r;
+}
+
 // The transports must carry an answer of max_answer_bytes (JSON escaping can
 // double it); the session then refuses anything longer, whoever sent it.
 LlmChoice with_transport_caps(LlmChoice c, std::size_t max_answer_bytes) {
@@ -535,6 +568,7 @@ SearchOutcome execute_session(Parts& parts, RunStore& store, const SearchConfig&
   out.wall_s = session.elapsed_s();
   out.device = parts.evaluator->device();
   out.final_eval = final_evaluation(parts, store, out.best, reason);
+  out.weak_check = store.manifest()["weak_check"];
   for (const auto& a : store.attempts()) {
     if (a.round > 0 && a.eval.passed() && a.eval.latency_ms > 0) {
       out.first_pass_round = a.round;
@@ -572,6 +606,7 @@ Json SearchOutcome::to_json() const {
   }
   if (final_eval) j["final_eval"] = final_eval->to_json();
   if (!divergence.is_null()) j["divergence"] = divergence;
+  if (!weak_check.is_null()) j["weak_check"] = weak_check;
   return j;
 }
 
@@ -612,10 +647,14 @@ SearchOutcome run_search(const SearchOptions& options) {
   parts.world_model = options.custom_world_model;
   parts.strategy = options.custom_strategy;
   check_llm(*parts.llm);
+  fs::path dir = options.run_dir.empty() ? default_run_dir(parts.task->name()) : options.run_dir;
+  // A folder that holds a run is refused before the weak check spends
+  // anything on it (create says why).
+  if (RunStore::exists(dir)) RunStore::create(dir, Json::object());
+  const WeakCheckReport weak = weak_check_before_run(options, parts, config.language);
   if (config.model.empty()) config.model = parts.llm->describe();
   if (parts.strategy) config.strategy = parts.strategy->name();
 
-  fs::path dir = options.run_dir.empty() ? default_run_dir(parts.task->name()) : options.run_dir;
   Json manifest = Json::obj({{"format", "ksearch-run"},
                              {"format_version", 1},
                              {"library_version", KS_VERSION_STRING},
@@ -634,6 +673,7 @@ SearchOutcome run_search(const SearchOptions& options) {
                                          : options.llm.to_json()},
                              {"evaluator", evaluator_config_json(options.evaluator)},
                              {"device", parts.evaluator->device().to_json()},
+                             {"weak_check", weak.to_json()},
                              {"status", "running"}});
   if (parts.strategy) manifest["custom_strategy"] = true;
   if (parts.world_model) manifest["custom_world_model"] = true;

@@ -100,6 +100,15 @@ Json resolve_solution(const Json& s, const fs::path& base, const std::string& wh
   return out;
 }
 
+// The task's language when it lists exactly one: what a starting point or a
+// weakened reference that names none is written in.
+std::string only_language_of(const Json& task) {
+  if (const Json* langs = task.find("languages"); langs && langs->is_array() && langs->size() == 1 &&
+                                                  (*langs)[0].is_string())
+    return (*langs)[0].as_string();
+  return "";
+}
+
 }  // namespace
 
 Json resolve_task_file_json(const Json& j, const fs::path& base) {
@@ -158,14 +167,26 @@ Json resolve_task_file_json(const Json& j, const fs::path& base) {
   }
   if (const Json* starts = j.find("starting_points")) {
     if (!starts->is_array()) bad("starting_points", "must be an array of solutions");
-    std::string only_language;
-    if (const Json* langs = j.find("languages"); langs && langs->is_array() && langs->size() == 1 &&
-                                                 (*langs)[0].is_string())
-      only_language = (*langs)[0].as_string();
+    const std::string only_language = only_language_of(j);
     Json s = Json::array();
     for (std::size_t i = 0; i < starts->size(); ++i)
       s.push_back(resolve_solution((*starts)[i], base, fmt::format("starting_points[{}]", i), only_language, ""));
     out["starting_points"] = s;
+  }
+  // Like starting points: a language may be left out for a task written in
+  // one; each needs a name, which the weak check reports it by.
+  if (const Json* weakened = j.find("weakened_references")) {
+    if (!weakened->is_array()) bad("weakened_references", "must be an array of solutions");
+    const std::string only_language = only_language_of(j);
+    Json s = Json::array();
+    for (std::size_t i = 0; i < weakened->size(); ++i) {
+      const std::string where = fmt::format("weakened_references[{}]", i);
+      const Json& w = (*weakened)[i];
+      if (w.is_object() && (!w.contains("name") || !w.at("name").is_string() || w.at("name").as_string().empty()))
+        bad(where, "needs a \"name\" (the weak check reports it by name), e.g. \"no_bias\"");
+      s.push_back(resolve_solution(w, base, where, only_language, ""));
+    }
+    out["weakened_references"] = s;
   }
   return out;
 }
@@ -203,6 +224,8 @@ TaskSpec load_task_file(const std::filesystem::path& given) {
                                 i, to_string(s.language)));
       if (s.task.empty()) s.task = spec.name;
     }
+    for (Solution& s : spec.weakened_references)
+      if (s.task.empty()) s.task = spec.name;
   } catch (const Error& e) {
     throw Error(e.status(), fmt::format("{}: {}", where, e.what()));
   }

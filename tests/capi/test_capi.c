@@ -129,6 +129,8 @@ static void test_search(const char *task, const char *work) {
   CHECK(ks_result_best_round(result) == 2);
   CHECK(strlen(ks_result_best_solution_id(result)) == 16);
   CHECK(strstr(ks_result_json(result), "\"best\"") != NULL);
+  CHECK(strstr(ks_result_json(result), "\"weak_check\"") != NULL); /* the weak-check detection ran */
+  CHECK(strstr(ks_result_json(result), "\"candidates\"") != NULL);
   CHECK(strcmp(ks_result_run_dir(result), run_dir) == 0);
   CHECK(ks_result_source_count(NULL) == 0);
   CHECK(strcmp(ks_result_source_path(result, 99), "") == 0);
@@ -364,6 +366,17 @@ static void test_options(void) {
   CHECK(o.llm.replay_path == NULL && o.llm.replay_on_divergence == KS_REPLAY_STOP);
   CHECK(o.eval.baseline_latencies_path == NULL);
   CHECK(o.progress == NULL && o.event == NULL && o.cancel == NULL);
+  CHECK(o.weak_check == 1);
+
+  /* Version 1, as a program built before weak_check passes it: init writes
+   * nothing past the version 1 layout; a newer version is refused. */
+  memset(&o, 0x5a, sizeof o);
+  CHECK(ks_search_options_init(&o, 1) == KS_OK);
+  CHECK(o.version == 1 && o.parallel == 1);
+  CHECK(((const unsigned char *)&o.weak_check)[0] == 0x5a);
+  CHECK(ks_search_options_init(&o, KS_SEARCH_OPTIONS_VERSION + 1) == KS_E_VERSION);
+  CHECK(strstr(ks_last_error_message(), "knows 1..2") != NULL);
+  CHECK(ks_search_options_init(&o, KS_SEARCH_OPTIONS_VERSION) == KS_OK);
 
   /* Each nested struct has its own init, with the same defaults. */
   CHECK(ks_llm_options_init(&l, KS_LLM_OPTIONS_VERSION) == KS_OK);
@@ -513,11 +526,13 @@ static void test_language_from_task(const char *task, const char *work) {
   CHECK(strstr(ks_last_error_message(), "has no \"cuda\" version (it supports: cpp)") != NULL);
   CHECK(m.calls == 0);
   params.language_from_task = 1;
+  params.weak_check = 0; /* skipped, and the outcome says so */
   s = ks_search_run(&params, &result);
   if (s != KS_OK) fprintf(stderr, "language_from_task: %s\n", ks_last_error_message());
   CHECK(s == KS_OK);
   CHECK(ks_result_rounds(result) == 1);
   CHECK(m.calls == 1);
+  CHECK(strstr(ks_result_json(result), "turned off (--no-weak-check)") != NULL);
   /* It ran in C++: in CUDA it would have ended with KS_E_NO_DEVICE here, before asking. */
   ks_result_destroy(result);
 }

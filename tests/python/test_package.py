@@ -159,6 +159,7 @@ class PackageTest(unittest.TestCase):
         self.assertEqual(o.llm.headers, [])
         self.assertEqual(ksearch.BudgetOptions(), o.budget)  # the nested init agrees with the standalone one
         self.assertTrue(ksearch.KernelLoadOptions().load_module)
+        self.assertIs(o.weak_check, True)
 
     def test_enums_and_bad_values_are_clear_errors(self):
         self.assertEqual(ksearch.Strategy("world_model"), ksearch.Strategy.WORLD_MODEL)
@@ -208,6 +209,7 @@ class PackageTest(unittest.TestCase):
         self.assertGreater(res.best_latency_ms, 0)
         self.assertIn("blocked.cpp", res.sources)
         self.assertEqual(res.launch_plan["calls"][0]["fn"], "matmul")
+        self.assertEqual(res.weak_check["status"], "ok")  # the weak-check detection ran, and found nothing
         self.assertEqual(json.loads((self.work / "offline" / "manifest.json").read_text())["task"]["name"],
                          "examples/matmul")
         self.assertEqual(events[0], "run_started")

@@ -209,3 +209,52 @@ TEST_CASE("task file: a starting point's parameter declaration is checked at loa
   j["starting_points"][0]["params"] = Json::parse(R"({"space": {"B": {"values": [2, 4, 8]}}, "constraints": ["N % B == 0"]})");
   CHECK_NOTHROW(load_task_file(write_task("params_fine", j)));
 }
+
+TEST_CASE("task file: weakened references load, round-trip and are checked") {
+  Json j = Json::parse(kValid);
+  j["weakened_references"] = Json::arr({Json::obj(
+      {{"name", "no_scale"},
+       {"description", "drops the factor 2"},
+       {"sources", Json::arr({Json::obj({{"path", "copy.cpp"},
+                                         {"content", "#include <cstdint>\nvoid copy(const float* x, float* y, "
+                                                     "std::int64_t n) { for (std::int64_t i = 0; i < n; ++i) y[i] = "
+                                                     "x[i]; }\n"}})})},
+       {"launch_plan", Json::obj({{"calls", Json::arr({Json::obj({{"fn", "copy"}, {"args", Json::arr({"x", "y", "N"})}})})}})}})});
+  TaskSpec t = load_task_file(write_task("weakened", j));
+  REQUIRE(t.weakened_references.size() == 1);
+  const Solution& w = t.weakened_references[0];
+  CHECK(w.name == "no_scale");
+  CHECK(w.language == Language::cpp);  // the task's only language
+  CHECK(w.task == "t/scale");
+  CHECK(w.description == "drops the factor 2");
+  const TaskSpec back = TaskSpec::from_json(t.to_json());
+  REQUIRE(back.weakened_references.size() == 1);
+  CHECK(back.weakened_references[0].launch_plan.calls[0].fn == "copy");
+  // A task without any writes no field, so the keys of its cached work stay as they were.
+  CHECK_FALSE(load_task_file(write_task("no_weakened", Json::parse(kValid))).to_json().contains("weakened_references"));
+
+  auto edit = [&](auto f) {
+    return [j, f](Json& k) {
+      k = j;
+      f(k);
+    };
+  };
+  expect_error("weakened_type", [](Json& k) { k["weakened_references"] = Json::obj({}); },
+               "weakened_references: must be an array of solutions");
+  expect_error("weakened_name", edit([](Json& k) { k["weakened_references"][0].erase("name"); }),
+               "weakened_references[0]: needs a \"name\"");
+  expect_error("weakened_file", edit([](Json& k) { k["weakened_references"][0]["sources"] = Json::arr({Json::obj({{"file", "nope.cpp"}})}); }),
+               "weakened_references[0].sources[0]: file \"nope.cpp\" not found");
+  expect_error("weakened_plan", edit([](Json& k) { k["weakened_references"][0]["launch_plan"] = Json::obj({{"kernels", Json::array()}}); }),
+               "weakened_references[0].launch_plan");
+  expect_error("weakened_language", edit([](Json& k) {
+    k["weakened_references"][0]["language"] = "cuda";
+    k["weakened_references"][0]["launch_plan"] = Json::parse(R"({"kernels": [{"name": "k", "grid": [1], "block": [1], "args": []}]})");
+  }),
+               "weakened reference \"no_scale\" is written in cuda");
+  expect_error("weakened_twice", edit([](Json& k) {
+    Json copy = k["weakened_references"][0];
+    k["weakened_references"].as_array().push_back(copy);
+  }),
+               "weakened reference \"no_scale\" is declared twice");
+}

@@ -377,7 +377,7 @@ class SearchOptions(_Options):
     _struct, _init, _version = "ks_search_options", "ks_search_options_init", "KS_SEARCH_OPTIONS_VERSION"
     _nested = {"budget": BudgetOptions, "world_model": WorldModelOptions, "tune": TuneOptions,
                "eval": EvalOptions, "llm": LlmOptions}
-    _bools = ("language_from_task",)
+    _bools = ("language_from_task", "weak_check")
     _callbacks = ("progress", "event")
     _special = ("cancel",)
     task: Optional[str]
@@ -396,6 +396,7 @@ class SearchOptions(_Options):
     progress: Optional[Callable[..., Any]]
     event: Optional[Callable[..., Any]]
     cancel: Any
+    weak_check: bool
 
 
 class ResumeOptions(_Options):

@@ -214,6 +214,9 @@ class Result(OwnedHandle):
         self.sources: Dict[str, str] = {
             text(lib.ks_result_source_path(handle, i)): text(lib.ks_result_source_content(handle, i))
             for i in range(lib.ks_result_source_count(handle))}
+        # The weak-check detection's report as manifest.json records it
+        # ("status": ok, weak, weak_workloads or skipped); None for runs without one.
+        self.weak_check: Optional[Dict[str, Any]] = self.data.get("weak_check")
 
     def __repr__(self) -> str:
         return (f"Result(task={self.task!r}, stop_reason={self.stop_reason!r}, rounds={self.rounds}, "

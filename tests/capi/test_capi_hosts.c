@@ -459,6 +459,9 @@ static void test_cancel_http(void) {
   }
   base_options(&o, "cancel_http", run_dir, sizeof run_dir);
   o.budget.max_rounds = 3;
+  /* The cancel must meet the round's request, not the weak-check detection
+   * that runs between the endpoint's check and the first round. */
+  o.weak_check = 0;
   o.llm.source = KS_LLM_OPENAI;
   o.llm.model = "test-model";
   o.llm.base_url = srv.base_url;
@@ -541,7 +544,8 @@ static void on_hang_event(const ks_event *e, void *user) {
 }
 
 /* CPU time, in clock ticks, of the live processes below this one whose command
- * line holds "--role" "run": the evaluator's run worker, sandboxed or not. */
+ * line holds "--role" "run" or "candidate": the evaluator's run worker and the
+ * process a host candidate runs in, sandboxed or not. */
 static long run_worker_ticks(void) {
   enum { kMax = 8192 };
   static int pid[kMax], ppid[kMax], worker[kMax];
@@ -575,7 +579,9 @@ static long run_worker_ticks(void) {
       len = fread(buf, 1, sizeof buf - 1, f);
       fclose(f);
       for (k = 0; k + 1 < len; k += strlen(buf + k) + 1)
-        if (strcmp(buf + k, "--role") == 0 && k + 7 < len && strcmp(buf + k + 7, "run") == 0) worker[n] = 1;
+        if (strcmp(buf + k, "--role") == 0 && k + 7 < len &&
+            (strcmp(buf + k + 7, "run") == 0 || strcmp(buf + k + 7, "candidate") == 0))
+          worker[n] = 1;
     }
     n++;
   }

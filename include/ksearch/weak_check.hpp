@@ -25,6 +25,13 @@ struct KS_API WeakCheckOptions {
   // The workloads checked; empty: the task's feedback workloads (all of
   // them when it names none), which are what a search checks every round.
   std::vector<std::string> workloads;
+  // Evaluate every candidate on every workload, also after one has told it
+  // apart, to find workloads that check little on their own (the verdict
+  // "weak_workloads"). Off, a candidate stops at the first workload that
+  // fails it: all a search needs to know is whether one passes everywhere,
+  // and a normal task then costs one evaluation. ksearch run turns it off,
+  // ksearch tasks --check leaves it on.
+  bool every_workload = true;
   // When the check is weak, try other input distributions for a fix (a
   // few evaluations more, each on one workload).
   bool suggest_fixes = true;
@@ -37,7 +44,8 @@ struct KS_API WeakCandidate {
   std::string kind;         // "trivial" or "weakened_reference"
   std::string description;  // what it computes
   std::vector<std::string> passed;  // workloads whose check it passes
-  std::vector<std::string> failed;  // workloads whose check tells it apart
+  std::vector<std::string> failed;  // workloads whose check tells it apart (without
+                                    // every_workload: the first only)
   std::string error;        // why it could not be evaluated (e.g. a compile error); "" when it was
 
   bool passes_all(const std::vector<std::string>& workloads) const;

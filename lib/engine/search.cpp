@@ -457,6 +457,7 @@ WeakCheckReport weak_check_before_run(const SearchOptions& options, Parts& parts
   // evaluate, else the task's feedback workloads (check_weak's default).
   WeakCheckOptions wo;
   wo.workloads = parts.evaluator->options().only_workloads;
+  wo.every_workload = false;  // whether one passes everywhere is what matters here, at one evaluation
   WeakCheckReport r;
   try {
     r = check_weak(task, lang, *parts.evaluator, wo);

@@ -321,6 +321,34 @@ TEST_CASE("weak check: passing on some workloads only is flagged, not weak") {
   CHECK(contains(r.text(), "ones (writes 1 to every output element) passes on small; fails on big"));
 }
 
+TEST_CASE("weak check: without every_workload a candidate stops at the first workload that fails it") {
+  SpecTask task(relu_task());
+  // ones fails on small and would pass on big; zeros passes everywhere.
+  ScriptedEvaluator ev([](const Solution& s, const WorkloadSpec& w, const TaskSpec&) {
+    if (s.name == "weak-check: zeros") return result(EvalStatus::passed, 1);
+    return s.name == "weak-check: ones" && w.name == "big" ? result(EvalStatus::passed, 1)
+                                                            : result(EvalStatus::incorrect, 0);
+  });
+  WeakCheckOptions o;
+  o.every_workload = false;
+  o.suggest_fixes = false;
+  WeakCheckReport r = check_weak(task, Language::cpp, ev, o);
+  CHECK(r.status == "weak");
+  CHECK(r.candidates[0].passed == std::vector<std::string>{"small", "big"});
+  CHECK(r.candidates[1].passed.empty());
+  CHECK(r.candidates[1].failed == std::vector<std::string>{"small"});  // big never tried
+  // One batch of every candidate, then only the statistics (zeros, exactly, per workload).
+  CHECK(r.evaluations == 3);
+  CHECK(ev.batches[0].size() == 4);
+  CHECK(ev.batches[1] == std::vector<std::string>{"weak-check: zeros"});
+
+  // A normal task: one evaluation.
+  ScriptedEvaluator normal([](const Solution&, const WorkloadSpec&, const TaskSpec&) {
+    return result(EvalStatus::incorrect, 0);
+  });
+  CHECK(check_weak(task, Language::cpp, normal, o).evaluations == 1);
+}
+
 TEST_CASE("weak check: a candidate that does not compile is reported, and errors restore the options") {
   SpecTask task(relu_task());
   ScriptedEvaluator ev([](const Solution& s, const WorkloadSpec&, const TaskSpec&) {

@@ -204,12 +204,13 @@ class Checker {
     return ev_.evaluate_batch(task, solutions);
   }
 
-  // Every candidate on every checked workload. An evaluation stops at the
-  // first workload that fails, so a candidate is evaluated again on the
-  // workloads after it: the report says where each passes, and one that
-  // passes on some workloads only is worth a note. Candidates fail on the
-  // first input seed, and the reference outputs computed meanwhile are the
-  // ones the search's first evaluation takes from the evaluator's cache.
+  // Every candidate on the checked workloads. An evaluation stops at the
+  // first workload that fails; with every_workload a candidate is evaluated
+  // again on the workloads after it, so the report says everywhere it
+  // passes (one that passes on some workloads only is worth a note).
+  // Candidates fail on the first input seed, and the reference outputs
+  // computed meanwhile are the ones the search's first evaluation takes from
+  // the evaluator's cache.
   void first_pass() {
     const std::size_t n = solutions_.size();
     std::vector<std::vector<std::string>> remaining(n, report_.workloads);
@@ -222,8 +223,11 @@ class Checker {
         std::vector<Solution> batch;
         for (std::size_t i : members) batch.push_back(solutions_[i]);
         auto results = evaluate(check_, batch, workloads);
-        for (std::size_t k = 0; k < members.size(); ++k)
-          record(report_.candidates[members[k]], results.at(k), remaining[members[k]]);
+        for (std::size_t k = 0; k < members.size(); ++k) {
+          WeakCandidate& c = report_.candidates[members[k]];
+          record(c, results.at(k), remaining[members[k]]);
+          if (!opts_.every_workload && !c.failed.empty()) remaining[members[k]].clear();
+        }
       }
     }
   }

@@ -550,9 +550,13 @@ void CandidateProcess::send_packet(const std::string& packet, const std::vector<
 
 CandidateProcess::Reply CandidateProcess::request(std::uint32_t op, const std::string& payload,
                                                   const std::vector<int>& fds) {
-  if (dead_) throw RunError(Failure{.status = EvalStatus::runtime_error, .message = failure_, .contained = true});
-  const std::uint64_t token = fresh_token();
   const std::string what = op == kLoad ? "loading the candidate" : op == kBind ? "binding its calls" : "running the kernel";
+  if (dead_) {
+    // Gone since its last answer (a thread of its own ended it): say how, once.
+    if (failure_.empty()) died("it was idle after its last answer");
+    throw RunError(Failure{.status = EvalStatus::runtime_error, .message = failure_, .contained = true});
+  }
+  const std::uint64_t token = fresh_token();
   send_packet(make_packet(op, token, payload), fds);
   std::string buf;
   for (;;) {

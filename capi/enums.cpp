@@ -12,7 +12,7 @@ namespace ks::capi {
 namespace {
 
 constexpr std::array kStrategy{"auto", "world_model", "greedy", "tune"};
-constexpr std::array kLanguage{"cuda", "cpp"};
+constexpr std::array kLanguage{"cuda", "cpp", "triton", "python"};
 constexpr std::array kBackend{"auto", "cuda", "host"};
 constexpr std::array kSandbox{"auto", "on", "off"};
 constexpr std::array kLlmSource{"openai", "offline", "replay", "command", "callback", "batch_callback"};
@@ -43,8 +43,9 @@ static_assert(static_cast<int>(EvalStatus::memory_limit) + 1 == KS_EVAL_STATUS_C
 static_assert(static_cast<int>(EvalStatus::passed) == KS_EVAL_PASSED &&
               static_cast<int>(EvalStatus::generation_failed) == KS_EVAL_GENERATION_FAILED &&
               static_cast<int>(EvalStatus::memory_limit) == KS_EVAL_MEMORY_LIMIT);
-static_assert(static_cast<int>(Language::cpp) + 1 == KS_LANGUAGE_COUNT &&
-              static_cast<int>(Language::cuda) == KS_LANGUAGE_CUDA);
+static_assert(static_cast<int>(Language::python) + 1 == KS_LANGUAGE_COUNT &&
+              static_cast<int>(Language::cuda) == KS_LANGUAGE_CUDA &&
+              static_cast<int>(Language::triton) == KS_LANGUAGE_TRITON);
 static_assert(static_cast<int>(OpenAiApi::responses) + 1 == KS_API_KIND_COUNT);
 
 template <std::size_t N>

@@ -26,9 +26,11 @@ typedef enum ks_strategy {
 /* What candidates are written in (--language). */
 typedef enum ks_language {
   KS_LANGUAGE_CUDA = 0, /* device code compiled by NVRTC, plus a launch plan */
-  KS_LANGUAGE_CPP = 1   /* host C++ compiled by the system compiler, plus a call plan */
+  KS_LANGUAGE_CPP = 1,   /* host C++ compiled by the system compiler, plus a call plan */
+  KS_LANGUAGE_TRITON = 2, /* a Python module with Triton kernels (PyTorch allowed), run on the GPU */
+  KS_LANGUAGE_PYTHON = 3  /* a Python module of PyTorch operations, run on the GPU or the CPU */
 } ks_language;
-#define KS_LANGUAGE_COUNT 2
+#define KS_LANGUAGE_COUNT 4
 
 /* Where candidates are evaluated (--backend). */
 typedef enum ks_backend {

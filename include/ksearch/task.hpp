@@ -50,6 +50,15 @@ struct KS_API TaskSpec {
   // beside its trivial candidates; one that passes means the workloads
   // cannot see that term. Each names its language; empty for most tasks.
   std::vector<Solution> weakened_references;
+  // How Python candidates (triton, python) are called, in the suite's own
+  // convention (docs/python-candidates.md). Null: libksearch's `run(...)`,
+  // inputs in task order, returning the outputs or writing into outputs
+  // passed after the inputs. Otherwise {"function": "custom_kernel",
+  // "module": "submission.py", "signature": "custom_kernel(data)",
+  // "adapter": Python code defining ks_args(inputs, dims) -> the entry's
+  // positional arguments, "cast_outputs": whether a returned output may have
+  // another dtype (it is converted, as GPUMode compares in float32)}.
+  Json python;
 
   const TensorSpec* find_tensor(std::string_view name) const;
   const WorkloadSpec* find_workload(std::string_view name) const;

@@ -21,7 +21,14 @@ KS_NAMESPACE_BEGIN
 // The kind of code a candidate is written in. `cuda`: device code compiled by
 // NVRTC plus a launch plan. `cpp`: host C++ compiled by the system compiler
 // into a shared object (the host backend, for CPU kernels and CPU-only machines).
-enum class Language { cuda, cpp };
+// `triton` and `python`: a Python module run by a Python candidate process
+// (docs/python-candidates.md): Triton kernels on the GPU, or PyTorch
+// operations on the GPU or, with the host backend, on the CPU. Values are
+// the C ABI's (ks_language): new ones are appended.
+enum class Language { cuda, cpp, triton, python };
+
+// Whether candidates in `lang` are Python modules.
+inline bool language_is_python(Language lang) { return lang == Language::triton || lang == Language::python; }
 
 KS_API const char* to_string(Language lang);
 KS_API std::optional<Language> language_from_string(std::string_view s);

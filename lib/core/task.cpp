@@ -230,8 +230,24 @@ void TaskSpec::validate() const {
     if (!ok) invalid(*this, "\"oracle\" must be an object with \"argv\": a non-empty array of strings");
   }
   for (auto lang : languages) {
-    if (!references.count(lang) && oracle.is_null())
-      invalid(*this, fmt::format("no reference solution for language \"{}\"", to_string(lang)));
+    // A Python candidate is checked against the reference of the backend it
+    // runs on: the CUDA one on the GPU, the C++ one on the CPU.
+    const bool found = lang == Language::python   ? references.count(Language::cuda) || references.count(Language::cpp)
+                       : lang == Language::triton ? references.count(Language::cuda) > 0
+                                                  : references.count(lang) > 0;
+    if (!found && oracle.is_null())
+      invalid(*this, fmt::format("no reference solution for language \"{}\"{}", to_string(lang),
+                                 language_is_python(lang) ? " (Python candidates are checked against the cuda "
+                                                            "reference on the GPU, the cpp one on the CPU)"
+                                                          : ""));
+  }
+  for (const auto& [lang, ref] : references)
+    if (language_is_python(lang))
+      invalid(*this, fmt::format("a reference in {} is not supported: references are cuda or cpp solutions",
+                                 to_string(lang)));
+  if (!python.is_null()) {
+    const bool ok = python.is_object() && python.contains("function") && python.at("function").is_string();
+    if (!ok) invalid(*this, "\"python\" must be an object with \"function\": the entry point's name");
   }
   for (const auto& [lang, ref] : references)
     if (ref.language != lang)
@@ -302,6 +318,7 @@ Json TaskSpec::to_json() const {
   if (!feedback_workloads.empty()) j["feedback_workloads"] = feedback;
   if (score != ScoreMode::latency) j["score"] = to_string(score);
   if (!baselines.empty()) j["baselines"] = bases;
+  if (!python.is_null()) j["python"] = python;
   if (!weakened_references.empty()) {
     Json weakened = Json::array();
     for (const auto& s : weakened_references) weakened.push_back(s.to_json());
@@ -318,7 +335,7 @@ TaskSpec TaskSpec::from_json(const Json& j) {
   t.description = j.get_string("description");
   for (const auto& l : r.required_array("languages")) {
     auto lang = l.is_string() ? language_from_string(l.as_string()) : std::nullopt;
-    if (!lang) invalid(t, "\"languages\" entries must be \"cuda\" or \"cpp\"");
+    if (!lang) invalid(t, "\"languages\" entries must be \"cuda\", \"cpp\", \"triton\" or \"python\"");
     t.languages.push_back(*lang);
   }
   for (const auto& d : r.required_array("dims")) {
@@ -368,20 +385,60 @@ TaskSpec TaskSpec::from_json(const Json& j) {
     }
   }
   if (const Json* o = j.find("oracle")) t.oracle = *o;
+  if (const Json* py = j.find("python")) t.python = *py;
   if (const Json* wr = j.find("weakened_references"); wr && !wr->is_null()) {
     if (!wr->is_array()) invalid(t, "\"weakened_references\" must be an array of solutions");
     for (const auto& s : wr->as_array()) t.weakened_references.push_back(Solution::from_json(s));
   }
   r.allow({"name", "description", "languages", "dims", "tensors", "workloads", "tolerance", "flops",
            "bytes", "references", "prompts", "starting_points", "targets", "feedback_workloads", "score",
-           "baselines", "oracle", "weakened_references"});
+           "baselines", "oracle", "weakened_references", "python"});
   return t;
 }
+
+namespace {
+
+// The specification of a task without a prompt of its own for a Python
+// language: what the data says (tensors in argument order, workloads,
+// tolerance), for the documented run(...) convention.
+std::string python_specification(const TaskSpec& s, Language lang) {
+  std::string out = fmt::format("Write {} for task {}: {}\n\n", lang == Language::triton ? "Triton kernels" : "PyTorch code",
+                                s.name, s.description.empty() ? "(no description)" : s.description);
+  out += "Tensors, in the entry point's argument order (inputs, then outputs):\n\n| name | role | dtype | shape |\n|---|---|---|---|\n";
+  for (const auto& t : s.tensors) {
+    std::string shape;
+    for (const auto& d : t.shape) shape += (shape.empty() ? "" : ", ") + d;
+    out += fmt::format("| {} | {} | {} | {} |\n", t.name, t.is_output ? "output" : t.scalar ? "scalar input" : "input",
+                       to_string(t.dtype), t.scalar ? "(a Python number)" : "[" + shape + "]");
+  }
+  out += "\nWorkloads (dimension values):\n";
+  for (const auto& w : s.workloads) {
+    std::string dims;
+    for (const auto& [k, v] : w.dims) dims += fmt::format("{}{}={}", dims.empty() ? "" : ", ", k, v);
+    out += fmt::format("- {} ({}): {}\n", w.name, w.benchmark ? "timed" : "correctness", dims);
+  }
+  out += fmt::format("\nCorrectness: every output element within atol {} and rtol {} of the reference ({} "
+                     "of elements must match).\n",
+                     s.tolerance.atol, s.tolerance.rtol, s.tolerance.min_matched_ratio);
+  for (Language ref : {Language::cpp, Language::cuda})
+    if (auto it = s.prompts.find(ref); it != s.prompts.end()) {
+      out += fmt::format("\nThe task's own description, written for {} kernels (its answer format does not apply "
+                         "to you):\n\n{}\n",
+                         to_string(ref), it->second);
+      break;
+    }
+  return out;
+}
+
+}  // namespace
 
 std::string Task::prompt(Language lang) const {
   const auto& s = spec();
   auto it = s.prompts.find(lang);
   if (it != s.prompts.end()) return it->second;
+  if (language_is_python(lang) &&
+      std::find(s.languages.begin(), s.languages.end(), lang) != s.languages.end())
+    return python_specification(s, lang);
   throw Error(Status::not_found,
               fmt::format("task \"{}\" has no prompt for language \"{}\"", s.name, to_string(lang)));
 }

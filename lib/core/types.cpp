@@ -20,6 +20,8 @@ const char* to_string(Language lang) {
   switch (lang) {
     case Language::cuda: return "cuda";
     case Language::cpp: return "cpp";
+    case Language::triton: return "triton";
+    case Language::python: return "python";
   }
   return "?";
 }
@@ -27,6 +29,8 @@ const char* to_string(Language lang) {
 std::optional<Language> language_from_string(std::string_view s) {
   if (s == "cuda") return Language::cuda;
   if (s == "cpp" || s == "host" || s == "c++") return Language::cpp;
+  if (s == "triton") return Language::triton;
+  if (s == "python" || s == "pytorch") return Language::python;
   return std::nullopt;
 }
 

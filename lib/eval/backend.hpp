@@ -126,6 +126,9 @@ struct CompileRequest {
   // call shims from them (const T* for inputs, T* for outputs).
   std::vector<TensorSpec> tensors;
   double timeout_s = 0;                       // compiler time limit; 0 = none
+  // Python candidates: how the task calls them (TaskSpec::python), null for
+  // the default `run(...)`.
+  Json python_entry;
 };
 
 // A candidate that does not compile (status compile_error); `log` holds the

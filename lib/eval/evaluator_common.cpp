@@ -19,14 +19,26 @@ void validate_backend_name(const std::string& configured) {
                 fmt::format("evaluator backend \"{}\" is not one of auto, cuda, host", configured));
 }
 
-Backend backend_for(Language language, const std::string& configured) {
-  Backend b = language == Language::cuda ? Backend::cuda : Backend::host;
+Backend backend_for(Language language, const std::string& configured, bool gpu_usable) {
+  if (language == Language::python) {
+    if (configured == "cuda") return Backend::cuda;
+    if (configured == "host") return Backend::host;
+    return gpu_usable ? Backend::cuda : Backend::host;
+  }
+  Backend b = language == Language::cuda || language == Language::triton ? Backend::cuda : Backend::host;
   if (configured != "auto" && configured != to_string(b))
     throw Error(Status::invalid_argument,
                 fmt::format("this evaluator runs only {} solutions (backend \"{}\"), and this solution is "
                             "written in {}",
-                            configured == "cuda" ? "CUDA" : "host C++ (cpp)", configured, ks::to_string(language)));
+                            configured == "cuda" ? "GPU (cuda, triton, python)" : "CPU (cpp, python)", configured,
+                            ks::to_string(language)));
   return b;
+}
+
+Language reference_language(Backend b) { return b == Backend::cuda ? Language::cuda : Language::cpp; }
+
+const char* cache_folder(Language l) {
+  return l == Language::cuda ? "cuda" : l == Language::cpp ? "host" : "python";
 }
 
 std::vector<std::string> select_workloads(const TaskSpec& task, const EvalOptions& o) {
@@ -52,7 +64,7 @@ std::vector<std::string> select_workloads(const TaskSpec& task, const EvalOption
   return out;
 }
 
-void check_solution_fits(const TaskSpec& task, const Solution& s) {
+void check_solution_fits(const TaskSpec& task, const Solution& s, Backend backend) {
   if (std::find(task.languages.begin(), task.languages.end(), s.language) == task.languages.end())
     throw Error(Status::invalid_argument,
                 fmt::format("task \"{}\" cannot be evaluated in {} (it supports: {})", task.name,
@@ -61,10 +73,12 @@ void check_solution_fits(const TaskSpec& task, const Solution& s) {
                               for (auto x : task.languages) l += (l.empty() ? "" : ", ") + std::string(ks::to_string(x));
                               return l;
                             }()));
-  if (!task.references.count(s.language) && task.oracle.is_null())
+  const Language ref = reference_language(backend);
+  if (!task.references.count(ref) && task.oracle.is_null())
     throw Error(Status::invalid_argument,
-                fmt::format("task \"{}\" has no {} reference solution to check against", task.name,
-                            ks::to_string(s.language)));
+                fmt::format("task \"{}\" has no {} reference solution to check {} candidates against on the {}",
+                            task.name, ks::to_string(ref), ks::to_string(s.language),
+                            backend == Backend::cuda ? "GPU" : "CPU"));
 }
 
 std::string task_key(const TaskSpec& task) { return util::sha256_hex(task.to_json().dump()).substr(0, 24); }
@@ -78,6 +92,7 @@ CompileRequest make_compile_request(const TaskSpec& task, const Solution& soluti
   req.params = std::map<std::string, std::int64_t>(values.begin(), values.end());
   req.cache_dir = cache_dir;
   req.tensors = task.tensors;
+  req.python_entry = task.python;
   req.timeout_s = options.compile_timeout_s;
   return req;
 }

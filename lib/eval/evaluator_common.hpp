@@ -23,7 +23,15 @@ const char* to_string(Backend b);
 // The backend that runs `language` under config.backend ("auto", "cuda",
 // "host"). Throws ks::Error(Status::invalid_argument) when the evaluator is
 // configured for the other backend.
-Backend backend_for(Language language, const std::string& configured);
+// Python candidates (python) go to the GPU when `gpu_usable` under "auto";
+// triton ones only to the GPU.
+Backend backend_for(Language language, const std::string& configured, bool gpu_usable);
+
+// The language of the reference a candidate on backend `b` is checked against.
+Language reference_language(Backend b);
+
+// The folder of the evaluator's cache that `l`'s artifacts live in.
+const char* cache_folder(Language l);
 
 // Checks that config.backend names a backend. Throws invalid_argument.
 void validate_backend_name(const std::string& configured);
@@ -34,7 +42,7 @@ void validate_backend_name(const std::string& configured);
 std::vector<std::string> select_workloads(const TaskSpec& task, const EvalOptions& options);
 
 // Checks that the task can evaluate `solution` at all. Throws invalid_argument.
-void check_solution_fits(const TaskSpec& task, const Solution& solution);
+void check_solution_fits(const TaskSpec& task, const Solution& solution, Backend backend);
 
 // A stable key for a task's content (workers cache tasks by it).
 std::string task_key(const TaskSpec& task);

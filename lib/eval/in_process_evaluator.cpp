@@ -9,6 +9,7 @@
 #include "eval/evaluator_common.hpp"
 #include "eval/flow.hpp"
 #include "eval/host/host_compiler.hpp"
+#include "eval/python/python_program.hpp"
 #include "eval/host/host_device.hpp"
 #include "eval/process_evaluator.hpp"
 #include "eval/reference_store.hpp"
@@ -67,11 +68,14 @@ class InProcessEvaluator final : public Evaluator {
     validate_options(options_);
     const EvalOptions opts = options_;
     const auto workloads = select_workloads(spec, opts);
-    check_solution_fits(spec, solution);
-    const Backend backend = backend_for(solution.language, config_.backend);
+    const Backend backend = backend_for(solution.language, config_.backend, [] {
+      std::string why;
+      return cuda_available(&why);
+    }());
+    check_solution_fits(spec, solution, backend);
     DeviceSlot& slot = device_slot(backend);
     const std::string key = task_key(spec);
-    const PreparedSolution& ref = reference_for(spec, key, solution.language, opts, slot);
+    const PreparedSolution& ref = reference_for(spec, key, reference_language(backend), opts, slot);
     auto prepared = prepare_solution(spec, solution, workloads, opts, arch_for(solution.language, slot),
                                      cache_dir_for(solution.language), compile_fn(solution.language, slot));
     if (auto* failed = std::get_if<EvalResult>(&prepared)) {
@@ -150,10 +154,14 @@ class InProcessEvaluator final : public Evaluator {
     return config_.cuda_arch.empty() ? slot.info.arch : config_.cuda_arch;
   }
 
-  std::string cache_dir_for(Language l) const { return (cache_dir_ / (l == Language::cuda ? "cuda" : "host")).string(); }
+  std::string cache_dir_for(Language l) const { return (cache_dir_ / cache_folder(l)).string(); }
 
   CompileFn compile_fn(Language l, const DeviceSlot& slot) {
     if (l == Language::cpp) return [this](const CompileRequest& r) { return host_compiler_->compile(r); };
+    if (language_is_python(l)) {
+      auto compiler = std::shared_ptr<Compiler>(python::make_python_compiler(cache_dir_for(l)));
+      return [compiler](const CompileRequest& r) { return compiler->compile(r); };
+    }
 #if KS_HAVE_CUDA_BACKEND
     if (!cuda_compiler_) {
       CudaCompilerOptions o;

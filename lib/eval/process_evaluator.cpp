@@ -15,6 +15,7 @@
 #include "eval/evaluator_common.hpp"
 #include "eval/flow.hpp"
 #include "eval/host/host_compiler.hpp"
+#include "eval/python/python_program.hpp"
 #include "eval/host/host_device.hpp"
 #include "eval/messages.hpp"
 #include "eval/oracle_client.hpp"
@@ -287,6 +288,12 @@ class RunSlot {
       view.read_write.push_back(refs);
       view.gpu = true;
     }
+    // Python candidates' artifacts, and the interpreter they run under.
+    view.read_only.push_back(cache_dir_ / "python");
+    if (const std::string python = python::python_interpreter(); !python.empty()) {
+      args.insert(args.end(), {"--python", python});
+      for (const auto& d : program_folders(python)) view.read_only.push_back(d);
+    }
     if (sandbox_.active()) args.emplace_back("--sandboxed");
     for (const auto& d : view.read_only) util::make_dirs(d);  // the cache's folders, before binding them
     for (const auto& d : view.read_write) util::make_dirs(d);
@@ -502,9 +509,13 @@ class ProcessEvaluator final : public Evaluator {
     std::vector<Backend> backend(solutions.size());
     std::set<Language> languages;
     for (std::size_t i = 0; i < solutions.size(); ++i) {
-      check_solution_fits(spec, solutions[i]);
-      backend[i] = backend_for(solutions[i].language, config_.backend);
-      languages.insert(solutions[i].language);
+      backend[i] = backend_for(solutions[i].language, config_.backend, cuda_usable());
+      check_solution_fits(spec, solutions[i], backend[i]);
+      languages.insert(reference_language(backend[i]));
+      if (language_is_python(solutions[i].language))
+        if (std::string problem = python::python_problem(solutions[i].language, backend[i] == Backend::cuda);
+            !problem.empty())
+          throw Error(Status::not_found, problem);
     }
     if (languages.count(Language::cuda)) ensure_cuda_slots();
     // An oracle task has no reference program: its oracle supplies the data.
@@ -544,7 +555,7 @@ class ProcessEvaluator final : public Evaluator {
       auto& p = std::get<PreparedSolution>(prepared);
       RunRequest req;
       req.candidate = p;
-      req.reference = *references.at(solutions[i].language);
+      req.reference = *references.at(reference_language(backend[i]));
       req.options = opts;
       req.workloads = workloads;
       const std::string device = slot.info().name;
@@ -680,10 +691,11 @@ class ProcessEvaluator final : public Evaluator {
   // compile jobs never ask a run worker.
   std::string arch_for(Language l) const { return l == Language::cuda ? cuda_arch_ : ""; }
 
-  std::string cache_dir_for(Language l) const { return (cache_dir_ / (l == Language::cuda ? "cuda" : "host")).string(); }
+  std::string cache_dir_for(Language l) const { return (cache_dir_ / cache_folder(l)).string(); }
 
   CompileFn compile_fn(Language l) {
     if (l == Language::cpp) return [this](const CompileRequest& r) { return host_compiler_->compile(r); };
+    if (language_is_python(l)) return [this](const CompileRequest& r) { return python_compiler_->compile(r); };
     {
       std::lock_guard lock(cuda_compile_mu_);
       if (!cuda_compile_)
@@ -796,6 +808,7 @@ class ProcessEvaluator final : public Evaluator {
   std::atomic<bool> cancelled_{false};
   mutable std::mutex mu_;
   std::unique_ptr<Compiler> host_compiler_;
+  std::unique_ptr<Compiler> python_compiler_ = python::make_python_compiler((cache_dir_ / "python").string());
   std::mutex cuda_compile_mu_;
   std::unique_ptr<CudaCompileService> cuda_compile_;
   std::unique_ptr<RunSlot> host_slot_;

@@ -205,6 +205,8 @@ SandboxStatus probe() {
 
 }  // namespace
 
+std::string find_program(const std::string& program) { return find_in_path(program); }
+
 std::vector<fs::path> program_folders(const std::string& program) {
   std::vector<fs::path> out;
   std::string found = find_in_path(program);

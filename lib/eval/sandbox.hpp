@@ -59,6 +59,10 @@ struct SandboxView {
 // `bin`, or its own folder. Empty for programs under /usr.
 std::vector<std::filesystem::path> program_folders(const std::string& program);
 
+// `program` as exec would find it: itself when it holds a '/', else the
+// first executable of that name in PATH; "" when there is none.
+std::string find_program(const std::string& program);
+
 class Sandbox {
  public:
   // Throws ks::Error(Status::state) for `required` when bubblewrap is

@@ -60,6 +60,7 @@ struct Args {
   std::string pch_dir;             // compile role: where NVRTC keeps precompiled headers
   bool sandboxed = false;          // started by bubblewrap in a PID namespace of its own
   std::string isolation;           // candidate role: the layers its parent set up
+  std::string python;              // the interpreter Python candidates run under
 };
 
 // In a sandbox the worker is process 2 of its PID namespace (bubblewrap's
@@ -176,6 +177,7 @@ Args parse_args(int argc, char** argv) {
     else if (k == "--pch-dir") a.pch_dir = value();
     else if (k == "--sandboxed") a.sandboxed = true;
     else if (k == "--isolation") a.isolation = value();
+    else if (k == "--python") a.python = value();
     else if (k == "--memory-limit") {
       const std::string v = value();
       char* end = nullptr;
@@ -188,7 +190,7 @@ Args parse_args(int argc, char** argv) {
       std::fprintf(stderr,
                    "ksearch-worker: unknown argument \"%s\"\n"
                    "usage: ksearch-worker --role run|compile|candidate [--device host|cuda:N] [--cache-dir DIR]\n"
-                   "       [--refs-dir DIR|none] [--memory-limit BYTES] [--pch-dir DIR]\n"
+                   "       [--refs-dir DIR|none] [--memory-limit BYTES] [--pch-dir DIR] [--python PATH]\n"
                    "This program is started by libksearch; it speaks a binary protocol on stdin/stdout.\n",
                    k.c_str());
       std::exit(2);
@@ -216,10 +218,11 @@ std::string own_path() {
   return std::string(buf, static_cast<std::size_t>(n));
 }
 
-std::unique_ptr<Device> open_device(const std::string& spec, std::uint64_t memory_limit) {
+std::unique_ptr<Device> open_device(const std::string& spec, std::uint64_t memory_limit, const std::string& python) {
   // Host candidates run in processes of their own, under the memory limit.
   if (spec == "host")
-    return std::make_unique<host::HostDevice>(host::CandidateProcessOptions{own_path(), memory_limit});
+    return std::make_unique<host::HostDevice>(
+        host::CandidateProcessOptions{.exe = own_path(), .memory_limit = memory_limit, .python = python});
   if (spec.rfind("cuda:", 0) == 0) {
     int ordinal = 0;
     try {
@@ -275,7 +278,7 @@ int run_role(int in, const Args& args) {
   if (args.device != "host") apply_memory_limit(args.memory_limit);
   std::unique_ptr<Device> device;
   try {
-    device = open_device(args.device, args.memory_limit);
+    device = open_device(args.device, args.memory_limit, args.python);
   } catch (const Error& e) {
     fatal(e.status(), e.what());
   }

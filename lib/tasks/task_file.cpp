@@ -215,6 +215,16 @@ TaskSpec load_task_file(const std::filesystem::path& given) {
   try {
     spec = TaskSpec::from_json(tasks::resolve_task_file_json(*j, path.parent_path()));
     spec.base_dir = fs::absolute(path.parent_path());
+    // Every task file takes Python candidates too, called by the documented
+    // run(...) convention: python wherever a reference can check them, triton
+    // where the CUDA one can (docs/task-format.md).
+    auto accepts = [&](Language l) {
+      return std::find(spec.languages.begin(), spec.languages.end(), l) != spec.languages.end();
+    };
+    const bool cuda_ref = spec.references.count(Language::cuda) > 0;
+    if (!accepts(Language::triton) && cuda_ref) spec.languages.push_back(Language::triton);
+    if (!accepts(Language::python) && (cuda_ref || spec.references.count(Language::cpp)))
+      spec.languages.push_back(Language::python);
     spec.validate();
     for (std::size_t i = 0; i < spec.starting_points.size(); ++i) {
       Solution& s = spec.starting_points[i];

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cstdlib>
 #include <optional>
 
 #include "core/response/json_extract.hpp"
@@ -446,7 +447,102 @@ std::string leading_paragraph(std::string_view answer, std::size_t end) {
 
 }  // namespace
 
+namespace {
+
+bool is_python_lang(std::string_view lang) { return lang == "python" || lang == "py" || lang == "python3" || lang == "triton"; }
+
+// Python has no hexadecimal float literals (0x1.8p3): each becomes its exact
+// decimal value (17 significant digits round-trip a double). K-Search mapped
+// three known constants and every other one to 1.0; this keeps the value.
+std::string rewrite_hex_floats(std::string_view code) {
+  std::string out;
+  out.reserve(code.size());
+  std::size_t i = 0;
+  auto hexdig = [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; };
+  while (i < code.size()) {
+    const bool starts = code[i] == '0' && i + 1 < code.size() && (code[i + 1] == 'x' || code[i + 1] == 'X') &&
+                        (i == 0 || !(std::isalnum(static_cast<unsigned char>(code[i - 1])) || code[i - 1] == '_' ||
+                                     code[i - 1] == '.'));
+    if (starts) {
+      std::size_t j = i + 2, digits = 0;
+      while (j < code.size() && hexdig(code[j])) ++j, ++digits;
+      bool dot = false;
+      if (j < code.size() && code[j] == '.') {
+        dot = true;
+        ++j;
+        while (j < code.size() && hexdig(code[j])) ++j, ++digits;
+      }
+      if (digits > 0 && j < code.size() && (code[j] == 'p' || code[j] == 'P')) {
+        std::size_t k = j + 1;
+        if (k < code.size() && (code[k] == '+' || code[k] == '-')) ++k;
+        std::size_t e = k;
+        while (e < code.size() && std::isdigit(static_cast<unsigned char>(code[e]))) ++e;
+        if (e > k) {
+          const std::string literal(code.substr(i, e - i));
+          out += fmt::format("{:.17g}", std::strtod(literal.c_str(), nullptr));
+          i = e;
+          continue;
+        }
+      }
+      (void)dot;
+    }
+    out.push_back(code[i++]);
+  }
+  return out;
+}
+
+// A Python answer: the code of the first ```python block (or of the only
+// unlabelled one, or the whole answer when it has no fence and reads as
+// code), plus further blocks that name a .py file.
+Solution parse_python_candidate(std::string_view answer, Language language) {
+  auto blocks = extract_code_blocks(answer);
+  Solution s;
+  s.language = language;
+  std::vector<const CodeBlock*> code;
+  for (const auto& b : blocks)
+    if (b.style == CodeBlock::Style::fenced && is_python_lang(b.tag)) code.push_back(&b);
+  if (code.empty())
+    for (const auto& b : blocks)
+      if (b.style == CodeBlock::Style::fenced && b.tag.empty() && !trim(b.content).empty()) {
+        code.push_back(&b);
+        break;
+      }
+  const std::string main_name = "main.py";
+  if (code.empty()) {
+    const std::string_view body = trim(answer);
+    const bool looks_like_code = blocks.empty() && (body.rfind("import ", 0) == 0 || body.rfind("from ", 0) == 0 ||
+                                                    body.rfind("def ", 0) == 0 || body.rfind("@", 0) == 0);
+    if (!looks_like_code)
+      fail("The answer has no Python code block. Put the whole module in one fenced block: ```python ... ```.");
+    s.sources.push_back({main_name, rewrite_hex_floats(body) + "\n"});
+  }
+  for (const CodeBlock* b : code) {
+    if (!b->closed)
+      fail(fmt::format("The Python block {} is never closed: the answer looks cut off. Write the complete module "
+                       "and close the block.",
+                       block_label(*b)));
+    if (trim(b->content).empty()) fail(fmt::format("The Python block {} is empty.", block_label(*b)));
+    std::string path = util::terminal_safe(std::string(trim(b->name)));
+    if (path.find(' ') != npos || path.size() < 4 || path.compare(path.size() - 3, 3, ".py") != 0) path.clear();
+    if (path.empty()) {
+      // Unnamed blocks after the first are the model's revisions of the module.
+      path = main_name;
+    }
+    auto same = std::find_if(s.sources.begin(), s.sources.end(), [&](const SourceFile& f) { return f.path == path; });
+    if (same != s.sources.end()) same->content = rewrite_hex_floats(b->content);
+    else s.sources.push_back({path, rewrite_hex_floats(b->content)});
+  }
+  for (const auto& b : blocks)
+    if (b.style == CodeBlock::Style::tagged && b.tag == "description") s.description = std::string(trim(b.content));
+  if (s.description.empty() && !blocks.empty()) s.description = leading_paragraph(answer, blocks.front().offset);
+  s.finalize();
+  return s;
+}
+
+}  // namespace
+
 Solution parse_candidate(std::string_view answer, Language language) {
+  if (language_is_python(language)) return parse_python_candidate(answer, language);
   auto blocks = extract_code_blocks(answer);
   std::vector<Classified> items;
   items.reserve(blocks.size());
@@ -589,6 +685,12 @@ std::string format_candidate(const Solution& solution) {
     bool one_paragraph = desc.find("\n\n") == npos && desc.find("\n\r\n") == npos;
     if (one_paragraph) out += fmt::format("{}\n\n", desc);
     else out += fmt::format("<description>\n{}\n</description>\n\n", desc);
+  }
+  if (language_is_python(solution.language)) {
+    for (const auto& f : solution.sources) append_block(out, fmt::format("python {}", f.path), f.content);
+    while (!out.empty() && out.back() == '\n') out.pop_back();
+    out += '\n';
+    return out;
   }
   const char* lang = solution.language == Language::cuda ? "cuda" : "cpp";
   for (const auto& f : solution.sources) append_block(out, fmt::format("{} {}", lang, f.path), f.content);

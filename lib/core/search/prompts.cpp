@@ -33,6 +33,13 @@ std::string clip(const std::string& text, std::size_t max_chars) {
 }
 
 std::string codegen_system_message(Language lang) {
+  if (lang == Language::triton)
+    return "You are an expert GPU kernel engineer who writes Triton. You write correct, fast Triton kernels "
+           "(with PyTorch glue where it helps) for the target GPU and answer with one complete Python module: no "
+           "placeholders, no omitted parts.";
+  if (lang == Language::python)
+    return "You are an expert PyTorch performance engineer. You write correct, fast PyTorch code for the target "
+           "device and answer with one complete Python module: no placeholders, no omitted parts.";
   if (lang == Language::cuda)
     return "You are an expert CUDA kernel engineer. You write correct, fast kernels for the target GPU "
            "and answer with complete code in the required format: no placeholders, no omitted parts.";
@@ -41,7 +48,49 @@ std::string codegen_system_message(Language lang) {
          "no omitted parts.";
 }
 
-std::string answer_format_text(Language lang) {
+namespace {
+
+// The Python answer format: the original's Triton rules (the Triton
+// version, the entry point, device handling, no hex float literals, code
+// only) with the task's own entry point.
+std::string python_answer_format(Language lang, const TaskSpec* spec) {
+  const bool triton = lang == Language::triton;
+  std::string entry = "run(...)", module = "main.py";
+  if (spec && spec->python.is_object()) {
+    entry = spec->python.get_string("signature", spec->python.get_string("function", "run") + "(...)");
+    module = spec->python.get_string("module", module);
+  } else if (spec) {
+    std::string in, out;
+    for (const auto& t : spec->tensors) {
+      std::string& list = t.is_output ? out : in;
+      list += (list.empty() ? "" : ", ") + t.name;
+    }
+    entry = fmt::format("run({}) returning ({}), or run({}, {}) writing into the given outputs", in, out, in, out);
+  }
+  std::string text = "## Answer format\n";
+  text += fmt::format("Reply with one complete Python module in a single fenced block tagged `python`; it is "
+                      "saved as {} and imported once.\n\n",
+                      module);
+  text += fmt::format("- Entry point: `{}`. Nothing else of the module is called.\n", entry);
+  if (triton)
+    text += "- Write the hot loops as Triton kernels (`@triton.jit`, `import triton`, `import triton.language as "
+            "tl`); PyTorch may do the glue (allocation, reshapes, a `torch.matmul` where it wins). "
+            "`@triton.autotune` is allowed: compilation and autotuning run in an untimed warm-up.\n";
+  else
+    text += "- Use PyTorch operations (`import torch`); no extension builds, no subprocesses.\n";
+  text += "- Device handling: the inputs are already on the evaluation device (CUDA on a GPU, the CPU on the "
+          "host backend); allocate outputs on the inputs' device (e.g. `torch.empty_like(x)`), never move data "
+          "to another device, and do not call `torch.cuda.set_device`.\n";
+  text += "- No hexadecimal float literals (`0x1.8p3` is not Python): write decimal constants such as "
+          "`1.4426950408889634` for log2(e).\n";
+  text += "- Code only: no tests, no `if __name__ == \"__main__\"` harness, no printing, no files, no network.\n";
+  return text;
+}
+
+}  // namespace
+
+std::string answer_format_text(Language lang, const TaskSpec* spec) {
+  if (language_is_python(lang)) return python_answer_format(lang, spec);
   if (lang == Language::cuda)
     return R"TXT(## Answer format
 Write the device code in a fenced block tagged `cuda` with a file name, and the launch plan in a
@@ -166,7 +215,7 @@ std::string footer(const CodegenInputs& in) {
   if (!in.world_model.empty())
     out += "\n## World model (persistent across rounds; use it to guide kernel design)\n" +
            clip(in.world_model, in.budgets.world_model) + "\n";
-  out += "\n" + answer_format_text(in.language) + "\n";
+  out += "\n" + answer_format_text(in.language, &in.task->spec()) + "\n";
   if (!in.variant_hint.empty()) out += "\n" + in.variant_hint + "\n";
   return out;
 }

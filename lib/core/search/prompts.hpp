@@ -44,8 +44,10 @@ struct CodegenInputs {
 
 // The system message for code-generation calls.
 std::string codegen_system_message(Language lang);
-// How an answer must be written (candidate format, tunable parameters).
-std::string answer_format_text(Language lang);
+// How an answer must be written (candidate format, tunable parameters). For
+// Python languages the task's calling convention (TaskSpec::python) names
+// the entry point.
+std::string answer_format_text(Language lang, const TaskSpec* spec = nullptr);
 // Published targets of the task, or "" when it has none.
 std::string targets_text(const TaskSpec& spec);
 // Status, per-workload table (latencies, reference, speedup, errors) and a

@@ -128,7 +128,7 @@ class WorldModelStrategy final : public SearchStrategy {
     WmPromptInputs in;
     const Task& task = ctx.task();
     in.task_spec = task.prompt(ctx.config().language);
-    in.code_format = answer_format_text(ctx.config().language);
+    in.code_format = answer_format_text(ctx.config().language, &ctx.task().spec());
     in.targets = targets_text(task.spec());
     in.round = ctx.rounds_used();
     return in;

@@ -190,6 +190,9 @@ struct ChildSetup {
   std::vector<std::string> args;
   char isolation[64] = "process";  // filled in by the child, passed on in argv
   std::vector<char*> argv;
+  std::vector<std::string> env;    // the whole environment, when it differs from the worker's
+  std::vector<char*> envp;
+  std::uint64_t rlimit_as = 0;     // set before exec (a Python candidate's process)
 };
 
 bool write_file(const char* path, const std::string& text) {
@@ -235,7 +238,11 @@ int child_main(void* arg) {
   }
   if (::syscall(SYS_close_range, 4u, ~0u, 0u) != 0)
     for (int fd = 4; fd < 4096; ++fd) ::close(fd);
-  ::execve(c->exe.c_str(), c->argv.data(), environ);
+  if (c->rlimit_as > 0) {
+    rlimit lim{static_cast<rlim_t>(c->rlimit_as), static_cast<rlim_t>(c->rlimit_as)};
+    if (::setrlimit(RLIMIT_AS, &lim) != 0) ::_exit(127);
+  }
+  ::execve(c->exe.c_str(), c->argv.data(), c->envp.empty() ? environ : c->envp.data());
   ::_exit(127);
 }
 
@@ -279,13 +286,13 @@ void crash_sink(const char* line, std::size_t len) {
 // (threads are fine), exec, tracing or reading other processes, new
 // namespaces, mounts, keyrings, BPF and perf. clone3 answers ENOSYS so that
 // the C library falls back to clone, whose flags the filter can read.
-bool install_seccomp() {
+std::vector<sock_filter> seccomp_filter(bool allow_processes) {
 #if defined(__x86_64__)
   constexpr std::uint32_t kArch = AUDIT_ARCH_X86_64;
 #elif defined(__aarch64__)
   constexpr std::uint32_t kArch = AUDIT_ARCH_AARCH64;
 #else
-  return false;
+  return {};
 #endif
 #if defined(__x86_64__) || defined(__aarch64__)
   const std::uint32_t eperm = SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA);
@@ -303,15 +310,31 @@ bool install_seccomp() {
 #if defined(__x86_64__)
   f.push_back(BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000u, 0, 1));  // the x32 ABI
   stmt(BPF_RET | BPF_K, eperm);
-  refuse(SYS_fork, eperm);
-  refuse(SYS_vfork, eperm);
+  if (!allow_processes) {
+    refuse(SYS_fork, eperm);
+    refuse(SYS_vfork, eperm);
+  }
 #endif
   refuse(SYS_clone3, enosys);
-  for (long nr : {long{SYS_execve}, long{SYS_execveat}, long{SYS_ptrace}, long{SYS_process_vm_readv},
-                  long{SYS_process_vm_writev}, long{SYS_unshare}, long{SYS_setns}, long{SYS_mount},
-                  long{SYS_umount2}, long{SYS_pivot_root}, long{SYS_chroot}, long{SYS_keyctl}, long{SYS_add_key},
-                  long{SYS_request_key}, long{SYS_bpf}, long{SYS_perf_event_open}, long{SYS_userfaultfd}})
+  for (long nr : {long{SYS_ptrace}, long{SYS_process_vm_readv}, long{SYS_process_vm_writev}, long{SYS_unshare},
+                  long{SYS_setns}, long{SYS_mount}, long{SYS_umount2}, long{SYS_pivot_root}, long{SYS_chroot},
+                  long{SYS_keyctl}, long{SYS_add_key}, long{SYS_request_key}, long{SYS_bpf},
+                  long{SYS_perf_event_open}, long{SYS_userfaultfd}})
     refuse(nr, eperm);
+  if (allow_processes) {
+    // A new process may share nothing but its memory's copy: no new namespaces through clone.
+    f.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, static_cast<std::uint32_t>(SYS_clone), 0, 4));
+    stmt(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[0]));
+    f.push_back(BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K,
+                         CLONE_NEWNS | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
+                             CLONE_NEWCGROUP,
+                         0, 1));
+    stmt(BPF_RET | BPF_K, eperm);
+    stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+    stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+    return f;
+  }
+  for (long nr : {long{SYS_execve}, long{SYS_execveat}}) refuse(nr, eperm);
   // clone: a thread shares the process (CLONE_THREAD); anything else is a new one.
   f.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, static_cast<std::uint32_t>(SYS_clone), 0, 4));
   stmt(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[0]));
@@ -319,9 +342,15 @@ bool install_seccomp() {
   stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
   stmt(BPF_RET | BPF_K, eperm);
   stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+  return f;
+#endif
+}
+
+bool install_seccomp() {
+  std::vector<sock_filter> f = seccomp_filter(false);
+  if (f.empty()) return false;
   sock_fprog prog{static_cast<unsigned short>(f.size()), f.data()};
   return ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0;
-#endif
 }
 
 union ArgValue {
@@ -379,9 +408,21 @@ CandidateProcess::CandidateProcess(const CandidateProcessOptions& options) : mem
     setup.namespaces = !g_namespaces_unavailable.load();
     setup.uid_map = fmt::format("1000 {} 1", ::geteuid());
     setup.gid_map = fmt::format("1000 {} 1", ::getegid());
-    setup.exe = options.exe;
-    setup.args = {"ksearch-worker", "--role", "candidate", "--memory-limit", std::to_string(options.memory_limit),
-                  "--isolation"};
+    if (options.command.empty()) {
+      setup.exe = options.exe;
+      setup.args = {"ksearch-worker", "--role", "candidate", "--memory-limit", std::to_string(options.memory_limit),
+                    "--isolation"};
+    } else {
+      setup.exe = options.command.front();
+      setup.args = options.command;
+      setup.rlimit_as = options.memory_limit;
+    }
+    if (!options.env.empty()) {
+      for (char** e = environ; e && *e; ++e) setup.env.emplace_back(*e);
+      setup.env.insert(setup.env.end(), options.env.begin(), options.env.end());
+      for (auto& e : setup.env) setup.envp.push_back(e.data());
+      setup.envp.push_back(nullptr);
+    }
     for (auto& a : setup.args) setup.argv.push_back(a.data());
     setup.argv.push_back(setup.isolation);
     setup.argv.push_back(nullptr);
@@ -427,9 +468,14 @@ CandidateProcess::CandidateProcess(const CandidateProcessOptions& options) : mem
       continue;
     }
     throw RunError({EvalStatus::runtime_error,
-                    fmt::format("the candidate's process did not start ({} {}): {}", options.exe, "--role candidate",
+                    fmt::format("the candidate's process did not start ({}): {}{}",
+                                options.command.empty() ? options.exe + " --role candidate" : options.command.front(),
                                 WIFEXITED(wait_status_) ? fmt::format("exit code {}", WEXITSTATUS(wait_status_))
-                                                        : fmt::format("signal {}", WTERMSIG(wait_status_)))});
+                                                        : fmt::format("signal {}", WTERMSIG(wait_status_)),
+                                [&] {
+                                  const std::string tail = output_tail();
+                                  return tail.empty() ? tail : "; " + tail;
+                                }())});
   }
   throw RunError({EvalStatus::runtime_error, "cannot start the candidate's process"});
 }
@@ -602,6 +648,47 @@ void CandidateProcess::load(const std::string& path) {
                            .contained = true});
 }
 
+std::vector<std::uint64_t> CandidateProcess::share(const std::vector<const void*>& blocks) {
+  std::vector<std::uint64_t> serials;
+  for (const void* p : blocks) {
+    const auto block = shared_block(p);
+    if (!block)
+      throw RunError(Failure{.status = EvalStatus::runtime_error, .message = "a tensor is no buffer of the evaluator"});
+    serials.push_back(block->serial);
+    if (std::find(mapped_.begin(), mapped_.end(), block->serial) != mapped_.end()) continue;
+    Writer m;
+    m.u64(block->serial);
+    m.u64(block->bytes);
+    m.str(block->label);
+    send_packet(make_packet(kMap, 0, m.s), {block->fd});
+    mapped_.push_back(block->serial);
+  }
+  mapped_.erase(std::remove_if(mapped_.begin(), mapped_.end(),
+                               [&](std::uint64_t s) {
+                                 return std::find(serials.begin(), serials.end(), s) == serials.end();
+                               }),
+                mapped_.end());
+  return serials;
+}
+
+CandidateProcess::Answer CandidateProcess::ask(Request request_kind, std::string_view text, double* ms) {
+  using Clock = std::chrono::steady_clock;
+  const auto op = static_cast<std::uint32_t>(request_kind);
+  Writer w;
+  w.str(text);
+  if (w.s.size() + kHeaderBytes > kMaxPacket)
+    throw RunError(Failure{.status = EvalStatus::runtime_error,
+                           .message = fmt::format("a request is too large to send ({} bytes)", w.s.size())});
+  if (!running_ && !dead_) {
+    ::kill(pid_, SIGCONT);  // outside the timed window
+    running_ = true;
+  }
+  const auto t0 = Clock::now();
+  Reply r = request(op, w.s);
+  if (ms) *ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  return Answer{r.op == kError, std::move(r.text)};
+}
+
 void CandidateProcess::bind(const std::vector<WireCall>& calls) {
   // New blocks first, each with its memfd.
   std::vector<std::uint64_t> live;
@@ -661,6 +748,11 @@ double CandidateProcess::run() {
   const auto t1 = Clock::now();
   if (r.op == kError) throw RunError(Failure{.status = EvalStatus::runtime_error, .message = r.text, .contained = true});
   return std::chrono::duration<double, std::milli>(t1 - t0).count();
+}
+
+std::string candidate_seccomp_program(bool allow_processes) {
+  const std::vector<sock_filter> f = seccomp_filter(allow_processes);
+  return std::string(reinterpret_cast<const char*>(f.data()), f.size() * sizeof(sock_filter));
 }
 
 std::string candidate_isolation() {

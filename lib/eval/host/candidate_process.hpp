@@ -31,6 +31,15 @@ namespace ks::eval::host {
 struct CandidateProcessOptions {
   std::string exe;                 // the ksearch-worker program (it has the candidate role)
   std::uint64_t memory_limit = 0;  // RLIMIT_AS of the candidate's process in bytes; 0: none
+  // A Python candidate's process (eval/python/): this command (an absolute
+  // interpreter path first) instead of `exe --role candidate`. The layers
+  // it was started in are appended as its last argument; the memory limit
+  // is set before exec, since the interpreter cannot set it itself before
+  // it imports anything.
+  std::vector<std::string> command;
+  std::vector<std::string> env;    // NAME=value entries added to the environment it inherits
+  // The interpreter Python candidates run under (eval/python/); empty: $KSEARCH_PYTHON or python3.
+  std::string python;
 };
 
 // One argument of a call: a block (by the worker's address of it) or a value
@@ -67,6 +76,23 @@ class CandidateProcess {
   // protocol). Every failure ends the process: the next call fails the same way.
   double run();
 
+  // The requests a Python candidate's process serves (eval/python/): the
+  // same framing, tokens and stops as load/bind/run, with a text (JSON) in
+  // each direction. An error answer is returned, not thrown; a death or a
+  // breach of the protocol throws RunError as load/bind/run do. `ms`, when
+  // given, gets the worker's wall time from the request to the answer.
+  enum class Request : std::uint32_t { load = 1, bind = 3, run = 4 };
+  struct Answer {
+    bool error = false;
+    std::string text;
+  };
+  Answer ask(Request request, std::string_view text, double* ms = nullptr);
+  // Sends the blocks (guarded_alloc'd) the process has not mapped yet, each
+  // with its memfd, and forgets those not named (the next load/bind/ask
+  // tells it which are live). Returns each block's serial. Throws RunError
+  // for a pointer that is no block.
+  std::vector<std::uint64_t> share(const std::vector<const void*>& blocks);
+
   pid_t pid() const { return pid_; }
   // The layers this process got, for metrics: e.g. "process+pidns+proc+seccomp".
   const std::string& isolation() const { return isolation_; }
@@ -97,6 +123,12 @@ class CandidateProcess {
   std::string isolation_;
   std::vector<std::uint64_t> mapped_;  // serials of the blocks it has mapped
 };
+
+// The seccomp filter candidate processes get, as raw `struct sock_filter`
+// entries, for a process that installs it itself (the Python runner). With
+// `allow_processes`, fork and exec stay allowed (Triton runs ptxas and a C
+// compiler as it compiles); empty where no filter exists for this CPU.
+std::string candidate_seccomp_program(bool allow_processes);
 
 // The layers the last candidate process of this process got ("" before the
 // first): the same for every one a worker starts, for its results' metrics.

@@ -168,7 +168,8 @@ std::optional<SharedBlock> shared_block(const void* p) {
   std::lock_guard lock(registry_mutex());
   const Slot* s = find_slot(reinterpret_cast<std::uintptr_t>(p));
   if (!s || s->fd < 0) return std::nullopt;
-  return SharedBlock{s->fd, s->serial, s->bytes, s->label};
+  const Layout l(s->bytes);
+  return SharedBlock{s->fd, s->serial, s->bytes, l.data - l.rounded, s->label};
 }
 
 void guarded_free(void* p) {

@@ -39,6 +39,7 @@ struct SharedBlock {
   int fd = -1;
   std::uint64_t serial = 0;
   std::size_t bytes = 0;
+  std::size_t offset = 0;  // where the block starts in the memfd
   std::string label;
 };
 std::optional<SharedBlock> shared_block(const void* p);

@@ -1,4 +1,5 @@
 #include "eval/host/host_device.hpp"
+#include "eval/python/python_program.hpp"
 
 #include <fmt/format.h>
 #include <sys/utsname.h>
@@ -242,6 +243,10 @@ void HostDevice::flush_cache() {
 }
 
 std::unique_ptr<Program> HostDevice::load(const Artifact& artifact, const Solution& solution) {
+  if (artifact.language == Language::python) {
+    const CandidateProcessOptions options = isolate_ ? *isolate_ : CandidateProcessOptions{};
+    return python::load_python_program(artifact, options, options.python, "cpu");
+  }
   if (artifact.language != Language::cpp)
     throw RunError({EvalStatus::runtime_error,
                     fmt::format("the host backend cannot run a {} artifact", to_string(artifact.language))});

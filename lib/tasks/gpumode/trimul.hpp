@@ -58,6 +58,8 @@ std::unique_ptr<Task> make_trimul_task();
 Solution trimul_reference_solution();
 Solution trimul_starting_point();
 std::string trimul_prompt();
+// How Python candidates are called: GPUMode's custom_kernel(data) (TaskSpec::python).
+Json trimul_python_convention();
 
 // Host copies of one input set, exactly as the evaluation backends generate
 // them (ks_rng.h: stream = rng_stream_of(tensor name), seed =

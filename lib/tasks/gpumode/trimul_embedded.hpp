@@ -13,5 +13,6 @@ extern const std::string_view trimul_tunable_cu;           // kernels/trimul_tun
 extern const std::string_view trimul_tunable_plan_json;    // kernels/trimul_tunable_plan.json
 extern const std::string_view trimul_tunable_params_json;  // kernels/trimul_tunable_params.json
 extern const std::string_view trimul_prompt_md;            // prompt/trimul_prompt.md
+extern const std::string_view trimul_python_prompt_md;     // prompt/trimul_python_prompt.md
 
 }  // namespace ks::tasks::gpumode::embedded

@@ -174,11 +174,35 @@ Solution trimul_starting_point() {
 
 std::string trimul_prompt() { return std::string(embedded::trimul_prompt_md); }
 
+// GPUMode's submission ABI: custom_kernel(data), data = (input, mask,
+// weights, config), the weights keyed by their nn.Module names. The output
+// is compared in float32 upstream, so another dtype is converted.
+Json trimul_python_convention() {
+  static constexpr const char* kAdapter = R"(
+def ks_args(t, dims):
+    weights = {
+        "norm.weight": t["norm_weight"], "norm.bias": t["norm_bias"],
+        "left_proj.weight": t["left_proj"], "right_proj.weight": t["right_proj"],
+        "left_gate.weight": t["left_gate"], "right_gate.weight": t["right_gate"],
+        "out_gate.weight": t["out_gate"],
+        "to_out_norm.weight": t["to_out_norm_weight"], "to_out_norm.bias": t["to_out_norm_bias"],
+        "to_out.weight": t["to_out"],
+    }
+    return ((t["x"], t["mask"], weights, {"hidden_dim": dims["H"], "dim": dims["C"]}),)
+)";
+  return Json::obj({{"function", "custom_kernel"},
+                    {"module", "submission.py"},
+                    {"signature", "custom_kernel(data), data = (input, mask, weights, config)"},
+                    {"cast_outputs", true},
+                    {"adapter", kAdapter}});
+}
+
 TaskSpec make_trimul_spec() {
   TaskSpec spec;
   spec.name = std::string(kTrimulTaskName);
   spec.description = std::string(kTrimulDescription);
-  spec.languages = {Language::cuda};
+  spec.languages = {Language::cuda, Language::triton, Language::python};
+  spec.python = trimul_python_convention();
   spec.dims = {"B", "N", "C", "H"};
   spec.tensors = trimul_tensors();
   for (const auto& c : trimul_cases()) spec.workloads.push_back(trimul_workload(c));
@@ -196,6 +220,15 @@ TaskSpec make_trimul_spec() {
   spec.bytes = "4*(2*B*N*N*C + B*N*N + 6*H*C + 2*C + 2*H)";
   spec.references[Language::cuda] = trimul_reference_solution();
   spec.prompts[Language::cuda] = trimul_prompt();
+  for (Language l : {Language::triton, Language::python}) {
+    std::string p(embedded::trimul_python_prompt_md);
+    const bool triton = l == Language::triton;
+    for (auto [key, value] : {std::pair{std::string("@LANGUAGE_TITLE@"), triton ? "Triton" : "PyTorch"},
+                              std::pair{std::string("@LANGUAGE_WORDS@"),
+                                        triton ? "Triton (with PyTorch where it helps)" : "PyTorch"}})
+      for (auto at = p.find(key); at != std::string::npos; at = p.find(key)) p.replace(at, key.size(), value);
+    spec.prompts[l] = p;
+  }
   spec.starting_points.push_back(trimul_starting_point());
   spec.targets = published_targets();
   return spec;

@@ -1,0 +1,435 @@
+# The process a Python candidate (language `triton` or `python`) runs in.
+#
+# The run worker starts it through the same spawning code as a host C++
+# candidate's process (eval/host/candidate_process.hpp): its own user and PID
+# namespaces, a fresh /proc, no descriptors but its output pipe and the
+# socket on descriptor 3, a memory limit, and a seccomp filter it installs
+# itself once PyTorch (and Triton) are imported, before any candidate code
+# exists in it. It speaks the worker's KSC1 protocol: the worker asks, this
+# process answers with the request's token, and between requests the whole
+# process is stopped. Inputs, outputs, the reference, the checks and (on the
+# host backend) the clock stay in the worker; this process sees only the
+# blocks it is bound to. docs/python-candidates.md describes the contract.
+#
+# It is embedded in the library and run with `python -I -B -c`: nothing here
+# may depend on files beside it.
+
+import array
+import ctypes
+import inspect
+import json
+import linecache
+import mmap
+import os
+import socket
+import struct
+import sys
+import traceback
+import types
+
+MAGIC = 0x3143534B  # "KSC1"
+OP_LOAD, OP_MAP, OP_BIND, OP_RUN = 1, 2, 3, 4
+OP_HELLO, OP_OK, OP_ERROR, OP_DONE = 16, 17, 18, 19
+HEADER = struct.Struct("<IIQ")
+MAX_PACKET = 128 * 1024
+EXIT_MEMORY_LIMIT = 86  # kWorkerExitMemoryLimit (eval/protocol.hpp)
+
+
+class Failed(Exception):
+    """A failure with the status the worker records (compile_error, runtime_error, incorrect, memory_limit)."""
+
+    def __init__(self, status, message, log=""):
+        super().__init__(message)
+        self.status, self.message, self.log = status, message, log
+
+
+def read_str(payload, pos):
+    (n,) = struct.unpack_from("<I", payload, pos)
+    pos += 4
+    return payload[pos:pos + n], pos + n
+
+
+class Channel:
+    def __init__(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, 0, 3)
+
+    def receive(self):
+        msg, anc, _, _ = self.sock.recvmsg(MAX_PACKET, socket.CMSG_SPACE(4 * 4))
+        fds = []
+        for level, kind, data in anc:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                a = array.array("i")
+                a.frombytes(data[:len(data) - len(data) % a.itemsize])
+                fds.extend(a)
+        if not msg:
+            os._exit(0)  # the worker hung up
+        if len(msg) < HEADER.size:
+            os._exit(3)
+        magic, op, token = HEADER.unpack_from(msg)
+        if magic != MAGIC:
+            os._exit(3)
+        return op, token, msg[HEADER.size:], fds
+
+    def answer(self, op, token, text=""):
+        body = text.encode("utf-8", "replace")[:16 * 1024]
+        try:
+            self.sock.sendmsg([HEADER.pack(MAGIC, op, token) + struct.pack("<I", len(body)) + body])
+        except OSError:
+            os._exit(0)  # the worker is gone
+
+
+# ---------------------------------------------------------------------------
+# Confinement
+
+def install_seccomp(program, syscall_nr):
+    """Installs the worker's filter (raw sock_filter entries) on every thread."""
+    if not program:
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    buf = ctypes.create_string_buffer(program, len(program))
+    prog = SockFprog(len(program) // 8, ctypes.addressof(buf))
+    PR_SET_NO_NEW_PRIVS, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC = 38, 1, 1
+    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        return False
+    libc.syscall.restype = ctypes.c_long
+    r = libc.syscall(ctypes.c_long(syscall_nr), ctypes.c_ulong(SECCOMP_SET_MODE_FILTER),
+                     ctypes.c_ulong(SECCOMP_FILTER_FLAG_TSYNC), ctypes.byref(prog))
+    return r == 0
+
+
+# ---------------------------------------------------------------------------
+# The candidate's module
+
+class SourceFinder:
+    """Imports the solution's other files (`import helpers` for helpers.py) from memory."""
+
+    def __init__(self, sources):
+        self.sources = sources  # module name -> (file name, text)
+
+    def find_spec(self, name, path=None, target=None):
+        import importlib.util
+        if name not in self.sources:
+            return None
+        return importlib.util.spec_from_loader(name, self, origin=self.sources[name][0])
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        filename, text = self.sources[module.__name__]
+        module.__file__ = filename
+        exec(compile_source(text, filename), module.__dict__)
+
+
+def compile_source(text, filename):
+    # Triton reads a kernel's source through inspect/linecache: keep it there.
+    lines = text.splitlines(True)
+    linecache.cache[filename] = (len(text), None, lines, filename)
+    try:
+        return compile(text, filename, "exec", dont_inherit=True)
+    except SyntaxError as e:
+        where = f"{e.filename or filename} line {e.lineno}" if e.lineno else (e.filename or filename)
+        line = (e.text or "").rstrip()
+        raise Failed("compile_error", f"SyntaxError in {where}: {e.msg}" + (f"\n    {line}" if line else ""))
+
+
+def candidate_frames(tb_text, files):
+    """The traceback's lines that point into the candidate's files, and the exception line."""
+    keep, lines = [], tb_text.rstrip().splitlines()
+    for i, line in enumerate(lines):
+        if any(f'File "{f}"' in line for f in files):
+            keep.append(line)
+            if i + 1 < len(lines) and not lines[i + 1].lstrip().startswith("File "):
+                keep.append(lines[i + 1])
+    if lines:
+        keep.append(lines[-1])
+    return "\n".join(keep)
+
+
+def describe_exception(e):
+    text = f"{type(e).__name__}: {e}".strip()
+    return text if len(text) < 2000 else text[:2000] + " ..."
+
+
+def is_out_of_memory(e):
+    if isinstance(e, MemoryError):
+        return True
+    text = str(e)
+    return isinstance(e, RuntimeError) and ("can't allocate memory" in text or "out of memory" in text.lower())
+
+
+class Candidate:
+    def __init__(self, spec):
+        self.spec = spec
+        self.language = spec["language"]
+        self.device = spec["device"]
+        self.entry = spec["entry"]
+        self.files = [s["path"] for s in spec["sources"]]
+        self.function = None
+        self.adapter = None
+        self.blocks = {}  # serial -> mmap
+        self.bound = None
+        self.kept = None  # what the last timed call returned
+
+    def load(self):
+        global torch
+        try:
+            import torch  # noqa: F401  (the environment's, probed before the run)
+        except Exception as e:
+            raise Failed("runtime_error", f"PyTorch cannot be imported by {sys.executable}: {describe_exception(e)}")
+        if self.language == "triton":
+            try:
+                import triton  # noqa: F401
+            except Exception as e:
+                raise Failed("runtime_error", f"Triton cannot be imported by {sys.executable}: {describe_exception(e)}")
+        if self.device == "cuda":
+            torch.cuda.init()
+        sources = {}
+        for s in self.spec["sources"]:
+            name = os.path.splitext(os.path.basename(s["path"]))[0]
+            sources[name] = (s["path"], s["content"])
+        main_path = self.entry.get("module") or self.spec["sources"][0]["path"]
+        main = next((s for s in self.spec["sources"] if s["path"] == main_path), None)
+        if main is None:
+            raise Failed("compile_error", f"the solution has no file {main_path}, which holds its entry point")
+        code = compile_source(main["content"], main["path"])
+        # Everything the candidate can reach from here on is confined.
+        self.filtered = install_seccomp(self.spec.get("seccomp", b""), self.spec.get("seccomp_nr", 0))
+        sys.meta_path.insert(0, SourceFinder({k: v for k, v in sources.items() if v[0] != main_path}))
+        name = os.path.splitext(os.path.basename(main_path))[0]
+        module = types.ModuleType(name)
+        module.__file__ = main_path
+        sys.modules[name] = module
+        try:
+            exec(code, module.__dict__)
+        except Failed:
+            raise
+        except ImportError as e:
+            raise Failed("compile_error", f"ImportError while importing {main_path}: {describe_exception(e)}",
+                         candidate_frames(traceback.format_exc(), self.files))
+        except BaseException as e:  # noqa: B902  (SystemExit too: a module must not exit)
+            if is_out_of_memory(e):
+                raise Failed("memory_limit", f"out of memory while importing {main_path}: {describe_exception(e)}")
+            raise Failed("runtime_error", f"{main_path} raised an exception when imported: {describe_exception(e)}",
+                         candidate_frames(traceback.format_exc(), self.files))
+        fn = self.entry["function"]
+        target = getattr(module, fn, None)
+        if target is None or not callable(target):
+            what = "defines no" if target is None else "has a non-callable"
+            raise Failed("compile_error", f"{main_path} {what} `{fn}`: the entry point for this task is "
+                                          f"{self.entry.get('signature', fn + '(...)')}")
+        self.function = target
+        if self.entry.get("adapter"):
+            ns = {"__name__": "ksearch_task_adapter"}
+            exec(compile(self.entry["adapter"], "<the task's calling convention>", "exec"), ns)
+            self.adapter = ns["ks_args"]
+
+    # -- tensors ------------------------------------------------------------
+
+    def map_block(self, serial, nbytes, fd):
+        size = os.fstat(fd).st_size
+        self.blocks[serial] = (mmap.mmap(fd, size), nbytes)
+        os.close(fd)
+
+    def view(self, t):
+        dtype = DTYPES[t["dtype"]]()
+        shape = tuple(t["shape"])
+        if t["bytes"] == 0:
+            return torch.empty(shape, dtype=dtype, device=self.device)
+        mm, _ = self.blocks[t["serial"]]
+        flat = torch.frombuffer(mm, dtype=torch.uint8, count=t["bytes"], offset=t["offset"])
+        return flat.view(dtype).view(shape)
+
+    def bind(self, b):
+        live = set(b["blocks"])
+        for serial in [s for s in self.blocks if s not in live]:
+            del self.blocks[serial]
+        inputs, outputs, by_name = [], [], {}
+        for t in b["tensors"]:
+            if t.get("scalar"):
+                kind = t["dtype"]
+                v = bool(t["value"]) if kind == "bool" else float(t["value"]) if kind in FLOATS else int(t["value"])
+            else:
+                v = self.view(t)
+            if t.get("output"):
+                outputs.append((t["name"], v))
+            else:
+                inputs.append(v)
+                by_name[t["name"]] = v
+        self.outputs = outputs
+        self.by_name = by_name  # the inputs, for a task's calling convention
+        self.dims = b["dims"]
+        self.dps = False
+        if self.adapter is None:
+            self.dps = takes_outputs(self.function, len(inputs), len(outputs))
+        self.args = inputs
+        self.bound = True
+
+    # -- running ------------------------------------------------------------
+
+    def call(self):
+        if self.adapter is not None:
+            args = self.adapter(self.by_name, self.dims)
+            return self.function(*args)
+        if self.dps:
+            return self.function(*self.args, *[v for _, v in self.outputs])
+        return self.function(*self.args)
+
+    def run(self, mode):
+        """call: run and copy the result into the outputs (a checked call);
+        timed: run and keep the result, uncopied (timed calls are not slowed
+        by a copy the harnesses do not make); collect: copy the kept result
+        (the worker checks the last timed call's outputs); poison: fill the
+        kept result with the poison pattern, so a candidate that returns a
+        cached tensor instead of computing returns poison."""
+        if mode == "collect":
+            if self.kept is not None:
+                self.copy_out(self.kept)
+                self.kept = None
+            return
+        if mode == "poison":
+            if self.kept is not None:
+                for v in self.kept:
+                    poison(v)
+            return
+        try:
+            result = self.call()
+            if self.device == "cuda":
+                torch.cuda.synchronize()
+        except Failed:
+            raise
+        except BaseException as e:  # noqa: B902
+            if is_out_of_memory(e):
+                raise Failed("memory_limit", f"the candidate ran out of memory: {describe_exception(e)}")
+            raise Failed("runtime_error", f"the candidate raised {describe_exception(e)}",
+                         candidate_frames(traceback.format_exc(), self.files))
+        self.kept = None
+        if self.dps:
+            return
+        values = self.returned(result)
+        if mode == "timed":
+            self.kept = values
+        else:
+            self.copy_out(values)
+
+    def copy_out(self, values):
+        for (_, out), value in zip(self.outputs, values):
+            if value.data_ptr() != out.data_ptr():
+                out.copy_(value)
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+
+    def returned(self, result):
+        n = len(self.outputs)
+        if isinstance(result, dict):
+            missing = [name for name, _ in self.outputs if name not in result]
+            if missing:
+                raise Failed("incorrect", f"the returned dict has no output {missing[0]!r}")
+            values = [result[name] for name, _ in self.outputs]
+        elif isinstance(result, (tuple, list)):
+            values = list(result)
+        else:
+            values = [result]
+        if len(values) != n:
+            names = ", ".join(name for name, _ in self.outputs)
+            raise Failed("incorrect", f"the entry point returned {len(values)} value(s); this task has {n} "
+                                      f"output(s) ({names})")
+        cast = self.entry.get("cast_outputs", False)
+        for (name, out), v in zip(self.outputs, values):
+            if type(v) is not torch.Tensor:
+                raise Failed("incorrect", f"output {name!r}: the entry point returned a {type(v).__module__}."
+                                          f"{type(v).__qualname__}, not a torch.Tensor")
+            if tuple(v.shape) != tuple(out.shape):
+                raise Failed("incorrect", f"output {name!r} has shape {list(v.shape)}, expected {list(out.shape)}")
+            if v.dtype != out.dtype and not cast:
+                raise Failed("incorrect", f"output {name!r} has dtype {str(v.dtype)[6:]}, expected "
+                                          f"{str(out.dtype)[6:]}")
+            if v.device.type != torch.device(self.device).type:
+                raise Failed("incorrect", f"output {name!r} is on {v.device}, expected {self.device}")
+        return values
+
+
+def poison(t):
+    """The evaluator's poison pattern where it has one (NaN; all bits set for integers)."""
+    if t.dtype.is_floating_point:
+        t.fill_(float("nan"))
+    elif t.dtype == torch.bool:
+        t.fill_(True)
+    else:
+        t.fill_(-1 if t.dtype.is_signed else torch.iinfo(t.dtype).max)
+
+
+def takes_outputs(fn, n_in, n_out):
+    """Destination-passing style: the entry takes the outputs after the inputs."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if any(p.kind == p.VAR_POSITIONAL for p in params):
+        return False
+    return n_out > 0 and len(positional) == n_in + n_out
+
+
+FLOATS = ("f32", "f64", "f16", "bf16", "f8e4m3", "f8e5m2")
+DTYPES = {
+    "f32": lambda: torch.float32, "f64": lambda: torch.float64, "f16": lambda: torch.float16,
+    "bf16": lambda: torch.bfloat16, "i32": lambda: torch.int32, "i64": lambda: torch.int64,
+    "u8": lambda: torch.uint8, "i8": lambda: torch.int8, "i16": lambda: torch.int16, "bool": lambda: torch.bool,
+    "f8e4m3": lambda: torch.float8_e4m3fn, "f8e5m2": lambda: torch.float8_e5m2,
+}
+
+
+def failure_text(f):
+    return json.dumps({"status": f.status, "message": f.message, "log": f.log})
+
+
+def main():
+    isolation = sys.argv[-1] if len(sys.argv) > 1 else "process"
+    channel = Channel()
+    channel.answer(OP_HELLO, 0, isolation + "+python")
+    candidate = None
+    while True:
+        op, token, payload, fds = channel.receive()
+        if op == OP_MAP:
+            serial, nbytes = struct.unpack_from("<QQ", payload)
+            if len(fds) != 1:
+                os._exit(3)
+            candidate.map_block(serial, nbytes, fds[0])
+            continue
+        for fd in fds:
+            os.close(fd)
+        try:
+            text, _ = read_str(payload, 0)
+            if op == OP_LOAD:
+                if candidate is not None:
+                    raise Failed("runtime_error", "a candidate is loaded already")
+                spec = json.loads(text)
+                spec["seccomp"] = bytes.fromhex(spec.get("seccomp", ""))
+                candidate = Candidate(spec)
+                candidate.load()
+                channel.answer(OP_OK, token, "+seccomp" if candidate.filtered else "")
+            elif op == OP_BIND:
+                candidate.bind(json.loads(text))
+                channel.answer(OP_OK, token)
+            elif op == OP_RUN:
+                candidate.run(text.decode("ascii", "replace"))
+                channel.answer(OP_DONE, token)
+            else:
+                os._exit(3)
+        except Failed as f:
+            channel.answer(OP_ERROR, token, failure_text(f))
+        except MemoryError:
+            os._exit(EXIT_MEMORY_LIMIT)
+        except Exception as e:  # the runner's own fault, said as such
+            channel.answer(OP_ERROR, token, failure_text(
+                Failed("runtime_error", f"the Python candidate runner failed: {describe_exception(e)}",
+                       traceback.format_exc())))
+
+
+main()

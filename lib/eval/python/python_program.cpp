@@ -1,0 +1,339 @@
+#include "eval/python/python_program.hpp"
+
+#include <sys/syscall.h>
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <mutex>
+
+#include "core/inputs.hpp"
+#include "eval/host/guarded_memory.hpp"
+#include "eval/python/embedded.hpp"
+#include "eval/sandbox.hpp"
+#include "ksearch/error.hpp"
+#include "util/fs.hpp"
+#include "util/process.hpp"
+#include "util/sha256.hpp"
+
+namespace ks::eval::python {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::size_t kMaxSourceBytes = 1u << 20;  // all files of one solution together
+
+[[noreturn]] void compile_error(std::string message) { throw CompileError(message, message); }
+
+std::string hex(std::string_view bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out.push_back(kDigits[c >> 4]);
+    out.push_back(kDigits[c & 15]);
+  }
+  return out;
+}
+
+// A file name a module can be imported by: letters, digits, '_' and '.py'.
+bool module_file_name(const std::string& path) {
+  if (path.size() < 4 || path.size() > 128 || path.compare(path.size() - 3, 3, ".py") != 0) return false;
+  for (std::size_t i = 0; i + 3 < path.size(); ++i) {
+    const char c = path[i];
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
+  }
+  return !std::isdigit(static_cast<unsigned char>(path[0]));
+}
+
+class PythonCompiler final : public Compiler {
+ public:
+  explicit PythonCompiler(std::string cache_dir) : cache_dir_(std::move(cache_dir)) {}
+
+  Artifact compile(const CompileRequest& req) override {
+    const auto start = std::chrono::steady_clock::now();
+    const Solution& s = req.solution;
+    if (!language_is_python(s.language))
+      compile_error(fmt::format("the Python path runs triton and python solutions, not {}", to_string(s.language)));
+    if (s.sources.empty()) compile_error("the solution has no source files");
+    std::size_t total = 0;
+    for (const auto& f : s.sources) {
+      if (!module_file_name(f.path))
+        compile_error(fmt::format("source file \"{}\": a Python candidate's files must be plain module names "
+                                  "ending in .py (e.g. submission.py, helpers.py)",
+                                  f.path));
+      total += f.content.size();
+    }
+    if (total > kMaxSourceBytes)
+      compile_error(fmt::format("the solution's sources are {} bytes; at most {} are accepted", total, kMaxSourceBytes));
+    // The entry point: the task's convention; its module is the solution's
+    // only file, or the one the convention names.
+    Json entry = req.python_entry.is_object() ? req.python_entry : Json::object();
+    entry.erase("languages");
+    if (!entry.contains("function")) entry["function"] = "run";
+    std::string module = entry.get_string("module", "");
+    bool found = false;
+    for (const auto& f : s.sources) found = found || f.path == module;
+    if (!found) {
+      if (s.sources.size() == 1 || module.empty()) {
+        module = s.sources.front().path;
+      } else {
+        compile_error(fmt::format("the solution has {} files and none is {}, the module this task's entry point "
+                                  "`{}` is read from",
+                                  s.sources.size(), module, entry.get_string("function", "")));
+      }
+    }
+    entry["module"] = module;
+
+    Json sources = Json::array();
+    for (const auto& f : s.sources) sources.push_back(Json::obj({{"path", f.path}, {"content", f.content}}));
+    Json tensors = Json::array();
+    for (const auto& t : req.tensors) tensors.push_back(t.to_json());
+    const Json doc = Json::obj({{"format", "ksearch-python-artifact-v1"},
+                                {"language", to_string(s.language)},
+                                {"sources", sources},
+                                {"entry", entry},
+                                {"tensors", tensors}});
+    const std::string text = doc.dump();
+    const std::string key = util::sha256_hex(text).substr(0, 32);
+    const fs::path dir = cache_dir_.empty() ? util::default_cache_dir() / "python" : fs::path(cache_dir_);
+    util::make_dirs(dir);
+    Artifact a;
+    a.language = s.language;
+    a.path = (dir / (key + ".json")).string();
+    a.kernels = {entry.get_string("function", "run")};
+    std::error_code ec;
+    a.cache_hit = fs::exists(a.path, ec);
+    if (!a.cache_hit) util::write_file_atomic(a.path, text);
+    a.compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return a;
+  }
+
+ private:
+  std::string cache_dir_;
+};
+
+// A failure the runner reported: {"status", "message", "log"}.
+Failure runner_failure(const std::string& text, std::uint64_t memory_limit) {
+  Failure f{.status = EvalStatus::runtime_error, .contained = true};
+  try {
+    const Json j = Json::parse(text);
+    f.status = eval_status_from_string(j.get_string("status", "runtime_error")).value_or(EvalStatus::runtime_error);
+    f.message = j.get_string("message", "");
+    f.log = j.get_string("log", "");
+  } catch (const std::exception&) {
+    f.message = text;
+  }
+  if (f.status == EvalStatus::memory_limit && memory_limit > 0)
+    f.message += fmt::format(" (the limit is {} MiB per candidate process; raise it with --memory-limit)",
+                             memory_limit >> 20);
+  if (f.status == EvalStatus::memory_limit) f.out_of_memory = true;
+  return f;
+}
+
+class PythonProgram final : public Program {
+ public:
+  PythonProgram(const Artifact& artifact, const host::CandidateProcessOptions& isolate, const std::string& interpreter,
+                const std::string& device)
+      : memory_limit_(isolate.memory_limit) {
+    Json doc;
+    try {
+      doc = Json::parse(util::read_file(artifact.path));
+    } catch (const std::exception& e) {
+      throw RunError(Failure{.status = EvalStatus::runtime_error,
+                             .message = fmt::format("cannot read the Python artifact {}: {}", artifact.path, e.what())});
+    }
+    for (const auto& t : doc.at("tensors").as_array()) tensors_.push_back(TensorSpec::from_json(t));
+    const std::string python = interpreter.empty() ? python_interpreter() : interpreter;
+    if (python.empty())
+      throw RunError(Failure{.status = EvalStatus::runtime_error,
+                             .message = "no Python interpreter for Python candidates: set $KSEARCH_PYTHON to a Python "
+                                        "with PyTorch (and Triton for the triton language)"});
+    host::CandidateProcessOptions o = isolate;
+    o.command = {python, "-I", "-B", "-c", std::string(embedded::candidate_runner_py)};
+    process_ = std::make_unique<host::CandidateProcess>(o);
+    const bool triton = doc.get_string("language", "") == "triton";
+    Json load = Json::obj({{"language", doc.at("language")},
+                           {"device", device},
+                           {"sources", doc.at("sources")},
+                           {"entry", doc.at("entry")},
+                           {"seccomp", hex(host::candidate_seccomp_program(triton))},
+                           {"seccomp_nr", static_cast<std::int64_t>(SYS_seccomp)}});
+    const auto answer = process_->ask(host::CandidateProcess::Request::load, load.dump());
+    if (answer.error) throw RunError(runner_failure(answer.text, memory_limit_));
+    isolation_ = process_->isolation() + answer.text;
+  }
+
+  void bind(const Bindings& b) override {
+    std::vector<const void*> blocks;
+    Json tensors = Json::array();
+    for (const auto& t : tensors_) {
+      if (t.scalar) {
+        const auto it = b.scalars.find(t.name);
+        if (it == b.scalars.end())
+          throw RunError(Failure{.status = EvalStatus::runtime_error,
+                                 .message = fmt::format("no value for scalar input \"{}\"", t.name)});
+        tensors.push_back(Json::obj(
+            {{"name", t.name}, {"dtype", to_string(t.dtype)}, {"scalar", true}, {"value", it->second.value}}));
+        continue;
+      }
+      const auto it = b.tensors.find(t.name);
+      if (it == b.tensors.end())
+        throw RunError(Failure{.status = EvalStatus::runtime_error,
+                               .message = fmt::format("no buffer for tensor \"{}\"", t.name)});
+      const auto shape = core::tensor_shape(t, b.vars);
+      const std::size_t bytes = core::element_count(shape) * dtype_size(t.dtype);
+      Json j = Json::obj({{"name", t.name},
+                          {"dtype", to_string(t.dtype)},
+                          {"shape", [&] {
+                             Json a = Json::array();
+                             for (auto d : shape) a.push_back(d);
+                             return a;
+                           }()},
+                          {"bytes", static_cast<std::int64_t>(bytes)},
+                          {"output", t.is_output}});
+      if (bytes > 0) {
+        const auto block = host::shared_block(it->second.host_ptr());
+        if (!block || block->bytes < bytes)
+          throw RunError(Failure{.status = EvalStatus::runtime_error,
+                                 .message = fmt::format("tensor \"{}\" is no buffer of the evaluator", t.name)});
+        j["offset"] = static_cast<std::int64_t>(block->offset);
+        blocks.push_back(it->second.host_ptr());
+      }
+      tensors.push_back(std::move(j));
+    }
+    const auto serials = process_->share(blocks);
+    Json live = Json::array();
+    std::size_t k = 0;
+    for (auto& j : tensors.as_array())
+      if (j.contains("offset")) {
+        j["serial"] = static_cast<std::int64_t>(serials[k]);
+        live.push_back(static_cast<std::int64_t>(serials[k++]));
+      }
+    Json dims = Json::object();
+    for (const auto& [name, v] : b.vars) dims[name] = v;
+    const auto answer = process_->ask(host::CandidateProcess::Request::bind,
+                                      Json::obj({{"blocks", live}, {"tensors", tensors}, {"dims", dims}}).dump());
+    if (answer.error) throw RunError(runner_failure(answer.text, memory_limit_));
+  }
+
+  // A checked call copies what the entry returns into the outputs; a timed
+  // call keeps it (the harnesses time no copy), and the flow's synchronize()
+  // after the timed calls copies the last one for its check. Before every
+  // call the kept result is poisoned, so returning a cached tensor instead
+  // of computing leaves poison (docs/python-candidates.md).
+  void launch() override { run("call", nullptr); }
+  void synchronize() override { run("collect", nullptr); }
+  void poison_scratch() override { run("poison", nullptr); }
+  double timed_launch() override {
+    double ms = 0;
+    run("timed", &ms);
+    return ms;
+  }
+
+ private:
+  void run(std::string_view kind, double* ms) {
+    const auto answer = process_->ask(host::CandidateProcess::Request::run, kind, ms);
+    if (answer.error) throw RunError(runner_failure(answer.text, memory_limit_));
+  }
+
+  std::uint64_t memory_limit_ = 0;
+  std::vector<TensorSpec> tensors_;
+  std::unique_ptr<host::CandidateProcess> process_;
+  std::string isolation_;
+};
+
+}  // namespace
+
+std::string python_interpreter() {
+  const char* v = std::getenv("KSEARCH_PYTHON");
+  const std::string name = v && *v ? v : "python3";
+  std::string found = find_program(name);
+  if (found.empty()) return {};
+  std::error_code ec;
+  return fs::absolute(found, ec).lexically_normal().string();
+}
+
+const PythonFacts& python_facts() {
+  static std::once_flag once;
+  static PythonFacts facts;
+  std::call_once(once, [] {
+    facts.python = python_interpreter();
+    if (facts.python.empty()) {
+      const char* v = std::getenv("KSEARCH_PYTHON");
+      facts.problem = v && *v ? fmt::format("$KSEARCH_PYTHON names {}, which is not an executable", v)
+                              : "no python3 in PATH";
+      return;
+    }
+    // One short run: versions only, each import on its own so one missing
+    // module does not hide the others.
+    constexpr const char* kProbe =
+        "import json, sys\n"
+        "r = {'version': sys.version.split()[0]}\n"
+        "try:\n"
+        "    import torch\n"
+        "    r['torch'] = torch.__version__\n"
+        "    r['torch_cuda'] = torch.version.cuda or ''\n"
+        "    r['cuda_available'] = bool(torch.cuda.is_available())\n"
+        "except Exception as e:\n"
+        "    r['torch_error'] = f'{type(e).__name__}: {e}'\n"
+        "try:\n"
+        "    import triton\n"
+        "    r['triton'] = triton.__version__\n"
+        "except Exception as e:\n"
+        "    r['triton_error'] = f'{type(e).__name__}: {e}'\n"
+        "print(json.dumps(r))\n";
+    try {
+      util::SpawnOptions o;
+      o.argv = {facts.python, "-I", "-B", "-c", kProbe};
+      o.clear_env = true;
+      o.env_set = candidate_environment(false);
+      const auto r = util::run_command(o, "", 120);
+      if (!r.ok()) {
+        facts.problem = fmt::format("{} failed ({}): {}", facts.python, r.describe(), r.err.substr(0, 400));
+        return;
+      }
+      const Json j = Json::parse(r.out);
+      facts.version = j.get_string("version", "");
+      facts.torch = j.get_string("torch", "");
+      facts.torch_cuda = j.get_string("torch_cuda", "");
+      facts.cuda_available = j.contains("cuda_available") && j.at("cuda_available").as_bool();
+      facts.triton = j.get_string("triton", "");
+    } catch (const std::exception& e) {
+      facts.problem = fmt::format("cannot ask {} for its versions: {}", facts.python, e.what());
+    }
+  });
+  return facts;
+}
+
+std::string python_problem(Language language, bool gpu) {
+  const PythonFacts& f = python_facts();
+  const std::string fix = "set $KSEARCH_PYTHON to a Python that has them";
+  if (!f.problem.empty()) return fmt::format("{} candidates need a Python with PyTorch: {}; {}", to_string(language),
+                                             f.problem, fix);
+  if (f.torch.empty())
+    return fmt::format("{} candidates need PyTorch, and {} cannot import torch; install it (pip install torch) or {}",
+                       to_string(language), f.python, fix);
+  if (language == Language::triton && f.triton.empty())
+    return fmt::format("triton candidates need Triton, and {} cannot import triton; install it (pip install triton) "
+                       "or {}",
+                       f.python, fix);
+  if (gpu && !f.cuda_available)
+    return fmt::format("{} candidates on the GPU need a CUDA build of PyTorch, and {} has PyTorch {}{} without a "
+                       "usable GPU; {}",
+                       to_string(language), f.python, f.torch, f.torch_cuda.empty() ? " (a CPU build)" : "", fix);
+  return {};
+}
+
+std::unique_ptr<Compiler> make_python_compiler(std::string cache_dir) {
+  return std::make_unique<PythonCompiler>(std::move(cache_dir));
+}
+
+std::unique_ptr<Program> load_python_program(const Artifact& artifact, const host::CandidateProcessOptions& isolate,
+                                             const std::string& interpreter, const std::string& device) {
+  return std::make_unique<PythonProgram>(artifact, isolate, interpreter, device);
+}
+
+}  // namespace ks::eval::python

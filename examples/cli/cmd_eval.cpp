@@ -135,7 +135,26 @@ int eval_problems(const Args& a, const EvaluatorConfig& cfg) {
 // best record (best.json), an attempt folder, the best/ folder, or a run
 // folder (its best solution). Inside a folder nothing is read through a link
 // (load_solution_file, RunStore).
-Solution load_solution(const std::string& arg, const TaskSpec& spec) {
+Solution load_solution(const std::string& arg, const TaskSpec& given, const std::string& language) {
+  // --language: the file is read as that language only (the task must accept it).
+  TaskSpec spec_copy;
+  const TaskSpec* spec_ptr = &given;
+  if (!language.empty()) {
+    const auto lang = language_from_string(language);
+    if (!lang)
+      throw Error(Status::invalid_argument,
+                  fmt::format("--language \"{}\" is not one of cuda, cpp, triton, python", language));
+    if (std::find(given.languages.begin(), given.languages.end(), *lang) == given.languages.end()) {
+      std::string accepted;
+      for (auto l : given.languages) accepted += (accepted.empty() ? "" : ", ") + std::string(to_string(l));
+      throw Error(Status::invalid_argument, fmt::format("task {} does not take {} solutions (it takes: {})", given.name,
+                                                        to_string(*lang), accepted));
+    }
+    spec_copy = given;
+    spec_copy.languages = {*lang};
+    spec_ptr = &spec_copy;
+  }
+  const TaskSpec& spec = *spec_ptr;
   namespace fs = std::filesystem;
   fs::path p = arg;
   std::error_code ec;
@@ -180,6 +199,9 @@ int cmd_eval(int argc, char** argv) {
            "head", false},
           {"json", "", "Print the evaluation result as one JSON document on stdout, errors too.", "", false},
           {"backend", "auto|cuda|host", "Evaluation backend.", "auto", false},
+          {"language", "cuda|cpp|triton|python",
+           "What the solution file is written in, when it is not solution JSON (a .py file could be triton or "
+           "python).", "tried in the task's order", false},
           {"workload", "NAME", "Evaluate only this workload (repeatable).", "all", true},
           {"workloads", "feedback|all", "feedback: only the few workloads the task's search evaluates each round; "
                                         "all: every workload.", "all", false},
@@ -263,7 +285,10 @@ int cmd_eval(int argc, char** argv) {
     if (o.only_workloads.empty())
       say(stderr, "ksearch eval: task {} names no feedback workloads; evaluating all\n", task->name());
   }
-  Solution solution = load_solution(a.get("solution"), task->spec());
+  Solution solution = load_solution(a.get("solution"), task->spec(), a.get("language", ""));
+  if (a.has("language") && solution.language != *language_from_string(a.get("language")))
+    throw Error(Status::invalid_argument, fmt::format("--language {}: {} holds a {} solution", a.get("language"),
+                                                      a.get("solution"), to_string(solution.language)));
   auto evaluator = make_evaluator(cfg);
   EvalResult r = evaluator->evaluate(*task, solution);
 

@@ -13,7 +13,8 @@ namespace ks::cli {
 int cmd_devices(int argc, char** argv) {
   Args a("devices", "ksearch devices",
          "Says whether CUDA evaluation is available here (driver, GPU, NVRTC), names the evaluation devices, and "
-         "whether candidates can be sandboxed (bubblewrap). "
+         "whether candidates can be sandboxed (bubblewrap), and the Python triton and python candidates run under "
+         "($KSEARCH_PYTHON) with its PyTorch and Triton versions. "
          "Exit status 0 when CUDA is available, 1 when only the host backend is.",
          {});
   if (!a.parse(argc, argv)) {
@@ -29,6 +30,7 @@ int cmd_devices(int argc, char** argv) {
   host.backend = "host";
   fmt::print("host: {}\n", make_evaluator(host)->device().name);
   fmt::print("sandbox: {}\n", sandbox_description());
+  fmt::print("python: {}\n", python_description());
   if (!cuda) {
     fmt::print("cuda: unavailable: {}\n", why);
     return 1;

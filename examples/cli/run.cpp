@@ -34,9 +34,11 @@ std::vector<OptionSpec> search_options() {
                                      "timings): stop says where and why and stops the run (exit 5); skip answers "
                                      "each request with the next recorded answer of the kind asked, never using "
                                      "the ones passed over, and stops when none is left.", "stop", false},
-      {"language", "cuda|cpp", "Kernel language: cuda (NVRTC + launch plan, needs a GPU) or cpp (host C++ "
-                               "kernels, runs anywhere).", "the task's only language; cuda for a task with several",
-       false},
+      {"language", "cuda|cpp|triton|python",
+       "Kernel language: cuda (NVRTC + launch plan, needs a GPU), cpp (host C++ kernels, runs anywhere), triton "
+       "(a Python module with Triton kernels, needs a GPU) or python (PyTorch operations, on the GPU or the CPU); "
+       "Python candidates run under $KSEARCH_PYTHON (docs/python-candidates.md).",
+       "the task's only language; cuda for a task with several", false},
       {"strategy", "NAME", "world_model (K-Search), greedy (refine the best kernel) or tune (parameter "
                            "search without an LLM).", "world_model", false},
       {"max-rounds", "N", "Round budget; a round is one evaluated candidate.", "20", false},
@@ -224,7 +226,7 @@ int cmd_run(int argc, char** argv) {
   SearchConfig& c = o.config;
   c.strategy = a.get("strategy", c.strategy);
   auto lang = language_from_string(a.get("language", "cuda"));
-  if (!lang) throw Error(Status::invalid_argument, "--language must be cuda or cpp");
+  if (!lang) throw Error(Status::invalid_argument, "--language must be cuda, cpp, triton or python");
   c.language = *lang;
   o.infer_language = !a.has("language");
   c.max_rounds = a.get_int("max-rounds", c.max_rounds);

@@ -45,6 +45,12 @@ KS_API bool cuda_available(std::string* why = nullptr);
 // "unavailable: <why>" (probed once per process).
 KS_API std::string sandbox_description();
 
+// The Python that triton and python candidates run under ($KSEARCH_PYTHON,
+// else python3) and what it has: "Python 3.12.3 (/usr/bin/python3), PyTorch
+// 2.11.0 (CUDA 13.0, GPU usable), Triton 3.6.0", or "unavailable: <why>"
+// (asked once per process).
+KS_API std::string python_description();
+
 // The host memory limit that memory_limit_bytes = 0 stands for: half of the
 // machine's RAM.
 KS_API std::uint64_t default_memory_limit_bytes();

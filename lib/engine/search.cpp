@@ -15,6 +15,7 @@
 
 #include "core/run_events.hpp"
 #include "core/search/session.hpp"
+#include "eval/python/python_program.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/run_store.hpp"
 #include "ksearch/tasks.hpp"
@@ -413,6 +414,24 @@ class HookedRun {
 // instead of after its first paid answers.
 void check_backend(const EvaluatorConfig& ec, bool custom_evaluator, const Task& task, Language lang) {
   if (custom_evaluator) return;  // the host's evaluator knows what it can run
+  if (language_is_python(lang)) {
+    // The GPU where it is usable (triton always), else the CPU; the
+    // interpreter must have what the language needs there.
+    std::string why;
+    const bool gpu = lang == Language::triton || ec.backend == "cuda" ||
+                     (ec.backend == "auto" && cuda_available(&why));
+    if (lang == Language::triton && ec.backend == "host")
+      throw Error(Status::invalid_argument, fmt::format("task \"{}\" in triton needs the GPU; use --backend auto or "
+                                                        "cuda, or --language python for PyTorch on the CPU",
+                                                        task.name()));
+    if (gpu && !cuda_available(&why))
+      throw Error(Status::no_device, fmt::format("task \"{}\" in {} needs a GPU, but CUDA is not usable here: {}. "
+                                                 "Nothing was sent to the LLM",
+                                                 task.name(), to_string(lang), why));
+    if (std::string problem = eval::python::python_problem(lang, gpu); !problem.empty())
+      throw Error(Status::not_found, problem + ". Nothing was sent to the LLM");
+    return;
+  }
   if (lang == Language::cuda) {
     if (ec.backend == "host")
       throw Error(Status::invalid_argument, fmt::format("task \"{}\" in cuda cannot be evaluated by the host backend; "

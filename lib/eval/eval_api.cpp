@@ -5,6 +5,7 @@
 #include "eval/baseline_scoring.hpp"
 #include "eval/evaluator_common.hpp"
 #include "eval/process_evaluator.hpp"
+#include "eval/python/python_program.hpp"
 #include "eval/sandbox.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/eval.hpp"
@@ -29,6 +30,18 @@ bool cuda_available(std::string* why) {
 std::string sandbox_description() {
   const eval::SandboxStatus& st = eval::sandbox_status();
   return st.available ? st.version + " (active)" : "unavailable: " + st.problem;
+}
+
+std::string python_description() {
+  const eval::python::PythonFacts& f = eval::python::python_facts();
+  if (!f.problem.empty()) return "unavailable: " + f.problem;
+  std::string torch = f.torch.empty() ? "no PyTorch (import torch fails)"
+                      : f.torch_cuda.empty()
+                          ? fmt::format("PyTorch {} (a CPU build)", f.torch)
+                          : fmt::format("PyTorch {} (CUDA {}, GPU {})", f.torch, f.torch_cuda,
+                                        f.cuda_available ? "usable" : "not usable");
+  return fmt::format("Python {} ({}), {}, {}", f.version, f.python, torch,
+                     f.triton.empty() ? "no Triton" : "Triton " + f.triton);
 }
 
 std::uint64_t default_memory_limit_bytes() {

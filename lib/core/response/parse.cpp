@@ -509,9 +509,13 @@ Solution parse_python_candidate(std::string_view answer, Language language) {
       }
   const std::string main_name = "main.py";
   if (code.empty()) {
+    // No fence at all: a bare module (a submission file) when a line starts
+    // a definition or an import; prose otherwise.
     const std::string_view body = trim(answer);
-    const bool looks_like_code = blocks.empty() && (body.rfind("import ", 0) == 0 || body.rfind("from ", 0) == 0 ||
-                                                    body.rfind("def ", 0) == 0 || body.rfind("@", 0) == 0);
+    bool looks_like_code = false;
+    for (std::size_t p = 0; blocks.empty() && p < body.size() && !looks_like_code; p = next_line(body, p))
+      for (std::string_view start : {"import ", "from ", "def ", "class ", "@"})
+        looks_like_code = looks_like_code || body.substr(p, start.size()) == start;
     if (!looks_like_code)
       fail("The answer has no Python code block. Put the whole module in one fenced block: ```python ... ```.");
     s.sources.push_back({main_name, rewrite_hex_floats(body) + "\n"});

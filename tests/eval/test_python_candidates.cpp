@@ -1,0 +1,250 @@
+// Python candidates (language python) on the host backend, through the real
+// run worker and the real Python candidate process: PyTorch on the CPU. Each
+// way a Python candidate can fail gets its own status and words, and each
+// hack the GPUMode and KernelBench communities list is refused
+// (docs/python-candidates.md). Needs a Python with PyTorch in
+// $KSEARCH_PYTHON (tests/CMakeLists.txt finds one); without it, only the
+// missing-interpreter error is checked.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "eval/protocol.hpp"
+#include "fixtures.hpp"
+#include "ksearch/eval.hpp"
+#include "support/test_util.hpp"
+
+using namespace ks;
+
+namespace {
+
+bool have_torch() {
+  const char* p = std::getenv("KSEARCH_PYTHON");
+  return p && *p && std::string(p) != "NONE" && std::string(p) != "/nonexistent/python-for-ksearch";
+}
+
+TaskSpec python_vadd_task() {
+  TaskSpec t = test::vadd_task("2*N", "test/vadd-python");
+  t.languages.push_back(Language::python);
+  t.validate();
+  return t;
+}
+
+Solution py(const std::string& code, const std::string& name) {
+  Solution s;
+  s.name = name;
+  s.task = "test/vadd-python";
+  s.language = Language::python;
+  s.sources = {{"main.py", code}};
+  return s.finalize();
+}
+
+EvaluatorConfig config(const std::string& name) {
+  EvaluatorConfig c = test::test_config(test::scratch_dir(name).string());
+  // Importing PyTorch is part of the first workload's time; on a loaded
+  // machine it takes seconds.
+  c.options.run_timeout_s = 60;
+  return c;
+}
+
+struct Case {
+  const char* name;
+  std::string code;
+  EvalStatus status;
+  const char* words;  // in the result's message (first failing workload, or the log)
+};
+
+std::string message_of(const EvalResult& r) {
+  std::string m = r.log;
+  for (const auto& w : r.workloads) m += "\n" + w.message;
+  return m;
+}
+
+const char* kGood = "import torch\n\ndef run(X, Y):\n    return X + 2 * Y\n";
+
+}  // namespace
+
+TEST_CASE("python candidates: right ones pass, and every failure has its own status and words") {
+  if (!have_torch()) {
+    MESSAGE("no Python with PyTorch here: only the missing-interpreter case is checked");
+    return;
+  }
+  EvaluatorConfig cfg = config("python_statuses");
+  cfg.memory_limit_bytes = std::uint64_t{3} << 30;  // the memory case asks for 8 GiB at once
+  auto ev = make_evaluator(cfg);
+  SpecTask task(python_vadd_task());
+  std::vector<Case> cases = {
+      {"returns", kGood, EvalStatus::passed, ""},
+      {"writes-outputs", "import torch\n\ndef run(X, Y, Z):\n    torch.add(X, Y, alpha=2, out=Z)\n",
+       EvalStatus::passed, ""},
+      {"wrong", "def run(X, Y):\n    return X + Y\n", EvalStatus::incorrect, "Z"},
+      {"syntax", "def run(X, Y)\n    return X + 2 * Y\n", EvalStatus::compile_error, "SyntaxError in main.py line 1"},
+      {"import", "import ksearch_no_such_module\n\ndef run(X, Y):\n    return X\n", EvalStatus::compile_error,
+       "ImportError while importing main.py: ModuleNotFoundError"},
+      {"no-entry", "def main(X, Y):\n    return X + 2 * Y\n", EvalStatus::compile_error, "main.py defines no `run`"},
+      {"raises", "def run(X, Y):\n    raise ValueError('no kernel today')\n", EvalStatus::runtime_error,
+       "the candidate raised ValueError: no kernel today"},
+      {"shape", "def run(X, Y):\n    return (X + 2 * Y)[:-1]\n", EvalStatus::incorrect, "has shape"},
+      {"dtype", "import torch\n\ndef run(X, Y):\n    return (X + 2 * Y).double()\n", EvalStatus::incorrect,
+       "has dtype float64, expected float32"},
+      {"not-a-tensor", "def run(X, Y):\n    return [float(v) for v in X + 2 * Y]\n", EvalStatus::incorrect,
+       "the entry point returned"},
+      {"exits", "import sys\n\ndef run(X, Y):\n    sys.exit(3)\n", EvalStatus::runtime_error, "SystemExit"},
+      {"memory", "import torch\n\ndef run(X, Y):\n    hog = torch.empty(1 << 31)\n    return X + 2 * Y + hog[0]\n",
+       EvalStatus::memory_limit, "the limit is 3072 MiB"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.name);
+    EvalResult r;
+    CHECK_NOTHROW(r = ev->evaluate(task, py(c.code, c.name)));
+    INFO(r.to_json().dump(2));
+    CHECK(r.status == c.status);
+    CHECK(message_of(r).find(c.words) != std::string::npos);
+  }
+}
+
+TEST_CASE("python candidates: a hang is a timeout, and the next candidate gets its own verdict") {
+  if (!have_torch()) return;
+  EvaluatorConfig c = config("python_hang");
+  c.options.run_timeout_s = 30;
+  auto ev = make_evaluator(c);
+  SpecTask task(python_vadd_task());
+  EvalResult r = ev->evaluate(task, py("def run(X, Y):\n    while True:\n        pass\n", "hangs"));
+  INFO(r.to_json().dump(2));
+  CHECK(r.status == EvalStatus::timeout);
+  EvalResult good = ev->evaluate(task, py(kGood, "after-hang"));
+  CHECK(good.status == EvalStatus::passed);
+}
+
+// The hacks of docs/reference/peers.md, written as a Python candidate would.
+TEST_CASE("python candidates: the known hacks are refused") {
+  if (!have_torch()) return;
+  auto ev = make_evaluator(config("python_hacks"));
+  SpecTask task(python_vadd_task());
+  std::vector<Case> cases = {
+      // The first result, returned again for every later call: the re-check
+      // on fresh inputs, and the poisoned kept result, see it.
+      {"cached", "_cache = {}\n\ndef run(X, Y):\n    if 'out' not in _cache:\n        _cache['out'] = X + 2 * Y\n"
+                 "    return _cache['out']\n",
+       EvalStatus::incorrect, ""},
+      // A lazy stand-in for the output: not a torch.Tensor.
+      {"lazy", "import torch\n\nclass Lazy(torch.Tensor):\n    pass\n\ndef run(X, Y):\n"
+               "    return (X + 2 * Y).as_subclass(Lazy)\n",
+       EvalStatus::incorrect, "not a torch.Tensor"},
+      // Work left to a thread, done after answering: the process is stopped
+      // between requests, so the output is still poison when it is checked.
+      {"deferred", "import threading\n_calls = []\n_go = threading.Event()\n\ndef _worker():\n    while True:\n"
+                   "        _go.wait()\n        _go.clear()\n        X, Y, out = _calls[-1]\n        out.copy_(X + 2 * Y)\n\n"
+                   "threading.Thread(target=_worker, daemon=True).start()\n\ndef run(X, Y):\n"
+                   "    import torch\n    out = torch.empty_like(X)\n    if _calls:\n        _go.set()\n"
+                   "    _calls.append((X, Y, out))\n    return out\n",
+       EvalStatus::incorrect, ""},
+      // The reference is nowhere in the candidate's process to call.
+      {"reference", "def run(X, Y):\n    import reference\n    return reference.ref_kernel(X, Y)\n",
+       EvalStatus::runtime_error, "ModuleNotFoundError"},
+      // Output aliased to an input: the input changes, which the checks see.
+      {"aliased", "def run(X, Y):\n    X.add_(Y, alpha=2)\n    return X\n", EvalStatus::incorrect, "input"},
+      // A new process to do the work elsewhere: refused by the filter.
+      {"fork", "import os\n\ndef run(X, Y):\n    if os.fork() == 0:\n        os._exit(0)\n    return X + 2 * Y\n",
+       EvalStatus::runtime_error, "PermissionError"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.name);
+    EvalResult r;
+    CHECK_NOTHROW(r = ev->evaluate(task, py(c.code, c.name)));
+    INFO(r.to_json().dump(2));
+    CHECK(r.status == c.status);
+    CHECK(message_of(r).find(c.words) != std::string::npos);
+  }
+  EvalResult good = ev->evaluate(task, py(kGood, "honest-after"));
+  CHECK(good.status == EvalStatus::passed);
+}
+
+TEST_CASE("python candidates: a patched clock does not change the worker's timing") {
+  if (!have_torch()) return;
+  auto ev = make_evaluator(config("python_clock"));
+  SpecTask task(python_vadd_task());
+  // Every clock the candidate's process has stands still, and each call
+  // sleeps 20 ms: the latency is still at least 20 ms, because the worker
+  // times the request from its own process.
+  const char* code =
+      "import time, torch\n_sleep = time.sleep\nfor _n in ('perf_counter', 'monotonic', 'time', 'process_time'):\n"
+      "    setattr(time, _n, lambda: 0.0)\n"
+      "torch.cuda.Event = None\ntorch.cuda.synchronize = lambda *a, **k: None\n\n"
+      "def run(X, Y):\n    _sleep(0.02)\n    return X + 2 * Y\n";
+  EvalResult r = ev->evaluate(task, py(code, "stops-clocks"));
+  INFO(r.to_json().dump(2));
+  REQUIRE(r.status == EvalStatus::passed);
+  CHECK(r.workloads.back().timing.min_ms >= 20.0);
+}
+
+TEST_CASE("python candidates: forged answers on the candidate's channel are a protocol breach") {
+  if (!have_torch()) return;
+  auto ev = make_evaluator(config("python_forged"));
+  SpecTask task(python_vadd_task());
+  // Every answer with every token it can find: guessed ones, and the token
+  // of the request in progress, read from the runner's frames.
+  const char* code =
+      "import socket, struct, sys\n\n"
+      "def _tokens():\n    seen = {0, 1, 2, 3}\n    f = sys._getframe()\n    while f is not None:\n"
+      "        for v in f.f_locals.values():\n            if isinstance(v, int) and v > 3:\n                seen.add(v)\n"
+      "        f = f.f_back\n    return [t for t in seen if t < 1 << 64]\n\n"
+      "def run(X, Y):\n    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, 0, 3)\n"
+      "    for token in _tokens():\n        for op in (17, 18, 19):\n"
+      "            try:\n                s.send(struct.pack('<IIQI', 0x3143534B, op, token, 0))\n"
+      "            except OSError:\n                pass\n    s.detach()\n    return X + 2 * Y\n";
+  EvalResult r;
+  CHECK_NOTHROW(r = ev->evaluate(task, py(code, "forges-answers")));
+  INFO(r.to_json().dump(2));
+  CHECK(r.status != EvalStatus::passed);
+  CHECK(message_of(r).find("protocol") != std::string::npos);
+  EvalResult good = ev->evaluate(task, py(kGood, "honest-after"));
+  CHECK(good.status == EvalStatus::passed);
+}
+
+TEST_CASE("python candidates: forged worker frames on every descriptor change nothing") {
+  if (!have_torch()) return;
+  auto ev = make_evaluator(config("python_frames"));
+  SpecTask task(python_vadd_task());
+  EvalResult forged;
+  forged.status = EvalStatus::passed;
+  forged.solution_id = "forged";
+  const std::string frame = eval::encode_frame(eval::msg::to_json(eval::msg::Reply{eval::msg::Finished{forged, false}}));
+  std::string bytes;
+  for (unsigned char ch : frame) bytes += std::to_string(static_cast<int>(ch)) + ",";
+  // Writes a well-formed "finished: passed" frame to every descriptor it
+  // holds and every one /proc shows it, then computes nothing.
+  const std::string code = "import os\nFRAME = bytes([" + bytes +
+                           "])\n\ndef run(X, Y):\n    for fd in range(0, 1024):\n        try:\n"
+                           "            os.write(fd, FRAME)\n        except OSError:\n            pass\n"
+                           "    for pid in os.listdir('/proc'):\n        if not pid.isdigit():\n            continue\n"
+                           "        try:\n            fds = os.listdir(f'/proc/{pid}/fd')\n        except OSError:\n"
+                           "            continue\n        for fd in fds:\n            try:\n"
+                           "                w = os.open(f'/proc/{pid}/fd/{fd}', os.O_WRONLY | os.O_NONBLOCK)\n"
+                           "                os.write(w, FRAME)\n                os.close(w)\n"
+                           "            except OSError:\n                pass\n    return X * 0\n";
+  EvalResult r;
+  CHECK_NOTHROW(r = ev->evaluate(task, py(code, "forges-frames")));
+  INFO(r.to_json().dump(2));
+  CHECK(r.status != EvalStatus::passed);
+  CHECK(r.solution_id != "forged");
+  EvalResult good = ev->evaluate(task, py(kGood, "honest-after"));
+  CHECK(good.status == EvalStatus::passed);
+}
+
+TEST_CASE("python candidates: a missing interpreter is named, with the fix, before anything runs") {
+  // Its own ctest entry sets $KSEARCH_PYTHON to a path that does not exist
+  // (the interpreter is looked up once per process).
+  const char* p = std::getenv("KSEARCH_PYTHON");
+  if (!p || std::string(p) != "/nonexistent/python-for-ksearch") return;
+  auto ev = make_evaluator(config("python_missing"));
+  SpecTask task(python_vadd_task());
+  try {
+    ev->evaluate(task, py(kGood, "no-python"));
+    FAIL("expected an error");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("KSEARCH_PYTHON") != std::string::npos);
+    CHECK(std::string(e.what()).find("/nonexistent/python-for-ksearch") != std::string::npos);
+  }
+}

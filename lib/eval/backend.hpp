@@ -190,6 +190,21 @@ class Program {
   // Refills the plan's scratch buffers with the poison pattern; the flow calls
   // it before every checked run so a kernel cannot rely on leftovers.
   virtual void poison_scratch() {}
+
+  // A program whose calls run in another process that times them itself
+  // (a Python candidate on the GPU) times them in batches there: calls back
+  // to back in a process that stays running, as the suites' harnesses
+  // measure, instead of one request per call. Before each call of a batch
+  // it does what the flow does between calls: poison the outputs (and what
+  // the last call returned) when `poison`, flush the L2 cache when `flush`.
+  // After a batch the outputs hold its last call's results.
+  virtual bool times_in_batches() const { return false; }
+  virtual std::vector<double> timed_batch(int calls, bool poison, bool flush) {
+    (void)calls;
+    (void)poison;
+    (void)flush;
+    return {};
+  }
 };
 
 // The evaluation device: memory, input generation, comparison, cache

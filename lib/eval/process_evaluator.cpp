@@ -286,6 +286,9 @@ class RunSlot {
     } else {
       view.read_only.push_back(cache_dir_ / "cuda");
       view.read_write.push_back(refs);
+      // Python candidates on the GPU: Triton's kernel cache, PyTorch's extension builds.
+      view.read_write.push_back(cache_dir_ / "python" / "triton");
+      view.read_write.push_back(cache_dir_ / "python" / "torch_extensions");
       view.gpu = true;
     }
     // Python candidates' artifacts, and the interpreter they run under.

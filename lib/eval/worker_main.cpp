@@ -218,11 +218,18 @@ std::string own_path() {
   return std::string(buf, static_cast<std::size_t>(n));
 }
 
-std::unique_ptr<Device> open_device(const std::string& spec, std::uint64_t memory_limit, const std::string& python) {
-  // Host candidates run in processes of their own, under the memory limit.
-  if (spec == "host")
-    return std::make_unique<host::HostDevice>(
-        host::CandidateProcessOptions{.exe = own_path(), .memory_limit = memory_limit, .python = python});
+std::unique_ptr<Device> open_device(const Args& args) {
+  const std::string& spec = args.device;
+  // Candidates run in processes of their own; host ones under the memory
+  // limit. None of them sees the reference outputs the worker keeps on disk.
+  host::CandidateProcessOptions isolate{.exe = own_path(), .memory_limit = args.memory_limit, .python = args.python};
+  const fs::path cache(args.cache_dir);
+  isolate.hide = {(args.refs_dir.empty() || args.refs_dir == "none" ? cache / "refs" : fs::path(args.refs_dir)).string(),
+                  (cache / "kernelbench").string()};
+  // Triton's kernel cache and PyTorch's extension builds, under the cache.
+  isolate.gpu_env = {"TRITON_CACHE_DIR=" + (cache / "python" / "triton").string(),
+                     "TORCH_EXTENSIONS_DIR=" + (cache / "python" / "torch_extensions").string()};
+  if (spec == "host") return std::make_unique<host::HostDevice>(isolate);
   if (spec.rfind("cuda:", 0) == 0) {
     int ordinal = 0;
     try {
@@ -231,7 +238,8 @@ std::unique_ptr<Device> open_device(const std::string& spec, std::uint64_t memor
       fatal(Status::invalid_argument, fmt::format("bad device \"{}\" (expected host or cuda:N)", spec));
     }
 #if KS_HAVE_CUDA_BACKEND
-    return make_cuda_device(ordinal);
+    isolate.memory_limit = 0;
+    return make_cuda_device(ordinal, isolate);
 #else
     (void)ordinal;
     throw Error(Status::no_device, "this build of libksearch has no CUDA backend");
@@ -278,7 +286,7 @@ int run_role(int in, const Args& args) {
   if (args.device != "host") apply_memory_limit(args.memory_limit);
   std::unique_ptr<Device> device;
   try {
-    device = open_device(args.device, args.memory_limit, args.python);
+    device = open_device(args);
   } catch (const Error& e) {
     fatal(e.status(), e.what());
   }

@@ -39,7 +39,8 @@ namespace ks::eval::cuda {
 // cuCtxSetLimit: a small device malloc heap. CUDA IPC: reading a reference
 // oracle's tensors in place (docs/evaluation.md).
 #define KS_CUDA_DRIVER_OPTIONAL(X) \
-  X(cuFuncGetParamInfo) X(cuLaunchKernelEx) X(cuCtxSetLimit) X(cuIpcOpenMemHandle) X(cuIpcCloseMemHandle)
+  X(cuFuncGetParamInfo) X(cuLaunchKernelEx) X(cuCtxSetLimit) X(cuIpcOpenMemHandle) X(cuIpcCloseMemHandle) \
+  X(cuIpcGetMemHandle)
 
 #define KS_NVRTC_REQUIRED(X)                                                                     \
   X(nvrtcVersion) X(nvrtcGetErrorString) X(nvrtcCreateProgram) X(nvrtcDestroyProgram)           \

@@ -37,8 +37,8 @@ std::string cuda_device_arch(int ordinal) {
   return cuda::arch_for_capability(major, minor);
 }
 
-std::unique_ptr<Device> make_cuda_device(int ordinal) {
-  return std::make_unique<cuda::CudaDevice>(ordinal);
+std::unique_ptr<Device> make_cuda_device(int ordinal, const host::CandidateProcessOptions& python) {
+  return std::make_unique<cuda::CudaDevice>(ordinal, python);
 }
 
 std::unique_ptr<Compiler> make_cuda_compiler(const CudaCompilerOptions& options) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "eval/backend.hpp"
+#include "eval/host/candidate_process.hpp"
 
 namespace ks::eval {
 
@@ -34,7 +35,8 @@ std::string cuda_device_arch(int ordinal);
 
 // Opens device `ordinal` (after CUDA_VISIBLE_DEVICES) with its own context
 // and stream. Throws ks::Error(Status::no_device).
-std::unique_ptr<Device> make_cuda_device(int ordinal);
+// Python candidates on it start their processes with `python`.
+std::unique_ptr<Device> make_cuda_device(int ordinal, const host::CandidateProcessOptions& python = {});
 
 // NVRTC-based compiler; usable without a GPU when options.arch is set.
 // Throws ks::Error(Status::no_device) when NVRTC cannot be loaded.

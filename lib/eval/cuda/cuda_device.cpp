@@ -9,6 +9,7 @@
 #include "eval/compare.hpp"
 #include "eval/cuda/embedded.hpp"
 #include "eval/cuda/nvrtc_compiler.hpp"
+#include "eval/python/python_program.hpp"
 #include "ksearch/error.hpp"
 #include "util/fs.hpp"
 
@@ -93,7 +94,8 @@ PeakFigures estimate_peaks(const std::string& name, int major, int minor, int sm
   return p;
 }
 
-CudaDevice::CudaDevice(int ordinal) : api_(driver()), ordinal_(ordinal) {
+CudaDevice::CudaDevice(int ordinal, host::CandidateProcessOptions python)
+    : api_(driver()), ordinal_(ordinal), python_(std::move(python)) {
   if (ordinal < 0 || ordinal >= api_.device_count)
     throw Error(Status::no_device,
                 fmt::format("CUDA device {} does not exist; {} device{} visible", ordinal,
@@ -211,6 +213,7 @@ void CudaDevice::free(Buffer b) {
   // Freeing never throws: it runs on cleanup paths, also after a crash.
   if (!b) return;
   allocations_.erase(b.addr);
+  ipc_exports_.erase(b.addr);
   api_.cuCtxSetCurrent(context_);
   api_.cuMemFree(b.addr);
 }
@@ -460,7 +463,38 @@ void CudaDevice::synchronize() {
 
 std::unique_ptr<Program> CudaDevice::load(const Artifact& artifact, const Solution& solution) {
   require_usable();
+  if (language_is_python(artifact.language)) {
+    python::PythonDevice d;
+    d.kind = "cuda";
+    d.ipc = [this](const Buffer& b) { return ipc_handle(b); };
+    d.synchronize = [this] { synchronize(); };
+    return python::load_python_program(artifact, python_, d);
+  }
   return std::make_unique<CudaProgram>(*this, artifact, solution);
+}
+
+std::pair<std::string, std::size_t> CudaDevice::ipc_handle(const Buffer& b) {
+  require_usable();
+  make_current();
+  auto it = allocations_.upper_bound(b.addr);
+  if (it == allocations_.begin())
+    throw RunError(Failure{EvalStatus::runtime_error, "a tensor is no buffer of the evaluator"});
+  --it;
+  const CUdeviceptr base = it->first;
+  if (b.addr + b.bytes > base + it->second.bytes)
+    throw RunError(Failure{EvalStatus::runtime_error, "a tensor is no buffer of the evaluator"});
+  auto e = ipc_exports_.find(base);
+  if (e == ipc_exports_.end()) {
+    if (!api_.cuIpcGetMemHandle)
+      throw RunError(Failure{EvalStatus::runtime_error,
+                             "this CUDA driver has no cuIpcGetMemHandle, which Python candidates need"});
+    CUipcMemHandle h{};
+    check(api_.cuIpcGetMemHandle(&h, base), "cuIpcGetMemHandle", "sharing a buffer with a Python candidate");
+    std::string hex;
+    for (char c : h.reserved) hex += fmt::format("{:02x}", static_cast<unsigned char>(c));
+    e = ipc_exports_.emplace(base, hex).first;
+  }
+  return {e->second, static_cast<std::size_t>(b.addr - base)};
 }
 
 }  // namespace ks::eval::cuda

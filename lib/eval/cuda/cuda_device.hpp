@@ -12,6 +12,7 @@
 #include "eval/cuda/cuda_api.hpp"
 #include "eval/cuda/launch_plan.hpp"
 #include "eval/cuda/launcher.hpp"
+#include "eval/host/candidate_process.hpp"
 
 namespace ks::eval::cuda {
 
@@ -33,7 +34,8 @@ std::string arch_for_capability(int cc_major, int cc_minor);
 
 class CudaDevice final : public Device {
  public:
-  explicit CudaDevice(int ordinal);
+  // Python candidates (eval/python/) start their processes with `python`.
+  explicit CudaDevice(int ordinal, host::CandidateProcessOptions python = {});
   ~CudaDevice() override;
   CudaDevice(const CudaDevice&) = delete;
   CudaDevice& operator=(const CudaDevice&) = delete;
@@ -58,6 +60,9 @@ class CudaDevice final : public Device {
   Buffer open_external(const ExternalTensor& t) override;
   void release_external(Buffer b, const ExternalTensor& t) override;
   void keep_only_externals(const std::set<std::string>& handles) override;
+  // The CUDA IPC handle (hex) of the allocation that holds `b`, and b's
+  // offset in it: how a Python candidate's process maps the buffer.
+  std::pair<std::string, std::size_t> ipc_handle(const Buffer& b);
   bool usable() const override { return sticky_error_.empty(); }
 
   // Every allocation is followed by a redzone of kRedzoneBytes filled with
@@ -100,6 +105,8 @@ class CudaDevice final : public Device {
   };
   std::map<CUdeviceptr, Allocation> allocations_;  // live buffers, for their redzones
   std::map<std::string, CUdeviceptr> ipc_mappings_;  // by IPC handle (hex): another process's memory
+  std::map<CUdeviceptr, std::string> ipc_exports_;   // handles of our allocations, by base
+  host::CandidateProcessOptions python_;
 
   std::once_flag runtime_once_;
   CUmodule runtime_module_ = nullptr;

@@ -193,6 +193,8 @@ struct ChildSetup {
   std::vector<std::string> env;    // the whole environment, when it differs from the worker's
   std::vector<char*> envp;
   std::uint64_t rlimit_as = 0;     // set before exec (a Python candidate's process)
+  bool pid_namespace = true;
+  std::vector<std::string> hide;   // covered by an empty read-only tmpfs
 };
 
 bool write_file(const char* path, const std::string& text) {
@@ -219,13 +221,23 @@ int child_main(void* arg) {
     write_file("/proc/self/setgroups", "deny");
     if (!write_file("/proc/self/uid_map", c->uid_map) || !write_file("/proc/self/gid_map", c->gid_map))
       ::_exit(kExitSetupFailed);
-    append(c->isolation, sizeof c->isolation, "+pidns");
-    // A /proc that shows only its own namespace; else an empty one.
+    append(c->isolation, sizeof c->isolation, c->pid_namespace ? "+pidns" : "+userns");
     if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0) {
-      if (::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) == 0)
-        append(c->isolation, sizeof c->isolation, "+proc");
-      else if (::mount("tmpfs", "/proc", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, "size=4k") == 0)
-        append(c->isolation, sizeof c->isolation, "+noproc");
+      // A /proc that shows only its own namespace; else an empty one. In
+      // the worker's PID namespace the worker's /proc stays (the user
+      // namespace keeps the worker's entries out of reach).
+      if (c->pid_namespace) {
+        if (::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) == 0)
+          append(c->isolation, sizeof c->isolation, "+proc");
+        else if (::mount("tmpfs", "/proc", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, "size=4k") == 0)
+          append(c->isolation, sizeof c->isolation, "+noproc");
+      }
+      for (const auto& h : c->hide)
+        if (::mount("tmpfs", h.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, "size=4k") != 0 &&
+            errno != ENOENT)
+          ::_exit(kExitSetupFailed);
+    } else if (!c->hide.empty()) {
+      ::_exit(kExitSetupFailed);
     }
   }
   // Its output goes to the worker, which keeps a tail for failure reports.
@@ -255,7 +267,7 @@ pid_t spawn(ChildSetup& setup) {
   void* stack = ::mmap(nullptr, kStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
   if (stack == MAP_FAILED) return -1;
   int flags = SIGCHLD;
-  if (setup.namespaces) flags |= CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS;
+  if (setup.namespaces) flags |= CLONE_NEWUSER | CLONE_NEWNS | (setup.pid_namespace ? CLONE_NEWPID : 0);
   const pid_t pid = ::clone(child_main, static_cast<char*>(stack) + kStack, flags, &setup);
   const int e = errno;
   ::munmap(stack, kStack);  // the child has its own copy
@@ -350,6 +362,10 @@ bool install_seccomp() {
   std::vector<sock_filter> f = seccomp_filter(false);
   if (f.empty()) return false;
   sock_fprog prog{static_cast<unsigned short>(f.size()), f.data()};
+  // SPEC_ALLOW: a filter alone does not switch on the kernel's speculative
+  // store bypass mitigation for the process, which slows a candidate's own
+  // code (as container runtimes do); its secrets are in other processes.
+  if (::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_SPEC_ALLOW, &prog) == 0) return true;
   return ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0;
 }
 
@@ -408,6 +424,8 @@ CandidateProcess::CandidateProcess(const CandidateProcessOptions& options) : mem
     setup.namespaces = !g_namespaces_unavailable.load();
     setup.uid_map = fmt::format("1000 {} 1", ::geteuid());
     setup.gid_map = fmt::format("1000 {} 1", ::getegid());
+    setup.pid_namespace = options.pid_namespace;
+    setup.hide = options.hide;
     if (options.command.empty()) {
       setup.exe = options.exe;
       setup.args = {"ksearch-worker", "--role", "candidate", "--memory-limit", std::to_string(options.memory_limit),

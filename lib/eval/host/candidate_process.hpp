@@ -40,6 +40,17 @@ struct CandidateProcessOptions {
   std::vector<std::string> env;    // NAME=value entries added to the environment it inherits
   // The interpreter Python candidates run under (eval/python/); empty: $KSEARCH_PYTHON or python3.
   std::string python;
+  // A PID namespace of its own. A GPU candidate's process stays in the
+  // worker's (legacy CUDA IPC, how it reaches the worker's buffers, needs
+  // the exporting process in sight); its user namespace and the seccomp
+  // filter still keep it from tracing, reading or signalling across.
+  bool pid_namespace = true;
+  // Folders covered, in its own mount namespace, by an empty read-only
+  // tmpfs: the worker's reference outputs on disk.
+  std::vector<std::string> hide;
+  // Environment entries (NAME=value) a Python candidate's process gets on
+  // the GPU: the Triton cache and the PyTorch extensions folder.
+  std::vector<std::string> gpu_env;
 };
 
 // One argument of a call: a block (by the worker's address of it) or a value

@@ -245,7 +245,7 @@ void HostDevice::flush_cache() {
 std::unique_ptr<Program> HostDevice::load(const Artifact& artifact, const Solution& solution) {
   if (artifact.language == Language::python) {
     const CandidateProcessOptions options = isolate_ ? *isolate_ : CandidateProcessOptions{};
-    return python::load_python_program(artifact, options, options.python, "cpu");
+    return python::load_python_program(artifact, options, python::PythonDevice{});
   }
   if (artifact.language != Language::cpp)
     throw RunError({EvalStatus::runtime_error,

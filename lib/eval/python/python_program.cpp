@@ -135,9 +135,8 @@ Failure runner_failure(const std::string& text, std::uint64_t memory_limit) {
 
 class PythonProgram final : public Program {
  public:
-  PythonProgram(const Artifact& artifact, const host::CandidateProcessOptions& isolate, const std::string& interpreter,
-                const std::string& device)
-      : memory_limit_(isolate.memory_limit) {
+  PythonProgram(const Artifact& artifact, const host::CandidateProcessOptions& isolate, PythonDevice device)
+      : memory_limit_(isolate.memory_limit), device_(std::move(device)) {
     Json doc;
     try {
       doc = Json::parse(util::read_file(artifact.path));
@@ -146,17 +145,22 @@ class PythonProgram final : public Program {
                              .message = fmt::format("cannot read the Python artifact {}: {}", artifact.path, e.what())});
     }
     for (const auto& t : doc.at("tensors").as_array()) tensors_.push_back(TensorSpec::from_json(t));
-    const std::string python = interpreter.empty() ? python_interpreter() : interpreter;
+    const std::string python = isolate.python.empty() ? python_interpreter() : isolate.python;
     if (python.empty())
       throw RunError(Failure{.status = EvalStatus::runtime_error,
                              .message = "no Python interpreter for Python candidates: set $KSEARCH_PYTHON to a Python "
                                         "with PyTorch (and Triton for the triton language)"});
     host::CandidateProcessOptions o = isolate;
     o.command = {python, "-I", "-B", "-c", std::string(embedded::candidate_runner_py)};
+    if (device_.kind == "cuda") {
+      o.pid_namespace = false;  // legacy CUDA IPC needs the worker in sight (candidate_process.hpp)
+      o.memory_limit = 0;       // the CUDA driver reserves far more address space than it uses
+      o.env.insert(o.env.end(), isolate.gpu_env.begin(), isolate.gpu_env.end());
+    }
     process_ = std::make_unique<host::CandidateProcess>(o);
     const bool triton = doc.get_string("language", "") == "triton";
     Json load = Json::obj({{"language", doc.at("language")},
-                           {"device", device},
+                           {"device", device_.kind},
                            {"sources", doc.at("sources")},
                            {"entry", doc.at("entry")},
                            {"seccomp", hex(host::candidate_seccomp_program(triton))},
@@ -194,7 +198,11 @@ class PythonProgram final : public Program {
                            }()},
                           {"bytes", static_cast<std::int64_t>(bytes)},
                           {"output", t.is_output}});
-      if (bytes > 0) {
+      if (bytes > 0 && device_.kind == "cuda") {
+        const auto [handle, offset] = device_.ipc(it->second);
+        j["ipc"] = handle;
+        j["offset"] = static_cast<std::int64_t>(offset);
+      } else if (bytes > 0) {
         const auto block = host::shared_block(it->second.host_ptr());
         if (!block || block->bytes < bytes)
           throw RunError(Failure{.status = EvalStatus::runtime_error,
@@ -208,12 +216,13 @@ class PythonProgram final : public Program {
     Json live = Json::array();
     std::size_t k = 0;
     for (auto& j : tensors.as_array())
-      if (j.contains("offset")) {
+      if (j.contains("offset") && !j.contains("ipc")) {
         j["serial"] = static_cast<std::int64_t>(serials[k]);
         live.push_back(static_cast<std::int64_t>(serials[k++]));
       }
     Json dims = Json::object();
     for (const auto& [name, v] : b.vars) dims[name] = v;
+    if (device_.synchronize) device_.synchronize();
     const auto answer = process_->ask(host::CandidateProcess::Request::bind,
                                       Json::obj({{"blocks", live}, {"tensors", tensors}, {"dims", dims}}).dump());
     if (answer.error) throw RunError(runner_failure(answer.text, memory_limit_));
@@ -227,19 +236,53 @@ class PythonProgram final : public Program {
   void launch() override { run("call", nullptr); }
   void synchronize() override { run("collect", nullptr); }
   void poison_scratch() override { run("poison", nullptr); }
+  // On the host the worker's clock times the request (the candidate's
+  // process cannot reach it). On the GPU the process times the call with
+  // CUDA events on its stream, as the suites' harnesses do; the worker's
+  // clock bounds what it may report.
   double timed_launch() override {
-    double ms = 0;
-    run("timed", &ms);
+    if (device_.kind == "cuda") return timed_batch(1, false, false).front();
+    double wall_ms = 0;
+    run("timed", &wall_ms);
+    return wall_ms;
+  }
+  bool times_in_batches() const override { return device_.kind == "cuda"; }
+  std::vector<double> timed_batch(int calls, bool poison, bool flush) override {
+    double wall_ms = 0;
+    const std::string answer = run(fmt::format("batch {} {} {}", calls, poison ? 1 : 0, flush ? 1 : 0), &wall_ms);
+    // "ms=a,b,...": one time per call, which together cannot exceed the
+    // worker's own clock from the request to the answer.
+    std::vector<double> ms;
+    double sum = 0;
+    bool ok = answer.rfind("ms=", 0) == 0;
+    for (std::size_t pos = 3; ok && pos < answer.size();) {
+      char* end = nullptr;
+      const double v = std::strtod(answer.c_str() + pos, &end);
+      ok = end != answer.c_str() + pos && v >= 0;
+      ms.push_back(v);
+      sum += v;
+      pos = static_cast<std::size_t>(end - answer.c_str()) + 1;
+    }
+    if (!ok || static_cast<int>(ms.size()) != calls || sum > wall_ms)
+      throw RunError(Failure{.status = EvalStatus::runtime_error,
+                             .message = fmt::format("the candidate's process reported the times \"{}\" for {} calls "
+                                                    "that took {:.4f} ms from the evaluator's request to its answer; "
+                                                    "a candidate must not touch the evaluator's timer",
+                                                    answer.substr(0, 60), calls, wall_ms),
+                             .contained = true});
     return ms;
   }
 
  private:
-  void run(std::string_view kind, double* ms) {
+  std::string run(std::string_view kind, double* ms) {
+    if (device_.synchronize) device_.synchronize();
     const auto answer = process_->ask(host::CandidateProcess::Request::run, kind, ms);
     if (answer.error) throw RunError(runner_failure(answer.text, memory_limit_));
+    return answer.text;
   }
 
   std::uint64_t memory_limit_ = 0;
+  PythonDevice device_;
   std::vector<TensorSpec> tensors_;
   std::unique_ptr<host::CandidateProcess> process_;
   std::string isolation_;
@@ -332,8 +375,8 @@ std::unique_ptr<Compiler> make_python_compiler(std::string cache_dir) {
 }
 
 std::unique_ptr<Program> load_python_program(const Artifact& artifact, const host::CandidateProcessOptions& isolate,
-                                             const std::string& interpreter, const std::string& device) {
-  return std::make_unique<PythonProgram>(artifact, isolate, interpreter, device);
+                                             const PythonDevice& device) {
+  return std::make_unique<PythonProgram>(artifact, isolate, device);
 }
 
 }  // namespace ks::eval::python

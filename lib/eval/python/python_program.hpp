@@ -10,8 +10,10 @@
 // worker keeps the buffers, the reference, the checks and the clock.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "eval/backend.hpp"
 #include "eval/host/candidate_process.hpp"
@@ -43,12 +45,22 @@ std::string python_problem(Language language, bool gpu);
 // Stores Python solutions as artifacts under `cache_dir` (content-addressed).
 std::unique_ptr<Compiler> make_python_compiler(std::string cache_dir);
 
+// How a Python candidate's process reaches the evaluation device's buffers.
+struct PythonDevice {
+  std::string kind = "cpu";  // "cpu": the host backend's memfd blocks; "cuda"
+  // CUDA: the IPC handle (64 bytes, hex) of the allocation that holds a
+  // buffer, and the buffer's offset in it.
+  std::function<std::pair<std::string, std::size_t>(const Buffer&)> ipc;
+  // CUDA: finishes the worker's own queued work (inputs, poison, the cache
+  // flush) before the candidate's process runs: two contexts share no stream.
+  std::function<void()> synchronize;
+};
+
 // Loads a Python artifact: starts its process with `isolate` (memory limit,
-// environment) and the interpreter `interpreter` (python_interpreter() when
-// empty), imports the module and finds its entry point. `device` is "cpu"
-// (the host backend) or "cuda". Throws RunError (compile_error for a syntax
-// error, an import error or a missing entry point).
+// environment; its interpreter, python_interpreter() when empty), imports
+// the module and finds its entry point. Throws RunError (compile_error for
+// a syntax error, an import error or a missing entry point).
 std::unique_ptr<Program> load_python_program(const Artifact& artifact, const host::CandidateProcessOptions& isolate,
-                                             const std::string& interpreter, const std::string& device);
+                                             const PythonDevice& device);
 
 }  // namespace ks::eval::python

@@ -12,6 +12,8 @@ void register_gpumode_suite() {
   std::call_once(once, [] {
     register_builtin_task(std::string(kTrimulTaskName), std::string(kTrimulDescription),
                           [] { return make_trimul_task(); });
+    register_builtin_task(std::string(kTrimulUpstreamTaskName), std::string(kTrimulUpstreamDescription),
+                          [] { return make_trimul_upstream_task(); });
   });
 }
 

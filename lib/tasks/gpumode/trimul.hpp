@@ -23,6 +23,12 @@ namespace ks::tasks::gpumode {
 inline constexpr std::string_view kTrimulTaskName = "gpumode/trimul";
 inline constexpr std::string_view kTrimulDescription =
     "TriMul: AlphaFold3 outgoing triangle multiplicative update, fp32 (GPUMode bioml/trimul)";
+// The leaderboard's actual checks: upstream's parser reads `nomask: False`
+// as a true string, so every case there runs with an all-ones mask. Here for
+// reproducing leaderboard verdicts; gpumode/trimul applies the real masks.
+inline constexpr std::string_view kTrimulUpstreamTaskName = "gpumode/trimul-upstream";
+inline constexpr std::string_view kTrimulUpstreamDescription =
+    "TriMul as GPUMode's harness actually checks it: an all-ones mask in every case (its parsing bug)";
 
 // One upstream configuration (task.yml of gpu-mode/reference-kernels).
 struct TrimulCase {
@@ -53,6 +59,9 @@ const std::vector<std::string>& trimul_tensor_names();
 // reference, the prompt and the tunable starting kernel.
 TaskSpec make_trimul_spec();
 std::unique_ptr<Task> make_trimul_task();
+// gpumode/trimul-upstream: the same, with the mask all ones everywhere.
+TaskSpec make_trimul_upstream_spec();
+std::unique_ptr<Task> make_trimul_upstream_task();
 
 // Pieces of the spec, for tests and tools.
 Solution trimul_reference_solution();

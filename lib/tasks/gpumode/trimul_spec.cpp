@@ -190,8 +190,26 @@ def ks_args(t, dims):
     }
     return ((t["x"], t["mask"], weights, {"hidden_dim": dims["H"], "dim": dims["C"]}),)
 )";
+  // Submissions import the harness's `task` module for its type names.
+  static constexpr const char* kTaskModule = R"(
+from typing import Dict, Tuple, TypedDict, TypeVar
+import torch
+
+input_t = TypeVar("input_t", bound=Tuple[torch.Tensor, torch.Tensor, Dict[str, torch.Tensor], Dict])
+output_t = TypeVar("output_t", bound=Tuple[torch.Tensor, Dict])
+
+
+class TestSpec(TypedDict):
+    seqlen: int
+    bs: int
+    dim: int
+    hiddendim: int
+    seed: int
+    nomask: bool
+)";
   return Json::obj({{"function", "custom_kernel"},
                     {"module", "submission.py"},
+                    {"modules", Json::obj({{"task", kTaskModule}})},
                     {"signature", "custom_kernel(data), data = (input, mask, weights, config)"},
                     {"cast_outputs", true},
                     {"adapter", kAdapter}});
@@ -232,6 +250,24 @@ TaskSpec make_trimul_spec() {
   spec.starting_points.push_back(trimul_starting_point());
   spec.targets = published_targets();
   return spec;
+}
+
+TaskSpec make_trimul_upstream_spec() {
+  TaskSpec spec = make_trimul_spec();
+  spec.name = std::string(kTrimulUpstreamTaskName);
+  spec.description = std::string(kTrimulUpstreamDescription);
+  for (auto& w : spec.workloads) w.dist_overrides["mask"] = dist(Distribution::Kind::constant, "1", "0");
+  for (auto& s : spec.starting_points) s.task = spec.name;
+  return spec;
+}
+
+std::unique_ptr<Task> make_trimul_upstream_task() {
+  static const TaskSpec spec = [] {
+    TaskSpec s = make_trimul_upstream_spec();
+    s.validate();
+    return s;
+  }();
+  return std::make_unique<SpecTask>(spec);
 }
 
 std::unique_ptr<Task> make_trimul_task() {

@@ -362,9 +362,9 @@ bool install_seccomp() {
   std::vector<sock_filter> f = seccomp_filter(false);
   if (f.empty()) return false;
   sock_fprog prog{static_cast<unsigned short>(f.size()), f.data()};
-  // SPEC_ALLOW: a filter alone does not switch on the kernel's speculative
-  // store bypass mitigation for the process, which slows a candidate's own
-  // code (as container runtimes do); its secrets are in other processes.
+  // SPEC_ALLOW, as container runtimes do: on kernels that tie the
+  // speculative store bypass mitigation to seccomp, the filter does not
+  // force it on the candidate's own code; the secrets are in other processes.
   if (::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_SPEC_ALLOW, &prog) == 0) return true;
   return ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0;
 }

@@ -93,8 +93,8 @@ def install_seccomp(program, syscall_nr):
     buf = ctypes.create_string_buffer(program, len(program))
     prog = SockFprog(len(program) // 8, ctypes.addressof(buf))
     PR_SET_NO_NEW_PRIVS, SECCOMP_SET_MODE_FILTER = 38, 1
-    # TSYNC: every thread PyTorch started. SPEC_ALLOW: no forced speculative
-    # store bypass mitigation, which would slow the candidate's own code.
+    # TSYNC: every thread PyTorch started. SPEC_ALLOW: kernels that tie the
+    # speculative store bypass mitigation to seccomp do not force it here.
     TSYNC, SPEC_ALLOW = 1, 4
     libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
     if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:

@@ -46,10 +46,15 @@ int check_task(const Args& a) {
   std::vector<Language> languages;
   if (a.has("language")) {
     auto l = language_from_string(a.get("language"));
-    if (!l) throw Error(Status::invalid_argument, "--language must be cuda or cpp");
+    if (!l) throw Error(Status::invalid_argument, "--language must be cuda, cpp, triton or python");
+    // A Python language's candidates meet the check of the backend they run
+    // on, which the native candidates of that backend probe.
+    if (*l == Language::triton) l = Language::cuda;
+    if (*l == Language::python) l = cuda_available() ? Language::cuda : Language::cpp;
     languages.push_back(*l);
   } else {
-    languages = task->spec().languages;
+    for (Language l : task->spec().languages)
+      if (!language_is_python(l)) languages.push_back(l);
   }
   EvaluatorConfig ec;
   ec.cache_dir = a.get("cache-dir");
@@ -113,7 +118,7 @@ int cmd_tasks(int argc, char** argv) {
            false},
           {"check", "NAME", "Run the weak-check detection on this task (a name or a task file or folder).", "",
            false},
-          {"language", "cuda|cpp", "With --check: only this version of the task.", "every version of the task",
+          {"language", "cuda|cpp|triton|python", "With --check: only this version of the task (triton: cuda; python: cuda on a GPU, else cpp).", "every version of the task",
            false},
           {"workloads", "feedback|all", "With --check: the task's feedback workloads (what a search checks each "
                                         "round) or all of them.", "feedback", false},

@@ -467,6 +467,18 @@ void check_llm(LlmPolicy& llm) {
 // search then meets the same problem itself and says so.
 WeakCheckReport weak_check_before_run(const SearchOptions& options, Parts& parts, Language lang) {
   const Task& task = *parts.task;
+  // Python candidates are checked like the native ones of the backend they
+  // run on: the weakness is the task's (its workloads and tolerance), and
+  // the trivial candidates are written in the backend's language.
+  if (language_is_python(lang)) {
+    std::string why;
+    const std::string& backend = options.evaluator.backend;
+    const bool gpu = lang == Language::triton || backend == "cuda" || (backend == "auto" && cuda_available(&why));
+    lang = gpu ? Language::cuda : Language::cpp;
+    if (std::find(task.spec().languages.begin(), task.spec().languages.end(), lang) == task.spec().languages.end())
+      return weak_check_skipped(task, lang, fmt::format("the task has no {} version to probe its check with",
+                                                        to_string(lang)));
+  }
   if (!options.weak_check) return weak_check_skipped(task, lang, "turned off (--no-weak-check)");
   if (options.custom_evaluator)
     return weak_check_skipped(task, lang, "the host's own evaluator evaluates the candidates");
@@ -643,8 +655,14 @@ SearchOutcome run_search(const SearchOptions& options) {
   parts.task = options.custom_task ? options.custom_task
                                    : std::shared_ptr<Task>(load_task(options.task, {options.kernelbench_dir}));
   SearchConfig config = options.config;
-  if (options.infer_language && parts.task->spec().languages.size() == 1)
-    config.language = parts.task->spec().languages.front();
+  if (options.infer_language) {
+    // A task written in one native language (cuda or cpp) runs in it; the
+    // Python languages every task file also takes are asked for by name.
+    std::vector<Language> native;
+    for (Language l : parts.task->spec().languages)
+      if (!language_is_python(l)) native.push_back(l);
+    if (native.size() == 1) config.language = native.front();
+  }
   check_language(*parts.task, config.language);
   if (options.llm.kind == "offline" && options.config.strategy != "tune")
     throw Error(Status::invalid_argument,

@@ -41,7 +41,7 @@ TEST_CASE("registry: a registered built-in is found by name and listed") {
   REQUIRE(info);
   CHECK(info->source == "built-in");
   CHECK(info->description == "a task registered by the test");
-  CHECK(info->languages == std::vector<Language>{Language::cpp});
+  CHECK(info->languages == std::vector<Language>{Language::cpp, Language::python});
   CHECK_THROWS_AS(register_builtin_task("", "x", [] { return std::unique_ptr<Task>(); }), Error);
 }
 

@@ -75,7 +75,8 @@ void expect_error(const std::string& name, Edit edit, const std::string& needle,
 TEST_CASE("task file: the matmul example loads completely") {
   TaskSpec t = load_task_file(matmul_dir());
   CHECK(t.name == "examples/matmul");
-  CHECK(t.languages == std::vector<Language>{Language::cpp});
+  // python: every task file with a reference takes PyTorch candidates too.
+  CHECK(t.languages == std::vector<Language>{Language::cpp, Language::python});
   CHECK(t.dims == std::vector<std::string>{"M", "N", "K"});
   REQUIRE(t.tensors.size() == 3);
   CHECK(t.tensors[2].is_output);

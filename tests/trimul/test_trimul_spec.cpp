@@ -66,7 +66,7 @@ util::Vars dims_of(const WorkloadSpec& w) { return util::Vars(w.dims.begin(), w.
 TEST_CASE("trimul spec: validates and describes the task") {
   CHECK_NOTHROW(spec().validate());
   CHECK(spec().name == "gpumode/trimul");
-  CHECK(spec().languages == std::vector<Language>{Language::cuda});
+  CHECK(spec().languages == std::vector<Language>{Language::cuda, Language::triton, Language::python});
   CHECK(spec().dims == std::vector<std::string>{"B", "N", "C", "H"});
   CHECK(spec().description.find("TriMul") != std::string::npos);
   auto task = make_trimul_task();

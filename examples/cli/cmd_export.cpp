@@ -138,9 +138,13 @@ int cmd_export(int argc, char** argv) {
     }
   }
   std::FILE* info = out == "-" ? stderr : stdout;
-  std::fprintf(info, "ksearch export: %s: %s export of \"%s\" on %s for %s (NVRTC %s)\n", out.c_str(),
-               o.format.c_str(), solution.name.empty() ? solution.id.c_str() : solution.name.c_str(),
-               task->name().c_str(), o.arch.c_str(), r.manifest["nvrtc"].get_string("version").c_str());
+  const std::string built =
+      language_is_python(solution.language)
+          ? std::string("a ") + to_string(solution.language) + " module"
+          : fmt::format("for {} (NVRTC {})", o.arch, r.manifest["nvrtc"].get_string("version"));
+  std::fprintf(info, "ksearch export: %s: %s export of \"%s\" on %s, %s\n", out.c_str(), o.format.c_str(),
+               solution.name.empty() ? solution.id.c_str() : solution.name.c_str(), task->name().c_str(),
+               built.c_str());
   for (const auto& n : r.notes) std::fprintf(info, "  %s\n", n.c_str());
   return 0;
 }

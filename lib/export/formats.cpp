@@ -286,6 +286,35 @@ std::vector<std::string> export_formats() { return {"gpumode", "kernelbench", "f
 
 std::string export_runtime_source() { return std::string(exporter::embedded::ksearch_runtime_py); }
 
+namespace {
+
+// A Python solution (triton, python) is its own submission: the module
+// libksearch evaluated, byte for byte, where the suite calls it the same way.
+ExportResult export_python(const TaskSpec& task, const Solution& solution, const ExportOptions& o) {
+  const std::string function = task.python.is_object() ? task.python.get_string("function", "") : "";
+  if (o.format != "gpumode" || function != "custom_kernel")
+    throw Error(Status::invalid_argument,
+                fmt::format("a {} solution exports only as a GPUMode submission (--format gpumode, for a task called "
+                            "by custom_kernel(data) such as gpumode/trimul); --format {} takes CUDA solutions",
+                            to_string(solution.language), o.format));
+  if (solution.sources.size() != 1)
+    throw Error(Status::invalid_argument,
+                fmt::format("a GPUMode submission is one file, and this solution has {}", solution.sources.size()));
+  ExportResult r;
+  r.content = solution.sources.front().content;
+  r.default_file_name = "submission.py";
+  r.manifest = Json::obj({{"format", "gpumode"},
+                          {"language", to_string(solution.language)},
+                          {"solution_id", solution.id.empty() ? Solution(solution).finalize().id : solution.id},
+                          {"task", task.name}});
+  if (!o.evaluated.is_null()) r.manifest["evaluated"] = o.evaluated;
+  r.notes.push_back(fmt::format("the {} module libksearch evaluated, unchanged (custom_kernel(data))",
+                                to_string(solution.language)));
+  return r;
+}
+
+}  // namespace
+
 ExportResult export_solution(const Task& task_in, const Solution& solution, const ExportOptions& o) {
   const auto formats = export_formats();
   if (std::find(formats.begin(), formats.end(), o.format) == formats.end())
@@ -295,6 +324,7 @@ ExportResult export_solution(const Task& task_in, const Solution& solution, cons
     throw Error(Status::invalid_argument, fmt::format("--arch \"{}\" is not an NVRTC target such as sm_90a", o.arch));
   const TaskSpec& task = task_in.spec();
   ExportResult r;
+  if (language_is_python(solution.language)) return export_python(task, solution, o);
   exporter::BundleOptions bo;
   bo.arch = o.arch;
   bo.cache_root = o.cache_dir.string();

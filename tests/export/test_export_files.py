@@ -418,6 +418,21 @@ for argv, code, words in cases:
     ok = p.returncode != 0 and (code is None or p.returncode == code) and words in p.stderr
     expect("bad input %s: exit %d, says %r" % (argv[:2] + argv[-2:], p.returncode, words), ok, p.stderr[-400:])
 
+# A Python solution is its own GPUMode submission: the module, unchanged.
+py_sub = os.path.join(work, "triton_submission.py")
+py_text = ("import torch\nfrom task import input_t, output_t\n\n\n"
+           "def custom_kernel(data: input_t) -> output_t:\n    x, mask, weights, config = data\n    return x\n")
+open(py_sub, "w").write(py_text)
+out = os.path.join(work, "triton_export.py")
+p = ksearch("export", "--cache-dir", cache, "--format", "gpumode", "--task", "gpumode/trimul", "--solution", py_sub,
+            "-o", out)
+expect("a triton solution exports as the GPUMode submission it is, byte for byte",
+       p.returncode == 0 and open(out).read() == py_text and "triton module" in p.stdout, p.stdout + p.stderr)
+p = ksearch("export", "--cache-dir", cache, "--format", "kernelbench", "--task", "gpumode/trimul", "--solution", py_sub,
+            "-o", os.path.join(work, "bad.out"))
+expect("a triton solution is refused by the other formats, saying which it takes",
+       p.returncode == 2 and "exports only as a GPUMode submission" in p.stderr, p.stderr[-400:])
+
 if failures:
     print("%d check(s) failed" % len(failures))
     sys.exit(1)

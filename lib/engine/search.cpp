@@ -141,6 +141,9 @@ struct Parts {
   std::shared_ptr<WorldModel> world_model;  // null: a fresh tree world model
   std::shared_ptr<SearchStrategy> strategy;  // null: the configured built-in one
   std::optional<core::Recording> recording;
+  // What Python candidates run with, for the prompts' device line ("" when
+  // the language is native or a custom evaluator runs them).
+  std::string environment;
 };
 
 // What the host observes and controls a run with.
@@ -409,6 +412,15 @@ class HookedRun {
   std::optional<CancelToken::Subscription> sub_;
 };
 
+// What Python candidates run with, for the prompts' device line.
+std::string python_environment(Language lang) {
+  if (!language_is_python(lang)) return {};
+  const auto& f = eval::python::python_facts();
+  std::string env = fmt::format("candidates run with Python {}, PyTorch {}", f.version, f.torch);
+  if (lang == Language::triton) env += ", Triton " + f.triton;
+  return env;
+}
+
 // Before the first LLM call: the backend the task's language needs must be
 // usable here, so a CUDA run on a machine without a GPU ends in seconds
 // instead of after its first paid answers.
@@ -578,6 +590,7 @@ SearchOutcome execute_session(Parts& parts, RunStore& store, const SearchConfig&
   if (feedback_only) eo.only_workloads = spec.feedback_workloads;
   std::shared_ptr<WorldModel> wm = parts.world_model ? parts.world_model : make_tree_world_model();
   core::Session session(*parts.task, *parts.evaluator, *parts.llm, *wm, store, config, progress);
+  session.set_environment(parts.environment);
   if (parts.recording) session.follow(std::move(*parts.recording));
   std::shared_ptr<SearchStrategy> strategy = parts.strategy ? parts.strategy : make_strategy(config.strategy);
   std::string reason = session.run(*strategy);
@@ -680,6 +693,7 @@ SearchOutcome run_search(const SearchOptions& options) {
   }
   if (!parts.llm) throw Error(Status::invalid_argument, "LLM kind \"custom\" needs a policy object");
   check_backend(options.evaluator, options.custom_evaluator != nullptr, *parts.task, config.language);
+  if (!options.custom_evaluator) parts.environment = python_environment(config.language);
   parts.evaluator = options.custom_evaluator ? options.custom_evaluator
                                              : std::shared_ptr<Evaluator>(make_evaluator(options.evaluator));
   parts.world_model = options.custom_world_model;
@@ -852,6 +866,7 @@ SearchOutcome resume_search(const fs::path& run_dir, const ResumeOptions& option
       parts.llm = make_llm_policy(with_transport_caps(choice, config.max_answer_bytes));
     }
     check_backend(ec, options.custom_evaluator != nullptr, *parts.task, config.language);
+    if (!options.custom_evaluator) parts.environment = python_environment(config.language);
     parts.evaluator = options.custom_evaluator ? options.custom_evaluator
                                                : std::shared_ptr<Evaluator>(make_evaluator(ec));
   }

@@ -51,6 +51,8 @@ prompt = (work / "first_prompt.txt").read_text()
 check("```python" not in prompt or "fenced block tagged `python`" in prompt, "the prompt asks for a python block", prompt)
 check("run(A, B) returning (C)" in prompt and "No hexadecimal float literals" in prompt,
       "the prompt names the entry point and the original's Python rules", prompt)
+check("candidates run with Python 3." in prompt and "PyTorch " in prompt,
+      "the prompt's device line names the Python and PyTorch versions", prompt)
 check(outcome["best"]["solution"]["language"] == "python", "the best solution is a python one", out)
 check(outcome["best"]["eval"]["status"] == "passed", "it passed", out)
 manifest = json.loads((work / "run" / "manifest.json").read_text())

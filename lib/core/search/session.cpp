@@ -95,8 +95,8 @@ double Session::elapsed_s() const {
 
 std::string Session::device_description() const {
   DeviceInfo d = evaluator_.device();
-  if (d.name.empty()) return d.backend;
-  return d.arch.empty() ? d.name : fmt::format("{} ({})", d.name, d.arch);
+  std::string out = d.name.empty() ? d.backend : d.arch.empty() ? d.name : fmt::format("{} ({})", d.name, d.arch);
+  return environment_.empty() ? out : out + "; " + environment_;
 }
 
 void Session::diverged(const std::string& what) const {

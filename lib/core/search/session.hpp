@@ -70,6 +70,11 @@ class Session final : public SearchContext {
   // Follows a recording (before run()); see Recording.
   void follow(Recording recording);
 
+  // What candidates run with beyond the device ("Python 3.12.3, PyTorch
+  // 2.11.0, Triton 3.6.0" for Python candidates), appended to the device
+  // line of every code prompt, as K-Search names its Triton version.
+  void set_environment(std::string text) { environment_ = std::move(text); }
+
   // Raises the round budget (the tune phase after a search).
   void add_rounds(int n) { config_.max_rounds += n; }
 
@@ -165,6 +170,7 @@ class Session final : public SearchContext {
   LlmPolicy& llm_;
   WorldModel& wm_;
   RunStore& store_;
+  std::string environment_;
   SearchConfig config_;
   ProgressCallback progress_;
   std::mt19937_64 rng_;

@@ -76,6 +76,12 @@ TEST_CASE("python candidates: right ones pass, and every failure has its own sta
   SpecTask task(python_vadd_task());
   std::vector<Case> cases = {
       {"returns", kGood, EvalStatus::passed, ""},
+      // A view of an input is a fine thing to return; poisoning what a timed
+      // call returned must not write into the input.
+      {"returns-input-view", "def run(X, Y):\n    X.add_(Y, alpha=2)\n    return X.view(-1)\n", EvalStatus::incorrect,
+       "modified input"},
+      {"optional-argument", "import torch\n\ndef run(X, Y, scale=2.0):\n    return X + scale * Y\n",
+       EvalStatus::passed, ""},
       {"writes-outputs", "import torch\n\ndef run(X, Y, Z):\n    torch.add(X, Y, alpha=2, out=Z)\n",
        EvalStatus::passed, ""},
       {"wrong", "def run(X, Y):\n    return X + Y\n", EvalStatus::incorrect, "Z"},
@@ -95,7 +101,8 @@ TEST_CASE("python candidates: right ones pass, and every failure has its own sta
        EvalStatus::memory_limit, "the limit is 3072 MiB"},
   };
   for (const auto& c : cases) {
-    CAPTURE(c.name);
+    const std::string name = c.name;
+    CAPTURE(name);
     EvalResult r;
     CHECK_NOTHROW(r = ev->evaluate(task, py(c.code, c.name)));
     INFO(r.to_json().dump(2));
@@ -145,12 +152,23 @@ TEST_CASE("python candidates: the known hacks are refused") {
        EvalStatus::runtime_error, "ModuleNotFoundError"},
       // Output aliased to an input: the input changes, which the checks see.
       {"aliased", "def run(X, Y):\n    X.add_(Y, alpha=2)\n    return X\n", EvalStatus::incorrect, "input"},
+      // The work left for a later request (poison, collect) that no longer
+      // comes on the host: the timed call's own copy is what is checked.
+      {"late", "import torch\n_n = [0]\n\ndef run(X, Y):\n    _n[0] += 1\n    if _n[0] > 4:\n"
+               "        return torch.zeros_like(X)\n    return X + 2 * Y\n",
+       EvalStatus::incorrect, "timed calls did not compute the result"},
+      // A session and group of its own, as the first process of its PID
+      // namespace: kill(0) reaches neither the worker nor (as that first
+      // process) itself, so the honest work after it passes.
+      {"group-kill", "import os, signal\n\ndef run(X, Y):\n    os.kill(0, signal.SIGKILL)\n    return X + 2 * Y\n",
+       EvalStatus::passed, ""},
       // A new process to do the work elsewhere: refused by the filter.
       {"fork", "import os\n\ndef run(X, Y):\n    if os.fork() == 0:\n        os._exit(0)\n    return X + 2 * Y\n",
        EvalStatus::runtime_error, "PermissionError"},
   };
   for (const auto& c : cases) {
-    CAPTURE(c.name);
+    const std::string name = c.name;
+    CAPTURE(name);
     EvalResult r;
     CHECK_NOTHROW(r = ev->evaluate(task, py(c.code, c.name)));
     INFO(r.to_json().dump(2));

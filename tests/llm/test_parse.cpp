@@ -298,3 +298,35 @@ TEST_CASE("format_candidate: parse gives back what was formatted") {
     CHECK(parse_candidate(t, Language::cpp).launch_plan == h.launch_plan);
   }
 }
+
+TEST_CASE("parse: Python answers (triton, python)") {
+  auto contains = [](const std::string& s, const char* w) { return s.find(w) != std::string::npos; };
+  // The first python block is the module; hex float literals become exact decimal floats.
+  Solution s = parse_candidate(
+      "A kernel.\n\n```python\nimport triton\nLOG2E = 0x1.71547652b82fep0\nEIGHT = 0x1p3\nBIG = 0x1p1024\n"
+      "def custom_kernel(data):\n    return data[0]\n```\n",
+      Language::triton);
+  CHECK(s.language == Language::triton);
+  REQUIRE(s.sources.size() == 1);
+  CHECK(s.sources[0].path == "main.py");
+  CHECK(contains(s.sources[0].content, "LOG2E = 1.4426950408889634\n"));
+  CHECK(contains(s.sources[0].content, "EIGHT = 8.0\n"));
+  CHECK(contains(s.sources[0].content, "BIG = float('inf')\n"));
+  CHECK(s.description == "A kernel.");
+  // Named blocks are further files; an identifier holding 0x is left alone.
+  s = parse_candidate("```python main.py\nimport helpers\nx0x1p3 = 1\n```\n```python helpers.py\nK = 2\n```\n",
+                      Language::python);
+  REQUIRE(s.sources.size() == 2);
+  CHECK(s.sources[1].path == "helpers.py");
+  CHECK(contains(s.sources[0].content, "x0x1p3 = 1"));
+  // A bare module (a submission file) is read as it is.
+  s = parse_candidate("#!POPCORN leaderboard trimul\nimport torch\n\ndef custom_kernel(data):\n    return data[0]\n",
+                      Language::triton);
+  CHECK(contains(s.sources[0].content, "#!POPCORN"));
+  // Prose without code is refused, in words for the model.
+  CHECK_THROWS_WITH_AS(parse_candidate("I would use a tiled kernel.", Language::python),
+                       doctest::Contains("no Python code block"), ks::Error);
+  // format_candidate gives back what parse reads.
+  Solution back = parse_candidate(format_candidate(s), Language::triton);
+  CHECK(back.sources[0].content == s.sources[0].content);
+}

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 #include <optional>
 
@@ -479,7 +480,12 @@ std::string rewrite_hex_floats(std::string_view code) {
         while (e < code.size() && std::isdigit(static_cast<unsigned char>(code[e]))) ++e;
         if (e > k) {
           const std::string literal(code.substr(i, e - i));
-          out += fmt::format("{:.17g}", std::strtod(literal.c_str(), nullptr));
+          const double v = std::strtod(literal.c_str(), nullptr);
+          // Always a float literal (8.0, not 8: torch.full(..., 0x1p3) stays floating).
+          std::string text = fmt::format("{:.17g}", v);
+          if (std::isinf(v)) text = v > 0 ? "float('inf')" : "float('-inf')";
+          else if (text.find_first_of(".e") == std::string::npos) text += ".0";
+          out += text;
           i = e;
           continue;
         }

@@ -186,8 +186,12 @@ Buffer CudaDevice::alloc(std::size_t bytes) {
   // clear answer as one the driver refuses, without the driver's attempt.
   std::size_t free_b = 0, total_b = 0;
   const bool known = api_.cuMemGetInfo(&free_b, &total_b) == CUDA_SUCCESS;
-  CUresult r = known && bytes + kRedzoneBytes > free_b ? CUDA_ERROR_OUT_OF_MEMORY
-                                                       : api_.cuMemAlloc(&p, bytes + kRedzoneBytes);
+  // Whole 2 MiB blocks: CUDA IPC shares the block an allocation sits in, so
+  // a buffer handed to a Python candidate's process must share its block
+  // with nothing else (a reference output, the pristine inputs).
+  constexpr std::size_t kBlock = std::size_t{2} << 20;
+  const std::size_t request = (bytes + kRedzoneBytes + kBlock - 1) / kBlock * kBlock;
+  CUresult r = known && request > free_b ? CUDA_ERROR_OUT_OF_MEMORY : api_.cuMemAlloc(&p, request);
   if (r == CUDA_ERROR_OUT_OF_MEMORY) {
     api_.cuMemGetInfo(&free_b, &total_b);
     throw RunError(Failure{

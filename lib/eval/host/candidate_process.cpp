@@ -50,6 +50,7 @@ constexpr std::uint32_t kMagic = 0x3143534bu;  // "KSC1"
 constexpr std::size_t kHeaderBytes = 16;
 constexpr std::size_t kMaxPacket = 128 * 1024;
 constexpr int kExitSetupFailed = 125;  // the child could not enter its namespaces
+constexpr int kExitHideFailed = 124;   // it could not cover the folders it must not see
 
 enum Op : std::uint32_t {
   // worker -> candidate process
@@ -214,6 +215,8 @@ void append(char* dst, std::size_t cap, const char* s) {
 int child_main(void* arg) {
   auto* c = static_cast<ChildSetup*>(arg);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  // A session and process group of its own: kill(0, ...) reaches only it.
+  ::setsid();
   if (c->namespaces) {
     // Its own user namespace, where it is an ordinary user: exec drops every
     // capability. Its own PID namespace: the worker and the sandbox's other
@@ -235,9 +238,9 @@ int child_main(void* arg) {
       for (const auto& h : c->hide)
         if (::mount("tmpfs", h.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, "size=4k") != 0 &&
             errno != ENOENT)
-          ::_exit(kExitSetupFailed);
+          ::_exit(kExitHideFailed);
     } else if (!c->hide.empty()) {
-      ::_exit(kExitSetupFailed);
+      ::_exit(kExitHideFailed);
     }
   }
   // Its output goes to the worker, which keeps a tail for failure reports.
@@ -298,7 +301,7 @@ void crash_sink(const char* line, std::size_t len) {
 // (threads are fine), exec, tracing or reading other processes, new
 // namespaces, mounts, keyrings, BPF and perf. clone3 answers ENOSYS so that
 // the C library falls back to clone, whose flags the filter can read.
-std::vector<sock_filter> seccomp_filter(bool allow_processes) {
+std::vector<sock_filter> seccomp_filter(bool allow_processes, pid_t own_pid = 0) {
 #if defined(__x86_64__)
   constexpr std::uint32_t kArch = AUDIT_ARCH_X86_64;
 #elif defined(__aarch64__)
@@ -328,6 +331,19 @@ std::vector<sock_filter> seccomp_filter(bool allow_processes) {
   }
 #endif
   refuse(SYS_clone3, enosys);
+  if (own_pid > 0) {
+    // A process in the worker's PID namespace signals only itself (and its
+    // threads): never the worker, its siblings, or the user's other processes.
+    for (long nr : {long{SYS_kill}, long{SYS_tgkill}, long{SYS_rt_sigqueueinfo}, long{SYS_rt_tgsigqueueinfo}}) {
+      f.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, static_cast<std::uint32_t>(nr), 0, 4));
+      stmt(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[0]));  // pid_t: the low 32 bits
+      f.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, static_cast<std::uint32_t>(own_pid), 0, 1));
+      stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+      stmt(BPF_RET | BPF_K, eperm);
+    }
+    refuse(SYS_tkill, eperm);
+    refuse(SYS_pidfd_send_signal, eperm);
+  }
   for (long nr : {long{SYS_ptrace}, long{SYS_process_vm_readv}, long{SYS_process_vm_writev}, long{SYS_unshare},
                   long{SYS_setns}, long{SYS_mount}, long{SYS_umount2}, long{SYS_pivot_root}, long{SYS_chroot},
                   long{SYS_keyctl}, long{SYS_add_key}, long{SYS_request_key}, long{SYS_bpf},
@@ -481,6 +497,11 @@ CandidateProcess::CandidateProcess(const CandidateProcessOptions& options) : mem
     kill_and_reap();
     ::close(sock_);
     sock_ = -1;
+    if (setup.namespaces && WIFEXITED(wait_status_) && WEXITSTATUS(wait_status_) == kExitHideFailed)
+      // Fail closed: never fall back to a process that sees the folders.
+      throw RunError({EvalStatus::runtime_error,
+                      "the candidate's process could not cover the evaluator's reference folders in its mount "
+                      "namespace (a tmpfs mount failed), so it does not run"});
     if (setup.namespaces && WIFEXITED(wait_status_) && WEXITSTATUS(wait_status_) == kExitSetupFailed) {
       g_namespaces_unavailable = true;
       continue;
@@ -768,8 +789,8 @@ double CandidateProcess::run() {
   return std::chrono::duration<double, std::milli>(t1 - t0).count();
 }
 
-std::string candidate_seccomp_program(bool allow_processes) {
-  const std::vector<sock_filter> f = seccomp_filter(allow_processes);
+std::string candidate_seccomp_program(bool allow_processes, pid_t own_pid) {
+  const std::vector<sock_filter> f = seccomp_filter(allow_processes, own_pid);
   return std::string(reinterpret_cast<const char*>(f.data()), f.size() * sizeof(sock_filter));
 }
 

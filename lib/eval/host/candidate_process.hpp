@@ -42,8 +42,9 @@ struct CandidateProcessOptions {
   std::string python;
   // A PID namespace of its own. A GPU candidate's process stays in the
   // worker's (legacy CUDA IPC, how it reaches the worker's buffers, needs
-  // the exporting process in sight); its user namespace and the seccomp
-  // filter still keep it from tracing, reading or signalling across.
+  // the exporting process in sight); its user namespace keeps it from
+  // tracing or reading across, and its seccomp filter from signalling any
+  // process but itself (candidate_seccomp_program's own_pid).
   bool pid_namespace = true;
   // Folders covered, in its own mount namespace, by an empty read-only
   // tmpfs: the worker's reference outputs on disk.
@@ -138,8 +139,10 @@ class CandidateProcess {
 // The seccomp filter candidate processes get, as raw `struct sock_filter`
 // entries, for a process that installs it itself (the Python runner). With
 // `allow_processes`, fork and exec stay allowed (Triton runs ptxas and a C
-// compiler as it compiles); empty where no filter exists for this CPU.
-std::string candidate_seccomp_program(bool allow_processes);
+// compiler as it compiles). With `own_pid` (a process in the worker's PID
+// namespace), signals may go to that process only. Empty where no filter
+// exists for this CPU.
+std::string candidate_seccomp_program(bool allow_processes, pid_t own_pid = 0);
 
 // The layers the last candidate process of this process got ("" before the
 // first): the same for every one a worker starts, for its results' metrics.

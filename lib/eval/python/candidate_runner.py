@@ -213,6 +213,9 @@ class Candidate:
         code = compile_source(main["content"], main["path"])
         # Everything the candidate can reach from here on is confined.
         self.filtered = install_seccomp(self.spec.get("seccomp", b""), self.spec.get("seccomp_nr", 0))
+        if self.spec.get("seccomp") and not self.filtered:
+            raise Failed("runtime_error", "the candidate's process could not install its seccomp filter, so it does "
+                                          "not run (the evaluator's confinement is not optional)")
         # The task's own modules (GPUMode's `task`), then the solution's other files.
         importable = {name: (f"<the task's {name} module>", text) for name, text in self.entry.get("modules", {}).items()}
         importable.update({k: v for k, v in sources.items() if v[0] != main_path})
@@ -286,6 +289,8 @@ class Candidate:
                 by_name[t["name"]] = v
         self.outputs = outputs
         self.by_name = by_name  # the inputs, for a task's calling convention
+        # The worker's buffers, which poisoning a returned tensor must not touch.
+        self.buffers = [v for v in inputs if isinstance(v, torch.Tensor)] + [v for _, v in outputs]
         self.dims = b["dims"]
         self.dps = False
         if self.adapter is None:
@@ -324,7 +329,7 @@ class Candidate:
         if mode == "poison":
             if self.kept is not None:
                 for v in self.kept:
-                    poison(v)
+                    self.poison_returned(v)
                 if self.device == "cuda":
                     torch.cuda.synchronize()
             return ""
@@ -350,7 +355,21 @@ class Candidate:
                 self.kept = values
             else:
                 self.copy_out(values)
+                if mode == "timed-host":
+                    # Inside the timed request: a tensor returned again is poison next time.
+                    for v in values:
+                        self.poison_returned(v)
         return ""
+
+    def poison_returned(self, t):
+        """Poisons a returned tensor unless it shares memory with the worker's
+        buffers: honest code may return a view of an input, or the output."""
+        start, end = storage_range(t)
+        for v in self.buffers:
+            b, e = storage_range(v)
+            if b < end and start < e:
+                return
+        poison(t)
 
     def timed_call(self, poison_between, flush_between):
         """One call of a GPU batch, timed as GPUMode's harness does: CUDA
@@ -362,7 +381,7 @@ class Candidate:
             for _, out in self.outputs:
                 poison(out)
             for v in self.kept or ():
-                poison(v)
+                self.poison_returned(v)
         if flush_between:
             if self.flush_buf is None:
                 l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
@@ -424,6 +443,13 @@ class Candidate:
         return values
 
 
+def storage_range(t):
+    """The addresses of the memory a tensor's storage spans."""
+    st = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+    start = st.data_ptr()
+    return start, start + st.nbytes()
+
+
 def poison(t):
     """The evaluator's poison pattern: every byte 0xFF (a NaN for floats, -1 for integers)."""
     if t.is_contiguous() and t.numel() > 0:
@@ -442,10 +468,11 @@ def takes_outputs(fn, n_in, n_out):
         params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
         return False
-    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    params = list(params)
     if any(p.kind == p.VAR_POSITIONAL for p in params):
         return False
-    return n_out > 0 and len(positional) == n_in + n_out
+    required = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
+    return n_out > 0 and len(required) == n_in + n_out
 
 
 FLOATS = ("f32", "f64", "f16", "bf16", "f8e4m3", "f8e5m2")

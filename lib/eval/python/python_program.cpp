@@ -163,7 +163,8 @@ class PythonProgram final : public Program {
                            {"device", device_.kind},
                            {"sources", doc.at("sources")},
                            {"entry", doc.at("entry")},
-                           {"seccomp", hex(host::candidate_seccomp_program(triton))},
+                           {"seccomp", hex(host::candidate_seccomp_program(
+                                           triton, device_.kind == "cuda" ? process_->pid() : 0))},
                            {"seccomp_nr", static_cast<std::int64_t>(SYS_seccomp)}});
     const auto answer = process_->ask(host::CandidateProcess::Request::load, load.dump());
     if (answer.error) throw RunError(runner_failure(answer.text, memory_limit_));
@@ -228,22 +229,30 @@ class PythonProgram final : public Program {
     if (answer.error) throw RunError(runner_failure(answer.text, memory_limit_));
   }
 
-  // A checked call copies what the entry returns into the outputs; a timed
-  // call keeps it (the harnesses time no copy), and the flow's synchronize()
-  // after the timed calls copies the last one for its check. Before every
-  // call the kept result is poisoned, so returning a cached tensor instead
-  // of computing leaves poison (docs/python-candidates.md).
+  // A checked call copies what the entry returns into the outputs.
+  //
+  // On the host the worker's clock times each call, and the candidate's
+  // process gets no request between a timed call and the worker's check
+  // (no candidate code may run there: it could finish the work untimed). So
+  // a timed call does all of its work inside the request: the call, the
+  // copy into the outputs, and the poisoning of what it returned (a cached
+  // tensor returned again is poison the next time).
+  //
+  // On the GPU the process times its calls with CUDA events, in batches
+  // (timed_batch); it keeps the last result uncopied (the harnesses time no
+  // copy), the flow's synchronize() after the timed calls copies it for the
+  // check, and the kept result is poisoned before each call.
   void launch() override { run("call", nullptr); }
-  void synchronize() override { run("collect", nullptr); }
-  void poison_scratch() override { run("poison", nullptr); }
-  // On the host the worker's clock times the request (the candidate's
-  // process cannot reach it). On the GPU the process times the call with
-  // CUDA events on its stream, as the suites' harnesses do; the worker's
-  // clock bounds what it may report.
+  void synchronize() override {
+    if (device_.kind == "cuda") run("collect", nullptr);
+  }
+  void poison_scratch() override {
+    if (device_.kind == "cuda") run("poison", nullptr);
+  }
   double timed_launch() override {
     if (device_.kind == "cuda") return timed_batch(1, false, false).front();
     double wall_ms = 0;
-    run("timed", &wall_ms);
+    run("timed-host", &wall_ms);
     return wall_ms;
   }
   bool times_in_batches() const override { return device_.kind == "cuda"; }

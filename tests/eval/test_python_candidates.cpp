@@ -63,6 +63,19 @@ std::string message_of(const EvalResult& r) {
 
 const char* kGood = "import torch\n\ndef run(X, Y):\n    return X + 2 * Y\n";
 
+// Each case's verdict: its status, and its words in the message.
+void check_cases(Evaluator& ev, const Task& task, const std::vector<Case>& cases) {
+  for (const auto& c : cases) {
+    const std::string name = c.name;
+    CAPTURE(name);
+    EvalResult r;
+    CHECK_NOTHROW(r = ev.evaluate(task, py(c.code, c.name)));
+    INFO(r.to_json().dump(2));
+    CHECK(r.status == c.status);
+    CHECK(message_of(r).find(c.words) != std::string::npos);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("python candidates: right ones pass, and every failure has its own status and words") {
@@ -100,15 +113,7 @@ TEST_CASE("python candidates: right ones pass, and every failure has its own sta
       {"memory", "import torch\n\ndef run(X, Y):\n    hog = torch.empty(1 << 31)\n    return X + 2 * Y + hog[0]\n",
        EvalStatus::memory_limit, "the limit is 3072 MiB"},
   };
-  for (const auto& c : cases) {
-    const std::string name = c.name;
-    CAPTURE(name);
-    EvalResult r;
-    CHECK_NOTHROW(r = ev->evaluate(task, py(c.code, c.name)));
-    INFO(r.to_json().dump(2));
-    CHECK(r.status == c.status);
-    CHECK(message_of(r).find(c.words) != std::string::npos);
-  }
+  check_cases(*ev, task, cases);
 }
 
 TEST_CASE("python candidates: a hang is a timeout, and the next candidate gets its own verdict") {
@@ -166,15 +171,7 @@ TEST_CASE("python candidates: the known hacks are refused") {
       {"fork", "import os\n\ndef run(X, Y):\n    if os.fork() == 0:\n        os._exit(0)\n    return X + 2 * Y\n",
        EvalStatus::runtime_error, "PermissionError"},
   };
-  for (const auto& c : cases) {
-    const std::string name = c.name;
-    CAPTURE(name);
-    EvalResult r;
-    CHECK_NOTHROW(r = ev->evaluate(task, py(c.code, c.name)));
-    INFO(r.to_json().dump(2));
-    CHECK(r.status == c.status);
-    CHECK(message_of(r).find(c.words) != std::string::npos);
-  }
+  check_cases(*ev, task, cases);
   EvalResult good = ev->evaluate(task, py(kGood, "honest-after"));
   CHECK(good.status == EvalStatus::passed);
 }

@@ -687,6 +687,17 @@ void CandidateProcess::load(const std::string& path) {
                            .contained = true});
 }
 
+// Sends a block with its memfd, once: a block the process has mapped is not sent again.
+void CandidateProcess::map_block(const SharedBlock& block) {
+  if (std::find(mapped_.begin(), mapped_.end(), block.serial) != mapped_.end()) return;
+  Writer m;
+  m.u64(block.serial);
+  m.u64(block.bytes);
+  m.str(block.label);
+  send_packet(make_packet(kMap, 0, m.s), {block.fd});
+  mapped_.push_back(block.serial);
+}
+
 std::vector<std::uint64_t> CandidateProcess::share(const std::vector<const void*>& blocks) {
   std::vector<std::uint64_t> serials;
   for (const void* p : blocks) {
@@ -694,13 +705,7 @@ std::vector<std::uint64_t> CandidateProcess::share(const std::vector<const void*
     if (!block)
       throw RunError(Failure{.status = EvalStatus::runtime_error, .message = "a tensor is no buffer of the evaluator"});
     serials.push_back(block->serial);
-    if (std::find(mapped_.begin(), mapped_.end(), block->serial) != mapped_.end()) continue;
-    Writer m;
-    m.u64(block->serial);
-    m.u64(block->bytes);
-    m.str(block->label);
-    send_packet(make_packet(kMap, 0, m.s), {block->fd});
-    mapped_.push_back(block->serial);
+    map_block(*block);
   }
   mapped_.erase(std::remove_if(mapped_.begin(), mapped_.end(),
                                [&](std::uint64_t s) {
@@ -750,13 +755,7 @@ void CandidateProcess::bind(const std::vector<WireCall>& calls) {
       body.u32(1);
       body.u64(block->serial);
       live.push_back(block->serial);
-      if (std::find(mapped_.begin(), mapped_.end(), block->serial) != mapped_.end()) continue;
-      Writer m;
-      m.u64(block->serial);
-      m.u64(block->bytes);
-      m.str(block->label);
-      send_packet(make_packet(kMap, 0, m.s), {block->fd});
-      mapped_.push_back(block->serial);
+      map_block(*block);
     }
   }
   // Blocks no call names any more are unmapped over there.

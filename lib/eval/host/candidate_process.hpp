@@ -66,6 +66,8 @@ struct WireCall {
   std::vector<WireArg> args;
 };
 
+struct SharedBlock;  // guarded_memory.hpp
+
 class CandidateProcess {
  public:
   // Starts the process. Throws RunError when it cannot be started.
@@ -113,6 +115,7 @@ class CandidateProcess {
   struct Reply;
   Reply request(std::uint32_t op, const std::string& payload, const std::vector<int>& fds = {});
   void send_packet(const std::string& packet, const std::vector<int>& fds);
+  void map_block(const SharedBlock& block);
   [[noreturn]] void died(const std::string& while_doing);
   [[noreturn]] void broke(const std::string& what);
   void stop();

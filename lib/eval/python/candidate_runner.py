@@ -315,12 +315,13 @@ class Candidate:
         return self.function(*self.args)
 
     def run(self, mode):
-        """call: run and copy the result into the outputs (a checked call);
-        timed: run and keep the result, uncopied (timed calls are not slowed
-        by a copy the harnesses do not make); collect: copy the kept result
-        (the worker checks the last timed call's outputs); poison: fill the
-        kept result with the poison pattern, so a candidate that returns a
-        cached tensor instead of computing returns poison."""
+        """call: run and copy the result into the outputs (a checked call).
+        timed-host: the same, then poison what it returned (a timed call on
+        the host, all inside the worker's timed request). On the GPU,
+        "batch N P F": timed calls back to back (timed_call), the last result
+        kept uncopied; collect: copy the kept result (the worker checks the
+        last timed call's outputs); poison: fill the kept result with the
+        poison pattern, so a cached tensor returned again is poison."""
         if mode == "collect":
             if self.kept is not None:
                 self.copy_out(self.kept)
@@ -343,23 +344,24 @@ class Candidate:
                 torch.cuda.synchronize()
         except Failed:
             raise
-        except BaseException as e:  # noqa: B902
-            if is_out_of_memory(e):
-                raise Failed("memory_limit", f"the candidate ran out of memory: {describe_exception(e)}")
-            raise Failed("runtime_error", f"the candidate raised {describe_exception(e)}",
-                         candidate_frames(traceback.format_exc(), self.files))
+        except BaseException as e:  # noqa: B902  (SystemExit too: an entry point must return)
+            raise self.call_failure(e)
         self.kept = None
         if not self.dps:
             values = self.returned(result)
-            if mode == "timed":
-                self.kept = values
-            else:
-                self.copy_out(values)
-                if mode == "timed-host":
-                    # Inside the timed request: a tensor returned again is poison next time.
-                    for v in values:
-                        self.poison_returned(v)
+            self.copy_out(values)
+            if mode == "timed-host":
+                # Inside the timed request: a tensor returned again is poison next time.
+                for v in values:
+                    self.poison_returned(v)
         return ""
+
+    def call_failure(self, e):
+        """What an exception of the entry point becomes."""
+        if is_out_of_memory(e):
+            return Failed("memory_limit", f"the candidate ran out of memory: {describe_exception(e)}")
+        return Failed("runtime_error", f"the candidate raised {describe_exception(e)}",
+                      candidate_frames(traceback.format_exc(), self.files))
 
     def poison_returned(self, t):
         """Poisons a returned tensor unless it shares memory with the worker's
@@ -395,11 +397,8 @@ class Candidate:
             torch.cuda.synchronize()
         except Failed:
             raise
-        except BaseException as e:  # noqa: B902
-            if is_out_of_memory(e):
-                raise Failed("memory_limit", f"the candidate ran out of memory: {describe_exception(e)}")
-            raise Failed("runtime_error", f"the candidate raised {describe_exception(e)}",
-                         candidate_frames(traceback.format_exc(), self.files))
+        except BaseException as e:  # noqa: B902  (SystemExit too: an entry point must return)
+            raise self.call_failure(e)
         ms = self.ev_start.elapsed_time(self.ev_end)
         self.kept = None
         if not self.dps:

@@ -168,7 +168,6 @@ class PythonProgram final : public Program {
                            {"seccomp_nr", static_cast<std::int64_t>(SYS_seccomp)}});
     const auto answer = process_->ask(host::CandidateProcess::Request::load, load.dump());
     if (answer.error) throw RunError(runner_failure(answer.text, memory_limit_));
-    isolation_ = process_->isolation() + answer.text;
   }
 
   void bind(const Bindings& b) override {
@@ -294,7 +293,6 @@ class PythonProgram final : public Program {
   PythonDevice device_;
   std::vector<TensorSpec> tensors_;
   std::unique_ptr<host::CandidateProcess> process_;
-  std::string isolation_;
 };
 
 }  // namespace

@@ -166,9 +166,16 @@ struct KS_API Solution {
   LaunchPlan launch_plan; // see docs/launch-plan.md; empty() when none
   Json params;            // tunable parameter declarations, null when none
   std::string description;
+  // Python languages only: where the suite calls the solution when the
+  // solution says so itself, as a FlashInfer-Bench Solution does with
+  // spec.entry_point ("main.py::run") and destination_passing_style. Empty:
+  // the task's calling convention (docs/python-candidates.md).
+  std::string entry_point;
+  std::optional<bool> destination_passing;
 
-  // SHA-256 over language, sources, launch plan and params; name, parent and
-  // description are excluded so the same code always has the same id.
+  // SHA-256 over language, sources, launch plan, params and (when set) the
+  // entry point; name, parent and description are excluded so the same code
+  // always has the same id.
   std::string compute_id() const;
   // Sets id = compute_id() and returns *this.
   Solution& finalize();

@@ -151,6 +151,34 @@ void check_solution(const TaskSpec& t, const Solution& s, const std::string& wha
 
 }  // namespace
 
+namespace {
+
+// The calling convention of Python candidates (docs/python-candidates.md):
+// a function, or a class the evaluator builds (KernelBench's ModelNew).
+void check_python_convention(const TaskSpec& t) {
+  const Json& p = t.python;
+  auto bad = [&](const std::string& why) { invalid(t, "\"python\": " + why); };
+  if (!p.is_object()) bad("must be an object naming the entry point (\"function\" or \"class\")");
+  const Json* fn = p.find("function");
+  const Json* cls = p.find("class");
+  if ((fn == nullptr) == (cls == nullptr)) bad("names exactly one of \"function\" and \"class\"");
+  for (const char* key : {"function", "class", "module", "signature", "adapter", "init_inputs", "parameters"})
+    if (const Json* v = p.find(key); v && !v->is_string()) bad(fmt::format("\"{}\" must be a string", key));
+  for (const char* key : {"dps", "cast_outputs"})
+    if (const Json* v = p.find(key); v && !v->is_bool()) bad(fmt::format("\"{}\" must be true or false", key));
+  if (const Json* m = p.find("modules"); m && !m->is_object()) bad("\"modules\" must map module names to sources");
+  int inputs = 0;
+  for (const auto& ts : t.tensors) inputs += ts.is_output ? 0 : 1;
+  if (const Json* n = p.find("inputs"); n && (!n->is_number() || n->as_int() < 0 || n->as_int() > inputs))
+    bad(fmt::format("\"inputs\" must count forward()'s inputs among the task's {}", inputs));
+  if (const Json* m = p.find("parameters"); m && m->is_string() && m->as_string() != "seeded" && m->as_string() != "loaded")
+    bad("\"parameters\" is \"seeded\" (built after the seed) or \"loaded\" (the task's inputs copied in)");
+  if (cls && (p.contains("adapter") || p.contains("dps")))
+    bad("a class entry point takes no \"adapter\" or \"dps\"");
+}
+
+}  // namespace
+
 void TaskSpec::validate() const {
   if (name.empty()) throw Error(Status::invalid_argument, "task: \"name\" is empty");
   if (languages.empty()) invalid(*this, "no languages (expected \"cuda\" and/or \"cpp\")");
@@ -245,10 +273,7 @@ void TaskSpec::validate() const {
     if (language_is_python(lang))
       invalid(*this, fmt::format("a reference in {} is not supported: references are cuda or cpp solutions",
                                  to_string(lang)));
-  if (!python.is_null()) {
-    const bool ok = python.is_object() && python.contains("function") && python.at("function").is_string();
-    if (!ok) invalid(*this, "\"python\" must be an object with \"function\": the entry point's name");
-  }
+  if (!python.is_null()) check_python_convention(*this);
   for (const auto& [lang, ref] : references)
     if (ref.language != lang)
       invalid(*this, fmt::format("the reference for \"{}\" is written in \"{}\"", to_string(lang),
@@ -443,6 +468,61 @@ std::string Task::prompt(Language lang) const {
               fmt::format("task \"{}\" has no prompt for language \"{}\"", s.name, to_string(lang)));
 }
 
+namespace {
+
+// A FlashInfer-Bench Solution (name, definition, author, spec {language,
+// target_hardware, entry_point, dependencies, destination_passing_style},
+// sources): its triton and python solutions are evaluated as they are, called
+// the way FlashInfer-Bench calls them. Its cuda and cpp solutions are built by
+// FlashInfer-Bench's own builders (tvm-ffi, torch extensions), not NVRTC.
+Solution flashinfer_solution(const Json& j, const TaskSpec& task) {
+  util::FieldReader r(j, "FlashInfer-Bench solution");
+  const Json& spec = j.at("spec");
+  if (!spec.is_object()) throw Error(Status::invalid_argument, "FlashInfer-Bench solution: \"spec\" is not an object");
+  util::FieldReader sr(spec, "FlashInfer-Bench solution spec");
+  const std::string lang = sr.required_string("language");
+  const auto l = language_from_string(lang);
+  if (!l || !language_is_python(*l))
+    throw Error(Status::invalid_argument,
+                fmt::format("a FlashInfer-Bench {} solution is built by FlashInfer-Bench's own builders (tvm-ffi or "
+                            "PyTorch extensions), which libksearch does not run; it evaluates triton and python "
+                            "Solutions as they are, and CUDA as NVRTC source with a launch plan",
+                            lang));
+  const std::string definition = r.required_string("definition");
+  const std::string own = task.name.rfind("flashinfer/", 0) == 0 ? task.name.substr(11) : task.name;
+  if (definition != own)
+    throw Error(Status::invalid_argument, fmt::format("this FlashInfer-Bench solution is for definition \"{}\", and "
+                                                      "the task is {} (definition \"{}\")",
+                                                      definition, task.name, own));
+  Solution s;
+  s.name = j.get_string("name");
+  s.task = task.name;
+  s.description = j.get_string("description");
+  s.language = *l;
+  for (const auto& f : r.required_array("sources")) {
+    util::FieldReader fr(f, "FlashInfer-Bench solution source");
+    s.sources.push_back({fr.required_string("path"), fr.required_string("content")});
+  }
+  if (s.sources.empty()) throw Error(Status::invalid_argument, "FlashInfer-Bench solution: \"sources\" is empty");
+  s.entry_point = sr.required_string("entry_point");
+  // FlashInfer-Bench's default: the harness allocates the outputs and passes them after the inputs.
+  s.destination_passing = true;
+  if (const Json* d = spec.find("destination_passing_style")) {
+    if (!d->is_bool())
+      throw Error(Status::invalid_argument,
+                  "FlashInfer-Bench solution: spec.destination_passing_style must be true or false");
+    s.destination_passing = d->as_bool();
+  }
+  // target_hardware is not used in verification, and dependencies are for the
+  // cuda and cpp builders: FlashInfer-Bench ignores both for these languages.
+  sr.allow({"language", "target_hardware", "entry_point", "dependencies", "destination_passing_style", "binding"});
+  r.allow({"name", "definition", "author", "description", "spec", "sources"});
+  // The entry point is checked as any solution's (one "::", a file it has).
+  return Solution::from_json(s.to_json());
+}
+
+}  // namespace
+
 Solution parse_solution_text(std::string_view text, const TaskSpec& spec) {
   // Solution JSON first: an object with "sources".
   std::size_t first = text.find_first_not_of(" \t\r\n");
@@ -450,6 +530,7 @@ Solution parse_solution_text(std::string_view text, const TaskSpec& spec) {
   if (first != std::string_view::npos && text[first] == '{') {
     std::string err;
     if (auto j = Json::try_parse(text, &err); j && j->is_object() && j->contains("sources")) {
+      if (j->contains("spec") && !j->contains("language")) return flashinfer_solution(*j, spec);
       Solution s = Solution::from_json(*j);
       if (s.task.empty()) s.task = spec.name;
       return s;
@@ -458,10 +539,22 @@ Solution parse_solution_text(std::string_view text, const TaskSpec& spec) {
     }
   }
   std::string first_error;
+  const auto accepts = [&](Language l) {
+    return std::find(spec.languages.begin(), spec.languages.end(), l) == spec.languages.end() ? false : true;
+  };
   for (Language lang : spec.languages) {
     try {
       Solution s = core::parse_candidate(text, lang);
       s.task = spec.name;
+      // Python code is triton when it uses Triton, where the task takes both.
+      if (language_is_python(lang) && accepts(Language::triton) && accepts(Language::python)) {
+        bool triton = false;
+        for (const auto& f : s.sources)
+          triton = triton || f.content.find("import triton") != std::string::npos ||
+                   f.content.find("from triton") != std::string::npos;
+        s.language = triton ? Language::triton : Language::python;
+        s.finalize();
+      }
       return s;
     } catch (const Error& e) {
       if (first_error.empty()) first_error = e.what();

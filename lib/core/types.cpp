@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 
 #include "core/enum_names.hpp"
@@ -436,6 +437,9 @@ std::string Solution::compute_id() const {
   }
   field(launch_plan.to_json().dump());
   field(params.dump());
+  // Only when set, so the ids of every solution without them stay as they were.
+  if (!entry_point.empty()) field("entry_point=" + entry_point);
+  if (destination_passing) field(*destination_passing ? "destination_passing=1" : "destination_passing=0");
   return h.hex_digest().substr(0, 16);
 }
 
@@ -456,8 +460,33 @@ Json Solution::to_json() const {
                       {"launch_plan", launch_plan.to_json()}});
   if (!params.is_null()) j["params"] = params;
   if (!description.empty()) j["description"] = description;
+  if (!entry_point.empty()) j["entry_point"] = entry_point;
+  if (destination_passing) j["destination_passing_style"] = *destination_passing;
   return j;
 }
+
+namespace {
+
+// "FILE::FUNCTION", FlashInfer-Bench's form: one "::", a file the solution
+// has, a Python identifier; for Python languages only.
+void check_entry_point(const Solution& s) {
+  const std::string& e = s.entry_point;
+  const auto sep = e.find("::");
+  auto bad = [&](const std::string& why) {
+    throw Error(Status::invalid_argument, fmt::format("solution: entry point \"{}\" {}", e, why));
+  };
+  if (!language_is_python(s.language)) bad(fmt::format("is for triton and python solutions, not {}", to_string(s.language)));
+  if (sep == std::string::npos || e.find("::", sep + 2) != std::string::npos)
+    bad("must be FILE::FUNCTION with exactly one \"::\", e.g. main.py::run");
+  const std::string file = e.substr(0, sep), function = e.substr(sep + 2);
+  bool ident = !function.empty() && !std::isdigit(static_cast<unsigned char>(function[0]));
+  for (char c : function) ident = ident && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
+  if (!ident) bad("does not end in a Python function name");
+  if (std::none_of(s.sources.begin(), s.sources.end(), [&](const SourceFile& f) { return f.path == file; }))
+    bad(fmt::format("names {}, which is not among the solution's sources", file));
+}
+
+}  // namespace
 
 Solution Solution::from_json(const Json& j) {
   util::FieldReader r(j, "solution");
@@ -470,7 +499,7 @@ Solution Solution::from_json(const Json& j) {
   auto l = language_from_string(lang);
   if (!l)
     throw Error(Status::invalid_argument,
-                fmt::format("solution: unknown language \"{}\" (expected cuda or cpp)", lang));
+                fmt::format("solution: unknown language \"{}\" (expected cuda, cpp, triton or python)", lang));
   s.language = *l;
   for (const auto& f : r.required_array("sources")) {
     util::FieldReader fr(f, "solution source");
@@ -482,13 +511,19 @@ Solution Solution::from_json(const Json& j) {
   // read (the candidate parser, task files).
   if (const Json* p = j.find("launch_plan")) s.launch_plan = LaunchPlan::as_written(*p, s.language);
   if (const Json* p = j.find("params")) s.params = *p;
+  s.entry_point = j.get_string("entry_point");
+  if (const Json* d = j.find("destination_passing_style")) {
+    if (!d->is_bool()) throw Error(Status::invalid_argument, "solution: \"destination_passing_style\" must be true or false");
+    s.destination_passing = d->as_bool();
+  }
+  if (!s.entry_point.empty()) check_entry_point(s);
   s.finalize();
   std::string stored = j.get_string("id");
   // A stored id that disagrees with the content means the file was edited;
   // the content wins, so the id always names what is there.
   (void)stored;
   r.allow({"id", "parent_id", "name", "task", "language", "sources", "launch_plan", "params",
-           "description"});
+           "description", "entry_point", "destination_passing_style"});
   return s;
 }
 

@@ -4,7 +4,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
+#include <optional>
 #include <map>
 #include <set>
 
@@ -288,29 +290,153 @@ std::string export_runtime_source() { return std::string(exporter::embedded::kse
 
 namespace {
 
-// A Python solution (triton, python) is its own submission: the module
-// libksearch evaluated, byte for byte, where the suite calls it the same way.
-ExportResult export_python(const TaskSpec& task, const Solution& solution, const ExportOptions& o) {
-  const std::string function = task.python.is_object() ? task.python.get_string("function", "") : "";
-  if (o.format != "gpumode" || function != "custom_kernel")
-    throw Error(Status::invalid_argument,
-                fmt::format("a {} solution exports only as a GPUMode submission (--format gpumode, for a task called "
-                            "by custom_kernel(data) such as gpumode/trimul); --format {} takes CUDA solutions",
-                            to_string(solution.language), o.format));
-  if (solution.sources.size() != 1)
-    throw Error(Status::invalid_argument,
-                fmt::format("a GPUMode submission is one file, and this solution has {}", solution.sources.size()));
+// The parameters a Python function takes, counted as FlashInfer-Bench counts
+// them (every one but *args and **kwargs), read from its `def` at the start
+// of a line; nullopt when there is no such def or it takes *args. A reading,
+// not a parser: strings, brackets and comments inside the list are skipped.
+std::optional<int> python_parameter_count(const std::string& source, const std::string& function) {
+  const std::string head = "def " + function + "(";
+  std::size_t at = 0;
+  for (;; at += head.size()) {
+    at = source.find(head, at);
+    if (at == std::string::npos) return std::nullopt;
+    if (at == 0 || source[at - 1] == '\n') break;
+  }
+  int depth = 0, count = 0, stars = 0;
+  bool any = false, marker = false, variadic = false;
+  auto end_param = [&] {
+    if (any && stars == 0 && !marker) ++count;
+    if (any && stars == 1) variadic = true;  // *args; **kwargs does not count either way
+    any = marker = false;
+    stars = 0;
+  };
+  for (std::size_t i = at + head.size(); i < source.size(); ++i) {
+    const char c = source[i];
+    if (c == '#') {
+      i = source.find('\n', i);
+      if (i == std::string::npos) return std::nullopt;
+    } else if (c == '"' || c == '\'') {
+      for (++i; i < source.size() && source[i] != c; ++i)
+        if (source[i] == '\\') ++i;
+    } else if (c == '(' || c == '[' || c == '{') {
+      ++depth;
+    } else if (c == ')' || c == ']' || c == '}') {
+      if (depth == 0) {
+        end_param();
+        return variadic ? std::nullopt : std::optional<int>(count);
+      }
+      --depth;
+    } else if (depth == 0 && c == ',') {
+      end_param();
+    } else if (depth == 0 && c == '*' && !any) {
+      ++stars;  // *args, **kwargs, or the bare * before keyword-only parameters
+    } else if (depth == 0 && c == '/' && !any) {
+      marker = true;  // the positional-only marker is no parameter
+    } else if (!std::isspace(static_cast<unsigned char>(c))) {
+      any = true;
+    }
+  }
+  return std::nullopt;
+}
+
+ExportResult python_result(const Solution& solution, const TaskSpec& task, const ExportOptions& o, std::string format,
+                           std::string content, std::string file) {
   ExportResult r;
-  r.content = solution.sources.front().content;
-  r.default_file_name = "submission.py";
-  r.manifest = Json::obj({{"format", "gpumode"},
+  r.content = std::move(content);
+  r.default_file_name = std::move(file);
+  r.manifest = Json::obj({{"format", format},
                           {"language", to_string(solution.language)},
                           {"solution_id", solution.id.empty() ? Solution(solution).finalize().id : solution.id},
                           {"task", task.name}});
   if (!o.evaluated.is_null()) r.manifest["evaluated"] = o.evaluated;
-  r.notes.push_back(fmt::format("the {} module libksearch evaluated, unchanged (custom_kernel(data))",
-                                to_string(solution.language)));
   return r;
+}
+
+// A Python solution (triton, python) is its own submission: the module
+// libksearch evaluated, byte for byte, in the suite whose convention the task
+// calls it by (GPUMode's custom_kernel, KernelBench's ModelNew, FlashInfer-
+// Bench's run).
+ExportResult export_python(const TaskSpec& task, const Solution& solution, const ExportOptions& o) {
+  const Json& c = task.python;
+  const std::string function = c.is_object() ? c.get_string("function", "") : "";
+  const std::string cls = c.is_object() ? c.get_string("class", "") : "";
+  const char* lang = to_string(solution.language);
+  const bool one_file = solution.sources.size() == 1;
+  if (o.format == "gpumode" && function == "custom_kernel") {
+    if (!one_file)
+      throw Error(Status::invalid_argument,
+                  fmt::format("a GPUMode submission is one file, and this solution has {}", solution.sources.size()));
+    ExportResult r = python_result(solution, task, o, "gpumode", solution.sources.front().content, "submission.py");
+    r.notes.push_back(fmt::format("the {} module libksearch evaluated, unchanged (custom_kernel(data))", lang));
+    return r;
+  }
+  if (o.format == "kernelbench" && cls == "ModelNew") {
+    if (!one_file)
+      throw Error(Status::invalid_argument, fmt::format("a KernelBench ModelNew is one file, and this solution has {}",
+                                                        solution.sources.size()));
+    ExportResult r = python_result(solution, task, o, "kernelbench", solution.sources.front().content, "model_new.py");
+    r.notes.push_back(fmt::format("the {} module libksearch evaluated, unchanged: KernelBench's eval_kernel_against_ref "
+                                  "takes it with backend=\"{}\"",
+                                  lang, solution.language == Language::triton ? "triton" : "cuda"));
+    return r;
+  }
+  if (o.format == "flashinfer" && task.name.rfind("flashinfer/", 0) == 0 && !c.contains("adapter") && cls.empty()) {
+    std::string entry = solution.entry_point;
+    if (entry.empty()) entry = solution.sources.front().path + "::" + (function.empty() ? "run" : function);
+    const auto sep = entry.find("::");
+    const std::string file = entry.substr(0, sep), fn = entry.substr(sep + 2);
+    std::optional<bool> dps = solution.destination_passing;
+    if (!dps) {
+      // libksearch called it in the style its parameters say; FlashInfer-Bench is told which.
+      int n_in = 0, n_out = 0;
+      for (const auto& t : task.tensors) ++(t.is_output ? n_out : n_in);
+      const auto& source = std::find_if(solution.sources.begin(), solution.sources.end(),
+                                        [&](const SourceFile& f) { return f.path == file; })->content;
+      const auto n = python_parameter_count(source, fn);
+      if (n && *n == n_in + n_out) dps = true;
+      else if (n && *n == n_in) dps = false;
+      else
+        throw Error(Status::invalid_argument,
+                    fmt::format("cannot tell whether {}'s `{}` fills its outputs or returns them: it should take {} "
+                                "parameters (inputs then outputs) or {} (inputs){}",
+                                file, fn, n_in + n_out, n_in, n ? fmt::format(", and takes {}", *n) : std::string()));
+    }
+    const std::string def = definition_of(task);
+    std::string name = o.name;
+    if (name.empty())
+      name = fmt::format("{}_ksearch_{}", def, (solution.id.empty() ? Solution(solution).finalize().id : solution.id).substr(0, 12));
+    Json hardware = Json::array();
+    if (o.target_hardware.empty()) hardware.push_back(hardware_for(o.arch));
+    for (const auto& h : o.target_hardware) hardware.push_back(h);
+    Json sources = Json::array();
+    for (const auto& f : solution.sources) sources.push_back(Json::obj({{"path", f.path}, {"content", f.content}}));
+    Json sol = Json::obj({{"name", name},
+                          {"definition", def},
+                          {"author", o.author.empty() ? "libksearch" : o.author},
+                          {"description", solution.description},
+                          {"spec", Json::obj({{"language", lang},
+                                              {"target_hardware", hardware},
+                                              {"entry_point", entry},
+                                              {"dependencies", Json::array()},
+                                              {"destination_passing_style", *dps}})},
+                          {"sources", sources}});
+    ExportResult r = python_result(solution, task, o, "flashinfer", sol.dump(2) + "\n", name + ".json");
+    r.notes.push_back(fmt::format("the {} sources libksearch evaluated, unchanged; entry point {}, {} style", lang,
+                                  entry, *dps ? "destination-passing" : "value-returning"));
+    return r;
+  }
+  const char* native = cls == "ModelNew"                   ? "--format kernelbench"
+                       : function == "custom_kernel"       ? "--format gpumode"
+                       : task.name.rfind("flashinfer/", 0) == 0 ? "--format flashinfer"
+                                                                : nullptr;
+  throw Error(Status::invalid_argument,
+              native ? fmt::format("task {} calls {} solutions in its suite's convention, which exports as {}; "
+                                   "--format {} takes CUDA solutions or that suite's own tasks",
+                                   task.name, lang, native, o.format)
+                     : fmt::format("a {} solution of task {} (called by run(...)) has no suite file to become; "
+                                   "--format {} takes CUDA solutions, or Python ones of GPUMode, KernelBench and "
+                                   "FlashInfer tasks",
+                                   lang, task.name, o.format));
 }
 
 }  // namespace

@@ -10,12 +10,17 @@
 #include <cstdlib>
 #include <string>
 
+#include "eval/backend.hpp"
+#include "eval/host/candidate_process.hpp"
 #include "eval/protocol.hpp"
+#include "eval/python/embedded.hpp"
 #include "fixtures.hpp"
 #include "ksearch/eval.hpp"
 #include "support/test_util.hpp"
 
 using namespace ks;
+using ks::eval::RunError;
+namespace host = ks::eval::host;
 
 namespace {
 
@@ -64,12 +69,13 @@ std::string message_of(const EvalResult& r) {
 const char* kGood = "import torch\n\ndef run(X, Y):\n    return X + 2 * Y\n";
 
 // Each case's verdict: its status, and its words in the message.
-void check_cases(Evaluator& ev, const Task& task, const std::vector<Case>& cases) {
+void check_cases(Evaluator& ev, const Task& task, const std::vector<Case>& cases,
+                 Solution (*make)(const std::string&, const std::string&) = py) {
   for (const auto& c : cases) {
     const std::string name = c.name;
     CAPTURE(name);
     EvalResult r;
-    CHECK_NOTHROW(r = ev.evaluate(task, py(c.code, c.name)));
+    CHECK_NOTHROW(r = ev.evaluate(task, make(c.code, c.name)));
     INFO(r.to_json().dump(2));
     CHECK(r.status == c.status);
     CHECK(message_of(r).find(c.words) != std::string::npos);
@@ -261,5 +267,154 @@ TEST_CASE("python candidates: a missing interpreter is named, with the fix, befo
   } catch (const Error& e) {
     CHECK(std::string(e.what()).find("KSEARCH_PYTHON") != std::string::npos);
     CHECK(std::string(e.what()).find("/nonexistent/python-for-ksearch") != std::string::npos);
+  }
+}
+
+namespace {
+
+// vadd in KernelBench's convention: ModelNew(N) holds Y as its one
+// parameter, forward(X) returns X + 2 Y.
+TaskSpec modelnew_vadd_task(const char* parameters) {
+  TaskSpec t = python_vadd_task();
+  t.name = "test/vadd-modelnew";
+  t.python = Json::obj({{"class", "ModelNew"},
+                        {"module", "model_new.py"},
+                        {"init_inputs", "[N]"},
+                        {"inputs", 1},
+                        {"seed", 42},
+                        {"parameters", parameters}});
+  t.validate();
+  return t;
+}
+
+Solution modelnew(const std::string& code, const std::string& name) {
+  Solution s = py(code, name);
+  s.task = "test/vadd-modelnew";
+  s.sources = {{"model_new.py", code}};
+  return s.finalize();
+}
+
+const char* kModelNew =
+    "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def __init__(self, n):\n"
+    "        super().__init__()\n        assert torch.initial_seed() == 42, 'built after set_seed(42)'\n"
+    "        self.y = nn.Parameter(torch.empty(n))\n\n    def forward(self, x):\n"
+    "        assert not torch.is_grad_enabled(), 'called under no_grad'\n        return x + 2 * self.y\n";
+
+}  // namespace
+
+TEST_CASE("python candidates: KernelBench's ModelNew is built from the init inputs, its parameters loaded") {
+  if (!have_torch()) return;
+  auto ev = make_evaluator(config("python_modelnew"));
+  SpecTask task(modelnew_vadd_task("loaded"));
+  const std::string base = kModelNew;
+  auto with = [&](const char* from, const char* to) {
+    std::string c = base;
+    c.replace(c.find(from), std::string(from).size(), to);
+    return c;
+  };
+  const std::vector<Case> cases = {
+      {"right", base, EvalStatus::passed, ""},
+      {"wrong", with("x + 2 * self.y", "x + self.y"), EvalStatus::incorrect, "Z"},
+      {"other-parameters", with("torch.empty(n))", "torch.empty(n + 1))"), EvalStatus::incorrect,
+       "ModelNew's state_dict holds 1 tensor(s) (y [1001])"},
+      {"no-class", with("class ModelNew", "class Model"), EvalStatus::compile_error, "defines no class `ModelNew`"},
+      {"not-a-module", with("class ModelNew(nn.Module)", "class ModelNew(object)"), EvalStatus::compile_error,
+       "not a torch.nn.Module"},
+      {"constructor-raises", with("super().__init__()", "raise ValueError('no weights')"), EvalStatus::runtime_error,
+       "ModelNew(*[1000]) raised ValueError: no weights"},
+  };
+  check_cases(*ev, task, cases, modelnew);
+  // Seeded (KernelBench's oracle tasks): the module keeps the values its
+  // construction gave it, so a Y it makes up itself is wrong.
+  SpecTask seeded(modelnew_vadd_task("seeded"));
+  EvalResult r = ev->evaluate(seeded, modelnew(base, "seeded"));
+  CHECK(r.status == EvalStatus::incorrect);
+}
+
+TEST_CASE("python candidates: a solution's own entry point and destination-passing style are kept") {
+  if (!have_torch()) return;
+  auto ev = make_evaluator(config("python_entry"));
+  SpecTask task(python_vadd_task());
+  auto named = [](const std::string& code, bool dps) {
+    Solution s = py(code, "named");
+    s.sources = {{"kernel.py", code}, {"helpers.py", "SCALE = 2\n"}};
+    s.entry_point = "kernel.py::go";
+    s.destination_passing = dps;
+    return s.finalize();
+  };
+  EvalResult r = ev->evaluate(
+      task, named("import torch\nfrom helpers import SCALE\n\ndef go(X, Y, Z):\n    torch.add(X, Y, alpha=SCALE, out=Z)\n",
+                  true));
+  INFO(r.to_json().dump(2));
+  CHECK(r.status == EvalStatus::passed);
+  r = ev->evaluate(task, named("from helpers import SCALE\n\ndef go(X, Y):\n    return X + SCALE * Y\n", false));
+  CHECK(r.status == EvalStatus::passed);
+  // The style is the solution's word, checked as FlashInfer-Bench checks it.
+  r = ev->evaluate(task, named("def go(X, Y):\n    return X + 2 * Y\n", true));
+  CHECK(r.status == EvalStatus::compile_error);
+  CHECK(message_of(r).find("in destination-passing style this task calls it with 3") != std::string::npos);
+  // Its id is not that of the same code called by the task's convention.
+  Solution plain = py("def go(X, Y):\n    return X + 2 * Y\n", "plain");
+  CHECK(plain.id != named("def go(X, Y):\n    return X + 2 * Y\n", false).id);
+}
+
+TEST_CASE("python candidates: a FlashInfer-Bench Solution is read as FlashInfer-Bench reads it") {
+  TaskSpec t = python_vadd_task();
+  t.name = "flashinfer/vadd";
+  auto solution = [](const std::string& spec_extra, const std::string& definition = "vadd") {
+    return R"({"name": "s", "definition": ")" + definition + R"(", "author": "a", "spec": {"language": "python",
+      "target_hardware": ["NVIDIA_H100"], "entry_point": "main.py::run", "dependencies": [])" + spec_extra + R"(},
+      "sources": [{"path": "main.py", "content": "def run(X, Y, Z):\n    Z.copy_(X + 2 * Y)\n"}]})";
+  };
+  Solution s = parse_solution_text(solution(""), t);
+  CHECK(s.language == Language::python);
+  CHECK(s.entry_point == "main.py::run");
+  REQUIRE(s.destination_passing.has_value());
+  CHECK(*s.destination_passing);  // the schema's default
+  CHECK(Solution::from_json(s.to_json()).id == s.id);
+  CHECK_FALSE(*parse_solution_text(solution(R"(, "destination_passing_style": false)"), t).destination_passing);
+  auto refused = [&](const std::string& text, const char* words) {
+    CAPTURE(text);
+    try {
+      parse_solution_text(text, t);
+      FAIL("expected an error");
+    } catch (const Error& e) {
+      CHECK(std::string(e.what()).find(words) != std::string::npos);
+    }
+  };
+  refused(solution("", "other_definition"), "for definition \"other_definition\"");
+  std::string cuda = solution("");
+  cuda.replace(cuda.find("\"python\""), 8, "\"cuda\"");
+  refused(cuda, "built by FlashInfer-Bench's own builders");
+  std::string elsewhere = solution("");
+  elsewhere.replace(elsewhere.find("main.py::run"), 12, "other.py::run");
+  refused(elsewhere, "names other.py, which is not among the solution's sources");
+  std::string two = solution("");
+  two.replace(two.find("main.py::run"), 12, "main.py::a::b");
+  refused(two, "exactly one \"::\"");
+}
+
+// The limit a GPU Python candidate gets (RLIMIT_AS cannot bound a process
+// the CUDA driver maps): its resident memory, watched while it works. Here
+// on the host, with the real runner and a candidate that fills 1 GiB.
+TEST_CASE("python candidates: a resident-memory limit stops a process that holds more") {
+  if (!have_torch()) return;
+  host::CandidateProcessOptions o;
+  o.command = {std::getenv("KSEARCH_PYTHON"), "-I", "-B", "-c", std::string(eval::python::embedded::candidate_runner_py)};
+  o.resident_limit = std::uint64_t{400} << 20;
+  host::CandidateProcess process(o);
+  const Json load = Json::obj(
+      {{"language", "python"},
+       {"device", "cpu"},
+       {"entry", Json::obj({{"function", "run"}})},
+       {"sources", Json(Json::Array{Json::obj({{"path", "main.py"},
+                                              {"content", "hog = bytearray(1 << 30)\n\ndef run(X):\n    return X\n"}})})}});
+  try {
+    process.ask(host::CandidateProcess::Request::load, load.dump());
+    FAIL("expected the process to be stopped");
+  } catch (const RunError& e) {
+    INFO(e.failure().message);
+    CHECK(e.failure().status == EvalStatus::memory_limit);
+    CHECK(e.failure().message.find("over the limit of 400 MiB") != std::string::npos);
   }
 }

@@ -418,9 +418,9 @@ for argv, code, words in cases:
     ok = p.returncode != 0 and (code is None or p.returncode == code) and words in p.stderr
     expect("bad input %s: exit %d, says %r" % (argv[:2] + argv[-2:], p.returncode, words), ok, p.stderr[-400:])
 
-# A Python solution is its own GPUMode submission: the module, unchanged.
+# A Python solution is its own submission in its suite's convention: the module, unchanged.
 py_sub = os.path.join(work, "triton_submission.py")
-py_text = ("import torch\nfrom task import input_t, output_t\n\n\n"
+py_text = ("import torch\nimport triton\nfrom task import input_t, output_t\n\n\n"
            "def custom_kernel(data: input_t) -> output_t:\n    x, mask, weights, config = data\n    return x\n")
 open(py_sub, "w").write(py_text)
 out = os.path.join(work, "triton_export.py")
@@ -428,10 +428,66 @@ p = ksearch("export", "--cache-dir", cache, "--format", "gpumode", "--task", "gp
             "-o", out)
 expect("a triton solution exports as the GPUMode submission it is, byte for byte",
        p.returncode == 0 and open(out).read() == py_text and "triton module" in p.stdout, p.stdout + p.stderr)
+torch_sub = os.path.join(work, "torch_submission.py")
+open(torch_sub, "w").write(py_text.replace("import triton\n", ""))
+p = ksearch("export", "--cache-dir", cache, "--format", "gpumode", "--task", "gpumode/trimul", "--solution", torch_sub,
+            "-o", out)
+expect("a module that does not use Triton is a python solution", p.returncode == 0 and "python module" in p.stdout,
+       p.stdout + p.stderr)
 p = ksearch("export", "--cache-dir", cache, "--format", "kernelbench", "--task", "gpumode/trimul", "--solution", py_sub,
             "-o", os.path.join(work, "bad.out"))
 expect("a triton solution is refused by the other formats, saying which it takes",
-       p.returncode == 2 and "exports only as a GPUMode submission" in p.stderr, p.stderr[-400:])
+       p.returncode == 2 and "exports as --format gpumode" in p.stderr, p.stderr[-400:])
+
+# KernelBench: a ModelNew module is the file KernelBench's eval takes.
+modelnew = os.path.join(work, "model_new.py")
+mn_text = ("import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def __init__(self):\n"
+           "        super().__init__()\n\n    def forward(self, x):\n        return torch.relu(x)\n")
+open(modelnew, "w").write(mn_text)
+out = os.path.join(work, "model_new_export.py")
+p = ksearch("export", "--format", "kernelbench", "--task", "kernelbench/level1/19_ReLU", "--solution", modelnew, "-o", out)
+expect("a python ModelNew exports as the KernelBench module it is, byte for byte",
+       p.returncode == 0 and open(out).read() == mn_text and "python module" in p.stdout, p.stdout + p.stderr)
+p = ksearch("export", "--format", "flashinfer", "--task", "kernelbench/level1/19_ReLU", "--solution", modelnew,
+            "-o", os.path.join(work, "bad.out"))
+expect("a ModelNew is refused by the FlashInfer format", p.returncode == 2 and "--format kernelbench" in p.stderr,
+       p.stderr[-400:])
+
+# FlashInfer-Bench: the sources as a Solution, with the style its run() has, or the one the Solution states.
+gqa = "flashinfer/gqa_paged_decode_h32_kv4_d128_ps1"
+gqa_in = "q, k_cache, v_cache, kv_indptr, kv_indices, sm_scale"
+for style, signature, dps in (("value-returning", gqa_in, False), ("destination-passing", gqa_in + ", output, lse", True),
+                              ("destination-passing, annotated", gqa_in.replace("sm_scale", "sm_scale: float = 1.0")
+                               + ", output: 'torch.Tensor', lse", True)):
+    src_file = os.path.join(work, "gqa_triton.py")
+    code = "import torch\nimport triton\n\n\ndef run(%s):\n    pass  # (a kernel would go here)\n" % signature
+    open(src_file, "w").write(code)
+    out = os.path.join(work, "gqa_triton.json")
+    p = ksearch("export", "--format", "flashinfer", "--task", gqa, "--solution", src_file, "-o", out, "--author", "t")
+    ok = p.returncode == 0
+    sol = json.load(open(out)) if ok else {}
+    spec_ = sol.get("spec", {})
+    expect("flashinfer: a %s triton run() exports as a triton Solution saying so" % style,
+           ok and spec_.get("language") == "triton" and spec_.get("entry_point") == "main.py::run" and
+           spec_.get("destination_passing_style") is dps and sol.get("sources") == [{"path": "main.py", "content": code}],
+           p.stderr[-400:] + json.dumps(spec_))
+    if ok and FIB_SOLUTION is not None:
+        try:
+            FIB_SOLUTION.model_validate(sol)
+            expect("flashinfer: flashinfer_bench.data.Solution accepts the %s triton Solution" % style, True)
+        except Exception as e:
+            expect("flashinfer: flashinfer_bench.data.Solution accepts the %s triton Solution" % style, False, str(e)[:600])
+    # Read back: the same solution (entry point and style now stated), exported again to the same file.
+    if ok:
+        again = os.path.join(work, "gqa_triton_again.json")
+        p = ksearch("export", "--format", "flashinfer", "--task", gqa, "--solution", out, "-o", again, "--author", "t",
+                    "--name", sol["name"])
+        expect("flashinfer: the %s Solution, read back and exported again, is the same file" % style,
+               p.returncode == 0 and open(again).read() == open(out).read(), p.stderr[-400:])
+open(src_file, "w").write("import triton\n\n\ndef run(q, k_cache):\n    pass\n")
+p = ksearch("export", "--format", "flashinfer", "--task", gqa, "--solution", src_file, "-o", os.path.join(work, "bad.out"))
+expect("flashinfer: a run() with neither count of parameters is refused, with the counts",
+       p.returncode == 2 and "should take 8 parameters" in p.stderr and "and takes 2" in p.stderr, p.stderr[-400:])
 
 if failures:
     print("%d check(s) failed" % len(failures))

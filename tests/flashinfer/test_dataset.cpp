@@ -100,7 +100,10 @@ TEST_CASE("dataset: a definition with a reference solution file becomes a task w
   auto task = load_task(kGather.string());
   const TaskSpec& t = task->spec();
   CHECK(t.name == "flashinfer/gather_scale_d64");
-  CHECK(t.languages == std::vector<Language>{Language::cpp});
+  // Python candidates run against the C++ reference on the CPU; Triton needs a CUDA one.
+  CHECK(t.languages == std::vector<Language>{Language::cpp, Language::python});
+  CHECK(t.python.get_string("function") == "run");
+  CHECK(t.python.get_string("module") == "main.py");
   std::vector<std::string> names;
   for (const auto& ts : t.tensors) names.push_back(ts.name);
   CHECK(names == std::vector<std::string>{"x", "index", "scale", "y"});

@@ -26,6 +26,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <new>
@@ -49,6 +50,7 @@ namespace {
 constexpr std::uint32_t kMagic = 0x3143534bu;  // "KSC1"
 constexpr std::size_t kHeaderBytes = 16;
 constexpr std::size_t kMaxPacket = 128 * 1024;
+constexpr int kResidentPollMs = 20;  // how often a resident limit is checked while the candidate works
 constexpr int kExitSetupFailed = 125;  // the child could not enter its namespaces
 constexpr int kExitHideFailed = 124;   // it could not cover the folders it must not see
 
@@ -415,7 +417,8 @@ struct CandidateProcess::Reply {
   std::string text;
 };
 
-CandidateProcess::CandidateProcess(const CandidateProcessOptions& options) : memory_limit_(options.memory_limit) {
+CandidateProcess::CandidateProcess(const CandidateProcessOptions& options)
+    : memory_limit_(options.memory_limit), resident_limit_(options.resident_limit) {
   for (int attempt = 0; attempt < 2; ++attempt) {
     int sv[2];
     if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
@@ -633,6 +636,26 @@ void CandidateProcess::send_packet(const std::string& packet, const std::vector<
   throw RunError(f);
 }
 
+std::uint64_t CandidateProcess::resident_bytes() const {
+  // statm's second field: resident pages of the whole process (every thread).
+  std::ifstream statm("/proc/" + std::to_string(pid_) + "/statm");
+  std::uint64_t size = 0, resident = 0;
+  if (!(statm >> size >> resident)) return 0;
+  return resident * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+[[noreturn]] void CandidateProcess::over_memory(const std::string& while_doing, std::uint64_t resident) {
+  kill_and_reap();
+  failure_ = fmt::format(
+      "the candidate's process held {} MiB of host memory while {}, over the limit of {} MiB per candidate "
+      "process, and was stopped; use less host memory, or raise the limit (--memory-limit)",
+      resident >> 20, while_doing, resident_limit_ >> 20);
+  // Not out_of_memory: the evaluator's memory is not what it held.
+  Failure f{.status = EvalStatus::memory_limit, .message = failure_, .contained = true};
+  f.log = output_tail();
+  throw RunError(f);
+}
+
 CandidateProcess::Reply CandidateProcess::request(std::uint32_t op, const std::string& payload,
                                                   const std::vector<int>& fds) {
   const std::string what = op == kLoad ? "loading the candidate" : op == kBind ? "binding its calls" : "running the kernel";
@@ -647,7 +670,9 @@ CandidateProcess::Reply CandidateProcess::request(std::uint32_t op, const std::s
   for (;;) {
     // Its output is read while it runs: a full pipe would stall it.
     pollfd p[2] = {{sock_, POLLIN, 0}, {out_, POLLIN, 0}};
-    if (::poll(p, 2, -1) < 0 && errno != EINTR) died(what);
+    if (::poll(p, 2, resident_limit_ ? kResidentPollMs : -1) < 0 && errno != EINTR) died(what);
+    if (resident_limit_)
+      if (const std::uint64_t rss = resident_bytes(); rss > resident_limit_) over_memory(what, rss);
     if (p[1].revents) drain_output();
     if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
     std::vector<int> got_fds;

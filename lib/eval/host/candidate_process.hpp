@@ -52,6 +52,11 @@ struct CandidateProcessOptions {
   // Environment entries (NAME=value) a Python candidate's process gets on
   // the GPU: the Triton cache and the PyTorch extensions folder.
   std::vector<std::string> gpu_env;
+  // A limit on its resident memory in bytes, watched while it works (every
+  // few milliseconds, from /proc): for a process RLIMIT_AS cannot bound, a
+  // GPU one, whose CUDA driver reserves far more address space than it
+  // uses. Passing it kills the process: status memory_limit. 0: none.
+  std::uint64_t resident_limit = 0;
 };
 
 // One argument of a call: a block (by the worker's address of it) or a value
@@ -135,6 +140,9 @@ class CandidateProcess {
   std::string failure_;    // why the process is gone, for every later call
   std::string crash_line_; // what its crash reporter said
   std::uint64_t memory_limit_ = 0;
+  std::uint64_t resident_limit_ = 0;
+  std::uint64_t resident_bytes() const;  // now, from /proc/<pid>/statm
+  [[noreturn]] void over_memory(const std::string& while_doing, std::uint64_t resident);
   std::string isolation_;
   std::vector<std::uint64_t> mapped_;  // serials of the blocks it has mapped
 };

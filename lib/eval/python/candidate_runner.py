@@ -178,6 +178,11 @@ class Candidate:
         self.files = [s["path"] for s in spec["sources"]]
         self.function = None
         self.adapter = None
+        self.model_class = None  # KernelBench's ModelNew, when the task builds one
+        self.model = None
+        self.model_key = None
+        self.parameters = []  # the task's inputs that are the module's state_dict entries
+        self.loaded = False  # ... copied into it since the last bind
         self.blocks = {}  # serial -> mmap
         self.bound = None
         self.kept = None  # what the last timed call returned
@@ -236,6 +241,18 @@ class Candidate:
                 raise Failed("memory_limit", f"out of memory while importing {main_path}: {describe_exception(e)}")
             raise Failed("runtime_error", f"{main_path} raised an exception when imported: {describe_exception(e)}",
                          candidate_frames(traceback.format_exc(), self.files))
+        if "class" in self.entry:
+            # KernelBench's convention: the module is built by the evaluator (bind).
+            name = self.entry["class"]
+            cls = getattr(module, name, None)
+            if not isinstance(cls, type) or not issubclass(cls, torch.nn.Module):
+                what = "defines no class" if not isinstance(cls, type) else "has a class that is not a torch.nn.Module:"
+                raise Failed("compile_error", f"{main_path} {what} `{name}`: the entry point for this task is "
+                                              f"{self.entry.get('signature', name)}")
+            self.model_class = cls
+            # KernelBench runs every call of the module under torch.no_grad().
+            torch.set_grad_enabled(False)
+            return
         fn = self.entry["function"]
         target = getattr(module, fn, None)
         if target is None or not callable(target):
@@ -293,10 +310,55 @@ class Candidate:
         self.buffers = [v for v in inputs if isinstance(v, torch.Tensor)] + [v for _, v in outputs]
         self.dims = b["dims"]
         self.dps = False
-        if self.adapter is None:
-            self.dps = takes_outputs(self.function, len(inputs), len(outputs))
         self.args = inputs
+        if self.model_class is not None:
+            n = self.entry.get("inputs", len(inputs))
+            self.build_model()
+            self.args, self.parameters, self.loaded = inputs[:n], inputs[n:], False
+        elif "dps" in self.entry:
+            self.dps = bool(self.entry["dps"])
+            check_parameter_count(self.function, len(inputs), len(outputs), self.dps)
+        elif self.adapter is None:
+            self.dps = takes_outputs(self.function, len(inputs), len(outputs))
         self.bound = True
+
+    def build_model(self):
+        """KernelBench's construction: set_seed(42), ModelNew(*init_inputs)
+        under no_grad, then .to(device, float32); once per shape."""
+        key = json.dumps(self.dims, sort_keys=True)
+        if self.model is None or key != self.model_key:
+            self.model = None
+            init = eval(self.entry.get("init_inputs", "[]"), {"__builtins__": {}}, dict(self.dims))  # the task's
+            seed = int(self.entry.get("seed", 42))
+            try:
+                torch.manual_seed(seed)
+                if self.device == "cuda":
+                    torch.cuda.manual_seed(seed)
+                model = self.model_class(*init)
+                model = model.to(device=self.device, dtype=torch.float32)
+            except BaseException as e:  # noqa: B902
+                if is_out_of_memory(e):
+                    raise Failed("memory_limit", f"out of memory building {self.entry['class']}: "
+                                                 f"{describe_exception(e)}")
+                raise Failed("runtime_error", f"{self.entry['class']}(*{init!r}) raised {describe_exception(e)}",
+                             candidate_frames(traceback.format_exc(), self.files))
+            self.model, self.model_key = model, key
+            self.function = model
+
+    def load_parameters(self):
+        """A task whose parameters are its own inputs (native KernelBench
+        tasks) copies them into the module's state_dict, in order, before
+        each checked call: the inputs are new then."""
+        parameters = self.parameters
+        state = list(self.model.state_dict().items())
+        want = ", ".join(f"{list(p.shape)}" for p in parameters)
+        have = ", ".join(f"{k} {list(v.shape)}" for k, v in state)
+        if len(state) != len(parameters) or any(tuple(v.shape) != tuple(p.shape) for (_, v), p in zip(state, parameters)):
+            raise Failed("incorrect", f"{self.entry['class']}'s state_dict holds {len(state)} tensor(s) ({have or 'none'}); "
+                                      f"the task's module has {len(parameters)} ({want or 'none'}), which are copied "
+                                      f"into it in order: build the same parameters as Model, in the same order")
+        for (_, v), p in zip(state, parameters):
+            v.copy_(p)
 
     # -- running ------------------------------------------------------------
 
@@ -306,6 +368,11 @@ class Candidate:
         calls after it, which reuse those inputs: as GPUMode's harness hands
         one `data` to every timed call, so a submission's caches kept in it
         (packed weights in the weights dict) live as long as there."""
+        if self.model_class is not None:
+            if (fresh or not self.loaded) and self.entry.get("parameters") == "loaded":
+                self.load_parameters()
+                self.loaded = True
+            return self.function(*self.args)
         if self.adapter is not None:
             if fresh or self.call_args is None:
                 self.call_args = self.adapter(self.by_name, self.dims)
@@ -459,6 +526,24 @@ def poison(t):
         t.fill_(True)
     else:
         t.fill_(-1 if t.dtype.is_signed else torch.iinfo(t.dtype).max)
+
+
+def check_parameter_count(fn, n_in, n_out, dps):
+    """FlashInfer-Bench's rule for a Solution that states its style: every
+    parameter but *args and **kwargs counts, and must number the inputs (plus
+    the outputs in destination-passing style); with *args, at most that many."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return
+    variadic = any(p.kind == p.VAR_POSITIONAL for p in params)
+    count = sum(p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params)
+    expected = n_in + n_out if dps else n_in
+    if count > expected or (count != expected and not variadic):
+        style = "destination-passing" if dps else "value-returning"
+        raise Failed("compile_error", f"the entry point takes {count} parameter(s); in {style} style this task "
+                                      f"calls it with {expected} ({n_in} input(s)"
+                                      f"{f' and {n_out} output(s)' if dps else ''})")
 
 
 def takes_outputs(fn, n_in, n_out):

@@ -72,7 +72,14 @@ class PythonCompiler final : public Compiler {
     // only file, or the one the convention names.
     Json entry = req.python_entry.is_object() ? req.python_entry : Json::object();
     entry.erase("languages");
-    if (!entry.contains("function")) entry["function"] = "run";
+    if (!entry.contains("function") && !entry.contains("class")) entry["function"] = "run";
+    // A solution that names its entry point (FlashInfer-Bench's FILE::SYMBOL)
+    // is called there; the symbol is the class where the task builds one.
+    if (const auto sep = s.entry_point.find("::"); sep != std::string::npos) {
+      entry["module"] = s.entry_point.substr(0, sep);
+      entry[entry.contains("class") ? "class" : "function"] = s.entry_point.substr(sep + 2);
+    }
+    if (s.destination_passing) entry["dps"] = *s.destination_passing;
     std::string module = entry.get_string("module", "");
     bool found = false;
     for (const auto& f : s.sources) found = found || f.path == module;
@@ -82,7 +89,7 @@ class PythonCompiler final : public Compiler {
       } else {
         compile_error(fmt::format("the solution has {} files and none is {}, the module this task's entry point "
                                   "`{}` is read from",
-                                  s.sources.size(), module, entry.get_string("function", "")));
+                                  s.sources.size(), module, entry.get_string("class", entry.get_string("function", ""))));
       }
     }
     entry["module"] = module;
@@ -103,7 +110,7 @@ class PythonCompiler final : public Compiler {
     Artifact a;
     a.language = s.language;
     a.path = (dir / (key + ".json")).string();
-    a.kernels = {entry.get_string("function", "run")};
+    a.kernels = {entry.get_string("class", entry.get_string("function", "run"))};
     std::error_code ec;
     a.cache_hit = fs::exists(a.path, ec);
     if (!a.cache_hit) util::write_file_atomic(a.path, text);
@@ -154,7 +161,8 @@ class PythonProgram final : public Program {
     o.command = {python, "-I", "-B", "-c", std::string(embedded::candidate_runner_py)};
     if (device_.kind == "cuda") {
       o.pid_namespace = false;  // legacy CUDA IPC needs the worker in sight (candidate_process.hpp)
-      o.memory_limit = 0;       // the CUDA driver reserves far more address space than it uses
+      o.memory_limit = 0;       // the CUDA driver reserves far more address space than it uses,
+      o.resident_limit = isolate.memory_limit;  // so the limit is on what it holds
       o.env.insert(o.env.end(), isolate.gpu_env.begin(), isolate.gpu_env.end());
     }
     process_ = std::make_unique<host::CandidateProcess>(o);

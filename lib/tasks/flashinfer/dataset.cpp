@@ -284,6 +284,7 @@ TaskSpec generic_task(const Definition& d) {
       "(|ref| + 1e-8) > 0.01; {} of the elements must pass; any NaN or infinity fails. Time: the launch plan between "
       "CUDA events, caches flushed between repetitions.\n",
       d.name, d.op_type, d.description, axes, table, d.reference, moe ? "95%" : "all");
+  add_python_languages(spec);
   return spec;
 }
 
@@ -374,7 +375,7 @@ std::vector<TaskInfo> list_dataset(const fs::path& dir) {
       else if (fs::is_regular_file(d.root / "ksearch" / "references" / d.op_type / (d.name + ".json"), ec))
         reference = "solution file";
       info.description = fmt::format("{}: {} workloads; native reference: {}", d.op_type, count, reference);
-      if (reference == "built-in") info.languages = {Language::cuda};
+      if (reference == "built-in") info.languages = {Language::cuda, Language::triton, Language::python};
     } catch (const Error& e) {
       info.description = fmt::format("(invalid definition: {})", e.what());
     }

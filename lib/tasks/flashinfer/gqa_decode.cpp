@@ -85,6 +85,7 @@ TaskSpec make_gqa_decode_spec() {
                     "imported per card)"},
        {"k_search", "K-Search evaluated this definition on an H100 against FlashInfer's "
                     "flashinfer_wrapper_78fd04 baseline (caoshiyi/K-Search)"}});
+  add_python_languages(spec);
   return spec;
 }
 

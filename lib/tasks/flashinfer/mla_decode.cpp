@@ -81,6 +81,7 @@ TaskSpec make_mla_decode_spec() {
                     "imported per card)"},
        {"k_search", "K-Search evaluated this definition on an H100 against FlashInfer's flashinfer_wrapper_03f7b0 "
                     "baseline (caoshiyi/K-Search)"}});
+  add_python_languages(spec);
   return spec;
 }
 

@@ -127,6 +127,7 @@ TaskSpec make_mla_prefill_spec() {
                     "imported per card)"},
        {"k_search", "K-Search evaluated this definition on an H100 against FlashInfer's flashinfer_wrapper_ea3787 "
                     "baseline (caoshiyi/K-Search)"}});
+  add_python_languages(spec);
   return spec;
 }
 

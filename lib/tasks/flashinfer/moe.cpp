@@ -106,6 +106,7 @@ TaskSpec make_moe_spec() {
                     "imported per card)"},
        {"k_search", "K-Search evaluated this definition on a B200 against FlashInfer's flashinfer_moe baseline "
                     "(caoshiyi/K-Search)"}});
+  add_python_languages(spec);
   return spec;
 }
 

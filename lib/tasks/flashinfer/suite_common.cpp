@@ -81,6 +81,24 @@ Solution cuda_solution(std::string name, std::string_view task, std::string file
   return s.finalize();
 }
 
+void add_python_languages(TaskSpec& spec) {
+  // Triton needs the GPU, so a cuda reference; python runs against either.
+  const bool cuda = spec.references.count(Language::cuda) > 0;
+  if (!cuda && !spec.references.count(Language::cpp)) return;
+  for (Language l : {Language::triton, Language::python})
+    if ((cuda || l == Language::python) &&
+        std::find(spec.languages.begin(), spec.languages.end(), l) == spec.languages.end())
+      spec.languages.push_back(l);
+  std::string in, out;
+  for (const auto& t : spec.tensors) (t.is_output ? out : in) += std::string((t.is_output ? out : in).empty() ? "" : ", ") + t.name;
+  spec.python = Json::obj(
+      {{"function", "run"},
+       {"module", "main.py"},
+       {"signature", fmt::format("run({}, {}) filling the outputs it is given (destination-passing style, "
+                                 "FlashInfer-Bench's default), or run({}) returning ({})",
+                                 in, out, in, out)}});
+}
+
 WorkloadSpec paged_workload(const PagedCase& c, const std::map<std::string, std::int64_t>& constants) {
   WorkloadSpec w;
   w.name = c.name;

@@ -45,6 +45,13 @@ struct PagedCase {
   double sm_scale = 0;
   std::int64_t pool_factor = 2;
 };
+// Triton candidates where the task has a CUDA reference, python ones where
+// it has a CUDA or C++ one, called
+// as FlashInfer-Bench calls a Solution: `run` in main.py with the
+// definition's inputs in order (scalars as Python numbers), then its outputs
+// to fill (destination-passing style), or returning them.
+void add_python_languages(TaskSpec& spec);
+
 WorkloadSpec paged_workload(const PagedCase& c, const std::map<std::string, std::int64_t>& constants);
 
 }  // namespace ks::tasks::flashinfer

@@ -41,6 +41,11 @@ struct Level1Problem {
   Solution reference, start;
   double eager_ms = 0, compile_ms = 0;  // KernelBench results/timing/H100_Modal, fp32
   std::string inputs_note;              // where the inputs differ from KernelBench's
+  // get_init_inputs() of the problem file, as a Python expression over the
+  // dimension names (ModelNew(*init_inputs) for Python candidates), and how
+  // many of the inputs before the output are the module's state_dict entries.
+  std::string init_inputs = "[]";
+  int parameters = 0;
   // The CPU reference in double precision, rounded to float: fills the
   // outputs of `tensors` (by name) from the inputs. For small workloads.
   std::function<void(const HostTensors& inputs, const DimValues& dims, HostTensors& outputs)> cpu;
@@ -63,6 +68,16 @@ HostTensors generate_host_inputs(const TaskSpec& spec, const WorkloadSpec& workl
 // native ones.
 std::string kernelbench_prompt(const TaskSpec& spec, std::string_view pytorch_source, bool source_is_file,
                                std::string_view inputs_note);
+
+// Python candidates (triton, python) in KernelBench's convention: a ModelNew
+// built after set_seed(42) from `init_inputs` (a Python expression over the
+// dimensions), called with the first `forward_inputs` inputs; the remaining
+// inputs are its state_dict entries, copied in when `parameters_loaded`
+// (native tasks, whose parameters libksearch generates), else left as the
+// seeded construction made them (oracle tasks: KernelBench's own values).
+Json kernelbench_python_convention(const std::string& init_inputs, int forward_inputs, bool parameters_loaded);
+std::string kernelbench_python_prompt(const TaskSpec& spec, std::string_view pytorch_source, bool source_is_file,
+                                      std::string_view inputs_note, Language language);
 
 void register_kernelbench_suite();
 

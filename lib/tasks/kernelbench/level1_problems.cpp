@@ -158,6 +158,7 @@ Level1Problem activation_problem(const Activation& a) {
   Level1Problem p;
   p.id = a.id;
   p.stem = a.stem;
+  if (a.id == 31) p.init_inputs = "[1.0]";  // alpha
   p.summary = fmt::format("out = {} on x [4096, 393216]", a.torch);
   p.pytorch = fmt::format("class Model(nn.Module):\n    def forward(self, x):\n        return {}\n\n"
                           "batch_size = 4096\ndim = 393216\nx = torch.rand(batch_size, dim)",
@@ -368,6 +369,7 @@ Level1Problem rms_norm() {
   Level1Problem p;
   p.id = 36;
   p.stem = "36_RMSNorm_";
+  p.init_inputs = "[features]";
   p.summary = "out = x / sqrt(mean(x^2, dim=1) + 1e-5) on x [112, 64, 512, 512]";
   p.pytorch = "class Model(nn.Module):\n    def __init__(self, num_features, eps=1e-5): ...\n"
               "    def forward(self, x):\n        rms = torch.sqrt(torch.mean(x ** 2, dim=1, keepdim=True) + self.eps)\n"
@@ -411,6 +413,8 @@ Level1Problem layer_norm() {
   Level1Problem p;
   p.id = 40;
   p.stem = "40_LayerNorm";
+  p.init_inputs = "[(features, dim1, dim2)]";
+  p.parameters = 2;
   p.summary = "out = nn.LayerNorm((64, 256, 256))(x) on x [16, 64, 256, 256]";
   p.pytorch = "class Model(nn.Module):\n    def __init__(self, normalized_shape):\n"
               "        self.ln = nn.LayerNorm(normalized_shape=normalized_shape)  # eps 1e-5, weight 1, bias 0\n"
@@ -471,6 +475,7 @@ Level1Problem reduction(int op) {
   Level1Problem p;
   p.id = 47 + op;
   p.stem = stems[op];
+  p.init_inputs = "[1]";
   p.summary = fmt::format("out = {} on x [128, 4096, 4095]", torch[op]);
   p.pytorch = fmt::format("class Model(nn.Module):\n    def forward(self, x):\n        return {}\n\n"
                           "batch_size = 128\ndim1 = 4096\ndim2 = 4095\nx = torch.rand(batch_size, dim1, dim2)",
@@ -516,6 +521,8 @@ Level1Problem conv2d() {
   Level1Problem p;
   p.id = 63;
   p.stem = "63_conv_standard_2D__square_input__square_kernel";
+  p.init_inputs = "[in_channels, out_channels, kernel_size]";
+  p.parameters = 1;
   p.summary = "out = nn.Conv2d(16, 128, 3, bias=False)(x) on x [16, 16, 1024, 1024]";
   p.pytorch = "class Model(nn.Module):\n    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,\n"
               "                 dilation=1, groups=1, bias=False):\n"
@@ -581,6 +588,7 @@ Level1Problem cumsum() {
   Level1Problem p;
   p.id = 89;
   p.stem = "89_cumsum";
+  p.init_inputs = "[1]";
   p.summary = "out = torch.cumsum(x, dim=1) on x [32768, 32768]";
   p.pytorch = "class Model(nn.Module):\n    def forward(self, x):\n        return torch.cumsum(x, dim=self.dim)  # dim = 1\n\n"
               "batch_size = 32768\ninput_shape = (32768,)  # its entries are the dimensions input_shape_0, ...\n"
@@ -708,6 +716,13 @@ TaskSpec make_level1_spec(const Level1Problem& p) {
        {"source", "KernelBench results/timing/H100_Modal baseline_time_torch.json and "
                   "baseline_time_torch_compile_inductor_default.json (423217d), fp32"}});
   spec.prompts[Language::cuda] = kernelbench_prompt(spec, p.pytorch, false, p.inputs_note);
+  int inputs = 0;
+  for (const auto& t : p.tensors) inputs += t.is_output ? 0 : 1;
+  spec.python = kernelbench_python_convention(p.init_inputs, inputs - p.parameters, true);
+  for (Language l : {Language::triton, Language::python}) {
+    spec.languages.push_back(l);
+    spec.prompts[l] = kernelbench_python_prompt(spec, p.pytorch, false, p.inputs_note, l);
+  }
   return spec;
 }
 

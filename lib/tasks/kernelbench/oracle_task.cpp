@@ -209,6 +209,16 @@ TaskSpec make_kernelbench_oracle_spec(const fs::path& kernelbench_dir, const std
   const std::string source = d.get_string("source");
   spec.prompts[Language::cuda] = kernelbench_prompt(spec, source, true, note);
   spec.prompts[Language::cpp] = spec.prompts[Language::cuda];
+  // Python candidates are ModelNew modules, built from get_init_inputs() as
+  // KernelBench builds them, where that is a literal another process can read.
+  if (const Json* init = d.find("init_inputs"); init && init->is_string()) {
+    spec.python = kernelbench_python_convention(init->as_string(), static_cast<int>(d.at("inputs").as_array().size()),
+                                                false);
+    for (Language l : {Language::triton, Language::python}) {
+      spec.languages.push_back(l);
+      spec.prompts[l] = kernelbench_python_prompt(spec, source, true, note, l);
+    }
+  }
   // A native problem of the same name shares its tensor and dimension names:
   // its straightforward kernel is a starting point here too.
   if (level == 1)
@@ -248,7 +258,7 @@ std::vector<TaskInfo> list_kernelbench_problems(const std::filesystem::path& ker
       info.name = fmt::format("kernelbench/level{}/{}", level, stem);
       info.description = fmt::format("KernelBench level {} problem {} (PyTorch reference oracle)", level, id);
       info.source = (dir / (stem + ".py")).string();
-      info.languages = {Language::cuda, Language::cpp};
+      info.languages = {Language::cuda, Language::cpp, Language::triton, Language::python};
       info.targets = Json::object();
       out.push_back(std::move(info));
     }

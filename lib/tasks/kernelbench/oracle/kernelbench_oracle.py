@@ -153,6 +153,19 @@ class Problem:
             raise ProblemError(f"{self.path}: {call} failed: {type(e).__name__}: {e}")
         return model
 
+    def init_literal(self):
+        """get_init_inputs() after set_seed(42) as a Python literal, which a
+        ModelNew in another process is built from; None when it holds
+        anything else (a tensor, a NaN), which no literal can carry."""
+        import ast
+        set_seed(self.torch, KERNELBENCH_SEED)
+        try:
+            init = list(self.get_init_inputs())
+            text = repr(init)
+            return text if ast.literal_eval(text) == init else None
+        except Exception:
+            return None
+
     def trial_seeds(self, n):
         # run_and_check_correctness: torch.manual_seed(seed), then one randint per trial.
         torch = self.torch
@@ -229,7 +242,8 @@ def describe(path):
         outputs = p.forward(model, inputs, KERNELBENCH_SEED)
     ins, params, outs = p.signature(model, inputs, outputs)
     return {"problem": p.path, "sha256": p.sha256, "source": p.source, "constants": p.constants(),
-            "inputs": ins, "parameters": params, "outputs": outs, "torch": torch.__version__}
+            "inputs": ins, "parameters": params, "outputs": outs, "torch": torch.__version__,
+            "init_inputs": p.init_literal()}
 
 
 # ---------------------------------------------------------------------------

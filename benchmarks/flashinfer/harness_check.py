@@ -10,7 +10,9 @@ For each task (gqa first; then mla_decode, mla_prefill, moe while the time budge
      timing), with a fresh cache;
   3. `ksearch export --format flashinfer` of the same kernel from that cache (so the Solution embeds the
      very cubin just evaluated), and of a deliberately wrong variant (a negative control: pages read in
-     order instead of through the page table; MoE: the expert offset ignored);
+     order instead of through the page table; MoE: the expert offset ignored); for GQA also a Triton
+     Solution (solutions/gqa_decode_triton.py) and its wrong variant, as FlashInfer-Bench JSON files that
+     `ksearch eval` takes as they are and `ksearch export` writes back;
   4. FlashInfer-Bench's Benchmark (TraceSet from the dataset, its persistent runner, its default or
      low-bit evaluator, its do_bench timing) on both Solutions; then, in the same process, the host time of
      one call of the exported entry point (FlashInfer-Bench's events enclose it);
@@ -46,6 +48,13 @@ TASKS = {
              ("const int le = topk_ids[t * TOPK + k] - local_expert_offset",
               "const int le = topk_ids[t * TOPK + k] - 0 * local_expert_offset")], "local_expert_offset ignored",
             75),
+}
+
+
+# Triton Solutions (issue 22), written for this check: the file, and the negative control's edit.
+PYTHON = {
+    "gqa": ("solutions/gqa_decode_triton.py",
+            [("page = tl.load(kv_indices + n, mask=inside, other=0)", "page = n")], "pages read in order"),
 }
 
 
@@ -255,6 +264,52 @@ def main():
             if rc == 0:
                 sols[which] = name
 
+        # A Triton Solution (FlashInfer-Bench's JSON, as a user has it): ksearch eval of that file as it is,
+        # then ksearch export of it, which FlashInfer-Bench runs below beside the CUDA ones.
+        if key in PYTHON:
+            file, py_edits, py_wrong = PYTHON[key]
+            code = (HERE / file).read_text()
+            for which, text in (("triton", code), ("triton_wrong", code)):
+                if which == "triton_wrong":
+                    for old, new in py_edits:
+                        text = text.replace(old, new)
+                    verdict(text != code, "%s: the Triton negative control's edit applies" % definition)
+                fib_sol = {"name": "%s_%s_input" % (definition, which), "definition": definition, "author": "libksearch",
+                           "spec": {"language": "triton", "target_hardware": ["NVIDIA_H100"],
+                                    "entry_point": "main.py::run", "dependencies": [],
+                                    "destination_passing_style": True},
+                           "sources": [{"path": "main.py", "content": text}]}
+                (logs / (which + ".json")).write_text(json.dumps(fib_sol))
+                rc, stdout, _ = run([ks, "eval", "--task", str(defn), "--solution", str(logs / (which + ".json")),
+                                     "--cache-dir", str(cache), "--json", "--no-reference-timing", "--max-time", "1"],
+                                    min(150, deadline - time.time()), logs / ("ksearch_eval_%s.log" % which))
+                try:
+                    r = json.loads(stdout[stdout.index("{"):stdout.rindex("}") + 1])
+                except ValueError:
+                    r = None
+                task["ksearch_" + which] = r
+                status = r.get("status") if r else "no result"
+                if which == "triton":
+                    verdict(rc == 0 and status == "passed",
+                            "%s: ksearch eval of the Triton FlashInfer-Bench Solution (exit %s, %s)" % (definition, rc, status))
+                else:
+                    verdict(status not in ("passed", "no result"),
+                            "%s: ksearch eval refuses the Triton negative control (%s): %s" % (definition, py_wrong, status))
+                name = "%s_ksearch_%s" % (definition, which)
+                dest = dataset / "solutions" / op_type / (name + ".json")
+                rc, _, text = run([ks, "export", "--format", "flashinfer", "--task", str(defn), "--solution",
+                                   str(logs / (which + ".json")), "--name", name, "-o", str(dest)], 60,
+                                  logs / ("export_%s.log" % which))
+                if which == "triton":
+                    exported = json.loads(dest.read_text()) if rc == 0 else {}
+                    verdict(rc == 0 and exported.get("sources") == fib_sol["sources"] and
+                            exported.get("spec", {}).get("language") == "triton" and
+                            exported.get("spec", {}).get("entry_point") == "main.py::run",
+                            "%s: ksearch export of the Triton Solution: its sources unchanged, triton, main.py::run"
+                            % definition)
+                if rc == 0:
+                    sols[which] = name
+
         # FlashInfer-Bench's own harness on both Solutions.
         if sols:
             rc, _, text = run([py, __file__, "fib", str(dataset), definition, str(logs / "fib.json"),
@@ -281,6 +336,28 @@ def main():
                 verdict(len(refused) > 0, "%s: negative control (%s): FlashInfer-Bench refuses it on %d of %d "
                         "workloads (%s)" % (definition, wrong_what, len(refused), len(workloads),
                                             ", ".join(sorted(set(r["status"] for r in refused))) or "none"))
+
+                for which in ("triton", "triton_wrong"):
+                    if which not in sols:
+                        continue
+                    rows_ = [by.get((sols[which], w)) for w in workloads]
+                    ok_ = [r for r in rows_ if r and r["status"] == "PASSED"]
+                    if which == "triton":
+                        verdict(len(ok_) == len(workloads) > 0, "%s: FlashInfer-Bench's evaluator passes the exported "
+                                "Triton Solution on %d of %d workloads" % (definition, len(ok_), len(workloads)))
+                        ks_t = {w["name"]: w.get("timing", {}).get("mean_ms")
+                                for w in (task.get("ksearch_triton") or {}).get("workloads", [])}
+                        for w, r in zip(workloads, rows_):
+                            f = r["latency_ms"] if r and r["status"] == "PASSED" else None
+                            k = ks_t.get(w)
+                            say("  triton %-26s FIB %s ms, ksearch %s ms%s" % (
+                                w, "%.4f" % f if f else "-", "%.4f" % k if k else "-",
+                                ", FIB/ks %.3f" % (f / k) if f and k else ""))
+                            if r and r["status"] != "PASSED":
+                                say("    %s %s" % (r["status"], r["log_tail"][-600:].replace("\n", " | ")))
+                    else:
+                        verdict(len(ok_) < len(workloads), "%s: FlashInfer-Bench refuses the Triton negative control on "
+                                "%d of %d workloads" % (definition, len(workloads) - len(ok_), len(workloads)))
 
                 over = fib.get("host_ms", {})
                 if "error" in over:

@@ -1,7 +1,7 @@
 #!/bin/sh
 # KernelBench on a GPU, in one script (issue 12). Results go to OUT_DIR.
 #
-#   benchmarks/kernelbench/gpu_check.sh BUILD_DIR OUT_DIR KERNELBENCH_DIR [native|oracle|bench|demo|all]...
+#   benchmarks/kernelbench/gpu_check.sh BUILD_DIR OUT_DIR KERNELBENCH_DIR [native|oracle|triton|bench|demo|all]...
 #
 # native  the native level-1 tasks with no Python: their CUDA reference, the
 #         straightforward starting kernel (correct) and a wrong variant (half
@@ -18,6 +18,9 @@
 #         wrong candidate, exported as a ModelNew that runs the cubin the
 #         evaluation above built (ksearch export --format kernelbench), and
 #         whether its verdict agrees with libksearch's.
+# triton  Triton ModelNew files (solutions/) evaluated as they are on the
+#         native and oracle tasks, exported, and checked by KernelBench's
+#         own eval_kernel_against_ref with backend="triton".
 # bench   evaluation time per candidate of 19_ReLU through the oracle
 #         (reference cached) beside KernelBench's own evaluation of the same
 #         kernel (eval_kernel_against_ref on a load_inline ModelNew).
@@ -45,6 +48,16 @@ PROBLEMS=${PROBLEMS:-"1_Square_matrix_multiplication_ 2_Standard_matrix_multipli
 24_LogSoftmax 26_GELU_ 36_RMSNorm_ 40_LayerNorm 47_Sum_reduction_over_a_dimension 49_Max_reduction_over_a_dimension
 63_conv_standard_2D__square_input__square_kernel 89_cumsum"}
 
+# KernelBench's eval.py imports pydantic; where it is missing, the wheels of $KSEARCH_WHEELS (default: the
+# checkout's .whl/, as benchmarks/flashinfer/harness_check.sh uses) go into OUT_DIR/site.
+if ! "$KSEARCH_PYTHON" -c "import pydantic" 2>/dev/null; then
+  wheels=${KSEARCH_WHEELS:-$src/.whl}
+  "$KSEARCH_PYTHON" -m pip install -q --no-index --no-deps --target "$out/site" "$wheels"/pydantic*.whl \
+    "$wheels"/annotated_types*.whl "$wheels"/typing_inspection*.whl "$wheels"/typing_extensions*.whl \
+    > "$out/pip.log" 2>&1 || echo "gpu_check: pydantic is missing and $wheels has no wheels for it (see $out/pip.log)"
+  PYTHONPATH="$out/site${PYTHONPATH:+:$PYTHONPATH}"
+  export PYTHONPATH
+fi
 "$ks" devices || { echo "gpu_check: no usable GPU"; exit 1; }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null
 "$KSEARCH_PYTHON" -c "import torch; print('PyTorch', torch.__version__, 'CUDA', torch.version.cuda)"
@@ -139,6 +152,48 @@ for line in open(sys.argv[2]):
           f"{'' if kb.get('runtime_ms', -1) < 0 else '  KernelBench %.4g ms' % kb['runtime_ms']}")
 print(f"{agree}/{n} verdicts agree")
 PY
+fi
+
+if want triton; then
+  echo "== Triton ModelNew candidates (issue 22): native and oracle tasks, then KernelBench's own eval (backend triton)"
+  # The files of solutions/ are ModelNew modules as a user has them: ksearch eval takes each as it is (a
+  # correct one and a wrong one made from it for 19_ReLU; a LayerNorm whose parameters are nn.LayerNorm's), on the native
+  # task (libksearch's inputs, the task's parameters copied in) and on the oracle task (KernelBench's inputs,
+  # seeded construction); ksearch export --format kernelbench writes the same file, which KernelBench's
+  # eval_kernel_against_ref (backend="triton") then checks and times.
+  rm -f "$out/triton_verdicts.txt"
+  # The negative control: ReLU computed as max(x, 0.001).
+  sed 's/tl.maximum(v, 0.0)/tl.maximum(v, 0.001)/' "$here/solutions/relu_triton.py" > "$out/relu_triton_wrong.py"
+  for case in "19_ReLU relu_triton" "19_ReLU relu_triton_wrong" "40_LayerNorm layernorm_triton"; do
+    set -- $case
+    p=$1; c=$2; f="$here/solutions/$c.py"
+    [ -f "$f" ] || f="$out/$c.py"
+    for kind in native oracle; do
+      extra=""; [ $kind = oracle ] && extra="--kernelbench $kb --seeds 2"
+      timeout 600 "$ks" eval --task "kernelbench/level1/$p" $extra --solution "$f" --json --max-time 1 \
+        --no-reference-timing > "$out/triton_${c}_$kind.json" 2> "$out/triton_${c}_$kind.err"
+      python3 - "$out/triton_${c}_$kind.json" "$p" "$c" "$kind" <<'PY' | tee -a "$out/triton_verdicts.txt"
+import json, sys
+text = open(sys.argv[1]).read()
+try:
+    r = json.loads(text[text.index("{"):])
+except ValueError:
+    r = {"status": "no result", "workloads": []}
+why = "" if r["status"] == "passed" else (r["workloads"][-1]["message"] if r["workloads"] else r.get("log", ""))[:200]
+lat = r.get("latency_ms", 0)
+print(f"libksearch  {sys.argv[2]:14s} {sys.argv[3]:18s} {sys.argv[4]:7s} {r['status']:12s} {lat:9.4f} ms {why}")
+PY
+    done
+    if "$ks" export --format kernelbench --kernelbench "$kb" --task "kernelbench/level1/$p" --solution "$f" \
+        -o "$out/${c}_export.py" > "$out/${c}_export.log" 2>&1 && cmp -s "$f" "$out/${c}_export.py"; then
+      echo "export      $p $c: the file, byte for byte" | tee -a "$out/triton_verdicts.txt"
+    else
+      echo "export      $p $c: FAILED ($(tail -1 "$out/${c}_export.log"))" | tee -a "$out/triton_verdicts.txt"
+    fi
+    KB_BACKEND=triton KB_TRIALS=5 timeout 900 "$KSEARCH_PYTHON" "$here/kb_own_eval.py" "$kb" \
+      "$kb/KernelBench/level1/$p.py" "$out/${c}_export.py" 2>> "$out/kb_own_triton.err" | tail -1 |
+      sed "s/^/KernelBench $p $c (backend triton): /" | tee -a "$out/triton_verdicts.txt"
+  done
 fi
 
 if want bench; then

@@ -4,7 +4,7 @@ KernelBench (and K-Search) run it: eval_kernel_against_ref on a ModelNew
 source, 5 correctness trials, 100 timed trials. Prints one JSON line with the
 verdict and the wall time.
 
-  kb_own_eval.py KERNELBENCH_DIR PROBLEM_FILE MODELNEW_FILE [BUILD_DIR]
+  [KB_BACKEND=triton] kb_own_eval.py KERNELBENCH_DIR PROBLEM_FILE MODELNEW_FILE [BUILD_DIR]
 """
 import json
 import os
@@ -32,11 +32,13 @@ for name, attrs in (("dotenv", {"load_dotenv": lambda *a, **k: None}), ("openai"
 
 from kernelbench.eval import eval_kernel_against_ref  # noqa: E402
 
+# KB_BACKEND picks KernelBench's backend (triton loads the module from a file);
 # KB_TRIALS and KB_PERF=0 shorten a verdict-only check (the benchmark keeps
 # KernelBench's defaults: 5 correctness trials, 100 timed trials).
 r = eval_kernel_against_ref(open(problem).read(), open(candidate).read(), seed_num=42,
                             num_correct_trials=int(os.environ.get("KB_TRIALS", "5")), num_perf_trials=100,
                             measure_performance=os.environ.get("KB_PERF", "1") != "0", verbose=False,
+                            backend=os.environ.get("KB_BACKEND", "cuda"),
                             build_dir=sys.argv[4] if len(sys.argv) > 4 else None)
 print(json.dumps({"compiled": bool(r and r.compiled), "correct": bool(r and r.correctness),
                   "runtime_ms": getattr(r, "runtime", -1) if r else -1, "wall_s": time.time() - t0}))

@@ -229,7 +229,7 @@ int cmd_eval(int argc, char** argv) {
           {"cuda-arch", "ARCH", "NVRTC target, e.g. sm_90a.", "the device's", false},
           {"sandbox", "auto|on|off", "Confine the candidate and its compiler with bubblewrap (docs/security.md).",
            "auto", false},
-          {"memory-limit", "SIZE", "Address-space limit of the worker that runs a host (cpp) candidate, e.g. 8G.",
+          {"memory-limit", "SIZE", "Address-space limit of a host (cpp, python) candidate's process, and the resident host memory a GPU Python candidate may hold, e.g. 8G.",
            "half the RAM", false}});
   if (!a.parse(argc, argv)) {
     throw UsageError(a.error());

@@ -290,6 +290,8 @@ class RunSlot {
       view.read_write.push_back(cache_dir_ / "python" / "triton");
       view.read_write.push_back(cache_dir_ / "python" / "torch_extensions");
       view.gpu = true;
+      // Not RLIMIT_AS (CUDA reserves far more than it uses): the limit on what its Python candidates hold.
+      args.insert(args.end(), {"--python-memory-limit", std::to_string(memory_limit_bytes_)});
     }
     // Python candidates' artifacts, and the interpreter they run under.
     view.read_only.push_back(cache_dir_ / "python");

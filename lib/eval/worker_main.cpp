@@ -57,6 +57,7 @@ struct Args {
   std::string cache_dir;
   std::string refs_dir;            // empty: <cache>/refs; "none": reference outputs in memory only
   std::uint64_t memory_limit = 0;  // RLIMIT_AS in bytes; 0: none
+  std::uint64_t python_memory_limit = 0;  // a CUDA worker's Python candidates: their resident bytes; 0: none
   std::string pch_dir;             // compile role: where NVRTC keeps precompiled headers
   bool sandboxed = false;          // started by bubblewrap in a PID namespace of its own
   std::string isolation;           // candidate role: the layers its parent set up
@@ -178,12 +179,12 @@ Args parse_args(int argc, char** argv) {
     else if (k == "--sandboxed") a.sandboxed = true;
     else if (k == "--isolation") a.isolation = value();
     else if (k == "--python") a.python = value();
-    else if (k == "--memory-limit") {
+    else if (k == "--memory-limit" || k == "--python-memory-limit") {
       const std::string v = value();
       char* end = nullptr;
-      a.memory_limit = std::strtoull(v.c_str(), &end, 10);
+      (k == "--memory-limit" ? a.memory_limit : a.python_memory_limit) = std::strtoull(v.c_str(), &end, 10);
       if (v.empty() || *end != '\0') {
-        std::fprintf(stderr, "ksearch-worker: --memory-limit takes a number of bytes, not \"%s\"\n", v.c_str());
+        std::fprintf(stderr, "ksearch-worker: %s takes a number of bytes, not \"%s\"\n", k.c_str(), v.c_str());
         std::exit(2);
       }
     } else {
@@ -238,7 +239,7 @@ std::unique_ptr<Device> open_device(const Args& args) {
       fatal(Status::invalid_argument, fmt::format("bad device \"{}\" (expected host or cuda:N)", spec));
     }
 #if KS_HAVE_CUDA_BACKEND
-    isolate.memory_limit = 0;
+    isolate.memory_limit = args.python_memory_limit;  // a resident limit there (python_program.cpp)
     return make_cuda_device(ordinal, isolate);
 #else
     (void)ordinal;

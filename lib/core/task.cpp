@@ -540,7 +540,7 @@ Solution parse_solution_text(std::string_view text, const TaskSpec& spec) {
   }
   std::string first_error;
   const auto accepts = [&](Language l) {
-    return std::find(spec.languages.begin(), spec.languages.end(), l) == spec.languages.end() ? false : true;
+    return std::find(spec.languages.begin(), spec.languages.end(), l) != spec.languages.end();
   };
   for (Language lang : spec.languages) {
     try {

@@ -351,9 +351,9 @@ class Candidate:
         each checked call: the inputs are new then."""
         parameters = self.parameters
         state = list(self.model.state_dict().items())
-        want = ", ".join(f"{list(p.shape)}" for p in parameters)
-        have = ", ".join(f"{k} {list(v.shape)}" for k, v in state)
         if len(state) != len(parameters) or any(tuple(v.shape) != tuple(p.shape) for (_, v), p in zip(state, parameters)):
+            want = ", ".join(f"{list(p.shape)}" for p in parameters)
+            have = ", ".join(f"{k} {list(v.shape)}" for k, v in state)
             raise Failed("incorrect", f"{self.entry['class']}'s state_dict holds {len(state)} tensor(s) ({have or 'none'}); "
                                       f"the task's module has {len(parameters)} ({want or 'none'}), which are copied "
                                       f"into it in order: build the same parameters as Model, in the same order")

@@ -199,6 +199,15 @@ class Program {
   // the last call returned) when `poison`, flush the L2 cache when `flush`.
   // After a batch the outputs hold its last call's results.
   virtual bool times_in_batches() const { return false; }
+
+  // Untimed seconds that belong to building the program rather than to its
+  // calls: a Python candidate's process start and imports, and the first
+  // call of each new shape, where Triton's JIT and autotuning run.
+  struct Warmup {
+    double start_s = 0;
+    double first_calls_s = 0;
+  };
+  virtual Warmup warmup() const { return {}; }
   virtual std::vector<double> timed_batch(int calls, bool poison, bool flush) {
     (void)calls;
     (void)poison;

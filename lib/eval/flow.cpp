@@ -852,6 +852,16 @@ EvalResult EvaluationFlow::run(const TaskSpec& task, const RunRequest& req, Flow
       break;
     }
   }
+  // A Python candidate's start and JIT: compile time (add_compile_info).
+  Program::Warmup warm;
+  for (const auto& [idx, program] : cand_programs) {
+    if (!program) continue;  // its load failed
+    const auto w = program->warmup();
+    warm.start_s += w.start_s;
+    warm.first_calls_s += w.first_calls_s;
+  }
+  if (warm.start_s > 0) result.metrics["process_start_s"] = warm.start_s;
+  if (warm.first_calls_s > 0) result.metrics["first_calls_s"] = warm.first_calls_s;
   const auto& c = refs_.counters();
   result.metrics["reference_memory_hits"] = c.memory_hits - counters_before.memory_hits;
   result.metrics["reference_file_hits"] = c.file_hits - counters_before.file_hits;

@@ -228,8 +228,7 @@ std::unique_ptr<Device> open_device(const Args& args) {
   isolate.hide = {(args.refs_dir.empty() || args.refs_dir == "none" ? cache / "refs" : fs::path(args.refs_dir)).string(),
                   (cache / "kernelbench").string()};
   // Triton's kernel cache and PyTorch's extension builds, under the cache.
-  isolate.gpu_env = {"TRITON_CACHE_DIR=" + (cache / "python" / "triton").string(),
-                     "TORCH_EXTENSIONS_DIR=" + (cache / "python" / "torch_extensions").string()};
+  isolate.python_cache = (cache / "python").string();
   if (spec == "host") return std::make_unique<host::HostDevice>(isolate);
   if (spec.rfind("cuda:", 0) == 0) {
     int ordinal = 0;

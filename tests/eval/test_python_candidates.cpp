@@ -8,12 +8,14 @@
 #include <doctest/doctest.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 #include "eval/backend.hpp"
 #include "eval/host/candidate_process.hpp"
 #include "eval/protocol.hpp"
 #include "eval/python/embedded.hpp"
+#include "eval/python/python_program.hpp"
 #include "fixtures.hpp"
 #include "ksearch/eval.hpp"
 #include "support/test_util.hpp"
@@ -417,4 +419,200 @@ TEST_CASE("python candidates: a resident-memory limit stops a process that holds
     CHECK(e.failure().status == EvalStatus::memory_limit);
     CHECK(e.failure().message.find("over the limit of 400 MiB") != std::string::npos);
   }
+}
+
+// What a candidate writes where the libraries keep their caches reaches no
+// other candidate: Triton's cache and PyTorch's extension builds are a
+// folder of its own (the folder above holds nothing else it can see or
+// write), and its TMPDIR, HOME, working folder and /dev/shm are tmpfs of
+// its own.
+// The own cache folders stay on disk for the same solution's next process.
+TEST_CASE("python candidates: one candidate's cache files reach no other candidate") {
+  if (!have_torch()) return;
+  const EvaluatorConfig c = config("python_own_caches");
+  auto ev = make_evaluator(c);
+  SpecTask task(python_vadd_task());
+  // Writes a marker everywhere it can, and computes honestly.
+  const char* writer =
+      "import os\n\ndef _put(path):\n    try:\n        with open(path, 'w') as f:\n            f.write('poison')\n"
+      "        return True\n    except OSError:\n        return False\n\n"
+      "_wrote_up = [k for k in ('TRITON_CACHE_DIR', 'TORCH_EXTENSIONS_DIR')\n"
+      "             if _put(os.path.dirname(os.environ[k]) + '/marker')]\n"
+      "for _d in (os.environ['TRITON_CACHE_DIR'], os.environ['TORCH_EXTENSIONS_DIR'], os.environ['TMPDIR'],\n"
+      "           os.environ['HOME'], os.getcwd(), '/dev/shm'):\n    _put(_d + '/marker')\n\n"
+      "def run(X, Y):\n    assert not _wrote_up, f'wrote beside its own folder: {_wrote_up}'\n    return X + 2 * Y\n";
+  // Fails when it sees anything the writer left, or any folder but its own.
+  const char* reader =
+      "import os\n\n_bad = []\nfor _k in ('TRITON_CACHE_DIR', 'TORCH_EXTENSIONS_DIR'):\n"
+      "    _here = os.environ[_k]\n    _up = os.listdir(os.path.dirname(_here))\n"
+      "    if _up != [os.path.basename(_here)]:\n        _bad.append(f'{_k}: {_up}')\n"
+      "    if not os.access(_here, os.W_OK):\n        _bad.append(f'{_k} is not writable')\n"
+      "for _d in (os.environ['TRITON_CACHE_DIR'], os.environ['TORCH_EXTENSIONS_DIR'], os.environ['TMPDIR'],\n"
+      "           os.environ['HOME'], os.getcwd(), '/dev/shm'):\n"
+      "    if os.path.exists(_d + '/marker'):\n        _bad.append(_d)\n"
+      "if os.environ['TMPDIR'] in ('', '/tmp'):\n    _bad.append('TMPDIR is ' + os.environ['TMPDIR'])\n\n"
+      "def run(X, Y):\n    assert not _bad, f'saw what is not its own: {_bad}'\n    return X + 2 * Y\n";
+  EvalResult first = ev->evaluate(task, py(writer, "writes-markers"));
+  INFO(first.to_json().dump(2));
+  REQUIRE(first.status == EvalStatus::passed);
+  EvalResult other = ev->evaluate(task, py(reader, "reads-markers"));
+  INFO(other.to_json().dump(2));
+  CHECK(other.status == EvalStatus::passed);
+  // On disk: the writer's marker in its own Triton folder, none above it.
+  namespace fs = std::filesystem;
+  const fs::path triton = fs::path(c.cache_dir) / "python" / "triton";
+  int folders = 0, marked = 0;
+  for (const auto& e : fs::directory_iterator(triton)) {
+    CHECK(e.is_directory());
+    ++folders;
+    marked += fs::exists(e.path() / "marker");
+  }
+  CHECK(folders == 2);
+  CHECK(marked == 1);
+}
+
+// ---------------------------------------------------------------------------
+// On the GPU (ctest entry test_python_candidates_gpu, label gpu): the same
+// worker with a CUDA reference, Python candidates in PyTorch. Each skips,
+// saying why, where no GPU or no CUDA build of PyTorch is at hand.
+
+namespace {
+
+bool python_gpu_present() {
+  std::string why;
+  if (!have_torch()) why = "no Python with PyTorch in $KSEARCH_PYTHON";
+  else if (!cuda_available(&why)) {
+  } else if (const std::string p = eval::python::python_problem(Language::python, true); !p.empty()) why = p;
+  if (why.empty()) return true;
+  MESSAGE("skipped: " << why);
+  return false;
+}
+
+// y = 2 x over 4 Mi floats, a CUDA reference.
+TaskSpec gpu_scale_task() {
+  Json j = Json::parse(R"JSON({
+    "name": "test/scale-python-gpu", "languages": ["cuda", "python"], "dims": ["N"],
+    "tensors": [
+      {"name": "x", "dtype": "f32", "shape": ["N"], "dist": {"kind": "normal", "std": 1}},
+      {"name": "y", "dtype": "f32", "shape": ["N"], "role": "output"}
+    ],
+    "workloads": [
+      {"name": "odd", "dims": {"N": 1001}, "seed": 5},
+      {"name": "big", "dims": {"N": 4194304}, "seed": 6, "benchmark": true}
+    ],
+    "tolerance": {"atol": 1e-5, "rtol": 1e-5},
+    "bytes": "8*N",
+    "references": {"cuda": {
+      "language": "cuda", "name": "reference",
+      "sources": [{"path": "k.cu", "content": "extern \"C\" __global__ void scale(const float* x, float* y, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) y[i] = 2.0f * x[i];\n}\n"}],
+      "launch_plan": {"kernels": [{"name": "scale", "grid": ["cdiv(N, 256)"], "block": [256], "args": ["x", "y", "N"]}]}
+    }}
+  })JSON");
+  TaskSpec t = TaskSpec::from_json(j);
+  t.validate();
+  return t;
+}
+
+Solution gpu_py(const std::string& code, const std::string& name) {
+  Solution s;
+  s.name = name;
+  s.task = "test/scale-python-gpu";
+  s.language = Language::python;
+  s.sources = {{"main.py", code}};
+  return s.finalize();
+}
+
+EvaluatorConfig gpu_config(const std::string& name) {
+  EvaluatorConfig c = config(name);
+  c.backend = "cuda";
+  c.options.max_time_per_workload_s = 0.2;
+  c.options.flush_l2 = true;
+  c.options.run_timeout_s = 120;  // the first workload imports PyTorch and starts CUDA
+  return c;
+}
+
+// 40 passes over the tensor: about a millisecond of GPU work on 4 Mi floats.
+const char* kHeavy = "def _work(x):\n    y = x\n    for _ in range(40):\n        y = y * 1.0\n    return y * 2\n\n";
+
+}  // namespace
+
+TEST_CASE("python candidates on the GPU: verdicts, isolation, and timing no candidate can bend") {
+  if (!python_gpu_present()) return;
+  const bool legacy = std::getenv("KSEARCH_CUDA_LEGACY_IPC") != nullptr;
+  auto ev = make_evaluator(gpu_config(legacy ? "python_gpu_legacy" : "python_gpu"));
+  SpecTask task(gpu_scale_task());
+
+  // The worker's GPU alone; its own Triton folder.
+  const std::string honest =
+      std::string("import os, torch\n") +
+      "assert os.environ['CUDA_VISIBLE_DEVICES'].startswith('GPU-') and torch.cuda.device_count() == 1\n"
+      "assert os.path.basename(os.environ['TRITON_CACHE_DIR']) != 'triton'\n\n" + kHeavy +
+      "def run(x):\n    return _work(x)\n";
+  EvalResult good = ev->evaluate(task, gpu_py(honest, "honest"));
+  INFO(good.to_json().dump(2));
+  REQUIRE(good.status == EvalStatus::passed);
+  CHECK(good.metrics.get_number("process_start_s") > 0);
+  CHECK(good.metrics.get_number("first_calls_s") > 0);
+  CHECK(good.metrics.get_number("compile_s") >= good.metrics.get_number("first_calls_s"));
+  CHECK(good.metrics.get_string("candidate_isolation", "").find("+userns") != std::string::npos);
+  const double honest_ms = good.latency_ms;
+
+  EvalResult wrong = ev->evaluate(task, gpu_py("def run(x):\n    return x * 2.001\n", "wrong"));
+  CHECK(wrong.status == EvalStatus::incorrect);
+
+  // The same work on a stream of its own, never waited for: the events on
+  // the current stream would see nothing of it, but the idle mark does.
+  const std::string escape = std::string("import torch\n\n") + kHeavy +
+                             "_side = torch.cuda.Stream()\n\ndef run(x):\n    with torch.cuda.stream(_side):\n"
+                             "        return _work(x)\n";
+  EvalResult side = ev->evaluate(task, gpu_py(escape, "side-stream"));
+  INFO(side.to_json().dump(2));
+  CHECK(side.status == EvalStatus::passed);
+  CHECK(side.latency_ms > 0.7 * honest_ms);
+
+  // Every timing function patched, from the module and from the call.
+  const std::string patched =
+      std::string("import torch\n\n") + kHeavy +
+      "torch.cuda.Event.elapsed_time = lambda self, other: 0.001\n"
+      "torch.cuda.Event.record = lambda self, stream=None: None\n"
+      "torch.cuda.synchronize = lambda *a, **k: None\n"
+      "torch.cuda.current_stream = lambda *a, **k: torch.cuda.Stream()\n\n"
+      "def run(x):\n    torch.cuda.Event.elapsed_time = lambda self, other: 0.001\n    return _work(x)\n";
+  EvalResult clocks = ev->evaluate(task, gpu_py(patched, "patched-timer"));
+  INFO(clocks.to_json().dump(2));
+  CHECK(clocks.status == EvalStatus::passed);
+  CHECK(clocks.latency_ms > 0.7 * honest_ms);
+  MESSAGE("latency: honest " << honest_ms << " ms, side stream " << side.latency_ms << " ms, patched timer "
+                             << clocks.latency_ms << " ms (" << std::string(legacy ? "legacy IPC" : "descriptors")
+                             << ")");
+
+  // Honest for the checked calls, then the result handed back uncomputed
+  // and finished by a thread later: the last timed call's output is copied
+  // and checked within the timed request, before the thread gets to it.
+  const char* deferred =
+      "import threading, time, torch\n_calls = []\n_go = threading.Event()\n\ndef _worker():\n    while True:\n"
+      "        _go.wait()\n        _go.clear()\n        time.sleep(0.05)\n        x, out = _calls[-1]\n"
+      "        out.copy_(x * 2)\n\n"
+      "threading.Thread(target=_worker, daemon=True).start()\n\ndef run(x):\n    if len(_calls) < 2:\n"
+      "        _calls.append((x, None))\n        return x * 2\n    out = torch.empty_like(x)\n"
+      "    _calls.append((x, out))\n    _go.set()\n    return out\n";
+  EvalResult late = ev->evaluate(task, gpu_py(deferred, "deferred"));
+  INFO(late.to_json().dump(2));
+  CHECK(late.status == EvalStatus::incorrect);
+
+  EvalResult again = ev->evaluate(task, gpu_py(honest, "honest-again"));
+  CHECK(again.status == EvalStatus::passed);
+}
+
+TEST_CASE("python candidates on the GPU: host memory past the limit is memory_limit") {
+  if (!python_gpu_present()) return;
+  EvaluatorConfig c = gpu_config("python_gpu_hog");
+  c.memory_limit_bytes = std::uint64_t{4} << 30;  // PyTorch and a CUDA context hold about 2 GiB
+  auto ev = make_evaluator(c);
+  SpecTask task(gpu_scale_task());
+  EvalResult r = ev->evaluate(task, gpu_py("_hog = bytearray(6 << 30)\n\ndef run(x):\n    return x * 2\n", "hog"));
+  INFO(r.to_json().dump(2));
+  CHECK(r.status == EvalStatus::memory_limit);
+  EvalResult good = ev->evaluate(task, gpu_py("def run(x):\n    return x * 2\n", "after-hog"));
+  CHECK(good.status == EvalStatus::passed);
 }

@@ -37,10 +37,15 @@ namespace ks::eval::cuda {
 // Newer entry points used when present: exact parameter layouts (CUDA 12.4+)
 // and launches with attributes such as cluster dimensions (CUDA 12.0+).
 // cuCtxSetLimit: a small device malloc heap. CUDA IPC: reading a reference
-// oracle's tensors in place (docs/evaluation.md).
-#define KS_CUDA_DRIVER_OPTIONAL(X) \
+// oracle's tensors in place (docs/evaluation.md). Virtual memory management
+// with POSIX descriptors: buffers a Python candidate's process maps from a
+// PID namespace of its own (eval/python/). cuDeviceGetUuid: the one GPU
+// that process sees.
+#define KS_CUDA_DRIVER_OPTIONAL(X)                                                                      \
   X(cuFuncGetParamInfo) X(cuLaunchKernelEx) X(cuCtxSetLimit) X(cuIpcOpenMemHandle) X(cuIpcCloseMemHandle) \
-  X(cuIpcGetMemHandle)
+  X(cuIpcGetMemHandle) X(cuMemCreate) X(cuMemRelease) X(cuMemAddressReserve) X(cuMemAddressFree)         \
+  X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess) X(cuMemExportToShareableHandle)                           \
+  X(cuMemGetAllocationGranularity) X(cuDeviceGetUuid)
 
 #define KS_NVRTC_REQUIRED(X)                                                                     \
   X(nvrtcVersion) X(nvrtcGetErrorString) X(nvrtcCreateProgram) X(nvrtcDestroyProgram)           \

@@ -1,8 +1,12 @@
 #include "eval/cuda/cuda_device.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/inputs.hpp"
@@ -116,6 +120,25 @@ CudaDevice::CudaDevice(int ordinal, host::CandidateProcessOptions python)
     int v = 0;
     return api_.cuDeviceGetAttribute(&v, a, device_) == CUDA_SUCCESS ? v : 0;
   };
+  // Buffers a Python candidate's process maps by descriptor, which it can
+  // neither guess nor forge: cuMemCreate allocations, exported as POSIX
+  // descriptors. KSEARCH_CUDA_LEGACY_IPC=1 keeps cuMemAlloc and legacy IPC.
+  vmm_ = api_.cuMemCreate && api_.cuMemRelease && api_.cuMemAddressReserve && api_.cuMemAddressFree &&
+         api_.cuMemMap && api_.cuMemUnmap && api_.cuMemSetAccess && api_.cuMemExportToShareableHandle &&
+         attr(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED) == 1 &&
+         attr(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED) == 1 &&
+         !std::getenv("KSEARCH_CUDA_LEGACY_IPC");
+  if (api_.cuDeviceGetUuid) {
+    CUuuid id{};
+    if (api_.cuDeviceGetUuid(&id, device_) == CUDA_SUCCESS) {
+      const auto* b = reinterpret_cast<const unsigned char*>(id.bytes);
+      visible_devices_ = "GPU-";
+      for (int i = 0; i < 16; ++i) {
+        if (i == 4 || i == 6 || i == 8 || i == 10) visible_devices_ += '-';
+        visible_devices_ += fmt::format("{:02x}", b[i]);
+      }
+    }
+  }
   char name[256] = {};
   api_.cuDeviceGetName(name, sizeof name - 1, device_);
   const int major = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
@@ -149,8 +172,8 @@ CudaDevice::~CudaDevice() {
   api_.cuCtxSetCurrent(context_);
   if (api_.cuIpcCloseMemHandle)
     for (const auto& [handle, base] : ipc_mappings_) api_.cuIpcCloseMemHandle(base);
-  if (compare_result_) api_.cuMemFree(compare_result_.addr);
-  if (flush_buffer_) api_.cuMemFree(flush_buffer_.addr);
+  free(compare_result_);
+  free(flush_buffer_);
   if (runtime_module_) api_.cuModuleUnload(runtime_module_);
   if (stream_) api_.cuStreamDestroy(stream_);
   if (context_) api_.cuDevicePrimaryCtxRelease(device_);
@@ -181,17 +204,37 @@ Buffer CudaDevice::alloc(std::size_t bytes) {
   require_usable();
   make_current();
   if (bytes == 0) return Buffer{};
-  CUdeviceptr p = 0;
   // Checked before asking: a request far beyond what is free gets the same
   // clear answer as one the driver refuses, without the driver's attempt.
   std::size_t free_b = 0, total_b = 0;
   const bool known = api_.cuMemGetInfo(&free_b, &total_b) == CUDA_SUCCESS;
-  // Whole 2 MiB blocks: CUDA IPC shares the block an allocation sits in, so
-  // a buffer handed to a Python candidate's process must share its block
-  // with nothing else (a reference output, the pristine inputs).
+  // Whole 2 MiB blocks (the VMM granularity of every current GPU): a buffer
+  // handed to a Python candidate's process must share its memory with
+  // nothing else (a reference output, the pristine inputs).
   constexpr std::size_t kBlock = std::size_t{2} << 20;
   const std::size_t request = (bytes + kRedzoneBytes + kBlock - 1) / kBlock * kBlock;
-  CUresult r = known && request > free_b ? CUDA_ERROR_OUT_OF_MEMORY : api_.cuMemAlloc(&p, request);
+  Allocation a{.bytes = bytes, .mapped = request, .serial = next_serial_++};
+  CUdeviceptr p = 0;
+  CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
+  if (known && request > free_b) {
+  } else if (!vmm_) {
+    r = api_.cuMemAlloc(&p, request);
+  } else {
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    prop.location = {CU_MEM_LOCATION_TYPE_DEVICE, ordinal_};
+    const CUmemAccessDesc access{prop.location, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    r = api_.cuMemCreate(&a.handle, request, &prop, 0);
+    if (r == CUDA_SUCCESS && (r = api_.cuMemAddressReserve(&p, request, 0, 0, 0)) != CUDA_SUCCESS) {
+      api_.cuMemRelease(a.handle);
+    } else if (r == CUDA_SUCCESS && ((r = api_.cuMemMap(p, request, 0, a.handle, 0)) != CUDA_SUCCESS ||
+                                     (r = api_.cuMemSetAccess(p, request, &access, 1)) != CUDA_SUCCESS)) {
+      api_.cuMemUnmap(p, request);  // a no-op where the map failed
+      api_.cuMemAddressFree(p, request);
+      api_.cuMemRelease(a.handle);
+    }
+  }
   if (r == CUDA_ERROR_OUT_OF_MEMORY) {
     api_.cuMemGetInfo(&free_b, &total_b);
     throw RunError(Failure{
@@ -201,8 +244,8 @@ Buffer CudaDevice::alloc(std::size_t bytes) {
                     gib(static_cast<double>(total_b))),
         true});
   }
-  check(r, "cuMemAlloc", fmt::format("{} bytes", bytes));
-  allocations_[p] = Allocation{bytes, {}};
+  check(r, vmm_ ? "cuMemCreate" : "cuMemAlloc", fmt::format("{} bytes", bytes));
+  allocations_[p] = std::move(a);
   try {
     check(api_.cuMemsetD8Async(p + bytes, kRedzoneByte, kRedzoneBytes, stream_), "cuMemsetD8Async",
           "filling a redzone");
@@ -213,13 +256,27 @@ Buffer CudaDevice::alloc(std::size_t bytes) {
   return Buffer{p, bytes};
 }
 
+void CudaDevice::release(CUdeviceptr base, Allocation& a) {
+  if (a.fd >= 0) ::close(a.fd);
+  if (a.handle) {
+    api_.cuMemUnmap(base, a.mapped);
+    api_.cuMemAddressFree(base, a.mapped);
+    api_.cuMemRelease(a.handle);
+  } else {
+    api_.cuMemFree(base);
+  }
+}
+
 void CudaDevice::free(Buffer b) {
   // Freeing never throws: it runs on cleanup paths, also after a crash.
   if (!b) return;
-  allocations_.erase(b.addr);
-  ipc_exports_.erase(b.addr);
   api_.cuCtxSetCurrent(context_);
-  api_.cuMemFree(b.addr);
+  if (auto it = allocations_.find(b.addr); it != allocations_.end()) {
+    release(it->first, it->second);
+    allocations_.erase(it);
+  } else {
+    api_.cuMemFree(b.addr);
+  }
 }
 
 void CudaDevice::label(Buffer b, std::string_view name) {
@@ -470,14 +527,15 @@ std::unique_ptr<Program> CudaDevice::load(const Artifact& artifact, const Soluti
   if (language_is_python(artifact.language)) {
     python::PythonDevice d;
     d.kind = "cuda";
-    d.ipc = [this](const Buffer& b) { return ipc_handle(b); };
+    d.share = [this](const Buffer& b) { return share(b); };
+    d.visible_devices = visible_devices_;
     d.synchronize = [this] { synchronize(); };
     return python::load_python_program(artifact, python_, d);
   }
   return std::make_unique<CudaProgram>(*this, artifact, solution);
 }
 
-std::pair<std::string, std::size_t> CudaDevice::ipc_handle(const Buffer& b) {
+python::CudaShare CudaDevice::share(const Buffer& b) {
   require_usable();
   make_current();
   auto it = allocations_.upper_bound(b.addr);
@@ -485,20 +543,29 @@ std::pair<std::string, std::size_t> CudaDevice::ipc_handle(const Buffer& b) {
     throw RunError(Failure{EvalStatus::runtime_error, "a tensor is no buffer of the evaluator"});
   --it;
   const CUdeviceptr base = it->first;
-  if (b.addr + b.bytes > base + it->second.bytes)
+  Allocation& a = it->second;
+  if (b.addr + b.bytes > base + a.bytes)
     throw RunError(Failure{EvalStatus::runtime_error, "a tensor is no buffer of the evaluator"});
-  auto e = ipc_exports_.find(base);
-  if (e == ipc_exports_.end()) {
+  if (a.handle && a.fd < 0) {
+    int fd = -1;
+    check(api_.cuMemExportToShareableHandle(&fd, a.handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+          "cuMemExportToShareableHandle", "sharing a buffer with a Python candidate");
+    ::fcntl(fd, F_SETFD, FD_CLOEXEC);  // for the candidate's process only, by SCM_RIGHTS
+    a.fd = fd;
+  } else if (!a.handle && a.ipc.empty()) {
     if (!api_.cuIpcGetMemHandle)
       throw RunError(Failure{EvalStatus::runtime_error,
-                             "this CUDA driver has no cuIpcGetMemHandle, which Python candidates need"});
+                             "this CUDA driver has neither virtual memory management nor cuIpcGetMemHandle, one of "
+                             "which Python candidates need"});
     CUipcMemHandle h{};
     check(api_.cuIpcGetMemHandle(&h, base), "cuIpcGetMemHandle", "sharing a buffer with a Python candidate");
-    std::string hex;
-    for (char c : h.reserved) hex += fmt::format("{:02x}", static_cast<unsigned char>(c));
-    e = ipc_exports_.emplace(base, hex).first;
+    for (char c : h.reserved) a.ipc += fmt::format("{:02x}", static_cast<unsigned char>(c));
   }
-  return {e->second, static_cast<std::size_t>(b.addr - base)};
+  return python::CudaShare{.serial = a.serial,
+                           .fd = a.fd,
+                           .size = a.mapped,
+                           .ipc = a.ipc,
+                           .offset = static_cast<std::size_t>(b.addr - base)};
 }
 
 }  // namespace ks::eval::cuda

@@ -13,6 +13,7 @@
 #include "eval/cuda/launch_plan.hpp"
 #include "eval/cuda/launcher.hpp"
 #include "eval/host/candidate_process.hpp"
+#include "eval/python/python_program.hpp"
 
 namespace ks::eval::cuda {
 
@@ -60,9 +61,10 @@ class CudaDevice final : public Device {
   Buffer open_external(const ExternalTensor& t) override;
   void release_external(Buffer b, const ExternalTensor& t) override;
   void keep_only_externals(const std::set<std::string>& handles) override;
-  // The CUDA IPC handle (hex) of the allocation that holds `b`, and b's
-  // offset in it: how a Python candidate's process maps the buffer.
-  std::pair<std::string, std::size_t> ipc_handle(const Buffer& b);
+  // The allocation that holds `b`, as a Python candidate's process maps it:
+  // a POSIX descriptor where the device has virtual memory management
+  // (every allocation is then made with cuMemCreate), else a legacy IPC handle.
+  python::CudaShare share(const Buffer& b);
   bool usable() const override { return sticky_error_.empty(); }
 
   // Every allocation is followed by a redzone of kRedzoneBytes filled with
@@ -102,10 +104,19 @@ class CudaDevice final : public Device {
   struct Allocation {
     std::size_t bytes = 0;
     std::string label;
+    std::size_t mapped = 0;  // the size reserved and mapped (whole blocks)
+    std::uint64_t serial = 0;
+    CUmemGenericAllocationHandle handle = 0;  // cuMemCreate's (vmm_), else 0
+    int fd = -1;             // its exported descriptor, once a Python candidate needed it
+    std::string ipc;         // its legacy IPC handle (hex), likewise
   };
+  // Allocations with cuMemCreate, exportable as POSIX descriptors.
+  bool vmm_ = false;
+  std::uint64_t next_serial_ = 1;
+  std::string visible_devices_;  // "GPU-<uuid>": this device alone, for Python candidates
+  void release(CUdeviceptr base, Allocation& a);
   std::map<CUdeviceptr, Allocation> allocations_;  // live buffers, for their redzones
   std::map<std::string, CUdeviceptr> ipc_mappings_;  // by IPC handle (hex): another process's memory
-  std::map<CUdeviceptr, std::string> ipc_exports_;   // handles of our allocations, by base
   host::CandidateProcessOptions python_;
 
   std::once_flag runtime_once_;

@@ -15,6 +15,7 @@
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -26,6 +27,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -41,6 +43,8 @@ extern char** environ;
 
 namespace ks::eval::host {
 namespace {
+
+namespace fs = std::filesystem;
 
 // ---------------------------------------------------------------------------
 // The wire: one SOCK_SEQPACKET message per request or answer, a header of
@@ -60,6 +64,7 @@ enum Op : std::uint32_t {
   kMap = 2,   // no answer: a block and its memfd
   kBind = 3,
   kRun = 4,
+  kMapCuda = 5,  // no answer: a CUDA allocation and its POSIX descriptor
   // candidate process -> worker
   kHello = 16,  // sent once, before any candidate code is loaded
   kOk = 17,
@@ -198,7 +203,37 @@ struct ChildSetup {
   std::uint64_t rlimit_as = 0;     // set before exec (a Python candidate's process)
   bool pid_namespace = true;
   std::vector<std::string> hide;   // covered by an empty read-only tmpfs
+  // Own folders (CandidateProcessOptions::own_folders); `source` is room
+  // for /proc/self/fd/N, how the child reaches `own` once the folder above
+  // is covered.
+  struct OwnFolder {
+    std::string folder, own, source;
+  };
+  std::vector<OwnFolder> own_folders;
+  // Where a fresh tmpfs of its own is mounted, its TMPDIR and HOME: what the
+  // libraries a candidate uses keep there (the CUDA JIT cache, PyTorch
+  // Inductor's, Triton's dumps) is nobody else's. "" without namespaces.
+  std::string private_tmp;
 };
+
+// A folder in the worker's /tmp for candidates to mount their own tmpfs on
+// (ChildSetup::private_tmp); made once per worker, mode 0700. In every
+// candidate's mount namespace it is a mount point, which no candidate can
+// remove or replace. "" when it cannot be made.
+const std::string& private_tmp_mount_point() {
+  static const std::string path = [] {
+    const char* base = std::getenv("TMPDIR");
+    std::string templ = std::string(base && *base == '/' ? base : "/tmp") + "/ksearch-candidate-XXXXXX";
+    if (!::mkdtemp(templ.data())) return std::string();
+    // Gone with the worker (an empty folder when it is killed).
+    static struct Remove {
+      std::string p;
+      ~Remove() { ::rmdir(p.c_str()); }
+    } remove{templ};
+    return templ;
+  }();
+  return path;
+}
 
 bool write_file(const char* path, const std::string& text) {
   const int fd = ::open(path, O_WRONLY | O_CLOEXEC);
@@ -212,6 +247,23 @@ void append(char* dst, std::size_t cap, const char* s) {
   std::size_t n = std::strlen(dst);
   while (*s && n + 1 < cap) dst[n++] = *s++;
   dst[n] = '\0';
+}
+
+// "/proc/self/fd/N" written into `buf` (room for it reserved before clone):
+// no allocation between clone and exec.
+const char* fd_path(std::string& buf, int fd) {
+  constexpr std::string_view kPrefix = "/proc/self/fd/";
+  char digits[16];
+  int n = 0;
+  do {
+    digits[n++] = static_cast<char>('0' + fd % 10);
+    fd /= 10;
+  } while (fd > 0 && n < 15);
+  std::size_t k = 0;
+  for (char ch : kPrefix) buf[k++] = ch;
+  while (n > 0 && k + 1 < buf.size()) buf[k++] = digits[--n];
+  buf[k] = '\0';
+  return buf.c_str();
 }
 
 int child_main(void* arg) {
@@ -228,10 +280,36 @@ int child_main(void* arg) {
       ::_exit(kExitSetupFailed);
     append(c->isolation, sizeof c->isolation, c->pid_namespace ? "+pidns" : "+userns");
     if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0) {
+      // Own folders first: each is opened before the folder above it is
+      // covered, and bound back from that descriptor (/proc/self/fd/N: a
+      // bind source must lie in this namespace, so the worker's own
+      // descriptors cannot serve). Each fails closed.
+      for (auto& d : c->own_folders) {
+        const int fd = ::open(d.own.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0 || ::mount("tmpfs", d.folder.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755") != 0 ||
+            (::mkdir(d.own.c_str(), 0755) != 0 && errno != EEXIST) ||
+            ::mount(fd_path(d.source, fd), d.own.c_str(), nullptr, MS_BIND, nullptr) != 0 ||
+            ::mount(nullptr, d.folder.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
+                    nullptr) != 0)
+          ::_exit(kExitHideFailed);
+        ::close(fd);
+      }
+      if (!c->private_tmp.empty() &&
+          (::mount("tmpfs", c->private_tmp.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=512m,mode=0700") != 0 ||
+           ::chdir(c->private_tmp.c_str()) != 0))
+        ::_exit(kExitHideFailed);
+      // A /dev/shm of its own too: libraries keep files there (the CUDA
+      // driver does), which no later candidate's should find.
+      if (!c->private_tmp.empty() &&
+          ::mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=256m,mode=1777") != 0 &&
+          errno != ENOENT)
+        ::_exit(kExitHideFailed);
       // A /proc that shows only its own namespace; else an empty one. In
       // the worker's PID namespace the worker's /proc stays (the user
       // namespace keeps the worker's entries out of reach).
       if (c->pid_namespace) {
+        // (A nested user namespace may not mount one where the sandbox
+        // covered parts of its /proc, as bubblewrap does.)
         if (::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) == 0)
           append(c->isolation, sizeof c->isolation, "+proc");
         else if (::mount("tmpfs", "/proc", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, "size=4k") == 0)
@@ -241,7 +319,7 @@ int child_main(void* arg) {
         if (::mount("tmpfs", h.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, "size=4k") != 0 &&
             errno != ENOENT)
           ::_exit(kExitHideFailed);
-    } else if (!c->hide.empty()) {
+    } else if (!c->hide.empty() || !c->own_folders.empty() || !c->private_tmp.empty()) {
       ::_exit(kExitHideFailed);
     }
   }
@@ -445,6 +523,26 @@ CandidateProcess::CandidateProcess(const CandidateProcessOptions& options)
     setup.gid_map = fmt::format("1000 {} 1", ::getegid());
     setup.pid_namespace = options.pid_namespace;
     setup.hide = options.hide;
+    std::map<std::string, std::string> env_over;  // names the process gets other values for
+    if (setup.namespaces) {
+      for (const auto& d : options.own_folders) {
+        if (fs::path(d.own).parent_path() != fs::path(d.folder))
+          throw RunError({EvalStatus::runtime_error,
+                          fmt::format("{} is no sub-folder of {} (a candidate's own folder)", d.own, d.folder)});
+        std::error_code ec;
+        fs::create_directories(d.own, ec);
+        if (ec)
+          throw RunError({EvalStatus::runtime_error,
+                          fmt::format("cannot make the candidate's own folder {}: {}", d.own, ec.message())});
+        setup.own_folders.push_back({d.folder, d.own, std::string(32, '\0')});
+      }
+      setup.private_tmp = private_tmp_mount_point();
+      if (setup.private_tmp.empty())
+        throw RunError({EvalStatus::runtime_error,
+                        fmt::format("cannot make a folder in {} for the candidate's private /tmp: {}",
+                                    std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp", std::strerror(errno))});
+      env_over["TMPDIR"] = env_over["HOME"] = setup.private_tmp;
+    }
     if (options.command.empty()) {
       setup.exe = options.exe;
       setup.args = {"ksearch-worker", "--role", "candidate", "--memory-limit", std::to_string(options.memory_limit),
@@ -454,9 +552,14 @@ CandidateProcess::CandidateProcess(const CandidateProcessOptions& options)
       setup.args = options.command;
       setup.rlimit_as = options.memory_limit;
     }
-    if (!options.env.empty()) {
-      for (char** e = environ; e && *e; ++e) setup.env.emplace_back(*e);
-      setup.env.insert(setup.env.end(), options.env.begin(), options.env.end());
+    for (const auto& e : options.env)
+      if (const auto eq = e.find('='); eq != std::string::npos) env_over[e.substr(0, eq)] = e.substr(eq + 1);
+    if (!env_over.empty()) {
+      for (char** e = environ; e && *e; ++e) {
+        const std::string_view entry(*e);
+        if (!env_over.count(std::string(entry.substr(0, entry.find('='))))) setup.env.emplace_back(entry);
+      }
+      for (const auto& [name, value] : env_over) setup.env.push_back(name + "=" + value);
       for (auto& e : setup.env) setup.envp.push_back(e.data());
       setup.envp.push_back(nullptr);
     }
@@ -503,8 +606,9 @@ CandidateProcess::CandidateProcess(const CandidateProcessOptions& options)
     if (setup.namespaces && WIFEXITED(wait_status_) && WEXITSTATUS(wait_status_) == kExitHideFailed)
       // Fail closed: never fall back to a process that sees the folders.
       throw RunError({EvalStatus::runtime_error,
-                      "the candidate's process could not cover the evaluator's reference folders in its mount "
-                      "namespace (a tmpfs mount failed), so it does not run"});
+                      "the candidate's process could not set up its mount namespace (a tmpfs or bind mount "
+                      "covering the evaluator's reference folders, its own cache folders or its private /tmp "
+                      "failed), so it does not run"});
     if (setup.namespaces && WIFEXITED(wait_status_) && WEXITSTATUS(wait_status_) == kExitSetupFailed) {
       g_namespaces_unavailable = true;
       continue;
@@ -637,11 +741,16 @@ void CandidateProcess::send_packet(const std::string& packet, const std::vector<
 }
 
 std::uint64_t CandidateProcess::resident_bytes() const {
-  // statm's second field: resident pages of the whole process (every thread).
-  std::ifstream statm("/proc/" + std::to_string(pid_) + "/statm");
-  std::uint64_t size = 0, resident = 0;
-  if (!(statm >> size >> resident)) return 0;
-  return resident * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  // What the process holds itself: anonymous and shared-memory pages (of
+  // every thread). Not the pages of the files it maps: PyTorch's and CUDA's
+  // libraries alone are over 1 GiB of those, shared with every process and
+  // given back to the page cache at will.
+  std::ifstream status("/proc/" + std::to_string(pid_) + "/status");
+  std::uint64_t kib = 0;
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("RssAnon:", 0) == 0 || line.rfind("RssShmem:", 0) == 0)
+      kib += std::strtoull(line.c_str() + line.find(':') + 1, nullptr, 10);
+  return kib << 10;
 }
 
 [[noreturn]] void CandidateProcess::over_memory(const std::string& while_doing, std::uint64_t resident) {
@@ -721,6 +830,13 @@ void CandidateProcess::map_block(const SharedBlock& block) {
   m.str(block.label);
   send_packet(make_packet(kMap, 0, m.s), {block.fd});
   mapped_.push_back(block.serial);
+}
+
+void CandidateProcess::share_cuda(std::uint64_t serial, std::uint64_t size, int fd) {
+  Writer m;
+  m.u64(serial);
+  m.u64(size);
+  send_packet(make_packet(kMapCuda, 0, m.s), {fd});
 }
 
 std::vector<std::uint64_t> CandidateProcess::share(const std::vector<const void*>& blocks) {

@@ -41,17 +41,25 @@ struct CandidateProcessOptions {
   // The interpreter Python candidates run under (eval/python/); empty: $KSEARCH_PYTHON or python3.
   std::string python;
   // A PID namespace of its own. A GPU candidate's process stays in the
-  // worker's (legacy CUDA IPC, how it reaches the worker's buffers, needs
-  // the exporting process in sight); its user namespace keeps it from
-  // tracing or reading across, and its seccomp filter from signalling any
-  // process but itself (candidate_seccomp_program's own_pid).
+  // worker's (python_program.cpp says why); its user namespace keeps it
+  // from tracing or reading across, and its seccomp filter from signalling
+  // any process but itself (candidate_seccomp_program's own_pid).
   bool pid_namespace = true;
   // Folders covered, in its own mount namespace, by an empty read-only
   // tmpfs: the worker's reference outputs on disk.
   std::vector<std::string> hide;
-  // Environment entries (NAME=value) a Python candidate's process gets on
-  // the GPU: the Triton cache and the PyTorch extensions folder.
-  std::vector<std::string> gpu_env;
+  // Folders the process writes into, each through a sub-folder of its own
+  // ({folder, folder/name}): in its mount namespace the folder is an empty
+  // read-only tmpfs with only that sub-folder bound in, so what one
+  // candidate's Triton JIT or extension build writes no other candidate
+  // reads. A sub-folder is created when missing.
+  struct OwnFolder {
+    std::string folder, own;
+  };
+  std::vector<OwnFolder> own_folders;
+  // The Python candidates' cache: <cache>/python, whose triton/ and
+  // torch_extensions/ hold one folder per candidate (eval/python/).
+  std::string python_cache;
   // A limit on its resident memory in bytes, watched while it works (every
   // few milliseconds, from /proc): for a process RLIMIT_AS cannot bound, a
   // GPU one, whose CUDA driver reserves far more address space than it
@@ -111,6 +119,10 @@ class CandidateProcess {
   // tells it which are live). Returns each block's serial. Throws RunError
   // for a pointer that is no block.
   std::vector<std::uint64_t> share(const std::vector<const void*>& blocks);
+  // Sends a CUDA allocation's POSIX descriptor (a Python candidate's
+  // process maps it with the driver's VMM calls), under the number its
+  // tensors name it by. The descriptor stays the caller's. Throws RunError.
+  void share_cuda(std::uint64_t serial, std::uint64_t size, int fd);
 
   pid_t pid() const { return pid_; }
   // The layers this process got, for metrics: e.g. "process+pidns+proc+seccomp".
@@ -141,7 +153,7 @@ class CandidateProcess {
   std::string crash_line_; // what its crash reporter said
   std::uint64_t memory_limit_ = 0;
   std::uint64_t resident_limit_ = 0;
-  std::uint64_t resident_bytes() const;  // now, from /proc/<pid>/statm
+  std::uint64_t resident_bytes() const;  // now: its anonymous and shared memory, from /proc/<pid>/status
   [[noreturn]] void over_memory(const std::string& while_doing, std::uint64_t resident);
   std::string isolation_;
   std::vector<std::uint64_t> mapped_;  // serials of the blocks it has mapped

@@ -1,5 +1,6 @@
 #include "eval/host/guarded_memory.hpp"
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
@@ -333,6 +334,23 @@ void crash_handler(int sig, siginfo_t* info, void* context) {
       const auto* uc = static_cast<const ucontext_t*>(context);
       is_write = (uc->uc_mcontext.gregs[REG_ERR] & 2) != 0;
       known_rw = true;
+      // Where: the instruction, or for a jump to nowhere (a null function
+      // pointer) the call's return address, as module+offset (dladdr is not
+      // async-signal-safe; a process this far gone is past caring).
+      auto code = static_cast<std::uintptr_t>(uc->uc_mcontext.gregs[REG_RIP]);
+      const char* what = " in ";
+      if (code < 4096) {
+        code = *reinterpret_cast<const std::uintptr_t*>(uc->uc_mcontext.gregs[REG_RSP]);
+        what = " called from ";
+      }
+      Dl_info dl{};
+      if (::dladdr(reinterpret_cast<void*>(code), &dl) && dl.dli_fname) {
+        line.put(what);
+        const char* base = std::strrchr(dl.dli_fname, '/');
+        line.put(base ? base + 1 : dl.dli_fname);
+        line.put("+");
+        line.put_hex(code - reinterpret_cast<std::uintptr_t>(dl.dli_fbase));
+      }
     }
 #else
     (void)context;

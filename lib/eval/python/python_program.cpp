@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
+#include <set>
 
 #include "core/inputs.hpp"
 #include "eval/host/guarded_memory.hpp"
@@ -160,11 +161,31 @@ class PythonProgram final : public Program {
     host::CandidateProcessOptions o = isolate;
     o.command = {python, "-I", "-B", "-c", std::string(embedded::candidate_runner_py)};
     if (device_.kind == "cuda") {
-      o.pid_namespace = false;  // legacy CUDA IPC needs the worker in sight (candidate_process.hpp)
-      o.memory_limit = 0;       // the CUDA driver reserves far more address space than it uses,
+      // In the worker's PID namespace: with one of its own, every candidate
+      // is process 1, and the NVIDIA driver (580) refuses CUDA to the next
+      // one once an earlier one has mapped buffers (error 304). Its user
+      // namespace keeps it from tracing or reading other processes, its
+      // seccomp filter from signalling them (docs/security.md).
+      o.pid_namespace = false;
+      o.memory_limit = 0;  // the CUDA driver reserves far more address space than it uses,
       o.resident_limit = isolate.memory_limit;  // so the limit is on what it holds
-      o.env.insert(o.env.end(), isolate.gpu_env.begin(), isolate.gpu_env.end());
+      // The worker's GPU alone: no candidate runs work on another one, where
+      // another candidate may be timed.
+      if (!device_.visible_devices.empty()) o.env.push_back("CUDA_VISIBLE_DEVICES=" + device_.visible_devices);
     }
+    // Triton's kernel cache and PyTorch's extension builds: a folder of this
+    // artifact's own in each (its key names it), the only one it may write
+    // and read there. The same solution evaluated again finds its kernels.
+    if (!isolate.python_cache.empty()) {
+      const std::string key = fs::path(artifact.path).stem().string();
+      for (const char* kind : {"triton", "torch_extensions"}) {
+        const fs::path folder = fs::path(isolate.python_cache) / kind;
+        o.own_folders.push_back({folder.string(), (folder / key).string()});
+      }
+      o.env.push_back("TRITON_CACHE_DIR=" + o.own_folders[0].own);
+      o.env.push_back("TORCH_EXTENSIONS_DIR=" + o.own_folders[1].own);
+    }
+    const auto started = std::chrono::steady_clock::now();
     process_ = std::make_unique<host::CandidateProcess>(o);
     const bool triton = doc.get_string("language", "") == "triton";
     Json load = Json::obj({{"language", doc.at("language")},
@@ -172,14 +193,18 @@ class PythonProgram final : public Program {
                            {"sources", doc.at("sources")},
                            {"entry", doc.at("entry")},
                            {"seccomp", hex(host::candidate_seccomp_program(
-                                           triton, device_.kind == "cuda" ? process_->pid() : 0))},
+                                           triton, o.pid_namespace ? 0 : process_->pid()))},
                            {"seccomp_nr", static_cast<std::int64_t>(SYS_seccomp)}});
     const auto answer = process_->ask(host::CandidateProcess::Request::load, load.dump());
     if (answer.error) throw RunError(runner_failure(answer.text, memory_limit_));
+    warmup_.start_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   }
+
+  Warmup warmup() const override { return warmup_; }
 
   void bind(const Bindings& b) override {
     std::vector<const void*> blocks;
+    std::set<std::uint64_t> cuda_live;  // the allocations this binding names; the process drops the rest
     Json tensors = Json::array();
     for (const auto& t : tensors_) {
       if (t.scalar) {
@@ -207,9 +232,15 @@ class PythonProgram final : public Program {
                           {"bytes", static_cast<std::int64_t>(bytes)},
                           {"output", t.is_output}});
       if (bytes > 0 && device_.kind == "cuda") {
-        const auto [handle, offset] = device_.ipc(it->second);
-        j["ipc"] = handle;
-        j["offset"] = static_cast<std::int64_t>(offset);
+        const CudaShare share = device_.share(it->second);
+        if (share.fd >= 0) {
+          if (!cuda_sent_.count(share.serial)) process_->share_cuda(share.serial, share.size, share.fd);
+          j["cuda"] = static_cast<std::int64_t>(share.serial);
+          cuda_live.insert(share.serial);
+        } else {
+          j["ipc"] = share.ipc;
+        }
+        j["offset"] = static_cast<std::int64_t>(share.offset);
       } else if (bytes > 0) {
         const auto block = host::shared_block(it->second.host_ptr());
         if (!block || block->bytes < bytes)
@@ -224,15 +255,17 @@ class PythonProgram final : public Program {
     Json live = Json::array();
     std::size_t k = 0;
     for (auto& j : tensors.as_array())
-      if (j.contains("offset") && !j.contains("ipc")) {
+      if (j.contains("offset") && !j.contains("ipc") && !j.contains("cuda")) {  // a host block
         j["serial"] = static_cast<std::int64_t>(serials[k]);
         live.push_back(static_cast<std::int64_t>(serials[k++]));
       }
     Json dims = Json::object();
     for (const auto& [name, v] : b.vars) dims[name] = v;
+    first_call_ = shapes_seen_.insert(dims.dump()).second;
     if (device_.synchronize) device_.synchronize();
     const auto answer = process_->ask(host::CandidateProcess::Request::bind,
                                       Json::obj({{"blocks", live}, {"tensors", tensors}, {"dims", dims}}).dump());
+    cuda_sent_ = std::move(cuda_live);
     if (answer.error) throw RunError(runner_failure(answer.text, memory_limit_));
   }
 
@@ -249,7 +282,13 @@ class PythonProgram final : public Program {
   // (timed_batch); it keeps the last result uncopied (the harnesses time no
   // copy), the flow's synchronize() after the timed calls copies it for the
   // check, and the kept result is poisoned before each call.
-  void launch() override { run("call", nullptr); }
+  void launch() override {
+    double ms = 0;
+    run("call", &ms);
+    // The first call of a new shape is where Triton compiles and autotunes.
+    if (first_call_) warmup_.first_calls_s += ms / 1e3;
+    first_call_ = false;
+  }
   void synchronize() override {
     if (device_.kind == "cuda") run("collect", nullptr);
   }
@@ -301,6 +340,10 @@ class PythonProgram final : public Program {
   PythonDevice device_;
   std::vector<TensorSpec> tensors_;
   std::unique_ptr<host::CandidateProcess> process_;
+  std::set<std::uint64_t> cuda_sent_;  // allocations the process has mapped (descriptors sent)
+  std::set<std::string> shapes_seen_;  // the dims of every binding so far
+  bool first_call_ = false;            // the next checked call is the first of its shape
+  Warmup warmup_;
 };
 
 }  // namespace

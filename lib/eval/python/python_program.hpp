@@ -10,6 +10,7 @@
 // worker keeps the buffers, the reference, the checks and the clock.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -45,12 +46,24 @@ std::string python_problem(Language language, bool gpu);
 // Stores Python solutions as artifacts under `cache_dir` (content-addressed).
 std::unique_ptr<Compiler> make_python_compiler(std::string cache_dir);
 
+// How a Python candidate's process reaches one CUDA buffer of the worker.
+struct CudaShare {
+  std::uint64_t serial = 0;  // the allocation's number, which the process keeps its mapping under
+  int fd = -1;               // a POSIX descriptor of the allocation (CUDA VMM), the device's: sent, never closed here
+  std::size_t size = 0;      // the allocation's mapped size
+  std::string ipc;           // without a descriptor: its legacy CUDA IPC handle (64 bytes, hex)
+  std::size_t offset = 0;    // the buffer's offset in the allocation
+};
+
 // How a Python candidate's process reaches the evaluation device's buffers.
 struct PythonDevice {
   std::string kind = "cpu";  // "cpu": the host backend's memfd blocks; "cuda"
-  // CUDA: the IPC handle (64 bytes, hex) of the allocation that holds a
-  // buffer, and the buffer's offset in it.
-  std::function<std::pair<std::string, std::size_t>(const Buffer&)> ipc;
+  // CUDA: the allocation that holds a buffer. A descriptor, sent over the
+  // process's socket, reaches that process alone; a legacy IPC handle, any
+  // process of the user that knows its 64 bytes.
+  std::function<CudaShare(const Buffer&)> share;
+  // CUDA: CUDA_VISIBLE_DEVICES for the process, the worker's GPU alone ("GPU-<uuid>").
+  std::string visible_devices;
   // CUDA: finishes the worker's own queued work (inputs, poison, the cache
   // flush) before the candidate's process runs: two contexts share no stream.
   std::function<void()> synchronize;

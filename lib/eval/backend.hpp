@@ -200,14 +200,18 @@ class Program {
   // After a batch the outputs hold its last call's results.
   virtual bool times_in_batches() const { return false; }
 
-  // Untimed seconds that belong to building the program rather than to its
-  // calls: a Python candidate's process start and imports, and the first
-  // call of each new shape, where Triton's JIT and autotuning run.
-  struct Warmup {
+  // What a program in a process of its own (a Python candidate) reports
+  // for the metrics: untimed seconds that belong to building it rather than
+  // to its calls (its process's start and imports; the first call of each
+  // new shape, where Triton's JIT and autotuning run), timed calls that left
+  // work on another stream (charged), and how its GPU buffers reached it.
+  struct ProcessFacts {
     double start_s = 0;
     double first_calls_s = 0;
+    long stream_escapes = 0;
+    std::string buffers;  // "descriptors" (CUDA VMM) or "ipc" (legacy CUDA IPC); "" elsewhere
   };
-  virtual Warmup warmup() const { return {}; }
+  virtual ProcessFacts process_facts() const { return {}; }
   virtual std::vector<double> timed_batch(int calls, bool poison, bool flush) {
     (void)calls;
     (void)poison;

@@ -852,16 +852,20 @@ EvalResult EvaluationFlow::run(const TaskSpec& task, const RunRequest& req, Flow
       break;
     }
   }
-  // A Python candidate's start and JIT: compile time (add_compile_info).
-  Program::Warmup warm;
+  // A Python candidate's start and JIT (compile time: add_compile_info).
+  Program::ProcessFacts facts;
   for (const auto& [idx, program] : cand_programs) {
     if (!program) continue;  // its load failed
-    const auto w = program->warmup();
-    warm.start_s += w.start_s;
-    warm.first_calls_s += w.first_calls_s;
+    const auto f = program->process_facts();
+    facts.start_s += f.start_s;
+    facts.first_calls_s += f.first_calls_s;
+    facts.stream_escapes += f.stream_escapes;
+    if (!f.buffers.empty()) facts.buffers = f.buffers;
   }
-  if (warm.start_s > 0) result.metrics["process_start_s"] = warm.start_s;
-  if (warm.first_calls_s > 0) result.metrics["first_calls_s"] = warm.first_calls_s;
+  if (facts.start_s > 0) result.metrics["process_start_s"] = facts.start_s;
+  if (facts.first_calls_s > 0) result.metrics["first_calls_s"] = facts.first_calls_s;
+  if (facts.stream_escapes > 0) result.metrics["stream_escapes"] = static_cast<std::int64_t>(facts.stream_escapes);
+  if (!facts.buffers.empty()) result.metrics["gpu_buffers"] = facts.buffers;
   const auto& c = refs_.counters();
   result.metrics["reference_memory_hits"] = c.memory_hits - counters_before.memory_hits;
   result.metrics["reference_file_hits"] = c.file_hits - counters_before.file_hits;

@@ -225,10 +225,12 @@ std::unique_ptr<Device> open_device(const Args& args) {
   // limit. None of them sees the reference outputs the worker keeps on disk.
   host::CandidateProcessOptions isolate{.exe = own_path(), .memory_limit = args.memory_limit, .python = args.python};
   const fs::path cache(args.cache_dir);
-  isolate.hide = {(args.refs_dir.empty() || args.refs_dir == "none" ? cache / "refs" : fs::path(args.refs_dir)).string(),
-                  (cache / "kernelbench").string()};
-  // Triton's kernel cache and PyTorch's extension builds, under the cache.
+  // Nor, but through a folder of its own (python_program.cpp), the Python
+  // candidates' Triton kernels and extension builds.
   isolate.python_cache = (cache / "python").string();
+  isolate.hide = {(args.refs_dir.empty() || args.refs_dir == "none" ? cache / "refs" : fs::path(args.refs_dir)).string(),
+                  (cache / "kernelbench").string(), (cache / "python" / "triton").string(),
+                  (cache / "python" / "torch_extensions").string()};
   if (spec == "host") return std::make_unique<host::HostDevice>(isolate);
   if (spec.rfind("cuda:", 0) == 0) {
     int ordinal = 0;

@@ -38,8 +38,8 @@ namespace ks::eval::cuda {
 // and launches with attributes such as cluster dimensions (CUDA 12.0+).
 // cuCtxSetLimit: a small device malloc heap. CUDA IPC: reading a reference
 // oracle's tensors in place (docs/evaluation.md). Virtual memory management
-// with POSIX descriptors: buffers a Python candidate's process maps from a
-// PID namespace of its own (eval/python/). cuDeviceGetUuid: the one GPU
+// with POSIX descriptors: buffers a Python candidate's process maps by a
+// descriptor it cannot forge (eval/python/). cuDeviceGetUuid: the one GPU
 // that process sees.
 #define KS_CUDA_DRIVER_OPTIONAL(X)                                                                      \
   X(cuFuncGetParamInfo) X(cuLaunchKernelEx) X(cuCtxSetLimit) X(cuIpcOpenMemHandle) X(cuIpcCloseMemHandle) \

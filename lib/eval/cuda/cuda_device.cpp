@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "core/inputs.hpp"
 #include "eval/compare.hpp"
@@ -127,7 +128,16 @@ CudaDevice::CudaDevice(int ordinal, host::CandidateProcessOptions python)
          api_.cuMemMap && api_.cuMemUnmap && api_.cuMemSetAccess && api_.cuMemExportToShareableHandle &&
          attr(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED) == 1 &&
          attr(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED) == 1 &&
-         !std::getenv("KSEARCH_CUDA_LEGACY_IPC");
+         !(std::getenv("KSEARCH_CUDA_LEGACY_IPC") && std::string_view(std::getenv("KSEARCH_CUDA_LEGACY_IPC")) == "1");
+  if (vmm_ && api_.cuMemGetAllocationGranularity) {
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    prop.location = {CU_MEM_LOCATION_TYPE_DEVICE, ordinal_};
+    std::size_t g = 0;
+    if (api_.cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) == CUDA_SUCCESS && g > 0)
+      block_bytes_ = (block_bytes_ + g - 1) / g * g;
+  }
   if (api_.cuDeviceGetUuid) {
     CUuuid id{};
     if (api_.cuDeviceGetUuid(&id, device_) == CUDA_SUCCESS) {
@@ -170,10 +180,13 @@ CudaDevice::~CudaDevice() {
   // Teardown in a context a kernel broke fails; nothing useful can be done
   // about that, and the process is about to end.
   api_.cuCtxSetCurrent(context_);
+  // Every allocation still live (the flush buffer and the compare result
+  // among them): cuMemCreate memory and exported descriptors outlive a
+  // context otherwise.
+  for (auto& [base, a] : allocations_) release(base, a);
+  allocations_.clear();
   if (api_.cuIpcCloseMemHandle)
     for (const auto& [handle, base] : ipc_mappings_) api_.cuIpcCloseMemHandle(base);
-  free(compare_result_);
-  free(flush_buffer_);
   if (runtime_module_) api_.cuModuleUnload(runtime_module_);
   if (stream_) api_.cuStreamDestroy(stream_);
   if (context_) api_.cuDevicePrimaryCtxRelease(device_);
@@ -208,14 +221,14 @@ Buffer CudaDevice::alloc(std::size_t bytes) {
   // clear answer as one the driver refuses, without the driver's attempt.
   std::size_t free_b = 0, total_b = 0;
   const bool known = api_.cuMemGetInfo(&free_b, &total_b) == CUDA_SUCCESS;
-  // Whole 2 MiB blocks (the VMM granularity of every current GPU): a buffer
-  // handed to a Python candidate's process must share its memory with
-  // nothing else (a reference output, the pristine inputs).
-  constexpr std::size_t kBlock = std::size_t{2} << 20;
-  const std::size_t request = (bytes + kRedzoneBytes + kBlock - 1) / kBlock * kBlock;
+  // Whole blocks: a buffer handed to a Python candidate's process must
+  // share its memory with nothing else (a reference output, the pristine
+  // inputs).
+  const std::size_t request = (bytes + kRedzoneBytes + block_bytes_ - 1) / block_bytes_ * block_bytes_;
   Allocation a{.bytes = bytes, .mapped = request, .serial = next_serial_++};
   CUdeviceptr p = 0;
   CUresult r = CUDA_ERROR_OUT_OF_MEMORY;
+  const char* call = vmm_ ? "cuMemCreate" : "cuMemAlloc";  // the call that failed, for the message
   if (known && request > free_b) {
   } else if (!vmm_) {
     r = api_.cuMemAlloc(&p, request);
@@ -227,9 +240,11 @@ Buffer CudaDevice::alloc(std::size_t bytes) {
     const CUmemAccessDesc access{prop.location, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
     r = api_.cuMemCreate(&a.handle, request, &prop, 0);
     if (r == CUDA_SUCCESS && (r = api_.cuMemAddressReserve(&p, request, 0, 0, 0)) != CUDA_SUCCESS) {
+      call = "cuMemAddressReserve";
       api_.cuMemRelease(a.handle);
     } else if (r == CUDA_SUCCESS && ((r = api_.cuMemMap(p, request, 0, a.handle, 0)) != CUDA_SUCCESS ||
                                      (r = api_.cuMemSetAccess(p, request, &access, 1)) != CUDA_SUCCESS)) {
+      call = "cuMemMap/cuMemSetAccess";
       api_.cuMemUnmap(p, request);  // a no-op where the map failed
       api_.cuMemAddressFree(p, request);
       api_.cuMemRelease(a.handle);
@@ -244,7 +259,7 @@ Buffer CudaDevice::alloc(std::size_t bytes) {
                     gib(static_cast<double>(total_b))),
         true});
   }
-  check(r, vmm_ ? "cuMemCreate" : "cuMemAlloc", fmt::format("{} bytes", bytes));
+  check(r, call, fmt::format("{} bytes", bytes));
   allocations_[p] = std::move(a);
   try {
     check(api_.cuMemsetD8Async(p + bytes, kRedzoneByte, kRedzoneBytes, stream_), "cuMemsetD8Async",
@@ -550,8 +565,12 @@ python::CudaShare CudaDevice::share(const Buffer& b) {
     int fd = -1;
     check(api_.cuMemExportToShareableHandle(&fd, a.handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
           "cuMemExportToShareableHandle", "sharing a buffer with a Python candidate");
-    ::fcntl(fd, F_SETFD, FD_CLOEXEC);  // for the candidate's process only, by SCM_RIGHTS
-    a.fd = fd;
+    // For the candidate's process only, by SCM_RIGHTS: never inherited.
+    a.fd = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    ::close(fd);
+    if (a.fd < 0)
+      throw RunError(Failure{EvalStatus::runtime_error,
+                             fmt::format("cannot keep a CUDA allocation's descriptor: {}", std::strerror(errno))});
   } else if (!a.handle && a.ipc.empty()) {
     if (!api_.cuIpcGetMemHandle)
       throw RunError(Failure{EvalStatus::runtime_error,

@@ -112,6 +112,7 @@ class CudaDevice final : public Device {
   };
   // Allocations with cuMemCreate, exportable as POSIX descriptors.
   bool vmm_ = false;
+  std::size_t block_bytes_ = std::size_t{2} << 20;  // allocations take whole blocks (VMM granularity)
   std::uint64_t next_serial_ = 1;
   std::string visible_devices_;  // "GPU-<uuid>": this device alone, for Python candidates
   void release(CUdeviceptr base, Allocation& a);

@@ -219,12 +219,13 @@ struct ChildSetup {
 // A folder in the worker's /tmp for candidates to mount their own tmpfs on
 // (ChildSetup::private_tmp); made once per worker, mode 0700. In every
 // candidate's mount namespace it is a mount point, which no candidate can
-// remove or replace. "" when it cannot be made.
+// remove or replace. Throws RunError, every time, when it cannot be made.
 const std::string& private_tmp_mount_point() {
   static const std::string path = [] {
     const char* base = std::getenv("TMPDIR");
     std::string templ = std::string(base && *base == '/' ? base : "/tmp") + "/ksearch-candidate-XXXXXX";
-    if (!::mkdtemp(templ.data())) return std::string();
+    if (!::mkdtemp(templ.data()))
+      return "!cannot make a folder " + templ + " for the candidate's private /tmp: " + std::strerror(errno);
     // Gone with the worker (an empty folder when it is killed).
     static struct Remove {
       std::string p;
@@ -232,6 +233,7 @@ const std::string& private_tmp_mount_point() {
     } remove{templ};
     return templ;
   }();
+  if (path.front() == '!') throw RunError({EvalStatus::runtime_error, path.substr(1)});
   return path;
 }
 
@@ -285,7 +287,7 @@ int child_main(void* arg) {
       // bind source must lie in this namespace, so the worker's own
       // descriptors cannot serve). Each fails closed.
       for (auto& d : c->own_folders) {
-        const int fd = ::open(d.own.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+        const int fd = ::open(d.own.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0 || ::mount("tmpfs", d.folder.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755") != 0 ||
             (::mkdir(d.own.c_str(), 0755) != 0 && errno != EEXIST) ||
             ::mount(fd_path(d.source, fd), d.own.c_str(), nullptr, MS_BIND, nullptr) != 0 ||
@@ -531,16 +533,15 @@ CandidateProcess::CandidateProcess(const CandidateProcessOptions& options)
                           fmt::format("{} is no sub-folder of {} (a candidate's own folder)", d.own, d.folder)});
         std::error_code ec;
         fs::create_directories(d.own, ec);
-        if (ec)
+        // A link there (which no candidate can make: the folder is hidden
+        // from all but their own) would bind another folder in.
+        if (ec || fs::is_symlink(d.own) || !fs::is_directory(fs::symlink_status(d.own)))
           throw RunError({EvalStatus::runtime_error,
-                          fmt::format("cannot make the candidate's own folder {}: {}", d.own, ec.message())});
+                          fmt::format("cannot make the candidate's own folder {}: {}", d.own,
+                                      ec ? ec.message() : "it is not a plain folder")});
         setup.own_folders.push_back({d.folder, d.own, std::string(32, '\0')});
       }
       setup.private_tmp = private_tmp_mount_point();
-      if (setup.private_tmp.empty())
-        throw RunError({EvalStatus::runtime_error,
-                        fmt::format("cannot make a folder in {} for the candidate's private /tmp: {}",
-                                    std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp", std::strerror(errno))});
       env_over["TMPDIR"] = env_over["HOME"] = setup.private_tmp;
     }
     if (options.command.empty()) {

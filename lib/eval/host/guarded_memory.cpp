@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -340,7 +341,12 @@ void crash_handler(int sig, siginfo_t* info, void* context) {
       auto code = static_cast<std::uintptr_t>(uc->uc_mcontext.gregs[REG_RIP]);
       const char* what = " in ";
       if (code < 4096) {
-        code = *reinterpret_cast<const std::uintptr_t*>(uc->uc_mcontext.gregs[REG_RSP]);
+        // Read without faulting again (a bad stack pointer), by a system
+        // call on this process; refused in a candidate's process (seccomp).
+        std::uintptr_t ret = 0;
+        iovec local{&ret, sizeof ret};
+        iovec remote{reinterpret_cast<void*>(uc->uc_mcontext.gregs[REG_RSP]), sizeof ret};
+        code = ::process_vm_readv(::getpid(), &local, 1, &remote, 1, 0) == sizeof ret ? ret : 0;
         what = " called from ";
       }
       Dl_info dl{};

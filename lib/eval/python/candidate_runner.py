@@ -391,12 +391,11 @@ class Candidate:
         """call: run and copy the result into the outputs (a checked call).
         timed-host: the same, then poison what it returned (a timed call on
         the host, all inside the worker's timed request). On the GPU,
-        "batch N P F": timed calls back to back (timed_call), the last result
-        kept uncopied; collect: copy the kept result (the worker checks the
-        last timed call's outputs); poison: fill the kept result with the
-        poison pattern, so a cached tensor returned again is poison."""
-        if mode == "collect":
-            return ""  # the batch copied its last result already
+        "batch N P F": timed calls back to back (timed_call), each result
+        kept uncopied until the next call poisons it, the last one copied
+        into the outputs before the answer (the worker checks them next,
+        asking nothing more); poison: fill the kept result with the poison
+        pattern, so a cached tensor returned again is poison."""
         if mode == "poison":
             if self.kept is not None:
                 for v in self.kept:
@@ -411,7 +410,8 @@ class Candidate:
             # one gives a thread of the candidate's time to finish it.
             if self.kept is not None:
                 self.copy_out(self.kept)
-            return "ms=" + ",".join(repr(t) for t in times)
+            escaped, self.timer.escaped = self.timer.escaped, 0
+            return "ms=" + ",".join(repr(t) for t in times) + f";escaped={escaped}"
         try:
             result = self.call(fresh=mode == "call")
             if self.device == "cuda":
@@ -588,7 +588,8 @@ class Timer:
         self.start, self.end, self.idle = (functools.partial(base.record, e, self.stream) for e in events)
         self.events = events
         # What a device-wide synchronize adds between two events on an idle
-        # device: the host's round trip, subtracted from the idle mark.
+        # device: the host's round trip (its median), subtracted from the
+        # idle mark.
         gaps = []
         for _ in range(20):
             self.sync()
@@ -597,7 +598,7 @@ class Timer:
             self.idle()
             self.sync()
             gaps.append(self.elapsed(events[0], events[2]))
-        self.gap_ms = min(gaps)
+        self.gap_ms = sorted(gaps)[len(gaps) // 2]
         self.escaped = 0  # timed calls that left work running on another stream
 
     def measure(self, call):
@@ -623,8 +624,8 @@ class Timer:
 
 class CudaMemory:
     """The worker's CUDA buffers, mapped here through the driver API: an
-    allocation's POSIX descriptor (virtual memory management), which reaches
-    a PID namespace of its own, or else its legacy IPC handle."""
+    allocation's POSIX descriptor (virtual memory management), sent to this
+    process alone, or else its legacy IPC handle."""
 
     def __init__(self):
         lib = self.lib = ctypes.CDLL("libcuda.so.1")

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -181,6 +182,8 @@ class PythonProgram final : public Program {
       for (const char* kind : {"triton", "torch_extensions"}) {
         const fs::path folder = fs::path(isolate.python_cache) / kind;
         o.own_folders.push_back({folder.string(), (folder / key).string()});
+        // Covered here by its own-folder mount instead of an empty one.
+        o.hide.erase(std::remove(o.hide.begin(), o.hide.end(), folder.string()), o.hide.end());
       }
       o.env.push_back("TRITON_CACHE_DIR=" + o.own_folders[0].own);
       o.env.push_back("TORCH_EXTENSIONS_DIR=" + o.own_folders[1].own);
@@ -197,10 +200,10 @@ class PythonProgram final : public Program {
                            {"seccomp_nr", static_cast<std::int64_t>(SYS_seccomp)}});
     const auto answer = process_->ask(host::CandidateProcess::Request::load, load.dump());
     if (answer.error) throw RunError(runner_failure(answer.text, memory_limit_));
-    warmup_.start_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    facts_.start_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   }
 
-  Warmup warmup() const override { return warmup_; }
+  ProcessFacts process_facts() const override { return facts_; }
 
   void bind(const Bindings& b) override {
     std::vector<const void*> blocks;
@@ -233,8 +236,10 @@ class PythonProgram final : public Program {
                           {"output", t.is_output}});
       if (bytes > 0 && device_.kind == "cuda") {
         const CudaShare share = device_.share(it->second);
+        facts_.buffers = share.fd >= 0 ? "descriptors" : "ipc";
         if (share.fd >= 0) {
-          if (!cuda_sent_.count(share.serial)) process_->share_cuda(share.serial, share.size, share.fd);
+          if (!cuda_sent_.count(share.serial) && !cuda_live.count(share.serial))
+            process_->share_cuda(share.serial, share.size, share.fd);
           j["cuda"] = static_cast<std::int64_t>(share.serial);
           cuda_live.insert(share.serial);
         } else {
@@ -279,19 +284,18 @@ class PythonProgram final : public Program {
   // tensor returned again is poison the next time).
   //
   // On the GPU the process times its calls with CUDA events, in batches
-  // (timed_batch); it keeps the last result uncopied (the harnesses time no
-  // copy), the flow's synchronize() after the timed calls copies it for the
-  // check, and the kept result is poisoned before each call.
+  // (timed_batch); a call's result is kept uncopied (the harnesses time no
+  // copy) and poisoned before the next call, and the batch copies its last
+  // result into the outputs before it answers. No request follows before
+  // the worker's check: synchronize() asks nothing.
   void launch() override {
     double ms = 0;
     run("call", &ms);
     // The first call of a new shape is where Triton compiles and autotunes.
-    if (first_call_) warmup_.first_calls_s += ms / 1e3;
+    if (first_call_) facts_.first_calls_s += ms / 1e3;
     first_call_ = false;
   }
-  void synchronize() override {
-    if (device_.kind == "cuda") run("collect", nullptr);
-  }
+  void synchronize() override {}  // every request finishes its own work
   void poison_scratch() override {
     if (device_.kind == "cuda") run("poison", nullptr);
   }
@@ -304,9 +308,14 @@ class PythonProgram final : public Program {
   bool times_in_batches() const override { return device_.kind == "cuda"; }
   std::vector<double> timed_batch(int calls, bool poison, bool flush) override {
     double wall_ms = 0;
-    const std::string answer = run(fmt::format("batch {} {} {}", calls, poison ? 1 : 0, flush ? 1 : 0), &wall_ms);
-    // "ms=a,b,...": one time per call, which together cannot exceed the
-    // worker's own clock from the request to the answer.
+    std::string answer = run(fmt::format("batch {} {} {}", calls, poison ? 1 : 0, flush ? 1 : 0), &wall_ms);
+    // "ms=a,b,...;escaped=N": one time per call, which together cannot
+    // exceed the worker's own clock from the request to the answer, and how
+    // many calls left work running on another stream (charged).
+    if (const auto semi = answer.find(";escaped="); semi != std::string::npos) {
+      facts_.stream_escapes += std::strtol(answer.c_str() + semi + 9, nullptr, 10);
+      answer.resize(semi);
+    }
     std::vector<double> ms;
     double sum = 0;
     bool ok = answer.rfind("ms=", 0) == 0;
@@ -343,7 +352,7 @@ class PythonProgram final : public Program {
   std::set<std::uint64_t> cuda_sent_;  // allocations the process has mapped (descriptors sent)
   std::set<std::string> shapes_seen_;  // the dims of every binding so far
   bool first_call_ = false;            // the next checked call is the first of its shape
-  Warmup warmup_;
+  ProcessFacts facts_;
 };
 
 }  // namespace

@@ -175,6 +175,17 @@ TEST_CASE("prompts: wm_too_hard carries the failure, the attempts and the recove
   check_budgets(p);
 }
 
+TEST_CASE("prompts: every edit prompt repeats the family naming and SELF_CHECK rules") {
+  auto wm = initialized_model();
+  wm->attach_solution("n1", passing("sol-n1", 1.3, 2.0));
+  for (PromptKind kind : {PromptKind::wm_propose, PromptKind::wm_refine, PromptKind::wm_too_hard}) {
+    CAPTURE(ks::to_string(kind));
+    auto s = sections(wm->build_prompt(kind, long_inputs(kind == PromptKind::wm_too_hard ? "n2" : "n1")));
+    CHECK(s["TREE_RULES"].find("SELF_CHECK") != std::string::npos);
+    CHECK(s["TREE_RULES"].find("never after a tactic") != std::string::npos);
+  }
+}
+
 TEST_CASE("prompts: every section stays within its budget and a long task spec is cut") {
   auto wm = big_model();
   for (auto kind : {PromptKind::wm_propose, PromptKind::wm_refine, PromptKind::wm_too_hard}) {

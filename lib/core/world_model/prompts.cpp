@@ -78,6 +78,13 @@ constexpr std::string_view kInitRules =
 - Keep doubtful ideas as nodes with a low score instead of leaving them out.
 - Leave solution_ref null and leave computed_signals out: both are written by the library.)TXT";
 
+// The rules of the tree's shape that hold for every edit, not only the
+// first tree: the original's edit prompts repeat them.
+constexpr std::string_view kEditTreeRules =
+    R"TXT(- Kernel families (children of the root) are named after their algorithmic structure, never after a tactic such as vectorization, pipelining or unrolling; tactics are refinements further down.
+- Siblings must be real alternatives: start the notes of every node you insert beside others with a line "SELF_CHECK: ..." saying why it excludes its siblings.
+- Prefer adding children to deleting: keep doubtful ideas as nodes with a low score.)TXT";
+
 std::string edit_format_guide(const EditRules& defaults) {
   return fmt::format(
       R"TXT(Send one JSON object: {{"active_leaf_id": optional node id, "ops": [op, ...]}}. Ops run in order; a later op may use an id an earlier op created.
@@ -142,6 +149,7 @@ void common_context(std::string& out, const Tree& t, const WmPromptInputs& in) {
 }
 
 void edit_tail(std::string& out, const WmPromptInputs& in) {
+  guide(out, "TREE_RULES", kEditTreeRules);
   guide(out, "EDIT_FORMAT", edit_format_guide(EditRules{}));
   rejection_section(out, in.validation_errors);
   guide(out, "ANSWER_FORMAT", "Answer with the edit JSON object only: no prose before or after it, no markdown fences.");

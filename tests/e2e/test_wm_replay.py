@@ -92,6 +92,11 @@ expect(len(started) == 1 and started[0]["evaluations"] == "measured_again",
 expect(manifest(A)["totals"]["rounds"] == 12 and manifest(A)["stop_reason"] == "max_rounds",
        f"A: {manifest(A)['stop_reason']} after {manifest(A)['totals']['rounds']} rounds")
 expect(len(jsonl(A / "transcript.jsonl")) == 16, "A did not use the 16 recorded answers")
+# The too-hard prompt shows the cycle's last attempt, as the original's does.
+calls = jsonl(A / "transcript.jsonl")
+too_hard = [i for i, c in enumerate(calls) if c["kind"] == "wm_too_hard"]
+expect(len(too_hard) == 1 and "[KERNEL_CODE]" in calls[too_hard[0]]["request"]["prompt"],
+       "the too-hard prompt does not show the cycle's last kernel")
 decisions_a = [e for e in jsonl(A / "events.jsonl") if e["type"] == "decision"]
 # One per round but the last: the budget stops the run before its check.
 expect(len(decisions_a) == 11, f"A recorded {len(decisions_a)} stagnation decisions, expected 11")

@@ -175,6 +175,23 @@ TEST_CASE("prompts: wm_too_hard carries the failure, the attempts and the recove
   check_budgets(p);
 }
 
+TEST_CASE("prompts: propose and too-hard show the code and the path they plan from") {
+  auto wm = initialized_model();
+  ks::WmPromptInputs in;
+  in.task_spec = "spec";
+  auto s = sections(wm->build_prompt(PromptKind::wm_propose, in));
+  CHECK(s.count("TREE_PATH") == 0);  // before the first cycle: nothing to show
+  CHECK(s.count("KERNEL_CODE") == 0);
+  wm->set_active("n2");
+  in.kernel_code = lines_of(3000, "  acc += a[i] * b[i];") + "LAST_CODE_END";
+  s = sections(wm->build_prompt(PromptKind::wm_propose, in));
+  CHECK(s["TREE_PATH"].find("n2: family -> gemm + epilogue") != std::string::npos);
+  CHECK(s["KERNEL_CODE"].size() == in.kernel_code.size());  // whole, as the original sends it
+  auto th = long_inputs("n2");
+  s = sections(wm->build_prompt(PromptKind::wm_too_hard, th));
+  CHECK(s["KERNEL_CODE"].find("CODE_END_MARKER") != std::string::npos);
+}
+
 TEST_CASE("prompts: every edit prompt repeats the family naming and SELF_CHECK rules") {
   auto wm = initialized_model();
   wm->attach_solution("n1", passing("sol-n1", 1.3, 2.0));

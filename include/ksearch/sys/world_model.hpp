@@ -96,7 +96,9 @@ struct KS_API WmPromptInputs {
   std::string chosen_node_id;   // refine / too_hard: the cycle's action
   std::string prediction;       // refine: what the action was expected to achieve
   std::string eval_summary;     // refine / too_hard: the cycle's best or last evaluation
-  std::string kernel_code;      // refine: the cycle-best kernel code
+  // refine: the cycle-best kernel; too_hard: the cycle's last attempt;
+  // propose: the last cycle's kernel (its best, else its last attempt).
+  std::string kernel_code;
   int debug_rounds = 0;         // too_hard: attempts made in the cycle
   int round = 0;
   std::vector<std::string> validation_errors;  // a retry carries the last rejection

@@ -177,7 +177,9 @@ class WorldModelStrategy final : public SearchStrategy {
     EditRules rules;
     rules.purpose = EditRules::Purpose::propose;
     rules.round = ctx.rounds_used();
-    bool ok = edit_with_retries(ctx, PromptKind::wm_propose, base_inputs(ctx),
+    WmPromptInputs in = base_inputs(ctx);
+    in.kernel_code = last_code_;
+    bool ok = edit_with_retries(ctx, PromptKind::wm_propose, in,
                                 [&](const std::string& text) { return wm.apply_edits(text, rules); });
     if (!ok) {
       wm.fallback_after_propose(ctx.rounds_used());
@@ -292,8 +294,10 @@ class WorldModelStrategy final : public SearchStrategy {
     // A stop inside the cycle ends the run here: the next context call throws
     // SearchStopped, so no edit is made on partial evidence.
     emit(ctx, events::CycleFinished{cycle, node_id, attempt, tracker.has_pass(), cycle_best ? cycle_best->id : ""});
+    const std::string last_code = last ? kernel_text(*last) : last_raw;
+    last_code_ = cycle_best ? kernel_text(*cycle_best) : last_code;
     if (cycle_best) close_cycle(ctx, node_id, action, *cycle_best, *cycle_best_eval, base);
-    else too_hard(ctx, node_id, attempt, last_eval);
+    else too_hard(ctx, node_id, attempt, last_eval, last_code);
   }
 
   void close_cycle(SearchContext& ctx, const std::string& node_id, const ActionInfo& action, const Solution& best,
@@ -335,12 +339,13 @@ class WorldModelStrategy final : public SearchStrategy {
   }
 
   void too_hard(SearchContext& ctx, const std::string& node_id, int attempts,
-                const std::optional<EvalResult>& last_eval) {
+                const std::optional<EvalResult>& last_eval, const std::string& last_code) {
     WorldModel& wm = ctx.world_model();
     {
       WmPromptInputs in = base_inputs(ctx);
       in.chosen_node_id = node_id;
       in.debug_rounds = attempts;
+      in.kernel_code = last_code;  // what failed, as the original shows it
       in.eval_summary = last_eval ? eval_feedback_text(*last_eval, PromptBudgets{}) : "(no evaluation)";
       EditRules rules;
       rules.purpose = EditRules::Purpose::too_hard;
@@ -356,6 +361,9 @@ class WorldModelStrategy final : public SearchStrategy {
     ctx.snapshot_world_model();
   }
 
+  // The last cycle's kernel (its best, else its last attempt), for the next
+  // propose prompt. Rebuilt on resume, which replays the run's answers.
+  std::string last_code_;
 };
 
 }  // namespace

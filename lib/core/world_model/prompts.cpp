@@ -160,6 +160,9 @@ std::string propose_prompt(const Tree& t, const WmPromptInputs& in) {
   std::string out = edit_intro("Make sure the frontier holds good next steps before the next kernel is written.");
   common_context(out, t, in);
   section(out, "PERFORMANCE_TARGETS", in.targets, B::targets);
+  // Where the search stands: the last cycle's node and the code it left.
+  if (t.active_id != "root" && t.find(t.active_id)) section(out, "TREE_PATH", path_text(t, t.active_id), B::path);
+  if (!in.kernel_code.empty()) section(out, "KERNEL_CODE", in.kernel_code, B::code_guard);
   std::string req = fmt::format(
       "After your edit at least one executable open action (its parent is the root or has a passing kernel) must "
       "have score_0_to_1 > {:.2f}. Add small actions that fit one implementation attempt, and re-score existing ones "
@@ -216,6 +219,7 @@ std::string too_hard_prompt(const Tree& t, const WmPromptInputs& in) {
   section(out, "CHOSEN_ACTION", chosen_action_text(t, n.id), B::action);
   section(out, "TREE_PATH", path_text(t, n.id), B::path);
   section(out, "EVALUATION", in.eval_summary, B::eval);
+  if (!in.kernel_code.empty()) section(out, "KERNEL_CODE", in.kernel_code, B::code_guard);
   guide(out, "ATTEMPTS", fmt::format("This cycle made {} debug-and-improve attempts without a passing kernel.",
                                      in.debug_rounds));
   section(out, "PERFORMANCE_TARGETS", in.targets, B::targets);

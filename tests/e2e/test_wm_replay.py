@@ -97,6 +97,12 @@ calls = jsonl(A / "transcript.jsonl")
 too_hard = [i for i, c in enumerate(calls) if c["kind"] == "wm_too_hard"]
 expect(len(too_hard) == 1 and "[KERNEL_CODE]" in calls[too_hard[0]]["request"]["prompt"],
        "the too-hard prompt does not show the cycle's last kernel")
+# Refine's evidence speaks the prediction's unit: the factor over the base kernel, and over the reference.
+refines = [c["request"]["prompt"] for c in calls if c["kind"] == "wm_refine"]
+expect(refines and all("predicted speedup over the action's base kernel" in p and "over the reference" in p
+                       and ("x over the base kernel (" in p or "no base kernel" in p) for p in refines),
+       "a refine prompt does not state the predicted and observed factors over the base kernel")
+expect(any("x over the base kernel (" in p for p in refines), "no refine prompt observed a factor over a base kernel")
 decisions_a = [e for e in jsonl(A / "events.jsonl") if e["type"] == "decision"]
 # One per round but the last: the budget stops the run before its check.
 expect(len(decisions_a) == 11, f"A recorded {len(decisions_a)} stagnation decisions, expected 11")

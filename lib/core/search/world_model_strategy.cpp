@@ -296,12 +296,31 @@ class WorldModelStrategy final : public SearchStrategy {
     emit(ctx, events::CycleFinished{cycle, node_id, attempt, tracker.has_pass(), cycle_best ? cycle_best->id : ""});
     const std::string last_code = last ? kernel_text(*last) : last_raw;
     last_code_ = cycle_best ? kernel_text(*cycle_best) : last_code;
-    if (cycle_best) close_cycle(ctx, node_id, action, *cycle_best, *cycle_best_eval, base);
+    if (cycle_best) close_cycle(ctx, node_id, action, *cycle_best, *cycle_best_eval, base, base_eval);
     else too_hard(ctx, node_id, attempt, last_eval, last_code);
   }
 
+  // The prediction and the observation in one unit: the factor over the
+  // action's base kernel (what expected_vs_baseline_factor predicts), with
+  // the factor over the reference beside it.
+  static std::string prediction_text(const ActionInfo& action, const EvalResult& best_eval,
+                                     const std::optional<EvalResult>& base_eval) {
+    std::string out = fmt::format(
+        "expected_vs_baseline_factor (the predicted speedup over the action's base kernel): {}; confidence: 0.5; "
+        "rationale: {}\n",
+        action.expected_factor ? fmt::format("{:.3f}", *action.expected_factor) : "null", action.rationale);
+    if (base_eval && base_eval->passed() && base_eval->latency_ms > 0 && best_eval.latency_ms > 0)
+      out += fmt::format("observed: {:.3f}x over the base kernel ({:.4f} ms -> {:.4f} ms)",
+                         base_eval->latency_ms / best_eval.latency_ms, base_eval->latency_ms, best_eval.latency_ms);
+    else
+      out += "observed: no base kernel (the action started from the task alone), so no factor over a base";
+    if (best_eval.speedup > 0) out += fmt::format("; {:.3f}x over the reference", best_eval.speedup);
+    return out;
+  }
+
   void close_cycle(SearchContext& ctx, const std::string& node_id, const ActionInfo& action, const Solution& best,
-                   const EvalResult& best_eval, const std::optional<Solution>& base) {
+                   const EvalResult& best_eval, const std::optional<Solution>& base,
+                   const std::optional<EvalResult>& base_eval) {
     WorldModel& wm = ctx.world_model();
     SolutionRef ref;
     ref.solution_id = best.id;
@@ -314,9 +333,7 @@ class WorldModelStrategy final : public SearchStrategy {
     {
       WmPromptInputs in = base_inputs(ctx);
       in.chosen_node_id = node_id;
-      in.prediction = fmt::format("expected_vs_baseline_factor: {}; confidence: 0.5; rationale: {}",
-                                  action.expected_factor ? fmt::format("{:.3f}", *action.expected_factor) : "null",
-                                  action.rationale);
+      in.prediction = prediction_text(action, best_eval, base_eval);
       in.eval_summary = eval_feedback_text(best_eval, PromptBudgets{});
       in.kernel_code = kernel_text(best);
       EditRules rules;

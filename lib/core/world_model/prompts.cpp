@@ -55,7 +55,7 @@ question a node settles and choice the option taken. overall_rating_0_to_10 rate
 root to this node is, confidence_0_to_1 how sure you are of it. impacts rate the plan per axis (risk: low, medium or
 high). action makes the node an action, one implementation attempt: difficulty_1_to_5 is an integer from 1
 (trivial) to 5 (a rewrite), score_0_to_1 its priority, expected_vs_baseline_factor the speedup expected over its base
-kernel (or null). An action is open until the library attaches a passing kernel to it (solution_ref is written by
+kernel, not over the reference (or null). An action is open until the library attaches a passing kernel to it (solution_ref is written by
 the library, never by you). An open action is executable when its parent is the root or has a passing kernel; deeper
 actions wait for their parent's kernel.)TXT";
 
@@ -194,7 +194,7 @@ std::string refine_prompt(const Tree& t, const WmPromptInputs& in) {
 CURRENT: what the kernel actually does, and which bottleneck class limits it now (memory, latency, compute, occupancy ...).
 FOLLOW_THROUGH: aligned_with_intent=yes|no, and whether the code did what the action meant.
 UPDATE_BELIEF: what this result changed in your beliefs, and the next bet.
-PERF_GAP: predicted versus observed speedup and why they differ (required whenever they differ).
+PERF_GAP: the predicted factor over the base kernel versus the observed one (PREDICTION gives both), and why they differ (required whenever they differ).
 Revise overall_rating_0_to_10, confidence_0_to_1, action.score_0_to_1, action.difficulty_1_to_5 and impacts wherever the evidence bears on them. If the code did not follow the intent, downgrade the node.)TXT",
       n.id));
   guide(out, "CONTINUATION_RULE", fmt::format(

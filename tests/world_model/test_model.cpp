@@ -272,18 +272,22 @@ TEST_CASE("selection: the difficulty gate skips hard actions unless nothing else
   CHECK_THROWS_AS(empty->select_action(SelectionPolicy{.max_difficulty = 0}), ks::Error);
 }
 
-TEST_CASE("selection: the relax rule raises a low cap once a kernel is fast enough, and never lowers one") {
-  auto with_seed = [](double speedup, std::string status = "passed") {
-    return model_of({node("root", ""), with_solution(node("seed", "root", "Seed", 0.1, 1), "sol-seed", speedup, 1.0, status),
-                     node("d1", "root", "one", 0.5, 1), node("d3", "root", "three", 0.9, 3),
+TEST_CASE("selection: the relax rule raises a low cap once a kernel nears the baseline, and never lowers one") {
+  // vs_baseline < 0: a task without a baseline (no mean_vs_baseline_factor).
+  auto with_seed = [](double vs_baseline, std::string status = "passed", double speedup = 1.0) {
+    Json seed = with_solution(node("seed", "root", "Seed", 0.1, 1), "sol-seed", speedup, 1.0, status);
+    if (vs_baseline >= 0) seed["solution_ref"]["eval"]["mean_vs_baseline_factor"] = vs_baseline;
+    return model_of({node("root", ""), seed, node("d1", "root", "one", 0.5, 1), node("d3", "root", "three", 0.9, 3),
                      node("d5", "root", "five", 0.95, 5)});
   };
-  SelectionPolicy low{.max_difficulty = 2, .relax_if_best_speedup_ge = 0.5, .relaxed_max_difficulty = 4};
-  CHECK(with_seed(0.3)->select_action(low) == std::optional<std::string>("d1"));            // too slow to relax
+  SelectionPolicy low{.max_difficulty = 2, .relax_if_best_vs_baseline_ge = 0.5, .relaxed_max_difficulty = 4};
+  CHECK(with_seed(0.3)->select_action(low) == std::optional<std::string>("d1"));            // too far from the baseline
   CHECK(with_seed(0.9, "incorrect")->select_action(low) == std::optional<std::string>("d1"));  // must pass
   CHECK(with_seed(0.6)->select_action(low) == std::optional<std::string>("d3"));            // raised to 4
+  // No baseline: a kernel 4x faster than the reference does not relax the cap.
+  CHECK(with_seed(-1, "passed", 4.0)->select_action(low) == std::optional<std::string>("d1"));
   // The original lowered a user cap of 5 to 4 here; we keep it.
-  SelectionPolicy high{.max_difficulty = 5, .relax_if_best_speedup_ge = 0.5, .relaxed_max_difficulty = 4};
+  SelectionPolicy high{.max_difficulty = 5, .relax_if_best_vs_baseline_ge = 0.5, .relaxed_max_difficulty = 4};
   CHECK(with_seed(0.6)->select_action(high) == std::optional<std::string>("d5"));
 }
 

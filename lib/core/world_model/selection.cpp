@@ -19,19 +19,23 @@ std::vector<const Node*> ranked_frontier(const Tree& t) {
   return out;
 }
 
-std::optional<double> best_passing_speedup(const Tree& t) {
+std::optional<double> best_passing_vs_baseline(const Tree& t) {
   std::optional<double> best;
   for (const auto& n : t.nodes) {
     if (!n.solved() || !eval_passed(n.solution.eval)) continue;
-    if (auto s = eval_speedup(n.solution.eval); s && (!best || *s > *best)) best = s;
+    const Json& e = n.solution.eval;
+    if (!e.is_object() || !e.contains("mean_vs_baseline_factor") || !e.at("mean_vs_baseline_factor").is_number())
+      continue;
+    const double v = e.at("mean_vs_baseline_factor").as_number();
+    if (v > 0 && (!best || v > *best)) best = v;
   }
   return best;
 }
 
 int effective_max_difficulty(const Tree& t, const SelectionPolicy& policy) {
   int cap = policy.max_difficulty;
-  auto best = best_passing_speedup(t);
-  if (best && *best >= policy.relax_if_best_speedup_ge) cap = std::max(cap, policy.relaxed_max_difficulty);
+  auto best = best_passing_vs_baseline(t);
+  if (best && *best >= policy.relax_if_best_vs_baseline_ge) cap = std::max(cap, policy.relaxed_max_difficulty);
   return cap;
 }
 

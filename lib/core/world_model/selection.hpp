@@ -20,8 +20,9 @@ bool ranks_before(const Node& a, const Node& b);
 std::vector<const Node*> ranked_frontier(const Tree& t);
 
 // The difficulty cap in force: the policy's cap, raised (never lowered) to
-// relaxed_max_difficulty once the best attached passing speedup reaches
-// relax_if_best_speedup_ge.
+// relaxed_max_difficulty once the best attached passing factor over the
+// task's baseline reaches relax_if_best_vs_baseline_ge; a task without a
+// baseline keeps the policy's cap.
 int effective_max_difficulty(const Tree& t, const SelectionPolicy& policy);
 
 // The best-ranked frontier action within the cap; when none is within it,
@@ -31,7 +32,8 @@ const Node* select_action(const Tree& t, const SelectionPolicy& policy);
 // The solved node with the highest attached passing score (ties: first in
 // the tree), or nullptr.
 const Node* best_solved_node(const Tree& t);
-std::optional<double> best_passing_speedup(const Tree& t);
+// The best mean_vs_baseline_factor of an attached passing kernel, or nullopt.
+std::optional<double> best_passing_vs_baseline(const Tree& t);
 
 // Open action children of `id`.
 std::vector<const Node*> open_children(const Tree& t, std::string_view id);

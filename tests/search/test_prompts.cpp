@@ -105,6 +105,11 @@ TEST_CASE("prompts: debug and improve requests carry the right evidence") {
   LlmRequest i = build_improve_request(in);
   CHECK(i.kind == PromptKind::improve);
   CHECK(i.prompt.find("// BASE KERNEL") != std::string::npos);
+  // The original continues from the last attempt, the cycle's best as the reference.
+  CHECK(i.prompt.find("Continue from your last attempt") != std::string::npos);
+  CHECK(i.prompt.find("## Last attempt (continue from this one)") != std::string::npos);
+  CHECK(i.prompt.find("// LAST ATTEMPT") != std::string::npos);
+  CHECK(i.prompt.find("reference to beat") < i.prompt.find("// LAST ATTEMPT"));
 
   in.base = {};
   in.last = {};

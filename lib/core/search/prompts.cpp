@@ -272,13 +272,23 @@ LlmRequest build_improve_request(const CodegenInputs& in) {
   r.kind = PromptKind::improve;
   r.system = codegen_system_message(in.language);
   std::string p = header(in);
-  p += "## Improve\nThe base kernel below passes. Make it faster on the benchmark workloads while keeping it "
-       "correct: study the per-workload latencies, find the bottleneck, and return the complete improved "
-       "kernel.\n\n";
-  p += evidence_block("Base kernel (best passing so far)", in.base, in.budgets);
-  bool last_is_base = in.last.solution && in.base.solution && in.last.solution->id == in.base.solution->id;
-  if ((in.last.solution && !last_is_base) || !in.last.raw_answer.empty())
-    p += evidence_block("Last attempt", in.last, in.budgets);
+  // As the original: the work continues from the last attempt, with the
+  // cycle's best passing kernel as the reference to beat.
+  const bool last_is_base = in.last.solution && in.base.solution && in.last.solution->id == in.base.solution->id;
+  const bool has_last = (in.last.solution && !last_is_base) || !in.last.raw_answer.empty();
+  if (has_last) {
+    p += "## Improve\nContinue from your last attempt (the second kernel below): keep what works in it, fix what "
+         "failed, and make it faster than the best passing kernel of this cycle (the first), which is the "
+         "reference to beat. Study the per-workload latencies, find the bottleneck, and return the complete "
+         "kernel.\n\n";
+    p += evidence_block("Best passing kernel of this cycle (the reference to beat)", in.base, in.budgets);
+    p += evidence_block("Last attempt (continue from this one)", in.last, in.budgets);
+  } else {
+    p += "## Improve\nYour last attempt, below, passes and is the best of this cycle. Continue from it: make it "
+         "faster on the benchmark workloads while keeping it correct: study the per-workload latencies, find "
+         "the bottleneck, and return the complete improved kernel.\n\n";
+    p += evidence_block("Last attempt, the best passing so far (continue from this one)", in.base, in.budgets);
+  }
   p += footer(in);
   r.prompt = std::move(p);
   return r;

@@ -301,6 +301,22 @@ TEST_CASE("render_tree: ids, titles, open/closed, score, difficulty, solution an
   CHECK(t.find("  - n3 Straightforward kernel  [open] score 0.50 difficulty 1") != std::string::npos);
 }
 
+TEST_CASE("render: a task scored against a baseline speaks in the baseline's factor") {
+  auto wm = initialized_model();
+  auto ref = passing("sol-n1-abcdef", 1.3, 2.0);
+  ref.eval["mean_vs_baseline_factor"] = 0.76;
+  wm->attach_solution("n1", ref);
+  const std::string t = wm->render_tree();
+  CHECK(t.find("(passed 0.5 ms, 0.76x vs baseline)") != std::string::npos);
+  CHECK(t.find("vs reference") == std::string::npos);
+  wm->set_active("n1");
+  const std::string c = wm->render_compact(100000);
+  CHECK(c.find("\"mean_vs_baseline_factor\":0.76") != std::string::npos);
+  CHECK(c.find("\"speedup\"") == std::string::npos);
+  auto s = sections(wm->build_prompt(PromptKind::wm_propose, ks::WmPromptInputs{}));
+  CHECK(s["WORLD_MODEL_STATUS"].find("0.76x vs baseline") != std::string::npos);
+}
+
 TEST_CASE("prompts: the schema example in the init prompt passes the strict reader") {
   auto s = sections(ks::make_tree_world_model()->build_prompt(PromptKind::wm_init, ks::WmPromptInputs{}));
   const std::string& schema = s["WORLD_MODEL_SCHEMA"];

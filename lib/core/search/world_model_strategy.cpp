@@ -302,7 +302,7 @@ class WorldModelStrategy final : public SearchStrategy {
 
   // The prediction and the observation in one unit: the factor over the
   // action's base kernel (what expected_vs_baseline_factor predicts), with
-  // the factor over the reference beside it.
+  // the factor over the task's baseline, or else the reference, beside it.
   static std::string prediction_text(const ActionInfo& action, const EvalResult& best_eval,
                                      const std::optional<EvalResult>& base_eval) {
     std::string out = fmt::format(
@@ -314,7 +314,9 @@ class WorldModelStrategy final : public SearchStrategy {
                          base_eval->latency_ms / best_eval.latency_ms, base_eval->latency_ms, best_eval.latency_ms);
     else
       out += "observed: no base kernel (the action started from the task alone), so no factor over a base";
-    if (best_eval.speedup > 0) out += fmt::format("; {:.3f}x over the reference", best_eval.speedup);
+    // A task scored against a baseline (FlashInfer's) speaks in its factor.
+    if (best_eval.vs_baseline > 0) out += fmt::format("; {:.3f}x over the task's baseline", best_eval.vs_baseline);
+    else if (best_eval.speedup > 0) out += fmt::format("; {:.3f}x over the reference", best_eval.speedup);
     return out;
   }
 

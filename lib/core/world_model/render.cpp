@@ -35,7 +35,9 @@ Json compact_eval(const Json& eval) {
   Json out = Json::object();
   if (const Json* s = eval.find("status")) out["status"] = *s;
   if (auto v = eval_latency_ms(eval)) out["latency_ms"] = *v;
-  if (auto v = eval_speedup(eval)) out["speedup"] = *v;
+  // A task scored against a baseline (FlashInfer's) speaks in its factor.
+  if (auto b = eval_vs_baseline(eval)) out["mean_vs_baseline_factor"] = *b;
+  else if (auto v = eval_speedup(eval)) out["speedup"] = *v;
   if (auto v = eval_score(eval)) out["score"] = *v;
   return out;
 }
@@ -144,7 +146,8 @@ std::string eval_brief(const Json& eval) {
   if (!eval.is_object()) return "no evaluation";
   std::string out = eval.get_string("status", "unknown");
   if (auto v = eval_latency_ms(eval)) out += fmt::format(" {:.4g} ms", *v);
-  if (auto v = eval_speedup(eval)) out += fmt::format(", {:.2f}x vs reference", *v);
+  if (auto b = eval_vs_baseline(eval)) out += fmt::format(", {:.2f}x vs baseline", *b);
+  else if (auto v = eval_speedup(eval)) out += fmt::format(", {:.2f}x vs reference", *v);
   return out;
 }
 

@@ -23,11 +23,7 @@ std::optional<double> best_passing_vs_baseline(const Tree& t) {
   std::optional<double> best;
   for (const auto& n : t.nodes) {
     if (!n.solved() || !eval_passed(n.solution.eval)) continue;
-    const Json& e = n.solution.eval;
-    if (!e.is_object() || !e.contains("mean_vs_baseline_factor") || !e.at("mean_vs_baseline_factor").is_number())
-      continue;
-    const double v = e.at("mean_vs_baseline_factor").as_number();
-    if (v > 0 && (!best || v > *best)) best = v;
+    if (auto v = eval_vs_baseline(n.solution.eval); v && (!best || *v > *best)) best = v;
   }
   return best;
 }

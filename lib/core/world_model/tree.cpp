@@ -562,6 +562,11 @@ std::optional<double> eval_speedup(const Json& eval) {
   return std::nullopt;
 }
 
+std::optional<double> eval_vs_baseline(const Json& eval) {
+  if (auto v = number_at(eval, "mean_vs_baseline_factor"); v && *v > 0) return v;
+  return std::nullopt;
+}
+
 std::optional<double> eval_latency_ms(const Json& eval) {
   for (std::string_view key : {"latency_ms", "mean_latency_ms"})
     if (auto v = number_at(eval, key)) return v;

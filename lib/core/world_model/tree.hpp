@@ -142,6 +142,9 @@ Json tree_to_json(const Tree& t);
 bool eval_passed(const Json& eval);
 std::optional<double> eval_score(const Json& eval);
 std::optional<double> eval_speedup(const Json& eval);
+// The factor over the task's baseline (mean_vs_baseline_factor), where the
+// task is scored against one; nullopt otherwise.
+std::optional<double> eval_vs_baseline(const Json& eval);
 std::optional<double> eval_latency_ms(const Json& eval);
 
 }  // namespace ks::core::wm

@@ -89,6 +89,15 @@ Session::Session(const Task& task, Evaluator& evaluator, LlmPolicy& llm, WorldMo
                                              store_.dir().string(), i));
 }
 
+namespace {
+// Adds the time until it goes out of scope to `total`.
+struct Stopwatch {
+  double& total;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  ~Stopwatch() { total += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); }
+};
+}  // namespace
+
 double Session::elapsed_s() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
 }
@@ -128,6 +137,12 @@ Json Session::totals() const {
                       {"llm_calls", static_cast<std::int64_t>(llm_seq_)},
                       {"evaluations", static_cast<std::int64_t>(eval_seq_)},
                       {"llm_usage", usage_json(usage_)}});
+  // This process's share of the run: where its wall time went.
+  const double wall = elapsed_s();
+  j["time"] = Json::obj({{"wall_s", wall},
+                         {"llm_s", llm_wall_s_},
+                         {"evaluation_s", eval_wall_s_},
+                         {"search_s", std::max(0.0, wall - llm_wall_s_ - eval_wall_s_)}});
   if (best_) {
     j["best"] = Json::obj({{"solution_id", best_->solution.id},
                            {"round", best_->round},
@@ -493,6 +508,7 @@ LlmResponse Session::llm(const LlmRequest& request) {
   }
   LlmResponse r;
   try {
+    Stopwatch timed{llm_wall_s_};
     r = llm_.complete(without_secrets(request));
   } catch (const Error& e) {
     // A policy that says "stop" (a host callback returning KS_E_USER) cancels
@@ -523,6 +539,7 @@ std::vector<LlmResponse> Session::llm_batch(const std::vector<LlmRequest>& reque
   std::vector<LlmResponse> answers;
   if (!live.empty()) {
     try {
+      Stopwatch timed{llm_wall_s_};
       answers = llm_.complete_batch(live);
     } catch (const Error& e) {
       if (e.status() != Status::cancelled) throw;
@@ -722,6 +739,7 @@ std::vector<EvalResult> Session::evaluate_batch(std::vector<Solution>& candidate
   std::vector<EvalResult> live_results;
   if (!live.empty()) {
     try {
+      Stopwatch timed{eval_wall_s_};
       live_results = evaluator_.evaluate_batch(task_, live);
     } catch (const Error& e) {
       if (e.status() != Status::cancelled) throw;
@@ -739,6 +757,7 @@ std::vector<EvalResult> Session::evaluate_batch(std::vector<Solution>& candidate
 
 EvalResult Session::evaluate_live(const Solution& s, bool counted) {
   try {
+    Stopwatch timed{eval_wall_s_};
     return evaluator_.evaluate(task_, s);
   } catch (const Error& e) {
     if (e.status() != Status::cancelled) throw;

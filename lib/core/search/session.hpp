@@ -194,6 +194,10 @@ class Session final : public SearchContext {
   std::map<std::string, Solution> solutions_;
   std::map<std::string, EvalResult> evals_;
   LlmUsage usage_;
+  // Wall time inside the LLM policy and the evaluator; the rest of the
+  // run's time is the search's own (prompts, tree edits, the run folder).
+  double llm_wall_s_ = 0;
+  double eval_wall_s_ = 0;
 
   std::optional<Recording> rec_;
   std::size_t rec_next_ = 0;        // next recorded answer

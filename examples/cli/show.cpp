@@ -196,6 +196,9 @@ int cmd_show(int argc, char** argv) {
     say("  rounds {} / {} | LLM calls {} | tokens {} in, {} out | ${:.4f}\n", totals.get_int("rounds"),
         cfg.get_int("max_rounds"), totals.get_int("llm_calls"), u.get_int("input_tokens"),
         u.get_int("output_tokens"), u.get_number("cost_usd"));
+    if (const Json& w = totals["world_model"]; w.is_object())
+      say("  world model: {} edits committed, {} answers rejected, {} fallbacks\n", w.get_int("edits"),
+          w.get_int("rejected"), w.get_int("fallbacks"));
   }
   std::map<std::string, int> by_status;
   for (const auto& r : attempts) ++by_status[to_string(r.eval.status)];

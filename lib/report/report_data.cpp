@@ -95,6 +95,10 @@ Json run_summary(const Json& m, const fs::path& dir) {
                       {"max_rounds", num_field(cfg, "max_rounds").value_or(0)},
                       {"rounds", num_field(totals, "rounds").value_or(0)},
                       {"llm_calls", num_field(totals, "llm_calls").value_or(0)}});
+  if (const Json& w = totals["world_model"]; w.is_object())
+    r["world_model"] = Json::obj({{"edits", num_field(w, "edits").value_or(0)},
+                                  {"rejected", num_field(w, "rejected").value_or(0)},
+                                  {"fallbacks", num_field(w, "fallbacks").value_or(0)}});
   const Json& u = totals["llm_usage"];
   r["usage"] = Json::obj({{"input_tokens", num_field(u, "input_tokens").value_or(0)},
                           {"output_tokens", num_field(u, "output_tokens").value_or(0)},

@@ -103,6 +103,19 @@ expect(refines and all("predicted speedup over the action's base kernel" in p an
                        and ("x over the base kernel (" in p or "no base kernel" in p) for p in refines),
        "a refine prompt does not state the predicted and observed factors over the base kernel")
 expect(any("x over the base kernel (" in p for p in refines), "no refine prompt observed a factor over a base kernel")
+# The run's totals count the world-model edits, rejections and fallbacks, and show says them.
+events_a = jsonl(A / "events.jsonl")
+counts = {k: sum(1 for e in events_a if e["type"] in t) for k, t in
+          (("edits", ("world_model_edited",)), ("rejected", ("world_model_edit_rejected", "world_model_edit_failed")),
+           ("fallbacks", ("world_model_fallback",)))}
+expect(manifest(A)["totals"].get("world_model") == counts and counts["edits"] > 0,
+       f"A's totals.world_model {manifest(A)['totals'].get('world_model')} are not its events' {counts}")
+out, _ = ksearch("show-A", "show", A)
+expect(f"world model: {counts['edits']} edits committed, {counts['rejected']} answers rejected" in out,
+       "ksearch show does not count the world-model edits")
+page, _ = ksearch("report-A", "report", A, "-o", "-")
+expect(f"{counts['edits']} edits committed, {counts['rejected']} answers rejected" in page,
+       "the HTML report does not count the world-model edits")
 decisions_a = [e for e in jsonl(A / "events.jsonl") if e["type"] == "decision"]
 # One per round but the last: the budget stops the run before its check.
 expect(len(decisions_a) == 11, f"A recorded {len(decisions_a)} stagnation decisions, expected 11")

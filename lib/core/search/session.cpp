@@ -137,6 +137,8 @@ Json Session::totals() const {
                       {"llm_calls", static_cast<std::int64_t>(llm_seq_)},
                       {"evaluations", static_cast<std::int64_t>(eval_seq_)},
                       {"llm_usage", usage_json(usage_)}});
+  if (wm_edits_ + wm_rejected_ + wm_fallbacks_ > 0)
+    j["world_model"] = Json::obj({{"edits", wm_edits_}, {"rejected", wm_rejected_}, {"fallbacks", wm_fallbacks_}});
   // This process's share of the run: where its wall time went.
   const double wall = elapsed_s();
   j["time"] = Json::obj({{"wall_s", wall},
@@ -229,6 +231,11 @@ void Session::emit(const events::Payload& event) {
   // Events are numbered in the order the (deterministic) strategy emits them;
   // on replay the ones already on disk are skipped.
   if (const auto* d = std::get_if<events::Decision>(&event)) decisions_.push_back(d->fields);
+  if (std::holds_alternative<events::WorldModelEdited>(event)) ++wm_edits_;
+  if (std::holds_alternative<events::WorldModelEditRejected>(event) ||
+      std::holds_alternative<events::WorldModelEditFailed>(event))
+    ++wm_rejected_;
+  if (std::holds_alternative<events::WorldModelFallback>(event)) ++wm_fallbacks_;
   if (event_seq_ >= events_on_disk_) {
     Json fields = events::fields_of(event);
     fields["journal_seq"] = event_seq_;

@@ -209,6 +209,9 @@ class Session final : public SearchContext {
   int rec_evals_used_ = 0;
   Json divergence_;
   std::vector<Json> decisions_;     // this run's "decision" events, replayed ones included
+  // World-model edits committed, answers rejected (or requests failed), and
+  // deterministic fallbacks, replayed ones included: the run's totals.
+  std::int64_t wm_edits_ = 0, wm_rejected_ = 0, wm_fallbacks_ = 0;
 };
 
 }  // namespace ks::core

@@ -38,13 +38,18 @@ TaskSpec python_vadd_task() {
   return t;
 }
 
-Solution py(const std::string& code, const std::string& name) {
+// A python solution of `task`: one main.py.
+Solution python_solution(const std::string& task, const std::string& code, const std::string& name) {
   Solution s;
   s.name = name;
-  s.task = "test/vadd-python";
+  s.task = task;
   s.language = Language::python;
   s.sources = {{"main.py", code}};
   return s.finalize();
+}
+
+Solution py(const std::string& code, const std::string& name) {
+  return python_solution("test/vadd-python", code, name);
 }
 
 EvaluatorConfig config(const std::string& name) {
@@ -522,12 +527,7 @@ TaskSpec gpu_scale_task() {
 }
 
 Solution gpu_py(const std::string& code, const std::string& name) {
-  Solution s;
-  s.name = name;
-  s.task = "test/scale-python-gpu";
-  s.language = Language::python;
-  s.sources = {{"main.py", code}};
-  return s.finalize();
+  return python_solution("test/scale-python-gpu", code, name);
 }
 
 EvaluatorConfig gpu_config(const std::string& name) {

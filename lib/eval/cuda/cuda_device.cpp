@@ -130,10 +130,7 @@ CudaDevice::CudaDevice(int ordinal, host::CandidateProcessOptions python)
          attr(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED) == 1 &&
          !(std::getenv("KSEARCH_CUDA_LEGACY_IPC") && std::string_view(std::getenv("KSEARCH_CUDA_LEGACY_IPC")) == "1");
   if (vmm_ && api_.cuMemGetAllocationGranularity) {
-    CUmemAllocationProp prop{};
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-    prop.location = {CU_MEM_LOCATION_TYPE_DEVICE, ordinal_};
+    const CUmemAllocationProp prop = vmm_properties();
     std::size_t g = 0;
     if (api_.cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) == CUDA_SUCCESS && g > 0)
       block_bytes_ = (block_bytes_ + g - 1) / g * g;
@@ -233,10 +230,7 @@ Buffer CudaDevice::alloc(std::size_t bytes) {
   } else if (!vmm_) {
     r = api_.cuMemAlloc(&p, request);
   } else {
-    CUmemAllocationProp prop{};
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-    prop.location = {CU_MEM_LOCATION_TYPE_DEVICE, ordinal_};
+    const CUmemAllocationProp prop = vmm_properties();
     const CUmemAccessDesc access{prop.location, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
     r = api_.cuMemCreate(&a.handle, request, &prop, 0);
     if (r == CUDA_SUCCESS && (r = api_.cuMemAddressReserve(&p, request, 0, 0, 0)) != CUDA_SUCCESS) {
@@ -269,6 +263,14 @@ Buffer CudaDevice::alloc(std::size_t bytes) {
     throw;
   }
   return Buffer{p, bytes};
+}
+
+CUmemAllocationProp CudaDevice::vmm_properties() const {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  prop.location = {CU_MEM_LOCATION_TYPE_DEVICE, ordinal_};
+  return prop;
 }
 
 void CudaDevice::release(CUdeviceptr base, Allocation& a) {

@@ -116,6 +116,8 @@ class CudaDevice final : public Device {
   std::uint64_t next_serial_ = 1;
   std::string visible_devices_;  // "GPU-<uuid>": this device alone, for Python candidates
   void release(CUdeviceptr base, Allocation& a);
+  // An allocation on this device, exportable as a POSIX descriptor.
+  CUmemAllocationProp vmm_properties() const;
   std::map<CUdeviceptr, Allocation> allocations_;  // live buffers, for their redzones
   std::map<std::string, CUdeviceptr> ipc_mappings_;  // by IPC handle (hex): another process's memory
   host::CandidateProcessOptions python_;

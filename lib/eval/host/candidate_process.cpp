@@ -221,20 +221,22 @@ struct ChildSetup {
 // candidate's mount namespace it is a mount point, which no candidate can
 // remove or replace. Throws RunError, every time, when it cannot be made.
 const std::string& private_tmp_mount_point() {
-  static const std::string path = [] {
+  struct Made {
+    std::string path, error;
+    ~Made() {  // gone with the worker (an empty folder when it is killed)
+      if (!path.empty()) ::rmdir(path.c_str());
+    }
+  };
+  static const Made made = []() -> Made {
     const char* base = std::getenv("TMPDIR");
     std::string templ = std::string(base && *base == '/' ? base : "/tmp") + "/ksearch-candidate-XXXXXX";
     if (!::mkdtemp(templ.data()))
-      return "!cannot make a folder " + templ + " for the candidate's private /tmp: " + std::strerror(errno);
-    // Gone with the worker (an empty folder when it is killed).
-    static struct Remove {
-      std::string p;
-      ~Remove() { ::rmdir(p.c_str()); }
-    } remove{templ};
-    return templ;
+      return Made{"", fmt::format("cannot make a folder {} for the candidate's private /tmp: {}", templ,
+                                  std::strerror(errno))};
+    return Made{templ, ""};
   }();
-  if (path.front() == '!') throw RunError({EvalStatus::runtime_error, path.substr(1)});
-  return path;
+  if (!made.error.empty()) throw RunError({EvalStatus::runtime_error, made.error});
+  return made.path;
 }
 
 bool write_file(const char* path, const std::string& text) {

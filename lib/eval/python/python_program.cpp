@@ -207,6 +207,7 @@ class PythonProgram final : public Program {
 
   void bind(const Bindings& b) override {
     std::vector<const void*> blocks;
+    std::vector<std::size_t> block_tensors;  // the entry in `tensors` of each of `blocks`
     std::set<std::uint64_t> cuda_live;  // the allocations this binding names; the process drops the rest
     Json tensors = Json::array();
     for (const auto& t : tensors_) {
@@ -253,17 +254,16 @@ class PythonProgram final : public Program {
                                  .message = fmt::format("tensor \"{}\" is no buffer of the evaluator", t.name)});
         j["offset"] = static_cast<std::int64_t>(block->offset);
         blocks.push_back(it->second.host_ptr());
+        block_tensors.push_back(tensors.size());
       }
       tensors.push_back(std::move(j));
     }
     const auto serials = process_->share(blocks);
     Json live = Json::array();
-    std::size_t k = 0;
-    for (auto& j : tensors.as_array())
-      if (j.contains("offset") && !j.contains("ipc") && !j.contains("cuda")) {  // a host block
-        j["serial"] = static_cast<std::int64_t>(serials[k]);
-        live.push_back(static_cast<std::int64_t>(serials[k++]));
-      }
+    for (std::size_t k = 0; k < block_tensors.size(); ++k) {
+      tensors.as_array()[block_tensors[k]]["serial"] = static_cast<std::int64_t>(serials[k]);
+      live.push_back(static_cast<std::int64_t>(serials[k]));
+    }
     Json dims = Json::object();
     for (const auto& [name, v] : b.vars) dims[name] = v;
     first_call_ = shapes_seen_.insert(dims.dump()).second;

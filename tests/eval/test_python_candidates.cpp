@@ -6,6 +6,8 @@
 // $KSEARCH_PYTHON (tests/CMakeLists.txt finds one); without it, only the
 // missing-interpreter error is checked.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -424,6 +426,50 @@ TEST_CASE("python candidates: a resident-memory limit stops a process that holds
     CHECK(e.failure().status == EvalStatus::memory_limit);
     CHECK(e.failure().message.find("over the limit of 400 MiB") != std::string::npos);
   }
+}
+
+// A candidate process left in the worker's PID namespace (a GPU Python one:
+// python_program.cpp says why) sees nothing of the other processes in /proc:
+// the entry of every process and thread there was when it started is an
+// empty one. Its own stays whole.
+TEST_CASE("python candidates: without a PID namespace of its own, /proc shows nothing of other processes") {
+  if (!have_torch()) return;
+  std::string before;  // the processes and threads there are now, this one's among them
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    before += name + ",";
+    std::error_code gone;
+    for (const auto& t : std::filesystem::directory_iterator(e.path() / "task", gone)) before += t.path().filename().string() + ",";
+  }
+  host::CandidateProcessOptions o;
+  o.command = {std::getenv("KSEARCH_PYTHON"), "-I", "-B", "-c", std::string(eval::python::embedded::candidate_runner_py)};
+  o.pid_namespace = false;
+  host::CandidateProcess process(o);
+  if (process.isolation().find("+ownproc") == std::string::npos) {
+    MESSAGE("no user namespaces here (" << process.isolation() << "): nothing to cover /proc with");
+    return;
+  }
+  const std::string code = fmt::format(
+      "import os\n"
+      "def readable(pid):\n"
+      "    try:\n"
+      "        open('/proc/%d/status' % pid).read(); return True\n"
+      "    except OSError:\n"
+      "        return False\n"
+      "others = [p for p in ({}) if readable(p)]\n"
+      "own = readable(os.getpid()) and os.getpid() == int(os.readlink('/proc/self'))\n"
+      "raise RuntimeError('READABLE %s OWN %s PARENT %s' % (others, own, {} in ({})))\n",
+      before, ::getpid(), before);
+  const Json load =
+      Json::obj({{"language", "python"},
+                 {"device", "cpu"},
+                 {"entry", Json::obj({{"function", "run"}})},
+                 {"sources", Json(Json::Array{Json::obj({{"path", "main.py"}, {"content", code}})})}});
+  const auto answer = process.ask(host::CandidateProcess::Request::load, load.dump());
+  REQUIRE(answer.error);
+  INFO(answer.text);
+  CHECK(answer.text.find("READABLE [] OWN True PARENT True") != std::string::npos);
 }
 
 // What a candidate writes where the libraries keep their caches reaches no

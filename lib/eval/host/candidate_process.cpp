@@ -203,6 +203,9 @@ struct ChildSetup {
   std::uint64_t rlimit_as = 0;     // set before exec (a Python candidate's process)
   bool pid_namespace = true;
   std::vector<std::string> hide;   // covered by an empty read-only tmpfs
+  // Without a PID namespace of its own: /proc/<pid> of every other process
+  // and thread there was when it started (its own is skipped in the child), covered.
+  std::vector<std::string> other_processes;
   // Own folders (CandidateProcessOptions::own_folders); `source` is room
   // for /proc/self/fd/N, how the child reaches `own` once the folder above
   // is covered.
@@ -311,6 +314,27 @@ int child_main(void* arg) {
       // A /proc that shows only its own namespace; else an empty one. In
       // the worker's PID namespace the worker's /proc stays (the user
       // namespace keeps the worker's entries out of reach).
+      if (!c->pid_namespace) {
+        // In the worker's PID namespace /proc stays the worker's (the CUDA
+        // driver needs one that matches its process ids), with every other
+        // process's entry covered: it sees no process but itself.
+        char own[24] = "/proc/";
+        char digits[16];
+        int n = 0;
+        for (pid_t p = ::getpid(); p > 0 && n < 15; p /= 10) digits[n++] = static_cast<char>('0' + p % 10);
+        std::size_t k = 6;
+        while (n > 0) own[k++] = digits[--n];
+        own[k] = '\0';
+        bool covered = true;
+        for (const auto& path : c->other_processes)
+          if (std::strcmp(path.c_str(), own) != 0 &&
+              ::mount("tmpfs", path.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, "size=4k,mode=0555") !=
+                  0 &&
+              errno != ENOENT)
+            covered = false;
+        if (!covered) ::_exit(kExitHideFailed);
+        append(c->isolation, sizeof c->isolation, "+ownproc");
+      }
       if (c->pid_namespace) {
         // (A nested user namespace may not mount one where the sandbox
         // covered parts of its /proc, as bubblewrap does.)
@@ -527,6 +551,19 @@ CandidateProcess::CandidateProcess(const CandidateProcessOptions& options)
     setup.gid_map = fmt::format("1000 {} 1", ::getegid());
     setup.pid_namespace = options.pid_namespace;
     setup.hide = options.hide;
+    if (!options.pid_namespace) {
+      std::error_code ec;
+      for (const auto& e : fs::directory_iterator("/proc", ec)) {
+        const std::string name = e.path().filename().string();
+        if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+        setup.other_processes.push_back(e.path().string());
+        // Its threads too: /proc/<tid> answers though readdir does not list it.
+        std::error_code gone;  // a process that ended meanwhile
+        for (const auto& t : fs::directory_iterator(e.path() / "task", gone))
+          if (t.path().filename() != e.path().filename())
+            setup.other_processes.push_back("/proc/" + t.path().filename().string());
+      }
+    }
     std::map<std::string, std::string> env_over;  // names the process gets other values for
     if (setup.namespaces) {
       for (const auto& d : options.own_folders) {

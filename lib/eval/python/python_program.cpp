@@ -162,11 +162,14 @@ class PythonProgram final : public Program {
     host::CandidateProcessOptions o = isolate;
     o.command = {python, "-I", "-B", "-c", std::string(embedded::candidate_runner_py)};
     if (device_.kind == "cuda") {
-      // In the worker's PID namespace: with one of its own, every candidate
-      // is process 1, and the NVIDIA driver (580) refuses CUDA to the next
-      // one once an earlier one has mapped buffers (error 304). Its user
-      // namespace keeps it from tracing or reading other processes, its
-      // seccomp filter from signalling them (docs/security.md).
+      // In the worker's PID namespace. CUDA's first call names its threads
+      // through /proc/self/task/<tid>/comm with the namespace's thread id;
+      // a PID namespace of its own needs a /proc of its own, which cannot
+      // be mounted under bubblewrap (it covers parts of its /proc), so that
+      // write fails and CUDA with it (error 304: traced on an H100, driver
+      // 580). Here /proc shows no process but its own, its user namespace
+      // keeps it from tracing or reading others, and its seccomp filter from
+      // signalling them (docs/security.md).
       o.pid_namespace = false;
       o.memory_limit = 0;  // the CUDA driver reserves far more address space than it uses,
       o.resident_limit = isolate.memory_limit;  // so the limit is on what it holds

@@ -73,12 +73,17 @@ int kill_leftover_processes(bool sandboxed) {
   if (!sandboxed || ::getpid() != 2) return 0;
   int found = 0;
   std::error_code ec;
+  // The worker's long-lived Python (the zygote Python candidates are forked
+  // from) is no candidate's.
+  const pid_t zygote = host::python_zygote_pid();
+  const std::string kept = zygote > 0 ? std::to_string(zygote) : "";
   for (const auto& e : fs::directory_iterator("/proc", ec)) {
     const std::string name = e.path().filename().string();
     if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-    if (name != "1" && name != "2") ++found;
+    if (name != "1" && name != "2" && name != kept) ++found;
   }
   if (found == 0) return 0;
+  host::end_python_zygote();  // ends with the rest; the next candidate starts a fresh one
   ::kill(-1, SIGKILL);
   // Our own children are ours to reap; orphans go to bubblewrap's init.
   for (int i = 0; i < 100; ++i) {

@@ -7,6 +7,7 @@
 // missing-interpreter error is checked.
 #include <doctest/doctest.h>
 #include <fmt/format.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -440,36 +441,89 @@ TEST_CASE("python candidates: without a PID namespace of its own, /proc shows no
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
     before += name + ",";
     std::error_code gone;
-    for (const auto& t : std::filesystem::directory_iterator(e.path() / "task", gone)) before += t.path().filename().string() + ",";
+    for (const auto& t : std::filesystem::directory_iterator(e.path() / "task", gone))
+      before += t.path().filename().string() + ",";
   }
   host::CandidateProcessOptions o;
   o.command = {std::getenv("KSEARCH_PYTHON"), "-I", "-B", "-c", std::string(eval::python::embedded::candidate_runner_py)};
   o.pid_namespace = false;
-  host::CandidateProcess process(o);
-  if (process.isolation().find("+ownproc") == std::string::npos) {
-    MESSAGE("no user namespaces here (" << process.isolation() << "): nothing to cover /proc with");
-    return;
+  // Started directly, and forked by the zygote (which sets up its own layers).
+  for (const bool zygote : {false, true}) {
+    o.zygote = zygote;
+    host::CandidateProcess process(o);
+    INFO("zygote " << zygote << ": " << process.isolation());
+    if (process.isolation().find("+ownproc") == std::string::npos) {
+      MESSAGE("no user namespaces here (" << process.isolation() << "): nothing to cover /proc with");
+      return;
+    }
+    CHECK((process.isolation().find("+forked") != std::string::npos) == zygote);
+    const std::string code = fmt::format(
+        "import os\n"
+        "def readable(pid):\n"
+        "    try:\n"
+        "        open('/proc/%d/status' % pid).read(); return True\n"
+        "    except OSError:\n"
+        "        return False\n"
+        "others = [p for p in ({}) if readable(p)]\n"
+        "own = readable(os.getpid()) and os.getpid() == int(os.readlink('/proc/self'))\n"
+        "raise RuntimeError('READABLE %s OWN %s PARENT %s' % (others, own, {} in ({})))\n",
+        before, ::getpid(), before);
+    const Json load =
+        Json::obj({{"language", "python"},
+                   {"device", "cpu"},
+                   {"entry", Json::obj({{"function", "run"}})},
+                   {"sources", Json(Json::Array{Json::obj({{"path", "main.py"}, {"content", code}})})}});
+    const auto answer = process.ask(host::CandidateProcess::Request::load, load.dump());
+    REQUIRE(answer.error);
+    INFO(answer.text);
+    CHECK(answer.text.find("READABLE [] OWN True PARENT True") != std::string::npos);
   }
-  const std::string code = fmt::format(
-      "import os\n"
-      "def readable(pid):\n"
-      "    try:\n"
-      "        open('/proc/%d/status' % pid).read(); return True\n"
-      "    except OSError:\n"
-      "        return False\n"
-      "others = [p for p in ({}) if readable(p)]\n"
-      "own = readable(os.getpid()) and os.getpid() == int(os.readlink('/proc/self'))\n"
-      "raise RuntimeError('READABLE %s OWN %s PARENT %s' % (others, own, {} in ({})))\n",
-      before, ::getpid(), before);
-  const Json load =
-      Json::obj({{"language", "python"},
-                 {"device", "cpu"},
-                 {"entry", Json::obj({{"function", "run"}})},
-                 {"sources", Json(Json::Array{Json::obj({{"path", "main.py"}, {"content", code}})})}});
-  const auto answer = process.ask(host::CandidateProcess::Request::load, load.dump());
-  REQUIRE(answer.error);
-  INFO(answer.text);
-  CHECK(answer.text.find("READABLE [] OWN True PARENT True") != std::string::npos);
+}
+
+// The worker's long-lived Python: every Python candidate's process is forked
+// from one zygote (PyTorch imported once), gets the layers a started one gets,
+// and is this process's child, stopped, continued and reaped as one.
+TEST_CASE("python candidates: processes forked by one long-lived zygote, each with its own layers") {
+  if (!have_torch()) return;
+  host::CandidateProcessOptions o;
+  o.command = {std::getenv("KSEARCH_PYTHON"), "-I", "-B", "-c", std::string(eval::python::embedded::candidate_runner_py)};
+  o.zygote = true;
+  const Json load = Json::obj(
+      {{"language", "python"},
+       {"device", "cpu"},
+       {"entry", Json::obj({{"function", "run"}})},
+       {"sources", Json(Json::Array{Json::obj(
+                       {{"path", "main.py"},
+                        {"content", "import os, sys\nraise RuntimeError('PID %d TORCH %s' % (os.getpid(), "
+                                    "'torch' in sys.modules))\n"}})})}});
+  pid_t zygote = -1, first = -1;
+  for (int i = 0; i < 2; ++i) {
+    host::CandidateProcess process(o);
+    if (process.isolation().find("+pidns") == std::string::npos) {
+      MESSAGE("no user namespaces here (" << process.isolation() << "): candidates are started directly");
+      return;
+    }
+    INFO(process.isolation());
+    CHECK(process.isolation().find("+forked") != std::string::npos);
+    if (i == 0) zygote = host::python_zygote_pid();
+    CHECK(zygote > 0);
+    CHECK(host::python_zygote_pid() == zygote);  // the same one, kept
+    CHECK(process.pid() != first);
+    first = process.pid();
+    // Its own PID namespace, where it is the first process; PyTorch came with the fork.
+    const auto answer = process.ask(host::CandidateProcess::Request::load, load.dump());
+    CHECK(answer.text.find("PID 1 TORCH True") != std::string::npos);
+    // A child of this process: waitpid sees it (WNOHANG: alive, stopped between requests).
+    int st = 0;
+    CHECK(::waitpid(process.pid(), &st, WNOHANG) == 0);
+  }
+  // Ending the zygote ends no candidate; the next one starts a fresh zygote.
+  host::end_python_zygote();
+  CHECK(host::python_zygote_pid() == -1);
+  host::CandidateProcess again(o);
+  CHECK(again.isolation().find("+forked") != std::string::npos);
+  CHECK(host::python_zygote_pid() > 0);
+  CHECK(host::python_zygote_pid() != zygote);
 }
 
 // What a candidate writes where the libraries keep their caches reaches no

@@ -38,6 +38,7 @@
 #include "eval/backend.hpp"
 #include "eval/host/guarded_memory.hpp"
 #include "eval/protocol.hpp"
+#include "ksearch/json.hpp"
 
 extern char** environ;
 
@@ -71,6 +72,9 @@ enum Op : std::uint32_t {
   kError = 18,
   kDone = 19,
   kCrash = 20,  // from the crash reporter, just before the process dies
+  // worker -> Python zygote: fork a candidate's process (its socket and
+  // output pipe attached), answered kOk with its process id or kError
+  kFork = 32,
 };
 
 struct Writer {
@@ -387,6 +391,141 @@ pid_t spawn(ChildSetup& setup) {
 }
 
 // ---------------------------------------------------------------------------
+// The Python zygote (CandidateProcessOptions::zygote).
+//
+// One per worker process, started by spawn() like any candidate process but
+// as uid 0 of its user namespace, so that it keeps the capabilities a forked
+// child needs to build its own namespaces (candidate_runner.py's
+// enter_own_namespaces); it never runs candidate code and is non-dumpable. A
+// forked process is adopted by the worker: the zygote forks through an
+// intermediate process that exits at once while the worker is a child
+// subreaper, so the worker stops, continues and reaps it as it does a
+// process it started itself.
+
+struct Zygote {
+  std::vector<std::string> command;
+  pid_t pid = -1;
+  int sock = -1;
+  int out = -1;  // its stdout and stderr, read when it fails
+  int failures = 0;
+
+  ~Zygote() { end(); }
+  void end() {
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+      }
+    }
+    if (sock >= 0) ::close(sock);
+    if (out >= 0) ::close(out);
+    pid = -1;
+    sock = out = -1;
+  }
+};
+
+std::mutex g_zygote_mutex;
+Zygote g_zygote;
+constexpr int kZygoteFailuresAllowed = 3;  // then candidates are started directly
+
+bool start_zygote(Zygote& z, const std::vector<std::string>& command) {
+  z.end();
+  int sv[2], out[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return false;
+  if (::pipe2(out, O_CLOEXEC) != 0) {
+    ::close(sv[0]);
+    ::close(sv[1]);
+    return false;
+  }
+  ChildSetup setup;
+  setup.sock = sv[1];
+  setup.out = out[1];
+  setup.namespaces = true;
+  setup.pid_namespace = false;  // its children get theirs
+  setup.uid_map = fmt::format("0 {} 1", ::geteuid());
+  setup.gid_map = fmt::format("0 {} 1", ::getegid());
+  setup.exe = command.front();
+  setup.args = command;
+  setup.args.emplace_back("--zygote");
+  for (auto& a : setup.args) setup.argv.push_back(a.data());
+  setup.argv.push_back(setup.isolation);
+  setup.argv.push_back(nullptr);
+  z.pid = spawn(setup);
+  ::close(sv[1]);
+  ::close(out[1]);
+  z.sock = sv[0];
+  z.out = out[0];
+  ::fcntl(z.out, F_SETFL, O_NONBLOCK);
+  z.command = command;
+  if (z.pid < 0) {
+    z.end();
+    return false;
+  }
+  std::string buf;
+  std::vector<int> fds;
+  const ssize_t n = receive(z.sock, buf, fds);  // after its imports
+  for (int fd : fds) ::close(fd);
+  Reader r{buf};
+  if (n <= 0 || r.num<std::uint32_t>() != kMagic || r.num<std::uint32_t>() != kHello) {
+    z.end();
+    return false;
+  }
+  return true;
+}
+
+// Asks the zygote for a process that serves `sock` and writes to `out`, set
+// up as `spec` says. Returns its process id (a child of this process now),
+// or -1 where the caller starts the process directly instead.
+pid_t fork_through_zygote(const std::vector<std::string>& command, const std::string& spec, int sock, int out) {
+  std::lock_guard lock(g_zygote_mutex);
+  Zygote& z = g_zygote;
+  for (int attempt = 0; attempt < 2 && z.failures < kZygoteFailuresAllowed; ++attempt) {
+    if (z.pid <= 0 || z.command != command) {
+      if (!start_zygote(z, command)) {
+        ++z.failures;
+        continue;
+      }
+    }
+    const std::uint64_t token = fresh_token();
+    Writer w;
+    w.str(spec);
+    // Orphans of this moment are this process's: the intermediate process
+    // exits before the zygote answers, and so the new one is adopted.
+    ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+    std::string buf;
+    std::vector<int> fds;
+    ssize_t n = -1;
+    if (send_with_fds(z.sock, make_packet(kFork, token, w.s), {sock, out})) n = receive(z.sock, buf, fds);
+    ::prctl(PR_SET_CHILD_SUBREAPER, 0);
+    for (int fd : fds) ::close(fd);
+    Reader r{buf};
+    const bool framed = n > 0 && r.num<std::uint32_t>() == kMagic;
+    const auto op = r.num<std::uint32_t>();
+    const bool mine = r.num<std::uint64_t>() == token;
+    const std::string text = r.str();
+    if (framed && mine && r.ok && op == kOk) {
+      const long pid = std::strtol(text.c_str(), nullptr, 10);
+      if (pid > 0) return static_cast<pid_t>(pid);
+    }
+    if (framed && mine && op == kError) return -1;  // it could not fork this one
+    // Gone or broken: a fresh one, once.
+    ++z.failures;
+    z.end();
+  }
+  return -1;
+}
+
+void disable_zygote() {
+  std::lock_guard lock(g_zygote_mutex);
+  g_zygote.end();
+  g_zygote.failures = kZygoteFailuresAllowed;
+}
+
+bool zygote_wanted(const CandidateProcessOptions& options) {
+  const char* v = std::getenv("KSEARCH_PYTHON_ZYGOTE");
+  return options.zygote && !options.command.empty() && !(v && std::string_view(v) == "0");
+}
+
+// ---------------------------------------------------------------------------
 // The candidate's side.
 
 int g_sock = -1;
@@ -525,7 +664,8 @@ struct CandidateProcess::Reply {
 
 CandidateProcess::CandidateProcess(const CandidateProcessOptions& options)
     : memory_limit_(options.memory_limit), resident_limit_(options.resident_limit) {
-  for (int attempt = 0; attempt < 2; ++attempt) {
+  bool forked = false;  // the last attempt's process came from the Python zygote
+  for (int attempt = 0; attempt < 3; ++attempt) {
     int sv[2];
     if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
       throw RunError({EvalStatus::runtime_error,
@@ -606,7 +746,25 @@ CandidateProcess::CandidateProcess(const CandidateProcessOptions& options)
     for (auto& a : setup.args) setup.argv.push_back(a.data());
     setup.argv.push_back(setup.isolation);
     setup.argv.push_back(nullptr);
-    pid_ = spawn(setup);
+    pid_ = -1;
+    if (setup.namespaces && zygote_wanted(options)) {
+      Json::Array own;
+      for (const auto& d : setup.own_folders) own.push_back(Json(Json::Array{Json(d.folder), Json(d.own)}));
+      Json::Array env, hide;
+      if (setup.env.empty())
+        for (char** e = environ; e && *e; ++e) env.push_back(Json(std::string(*e)));
+      for (const auto& e : setup.env) env.push_back(Json(e));
+      for (const auto& h : setup.hide) hide.push_back(Json(h));
+      const Json spec = Json::obj({{"pid_namespace", Json(setup.pid_namespace)},
+                                   {"own_folders", Json(std::move(own))},
+                                   {"private_tmp", Json(setup.private_tmp)},
+                                   {"hide", Json(std::move(hide))},
+                                   {"env", Json(std::move(env))},
+                                   {"rlimit_as", Json(static_cast<std::int64_t>(setup.rlimit_as))}});
+      pid_ = fork_through_zygote(options.command, spec.dump(), sv[1], out[1]);
+      forked = pid_ > 0;
+    }
+    if (pid_ < 0) pid_ = spawn(setup);
     const int spawn_errno = errno;
     ::close(sv[1]);
     ::close(out[1]);
@@ -649,6 +807,13 @@ CandidateProcess::CandidateProcess(const CandidateProcessOptions& options)
                       "the candidate's process could not set up its mount namespace (a tmpfs or bind mount "
                       "covering the evaluator's reference folders, its own cache folders or its private /tmp "
                       "failed), so it does not run"});
+    if (forked && WIFEXITED(wait_status_) && WEXITSTATUS(wait_status_) == kExitSetupFailed) {
+      // The forked process could not enter its namespaces: says nothing of
+      // what a started one can. Started directly from now on.
+      disable_zygote();
+      continue;
+    }
+    forked = false;
     if (setup.namespaces && WIFEXITED(wait_status_) && WEXITSTATUS(wait_status_) == kExitSetupFailed) {
       g_namespaces_unavailable = true;
       continue;
@@ -972,6 +1137,16 @@ double CandidateProcess::run() {
 std::string candidate_seccomp_program(bool allow_processes, pid_t own_pid) {
   const std::vector<sock_filter> f = seccomp_filter(allow_processes, own_pid);
   return std::string(reinterpret_cast<const char*>(f.data()), f.size() * sizeof(sock_filter));
+}
+
+pid_t python_zygote_pid() {
+  std::lock_guard lock(g_zygote_mutex);
+  return g_zygote.pid;
+}
+
+void end_python_zygote() {
+  std::lock_guard lock(g_zygote_mutex);
+  g_zygote.end();
 }
 
 std::string candidate_isolation() {

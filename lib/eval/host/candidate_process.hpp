@@ -60,6 +60,13 @@ struct CandidateProcessOptions {
   // The Python candidates' cache: <cache>/python, whose triton/ and
   // torch_extensions/ hold one folder per candidate (eval/python/).
   std::string python_cache;
+  // A Python candidate's process forked by this worker's long-lived Python
+  // (candidate_runner.py --zygote, started once with `command` and kept),
+  // which has PyTorch and Triton imported already, instead of a fresh
+  // interpreter. It gets the same layers, set up by itself right after the
+  // fork. Where the zygote cannot start or fork, the process is started
+  // directly; $KSEARCH_PYTHON_ZYGOTE=0 always does that.
+  bool zygote = false;
   // A limit on its resident memory in bytes, watched while it works (every
   // few milliseconds, from /proc): for a process RLIMIT_AS cannot bound, a
   // GPU one, whose CUDA driver reserves far more address space than it
@@ -166,6 +173,12 @@ class CandidateProcess {
 // namespace), signals may go to that process only. Empty where no filter
 // exists for this CPU.
 std::string candidate_seccomp_program(bool allow_processes, pid_t own_pid = 0);
+
+// The process id of this worker's Python zygote (CandidateProcessOptions::
+// zygote), -1 when none runs; and its end (the next candidate that wants
+// one starts it again).
+pid_t python_zygote_pid();
+void end_python_zygote();
 
 // The layers the last candidate process of this process got ("" before the
 // first): the same for every one a worker starts, for its results' metrics.

@@ -11,6 +11,12 @@
 # host backend) the clock stay in the worker; this process sees only the
 # blocks it is bound to. docs/python-candidates.md describes the contract.
 #
+# With `--zygote` it is instead the worker's long-lived Python: it imports
+# PyTorch (and Triton) once, never runs candidate code, and forks one process
+# per candidate (zygote_main below), which then sets up its own namespaces as
+# the spawning code would have and serves as above. A candidate so pays for
+# a fork, not for an interpreter and its imports.
+#
 # It is embedded in the library and run with `python -I -B -c`: nothing here
 # may depend on files beside it.
 
@@ -31,9 +37,11 @@ import types
 MAGIC = 0x3143534B  # "KSC1"
 OP_LOAD, OP_MAP, OP_BIND, OP_RUN, OP_MAP_CUDA = 1, 2, 3, 4, 5
 OP_HELLO, OP_OK, OP_ERROR, OP_DONE = 16, 17, 18, 19
+OP_FORK = 32  # worker -> zygote: start a candidate's process
 HEADER = struct.Struct("<IIQ")
 MAX_PACKET = 128 * 1024
 EXIT_MEMORY_LIMIT = 86  # kWorkerExitMemoryLimit (eval/protocol.hpp)
+EXIT_SETUP_FAILED, EXIT_HIDE_FAILED = 125, 124  # candidate_process.cpp's kExitSetupFailed, kExitHideFailed
 SYNC = None  # synchronizes the whole GPU (Candidate.load)
 
 
@@ -108,6 +116,215 @@ def install_seccomp(program, syscall_nr):
         if r == 0:
             return True
     return False
+
+
+# ---------------------------------------------------------------------------
+# The zygote: one per worker, forking each candidate's process
+
+CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID = 0x00020000, 0x10000000, 0x20000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4
+
+
+def libc_call(name, *args):
+    libc = ctypes.CDLL(None, use_errno=True)
+    if getattr(libc, name)(*args) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, f"{name}: {os.strerror(e)}")
+
+
+def mount(source, target, fstype, flags, data=None):
+    enc = (lambda v: None if v is None else v.encode())
+    libc_call("mount", enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data))
+
+
+def write_proc_file(path, text, dir_fd):
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC, dir_fd=dir_fd)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def enter_own_namespaces(spec):
+    """A forked candidate's layers, as the spawning code's child_main gives a
+    started one (candidate_process.cpp says why each exists): its own mount
+    namespace with its own folders, private /tmp and /dev/shm, a /proc of its
+    own PID namespace (or one showing only itself), the evaluator's folders
+    covered, then a user namespace where it is an ordinary user with no
+    capabilities. Returns the layers' names; exits when a layer fails."""
+    isolation = "process" + ("+pidns" if spec["pid_namespace"] else "+userns")
+    try:
+        # Its own entry in today's /proc, where its user namespace's maps are
+        # written once /proc is replaced.
+        self_dir = os.open("/proc/self", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        libc_call("unshare", CLONE_NEWNS)
+        mount(None, "/", None, MS_REC | MS_PRIVATE)
+    except OSError:
+        os._exit(EXIT_SETUP_FAILED)
+    try:
+        for folder, own in spec["own_folders"]:
+            fd = os.open(own, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            mount("tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755")
+            os.makedirs(own, 0o755, exist_ok=True)
+            mount(f"/proc/self/fd/{fd}", own, None, MS_BIND)
+            mount(None, folder, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+            os.close(fd)
+        if spec["private_tmp"]:
+            mount("tmpfs", spec["private_tmp"], "tmpfs", MS_NOSUID | MS_NODEV, "size=512m,mode=0700")
+            os.chdir(spec["private_tmp"])
+            try:
+                mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=256m,mode=1777")
+            except FileNotFoundError:
+                pass
+        covered = MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY
+        if spec["pid_namespace"]:
+            try:
+                mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+                isolation += "+proc"
+            except OSError:
+                mount("tmpfs", "/proc", "tmpfs", covered, "size=4k")
+                isolation += "+noproc"
+        else:
+            own = str(os.getpid())
+            for name in os.listdir("/proc"):
+                if not name.isdigit() or name == own:
+                    continue
+                try:
+                    tasks = [t for t in os.listdir(f"/proc/{name}/task") if t != name]
+                except OSError:
+                    tasks = []
+                for entry in [name] + tasks:
+                    try:
+                        mount("tmpfs", f"/proc/{entry}", "tmpfs", covered, "size=4k,mode=0555")
+                    except FileNotFoundError:
+                        pass
+            isolation += "+ownproc"
+        for h in spec["hide"]:
+            try:
+                mount("tmpfs", h, "tmpfs", covered, "size=4k")
+            except FileNotFoundError:
+                pass
+    except OSError:
+        os._exit(EXIT_HIDE_FAILED)
+    try:
+        libc_call("unshare", CLONE_NEWUSER)
+        write_proc_file("setgroups", "deny", self_dir)
+        write_proc_file("uid_map", "1000 0 1", self_dir)
+        write_proc_file("gid_map", "1000 0 1", self_dir)
+        os.close(self_dir)
+
+        class CapHeader(ctypes.Structure):
+            _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+        class CapData(ctypes.Structure):
+            _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                        ("inheritable", ctypes.c_uint32)]
+
+        data = (CapData * 2)()
+        libc_call("capset", ctypes.byref(CapHeader(0x20080522, 0)), data)
+    except OSError:
+        os._exit(EXIT_SETUP_FAILED)
+    return isolation + "+forked"
+
+
+def become_candidate(spec, sock, out, go):
+    """The forked candidate process, once the worker has adopted it: its
+    layers, its descriptors and environment, then the candidate's protocol."""
+    try:
+        if os.read(go, 1) != b"g":  # the zygote is gone: so is the worker
+            os._exit(EXIT_SETUP_FAILED)
+        os.close(go)
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+        libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)  # its parent now is the worker
+        libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # the zygote is not; its own /proc files must be its own
+        os.setsid()
+        isolation = enter_own_namespaces(spec)
+        if spec["rlimit_as"]:
+            import resource
+            resource.setrlimit(resource.RLIMIT_AS, (spec["rlimit_as"], spec["rlimit_as"]))
+        os.environ.clear()
+        os.environ.update(e.split("=", 1) for e in spec["env"] if "=" in e)
+        import tempfile
+        tempfile.tempdir = None
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(out, 1)
+        os.dup2(out, 2)
+        os.dup2(sock, 3)
+        os.closerange(4, 1 << 16)
+    except Exception:
+        os._exit(EXIT_SETUP_FAILED)
+    serve(isolation)
+    os._exit(0)
+
+
+def zygote_main():
+    channel = Channel()
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # no candidate reads or traces it
+    imported = []
+    for name in ("torch", "triton"):
+        try:
+            __import__(name)
+            imported.append(name)
+        except Exception:
+            pass  # the candidate's load says what is missing, in its own words
+    channel.answer(OP_HELLO, 0, "+".join(imported))
+    while True:
+        op, token, payload, fds = channel.receive()
+        if op != OP_FORK or len(fds) != 2:
+            os._exit(3)
+        sock, out = fds
+        try:
+            spec = json.loads(read_str(payload, 0)[0])
+            pid = fork_candidate(spec, sock, out)
+            channel.answer(OP_OK, token, str(pid))
+        except Exception as e:
+            channel.answer(OP_ERROR, token, describe_exception(e))
+        finally:
+            os.close(sock)
+            os.close(out)
+
+
+def fork_candidate(spec, sock, out):
+    """Forks through an intermediate process that exits at once, so the
+    candidate's process is adopted by the worker (its subreaper for this
+    moment): the worker stops, continues and reaps it as a child of its own.
+    Returns its process id."""
+    go_r, go_w = os.pipe()
+    pid_r, pid_w = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    middle = os.fork()
+    if middle == 0:
+        try:
+            os.close(go_w)
+            os.close(pid_r)
+            if spec["pid_namespace"]:
+                libc_call("unshare", CLONE_NEWPID)
+            pid = os.fork()
+            if pid == 0:
+                os.close(pid_w)
+                become_candidate(spec, sock, out, go_r)
+            os.write(pid_w, str(pid).encode())
+        finally:
+            os._exit(0)
+    os.close(go_r)
+    os.close(pid_w)
+    os.waitpid(middle, 0)
+    with os.fdopen(pid_r, "rb") as f:
+        text = f.read()
+    try:
+        if not text:
+            raise RuntimeError("the candidate's process could not be forked")
+        os.write(go_w, b"g")
+    finally:
+        os.close(go_w)
+    return int(text)
 
 
 # ---------------------------------------------------------------------------
@@ -724,7 +941,13 @@ def failure_text(f):
 
 
 def main():
-    isolation = sys.argv[-1] if len(sys.argv) > 1 else "process"
+    if "--zygote" in sys.argv[1:]:
+        zygote_main()
+    else:
+        serve(sys.argv[-1] if len(sys.argv) > 1 else "process")
+
+
+def serve(isolation):
     channel = Channel()
     channel.answer(OP_HELLO, 0, isolation + "+python")
     candidate = None

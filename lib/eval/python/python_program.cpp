@@ -161,6 +161,7 @@ class PythonProgram final : public Program {
                                         "with PyTorch (and Triton for the triton language)"});
     host::CandidateProcessOptions o = isolate;
     o.command = {python, "-I", "-B", "-c", std::string(embedded::candidate_runner_py)};
+    o.zygote = true;  // forked by the worker's long-lived Python, PyTorch imported
     if (device_.kind == "cuda") {
       // In the worker's PID namespace. CUDA's first call names its threads
       // through /proc/self/task/<tid>/comm with the namespace's thread id;

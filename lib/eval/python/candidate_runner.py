@@ -42,6 +42,7 @@ HEADER = struct.Struct("<IIQ")
 MAX_PACKET = 128 * 1024
 EXIT_MEMORY_LIMIT = 86  # kWorkerExitMemoryLimit (eval/protocol.hpp)
 EXIT_SETUP_FAILED, EXIT_HIDE_FAILED = 125, 124  # candidate_process.cpp's kExitSetupFailed, kExitHideFailed
+EXIT_RUNNER_FAILED = 70  # the runner itself failed; its traceback is on its output
 SYNC = None  # synchronizes the whole GPU (Candidate.load)
 
 
@@ -299,6 +300,9 @@ def fork_candidate(spec, sock, out):
     pid_r, pid_w = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()
+    threads = len(os.listdir("/proc/self/task"))
+    if threads != 1:  # a fork would leave a child with locks no thread will release
+        raise RuntimeError(f"the zygote runs {threads} threads; it forks only with one")
     middle = os.fork()
     if middle == 0:
         try:
@@ -309,7 +313,11 @@ def fork_candidate(spec, sock, out):
             pid = os.fork()
             if pid == 0:
                 os.close(pid_w)
-                become_candidate(spec, sock, out, go_r)
+                try:
+                    become_candidate(spec, sock, out, go_r)
+                except BaseException:  # noqa: B902  (said on its output, which the worker reports)
+                    traceback.print_exc()
+                os._exit(EXIT_RUNNER_FAILED)
             os.write(pid_w, str(pid).encode())
         finally:
             os._exit(0)
@@ -992,6 +1000,10 @@ def serve(isolation):
             channel.answer(OP_ERROR, token, failure_text(
                 Failed("runtime_error", f"the Python candidate runner failed: {describe_exception(e)}",
                        traceback.format_exc())))
+        except BaseException:  # noqa: B902  (KeyboardInterrupt and the like: never a silent exit)
+            traceback.print_exc()
+            sys.stderr.flush()
+            os._exit(EXIT_RUNNER_FAILED)
 
 
 main()

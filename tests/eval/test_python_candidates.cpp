@@ -503,7 +503,7 @@ TEST_CASE("python candidates: processes forked by one long-lived zygote, each wi
       MESSAGE("no user namespaces here (" << process.isolation() << "): candidates are started directly");
       return;
     }
-    INFO(process.isolation());
+    INFO(process.isolation() << "; the zygote's last refusal: " << host::python_zygote_problem());
     CHECK(process.isolation().find("+forked") != std::string::npos);
     if (i == 0) zygote = host::python_zygote_pid();
     CHECK(zygote > 0);

@@ -408,6 +408,7 @@ struct Zygote {
   int sock = -1;
   int out = -1;  // its stdout and stderr, read when it fails
   int failures = 0;
+  std::string problem;  // why it last refused a fork
 
   ~Zygote() { end(); }
   void end() {
@@ -506,7 +507,10 @@ pid_t fork_through_zygote(const std::vector<std::string>& command, const std::st
       const long pid = std::strtol(text.c_str(), nullptr, 10);
       if (pid > 0) return static_cast<pid_t>(pid);
     }
-    if (framed && mine && op == kError) return -1;  // it could not fork this one
+    if (framed && mine && op == kError) {  // it could not fork this one
+      z.problem = text;
+      return -1;
+    }
     // Gone or broken: a fresh one, once.
     ++z.failures;
     z.end();
@@ -1142,6 +1146,11 @@ std::string candidate_seccomp_program(bool allow_processes, pid_t own_pid) {
 pid_t python_zygote_pid() {
   std::lock_guard lock(g_zygote_mutex);
   return g_zygote.pid;
+}
+
+std::string python_zygote_problem() {
+  std::lock_guard lock(g_zygote_mutex);
+  return g_zygote.problem;
 }
 
 void end_python_zygote() {

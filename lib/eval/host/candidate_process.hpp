@@ -179,6 +179,8 @@ std::string candidate_seccomp_program(bool allow_processes, pid_t own_pid = 0);
 // one starts it again).
 pid_t python_zygote_pid();
 void end_python_zygote();
+// Why the zygote last refused to fork ("" when it never did), for messages.
+std::string python_zygote_problem();
 
 // The layers the last candidate process of this process got ("" before the
 // first): the same for every one a worker starts, for its results' metrics.

@@ -267,6 +267,11 @@ def zygote_main():
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
     libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # no candidate reads or traces it
+    # NumPy's OpenBLAS (PyTorch imports NumPy) starts a thread per core when
+    # it loads, and a process with threads must not fork. (A forked candidate
+    # gets the environment the worker gives it, with the same setting:
+    # python_program.cpp.)
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
     imported = []
     for name in ("torch", "triton"):
         try:

@@ -162,6 +162,11 @@ class PythonProgram final : public Program {
     host::CandidateProcessOptions o = isolate;
     o.command = {python, "-I", "-B", "-c", std::string(embedded::candidate_runner_py)};
     o.zygote = true;  // forked by the worker's long-lived Python, PyTorch imported
+    // NumPy's OpenBLAS (PyTorch imports NumPy) would start a thread per core,
+    // each with its buffers, in every candidate's process: on a 16-core
+    // machine more than a 3 GiB address-space limit holds, and threads the
+    // zygote could not fork with. PyTorch's own operations do not use it.
+    o.env.push_back("OPENBLAS_NUM_THREADS=1");
     if (device_.kind == "cuda") {
       // In the worker's PID namespace. CUDA's first call names its threads
       // through /proc/self/task/<tid>/comm with the namespace's thread id;

@@ -444,9 +444,15 @@ bool start_zygote(Zygote& z, const std::vector<std::string>& command) {
   setup.pid_namespace = false;  // its children get theirs
   setup.uid_map = fmt::format("0 {} 1", ::geteuid());
   setup.gid_map = fmt::format("0 {} 1", ::getegid());
+  // `command` is the interpreter's, then what it imports and the address-
+  // space limit its children get (fork_through_zygote). It imports under
+  // that limit itself, as a started process would: libraries that size what
+  // they reserve by the limit then fit its children too.
   setup.exe = command.front();
-  setup.args = command;
+  setup.args.assign(command.begin(), command.end() - 2);
   setup.args.emplace_back("--zygote");
+  setup.args.push_back(command[command.size() - 2]);
+  setup.rlimit_as = std::stoull(command.back());
   for (auto& a : setup.args) setup.argv.push_back(a.data());
   setup.argv.push_back(setup.isolation);
   setup.argv.push_back(nullptr);
@@ -476,7 +482,11 @@ bool start_zygote(Zygote& z, const std::vector<std::string>& command) {
 // Asks the zygote for a process that serves `sock` and writes to `out`, set
 // up as `spec` says. Returns its process id (a child of this process now),
 // or -1 where the caller starts the process directly instead.
-pid_t fork_through_zygote(const std::vector<std::string>& command, const std::string& spec, int sock, int out) {
+pid_t fork_through_zygote(const std::vector<std::string>& interpreter, const std::string& imports,
+                          std::uint64_t rlimit_as, const std::string& spec, int sock, int out) {
+  std::vector<std::string> command = interpreter;
+  command.push_back(imports);  // a zygote per interpreter, imports and limit
+  command.push_back(std::to_string(rlimit_as));
   std::lock_guard lock(g_zygote_mutex);
   Zygote& z = g_zygote;
   for (int attempt = 0; attempt < 2 && z.failures < kZygoteFailuresAllowed; ++attempt) {
@@ -765,7 +775,7 @@ CandidateProcess::CandidateProcess(const CandidateProcessOptions& options)
                                    {"hide", Json(std::move(hide))},
                                    {"env", Json(std::move(env))},
                                    {"rlimit_as", Json(static_cast<std::int64_t>(setup.rlimit_as))}});
-      pid_ = fork_through_zygote(options.command, spec.dump(), sv[1], out[1]);
+      pid_ = fork_through_zygote(options.command, options.zygote_imports, setup.rlimit_as, spec.dump(), sv[1], out[1]);
       forked = pid_ > 0;
     }
     if (pid_ < 0) pid_ = spawn(setup);

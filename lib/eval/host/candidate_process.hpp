@@ -67,6 +67,10 @@ struct CandidateProcessOptions {
   // fork. Where the zygote cannot start or fork, the process is started
   // directly; $KSEARCH_PYTHON_ZYGOTE=0 always does that.
   bool zygote = false;
+  // What the zygote imports before it forks, comma-separated: PyTorch alone
+  // for the host backend (Triton's libraries would take a host candidate's
+  // address-space limit), PyTorch and Triton on a GPU.
+  std::string zygote_imports = "torch";
   // A limit on its resident memory in bytes, watched while it works (every
   // few milliseconds, from /proc): for a process RLIMIT_AS cannot bound, a
   // GPU one, whose CUDA driver reserves far more address space than it

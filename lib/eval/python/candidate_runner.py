@@ -262,7 +262,7 @@ def become_candidate(spec, sock, out, go):
     os._exit(0)
 
 
-def zygote_main():
+def zygote_main(imports):
     channel = Channel()
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
@@ -273,7 +273,7 @@ def zygote_main():
     # python_program.cpp.)
     os.environ["OPENBLAS_NUM_THREADS"] = "1"
     imported = []
-    for name in ("torch", "triton"):
+    for name in imports:
         try:
             __import__(name)
             imported.append(name)
@@ -955,7 +955,8 @@ def failure_text(f):
 
 def main():
     if "--zygote" in sys.argv[1:]:
-        zygote_main()
+        at = sys.argv.index("--zygote")
+        zygote_main(sys.argv[at + 1].split(",") if at + 2 < len(sys.argv) else ["torch"])
     else:
         serve(sys.argv[-1] if len(sys.argv) > 1 else "process")
 

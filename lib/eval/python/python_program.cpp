@@ -162,6 +162,7 @@ class PythonProgram final : public Program {
     host::CandidateProcessOptions o = isolate;
     o.command = {python, "-I", "-B", "-c", std::string(embedded::candidate_runner_py)};
     o.zygote = true;  // forked by the worker's long-lived Python, PyTorch imported
+    o.zygote_imports = device_.kind == "cuda" ? "torch,triton" : "torch";
     // NumPy's OpenBLAS (PyTorch imports NumPy) would start a thread per core,
     // each with its buffers, in every candidate's process: on a 16-core
     // machine more than a 3 GiB address-space limit holds, and threads the

@@ -7,6 +7,7 @@
 // missing-interpreter error is checked.
 #include <doctest/doctest.h>
 #include <fmt/format.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -457,6 +458,8 @@ TEST_CASE("python candidates: without a PID namespace of its own, /proc shows no
       return;
     }
     CHECK((process.isolation().find("+forked") != std::string::npos) == zygote);
+    // The zygote, which holds capabilities in its user namespace, is one of them.
+    const std::string others = zygote ? before + std::to_string(host::python_zygote_pid()) : before;
     const std::string code = fmt::format(
         "import os\n"
         "def readable(pid):\n"
@@ -466,8 +469,8 @@ TEST_CASE("python candidates: without a PID namespace of its own, /proc shows no
         "        return False\n"
         "others = [p for p in ({}) if readable(p)]\n"
         "own = readable(os.getpid()) and os.getpid() == int(os.readlink('/proc/self'))\n"
-        "raise RuntimeError('READABLE %s OWN %s PARENT %s' % (others, own, {} in ({})))\n",
-        before, ::getpid(), before);
+        "raise RuntimeError('READABLE %s OWN %s' % (others, own))\n",
+        others);
     const Json load =
         Json::obj({{"language", "python"},
                    {"device", "cpu"},
@@ -476,7 +479,7 @@ TEST_CASE("python candidates: without a PID namespace of its own, /proc shows no
     const auto answer = process.ask(host::CandidateProcess::Request::load, load.dump());
     REQUIRE(answer.error);
     INFO(answer.text);
-    CHECK(answer.text.find("READABLE [] OWN True PARENT True") != std::string::npos);
+    CHECK(answer.text.find("READABLE [] OWN True") != std::string::npos);
   }
 }
 
@@ -488,14 +491,29 @@ TEST_CASE("python candidates: processes forked by one long-lived zygote, each wi
   host::CandidateProcessOptions o;
   o.command = {std::getenv("KSEARCH_PYTHON"), "-I", "-B", "-c", std::string(eval::python::embedded::candidate_runner_py)};
   o.zygote = true;
-  const Json load = Json::obj(
-      {{"language", "python"},
-       {"device", "cpu"},
-       {"entry", Json::obj({{"function", "run"}})},
-       {"sources", Json(Json::Array{Json::obj(
-                       {{"path", "main.py"},
-                        {"content", "import os, sys\nraise RuntimeError('PID %d TORCH %s' % (os.getpid(), "
-                                    "'torch' in sys.modules))\n"}})})}});
+  // What the process is, seen from inside it once the runner has confined it.
+  const char* probe =
+      "import os, sys\n"
+      "status = dict(l.split(':', 1) for l in open('/proc/self/status'))\n"
+      "caps = [int(status[k].strip(), 16) for k in ('CapEff', 'CapPrm', 'CapInh', 'CapBnd', 'CapAmb')][:3]\n"
+      "fds = []\n"
+      "for fd in range(4096):\n"
+      "    try:\n"
+      "        os.fstat(fd); fds.append(fd)\n"
+      "    except OSError:\n"
+      "        pass\n"
+      "raise RuntimeError('PID %d TORCH %s UID %d CAPS %s NNP %s SECCOMP %s FDS %s CWD %s' % (os.getpid(), "
+      "'torch' in sys.modules, os.getuid(), caps, status['NoNewPrivs'].strip(), status['Seccomp'].strip(), fds, "
+      "os.getcwd() == os.environ.get('TMPDIR')))\n";
+  std::string filter;  // the seccomp filter the worker hands every Python candidate, in hex
+  for (unsigned char c : host::candidate_seccomp_program(false)) filter += fmt::format("{:02x}", c);
+  const Json load =
+      Json::obj({{"language", "python"},
+                 {"device", "cpu"},
+                 {"entry", Json::obj({{"function", "run"}})},
+                 {"sources", Json(Json::Array{Json::obj({{"path", "main.py"}, {"content", probe}})})},
+                 {"seccomp", filter},
+                 {"seccomp_nr", static_cast<std::int64_t>(SYS_seccomp)}});
   pid_t zygote = -1, first = -1;
   for (int i = 0; i < 2; ++i) {
     host::CandidateProcess process(o);
@@ -510,20 +528,35 @@ TEST_CASE("python candidates: processes forked by one long-lived zygote, each wi
     CHECK(host::python_zygote_pid() == zygote);  // the same one, kept
     CHECK(process.pid() != first);
     first = process.pid();
-    // Its own PID namespace, where it is the first process; PyTorch came with the fork.
+    // Its own PID namespace, where it is the first process; PyTorch came with
+    // the fork. An ordinary user without capabilities, filtered, with no
+    // descriptor but its output and socket, in its private /tmp.
     const auto answer = process.ask(host::CandidateProcess::Request::load, load.dump());
-    CHECK(answer.text.find("PID 1 TORCH True") != std::string::npos);
+    INFO(answer.text);
+    CHECK(answer.text.find("PID 1 TORCH True UID 1000 CAPS [0, 0, 0] NNP 1 SECCOMP 2 FDS [0, 1, 2, 3] CWD True") !=
+          std::string::npos);
     // A child of this process: waitpid sees it (WNOHANG: alive, stopped between requests).
     int st = 0;
     CHECK(::waitpid(process.pid(), &st, WNOHANG) == 0);
   }
   // Ending the zygote ends no candidate; the next one starts a fresh zygote.
+  host::CandidateProcess alive(o);
   host::end_python_zygote();
   CHECK(host::python_zygote_pid() == -1);
+  CHECK(alive.ask(host::CandidateProcess::Request::load, load.dump()).text.find("PID 1 TORCH True") !=
+        std::string::npos);
   host::CandidateProcess again(o);
   CHECK(again.isolation().find("+forked") != std::string::npos);
   CHECK(host::python_zygote_pid() > 0);
   CHECK(host::python_zygote_pid() != zygote);
+  // Turned off: a fresh interpreter, with the same layers.
+  ::setenv("KSEARCH_PYTHON_ZYGOTE", "0", 1);
+  host::CandidateProcess started(o);
+  ::unsetenv("KSEARCH_PYTHON_ZYGOTE");
+  CHECK(started.isolation().find("+forked") == std::string::npos);
+  CHECK(started.isolation().find("+pidns") != std::string::npos);
+  CHECK(started.ask(host::CandidateProcess::Request::load, load.dump()).text.find("UID 1000 CAPS [0, 0, 0] NNP 1") !=
+        std::string::npos);
 }
 
 // What a candidate writes where the libraries keep their caches reaches no

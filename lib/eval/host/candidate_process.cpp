@@ -346,6 +346,8 @@ int child_main(void* arg) {
           append(c->isolation, sizeof c->isolation, "+proc");
         else if (::mount("tmpfs", "/proc", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, "size=4k") == 0)
           append(c->isolation, sizeof c->isolation, "+noproc");
+        else
+          ::_exit(kExitHideFailed);  // never the worker's /proc in a namespace of its own
       }
       for (const auto& h : c->hide)
         if (::mount("tmpfs", h.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, "size=4k") != 0 &&
@@ -390,6 +392,22 @@ pid_t spawn(ChildSetup& setup) {
   return pid;
 }
 
+// /proc/<pid> of every process and thread there is now (ChildSetup::other_processes).
+std::vector<std::string> other_processes() {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    out.push_back(e.path().string());
+    // Its threads too: /proc/<tid> answers though readdir does not list it.
+    std::error_code gone;  // a process that ended meanwhile
+    for (const auto& t : fs::directory_iterator(e.path() / "task", gone))
+      if (t.path().filename() != e.path().filename()) out.push_back("/proc/" + t.path().filename().string());
+  }
+  return out;
+}
+
 // ---------------------------------------------------------------------------
 // The Python zygote (CandidateProcessOptions::zygote).
 //
@@ -408,9 +426,18 @@ struct Zygote {
   int sock = -1;
   int out = -1;  // its stdout and stderr, read when it fails
   int failures = 0;
-  std::string problem;  // why it last refused a fork
+  std::string problem;  // why it last refused a fork or failed to start
 
   ~Zygote() { end(); }
+  // What it printed since the last call (a warning an import gives), read so
+  // that a full pipe never blocks it; its end is kept for `problem`.
+  std::string drain() {
+    std::string text;
+    char buf[4096];
+    ssize_t n;
+    while (out >= 0 && (n = ::read(out, buf, sizeof buf)) > 0) text.append(buf, static_cast<std::size_t>(n));
+    return text.size() > 2048 ? text.substr(text.size() - 2048) : text;
+  }
   void end() {
     if (pid > 0) {
       ::kill(pid, SIGKILL);
@@ -427,6 +454,33 @@ struct Zygote {
 std::mutex g_zygote_mutex;
 Zygote g_zygote;
 constexpr int kZygoteFailuresAllowed = 3;  // then candidates are started directly
+constexpr int kZygoteStartMs = 180'000;    // its imports, on a loaded machine
+constexpr int kZygoteForkMs = 60'000;
+// fork_through_zygote's answer when a process may have been made with the
+// socket and pipe it was given (the zygote died or broke the protocol after
+// the request): the caller must not give them to another.
+constexpr pid_t kZygoteUnclear = -2;
+
+// receive() once `sock` has a message within `ms`; -1 (ETIMEDOUT) otherwise.
+ssize_t receive_within(int sock, int ms, std::string& buf, std::vector<int>& fds) {
+  pollfd p{sock, POLLIN, 0};
+  int r;
+  do r = ::poll(&p, 1, ms);
+  while (r < 0 && errno == EINTR);
+  if (r <= 0) {
+    errno = r == 0 ? ETIMEDOUT : errno;
+    return -1;
+  }
+  return receive(sock, buf, fds);
+}
+
+// This process adopts orphaned descendants while it lives.
+struct SubreaperWindow {
+  SubreaperWindow() { ::prctl(PR_SET_CHILD_SUBREAPER, 1); }
+  ~SubreaperWindow() { ::prctl(PR_SET_CHILD_SUBREAPER, 0); }
+  SubreaperWindow(const SubreaperWindow&) = delete;
+  SubreaperWindow& operator=(const SubreaperWindow&) = delete;
+};
 
 bool start_zygote(Zygote& z, const std::vector<std::string>& command) {
   z.end();
@@ -469,13 +523,15 @@ bool start_zygote(Zygote& z, const std::vector<std::string>& command) {
   }
   std::string buf;
   std::vector<int> fds;
-  const ssize_t n = receive(z.sock, buf, fds);  // after its imports
+  const ssize_t n = receive_within(z.sock, kZygoteStartMs, buf, fds);  // after its imports
   for (int fd : fds) ::close(fd);
   Reader r{buf};
   if (n <= 0 || r.num<std::uint32_t>() != kMagic || r.num<std::uint32_t>() != kHello) {
+    z.problem = "it did not start: " + z.drain();
     z.end();
     return false;
   }
+  z.drain();
   return true;
 }
 
@@ -496,17 +552,21 @@ pid_t fork_through_zygote(const std::vector<std::string>& interpreter, const std
         continue;
       }
     }
+    z.drain();
     const std::uint64_t token = fresh_token();
     Writer w;
     w.str(spec);
-    // Orphans of this moment are this process's: the intermediate process
-    // exits before the zygote answers, and so the new one is adopted.
-    ::prctl(PR_SET_CHILD_SUBREAPER, 1);
     std::string buf;
     std::vector<int> fds;
     ssize_t n = -1;
-    if (send_with_fds(z.sock, make_packet(kFork, token, w.s), {sock, out})) n = receive(z.sock, buf, fds);
-    ::prctl(PR_SET_CHILD_SUBREAPER, 0);
+    bool sent = false;
+    {
+      // Orphans of this moment are this process's: the intermediate process
+      // exits before the zygote answers, and so the new one is adopted.
+      SubreaperWindow adopt;
+      sent = send_with_fds(z.sock, make_packet(kFork, token, w.s), {sock, out});
+      if (sent) n = receive_within(z.sock, kZygoteForkMs, buf, fds);
+    }
     for (int fd : fds) ::close(fd);
     Reader r{buf};
     const bool framed = n > 0 && r.num<std::uint32_t>() == kMagic;
@@ -517,13 +577,16 @@ pid_t fork_through_zygote(const std::vector<std::string>& interpreter, const std
       const long pid = std::strtol(text.c_str(), nullptr, 10);
       if (pid > 0) return static_cast<pid_t>(pid);
     }
-    if (framed && mine && op == kError) {  // it could not fork this one
+    ++z.failures;
+    if (framed && mine && op == kError) {  // it refused, and made nothing: a fresh one next time
       z.problem = text;
+      z.end();
       return -1;
     }
-    // Gone or broken: a fresh one, once.
-    ++z.failures;
+    // Gone, silent or broken after the request: it may have made a process.
+    z.problem = sent ? "it did not answer a fork request: " + z.drain() : "it hung up";
     z.end();
+    return sent ? kZygoteUnclear : -1;
   }
   return -1;
 }
@@ -679,7 +742,7 @@ struct CandidateProcess::Reply {
 CandidateProcess::CandidateProcess(const CandidateProcessOptions& options)
     : memory_limit_(options.memory_limit), resident_limit_(options.resident_limit) {
   bool forked = false;  // the last attempt's process came from the Python zygote
-  for (int attempt = 0; attempt < 3; ++attempt) {
+  for (int attempt = 0; attempt < 4; ++attempt) {
     int sv[2];
     if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
       throw RunError({EvalStatus::runtime_error,
@@ -705,19 +768,6 @@ CandidateProcess::CandidateProcess(const CandidateProcessOptions& options)
     setup.gid_map = fmt::format("1000 {} 1", ::getegid());
     setup.pid_namespace = options.pid_namespace;
     setup.hide = options.hide;
-    if (!options.pid_namespace) {
-      std::error_code ec;
-      for (const auto& e : fs::directory_iterator("/proc", ec)) {
-        const std::string name = e.path().filename().string();
-        if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-        setup.other_processes.push_back(e.path().string());
-        // Its threads too: /proc/<tid> answers though readdir does not list it.
-        std::error_code gone;  // a process that ended meanwhile
-        for (const auto& t : fs::directory_iterator(e.path() / "task", gone))
-          if (t.path().filename() != e.path().filename())
-            setup.other_processes.push_back("/proc/" + t.path().filename().string());
-      }
-    }
     std::map<std::string, std::string> env_over;  // names the process gets other values for
     if (setup.namespaces) {
       for (const auto& d : options.own_folders) {
@@ -778,7 +828,18 @@ CandidateProcess::CandidateProcess(const CandidateProcessOptions& options)
       pid_ = fork_through_zygote(options.command, options.zygote_imports, setup.rlimit_as, spec.dump(), sv[1], out[1]);
       forked = pid_ > 0;
     }
-    if (pid_ < 0) pid_ = spawn(setup);
+    if (pid_ == kZygoteUnclear) {
+      // A process may hold this socket and pipe: new ones, and a fresh start.
+      ::close(sv[0]);
+      ::close(sv[1]);
+      ::close(out[1]);
+      continue;
+    }
+    if (pid_ < 0) {
+      // Listed last, so that a zygote started just now is covered too.
+      if (!options.pid_namespace) setup.other_processes = other_processes();
+      pid_ = spawn(setup);
+    }
     const int spawn_errno = errno;
     ::close(sv[1]);
     ::close(out[1]);
@@ -815,18 +876,21 @@ CandidateProcess::CandidateProcess(const CandidateProcessOptions& options)
     kill_and_reap();
     ::close(sock_);
     sock_ = -1;
+    if (forked && WIFEXITED(wait_status_) &&
+        (WEXITSTATUS(wait_status_) == kExitSetupFailed || WEXITSTATUS(wait_status_) == kExitHideFailed)) {
+      // The forked process could not set up its layers: that says nothing of
+      // what a started one can (which fails closed itself). Started directly
+      // from now on.
+      disable_zygote();
+      forked = false;
+      continue;
+    }
     if (setup.namespaces && WIFEXITED(wait_status_) && WEXITSTATUS(wait_status_) == kExitHideFailed)
       // Fail closed: never fall back to a process that sees the folders.
       throw RunError({EvalStatus::runtime_error,
                       "the candidate's process could not set up its mount namespace (a tmpfs or bind mount "
                       "covering the evaluator's reference folders, its own cache folders or its private /tmp "
                       "failed), so it does not run"});
-    if (forked && WIFEXITED(wait_status_) && WEXITSTATUS(wait_status_) == kExitSetupFailed) {
-      // The forked process could not enter its namespaces: says nothing of
-      // what a started one can. Started directly from now on.
-      disable_zygote();
-      continue;
-    }
     forked = false;
     if (setup.namespaces && WIFEXITED(wait_status_) && WEXITSTATUS(wait_status_) == kExitSetupFailed) {
       g_namespaces_unavailable = true;

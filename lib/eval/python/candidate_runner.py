@@ -230,6 +230,17 @@ def enter_own_namespaces(spec):
     return isolation + "+forked"
 
 
+def close_from(low):
+    """Closes every descriptor from `low` up (close_range, else one by one)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    SYS_CLOSE_RANGE = 436  # the same number on every architecture
+    if libc.syscall(ctypes.c_long(SYS_CLOSE_RANGE), ctypes.c_uint(low), ctypes.c_uint(0xFFFFFFFF),
+                    ctypes.c_uint(0)) != 0:
+        import resource
+        os.closerange(low, min(max(resource.getrlimit(resource.RLIMIT_NOFILE)), 1 << 20))
+
+
 def become_candidate(spec, sock, out, go):
     """The forked candidate process, once the worker has adopted it: its
     layers, its descriptors and environment, then the candidate's protocol."""
@@ -239,8 +250,9 @@ def become_candidate(spec, sock, out, go):
         os.close(go)
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-        libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)  # its parent now is the worker
-        libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # the zygote is not; its own /proc files must be its own
+        if (libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0) != 0  # its parent now is the worker
+                or libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) != 0):  # the zygote is not; its /proc files must be its own
+            os._exit(EXIT_SETUP_FAILED)
         os.setsid()
         isolation = enter_own_namespaces(spec)
         if spec["rlimit_as"]:
@@ -255,7 +267,7 @@ def become_candidate(spec, sock, out, go):
         os.dup2(out, 1)
         os.dup2(out, 2)
         os.dup2(sock, 3)
-        os.closerange(4, 1 << 16)
+        close_from(4)
     except Exception:
         os._exit(EXIT_SETUP_FAILED)
     serve(isolation)
@@ -301,14 +313,19 @@ def fork_candidate(spec, sock, out):
     candidate's process is adopted by the worker (its subreaper for this
     moment): the worker stops, continues and reaps it as a child of its own.
     Returns its process id."""
-    go_r, go_w = os.pipe()
-    pid_r, pid_w = os.pipe()
-    sys.stdout.flush()
-    sys.stderr.flush()
     threads = len(os.listdir("/proc/self/task"))
     if threads != 1:  # a fork would leave a child with locks no thread will release
         raise RuntimeError(f"the zygote runs {threads} threads; it forks only with one")
-    middle = os.fork()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    go_r, go_w = os.pipe()
+    pid_r, pid_w = os.pipe()
+    try:
+        middle = os.fork()
+    except OSError:
+        for fd in (go_r, go_w, pid_r, pid_w):
+            os.close(fd)
+        raise
     if middle == 0:
         try:
             os.close(go_w)

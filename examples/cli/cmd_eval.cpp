@@ -17,6 +17,7 @@
 #include "ksearch/run_store.hpp"
 #include "ksearch/tasks.hpp"
 #include "report.hpp"
+#include "search_cli.hpp"
 #include "term.hpp"
 
 namespace ks::cli {
@@ -130,6 +131,9 @@ int eval_problems(const Args& a, const EvaluatorConfig& cfg) {
   return t.n_correct == t.n_total ? kExitOk : kExitCandidateFailed;
 }
 
+
+}  // namespace
+
 // A solution named by what a run folder holds: a solution file
 // (attempts/*/solution.json, best/solution.json, or one written by hand), the
 // best record (best.json), an attempt folder, the best/ folder, or a run
@@ -175,8 +179,6 @@ Solution load_solution(const std::string& arg, const TaskSpec& given, const std:
   }
   return load_solution_file(p, spec);
 }
-
-}  // namespace
 
 int cmd_eval(int argc, char** argv) {
   Args a("eval", "ksearch eval --task TASK --solution FILE [options]\n       ksearch eval --problem TASK=FILE [--problem ...] [--problems LIST] [options]",

@@ -11,6 +11,7 @@
 #include "search_cli.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/search.hpp"
+#include "ksearch/tasks.hpp"
 #include "report.hpp"
 
 namespace ks::cli {
@@ -42,6 +43,10 @@ std::vector<OptionSpec> search_options() {
       {"strategy", "NAME", "world_model (K-Search), greedy (refine the best kernel) or tune (parameter "
                            "search without an LLM).", "world_model", false},
       {"max-rounds", "N", "Round budget; a round is one evaluated candidate.", "20", false},
+      {"continue-from-solution", "SOLUTION|RUN",
+       "Start the world-model search from this kernel (a solution file, an answer, an attempt folder or a run "
+       "folder's best): it is evaluated again in round 1 and, when it passes, attached to the world model's root "
+       "and the best so far (K-Search's flag).", "", false},
       {"wm-stagnation-window", "N", "End an action's cycle after N rounds without improvement.", "5", false},
       {"wm-max-difficulty", "N", "Only actions up to this difficulty (1-5) are chosen while easier ones remain.",
        "4", false},
@@ -238,6 +243,14 @@ int cmd_run(int argc, char** argv) {
   c.max_cost_usd = a.get_double("max-cost", 0);
   c.max_wall_s = a.get_double("max-wall-time", 0);
   c.model = a.get("model");
+  if (a.has("continue-from-solution")) {
+    c.continue_from_solution = load_solution(a.get("continue-from-solution"), load_task(o.task)->spec(),
+                                             o.infer_language ? "" : std::string(to_string(c.language)));
+    if (o.infer_language) {  // the kernel's language is the run's
+      c.language = c.continue_from_solution->language;
+      o.infer_language = false;
+    }
+  }
   o.llm = llm_choice_from_args(a);
   if (o.llm.kind == "offline" && !a.has("strategy")) c.strategy = "tune";
   o.evaluator.backend = a.get("backend", "auto");

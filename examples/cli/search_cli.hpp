@@ -12,6 +12,11 @@
 
 namespace ks::cli {
 
+// A solution named by what a run folder holds (cmd_eval.cpp): a solution
+// file, best.json, an attempt folder, best/, or a run folder (its best
+// solution); with `language` ("" for the task's order) read as that one.
+Solution load_solution(const std::string& arg, const TaskSpec& spec, const std::string& language);
+
 // --llm SPEC with its openai options (--model, --base-url, ...) and --on-divergence.
 LlmChoice llm_choice_from_args(const Args& a);
 // The openai options alone, each value checked (a number where one belongs,

@@ -39,6 +39,11 @@ struct KS_API SearchConfig {
   // model (or a hostile provider) cannot fill the disk or the next prompt.
   std::size_t max_answer_bytes = std::size_t{4} << 20;
   std::string model;                     // for the manifest: what answered the prompts
+  // K-Search's --continue-from-solution (world_model): a kernel the search
+  // starts from. It is evaluated again in the run's first round, attached to
+  // the world model's root when it passes, so the first cycle builds on it,
+  // and it is the best so far from then on.
+  std::optional<Solution> continue_from_solution;
 
   // Throws ks::Error(Status::invalid_argument) naming the first bad field.
   void validate() const;

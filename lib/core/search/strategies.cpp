@@ -33,7 +33,8 @@ Json SearchConfig::to_json() const {
                     {"max_cost_usd", max_cost_usd},
                     {"max_wall_s", max_wall_s},
                     {"max_answer_bytes", static_cast<std::int64_t>(max_answer_bytes)},
-                    {"model", model}});
+                    {"model", model},
+                    {"continue_from_solution", continue_from_solution ? continue_from_solution->to_json() : Json()}});
 }
 
 SearchConfig SearchConfig::from_json(const Json& j) {
@@ -58,6 +59,12 @@ SearchConfig SearchConfig::from_json(const Json& j) {
   if (answer_cap < 1) throw Error(Status::invalid_argument, "search configuration: max_answer_bytes must be >= 1");
   c.max_answer_bytes = static_cast<std::size_t>(answer_cap);
   c.model = j.get_string("model");
+  if (const Json* seed = j.find("continue_from_solution"); seed && !seed->is_null()) {
+    if (!seed->is_object())
+      throw Error(Status::invalid_argument, "search configuration: continue_from_solution must be a solution object");
+    c.continue_from_solution = Solution::from_json(*seed);
+    c.continue_from_solution->finalize();
+  }
   c.validate();
   return c;
 }
@@ -75,6 +82,11 @@ void SearchConfig::validate() const {
   if (!(max_cost_usd >= 0)) bad(fmt::format("max_cost_usd must be a number >= 0, is {}", max_cost_usd));
   if (!(max_wall_s >= 0)) bad(fmt::format("max_wall_s must be a number >= 0, is {}", max_wall_s));
   if (max_answer_bytes < 1) bad("max_answer_bytes must be >= 1");
+  if (continue_from_solution && strategy != "world_model")
+    bad(fmt::format("continue_from_solution is read by the world_model strategy, not by {}", strategy));
+  if (continue_from_solution && continue_from_solution->language != language)
+    bad(fmt::format("continue_from_solution is a {} solution, and the run's language is {}",
+                    to_string(continue_from_solution->language), to_string(language)));
   bool known = false;
   for (const auto& n : strategy_names()) known = known || n == strategy;
   if (!known) bad(fmt::format("unknown strategy \"{}\" (known: world_model, greedy, tune)", strategy));

@@ -98,7 +98,10 @@ class WorldModelStrategy final : public SearchStrategy {
 
   void run(SearchContext& ctx) override {
     WorldModel& wm = ctx.world_model();
-    if (!wm.initialized()) initialize(ctx);
+    if (!wm.initialized()) {
+      initialize(ctx);
+      if (ctx.config().continue_from_solution) warm_start(ctx, *ctx.config().continue_from_solution);
+    }
     int cycle = 0;
     while (!ctx.should_stop()) {
       propose(ctx);
@@ -168,6 +171,37 @@ class WorldModelStrategy final : public SearchStrategy {
       wm.initialize_fallback(ctx.task().prompt(ctx.config().language), ctx.rounds_used());
       emit(ctx, events::WorldModelFallback{"wm_init"});
     }
+    ctx.snapshot_world_model();
+  }
+
+  // K-Search's --continue-from-solution: the kernel is evaluated again (a
+  // round of its own) and, when it passes, attached to the root, so that
+  // the actions under the root build on it and the first propose sees its
+  // code. One that fails is reported and the search starts from the task.
+  void warm_start(SearchContext& ctx, const Solution& seed) {
+    Solution s = seed;
+    s.parent_id.clear();
+    s.name = "continue-from: " + (seed.name.empty() ? seed.id : seed.name);
+    s.finalize();
+    const EvalResult r = ctx.evaluate(s, "continue from the given solution");
+    last_code_ = kernel_text(s);
+    ctx.event("warm_start", Json::obj({{"solution_id", s.id},
+                                       {"status", to_string(r.status)},
+                                       {"attached_to_root", r.passed()},
+                                       {"why", r.passed() ? "the given solution passed: the first cycle builds on it"
+                                                          : "the given solution did not pass: the search starts "
+                                                            "from the task, with its code in the first propose"}}));
+    if (!r.passed()) return;
+    WorldModel& wm = ctx.world_model();
+    const Json tree = wm.to_json();
+    const Json* dt = tree.find("decision_tree");
+    const std::string root = dt ? dt->get_string("root_id", "root") : "root";
+    SolutionRef ref;
+    ref.solution_id = s.id;
+    ref.solution_name = s.name;
+    ref.round = ctx.rounds_used();
+    ref.eval = compact_eval(r);
+    wm.attach_solution(root, ref);
     ctx.snapshot_world_model();
   }
 

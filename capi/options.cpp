@@ -20,13 +20,19 @@ std::size_t struct_size(std::uint32_t version) {
 template <typename T>
 constexpr std::uint32_t kLatestVersion = 1;
 
-// Version 2 appended weak_check: a version 1 struct ends where it begins.
+// Version 2 appended weak_check, version 3 continue_from_solution: an older
+// struct ends where the next version's field begins.
 template <>
 std::size_t struct_size<ks_search_options>(std::uint32_t version) {
-  return version == 1 ? offsetof(ks_search_options, weak_check) : version == 2 ? sizeof(ks_search_options) : 0;
+  switch (version) {
+    case 1: return offsetof(ks_search_options, weak_check);
+    case 2: return offsetof(ks_search_options, continue_from_solution);
+    case 3: return sizeof(ks_search_options);
+    default: return 0;
+  }
 }
 template <>
-constexpr std::uint32_t kLatestVersion<ks_search_options> = 2;
+constexpr std::uint32_t kLatestVersion<ks_search_options> = 3;
 
 template <typename T>
 ks_status init_struct(const char* where, T* options, std::uint32_t version) {
@@ -333,6 +339,7 @@ ks_status ks_search_options_init(ks_search_options* o, uint32_t version) {
   if (s == KS_OK) s = ks_eval_options_init(&o->eval, KS_EVAL_OPTIONS_VERSION);
   if (s == KS_OK) s = ks_llm_options_init(&o->llm, KS_LLM_OPTIONS_VERSION);
   if (version >= 2) o->weak_check = ks::SearchOptions{}.weak_check ? 1 : 0;
+  if (version >= 3) o->continue_from_solution = nullptr;
   return s;
 }
 

@@ -2,6 +2,7 @@
 // thread-local error.
 #include "capi_internal.hpp"
 #include "ksearch/run_store.hpp"
+#include "ksearch/tasks.hpp"
 
 namespace ks::capi {
 namespace {
@@ -122,6 +123,19 @@ ks_status ks_search_run(const ks_search_options* o, ks_result** out) {
     if (o->version >= 2) so.weak_check = o->weak_check != 0;  // version 1 has no field: the default
     if (o->run_dir) so.run_dir = o->run_dir;
     if (o->kernelbench_dir) so.kernelbench_dir = o->kernelbench_dir;
+    if (o->version >= 3 && o->continue_from_solution) {
+      ks::TaskSpec spec = ks::load_task(so.task, {so.kernelbench_dir})->spec();
+      if (!so.infer_language) spec.languages = {so.config.language};
+      try {
+        so.config.continue_from_solution = ks::load_solution_file(o->continue_from_solution, spec);
+      } catch (const ks::Error& e) {
+        throw ks::Error(e.status(), std::string("options.continue_from_solution: ") + e.what());
+      }
+      if (so.infer_language) {  // the kernel's language is the run's
+        so.config.language = so.config.continue_from_solution->language;
+        so.infer_language = false;
+      }
+    }
     so.progress = progress_of(o->progress, o->progress_user_data);
     so.on_event = events_of(o->event, o->event_user_data);
     if (o->cancel) so.cancel = o->cancel->token;

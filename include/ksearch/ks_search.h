@@ -113,8 +113,9 @@ typedef struct ks_tune_options {
 KS_API ks_status ks_tune_options_init(ks_tune_options *options, uint32_t version);
 
 /* Version 2 appended `weak_check`; a program built with version 1 passes 1
- * and gets the version 1 layout and behaviour (the check runs). */
-#define KS_SEARCH_OPTIONS_VERSION 2
+ * and gets the version 1 layout and behaviour (the check runs). Version 3
+ * appended `continue_from_solution`. */
+#define KS_SEARCH_OPTIONS_VERSION 3
 
 typedef struct ks_search_options {
   uint32_t version;               /* KS_SEARCH_OPTIONS_VERSION */
@@ -145,6 +146,12 @@ typedef struct ks_search_options {
    * the manifest's "weak_check" record (docs/evaluation.md, "Weak checks").
    * 0 skips it [--no-weak-check]. */
   int weak_check;
+  /* Version 3. NULL, or K-Search's --continue-from-solution (world_model
+   * strategy): a solution file, an attempt folder or a run folder (its best
+   * solution). It is evaluated again in round 1 and, when it passes, attached
+   * to the world model's root and the best so far (docs/world-model.md, "Warm
+   * start"). With language_from_task, its language is the run's. */
+  const char *continue_from_solution;
 } ks_search_options;
 
 /* Fills *options, and each nested struct, with the defaults for `version`

@@ -104,7 +104,9 @@ class KS_API SpecTask : public Task {
 // task's languages in order. Throws ks::Error(Status::parse) with the reason.
 KS_API Solution parse_solution_text(std::string_view text, const TaskSpec& spec);
 // The same for a file; a relative path is read from the working directory. A
-// folder (a run's attempt folder, best/) is read as its solution.json. The
+// folder (a run's attempt folder, best/) is read as its solution.json, a run
+// folder as its best solution (one in a language `spec` does not list is an
+// error). The
 // file must be regular and not the kernel's (/proc, /sys); what is read
 // beside it (solution.json in a folder, the source files it names) must not
 // be a symbolic link.

@@ -14,6 +14,7 @@
 #include "core/solution_files.hpp"
 #include "core/tune/params.hpp"
 #include "ksearch/error.hpp"
+#include "ksearch/run_store.hpp"
 #include "util/expr.hpp"
 #include "util/fs.hpp"
 #include "util/json_fields.hpp"
@@ -574,6 +575,16 @@ Solution load_solution_file(const std::filesystem::path& path, const TaskSpec& s
   // it may be a run folder from someone else, with links to private files.
   std::error_code ec;
   const bool is_folder = std::filesystem::is_directory(path, ec);
+  if (is_folder && !std::filesystem::exists(std::filesystem::symlink_status(path / "solution.json", ec)) &&
+      RunStore::exists(path)) {
+    // A run folder: its best solution.
+    auto best = RunStore::open_read_only(path).best();
+    if (!best) throw Error(Status::not_found, fmt::format("{} is a run folder without a passing solution yet", path.string()));
+    if (std::find(spec.languages.begin(), spec.languages.end(), best->solution.language) == spec.languages.end())
+      throw Error(Status::invalid_argument, fmt::format("{}: its best solution is {}, which this task does not take here",
+                                                        path.string(), to_string(best->solution.language)));
+    return best->solution;
+  }
   const std::filesystem::path dir = is_folder ? path : path.parent_path().empty() ? "." : path.parent_path();
   const std::filesystem::path shown = is_folder ? path / "solution.json" : path;
   std::string text = is_folder ? util::Folder(dir).read("solution.json", util::kMaxSolutionFileBytes)

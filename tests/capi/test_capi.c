@@ -136,6 +136,22 @@ static void test_search(const char *task, const char *work) {
   CHECK(strcmp(ks_result_source_path(result, 99), "") == 0);
   test_replay(work, ks_result_best_solution_id(result));
   ks_result_destroy(result);
+
+  /* continue_from_solution reads the run folder's best kernel; greedy does
+   * not take it, and says so before anything runs. */
+  {
+    char again[4096];
+    snprintf(again, sizeof again, "%s/greedy-continued", work);
+    greedy_options(&params, task, again, &m);
+    params.continue_from_solution = run_dir;
+    result = NULL;
+    CHECK(ks_search_run(&params, &result) == KS_E_INVALID_ARGUMENT);
+    CHECK(result == NULL);
+    CHECK(strstr(ks_last_error_message(), "continue_from_solution is read by the world_model strategy") != NULL);
+    params.continue_from_solution = "/nonexistent/solution.json";
+    CHECK(ks_search_run(&params, &result) != KS_OK);
+    CHECK(strstr(ks_last_error_message(), "options.continue_from_solution") != NULL);
+  }
 }
 
 /* `ksearch replay` from C: the greedy run above reproduced into a new folder
@@ -367,6 +383,7 @@ static void test_options(void) {
   CHECK(o.eval.baseline_latencies_path == NULL);
   CHECK(o.progress == NULL && o.event == NULL && o.cancel == NULL);
   CHECK(o.weak_check == 1);
+  CHECK(o.continue_from_solution == NULL);
 
   /* Version 1, as a program built before weak_check passes it: init writes
    * nothing past the version 1 layout; a newer version is refused. */
@@ -374,8 +391,13 @@ static void test_options(void) {
   CHECK(ks_search_options_init(&o, 1) == KS_OK);
   CHECK(o.version == 1 && o.parallel == 1);
   CHECK(((const unsigned char *)&o.weak_check)[0] == 0x5a);
+  /* Version 2 ends before continue_from_solution. */
+  memset(&o, 0x5a, sizeof o);
+  CHECK(ks_search_options_init(&o, 2) == KS_OK);
+  CHECK(o.version == 2 && o.weak_check == 1);
+  CHECK(((const unsigned char *)&o.continue_from_solution)[0] == 0x5a);
   CHECK(ks_search_options_init(&o, KS_SEARCH_OPTIONS_VERSION + 1) == KS_E_VERSION);
-  CHECK(strstr(ks_last_error_message(), "knows 1..2") != NULL);
+  CHECK(strstr(ks_last_error_message(), "knows 1..3") != NULL);
   CHECK(ks_search_options_init(&o, KS_SEARCH_OPTIONS_VERSION) == KS_OK);
 
   /* Each nested struct has its own init, with the same defaults. */

@@ -160,6 +160,7 @@ class PackageTest(unittest.TestCase):
         self.assertEqual(ksearch.BudgetOptions(), o.budget)  # the nested init agrees with the standalone one
         self.assertTrue(ksearch.KernelLoadOptions().load_module)
         self.assertIs(o.weak_check, True)
+        self.assertIsNone(o.continue_from_solution)  # K-Search's --continue-from-solution, off
 
     def test_enums_and_bad_values_are_clear_errors(self):
         self.assertEqual(ksearch.Strategy("world_model"), ksearch.Strategy.WORLD_MODEL)

@@ -397,6 +397,7 @@ class SearchOptions(_Options):
     event: Optional[Callable[..., Any]]
     cancel: Any
     weak_check: bool
+    continue_from_solution: Optional[PathLike]
 
 
 class ResumeOptions(_Options):

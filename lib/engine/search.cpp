@@ -676,6 +676,12 @@ SearchOutcome run_search(const SearchOptions& options) {
       if (!language_is_python(l)) native.push_back(l);
     if (native.size() == 1) config.language = native.front();
   }
+  if (config.continue_from_solution && options.infer_language) {
+    // The given kernel's language is the run's (a Python kernel on a task
+    // whose native language is another).
+    config.language = config.continue_from_solution->language;
+  }
+  config.validate();  // again: the language may have changed above
   check_language(*parts.task, config.language);
   if (options.llm.kind == "offline" && options.config.strategy != "tune")
     throw Error(Status::invalid_argument,
@@ -903,6 +909,8 @@ SearchOutcome replay_search(const fs::path& recorded_run, const ReplayOptions& o
       throw Error(Status::invalid_argument, fmt::format("replay: \"{}\" is not a search setting", key));
     cj[key] = value;
   }
+  // A continued run replayed with another strategy: only world_model reads the given kernel.
+  if (cj.get_string("strategy", "world_model") != "world_model") cj["continue_from_solution"] = Json();
   SearchConfig config = SearchConfig::from_json(cj);
   auto mode = replay_mode(options.on_divergence);
   const bool has_model = options.custom_llm || options.llm;

@@ -87,6 +87,10 @@ void SearchConfig::validate() const {
   if (continue_from_solution && continue_from_solution->language != language)
     bad(fmt::format("continue_from_solution is a {} solution, and the run's language is {}",
                     to_string(continue_from_solution->language), to_string(language)));
+  // Round 1 is the given kernel's; a stop right after it would leave no trace of it in the tree.
+  if (continue_from_solution && max_rounds < 2)
+    bad(fmt::format("continue_from_solution needs max_rounds >= 2 (round 1 evaluates the given kernel), is {}",
+                    max_rounds));
   bool known = false;
   for (const auto& n : strategy_names()) known = known || n == strategy;
   if (!known) bad(fmt::format("unknown strategy \"{}\" (known: world_model, greedy, tune)", strategy));

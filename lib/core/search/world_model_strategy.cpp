@@ -101,6 +101,11 @@ class WorldModelStrategy final : public SearchStrategy {
     if (!wm.initialized()) {
       initialize(ctx);
       if (ctx.config().continue_from_solution) warm_start(ctx, *ctx.config().continue_from_solution);
+    } else if (ctx.config().continue_from_solution) {
+      // (A resumed run starts empty and replays its journal: only a host's own
+      // world model can arrive initialized.)
+      throw Error(Status::invalid_argument,
+                  "continue_from_solution needs a world model that starts empty; this one is initialized already");
     }
     int cycle = 0;
     while (!ctx.should_stop()) {
@@ -176,22 +181,27 @@ class WorldModelStrategy final : public SearchStrategy {
 
   // K-Search's --continue-from-solution: the kernel is evaluated again (a
   // round of its own) and, when it passes, attached to the root, so that
-  // the actions under the root build on it and the first propose sees its
-  // code. One that fails is reported and the search starts from the task.
+  // the actions under the root take it as their base kernel (the generate
+  // prompt shows it). One that fails is reported and the search starts from
+  // the task.
   void warm_start(SearchContext& ctx, const Solution& seed) {
+    constexpr std::string_view kPrefix = "continue-from: ";
     Solution s = seed;
     s.parent_id.clear();
-    s.name = "continue-from: " + (seed.name.empty() ? seed.id : seed.name);
-    s.finalize();
+    s.task.clear();  // another run's task name; the evaluation fills in this one's
+    const std::string name = seed.name.empty() ? seed.id : seed.name;
+    s.name = name.rfind(kPrefix, 0) == 0 ? name : std::string(kPrefix) + name;
+    s.finalize();  // the id is the content's: the same kernel keeps its id
     const EvalResult r = ctx.evaluate(s, "continue from the given solution");
-    last_code_ = kernel_text(s);
     ctx.event("warm_start", Json::obj({{"solution_id", s.id},
                                        {"status", to_string(r.status)},
                                        {"attached_to_root", r.passed()},
-                                       {"why", r.passed() ? "the given solution passed: the first cycle builds on it"
+                                       {"why", r.passed() ? "the given solution passed: the actions under the root "
+                                                            "build on it"
                                                           : "the given solution did not pass: the search starts "
-                                                            "from the task, with its code in the first propose"}}));
+                                                            "from the task"}}));
     if (!r.passed()) return;
+    last_code_ = kernel_text(s);
     WorldModel& wm = ctx.world_model();
     const Json tree = wm.to_json();
     const Json* dt = tree.find("decision_tree");

@@ -62,7 +62,7 @@ struct CandidateProcessOptions {
   std::string python_cache;
   // A Python candidate's process forked by this worker's long-lived Python
   // (candidate_runner.py --zygote, started once with `command` and kept),
-  // which has PyTorch and Triton imported already, instead of a fresh
+  // which has imported `zygote_imports` already, instead of a fresh
   // interpreter. It gets the same layers, set up by itself right after the
   // fork. Where the zygote cannot start or fork, the process is started
   // directly; $KSEARCH_PYTHON_ZYGOTE=0 always does that.

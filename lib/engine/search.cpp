@@ -660,6 +660,9 @@ SearchOutcome run_search(const SearchOptions& options) {
     SearchConfig checked = options.config;  // a custom strategy's name need not be a built-in one
     checked.strategy = "world_model";
     checked.validate();
+    if (checked.continue_from_solution)
+      throw Error(Status::invalid_argument,
+                  "continue_from_solution is read by the built-in world_model strategy, not by a custom one");
   } else {
     options.config.validate();
   }

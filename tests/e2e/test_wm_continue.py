@@ -5,8 +5,9 @@ a second run continues from that run's folder. Its round 1 evaluates that
 kernel again, the world model's root holds it (so the actions under the root
 build on it), and it is the best so far from round 1. The second run stops
 after two rounds and is resumed to five: the root keeps the kernel, and the
-first rounds come from the journal. A budget of one round and a strategy that
-does not read the flag are refused before anything runs."""
+first rounds come from the journal. A kernel that fails is reported and not
+attached. A budget of one round and a strategy that does not read the flag are
+refused before anything runs."""
 import json
 import os
 import subprocess
@@ -103,6 +104,21 @@ if best["eval"]["latency_ms"] > json.loads((first / "best.json").read_text())["e
 manifest = json.loads((cont / "manifest.json").read_text())
 if (manifest["config"].get("continue_from_solution") or {}).get("id") != seed["id"]:
     sys.exit("the manifest's configuration should hold the given kernel (for resume and replay)")
+
+# A kernel that does not pass (the first run's incorrect attempt) is evaluated, reported, and not
+# attached: the search starts from the task.
+failing = next(d for d in sorted((first / "attempts").iterdir())
+               if json.loads((d / "eval.json").read_text())["status"] == "incorrect")
+cold = work / "failing_seed"
+finish(run_cmd(cold, 2, "--continue-from-solution", str(failing)), "failing_seed.log")
+a = attempts(cold)
+if a[0]["status"] != "incorrect":
+    sys.exit(f"round 1 should be the given (incorrect) kernel: {a[0]}")
+warm = [json.loads(line) for line in open(cold / "events.jsonl") if '"warm_start"' in line]
+if len(warm) != 1 or warm[0].get("attached_to_root") is not False:
+    sys.exit(f"a warm_start event with attached_to_root false was expected: {warm}")
+if root_solution(cold)[0]:
+    sys.exit("a kernel that did not pass must not be attached to the root")
 
 # One round is refused: round 1 is the kernel's.
 finish(run_cmd(work / "one_round", 1, "--continue-from-solution", str(first)), "one_round.log", want=2)

@@ -136,4 +136,18 @@ TEST_CASE("a host's strategy, world model, LLM policy and evaluator run in run_s
   CHECK(again.rounds == 3);
   CHECK(again.replayed_rounds == 2);
   CHECK(model->calls == 3);  // the first two answers came from the journal
+
+  // A kernel to continue from is read by the built-in world_model strategy
+  // only: a host's strategy would ignore it, so the run refuses it first.
+  o.run_dir = test::scratch_dir("custom_parts_continue") / "run";
+  o.custom_world_model = make_tree_world_model();
+  o.config.continue_from_solution = out.best->solution;
+  try {
+    run_search(o);
+    FAIL("a custom strategy took continue_from_solution");
+  } catch (const Error& e) {
+    CHECK(e.status() == Status::invalid_argument);
+    CHECK(std::string(e.what()).find("not by a custom one") != std::string::npos);
+  }
+  CHECK(model->calls == 3);  // refused before anything ran
 }

@@ -420,8 +420,16 @@ std::vector<std::string> other_processes() {
 // subreaper, so the worker stops, continues and reaps it as it does a
 // process it started itself.
 
+// What makes one zygote serve a candidate: one per interpreter, imports and limit.
+struct ZygoteKind {
+  std::vector<std::string> interpreter;  // CandidateProcessOptions::command
+  std::string imports;                   // CandidateProcessOptions::zygote_imports
+  std::uint64_t rlimit_as = 0;           // its children's address-space limit, which it imports under
+  bool operator==(const ZygoteKind&) const = default;
+};
+
 struct Zygote {
-  std::vector<std::string> command;
+  ZygoteKind kind;
   pid_t pid = -1;
   int sock = -1;
   int out = -1;  // its stdout and stderr, read when it fails
@@ -482,7 +490,7 @@ struct SubreaperWindow {
   SubreaperWindow& operator=(const SubreaperWindow&) = delete;
 };
 
-bool start_zygote(Zygote& z, const std::vector<std::string>& command) {
+bool start_zygote(Zygote& z, const ZygoteKind& kind) {
   z.end();
   int sv[2], out[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return false;
@@ -498,15 +506,13 @@ bool start_zygote(Zygote& z, const std::vector<std::string>& command) {
   setup.pid_namespace = false;  // its children get theirs
   setup.uid_map = fmt::format("0 {} 1", ::geteuid());
   setup.gid_map = fmt::format("0 {} 1", ::getegid());
-  // `command` is the interpreter's, then what it imports and the address-
-  // space limit its children get (fork_through_zygote). It imports under
-  // that limit itself, as a started process would: libraries that size what
-  // they reserve by the limit then fit its children too.
-  setup.exe = command.front();
-  setup.args.assign(command.begin(), command.end() - 2);
+  // It imports under its children's limit, as a started process would:
+  // libraries that size what they reserve by the limit then fit them too.
+  setup.exe = kind.interpreter.front();
+  setup.args = kind.interpreter;
   setup.args.emplace_back("--zygote");
-  setup.args.push_back(command[command.size() - 2]);
-  setup.rlimit_as = std::stoull(command.back());
+  setup.args.push_back(kind.imports);
+  setup.rlimit_as = kind.rlimit_as;
   for (auto& a : setup.args) setup.argv.push_back(a.data());
   setup.argv.push_back(setup.isolation);
   setup.argv.push_back(nullptr);
@@ -516,7 +522,7 @@ bool start_zygote(Zygote& z, const std::vector<std::string>& command) {
   z.sock = sv[0];
   z.out = out[0];
   ::fcntl(z.out, F_SETFL, O_NONBLOCK);
-  z.command = command;
+  z.kind = kind;
   if (z.pid < 0) {
     z.end();
     return false;
@@ -538,16 +544,12 @@ bool start_zygote(Zygote& z, const std::vector<std::string>& command) {
 // Asks the zygote for a process that serves `sock` and writes to `out`, set
 // up as `spec` says. Returns its process id (a child of this process now),
 // or -1 where the caller starts the process directly instead.
-pid_t fork_through_zygote(const std::vector<std::string>& interpreter, const std::string& imports,
-                          std::uint64_t rlimit_as, const std::string& spec, int sock, int out) {
-  std::vector<std::string> command = interpreter;
-  command.push_back(imports);  // a zygote per interpreter, imports and limit
-  command.push_back(std::to_string(rlimit_as));
+pid_t fork_through_zygote(const ZygoteKind& kind, const std::string& spec, int sock, int out) {
   std::lock_guard lock(g_zygote_mutex);
   Zygote& z = g_zygote;
   for (int attempt = 0; attempt < 2 && z.failures < kZygoteFailuresAllowed; ++attempt) {
-    if (z.pid <= 0 || z.command != command) {
-      if (!start_zygote(z, command)) {
+    if (z.pid <= 0 || z.kind != kind) {
+      if (!start_zygote(z, kind)) {
         ++z.failures;
         continue;
       }
@@ -825,7 +827,8 @@ CandidateProcess::CandidateProcess(const CandidateProcessOptions& options)
                                    {"hide", Json(std::move(hide))},
                                    {"env", Json(std::move(env))},
                                    {"rlimit_as", Json(static_cast<std::int64_t>(setup.rlimit_as))}});
-      pid_ = fork_through_zygote(options.command, options.zygote_imports, setup.rlimit_as, spec.dump(), sv[1], out[1]);
+      pid_ = fork_through_zygote({options.command, options.zygote_imports, setup.rlimit_as}, spec.dump(), sv[1],
+                                 out[1]);
       forked = pid_ > 0;
     }
     if (pid_ == kZygoteUnclear) {

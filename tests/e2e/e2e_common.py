@@ -1,6 +1,12 @@
-"""The command line every end-to-end script takes, and its fresh work folder."""
+"""The command line every end-to-end script takes, its fresh work folder, and
+a run killed with SIGKILL at a point of its run folder's state."""
 import argparse
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 
@@ -16,3 +22,65 @@ def setup(*more, **helps):
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     return args, Path(args.source_dir), work
+
+
+def lines(path):
+    """Complete lines of a journal file (0 when it does not exist yet)."""
+    try:
+        with open(path) as f:
+            return sum(1 for line in f if line.endswith("\n"))
+    except FileNotFoundError:
+        return 0
+
+
+def children(pid):
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                stat = (d / "stat").read_text()
+                ppid = int(stat.rsplit(")", 1)[1].split()[1])
+                if ppid == pid:
+                    out.append(int(d.name))
+            except (OSError, ValueError, IndexError):
+                pass
+    return out
+
+
+def alive(pid):
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def run_and_kill(cmd, run_dir, log_path, until, env):
+    """Starts cmd, SIGKILLs it once until(run_dir) holds (a state of the run
+    folder, never a time), and checks that its child processes end too."""
+    log_name = Path(log_path).name
+    with open(log_path, "w") as log:
+        p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+        deadline = time.time() + 300
+        while not until(run_dir):
+            if p.poll() is not None:
+                sys.exit(f"{log_name}: the run ended (rc {p.returncode}) before the kill point; see its log")
+            if time.time() > deadline:
+                p.kill()
+                sys.exit(f"{log_name}: kill point not reached in 300 s")
+            time.sleep(0.02)
+        kids = children(p.pid)
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+    # Workers watch their parent and must exit on their own (in about half a second; the limit is a
+    # safety net for a loaded machine, a worker that never exits still fails).
+    deadline = time.time() + 60
+    while any(alive(k) for k in kids) and time.time() < deadline:
+        time.sleep(0.05)
+    left = [k for k in kids if alive(k)]
+    if left:
+        for k in left:
+            os.kill(k, signal.SIGKILL)
+        sys.exit(f"{log_name}: processes {left} outlived the killed run")
+    print(f"{log_name}: killed at {lines(run_dir / 'attempts.jsonl')} attempts, "
+          f"{lines(run_dir / 'transcript.jsonl')} LLM answers; {len(kids)} child process(es) ended with it")

@@ -157,7 +157,7 @@ int cmd_show(int argc, char** argv) {
   RunStore store = RunStore::open_read_only(a.positional()[0]);
   if (a.has("dot")) return print_dot(store, a);
   if (a.has("attempt")) return print_attempt(store, a.get("attempt"), a.has("json"));
-  Json m = store.manifest();
+  const Json m = store.manifest();  // const: a lookup of a missing key must not insert one (and move cfg)
   auto attempts = store.attempts();
   auto best = store.best();
   if (a.has("json")) {

@@ -231,6 +231,7 @@ TEST_CASE("lenient edits: an op that breaks a rule is skipped and named; the oth
   for (const auto& op : out.report["ops"].as_array()) statuses.push_back(op["status"].as_string());
   CHECK(statuses == std::vector<std::string>{"skipped", "skipped", "skipped", "skipped", "skipped", "skipped",
                                              "skipped", "applied", "applied"});
+  CHECK(out.report["ops"][7]["note"].as_string() == "node_id \"has space\" is not a valid id; the node got \"r4_n1\"");
   CHECK(has_node(*wm, "n1"));
   CHECK(wm->action("r4_n1").parent_solution_id == "sol-n2");
   CHECK(wm->action("n3").parent_solution_id.empty());

@@ -337,7 +337,8 @@ void EditRun::insert_node(const Json& op, const std::string& where, Problems& p,
   if (id.empty()) return;
   rep["node_id"] = id;
   if (!requested.empty() && requested != id)
-    rep["note"] = fmt::format("node_id \"{}\" was taken; the node got \"{}\"", requested, id);
+    rep["note"] = fmt::format("node_id \"{}\" {}; the node got \"{}\"", requested,
+                              check_node_id(requested).empty() ? "was taken" : "is not a valid id", id);
 }
 
 void EditRun::split_node(const Json& op, const std::string& where, Problems& p, Json& rep) {

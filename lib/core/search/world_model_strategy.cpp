@@ -159,7 +159,7 @@ class WorldModelStrategy final : public SearchStrategy {
       }
       EditOutcome out = apply(resp.text);
       events::WorldModelEdit edit{std::string(to_string(kind)), t, out.applied_ops, out.new_nodes, out.errors,
-                                  out.report};
+                                  out.report, out.repairs};
       if (out.ok) emit(ctx, events::WorldModelEdited{std::move(edit)});
       else emit(ctx, events::WorldModelEditRejected{std::move(edit)});
       if (out.ok) return true;
@@ -170,8 +170,11 @@ class WorldModelStrategy final : public SearchStrategy {
 
   void initialize(SearchContext& ctx) {
     WorldModel& wm = ctx.world_model();
+    EditRules rules;  // round and mode: an init answer gets the repairs of a lenient edit
+    rules.round = ctx.rounds_used();
+    rules.lenient = ctx.config().wm_lenient_edits;
     bool ok = edit_with_retries(ctx, PromptKind::wm_init, base_inputs(ctx),
-                                [&](const std::string& text) { return wm.initialize(text, ctx.rounds_used()); });
+                                [&](const std::string& text) { return wm.initialize_with(text, rules); });
     if (!ok) {
       wm.initialize_fallback(ctx.task().prompt(ctx.config().language), ctx.rounds_used());
       emit(ctx, events::WorldModelFallback{"wm_init"});
@@ -221,6 +224,7 @@ class WorldModelStrategy final : public SearchStrategy {
     EditRules rules;
     rules.purpose = EditRules::Purpose::propose;
     rules.round = ctx.rounds_used();
+    rules.lenient = ctx.config().wm_lenient_edits;
     WmPromptInputs in = base_inputs(ctx);
     in.kernel_code = last_code_;
     bool ok = edit_with_retries(ctx, PromptKind::wm_propose, in,
@@ -385,6 +389,7 @@ class WorldModelStrategy final : public SearchStrategy {
       EditRules rules;
       rules.purpose = EditRules::Purpose::refine;
       rules.round = ctx.rounds_used();
+      rules.lenient = ctx.config().wm_lenient_edits;
       rules.solved_node_id = node_id;
       bool ok = edit_with_retries(ctx, PromptKind::wm_refine, in,
                                   [&](const std::string& text) { return wm.apply_edits(text, rules); });
@@ -413,6 +418,7 @@ class WorldModelStrategy final : public SearchStrategy {
       EditRules rules;
       rules.purpose = EditRules::Purpose::too_hard;
       rules.round = ctx.rounds_used();
+      rules.lenient = ctx.config().wm_lenient_edits;
       rules.failed_node_id = node_id;
       bool ok = edit_with_retries(ctx, PromptKind::wm_too_hard, in,
                                   [&](const std::string& text) { return wm.apply_edits(text, rules); });

@@ -72,6 +72,10 @@ EvalStatus eval_status_of(ks_eval_status s, const char* field);
 // Version checks of the option structs: each struct's size per version; 0
 // for a version this library does not know.
 std::size_t search_options_size(std::uint32_t version);
+// The options in this library's layout, from a struct of a known version
+// (versions 1..3 lay ks_search_options out with the smaller version 1
+// ks_world_model_options; the fields a version lacks read as zero).
+ks_search_options search_options_in_current_layout(const ks_search_options* o);
 void check_version(const char* what, std::uint32_t version, std::uint32_t known_max, bool known);
 
 // The options, in C++ form. Throw ks::Error naming the field at fault.

@@ -20,19 +20,104 @@ std::size_t struct_size(std::uint32_t version) {
 template <typename T>
 constexpr std::uint32_t kLatestVersion = 1;
 
-// Version 2 appended weak_check, version 3 continue_from_solution: an older
-// struct ends where the next version's field begins.
+// ks_world_model_options version 1 and ks_search_options versions 1..3, as
+// programs built with those headers lay them out: world_model ended after
+// max_chars, so every later field of ks_search_options sat earlier.
+struct WorldModelOptionsV1 {
+  std::uint32_t version;
+  int stagnation_window;
+  int max_difficulty;
+  int edit_retries;
+  std::uint64_t max_chars;
+};
+struct SearchOptionsV3 {
+  std::uint32_t version;
+  const char* task;
+  const char* run_dir;
+  const char* kernelbench_dir;
+  ks_strategy strategy;
+  ks_language language;
+  int language_from_task;
+  int parallel;
+  std::uint64_t seed;
+  ks_budget_options budget;
+  WorldModelOptionsV1 world_model;
+  ks_tune_options tune;
+  ks_eval_options eval;
+  ks_llm_options llm;
+  ks_progress_callback progress;
+  void* progress_user_data;
+  ks_event_callback event;
+  void* event_user_data;
+  ks_cancel_token* cancel;
+  int weak_check;
+  const char* continue_from_solution;
+};
+// The layouts differ only in world_model: the fields before it are where they
+// were, and the ones after it moved together (so they copy as one block).
+static_assert(offsetof(SearchOptionsV3, world_model) == offsetof(ks_search_options, world_model));
+static_assert(sizeof(WorldModelOptionsV1) == offsetof(ks_world_model_options, lenient_edits));
+static_assert(offsetof(SearchOptionsV3, weak_check) - offsetof(SearchOptionsV3, tune) ==
+              offsetof(ks_search_options, weak_check) - offsetof(ks_search_options, tune));
+static_assert(sizeof(SearchOptionsV3) - offsetof(SearchOptionsV3, tune) ==
+              sizeof(ks_search_options) - offsetof(ks_search_options, tune));
+
 template <>
-std::size_t struct_size<ks_search_options>(std::uint32_t version) {
+std::size_t struct_size<ks_world_model_options>(std::uint32_t version) {
   switch (version) {
-    case 1: return offsetof(ks_search_options, weak_check);
-    case 2: return offsetof(ks_search_options, continue_from_solution);
-    case 3: return sizeof(ks_search_options);
+    case 1: return offsetof(ks_world_model_options, lenient_edits);
+    case 2: return sizeof(ks_world_model_options);
     default: return 0;
   }
 }
 template <>
-constexpr std::uint32_t kLatestVersion<ks_search_options> = 3;
+constexpr std::uint32_t kLatestVersion<ks_world_model_options> = 2;
+
+// Version 2 appended weak_check, version 3 continue_from_solution: an older
+// struct ends where the next version's field begins. Version 4 is the first
+// with the version 2 world_model (the layout above before it).
+template <>
+std::size_t struct_size<ks_search_options>(std::uint32_t version) {
+  switch (version) {
+    case 1: return offsetof(SearchOptionsV3, weak_check);
+    case 2: return offsetof(SearchOptionsV3, continue_from_solution);
+    case 3: return sizeof(SearchOptionsV3);
+    case 4: return sizeof(ks_search_options);
+    default: return 0;
+  }
+}
+template <>
+constexpr std::uint32_t kLatestVersion<ks_search_options> = 4;
+constexpr std::uint32_t kFirstSearchOptionsWithWorldModelV2 = 4;
+
+// Between the layouts: the fields before world_model and the block after it
+// are copied as they are; world_model field by field (lenient_edits is not in
+// the older one, and reads as 0: strict).
+SearchOptionsV3 to_v3_layout(const ks_search_options& o) {
+  SearchOptionsV3 old;
+  std::memset(&old, 0, sizeof old);
+  std::memcpy(&old, &o, offsetof(SearchOptionsV3, world_model));
+  old.world_model.version = 1;
+  old.world_model.stagnation_window = o.world_model.stagnation_window;
+  old.world_model.max_difficulty = o.world_model.max_difficulty;
+  old.world_model.edit_retries = o.world_model.edit_retries;
+  old.world_model.max_chars = o.world_model.max_chars;
+  std::memcpy(&old.tune, &o.tune, sizeof old - offsetof(SearchOptionsV3, tune));
+  return old;
+}
+
+ks_search_options from_v3_layout(const SearchOptionsV3& old) {
+  ks_search_options o;
+  std::memset(&o, 0, sizeof o);
+  std::memcpy(&o, &old, offsetof(SearchOptionsV3, world_model));
+  o.world_model.version = old.world_model.version;
+  o.world_model.stagnation_window = old.world_model.stagnation_window;
+  o.world_model.max_difficulty = old.world_model.max_difficulty;
+  o.world_model.edit_retries = old.world_model.edit_retries;
+  o.world_model.max_chars = old.world_model.max_chars;
+  std::memcpy(&o.tune, &old.tune, sizeof old - offsetof(SearchOptionsV3, tune));
+  return o;
+}
 
 template <typename T>
 ks_status init_struct(const char* where, T* options, std::uint32_t version) {
@@ -95,6 +180,20 @@ void check_version(const char* what, std::uint32_t version, std::uint32_t known_
 }
 
 std::size_t search_options_size(std::uint32_t version) { return struct_size<ks_search_options>(version); }
+
+ks_search_options search_options_in_current_layout(const ks_search_options* o) {
+  // Only the bytes of the caller's version are read: an older struct is shorter.
+  if (o->version >= kFirstSearchOptionsWithWorldModelV2) {
+    ks_search_options now;
+    std::memset(&now, 0, sizeof now);
+    std::memcpy(&now, o, struct_size<ks_search_options>(o->version));
+    return now;
+  }
+  SearchOptionsV3 old;
+  std::memset(&old, 0, sizeof old);
+  std::memcpy(&old, o, struct_size<ks_search_options>(o->version));
+  return from_v3_layout(old);
+}
 
 ReplayOptions replay_options_of(const ks_replay_options& o) {
   check_version("ks_replay_options", o.version, KS_REPLAY_OPTIONS_VERSION, struct_size<ks_replay_options>(o.version) != 0);
@@ -284,6 +383,7 @@ ks_status ks_world_model_options_init(ks_world_model_options* o, uint32_t versio
   o->max_difficulty = d.wm_max_difficulty;
   o->edit_retries = d.wm_edit_retries;
   o->max_chars = d.wm_max_chars;
+  if (version >= 2) o->lenient_edits = d.wm_lenient_edits ? 1 : 0;
   return KS_OK;
 }
 
@@ -327,6 +427,15 @@ ks_status ks_llm_options_init(ks_llm_options* o, uint32_t version) {
 
 ks_status ks_search_options_init(ks_search_options* o, uint32_t version) {
   if (ks_status s = init_struct("ks_search_options_init", o, version); s != KS_OK) return s;
+  if (version < kFirstSearchOptionsWithWorldModelV2) {
+    // The older layout: the defaults written through it, and not a byte more.
+    ks_search_options now;
+    ks_status s = ks_search_options_init(&now, kLatestVersion<ks_search_options>);
+    SearchOptionsV3 old = to_v3_layout(now);
+    old.version = version;
+    std::memcpy(static_cast<void*>(o), &old, struct_size<ks_search_options>(version));
+    return s;
+  }
   ks::SearchConfig d;
   o->strategy = KS_STRATEGY_AUTO;
   o->language = KS_LANGUAGE_CUDA;

@@ -23,12 +23,15 @@ SearchConfig config_of(const ks_search_options& o) {
   c.max_cost_usd = o.budget.max_cost_usd;
   c.max_wall_s = o.budget.max_wall_s;
   c.max_answer_bytes = static_cast<std::size_t>(o.budget.max_answer_bytes);
+  // A nested struct's version is fixed by its parent's: world_model version 2
+  // came with version 4 of the options around it.
   check_version("options.world_model", o.world_model.version, KS_WORLD_MODEL_OPTIONS_VERSION,
-                o.world_model.version == 1);
+                o.world_model.version == (o.version >= 4 ? 2u : 1u));
   c.wm_stagnation_window = o.world_model.stagnation_window;
   c.wm_max_difficulty = o.world_model.max_difficulty;
   c.wm_edit_retries = o.world_model.edit_retries;
   c.wm_max_chars = static_cast<std::size_t>(o.world_model.max_chars);
+  if (o.world_model.version >= 2) c.wm_lenient_edits = o.world_model.lenient_edits != 0;
   check_version("options.tune", o.tune.version, KS_TUNE_OPTIONS_VERSION, o.tune.version == 1);
   c.tune_rounds = o.tune.rounds;
   if (o.llm.source != KS_LLM_OPENAI && o.llm.model) c.model = o.llm.model;  // a label for the run
@@ -105,12 +108,16 @@ void ks_cancel_token_cancel(ks_cancel_token* t) {
 }
 int ks_cancel_token_is_cancelled(const ks_cancel_token* t) { return t && t->token->cancelled() ? 1 : 0; }
 
-ks_status ks_search_run(const ks_search_options* o, ks_result** out) {
+ks_status ks_search_run(const ks_search_options* given, ks_result** out) {
   if (!out) return fail(KS_E_INVALID_ARGUMENT, "ks_search_run: out is NULL");
   *out = nullptr;
-  if (!o) return fail(KS_E_INVALID_ARGUMENT, "ks_search_run: options is NULL");
+  if (!given) return fail(KS_E_INVALID_ARGUMENT, "ks_search_run: options is NULL");
   return guarded("ks_search_run", [&] {
-    check_version("ks_search_options", o->version, KS_SEARCH_OPTIONS_VERSION, search_options_size(o->version) != 0);
+    check_version("ks_search_options", given->version, KS_SEARCH_OPTIONS_VERSION,
+                  search_options_size(given->version) != 0);
+    // A program built with an older header passed its older layout.
+    const ks_search_options current = search_options_in_current_layout(given);
+    const ks_search_options* const o = &current;
     if (!o->task || !*o->task) throw ks::Error(ks::Status::invalid_argument, "options.task is required");
     ks::SearchOptions so;
     so.task = o->task;

@@ -100,6 +100,8 @@ int cmd_replay(int argc, char** argv) {
            false},
           {"wm-max-difficulty", "N", "The difficulty gate for action selection (1-5).", "as recorded", false},
           {"wm-edit-retries", "N", "Attempts per world-model edit before the fallback.", "as recorded", false},
+          {"wm-lenient-edits", "", "Repair world-model edits that break a rule where that is safe, instead of "
+                                   "rejecting them.", "as recorded", false},
           {"parallel", "N", "Candidates generated at once (greedy), cycles run at once (world_model).",
            "as recorded", false},
           {"tune-rounds", "N", "Tune phase after the search.", "as recorded", false},
@@ -139,6 +141,7 @@ int cmd_replay(int argc, char** argv) {
   set_int(o.config_changes, a, "wm-stagnation-window", "wm_stagnation_window");
   set_int(o.config_changes, a, "wm-max-difficulty", "wm_max_difficulty");
   set_int(o.config_changes, a, "wm-edit-retries", "wm_edit_retries");
+  if (a.has("wm-lenient-edits")) o.config_changes["wm_lenient_edits"] = true;
   set_int(o.config_changes, a, "parallel", "parallel");
   set_int(o.config_changes, a, "tune-rounds", "tune_rounds");
   set_int(o.config_changes, a, "seed", "seed");

@@ -50,6 +50,9 @@ std::vector<OptionSpec> search_options() {
       {"wm-stagnation-window", "N", "End an action's cycle after N rounds without improvement.", "5", false},
       {"wm-max-difficulty", "N", "Only actions up to this difficulty (1-5) are chosen while easier ones remain.",
        "4", false},
+      {"wm-lenient-edits", "", "Repair a world-model edit that breaks a rule where that is safe (numbers clamped, "
+                               "unknown fields dropped, operations that break a rule skipped; each repair recorded) "
+                               "instead of rejecting it and asking the model again (docs/world-model.md).", "", false},
       {"parallel", "N",
        "Candidates generated and evaluated at once (greedy); world-model cycles run at once, on the top N "
        "actions (world_model).",
@@ -242,6 +245,7 @@ int cmd_run(int argc, char** argv) {
   c.max_rounds = a.get_int("max-rounds", c.max_rounds);
   c.wm_stagnation_window = a.get_int("wm-stagnation-window", c.wm_stagnation_window);
   c.wm_max_difficulty = a.get_int("wm-max-difficulty", c.wm_max_difficulty);
+  c.wm_lenient_edits = a.has("wm-lenient-edits");
   c.parallel = a.get_int("parallel", c.parallel);
   c.tune_rounds = a.get_int("tune-rounds", c.tune_rounds);
   c.seed = static_cast<std::uint64_t>(a.get_int("seed", 0));

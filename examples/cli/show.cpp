@@ -157,7 +157,7 @@ int cmd_show(int argc, char** argv) {
   RunStore store = RunStore::open_read_only(a.positional()[0]);
   if (a.has("dot")) return print_dot(store, a);
   if (a.has("attempt")) return print_attempt(store, a.get("attempt"), a.has("json"));
-  Json m = store.manifest();
+  const Json m = store.manifest();  // const: a lookup of a missing key must not insert one (and move cfg)
   auto attempts = store.attempts();
   auto best = store.best();
   if (a.has("json")) {
@@ -196,9 +196,15 @@ int cmd_show(int argc, char** argv) {
     say("  rounds {} / {} | LLM calls {} | tokens {} in, {} out | ${:.4f}\n", totals.get_int("rounds"),
         cfg.get_int("max_rounds"), totals.get_int("llm_calls"), u.get_int("input_tokens"),
         u.get_int("output_tokens"), u.get_number("cost_usd"));
-    if (const Json& w = totals["world_model"]; w.is_object())
-      say("  world model: {} edits committed, {} answers rejected, {} fallbacks\n", w.get_int("edits"),
-          w.get_int("rejected"), w.get_int("fallbacks"));
+    if (const Json& w = totals["world_model"]; w.is_object()) {
+      const Json* lenient = cfg.find("wm_lenient_edits");
+      std::string mode = lenient && lenient->is_bool() && lenient->as_bool()
+                             ? fmt::format("lenient edits, {} repairs in {} edits", w.get_int("repairs"),
+                                           w.get_int("repaired_edits"))
+                             : "strict edits";
+      say("  world model: {} edits committed, {} answers rejected, {} fallbacks; {}\n", w.get_int("edits"),
+          w.get_int("rejected"), w.get_int("fallbacks"), mode);
+    }
   }
   std::map<std::string, int> by_status;
   for (const auto& r : attempts) ++by_status[to_string(r.eval.status)];

@@ -95,13 +95,22 @@ typedef struct ks_budget_options {
 } ks_budget_options;
 KS_API ks_status ks_budget_options_init(ks_budget_options *options, uint32_t version);
 
-#define KS_WORLD_MODEL_OPTIONS_VERSION 1
+/* Version 2 appended `lenient_edits`. The struct sits inside
+ * ks_search_options by value, so version 2 came with ks_search_options
+ * version 4 (see there). */
+#define KS_WORLD_MODEL_OPTIONS_VERSION 2
 typedef struct ks_world_model_options {
   uint32_t version;          /* KS_WORLD_MODEL_OPTIONS_VERSION */
   int stagnation_window;     /* 5: a cycle ends after this many rounds without improvement [--wm-stagnation-window] */
   int max_difficulty;        /* 4: actions up to this difficulty (1..5) first [--wm-max-difficulty] */
   int edit_retries;          /* 3: attempts per world-model edit before the deterministic fallback */
   uint64_t max_chars;        /* 50000: the world model's share of a code-generation prompt */
+  /* Version 2. 0: an edit answer that breaks a rule is rejected whole and
+   * its problems go back to the model. 1: it is repaired where that is safe
+   * (numbers clamped, unknown fields dropped, operations that break a rule
+   * skipped), each repair recorded in the run's events and counted in its
+   * totals (docs/world-model.md, "Lenient edits") [--wm-lenient-edits]. */
+  int lenient_edits;
 } ks_world_model_options;
 KS_API ks_status ks_world_model_options_init(ks_world_model_options *options, uint32_t version);
 
@@ -114,8 +123,12 @@ KS_API ks_status ks_tune_options_init(ks_tune_options *options, uint32_t version
 
 /* Version 2 appended `weak_check`; a program built with version 1 passes 1
  * and gets the version 1 layout and behaviour (the check runs). Version 3
- * appended `continue_from_solution`. */
-#define KS_SEARCH_OPTIONS_VERSION 3
+ * appended `continue_from_solution`. Version 4 holds ks_world_model_options
+ * version 2: the nested struct grew, so every field after `world_model` moved;
+ * a program built with version 3 or older passes its version, and the
+ * library reads (and its init writes) that older layout, with `world_model`
+ * at version 1 and strict edits. */
+#define KS_SEARCH_OPTIONS_VERSION 4
 
 typedef struct ks_search_options {
   uint32_t version;               /* KS_SEARCH_OPTIONS_VERSION */

@@ -28,6 +28,11 @@ struct KS_API SearchConfig {
   int wm_stagnation_window = 5;          // cycle ends after this many rounds without improvement
   int wm_max_difficulty = 4;             // difficulty gate for action selection (1..5)
   int wm_edit_retries = 3;               // attempts per world-model edit before the deterministic fallback
+  // Lenient world-model edits: an answer that breaks a rule is repaired where
+  // that is safe (numbers clamped, unknown fields dropped, ops that break a
+  // rule skipped), each repair recorded, instead of rejected whole (the
+  // default). docs/world-model.md, "Lenient edits".
+  bool wm_lenient_edits = false;
   std::size_t wm_max_chars = 50000;      // compact world-model budget in code-generation prompts
   int debug_rounds_label = 5;            // "Debug-and-improve round k/N" label in prompts
   int parallel = 1;                      // candidates at once (greedy); cycles at once (world_model)

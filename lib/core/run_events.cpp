@@ -102,12 +102,15 @@ Json put(const CycleFinished& e) {
 }
 Json put(const SearchExhausted& e) { return Json::obj({{"reason", e.reason}}); }
 Json put(const WorldModelEdit& e) {
-  return Json::obj({{"kind", e.kind},
-                    {"attempt", e.attempt},
-                    {"applied_ops", e.applied_ops},
-                    {"new_nodes", e.new_nodes},
-                    {"errors", util::string_array(e.errors)},
-                    {"report", e.report}});
+  Json j = Json::obj({{"kind", e.kind},
+                      {"attempt", e.attempt},
+                      {"applied_ops", e.applied_ops},
+                      {"new_nodes", e.new_nodes},
+                      {"errors", util::string_array(e.errors)},
+                      {"report", e.report}});
+  // Strict edits repair nothing, and their events stay as they were.
+  if (!e.repairs.empty()) j["repairs"] = util::string_array(e.repairs);
+  return j;
 }
 Json put(const WorldModelEdited& e) { return put(e.edit); }
 Json put(const WorldModelEditRejected& e) { return put(e.edit); }
@@ -300,7 +303,8 @@ SearchExhausted take(const Json& j) {
 template <>
 WorldModelEdit take(const Json& j) {
   return {str(j, "kind"),         num(j, "attempt"),         num(j, "applied_ops"),
-          num(j, "new_nodes"),    strings_at(j, "errors"),   field(j, "report")};
+          num(j, "new_nodes"),    strings_at(j, "errors"),   field(j, "report"),
+          util::string_list(j.find("repairs"), "repairs")};
 }
 template <>
 WorldModelEdited take(const Json& j) {

@@ -150,6 +150,7 @@ struct WorldModelEdit {
   std::int64_t new_nodes = 0;
   std::vector<std::string> errors;  // each phrased for the LLM
   Json report = Json::object();     // per-op details
+  std::vector<std::string> repairs;  // lenient edits: what was repaired; written only when there is any
 };
 struct WorldModelEdited {
   static constexpr std::string_view kName = "world_model_edited";

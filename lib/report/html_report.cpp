@@ -95,11 +95,17 @@ std::string summary_html(const Json& data) {
                                 static_cast<long long>(num_field(u, "output_tokens").value_or(0)),
                                 static_cast<long long>(num_field(u, "reasoning_tokens").value_or(0)),
                                 num_field(u, "cost_usd").value_or(0)));
-  if (const Json& w = r["world_model"]; w.is_object())
-    out += row("world model", fmt::format("{} edits committed, {} answers rejected, {} fallbacks",
+  if (const Json& w = r["world_model"]; w.is_object()) {
+    std::string mode = w.get_bool("lenient")
+                           ? fmt::format("lenient edits, {} repairs in {} edits",
+                                         static_cast<long long>(num_field(w, "repairs").value_or(0)),
+                                         static_cast<long long>(num_field(w, "repaired_edits").value_or(0)))
+                           : "strict edits";
+    out += row("world model", fmt::format("{} edits committed, {} answers rejected, {} fallbacks; {}",
                                           static_cast<long long>(num_field(w, "edits").value_or(0)),
                                           static_cast<long long>(num_field(w, "rejected").value_or(0)),
-                                          static_cast<long long>(num_field(w, "fallbacks").value_or(0))));
+                                          static_cast<long long>(num_field(w, "fallbacks").value_or(0)), mode));
+  }
   out += row("device", esc(str_field(r, "device")));
   out += row("started / finished", esc(str_field(r, "created")) + " / " + esc(str_field(r, "finished", "-")));
   out += row("run folder", "<code>" + esc(str_field(r, "dir")) + "</code>");

@@ -95,10 +95,15 @@ Json run_summary(const Json& m, const fs::path& dir) {
                       {"max_rounds", num_field(cfg, "max_rounds").value_or(0)},
                       {"rounds", num_field(totals, "rounds").value_or(0)},
                       {"llm_calls", num_field(totals, "llm_calls").value_or(0)}});
-  if (const Json& w = totals["world_model"]; w.is_object())
+  if (const Json& w = totals["world_model"]; w.is_object()) {
+    const Json* lenient = cfg.find("wm_lenient_edits");
     r["world_model"] = Json::obj({{"edits", num_field(w, "edits").value_or(0)},
                                   {"rejected", num_field(w, "rejected").value_or(0)},
-                                  {"fallbacks", num_field(w, "fallbacks").value_or(0)}});
+                                  {"fallbacks", num_field(w, "fallbacks").value_or(0)},
+                                  {"repairs", num_field(w, "repairs").value_or(0)},
+                                  {"repaired_edits", num_field(w, "repaired_edits").value_or(0)},
+                                  {"lenient", lenient && lenient->is_bool() && lenient->as_bool()}});
+  }
   const Json& u = totals["llm_usage"];
   r["usage"] = Json::obj({{"input_tokens", num_field(u, "input_tokens").value_or(0)},
                           {"output_tokens", num_field(u, "output_tokens").value_or(0)},

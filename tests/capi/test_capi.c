@@ -40,6 +40,71 @@ static const char kWrong[] =
     "{\"calls\": [{\"fn\": \"scale3\", \"args\": [\"x\", \"y\", \"N\"]}]}\n"
     "```\n";
 
+/* ks_search_options as a program built with the version 3 header lays it
+ * out: world_model was the version 1 ks_world_model_options (no
+ * lenient_edits), so every field after it sits earlier than today. */
+struct world_model_options_v1 {
+  uint32_t version;
+  int stagnation_window;
+  int max_difficulty;
+  int edit_retries;
+  uint64_t max_chars;
+};
+struct search_options_v3 {
+  uint32_t version;
+  const char *task;
+  const char *run_dir;
+  const char *kernelbench_dir;
+  ks_strategy strategy;
+  ks_language language;
+  int language_from_task;
+  int parallel;
+  uint64_t seed;
+  ks_budget_options budget;
+  struct world_model_options_v1 world_model;
+  ks_tune_options tune;
+  ks_eval_options eval;
+  ks_llm_options llm;
+  ks_progress_callback progress;
+  void *progress_user_data;
+  ks_event_callback event;
+  void *event_user_data;
+  ks_cancel_token *cancel;
+  int weak_check;
+  const char *continue_from_solution;
+};
+
+/* The whole of a small text file, or NULL; free() it. */
+static char *read_text(const char *path) {
+  FILE *f = fopen(path, "rb");
+  char *buf;
+  long n;
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  buf = (char *)malloc((size_t)n + 1);
+  if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+    free(buf);
+    buf = NULL;
+  }
+  if (buf) buf[n] = '\0';
+  fclose(f);
+  return buf;
+}
+
+/* Whether the run folder's manifest holds `text`. */
+static int manifest_has(const char *run_dir, const char *text) {
+  char path[4096];
+  char *m;
+  int found;
+  snprintf(path, sizeof path, "%s/manifest.json", run_dir);
+  m = read_text(path);
+  found = m != NULL && strstr(m, text) != NULL;
+  free(m);
+  return found;
+}
+
 struct model {
   int calls;
   int kinds_seen[7];
@@ -91,6 +156,71 @@ static void greedy_options(ks_search_options *o, const char *task, const char *r
 }
 
 static void test_replay(const char *work, const char *best_id);
+
+/* world_model.lenient_edits reaches the run's configuration; a program built
+ * with the version 3 header runs with its layout, strict. */
+static void test_world_model_options(const char *task, const char *work) {
+  ks_search_options o;
+  struct search_options_v3 old;
+  ks_result *result = NULL;
+  struct model m;
+  char run_dir[4096];
+  ks_status s;
+
+  memset(&m, 0, sizeof m);
+  snprintf(run_dir, sizeof run_dir, "%s/lenient", work);
+  greedy_options(&o, task, run_dir, &m);
+  o.budget.max_rounds = 1;
+  o.weak_check = 0;
+  o.world_model.lenient_edits = 1;
+  s = ks_search_run(&o, &result);
+  if (s != KS_OK) fprintf(stderr, "ks_search_run: %s: %s\n", ks_status_string(s), ks_last_error_message());
+  CHECK(s == KS_OK);
+  CHECK(manifest_has(run_dir, "\"wm_lenient_edits\": true"));
+  ks_result_destroy(result);
+  result = NULL;
+
+  /* A nested struct's version is its parent's: version 4 holds world_model 2. */
+  o.world_model.version = 1;
+  CHECK(ks_search_run(&o, &result) == KS_E_VERSION);
+  CHECK(strstr(ks_last_error_message(), "options.world_model version 1") != NULL);
+  CHECK(result == NULL);
+
+  /* The version 3 layout: every field after world_model is read where that
+   * program put it (the budget, the evaluator, the model callback). */
+  memset(&m, 0, sizeof m);
+  snprintf(run_dir, sizeof run_dir, "%s/layout-v3", work);
+  CHECK(ks_search_options_init((ks_search_options *)&old, 3) == KS_OK);
+  old.task = task;
+  old.language = KS_LANGUAGE_CPP;
+  old.strategy = KS_STRATEGY_GREEDY;
+  old.budget.max_rounds = 2;
+  old.eval.backend = KS_BACKEND_HOST;
+  old.eval.timing_cap_s = 0.2;
+  old.run_dir = run_dir;
+  old.llm.source = KS_LLM_CALLBACK;
+  old.llm.callback = model_answer;
+  old.llm.user_data = &m;
+  old.weak_check = 0;
+  s = ks_search_run((const ks_search_options *)&old, &result);
+  if (s != KS_OK) fprintf(stderr, "ks_search_run (v3): %s: %s\n", ks_status_string(s), ks_last_error_message());
+  CHECK(s == KS_OK);
+  CHECK(m.calls == 2);
+  CHECK(ks_result_rounds(result) == 2);
+  CHECK(manifest_has(run_dir, "\"wm_lenient_edits\": false"));
+  CHECK(manifest_has(run_dir, "\"max_time_per_workload_s\": 0.2"));
+  ks_result_destroy(result);
+  result = NULL;
+  old.eval.seeds = 1; /* out of range, where a version 3 program keeps it */
+  s = ks_search_run((const ks_search_options *)&old, &result);
+  CHECK(s == KS_E_INVALID_ARGUMENT);
+  CHECK(strstr(ks_last_error_message(), "options.eval.seeds") != NULL);
+  old.eval.seeds = 2;
+  old.world_model.version = 2; /* no version 3 program has it */
+  CHECK(ks_search_run((const ks_search_options *)&old, &result) == KS_E_VERSION);
+  CHECK(strstr(ks_last_error_message(), "options.world_model version 2") != NULL);
+  CHECK(result == NULL);
+}
 
 static void test_search(const char *task, const char *work) {
   ks_search_options params;
@@ -385,20 +515,54 @@ static void test_options(void) {
   CHECK(o.weak_check == 1);
   CHECK(o.continue_from_solution == NULL);
 
-  /* Version 1, as a program built before weak_check passes it: init writes
-   * nothing past the version 1 layout; a newer version is refused. */
-  memset(&o, 0x5a, sizeof o);
-  CHECK(ks_search_options_init(&o, 1) == KS_OK);
-  CHECK(o.version == 1 && o.parallel == 1);
-  CHECK(((const unsigned char *)&o.weak_check)[0] == 0x5a);
-  /* Version 2 ends before continue_from_solution. */
-  memset(&o, 0x5a, sizeof o);
-  CHECK(ks_search_options_init(&o, 2) == KS_OK);
-  CHECK(o.version == 2 && o.weak_check == 1);
-  CHECK(((const unsigned char *)&o.continue_from_solution)[0] == 0x5a);
+  CHECK(o.world_model.lenient_edits == 0);
+
+  /* Versions 1..3, as programs built with those headers pass them: init
+   * writes their layout (world_model at version 1) and not a byte past it. */
+  {
+    struct {
+      struct search_options_v3 o;
+      unsigned char guard[16];
+    } v3;
+    memset(&v3, 0x5a, sizeof v3);
+    CHECK(ks_search_options_init((ks_search_options *)&v3.o, 3) == KS_OK);
+    CHECK(v3.o.version == 3 && v3.o.parallel == 1 && v3.o.language_from_task == 1);
+    CHECK(v3.o.world_model.version == 1 && v3.o.world_model.stagnation_window == 5);
+    CHECK(v3.o.world_model.max_difficulty == 4 && v3.o.world_model.edit_retries == 3);
+    CHECK(v3.o.world_model.max_chars == 50000);
+    CHECK(v3.o.tune.version == KS_TUNE_OPTIONS_VERSION && v3.o.tune.rounds == 0);
+    CHECK(v3.o.eval.version == KS_EVAL_OPTIONS_VERSION && v3.o.eval.seeds == 2 && v3.o.eval.timing_cap_s == 2);
+    CHECK(v3.o.llm.version == KS_LLM_OPTIONS_VERSION && v3.o.llm.max_concurrency == 4);
+    CHECK(v3.o.progress == NULL && v3.o.cancel == NULL);
+    CHECK(v3.o.weak_check == 1 && v3.o.continue_from_solution == NULL);
+    CHECK(v3.guard[0] == 0x5a && v3.guard[15] == 0x5a);
+    /* Version 1, as a program built before weak_check passes it. */
+    memset(&v3, 0x5a, sizeof v3);
+    CHECK(ks_search_options_init((ks_search_options *)&v3.o, 1) == KS_OK);
+    CHECK(v3.o.version == 1 && v3.o.parallel == 1 && v3.o.llm.max_concurrency == 4);
+    CHECK(((const unsigned char *)&v3.o.weak_check)[0] == 0x5a);
+    /* Version 2 ends before continue_from_solution. */
+    memset(&v3, 0x5a, sizeof v3);
+    CHECK(ks_search_options_init((ks_search_options *)&v3.o, 2) == KS_OK);
+    CHECK(v3.o.version == 2 && v3.o.weak_check == 1);
+    CHECK(((const unsigned char *)&v3.o.continue_from_solution)[0] == 0x5a);
+  }
   CHECK(ks_search_options_init(&o, KS_SEARCH_OPTIONS_VERSION + 1) == KS_E_VERSION);
-  CHECK(strstr(ks_last_error_message(), "knows 1..3") != NULL);
+  CHECK(strstr(ks_last_error_message(), "knows 1..4") != NULL);
   CHECK(ks_search_options_init(&o, KS_SEARCH_OPTIONS_VERSION) == KS_OK);
+
+  /* ks_world_model_options on its own: version 1 ends before lenient_edits. */
+  {
+    ks_world_model_options w;
+    memset(&w, 0x5a, sizeof w);
+    CHECK(ks_world_model_options_init(&w, 1) == KS_OK);
+    CHECK(w.version == 1 && w.stagnation_window == 5 && w.max_chars == 50000);
+    CHECK(((const unsigned char *)&w.lenient_edits)[0] == 0x5a);
+    CHECK(ks_world_model_options_init(&w, KS_WORLD_MODEL_OPTIONS_VERSION) == KS_OK);
+    CHECK(memcmp(&w, &o.world_model, sizeof w) == 0);
+    CHECK(ks_world_model_options_init(&w, KS_WORLD_MODEL_OPTIONS_VERSION + 1) == KS_E_VERSION);
+    CHECK(strstr(ks_last_error_message(), "knows 1..2") != NULL);
+  }
 
   /* Each nested struct has its own init, with the same defaults. */
   CHECK(ks_llm_options_init(&l, KS_LLM_OPTIONS_VERSION) == KS_OK);
@@ -568,6 +732,7 @@ int main(int argc, char **argv) {
   test_errors();
   test_evaluate(argv[1]);
   test_search(argv[1], argv[2]);
+  test_world_model_options(argv[1], argv[2]);
   test_stops(argv[1], argv[2]);
   test_language_from_task(argv[1], argv[2]);
   if (failures) {

@@ -7,6 +7,8 @@
    that the candidates are measured again.
 2. `ksearch replay A`: the same tree, attempts, best (the files compared byte
    for byte), nothing measured.
+   `ksearch replay A --wm-lenient-edits` reproduces it too (no edit needs a repair), and says the mode;
+   `ksearch run --wm-lenient-edits` records it.
 3. `ksearch replay A --wm-stagnation-window 3`: stops where it diverges, and
    says where (after round 4, LLM call 6, improve asked, wm_refine recorded)
    and why (decision 4: the stagnation check, window 3 against 2, with the
@@ -108,10 +110,15 @@ events_a = jsonl(A / "events.jsonl")
 counts = {k: sum(1 for e in events_a if e["type"] in t) for k, t in
           (("edits", ("world_model_edited",)), ("rejected", ("world_model_edit_rejected", "world_model_edit_failed")),
            ("fallbacks", ("world_model_fallback",)))}
+edited = [e for e in events_a if e["type"] == "world_model_edited"]
+counts["repairs"] = sum(len(e.get("repairs", [])) for e in edited)
+counts["repaired_edits"] = sum(1 for e in edited if e.get("repairs"))
 expect(manifest(A)["totals"].get("world_model") == counts and counts["edits"] > 0,
        f"A's totals.world_model {manifest(A)['totals'].get('world_model')} are not its events' {counts}")
+expect(counts["repairs"] == 0, "a run with strict edits (the default) recorded repairs")
 out, _ = ksearch("show-A", "show", A)
-expect(f"world model: {counts['edits']} edits committed, {counts['rejected']} answers rejected" in out,
+expect(f"world model: {counts['edits']} edits committed, {counts['rejected']} answers rejected, "
+       f"{counts['fallbacks']} fallbacks; strict edits" in out,
        "ksearch show does not count the world-model edits")
 page, _ = ksearch("report-A", "report", A, "-o", "-")
 expect(f"{counts['edits']} edits committed, {counts['rejected']} answers rejected" in page,
@@ -131,6 +138,24 @@ expect(mb["replay"]["source"] == str(A.resolve()), f"B's manifest does not name 
 expect(mb["totals"]["rounds"] == 12, "B did not reproduce 12 rounds")
 expect(f"Reproduced {A} exactly" in out, f"replay does not report the exact reproduction:\n{out}")
 expect("(12 replayed" not in out and "12 taken from the recording" in out, f"replay summary:\n{out}")
+
+# 2b. With lenient edits (--wm-lenient-edits): this recording's edits all pass as they are, so the
+# reproduction is exact, with nothing repaired, and show says which mode counted.
+L = work / "L"
+ksearch("L", "replay", A, "--run-dir", L, "--wm-lenient-edits")
+same_files(A, L, "reproduction with lenient edits")
+ml = manifest(L)
+expect(ml["config"]["wm_lenient_edits"] is True and ml["replay"]["config_changes"] == {"wm_lenient_edits": True},
+       f"L's manifest: config {ml['config'].get('wm_lenient_edits')}, changes {ml['replay'].get('config_changes')}")
+expect(ml["totals"].get("world_model") == counts, f"L's totals.world_model {ml['totals'].get('world_model')}")
+out, _ = ksearch("show-L", "show", L)
+expect(f"{counts['fallbacks']} fallbacks; lenient edits, 0 repairs in 0 edits" in out,
+       f"ksearch show does not say the lenient mode:\n{out}")
+# And from `ksearch run`.
+R = work / "R"
+ksearch("R", "run", "--task", task, "--language", "cpp", "--max-rounds", 2, "--timing-cap", 0.2, "--quiet",
+        "--run-dir", R, "--llm", f"replay:{transcript}", "--wm-lenient-edits")
+expect(manifest(R)["config"]["wm_lenient_edits"] is True, "ksearch run --wm-lenient-edits is not in the config")
 
 # 3. Another stagnation window: where and why it diverges.
 C = work / "C"

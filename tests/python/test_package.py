@@ -149,6 +149,7 @@ class PackageTest(unittest.TestCase):
         self.assertEqual(o.budget.max_rounds, 20)
         self.assertEqual(o.budget.max_answer_bytes, 4 << 20)
         self.assertEqual(o.world_model.stagnation_window, 5)
+        self.assertIs(o.world_model.lenient_edits, False)
         self.assertEqual(o.eval.seeds, 2)
         self.assertEqual(o.eval.timing_cap_s, 2.0)
         self.assertIs(o.eval.in_process, False)
@@ -248,6 +249,32 @@ class PackageTest(unittest.TestCase):
         rep = ksearch.replay_search(run_dir, run_dir=self.work / "replayed", progress=lambda r: rounds.append(r))
         self.assertEqual((rep.rounds, rep.best_solution_id), (3, res2.best_solution_id))
         self.assertEqual(len(prompts), 3)
+
+    def test_lenient_world_model_edits(self):
+        # An init answer whose three actions each carry a confidence above 1.
+        init = json.dumps({
+            "kernel_summary": "scale a vector by 3", "open_questions": [],
+            "decision_tree": {"root_id": "root", "active_leaf_id": "root", "nodes": [
+                {"node_id": "root", "node_type": "root"}] + [
+                {"node_id": f"a{i}", "parent_id": "root", "confidence_0_to_1": 2,
+                 "action": {"title": f"kernel {i}", "score_0_to_1": 0.6}} for i in range(3)]}})
+
+        def model(req):
+            return init if req.kind == ksearch.PromptKind.WM_INIT else GOOD
+        self.assertIs(ksearch.WorldModelOptions().lenient_edits, False)
+        totals = {}
+        for lenient in (False, True):
+            run_dir = self.work / f"lenient-{lenient}"
+            ksearch.run_search(SCALE3, llm=ksearch.LlmOptions.from_callback(model), strategy="world_model",
+                               language="cpp", budget={"max_rounds": 1}, world_model={"lenient_edits": lenient},
+                               weak_check=False, eval=self.host_eval(), run_dir=run_dir)
+            m = json.loads((run_dir / "manifest.json").read_text())
+            self.assertIs(m["config"]["wm_lenient_edits"], lenient)
+            totals[lenient] = m["totals"]["world_model"]
+        # Strict: rejected at every attempt, then the deterministic tree.
+        self.assertEqual((totals[False]["rejected"], totals[False]["fallbacks"], totals[False]["repairs"]), (3, 1, 0))
+        # Lenient: committed at once, one repair per action.
+        self.assertEqual(totals[True], {"edits": 1, "rejected": 0, "fallbacks": 0, "repairs": 3, "repaired_edits": 1})
 
     def test_batch_callback_gets_parallel_prompts_at_once(self):
         batches = []

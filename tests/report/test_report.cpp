@@ -187,6 +187,31 @@ TEST_CASE("report page: code and text from the run cannot break out of the page"
   CHECK(page.find("{{") == page.find("{{DATA}} &amp;"));  // only the escaped one, in the source
 }
 
+TEST_CASE("report: the world model's edits, rejections, fallbacks and repairs, with the edit mode") {
+  auto dir = make_run("report_wm_totals");
+  auto set_manifest = [&](bool lenient, Json world_model) {
+    RunStore s = RunStore::open(dir);
+    Json m = s.manifest();
+    m["config"]["wm_lenient_edits"] = lenient;
+    m["totals"] = Json::obj({{"rounds", 3}, {"world_model", std::move(world_model)}});
+    s.write_manifest(m);
+  };
+  set_manifest(true, Json::obj({{"edits", 4}, {"rejected", 2}, {"fallbacks", 1}, {"repairs", 5},
+                                {"repaired_edits", 3}}));
+  Json d = run_report_data(dir);
+  const Json& w = d["run"]["world_model"];
+  CHECK(w["repairs"].as_number() == 5);
+  CHECK(w["repaired_edits"].as_number() == 3);
+  CHECK(w["lenient"].as_bool());
+  CHECK(render_run_report(dir).find("4 edits committed, 2 answers rejected, 1 fallbacks; lenient edits, 5 repairs "
+                                    "in 3 edits") != std::string::npos);
+  // A strict run, or one recorded before the counts existed, says so.
+  set_manifest(false, Json::obj({{"edits", 4}, {"rejected", 2}, {"fallbacks", 1}}));
+  CHECK(run_report_data(dir)["run"]["world_model"]["repairs"].as_number() == 0);
+  CHECK(render_run_report(dir).find("4 edits committed, 2 answers rejected, 1 fallbacks; strict edits") !=
+        std::string::npos);
+}
+
 TEST_CASE("report data: a run in progress with torn lines and a damaged snapshot") {
   auto dir = make_run("report_torn");
   {

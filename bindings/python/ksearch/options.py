@@ -267,13 +267,17 @@ class BudgetOptions(_Options):
 
 
 class WorldModelOptions(_Options):
-    """The world model of the world_model strategy (ks_world_model_options)."""
+    """The world model of the world_model strategy (ks_world_model_options).
+    `lenient_edits=True` repairs an edit answer that breaks a rule where that
+    is safe, instead of rejecting it (docs/world-model.md, "Lenient edits")."""
     _struct, _init, _version = ("ks_world_model_options", "ks_world_model_options_init",
                                 "KS_WORLD_MODEL_OPTIONS_VERSION")
+    _bools = ("lenient_edits",)
     stagnation_window: int
     max_difficulty: int
     edit_retries: int
     max_chars: int
+    lenient_edits: bool
 
 
 class TuneOptions(_Options):

@@ -7,7 +7,9 @@
 // score_0_to_1, expected_vs_baseline_factor, rationale}, impacts, ratings,
 // confidence, solution_ref). Unlike the original, an edit that breaks an
 // invariant is rejected as a whole and its reasons go back to the LLM; it is
-// never committed. See docs/world-model.md.
+// never committed. Lenient edits (EditRules::lenient, an option) repair what
+// can be repaired safely instead, and record each repair. See
+// docs/world-model.md.
 #pragma once
 
 #include <cstdint>
@@ -74,6 +76,10 @@ struct KS_API EditOutcome {
   int applied_ops = 0;
   int new_nodes = 0;
   Json report = Json::object();     // per-op details, for the event log
+  // Lenient edits: what a committed edit repaired, one sentence each
+  // ("op 2 (insert_node): node: confidence_0_to_1 1.4 clamped to 1"). A
+  // rejected answer lists its repairs among its errors instead.
+  std::vector<std::string> repairs;
 };
 
 // Rules an edit must satisfy beyond the structural invariants.
@@ -94,6 +100,12 @@ struct KS_API EditRules {
   // Actions that concurrent cycles are working on (--parallel): deleting
   // one is an error, since its cycle will attach its kernel there.
   std::vector<std::string> in_progress;
+  // SearchConfig::wm_lenient_edits: repair what can be repaired safely
+  // (numbers clamped, unknown fields dropped, an op that breaks a rule or
+  // exceeds max_new_nodes skipped) instead of rejecting the answer. A damaged
+  // root or attached kernel, an answer that does not parse and a purpose rule
+  // that fails after the repairs are still rejections.
+  bool lenient = false;
 };
 
 // Inputs for the prompts of the world-model LLM calls. Section budgets (in
@@ -123,6 +135,13 @@ class KS_API WorldModel {
   // Builds the tree from the answer to a wm_init prompt. Commits only when the
   // answer parses and validates.
   virtual EditOutcome initialize(const std::string& llm_answer, int round) = 0;
+  // initialize() under the mode of `rules`: with rules.lenient the init
+  // answer gets the repairs of a lenient edit. Only rules.round and
+  // rules.lenient are read. The default, for a world model without a lenient
+  // mode, is initialize(llm_answer, rules.round).
+  virtual EditOutcome initialize_with(const std::string& llm_answer, const EditRules& rules) {
+    return initialize(llm_answer, rules.round);
+  }
   // A deterministic starting tree (root plus a few generic actions), used
   // when the LLM cannot produce a valid one.
   virtual void initialize_fallback(const std::string& task_summary, int round) = 0;

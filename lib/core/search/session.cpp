@@ -138,7 +138,11 @@ Json Session::totals() const {
                       {"evaluations", static_cast<std::int64_t>(eval_seq_)},
                       {"llm_usage", usage_json(usage_)}});
   if (wm_edits_ + wm_rejected_ + wm_fallbacks_ > 0)
-    j["world_model"] = Json::obj({{"edits", wm_edits_}, {"rejected", wm_rejected_}, {"fallbacks", wm_fallbacks_}});
+    j["world_model"] = Json::obj({{"edits", wm_edits_},
+                                  {"rejected", wm_rejected_},
+                                  {"fallbacks", wm_fallbacks_},
+                                  {"repairs", wm_repairs_},
+                                  {"repaired_edits", wm_repaired_edits_}});
   // This process's share of the run: where its wall time went.
   const double wall = elapsed_s();
   j["time"] = Json::obj({{"wall_s", wall},
@@ -231,7 +235,11 @@ void Session::emit(const events::Payload& event) {
   // Events are numbered in the order the (deterministic) strategy emits them;
   // on replay the ones already on disk are skipped.
   if (const auto* d = std::get_if<events::Decision>(&event)) decisions_.push_back(d->fields);
-  if (std::holds_alternative<events::WorldModelEdited>(event)) ++wm_edits_;
+  if (const auto* e = std::get_if<events::WorldModelEdited>(&event)) {
+    ++wm_edits_;
+    wm_repairs_ += static_cast<std::int64_t>(e->edit.repairs.size());
+    if (!e->edit.repairs.empty()) ++wm_repaired_edits_;
+  }
   if (std::holds_alternative<events::WorldModelEditRejected>(event) ||
       std::holds_alternative<events::WorldModelEditFailed>(event))
     ++wm_rejected_;

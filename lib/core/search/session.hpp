@@ -212,6 +212,8 @@ class Session final : public SearchContext {
   // World-model edits committed, answers rejected (or requests failed), and
   // deterministic fallbacks, replayed ones included: the run's totals.
   std::int64_t wm_edits_ = 0, wm_rejected_ = 0, wm_fallbacks_ = 0;
+  // Lenient edits: the repairs of committed edits, and how many edits had any.
+  std::int64_t wm_repairs_ = 0, wm_repaired_edits_ = 0;
 };
 
 }  // namespace ks::core

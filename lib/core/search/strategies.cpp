@@ -25,6 +25,7 @@ Json SearchConfig::to_json() const {
                     {"wm_stagnation_window", wm_stagnation_window},
                     {"wm_max_difficulty", wm_max_difficulty},
                     {"wm_edit_retries", wm_edit_retries},
+                    {"wm_lenient_edits", wm_lenient_edits},
                     {"wm_max_chars", static_cast<std::int64_t>(wm_max_chars)},
                     {"debug_rounds_label", debug_rounds_label},
                     {"parallel", parallel},
@@ -48,6 +49,11 @@ SearchConfig SearchConfig::from_json(const Json& j) {
   c.wm_stagnation_window = static_cast<int>(r.optional_int("wm_stagnation_window", c.wm_stagnation_window));
   c.wm_max_difficulty = static_cast<int>(r.optional_int("wm_max_difficulty", c.wm_max_difficulty));
   c.wm_edit_retries = static_cast<int>(r.optional_int("wm_edit_retries", c.wm_edit_retries));
+  if (const Json* lenient = j.find("wm_lenient_edits"); lenient && !lenient->is_null()) {
+    if (!lenient->is_bool())
+      throw Error(Status::invalid_argument, "search configuration: wm_lenient_edits must be true or false");
+    c.wm_lenient_edits = lenient->as_bool();
+  }
   c.wm_max_chars = static_cast<std::size_t>(r.optional_int("wm_max_chars", static_cast<std::int64_t>(c.wm_max_chars)));
   c.debug_rounds_label = static_cast<int>(r.optional_int("debug_rounds_label", c.debug_rounds_label));
   c.parallel = static_cast<int>(r.optional_int("parallel", c.parallel));

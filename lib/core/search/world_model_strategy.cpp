@@ -239,6 +239,7 @@ class WorldModelStrategy final : public SearchStrategy {
     job.kind = kind;
     job.in = std::move(in);
     job.rules.round = ctx.rounds_used();
+    job.rules.lenient = ctx.config().wm_lenient_edits;
     job.max_tries = std::max(1, ctx.config().wm_edit_retries);
     return job;
   }
@@ -260,7 +261,7 @@ class WorldModelStrategy final : public SearchStrategy {
     } else {
       EditOutcome out = apply(resp.text);
       events::WorldModelEdit edit{std::string(to_string(job.kind)), t, out.applied_ops, out.new_nodes, out.errors,
-                                  out.report};
+                                  out.report, out.repairs};
       if (out.ok) {
         emit(ctx, events::WorldModelEdited{std::move(edit)});
         return EditProgress::committed;
@@ -277,8 +278,8 @@ class WorldModelStrategy final : public SearchStrategy {
     EditProgress p;
     do {
       LlmResponse resp = ctx.llm(edit_request(ctx, job));
-      p = take_edit_answer(ctx, job, resp,
-                           [&](const std::string& text) { return wm.initialize(text, ctx.rounds_used()); });
+      // An init answer gets the repairs of a lenient edit too (job.rules: round and mode).
+      p = take_edit_answer(ctx, job, resp, [&](const std::string& text) { return wm.initialize_with(text, job.rules); });
     } while (p == EditProgress::retry);
     if (p == EditProgress::spent) {
       wm.initialize_fallback(ctx.task().prompt(ctx.config().language), ctx.rounds_used());

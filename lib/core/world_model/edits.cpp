@@ -59,21 +59,36 @@ std::string join(const std::array<std::string_view, N>& items) {
   return out;
 }
 
-// Flags op fields outside `known`.
+// Flags op fields outside `known` (lenient: they are dropped).
 template <std::size_t N>
 void allow_fields(const Json& op, const std::array<std::string_view, N>& known, const std::string& where,
                   Problems& p) {
   for (const auto& [key, value] : op.as_object())
     if (std::find(known.begin(), known.end(), key) == known.end())
-      p.add(fmt::format("{}: unknown field \"{}\" (fields of this op: {})", where, key, join(known)));
+      p.repair(fmt::format("{}: unknown field \"{}\" (fields of this op: {})", where, key, join(known)),
+               fmt::format("{}: unknown field \"{}\" dropped", where, key));
 }
 
 std::string score_text(double v) { return fmt::format("{:.2f}", v); }
 
+// "op 4 (insert_node) skipped: <reasons>", each reason without the `where`
+// prefix it repeats.
+std::string skipped(const std::string& where, const std::vector<std::string>& reasons) {
+  const std::string prefix = where + ": ";
+  std::string out;
+  for (const auto& r : reasons) {
+    std::string_view text = r;
+    if (text.starts_with(prefix)) text.remove_prefix(prefix.size());
+    out += (out.empty() ? "" : "; ") + std::string(text);
+  }
+  return fmt::format("{} skipped: {}", where, out);
+}
+
 // One edit being applied to a working copy of the tree.
 class EditRun {
  public:
-  EditRun(const Tree& tree, const EditRules& rules) : before_(tree), work_(tree), rules_(rules) {}
+  EditRun(const Tree& tree, const EditRules& rules)
+      : before_(tree), work_(tree), rules_(rules), problems_(rules.lenient) {}
 
   void apply(const Json& answer);
   void check_invariants();
@@ -91,11 +106,14 @@ class EditRun {
   std::string insert_child(const std::string& parent_id, const Json& node_json, const Json* op_parent_solution,
                            const std::string& op_where, const std::string& where, Problems& p);
   Node* existing(const Json& op, std::string_view field, const std::string& where, Problems& p);
+  // Lenient: whether one more new node would exceed the cap (then `p` says so).
+  bool over_new_node_cap(const std::string& where, Problems& p) const;
   void check_purpose();
 
   const Tree& before_;
   Tree work_;
   const EditRules& rules_;
+  // Every error (rejects the answer) and, in lenient mode, every repair.
   Problems problems_;
   int applied_ops_ = 0;
   int new_nodes_ = 0;
@@ -107,9 +125,10 @@ void EditRun::apply(const Json& answer) {
   const Json* ops = answer.find("ops");
   for (const auto& [key, value] : answer.as_object()) {
     if (key == "ops" || key == "active_leaf_id") continue;
-    problems_.add(fmt::format("the answer has an unknown top-level field \"{}\"; an edit is {{\"active_leaf_id\": "
-                              "optional id, \"ops\": [...]}}",
-                              key));
+    problems_.repair(fmt::format("the answer has an unknown top-level field \"{}\"; an edit is {{\"active_leaf_id\": "
+                                 "optional id, \"ops\": [...]}}",
+                                 key),
+                     fmt::format("the answer's unknown top-level field \"{}\" dropped", key));
   }
   if (!ops) {
     std::string hint = answer.contains("decision_tree")
@@ -127,23 +146,33 @@ void EditRun::apply(const Json& answer) {
   for (std::size_t i = 0; i < ops->size(); ++i) apply_op((*ops)[i], i + 1);
 
   if (const Json* active = answer.find("active_leaf_id"); active && !active->is_null()) {
-    if (!active->is_string())
-      problems_.add(fmt::format("active_leaf_id must be a node id string, found {}", json_type_name(active->type())));
-    else if (!work_.find(active->as_string()))
-      problems_.add(fmt::format("active_leaf_id \"{}\" does not exist after the ops; existing ids: {}",
-                                active->as_string(), work_.id_list()));
-    else
+    const std::string kept = fmt::format("; ignored (the active node stays \"{}\")", work_.active_id);
+    if (!active->is_string()) {
+      std::string problem =
+          fmt::format("active_leaf_id must be a node id string, found {}", json_type_name(active->type()));
+      problems_.repair(problem, problem + kept);
+    } else if (!work_.find(active->as_string())) {
+      problems_.repair(fmt::format("active_leaf_id \"{}\" does not exist after the ops; existing ids: {}",
+                                   active->as_string(), work_.id_list()),
+                       fmt::format("active_leaf_id \"{}\" does not exist after the ops{}", active->as_string(), kept));
+    } else {
       work_.active_id = active->as_string();
+    }
   }
 }
 
 void EditRun::apply_op(const Json& op, std::size_t number) {
   Json rep = Json::obj({{"op_index", static_cast<long long>(number)}});
-  if (!op.is_object()) {
-    problems_.add(fmt::format("op {} must be an object like {{\"op\": \"update_node\", ...}}, found {}", number,
-                              json_type_name(op.type())));
-    rep["status"] = "rejected";
+  // An op that cannot be read: lenient mode skips it, strict mode rejects.
+  auto unreadable = [&](std::string problem, std::string reason) {
+    bool skip = problems_.repair(std::move(problem), fmt::format("op {} skipped: {}", number, reason));
+    rep["status"] = skip ? "skipped" : "rejected";
     op_reports_.push_back(std::move(rep));
+  };
+  if (!op.is_object()) {
+    unreadable(fmt::format("op {} must be an object like {{\"op\": \"update_node\", ...}}, found {}", number,
+                           json_type_name(op.type())),
+               fmt::format("it must be an object, found {}", json_type_name(op.type())));
     return;
   }
   const Json* kind = op.find("op");
@@ -152,9 +181,8 @@ void EditRun::apply_op(const Json& op, std::size_t number) {
     std::string found = !kind ? "it is missing"
                         : kind->is_string() ? fmt::format("found \"{}\"", kind->as_string())
                                             : fmt::format("found {}", json_type_name(kind->type()));
-    problems_.add(fmt::format("op {}: field \"op\" must be one of {}; {}", number, join(kOpKinds), found));
-    rep["status"] = "rejected";
-    op_reports_.push_back(std::move(rep));
+    std::string reason = fmt::format("field \"op\" must be one of {}; {}", join(kOpKinds), found);
+    unreadable(fmt::format("op {}: {}", number, reason), reason);
     return;
   }
   const std::string& name = kind->as_string();
@@ -165,23 +193,38 @@ void EditRun::apply_op(const Json& op, std::size_t number) {
   Tree before_op = work_;
   int new_nodes_before = new_nodes_;
   std::size_t new_ids_before = new_ids_.size();
-  Problems p;
+  Problems p(rules_.lenient);
   if (name == "update_node") update_node(op, where, p, rep);
   else if (name == "insert_node") insert_node(op, where, p, rep);
   else if (name == "split_node") split_node(op, where, p, rep);
   else delete_node(op, where, p, rep);
+  // Lenient: an op that leaves the tree broken (a patched base kernel that
+  // is not the parent's) is skipped like any other that breaks a rule.
+  if (p.empty() && rules_.lenient) check_structure(work_, p);
 
   if (p.empty()) {
     ++applied_ops_;
     rep["status"] = "applied";
+    for (const auto& r : p.repairs()) problems_.repaired(r);
   } else {
     work_ = std::move(before_op);
     new_nodes_ = new_nodes_before;
     new_ids_.resize(new_ids_before);
-    rep["status"] = "rejected";
-    for (const auto& e : p.list()) problems_.add(e);
+    if (rules_.lenient && !p.unrepairable()) {
+      rep["status"] = "skipped";
+      problems_.repaired(skipped(where, p.list()));
+    } else {
+      rep["status"] = "rejected";
+      for (const auto& e : p.list()) problems_.add(e);
+    }
   }
   op_reports_.push_back(std::move(rep));
+}
+
+bool EditRun::over_new_node_cap(const std::string& where, Problems& p) const {
+  if (!rules_.lenient || new_nodes_ < rules_.max_new_nodes) return false;
+  p.add(fmt::format("{}: at most {} new nodes per edit", where, rules_.max_new_nodes));
+  return true;
 }
 
 Node* EditRun::existing(const Json& op, std::string_view field, const std::string& where, Problems& p) {
@@ -212,7 +255,7 @@ void EditRun::update_node(const Json& op, const std::string& where, Problems& p,
   Node updated = *node;
   read_node_fields(*patch, updated, NodeRead::patch_from_llm, where + ": patch", p);
   if (updated.is_root && updated.has_action())
-    p.add(fmt::format("{}: the root cannot carry an action (its action.title must stay empty)", where));
+    p.add_unrepairable(fmt::format("{}: the root cannot carry an action (its action.title must stay empty)", where));
   if (!patch->contains("last_updated_round")) updated.last_updated_round = rules_.round;
   *node = std::move(updated);
 }
@@ -247,11 +290,13 @@ std::string EditRun::insert_child(const std::string& parent_id, const Json& node
                         at, field, given, parent_id, expected.empty() ? "none" : "\"" + expected + "\""));
   };
   if (op_parent_solution && !op_parent_solution->is_null()) {
-    if (!op_parent_solution->is_string())
-      p.add(fmt::format("{}: parent_solution_id must be a string or null, found {}", op_where,
-                        json_type_name(op_parent_solution->type())));
-    else
+    if (!op_parent_solution->is_string()) {
+      std::string problem = fmt::format("{}: parent_solution_id must be a string or null, found {}", op_where,
+                                        json_type_name(op_parent_solution->type()));
+      p.repair(problem, problem + "; dropped (it is filled in from the parent)");
+    } else {
       check_parent_solution(op_parent_solution->as_string(), op_where, "parent_solution_id");
+    }
   }
   check_parent_solution(n.solution.parent_solution_id, where, "solution_ref.parent_solution_id");
   n.solution.parent_solution_id = expected;
@@ -259,7 +304,9 @@ std::string EditRun::insert_child(const std::string& parent_id, const Json& node
   if (n.id.empty() || work_.find(n.id)) {
     n.id = next_node_id(work_, rules_.round);
   } else if (std::string e = check_node_id(n.id); !e.empty()) {
-    p.add(fmt::format("{}: {}", where, e));
+    std::string generated = next_node_id(work_, rules_.round);
+    if (p.repair(fmt::format("{}: {}", where, e), fmt::format("{}: {}; the node got \"{}\"", where, e, generated)))
+      n.id = generated;
   }
   if (!score_given && n.has_action()) n.action.score = n.overall_rating / 10.0;
   if (!p.empty()) return {};
@@ -282,6 +329,7 @@ void EditRun::insert_node(const Json& op, const std::string& where, Problems& p,
     p.add(fmt::format("{}: node is required (the new node's fields)", where));
     return;
   }
+  if (over_new_node_cap(where, p)) return;
   std::string requested = node->is_object() && node->find("node_id") && node->find("node_id")->is_string()
                               ? node->find("node_id")->as_string()
                               : "";
@@ -289,7 +337,8 @@ void EditRun::insert_node(const Json& op, const std::string& where, Problems& p,
   if (id.empty()) return;
   rep["node_id"] = id;
   if (!requested.empty() && requested != id)
-    rep["note"] = fmt::format("node_id \"{}\" was taken; the node got \"{}\"", requested, id);
+    rep["note"] = fmt::format("node_id \"{}\" {}; the node got \"{}\"", requested,
+                              check_node_id(requested).empty() ? "was taken" : "is not a valid id", id);
 }
 
 void EditRun::split_node(const Json& op, const std::string& where, Problems& p, Json& rep) {
@@ -301,8 +350,10 @@ void EditRun::split_node(const Json& op, const std::string& where, Problems& p, 
     return;
   }
   if (children->size() > kMaxSplitChildren)
-    p.add(fmt::format("{}: split_node takes at most {} children, found {}", where, kMaxSplitChildren,
-                      children->size()));
+    p.repair(fmt::format("{}: split_node takes at most {} children, found {}", where, kMaxSplitChildren,
+                         children->size()),
+             fmt::format("{}: children[{}..{}] dropped (split_node takes at most {} children)", where,
+                         kMaxSplitChildren, children->size() - 1, kMaxSplitChildren));
   if (!node) return;
   std::string id = node->id;
   rep["node_id"] = id;
@@ -310,13 +361,27 @@ void EditRun::split_node(const Json& op, const std::string& where, Problems& p, 
     Node updated = *node;
     read_node_fields(*patch, updated, NodeRead::patch_from_llm, where + ": parent_patch", p);
     if (updated.is_root && updated.has_action())
-      p.add(fmt::format("{}: the root cannot carry an action (its action.title must stay empty)", where));
+      p.add_unrepairable(fmt::format("{}: the root cannot carry an action (its action.title must stay empty)", where));
     if (!patch->contains("last_updated_round")) updated.last_updated_round = rules_.round;
     *node = std::move(updated);
   }
   Json ids = Json::array();
   for (std::size_t i = 0; i < children->size() && i < kMaxSplitChildren; ++i) {
-    std::string child = insert_child(id, (*children)[i], nullptr, where, fmt::format("{}: children[{}]", where, i), p);
+    std::string child_where = fmt::format("{}: children[{}]", where, i);
+    if (!rules_.lenient) {
+      std::string child = insert_child(id, (*children)[i], nullptr, where, child_where, p);
+      if (!child.empty()) ids.push_back(child);
+      continue;
+    }
+    // Lenient: a child that breaks a rule is skipped, not the whole split.
+    Problems cp(true);
+    std::string child;
+    if (!over_new_node_cap(child_where, cp)) child = insert_child(id, (*children)[i], nullptr, where, child_where, cp);
+    if (!cp.empty() && !cp.unrepairable()) {
+      p.repaired(skipped(child_where, cp.list()));
+      continue;
+    }
+    p.absorb(cp);
     if (!child.empty()) ids.push_back(child);
   }
   rep["children"] = std::move(ids);
@@ -328,11 +393,11 @@ void EditRun::delete_node(const Json& op, const std::string& where, Problems& p,
   if (!node) return;
   rep["node_id"] = node->id;
   if (node->is_root) {
-    p.add(fmt::format("{}: the root cannot be deleted", where));
+    p.add_unrepairable(fmt::format("{}: the root cannot be deleted", where));
     return;
   }
   if (node->solved()) {
-    p.add(fmt::format("{}: node \"{}\" has the attached solution \"{}\" and cannot be deleted; lower its "
+    p.add_unrepairable(fmt::format("{}: node \"{}\" has the attached solution \"{}\" and cannot be deleted; lower its "
                       "action.score_0_to_1 instead",
                       where, node->id, node->solution.solution_id));
     return;
@@ -432,12 +497,16 @@ EditOutcome EditRun::outcome() const {
   EditOutcome out;
   out.ok = problems_.empty();
   out.errors = problems_.list();
+  // A rejected lenient answer goes back with its repairs too: a skipped op
+  // is often why the purpose rule failed, and the model should know.
+  if (out.ok) out.repairs = problems_.repairs();
+  else out.errors.insert(out.errors.end(), problems_.repairs().begin(), problems_.repairs().end());
   out.applied_ops = out.ok ? applied_ops_ : 0;
   out.new_nodes = out.ok ? new_nodes_ : 0;
   Json ids = Json::array();
   for (const auto& id : new_ids_) ids.push_back(id);
   Json errors = Json::array();
-  for (const auto& e : problems_.list()) errors.push_back(e);
+  for (const auto& e : out.errors) errors.push_back(e);
   out.report = Json::obj({{"purpose", purpose_name(rules_.purpose)},
                           {"round", rules_.round},
                           {"committed", out.ok},

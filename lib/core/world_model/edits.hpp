@@ -1,7 +1,9 @@
 // The four edit operations (update_node, insert_node, split_node,
 // delete_node) and the all-or-nothing rule: an edit is applied to a copy,
 // every invariant is checked, and the copy replaces the tree only when all
-// hold.
+// hold. In lenient mode (EditRules::lenient) the copy is repaired first:
+// numbers clamped, unknown fields dropped, ops that break a rule skipped,
+// each repair recorded.
 #pragma once
 
 #include <string>
@@ -17,8 +19,8 @@ inline constexpr std::size_t kMaxSplitChildren = 8;
 
 // Parses `answer` ({"active_leaf_id"?: id, "ops": [...]}, possibly wrapped in
 // prose) and applies it to `tree` when every invariant and the purpose rule
-// of `rules` hold; otherwise `tree` is left untouched and the outcome lists
-// every problem. Throws ks::Error(invalid_argument) when `rules` names a node
+// of `rules` hold (after the repairs, in lenient mode); otherwise `tree` is
+// left untouched and the outcome lists every problem. Throws ks::Error(invalid_argument) when `rules` names a node
 // that does not exist (a caller bug, not the LLM's).
 EditOutcome apply_edit_answer(Tree& tree, std::string_view answer, const EditRules& rules);
 

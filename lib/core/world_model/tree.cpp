@@ -72,7 +72,9 @@ std::string Tree::id_list(std::size_t max) const {
 namespace {
 
 // Reads one JSON object's fields, adding a problem for each wrong type or
-// out-of-range value. Absent and null fields read as nullopt.
+// out-of-range value. Absent and null fields read as nullopt. In lenient
+// mode a field of the wrong type or an unknown field is dropped, and a
+// number out of range is clamped (an integer is rounded first).
 class Reader {
  public:
   Reader(const Json& j, std::string where, Problems& p) : j_(j), where_(std::move(where)), p_(p) {}
@@ -95,8 +97,12 @@ class Reader {
     if (!v->is_number()) return wrong(key, "a number", *v), std::nullopt;
     double d = v->as_number();
     if (d < lo || d > hi) {
-      p_.add(fmt::format("{}: {} must be within {}..{}, found {} (out-of-range values are rejected, not clamped)",
-                         where_, key, lo, hi, v->dump()));
+      const double clamped = std::clamp(d, lo, hi);
+      if (p_.repair(fmt::format("{}: {} must be within {}..{}, found {} (out-of-range values are rejected, not "
+                                "clamped)",
+                                where_, key, lo, hi, v->dump()),
+                    fmt::format("{}: {} {} clamped to {}", where_, key, v->dump(), clamped)))
+        return clamped;
       return std::nullopt;
     }
     return d;
@@ -105,15 +111,21 @@ class Reader {
   std::optional<int> integer(std::string_view key, int lo, int hi) {
     const Json* v = get(key);
     if (!v) return std::nullopt;
-    if (!v->is_number() || std::floor(v->as_number()) != v->as_number())
-      return wrong(key, "an integer", *v), std::nullopt;
+    if (!v->is_number()) return wrong(key, "an integer", *v), std::nullopt;
     double d = v->as_number();
-    if (d < lo || d > hi) {
-      p_.add(fmt::format("{}: {} must be an integer within {}..{}, found {} (out-of-range values are rejected, not clamped)",
-                         where_, key, lo, hi, v->dump()));
-      return std::nullopt;
-    }
-    return static_cast<int>(d);
+    const bool whole = std::floor(d) == d;
+    const bool in_range = d >= lo && d <= hi;
+    if (whole && in_range) return static_cast<int>(d);
+    const double fixed = std::clamp(std::round(d), static_cast<double>(lo), static_cast<double>(hi));
+    std::string problem =
+        whole ? fmt::format("{}: {} must be an integer within {}..{}, found {} (out-of-range values are rejected, "
+                            "not clamped)",
+                            where_, key, lo, hi, v->dump())
+              : fmt::format("{}: {} must be an integer, found {}", where_, key, json_type_name(v->type()));
+    if (p_.repair(std::move(problem), fmt::format("{}: {} {} {} to {}", where_, key, v->dump(),
+                                                  in_range ? "rounded" : "clamped", fixed)))
+      return static_cast<int>(fixed);
+    return std::nullopt;
   }
 
   const Json* object(std::string_view key) {
@@ -128,14 +140,15 @@ class Reader {
     return v;
   }
 
-  // Flags fields outside `known`; `hint` explains a known-but-forbidden one.
+  // Flags fields outside `known` (lenient: they are dropped).
   template <std::size_t N>
   void allow(const std::array<std::string_view, N>& known, std::string_view what = "fields") {
     for (const auto& [key, value] : j_.as_object()) {
       if (std::find(known.begin(), known.end(), key) != known.end()) continue;
       std::string list;
       for (auto k : known) list += (list.empty() ? "" : ", ") + std::string(k);
-      p_.add(fmt::format("{}: unknown field \"{}\" (known {}: {})", where_, key, what, list));
+      p_.repair(fmt::format("{}: unknown field \"{}\" (known {}: {})", where_, key, what, list),
+                fmt::format("{}: unknown field \"{}\" dropped", where_, key));
     }
   }
 
@@ -144,7 +157,8 @@ class Reader {
 
  private:
   void wrong(std::string_view key, std::string_view wanted, const Json& found) {
-    p_.add(fmt::format("{}: {} must be {}, found {}", where_, key, wanted, json_type_name(found.type())));
+    std::string problem = fmt::format("{}: {} must be {}, found {}", where_, key, wanted, json_type_name(found.type()));
+    p_.repair(problem, problem + "; dropped");
   }
 
   const Json& j_;
@@ -191,7 +205,11 @@ void read_impacts(const Json& j, Node& n, const std::string& where, Problems& p)
     const Json* axis = r.get(kImpactKeys[i]);
     if (!axis) continue;
     std::string axis_where = join_path(where, kImpactKeys[i]);
-    if (!is_object_or_report(*axis, axis_where, p)) continue;
+    if (!axis->is_object()) {
+      std::string problem = fmt::format("{} must be a JSON object, found {}", axis_where, json_type_name(axis->type()));
+      p.repair(problem, problem + "; dropped");
+      continue;
+    }
     Reader ar(*axis, axis_where, p);
     if (i == kHardwareFitImpact) ar.allow(kHardwareImpactFields);
     else ar.allow(kImpactFields);
@@ -215,22 +233,25 @@ bool read_action(const Json& j, Node& n, const std::string& where, Problems& p) 
   // The original's older prompts used a 0..3 scale; it maps to 1..4.
   auto legacy = r.integer("difficulty_0_to_3", 0, 3);
   if (modern && legacy && *modern != *legacy + 1)
-    p.add(fmt::format("{}: difficulty_1_to_5 ({}) and the legacy difficulty_0_to_3 ({}) disagree; give only "
-                      "difficulty_1_to_5",
-                      where, *modern, *legacy));
+    p.repair(fmt::format("{}: difficulty_1_to_5 ({}) and the legacy difficulty_0_to_3 ({}) disagree; give only "
+                         "difficulty_1_to_5",
+                         where, *modern, *legacy),
+             fmt::format("{}: the legacy difficulty_0_to_3 ({}) disagrees with difficulty_1_to_5 ({}); dropped", where,
+                         *legacy, *modern));
   if (modern) a.difficulty = *modern;
   else if (legacy) a.difficulty = *legacy + 1;
   auto score = r.number("score_0_to_1", 0, 1);
   if (score) a.score = *score;
   if (const Json* f = r.get("expected_vs_baseline_factor")) {
+    std::string problem;
     if (!f->is_number())
-      p.add(fmt::format("{}: expected_vs_baseline_factor must be a number or null, found {}", where,
-                        json_type_name(f->type())));
+      problem = fmt::format("{}: expected_vs_baseline_factor must be a number or null, found {}", where,
+                            json_type_name(f->type()));
     else if (!(f->as_number() > 0))
-      p.add(fmt::format("{}: expected_vs_baseline_factor must be a positive speedup factor (e.g. 1.3), found {}",
-                        where, f->dump()));
-    else
-      a.expected_factor = f->as_number();
+      problem = fmt::format("{}: expected_vs_baseline_factor must be a positive speedup factor (e.g. 1.3), found {}",
+                            where, f->dump());
+    if (problem.empty()) a.expected_factor = f->as_number();
+    else p.repair(problem, problem + "; dropped");
   }
   return r.get("score_0_to_1") != nullptr;
 }
@@ -252,28 +273,34 @@ void read_solution_from_file(const Json& j, Node& n, const std::string& where, P
 
 // solution_ref from the LLM: the library owns it. Echoing the current values
 // back is fine; anything else is rejected. parent_solution_id on a node
-// without a solution is checked against the parent by the caller.
+// without a solution is checked against the parent by the caller. Lenient
+// mode drops what the model wrote on a node without a kernel, but a change
+// to an attached kernel stays a rejection of the whole answer: the model
+// believes something else about the tree than what it holds.
 void read_solution_from_llm(const Json& j, Node& n, const std::string& where, Problems& p) {
   Reader r(j, where, p);
   r.allow(kSolutionFields);
   SolutionLink& s = n.solution;
   if (auto v = r.string("solution_id"); v && *v != s.solution_id) {
     if (s.solution_id.empty())
-      p.add(fmt::format("{}: solution_id is attached by the library when a kernel passes; leave it null", where));
+      p.repair(fmt::format("{}: solution_id is attached by the library when a kernel passes; leave it null", where),
+               fmt::format("{}: solution_id \"{}\" dropped (the library attaches kernels)", where, *v));
     else
-      p.add(fmt::format("{}: solution_id \"{}\" is attached and cannot be changed", where, s.solution_id));
+      p.add_unrepairable(fmt::format("{}: solution_id \"{}\" is attached and cannot be changed", where, s.solution_id));
   }
   if (auto v = r.string("parent_solution_id")) {
     if (!s.solution_id.empty() && *v != s.parent_solution_id)
-      p.add(fmt::format("{}: parent_solution_id of a solved node cannot be changed (it is \"{}\")", where,
-                        s.parent_solution_id));
+      p.add_unrepairable(fmt::format("{}: parent_solution_id of a solved node cannot be changed (it is \"{}\")", where,
+                                     s.parent_solution_id));
     else if (s.solution_id.empty())
       s.parent_solution_id = *v;
   }
   auto must_match = [&](std::string_view key, const Json& current) {
     const Json* v = r.get(key);
-    if (v && *v != current)
-      p.add(fmt::format("{}: {} is written by the library; leave it out", where, key));
+    if (!v || *v == current) return;
+    std::string problem = fmt::format("{}: {} is written by the library; leave it out", where, key);
+    if (s.solution_id.empty()) p.repair(problem, fmt::format("{}: {} dropped (written by the library)", where, key));
+    else p.add_unrepairable(problem);
   };
   must_match("eval", s.eval);
   must_match("round_index", s.round_index ? Json(*s.round_index) : Json());
@@ -300,9 +327,11 @@ bool read_node_fields(const Json& j, Node& n, NodeRead mode, const std::string& 
       std::string list;
       for (auto k : kPatchableFields) list += (list.empty() ? "" : ", ") + std::string(k);
       if (std::find(kNodeFields.begin(), kNodeFields.end(), key) != kNodeFields.end())
-        p.add(fmt::format("{}: field \"{}\" cannot be patched (patchable fields: {})", where, key, list));
+        p.repair(fmt::format("{}: field \"{}\" cannot be patched (patchable fields: {})", where, key, list),
+                 fmt::format("{}: field \"{}\" cannot be patched; dropped", where, key));
       else
-        p.add(fmt::format("{}: unknown field \"{}\" (patchable fields: {})", where, key, list));
+        p.repair(fmt::format("{}: unknown field \"{}\" (patchable fields: {})", where, key, list),
+                 fmt::format("{}: unknown field \"{}\" dropped", where, key));
     }
   } else {
     r.allow(kNodeFields);
@@ -311,14 +340,19 @@ bool read_node_fields(const Json& j, Node& n, NodeRead mode, const std::string& 
     if (auto v = r.string("node_type")) {
       if (*v == "root") n.is_root = true;
       else if (*v != "decision")
-        p.add(fmt::format("{}: node_type must be \"root\" or \"decision\", found \"{}\"", where, *v));
+        p.repair(fmt::format("{}: node_type must be \"root\" or \"decision\", found \"{}\"", where, *v),
+                 fmt::format("{}: node_type \"{}\" read as \"decision\"", where, *v));
     }
   }
 
   auto set_text = [&](std::string_view key, std::optional<std::string>& field) {
     if (const Json* v = r.get(key)) {
-      if (v->is_string()) field = v->as_string();
-      else p.add(fmt::format("{}: {} must be a string, found {}", where, key, json_type_name(v->type())));
+      if (v->is_string()) {
+        field = v->as_string();
+      } else {
+        std::string problem = fmt::format("{}: {} must be a string, found {}", where, key, json_type_name(v->type()));
+        p.repair(problem, problem + "; dropped");
+      }
     }
   };
   // A patch may not touch the root's decision and choice (checked here so the
@@ -328,7 +362,7 @@ bool read_node_fields(const Json& j, Node& n, NodeRead mode, const std::string& 
       const Json* v = r.get(key);
       const auto& current = key == "decision" ? n.decision : n.choice;
       if (v && !(v->is_string() && current && v->as_string() == *current))
-        p.add(fmt::format("{}: the root's {} is fixed and cannot be patched", where, key));
+        p.add_unrepairable(fmt::format("{}: the root's {} is fixed and cannot be patched", where, key));
     }
   } else {
     set_text("decision", n.decision);
@@ -362,9 +396,13 @@ Tree read_tree(const Json& j, bool from_llm, int round, Problems& p) {
   if (const Json* qs = r.array("open_questions")) {
     for (std::size_t i = 0; i < qs->size(); ++i) {
       const Json& q = (*qs)[i];
-      if (q.is_string()) t.open_questions.push_back(q.as_string());
-      else p.add(fmt::format("the world model: open_questions[{}] must be a string, found {}", i,
-                             json_type_name(q.type())));
+      if (q.is_string()) {
+        t.open_questions.push_back(q.as_string());
+      } else {
+        std::string problem =
+            fmt::format("the world model: open_questions[{}] must be a string, found {}", i, json_type_name(q.type()));
+        p.repair(problem, problem + "; dropped");
+      }
     }
   }
   // Machine-written: kept from files, ignored in an LLM answer.
@@ -401,11 +439,23 @@ Tree read_tree(const Json& j, bool from_llm, int round, Problems& p) {
     if (n.is_root) n.parent_id.clear();
     if (from_llm && n.solved())
       p.add(fmt::format("{}: solution_ref.solution_id is attached by the library; leave it null", where));
+    // No node of an init answer has a kernel yet, so any base kernel it names
+    // is wrong (strict: a lineage error of check_structure).
+    if (from_llm && p.lenient() && !n.solution.parent_solution_id.empty()) {
+      p.repaired(fmt::format("{}: solution_ref.parent_solution_id \"{}\" dropped (no node has a kernel yet)", where,
+                             n.solution.parent_solution_id));
+      n.solution.parent_solution_id.clear();
+    }
     if (!score_given && n.has_action()) n.action.score = n.overall_rating / 10.0;
     t.nodes.push_back(std::move(n));
   }
   t.active_id = t.root_id;
   if (auto v = dr.string("active_leaf_id")) t.active_id = *v;
+  if (from_llm && p.lenient() && !t.find(t.active_id) && t.find(t.root_id)) {
+    p.repaired(fmt::format("decision_tree: active_leaf_id \"{}\" does not exist; the root \"{}\" is active",
+                           t.active_id, t.root_id));
+    t.active_id = t.root_id;
+  }
   return t;
 }
 

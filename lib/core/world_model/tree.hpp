@@ -18,15 +18,55 @@
 namespace ks::core::wm {
 
 // Problems found while reading or validating, each a full sentence.
+//
+// A lenient one (EditRules::lenient) repairs what has a safe repair instead
+// (a number clamped, an unknown field dropped): repair() records what was
+// done, and the caller applies it. A strict one makes every such problem an
+// error, as before.
 class Problems {
  public:
+  Problems() = default;
+  explicit Problems(bool lenient) : lenient_(lenient) {}
+
   void add(std::string sentence) { list_.push_back(std::move(sentence)); }
+  // A problem that no mode repairs: in lenient mode it rejects the whole
+  // answer instead of skipping the operation it came from.
+  void add_unrepairable(std::string sentence) {
+    unrepairable_ = true;
+    add(std::move(sentence));
+  }
+  // Strict: `problem` is an error and this returns false. Lenient: `repair`
+  // (what is done about it) is recorded and this returns true, so the caller
+  // applies the repair.
+  bool repair(std::string problem, std::string repair) {
+    if (!lenient_) {
+      add(std::move(problem));
+      return false;
+    }
+    repairs_.push_back(std::move(repair));
+    return true;
+  }
+  // A repair only lenient mode makes (the caller checks lenient()).
+  void repaired(std::string sentence) { repairs_.push_back(std::move(sentence)); }
+  // Takes over another's errors, repairs and unrepairable mark.
+  void absorb(const Problems& other) {
+    list_.insert(list_.end(), other.list_.begin(), other.list_.end());
+    repairs_.insert(repairs_.end(), other.repairs_.begin(), other.repairs_.end());
+    unrepairable_ = unrepairable_ || other.unrepairable_;
+  }
+
+  bool lenient() const { return lenient_; }
   bool empty() const { return list_.empty(); }
   std::size_t size() const { return list_.size(); }
   const std::vector<std::string>& list() const { return list_; }
+  bool unrepairable() const { return unrepairable_; }
+  const std::vector<std::string>& repairs() const { return repairs_; }
 
  private:
+  bool lenient_ = false;
+  bool unrepairable_ = false;
   std::vector<std::string> list_;
+  std::vector<std::string> repairs_;
 };
 
 // The three impact axes of the original schema, in its order.
@@ -112,9 +152,10 @@ struct Tree {
 // (patchable fields only; solution data must stay as it is).
 enum class NodeRead { from_file, new_from_llm, patch_from_llm };
 
-// Merges the fields present in `j` into `n`. `where` prefixes every problem.
-// Returns whether the object set action.score_0_to_1 (new actions without a
-// score take overall_rating / 10, as in the original).
+// Merges the fields present in `j` into `n`. `where` prefixes every problem;
+// a lenient `p` repairs what it can (see Problems). Returns whether the
+// object set action.score_0_to_1 (new actions without a score take
+// overall_rating / 10, as in the original).
 bool read_node_fields(const Json& j, Node& n, NodeRead mode, const std::string& where, Problems& p);
 
 // Reads a whole world model. `from_llm`: an init answer (nodes may not carry

@@ -1,5 +1,6 @@
 // The default ks::WorldModel: K-Search's decision tree, with edits that are
-// validated on a copy and committed all or nothing.
+// validated (in lenient mode, repaired) on a copy and committed all or
+// nothing.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -53,6 +54,13 @@ class TreeWorldModel final : public WorldModel {
   bool initialized() const override { return tree_.has_value(); }
 
   EditOutcome initialize(const std::string& llm_answer, int round) override {
+    EditRules rules;
+    rules.round = round;
+    return initialize_with(llm_answer, rules);
+  }
+
+  EditOutcome initialize_with(const std::string& llm_answer, const EditRules& rules) override {
+    const int round = rules.round;
     require_uninitialized();
     EditOutcome out;
     std::string parse_error;
@@ -64,7 +72,7 @@ class TreeWorldModel final : public WorldModel {
       out.report = Json::obj({{"purpose", "init"}, {"committed", false}});
       return out;
     }
-    core::wm::Problems problems;
+    core::wm::Problems problems(rules.lenient);
     core::wm::Tree t = core::wm::read_tree(*parsed, /*from_llm=*/true, round, problems);
     core::wm::fill_lineage(t);
     core::wm::check_structure(t, problems);
@@ -76,6 +84,9 @@ class TreeWorldModel final : public WorldModel {
                                kMinInitActions, t.root_id, actions));
     out.ok = problems.empty();
     out.errors = problems.list();
+    // As for an edit: a rejected answer goes back with its repairs.
+    if (out.ok) out.repairs = problems.repairs();
+    else out.errors.insert(out.errors.end(), problems.repairs().begin(), problems.repairs().end());
     out.new_nodes = out.ok ? static_cast<int>(t.nodes.size()) : 0;
     Json errors = Json::array();
     for (const auto& e : out.errors) errors.push_back(e);

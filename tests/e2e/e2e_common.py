@@ -1,6 +1,14 @@
-"""The command line every end-to-end script takes, and its fresh work folder."""
+"""The command line every end-to-end script takes, its fresh work folder, a
+kill at a point the run folder shows (never after a time), and reading a run
+folder."""
 import argparse
+import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 
@@ -16,3 +24,123 @@ def setup(*more, **helps):
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     return args, Path(args.source_dir), work
+
+
+def lines(path):
+    """The complete lines of a log (a torn last line does not count)."""
+    try:
+        with open(path) as f:
+            return sum(1 for line in f if line.endswith("\n"))
+    except FileNotFoundError:
+        return 0
+
+
+def children(pid):
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                stat = (d / "stat").read_text()
+                ppid = int(stat.rsplit(")", 1)[1].split()[1])
+                if ppid == pid:
+                    out.append(int(d.name))
+            except (OSError, ValueError, IndexError):
+                pass
+    return out
+
+
+def alive(pid):
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def run_and_kill(cmd, run_dir, log_path, until, env):
+    """Starts cmd, SIGKILLs it once until(run_dir) holds (a state of the run
+    folder, never a time), and checks that its children die too."""
+    log_path = Path(log_path)
+    with open(log_path, "w") as log:
+        p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+        deadline = time.time() + 300
+        while not until(run_dir):
+            if p.poll() is not None:
+                sys.exit(f"{log_path.name}: the run ended (rc {p.returncode}) before the kill point; see its log")
+            if time.time() > deadline:
+                p.kill()
+                sys.exit(f"{log_path.name}: kill point not reached in 300 s")
+            time.sleep(0.02)
+        kids = children(p.pid)
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+    # Workers watch their parent and must exit on their own (in about half a second; the limit is a
+    # safety net for a loaded machine, a worker that never exits still fails).
+    deadline = time.time() + 60
+    while any(alive(k) for k in kids) and time.time() < deadline:
+        time.sleep(0.05)
+    left = [k for k in kids if alive(k)]
+    if left:
+        for k in left:
+            os.kill(k, signal.SIGKILL)
+        sys.exit(f"{log_path.name}: processes {left} outlived the killed run")
+    print(f"{log_path.name}: killed at {lines(Path(run_dir) / 'attempts.jsonl')} attempts, "
+          f"{lines(Path(run_dir) / 'transcript.jsonl')} LLM answers; {len(kids)} child process(es) ended with it")
+
+
+def jsonl(path):
+    return [json.loads(line) for line in open(path) if line.endswith("\n")]
+
+
+def events(run_dir, kind):
+    """The run's events of one type, in order."""
+    return [e for e in jsonl(Path(run_dir) / "events.jsonl") if e["type"] == kind]
+
+
+def journal(run_dir):
+    """The attempts without their measured numbers: what two runs of one search share."""
+    return [(a["seq"], a["round"], a["solution_id"], a["status"]) for a in jsonl(Path(run_dir) / "attempts.jsonl")]
+
+
+def snapshots(run_dir):
+    return sorted((Path(run_dir) / "world_model").glob("v*.json"), key=lambda p: int(p.stem[1:]))
+
+
+def last_tree(run_dir):
+    return json.loads(snapshots(run_dir)[-1].read_text())["decision_tree"]
+
+
+def tree_shape(tree):
+    """A decision tree without measured numbers (timings differ between runs)."""
+    nodes = []
+    for n in tree["nodes"]:
+        a = n.get("action") or {}
+        ref = n.get("solution_ref") or {}
+        nodes.append((n["node_id"], n.get("parent_id"), a.get("title"), a.get("score_0_to_1"),
+                      a.get("difficulty_1_to_5"), ref.get("solution_id")))
+    return sorted(nodes, key=str), tree.get("active_leaf_id")
+
+
+def first_prompt(run_dir, kind):
+    """The prompt of the run's first LLM call of `kind` ("" when none)."""
+    for e in jsonl(Path(run_dir) / "transcript.jsonl"):
+        if e["kind"] == kind:
+            return e["request"]["prompt"]
+    return ""
+
+
+def same_end(full, other, expect):
+    """A run killed and resumed ends where the uninterrupted run ends: the same
+    attempts, final tree and best kernel, each strategy event once."""
+    full, other = Path(full), Path(other)
+    expect(journal(full) == journal(other),
+           f"{other.name}: attempts differ from {full.name}'s:\n  {journal(full)}\n  {journal(other)}")
+    expect(tree_shape(last_tree(full)) == tree_shape(last_tree(other)),
+           f"{other.name}: final tree differs from {full.name}'s")
+    best = [json.loads((d / "best.json").read_text())["solution_id"] for d in (full, other)]
+    expect(best[0] == best[1], f"{other.name}: best {best[1]} differs from {full.name}'s {best[0]}")
+    m = json.loads((other / "manifest.json").read_text())
+    expect(m["status"] == "finished" and m.get("resumed", 0) >= 1,
+           f"{other.name}: manifest says {m['status']}, resumed {m.get('resumed')}")
+    seqs = [e["journal_seq"] for e in jsonl(other / "events.jsonl") if "journal_seq" in e]
+    expect(len(seqs) == len(set(seqs)) and seqs == sorted(seqs), f"{other.name}: strategy events duplicated")

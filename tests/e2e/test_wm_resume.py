@@ -18,9 +18,9 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-from e2e_common import setup
+import e2e_common
+from e2e_common import lines, setup
 
 args, src, work = setup()
 transcript = src / "tests/fixtures/wm_e2e/transcript.jsonl"
@@ -38,63 +38,9 @@ def resume_cmd(run_dir, *extra):
     return [args.ksearch, "resume", str(run_dir), "--quiet", *extra]
 
 
-def lines(path):
-    try:
-        with open(path) as f:
-            return sum(1 for line in f if line.endswith("\n"))
-    except FileNotFoundError:
-        return 0
-
-
-def children(pid):
-    out = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                stat = (d / "stat").read_text()
-                ppid = int(stat.rsplit(")", 1)[1].split()[1])
-                if ppid == pid:
-                    out.append(int(d.name))
-            except (OSError, ValueError, IndexError):
-                pass
-    return out
-
-
-def alive(pid):
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def run_and_kill(cmd, run_dir, log_name, until):
     """Starts cmd, SIGKILLs it once until(run_dir) holds, checks its children die too."""
-    with open(work / log_name, "w") as log:
-        p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
-        deadline = time.time() + 300
-        while not until(run_dir):
-            if p.poll() is not None:
-                sys.exit(f"{log_name}: the run ended (rc {p.returncode}) before the kill point; see its log")
-            if time.time() > deadline:
-                p.kill()
-                sys.exit(f"{log_name}: kill point not reached in 300 s")
-            time.sleep(0.02)
-        kids = children(p.pid)
-        p.send_signal(signal.SIGKILL)
-        p.wait()
-    # Workers watch their parent and must exit on their own (in about half a second; the limit is a
-    # safety net for a loaded machine, a worker that never exits still fails).
-    deadline = time.time() + 60
-    while any(alive(k) for k in kids) and time.time() < deadline:
-        time.sleep(0.05)
-    left = [k for k in kids if alive(k)]
-    if left:
-        for k in left:
-            os.kill(k, signal.SIGKILL)
-        sys.exit(f"{log_name}: processes {left} outlived the killed run")
-    print(f"{log_name}: killed at {lines(run_dir / 'attempts.jsonl')} attempts, "
-          f"{lines(run_dir / 'transcript.jsonl')} LLM answers; {len(kids)} child process(es) ended with it")
+    e2e_common.run_and_kill(cmd, run_dir, work / log_name, until, env)
 
 
 def finish(cmd, log_name):

@@ -20,19 +20,21 @@ std::size_t struct_size(std::uint32_t version) {
 template <typename T>
 constexpr std::uint32_t kLatestVersion = 1;
 
-// Version 2 appended weak_check, version 3 continue_from_solution: an older
-// struct ends where the next version's field begins.
+// Version 2 appended weak_check, version 3 continue_from_solution, version 4
+// continue_from_world_model, start_from_starting_point and remeasure: an
+// older struct ends where the next version's first field begins.
 template <>
 std::size_t struct_size<ks_search_options>(std::uint32_t version) {
   switch (version) {
     case 1: return offsetof(ks_search_options, weak_check);
     case 2: return offsetof(ks_search_options, continue_from_solution);
-    case 3: return sizeof(ks_search_options);
+    case 3: return offsetof(ks_search_options, continue_from_world_model);
+    case 4: return sizeof(ks_search_options);
     default: return 0;
   }
 }
 template <>
-constexpr std::uint32_t kLatestVersion<ks_search_options> = 3;
+constexpr std::uint32_t kLatestVersion<ks_search_options> = 4;
 
 template <typename T>
 ks_status init_struct(const char* where, T* options, std::uint32_t version) {
@@ -340,6 +342,11 @@ ks_status ks_search_options_init(ks_search_options* o, uint32_t version) {
   if (s == KS_OK) s = ks_llm_options_init(&o->llm, KS_LLM_OPTIONS_VERSION);
   if (version >= 2) o->weak_check = ks::SearchOptions{}.weak_check ? 1 : 0;
   if (version >= 3) o->continue_from_solution = nullptr;
+  if (version >= 4) {
+    o->continue_from_world_model = nullptr;
+    o->start_from_starting_point = d.start_from_starting_point ? 1 : 0;
+    o->remeasure = d.remeasure ? 1 : 0;
+  }
   return s;
 }
 

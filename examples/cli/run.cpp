@@ -55,9 +55,9 @@ std::vector<OptionSpec> search_options() {
        "this run's folder (K-Search's flag).", "", false},
       {"no-starting-point", "", "Do not start the world-model search from the task's starting point (by default "
                                 "round 1 evaluates it and, when it passes, it is attached to the root).", "", false},
-      {"remeasure", "", "Evaluate the kernels given by --continue-from-solution and --continue-from-world-model "
-                        "again even where their run folder recorded an evaluation for this task on this device "
-                        "(a folder you do not trust).", "", false},
+      {"remeasure", "", "Adopt no evaluation a run folder recorded, even for this task on this device (a folder "
+                        "you do not trust): --continue-from-solution's kernel is evaluated again in round 1, and "
+                        "--continue-from-world-model's kernels are known by their code only.", "", false},
       {"wm-stagnation-window", "N", "End an action's cycle after N rounds without improvement.", "5", false},
       {"wm-max-difficulty", "N", "Only actions up to this difficulty (1-5) are chosen while easier ones remain.",
        "4", false},

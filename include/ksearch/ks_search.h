@@ -169,8 +169,9 @@ typedef struct ks_search_options {
    * evaluates it; attached to the root when it passes). 0: not
    * [--no-starting-point]. */
   int start_from_starting_point;
-  /* Version 4. 0; 1: evaluate the given and imported kernels again even where
-   * their run folder recorded an evaluation for this task on this device
+  /* Version 4. 0; 1: adopt no evaluation a run folder recorded, even for this
+   * task on this device: continue_from_solution is evaluated again in round
+   * 1, and continue_from_world_model's kernels are known by their code only
    * [--remeasure]. */
   int remeasure;
 } ks_search_options;

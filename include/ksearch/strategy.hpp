@@ -102,8 +102,9 @@ struct KS_API SearchConfig {
   // a budget under two rounds), so the manifest says whether it was used;
   // a manifest without the field (a run made before it existed) reads as off.
   bool start_from_starting_point = true;
-  // Measure the given kernels again even where a recorded evaluation of the
-  // same task and device exists (the recording is then not trusted).
+  // Adopt no recorded evaluation, even one of the same task and device (a
+  // folder not trusted): continue_from_solution is measured again in round
+  // 1, and continue_from_world_model's kernels are known by their code only.
   bool remeasure = false;
 
   // Throws ks::Error(Status::invalid_argument) naming the first bad field.

@@ -61,7 +61,10 @@ std::vector<OptionSpec> search_options() {
       {"wm-stagnation-window", "N", "End an action's cycle after N rounds without improvement.", "5", false},
       {"wm-max-difficulty", "N", "Only actions up to this difficulty (1-5) are chosen while easier ones remain.",
        "4", false},
-      {"parallel", "N", "Candidates generated and evaluated at once (greedy).", "1", false},
+      {"parallel", "N",
+       "Candidates generated and evaluated at once (greedy); world-model cycles run at once, on the top N "
+       "actions (world_model).",
+       "1", false},
       {"tune-rounds", "N", "After the search, tune the best kernel's declared parameters for N more rounds.",
        "0", false},
       {"run-dir", "DIR", "Run folder (must not hold a run).", "runs/<task>-<UTC time>", false},
@@ -78,7 +81,8 @@ std::vector<OptionSpec> search_options() {
       {"connect-timeout", "S", "Seconds to connect.", "15", false},
       {"proxy", "URL", "HTTP(S) proxy.", "libcurl's (https_proxy)", false},
       {"max-retries", "N", "Retries on 429, 5xx, timeouts and dropped connections.", "8", false},
-      {"max-concurrency", "N", "LLM requests in flight at once.", "4", false},
+      {"max-concurrency", "N", "LLM requests in flight at once (with --llm command: programs running at once, "
+                               "default 1).", "4", false},
       {"max-cost", "USD", "Stop sending LLM requests once this much is spent.", "unlimited", false},
       {"price-file", "FILE", "JSON price table overriding the built-in one.", "", false},
       {"max-wall-time", "S", "Stop starting rounds after this many seconds of this process (a resume starts "
@@ -169,6 +173,7 @@ LlmChoice llm_choice_from_args(const Args& a) {
       throw Error(Status::invalid_argument, "--on-divergence must be stop or skip with --llm replay:");
   }
   OpenAiConfig o = openai_config_from_args(a);
+  if (c.kind == "command" && a.has("max-concurrency")) c.command.max_concurrency = o.max_concurrency;
   if (c.kind == "openai") {
     if (o.model.empty())
       throw Error(Status::invalid_argument,

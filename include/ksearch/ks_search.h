@@ -131,7 +131,8 @@ typedef struct ks_search_options {
    * `language` says (the CLI without --language); a task with several uses
    * `language`. 0: `language` must be one of the task's (the CLI with it). */
   int language_from_task;
-  int parallel;                   /* 1: candidates generated and evaluated at once (greedy) [--parallel] */
+  int parallel;                   /* 1: candidates generated and evaluated at once (greedy); world-model
+                                   * cycles run at once (world_model) [--parallel] */
   uint64_t seed;                  /* 0: the strategies' random choices [--seed] */
   ks_budget_options budget;
   ks_world_model_options world_model;

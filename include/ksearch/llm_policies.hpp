@@ -135,6 +135,9 @@ struct KS_API CommandConfig {
   enum class Input { plain, json };
   Input input = Input::plain;
   std::size_t max_output_bytes = std::size_t{16} << 20;  // more on stdout is a failed generation
+  // Programs running at once in complete_batch. 1 by default: a scripted
+  // program may keep state between calls, and concurrent calls would race.
+  int max_concurrency = 1;
 };
 
 // A nonzero exit, a signal, a timeout or an empty answer is a failed

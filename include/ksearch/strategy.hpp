@@ -73,7 +73,7 @@ struct KS_API SearchConfig {
   int wm_edit_retries = 3;               // attempts per world-model edit before the deterministic fallback
   std::size_t wm_max_chars = 50000;      // compact world-model budget in code-generation prompts
   int debug_rounds_label = 5;            // "Debug-and-improve round k/N" label in prompts
-  int parallel = 1;                      // candidates generated at once (greedy)
+  int parallel = 1;                      // candidates at once (greedy); cycles at once (world_model)
   int tune_rounds = 0;                   // tune phase after an LLM search (0 = none)
   std::uint64_t seed = 0;
   double max_cost_usd = 0;               // 0 = unlimited

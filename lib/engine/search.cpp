@@ -93,7 +93,8 @@ Json LlmChoice::to_json() const {
     Json argv = Json::array();
     for (const auto& a : command.argv) argv.push_back(a);
     j["command"] = Json::obj({{"argv", argv}, {"timeout_s", command.timeout_s},
-                              {"input", command.input == CommandConfig::Input::json ? "json" : "plain"}});
+                              {"input", command.input == CommandConfig::Input::json ? "json" : "plain"},
+                              {"max_concurrency", command.max_concurrency}});
   }
   if (kind == "custom" && custom) j["describe"] = custom->describe();
   return j;
@@ -114,6 +115,7 @@ LlmChoice LlmChoice::from_json(const Json& j) {
     c.command.timeout_s = cmd.get_number("timeout_s", 600);
     c.command.input = cmd.get_string("input", "plain") == "json" ? CommandConfig::Input::json
                                                                  : CommandConfig::Input::plain;
+    c.command.max_concurrency = static_cast<int>(cmd.get_number("max_concurrency", 1));
   }
   return c;
 }

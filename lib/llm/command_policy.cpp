@@ -3,10 +3,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <exception>
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
+#include <thread>
+#include <vector>
 
 #include "ksearch/error.hpp"
 #include "ksearch/llm_policies.hpp"
@@ -35,6 +39,8 @@ class CommandPolicy final : public LlmPolicy {
     if (cfg_.argv.empty() || cfg_.argv[0].empty())
       throw Error(Status::invalid_argument, "command policy: no program given");
     if (!(cfg_.timeout_s > 0)) throw Error(Status::invalid_argument, "command policy: timeout_s must be positive");
+    if (cfg_.max_concurrency < 1)
+      throw Error(Status::invalid_argument, "command policy: max_concurrency must be at least 1");
   }
 
   LlmResponse complete(const LlmRequest& request) override {
@@ -81,6 +87,36 @@ class CommandPolicy final : public LlmPolicy {
     std::lock_guard lock(mu_);
     total_ += resp.usage;
     return resp;
+  }
+
+  // Up to max_concurrency programs at once, the answers in request order.
+  // A program that cannot start (or a cancel) ends the batch with that error
+  // once the running ones have returned.
+  std::vector<LlmResponse> complete_batch(const std::vector<LlmRequest>& requests) override {
+    const std::size_t workers =
+        std::min(requests.size(), static_cast<std::size_t>(std::max(1, cfg_.max_concurrency)));
+    if (workers <= 1) return LlmPolicy::complete_batch(requests);
+    std::vector<LlmResponse> out(requests.size());
+    std::atomic<std::size_t> next{0};
+    std::exception_ptr first_error;
+    std::mutex error_mu;
+    auto work = [&] {
+      for (std::size_t i; (i = next.fetch_add(1)) < requests.size();) {
+        try {
+          out[i] = complete(requests[i]);
+        } catch (...) {
+          std::lock_guard lock(error_mu);
+          if (!first_error) first_error = std::current_exception();
+          next.store(requests.size());  // start no more
+        }
+      }
+    };
+    std::vector<std::thread> threads;
+    for (std::size_t t = 1; t < workers; ++t) threads.emplace_back(work);
+    work();
+    for (auto& t : threads) t.join();
+    if (first_error) std::rethrow_exception(first_error);
+    return out;
   }
 
   std::string describe() const override { return "command:" + cfg_.argv[0]; }

@@ -1,6 +1,6 @@
 """The command line every end-to-end script takes, its fresh work folder, a
-kill at a point the run folder shows (never after a time), and reading a run
-folder."""
+run killed with SIGKILL at a point of its run folder's state, and reading a
+run folder."""
 import argparse
 import json
 import os
@@ -27,7 +27,7 @@ def setup(*more, **helps):
 
 
 def lines(path):
-    """The complete lines of a log (a torn last line does not count)."""
+    """Complete lines of a journal file (0 when it does not exist yet)."""
     try:
         with open(path) as f:
             return sum(1 for line in f if line.endswith("\n"))
@@ -59,17 +59,17 @@ def alive(pid):
 
 def run_and_kill(cmd, run_dir, log_path, until, env):
     """Starts cmd, SIGKILLs it once until(run_dir) holds (a state of the run
-    folder, never a time), and checks that its children die too."""
-    log_path = Path(log_path)
+    folder, never a time), and checks that its child processes end too."""
+    log_name = Path(log_path).name
     with open(log_path, "w") as log:
         p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
         deadline = time.time() + 300
         while not until(run_dir):
             if p.poll() is not None:
-                sys.exit(f"{log_path.name}: the run ended (rc {p.returncode}) before the kill point; see its log")
+                sys.exit(f"{log_name}: the run ended (rc {p.returncode}) before the kill point; see its log")
             if time.time() > deadline:
                 p.kill()
-                sys.exit(f"{log_path.name}: kill point not reached in 300 s")
+                sys.exit(f"{log_name}: kill point not reached in 300 s")
             time.sleep(0.02)
         kids = children(p.pid)
         p.send_signal(signal.SIGKILL)
@@ -83,9 +83,9 @@ def run_and_kill(cmd, run_dir, log_path, until, env):
     if left:
         for k in left:
             os.kill(k, signal.SIGKILL)
-        sys.exit(f"{log_path.name}: processes {left} outlived the killed run")
-    print(f"{log_path.name}: killed at {lines(Path(run_dir) / 'attempts.jsonl')} attempts, "
-          f"{lines(Path(run_dir) / 'transcript.jsonl')} LLM answers; {len(kids)} child process(es) ended with it")
+        sys.exit(f"{log_name}: processes {left} outlived the killed run")
+    print(f"{log_name}: killed at {lines(run_dir / 'attempts.jsonl')} attempts, "
+          f"{lines(run_dir / 'transcript.jsonl')} LLM answers; {len(kids)} child process(es) ended with it")
 
 
 def jsonl(path):

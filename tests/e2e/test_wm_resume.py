@@ -39,7 +39,6 @@ def resume_cmd(run_dir, *extra):
 
 
 def run_and_kill(cmd, run_dir, log_name, until):
-    """Starts cmd, SIGKILLs it once until(run_dir) holds, checks its children die too."""
     e2e_common.run_and_kill(cmd, run_dir, work / log_name, until, env)
 
 

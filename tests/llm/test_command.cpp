@@ -1,5 +1,8 @@
 // The command policy: an external program answers on stdout.
 #include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <filesystem>
 
 #include "ksearch/error.hpp"
 #include "ksearch/llm_policies.hpp"
@@ -80,5 +83,46 @@ TEST_CASE("command: configuration errors throw") {
   } catch (const Error& e) {
     CHECK(e.status() == Status::subprocess);
     CHECK(contains(e.what(), "ksearch-no-such-llm-program"));
+  }
+}
+
+TEST_CASE("command: a batch runs max_concurrency programs at once, answers in request order") {
+  // Each program checks in, then waits (up to 100 s) until three have: run one
+  // at a time, the first would wait alone and answer "alone".
+  std::string dir = (std::filesystem::temp_directory_path() /
+                     ("ksearch_cmd_batch_" + std::to_string(::getpid())))
+                        .string();
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  CommandConfig c;
+  c.argv = {"sh", "-c",
+            "touch \"$0/$$\"; i=0; while [ $(ls \"$0\" | wc -l) -lt 3 ] && [ $i -lt 1000 ]; do sleep 0.1; "
+            "i=$((i+1)); done; if [ $i -lt 1000 ]; then printf 'together:'; else printf 'alone:'; fi; cat",
+            dir};
+  c.timeout_s = 200;
+  c.max_concurrency = 3;
+  auto p = make_command_policy(c);
+  std::vector<LlmRequest> reqs;
+  for (int i = 0; i < 3; ++i) reqs.push_back({PromptKind::generate, "", "prompt " + std::to_string(i)});
+  auto out = p->complete_batch(reqs);
+  REQUIRE(out.size() == 3);
+  for (int i = 0; i < 3; ++i) CHECK(out[static_cast<std::size_t>(i)].text == "together:prompt " + std::to_string(i));
+  CHECK(p->total_usage().attempts == 3);
+  std::filesystem::remove_all(dir);
+
+  c.max_concurrency = 0;
+  CHECK_THROWS_AS(make_command_policy(c), Error);
+}
+
+TEST_CASE("command: a program that cannot start fails the whole batch with that error") {
+  CommandConfig c;
+  c.argv = {"ksearch-no-such-llm-program"};
+  c.max_concurrency = 2;
+  auto p = make_command_policy(c);
+  try {
+    p->complete_batch({{PromptKind::generate, "", "a"}, {PromptKind::generate, "", "b"}});
+    FAIL("should throw");
+  } catch (const Error& e) {
+    CHECK(e.status() == Status::subprocess);
   }
 }

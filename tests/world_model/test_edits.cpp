@@ -114,6 +114,16 @@ TEST_CASE("edits: delete_node removes an open leaf and moves the active node to 
   CHECK(wm->to_json()["decision_tree"]["active_leaf_id"].as_string() == "n1");
 }
 
+TEST_CASE("edits: an action a concurrent cycle works on cannot be deleted") {
+  auto wm = initialized_model();
+  EditRules rules = propose_rules();
+  rules.in_progress = {"n4"};
+  auto out = wm->apply_edits(edit(R"({"op": "delete_node", "node_id": "n4"})"), rules);
+  CHECK_FALSE(out.ok);
+  CHECK(all_errors(out).find("node \"n4\" is being worked on by a concurrent cycle") != std::string::npos);
+  CHECK(has_node(*wm, "n4"));
+}
+
 TEST_CASE("edits: active_leaf_id is set after the ops") {
   auto wm = initialized_model();
   auto out = wm->apply_edits(R"({"active_leaf_id": "n2", "ops": []})", propose_rules());

@@ -246,6 +246,16 @@ TEST_CASE("selection: rank by score, then difficulty, then overall rating, then 
   CHECK(wm->select_action(SelectionPolicy{}) == std::optional<std::string>("a"));
 }
 
+TEST_CASE("selection: actions in progress in other cycles are passed over") {
+  auto wm = model_of({node("root", ""), node("a", "root", "A", 0.9, 2), node("b", "root", "B", 0.8, 2)});
+  SelectionPolicy policy;
+  policy.in_progress = {"a"};
+  CHECK(wm->select_action(policy) == std::optional<std::string>("b"));
+  policy.in_progress = {"a", "b"};
+  CHECK(wm->select_action(policy) == std::nullopt);
+  CHECK(wm->frontier() == Ids{"a", "b"});  // still the frontier, just taken
+}
+
 TEST_CASE("selection: only open actions whose parent is the root or solved are executable") {
   auto wm = model_of({node("root", ""),
                       with_solution(node("s", "root", "S", 0.9, 1), "sol-s", 1.0, 1.0),

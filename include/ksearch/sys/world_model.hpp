@@ -37,6 +37,9 @@ struct KS_API SelectionPolicy {
   // would pass at once.)
   double relax_if_best_vs_baseline_ge = 0.5;
   int relaxed_max_difficulty = 4;
+  // Actions that concurrent cycles are working on (--parallel): never
+  // selected again while they are.
+  std::vector<std::string> in_progress;
 };
 
 // An open or closed action node as the strategy sees it.
@@ -88,6 +91,9 @@ struct KS_API EditRules {
   // propose: afterwards >= 1 executable frontier action must have a score
   // above this.
   double min_open_action_score = 0.5;
+  // Actions that concurrent cycles are working on (--parallel): deleting
+  // one is an error, since its cycle will attach its kernel there.
+  std::vector<std::string> in_progress;
 };
 
 // Inputs for the prompts of the world-model LLM calls. Section budgets (in

@@ -1,8 +1,18 @@
 // The K-Search loop: the world model proposes actions; each action gets a
 // cycle of local refinement (generate, then debug or improve) until it
 // stagnates; the cycle's evidence then edits the tree (refine after a pass,
-// too-hard after none). See docs/strategies.md.
+// too-hard after none). See docs/search.md and docs/world-model.md.
+//
+// With `parallel` N, N cycles run at once on the top N frontier actions, one
+// per slot. Each step sends one request per busy slot in one batch (code and
+// tree edits alike), evaluates the step's candidates together (spread over
+// the GPUs) and takes the answers in slot order, so a parallel run is as
+// deterministic under replay and resume as a sequential one. With N = 1 a
+// step is one call, and the steps make the sequential loop's calls in its
+// order.
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "core/response/parse.hpp"
 #include "core/run_events.hpp"
@@ -92,6 +102,76 @@ Json stagnation_decision(const SearchContext& ctx, int cycle, const CycleTracker
   return j;
 }
 
+// The prediction and the observation in one unit: the factor over the
+// action's base kernel (what expected_vs_baseline_factor predicts), with
+// the factor over the task's baseline, or else the reference, beside it.
+std::string prediction_text(const ActionInfo& action, const EvalResult& best_eval,
+                            const std::optional<EvalResult>& base_eval) {
+  std::string out = fmt::format(
+      "expected_vs_baseline_factor (the predicted speedup over the action's base kernel): {}; confidence: 0.5; "
+      "rationale: {}\n",
+      action.expected_factor ? fmt::format("{:.3f}", *action.expected_factor) : "null", action.rationale);
+  if (base_eval && base_eval->passed() && base_eval->latency_ms > 0 && best_eval.latency_ms > 0)
+    out += fmt::format("observed: {:.3f}x over the base kernel ({:.4f} ms -> {:.4f} ms)",
+                       base_eval->latency_ms / best_eval.latency_ms, base_eval->latency_ms, best_eval.latency_ms);
+  else
+    out += "observed: no base kernel (the action started from the task alone), so no factor over a base";
+  // A task scored against a baseline (FlashInfer's) speaks in its factor.
+  if (best_eval.vs_baseline > 0) out += fmt::format("; {:.3f}x over the task's baseline", best_eval.vs_baseline);
+  else if (best_eval.speedup > 0) out += fmt::format("; {:.3f}x over the reference", best_eval.speedup);
+  return out;
+}
+
+// One world-model edit spread over LLM calls, a try per call: a rejected
+// answer's reasons go into the next try, and nothing invalid is committed.
+struct EditJob {
+  PromptKind kind = PromptKind::wm_init;
+  WmPromptInputs in;
+  EditRules rules;  // propose, refine and too hard (wm_init has none)
+  int tries = 0;
+  int max_tries = 1;
+};
+
+enum class EditProgress { committed, retry, spent };
+
+// One action's local refinement: its base kernel, the stagnation tracker,
+// the best and the last attempt.
+struct Cycle {
+  int number = 0;
+  std::string node_id;
+  ActionInfo action;
+  std::optional<Solution> base;
+  std::optional<EvalResult> base_eval;
+  CycleTracker tracker{1, 0};
+  std::optional<Solution> best;
+  std::optional<EvalResult> best_eval;
+  std::optional<Solution> last;
+  std::optional<EvalResult> last_eval;
+  std::string last_raw;  // an answer that did not parse
+  int attempt = 0;
+  // A request that failed (outage, timeout) is sent again as it was: there
+  // is no new evidence to debug or improve on.
+  std::optional<LlmRequest> resend;
+  PromptKind pending_kind = PromptKind::generate;  // the request whose candidate awaits evaluation
+};
+
+// Where one of the `parallel` lanes of work stands.
+struct Slot {
+  enum class Phase {
+    idle,        // between cycles: proposes when the tree asks for it, then selects
+    proposing,   // its wm_propose edit is in flight
+    selecting,   // takes the best free action once no proposal is in flight
+    attempting,  // its cycle generates and evaluates kernels
+    closing,     // its cycle ended; its wm_refine or wm_too_hard edit is in flight
+  };
+  Phase phase = Phase::idle;
+  std::optional<Cycle> cycle;  // attempting, closing
+  std::optional<EditJob> edit;  // proposing, closing
+  // The tree version at which nothing was free for this slot (it waits for
+  // a change), and at which it last proposed because of that.
+  std::optional<std::uint64_t> waited_at, proposed_at;
+};
+
 class WorldModelStrategy final : public SearchStrategy {
  public:
   std::string name() const override { return "world_model"; }
@@ -108,29 +188,41 @@ class WorldModelStrategy final : public SearchStrategy {
                               ctx.config().continue_from_world_model ? "continue_from_world_model"
                                                                      : "continue_from_solution"));
     }
-    int cycle = 0;
-    while (!ctx.should_stop()) {
-      propose(ctx);
-      auto node = wm.select_action(selection_policy(ctx));
-      if (!node) {
-        // An empty frontier: repair deterministically once, else the search is done.
-        wm.fallback_after_propose(ctx.rounds_used());
-        ctx.snapshot_world_model();
-        node = wm.select_action(selection_policy(ctx));
-        if (!node) {
-          emit(ctx, events::SearchExhausted{"no executable open action in the world model"});
-          return;
-        }
+    slots_.assign(static_cast<std::size_t>(std::max(1, ctx.config().parallel)), Slot{});
+    for (;;) {
+      if (ctx.should_stop()) {
+        // Between cycles the run ends here. Inside one, the context's next
+        // call would throw: no edit is made on partial evidence.
+        for (const Slot& s : slots_)
+          if (s.phase != Slot::Phase::idle) throw SearchStopped(ctx.stop_reason());
+        return;
       }
-      run_cycle(ctx, *node, ++cycle);
+      if (!start_work(ctx)) {
+        emit(ctx, events::SearchExhausted{"no executable open action in the world model"});
+        return;
+      }
+      step(ctx);
     }
   }
 
  private:
-  static SelectionPolicy selection_policy(const SearchContext& ctx) {
+  SelectionPolicy selection_policy(const SearchContext& ctx) const {
     SelectionPolicy p;
     p.max_difficulty = ctx.config().wm_max_difficulty;
+    p.in_progress = in_progress(nullptr);
     return p;
+  }
+
+  // The actions the slots' cycles work on (but `except`'s).
+  std::vector<std::string> in_progress(const Slot* except) const {
+    std::vector<std::string> ids;
+    for (const Slot& s : slots_)
+      if (&s != except && s.cycle) ids.push_back(s.cycle->node_id);
+    return ids;
+  }
+
+  bool proposal_in_flight() const {
+    return std::any_of(slots_.begin(), slots_.end(), [](const Slot& s) { return s.phase == Slot::Phase::proposing; });
   }
 
   static WmPromptInputs base_inputs(SearchContext& ctx) {
@@ -143,37 +235,53 @@ class WorldModelStrategy final : public SearchStrategy {
     return in;
   }
 
-  // One world-model edit with validation feedback: the LLM gets the reasons
-  // of a rejected edit and tries again; nothing invalid is ever committed.
+  static EditJob new_edit(SearchContext& ctx, PromptKind kind, WmPromptInputs in) {
+    EditJob job;
+    job.kind = kind;
+    job.in = std::move(in);
+    job.rules.round = ctx.rounds_used();
+    job.max_tries = std::max(1, ctx.config().wm_edit_retries);
+    return job;
+  }
+
+  static LlmRequest edit_request(SearchContext& ctx, const EditJob& job) {
+    LlmRequest req;
+    req.kind = job.kind;
+    req.prompt = ctx.world_model().build_prompt(job.kind, job.in);
+    return req;
+  }
+
+  // Takes one try's answer: the events say what became of it.
   template <typename Apply>
-  bool edit_with_retries(SearchContext& ctx, PromptKind kind, WmPromptInputs in, Apply apply) {
-    int tries = std::max(1, ctx.config().wm_edit_retries);
-    for (int t = 1; t <= tries; ++t) {
-      LlmRequest req;
-      req.kind = kind;
-      req.prompt = ctx.world_model().build_prompt(kind, in);
-      LlmResponse resp = ctx.llm(req);
-      if (!resp.ok) {
-        emit(ctx, events::WorldModelEditFailed{std::string(to_string(kind)), t, {resp.error}});
-        in.validation_errors = {"The previous request failed: " + resp.error};
-        continue;
-      }
+  static EditProgress take_edit_answer(SearchContext& ctx, EditJob& job, const LlmResponse& resp, Apply apply) {
+    const int t = ++job.tries;
+    if (!resp.ok) {
+      emit(ctx, events::WorldModelEditFailed{std::string(to_string(job.kind)), t, {resp.error}});
+      job.in.validation_errors = {"The previous request failed: " + resp.error};
+    } else {
       EditOutcome out = apply(resp.text);
-      events::WorldModelEdit edit{std::string(to_string(kind)), t, out.applied_ops, out.new_nodes, out.errors,
+      events::WorldModelEdit edit{std::string(to_string(job.kind)), t, out.applied_ops, out.new_nodes, out.errors,
                                   out.report};
-      if (out.ok) emit(ctx, events::WorldModelEdited{std::move(edit)});
-      else emit(ctx, events::WorldModelEditRejected{std::move(edit)});
-      if (out.ok) return true;
-      in.validation_errors = out.errors;
+      if (out.ok) {
+        emit(ctx, events::WorldModelEdited{std::move(edit)});
+        return EditProgress::committed;
+      }
+      emit(ctx, events::WorldModelEditRejected{std::move(edit)});
+      job.in.validation_errors = out.errors;
     }
-    return false;
+    return t >= job.max_tries ? EditProgress::spent : EditProgress::retry;
   }
 
   void initialize(SearchContext& ctx) {
     WorldModel& wm = ctx.world_model();
-    bool ok = edit_with_retries(ctx, PromptKind::wm_init, base_inputs(ctx),
-                                [&](const std::string& text) { return wm.initialize(text, ctx.rounds_used()); });
-    if (!ok) {
+    EditJob job = new_edit(ctx, PromptKind::wm_init, base_inputs(ctx));
+    EditProgress p;
+    do {
+      LlmResponse resp = ctx.llm(edit_request(ctx, job));
+      p = take_edit_answer(ctx, job, resp,
+                           [&](const std::string& text) { return wm.initialize(text, ctx.rounds_used()); });
+    } while (p == EditProgress::retry);
+    if (p == EditProgress::spent) {
       wm.initialize_fallback(ctx.task().prompt(ctx.config().language), ctx.rounds_used());
       emit(ctx, events::WorldModelFallback{"wm_init"});
     }
@@ -287,215 +395,329 @@ class WorldModelStrategy final : public SearchStrategy {
     ctx.snapshot_world_model();
   }
 
-  void propose(SearchContext& ctx) {
+  // Gives every free slot its next piece of work, without LLM calls: a
+  // proposal when the tree asks for one (one at a time: two proposals from
+  // the same tree would propose the same actions), else the best action no
+  // other cycle works on. False when no slot has anything left to do.
+  bool start_work(SearchContext& ctx) {
     WorldModel& wm = ctx.world_model();
-    if (!wm.needs_proposals()) return;
-    EditRules rules;
-    rules.purpose = EditRules::Purpose::propose;
-    rules.round = ctx.rounds_used();
-    WmPromptInputs in = base_inputs(ctx);
-    in.kernel_code = last_code_;
-    bool ok = edit_with_retries(ctx, PromptKind::wm_propose, in,
-                                [&](const std::string& text) { return wm.apply_edits(text, rules); });
-    if (!ok) {
-      wm.fallback_after_propose(ctx.rounds_used());
-      emit(ctx, events::WorldModelFallback{"wm_propose"});
+    for (Slot& s : slots_) {
+      if (s.phase == Slot::Phase::idle) {
+        if (wm.needs_proposals() && !proposal_in_flight()) {
+          start_propose(ctx, s);
+          continue;
+        }
+        s.phase = Slot::Phase::selecting;
+      }
+      if (s.phase == Slot::Phase::selecting && !proposal_in_flight()) select_for(ctx, s);
     }
-    ctx.snapshot_world_model();
+    return std::any_of(slots_.begin(), slots_.end(), [](const Slot& s) {
+      return s.phase == Slot::Phase::proposing || s.phase == Slot::Phase::attempting ||
+             s.phase == Slot::Phase::closing;
+    });
   }
 
-  void run_cycle(SearchContext& ctx, const std::string& node_id, int cycle) {
+  void start_propose(SearchContext& ctx, Slot& s) {
+    EditJob job = new_edit(ctx, PromptKind::wm_propose, base_inputs(ctx));
+    job.in.kernel_code = last_code_;
+    job.rules.purpose = EditRules::Purpose::propose;
+    s.edit = std::move(job);
+    s.phase = Slot::Phase::proposing;
+  }
+
+  void select_for(SearchContext& ctx, Slot& s) {
+    WorldModel& wm = ctx.world_model();
+    if (s.waited_at == wm.version()) return;  // nothing changed since it found nothing
+    auto node = wm.select_action(selection_policy(ctx));
+    if (!node) {
+      // An empty frontier: repair deterministically once.
+      wm.fallback_after_propose(ctx.rounds_used());
+      ctx.snapshot_world_model();
+      node = wm.select_action(selection_policy(ctx));
+    }
+    if (node) {
+      s.waited_at.reset();
+      start_cycle(ctx, s, *node);
+      return;
+    }
+    // Nothing is free while other cycles hold the frontier: ask for more
+    // actions once per tree version, else wait for their edits. (Alone, the
+    // slot has nothing to wait for: the search is done.)
+    if (!in_progress(&s).empty() && s.proposed_at != wm.version()) {
+      s.proposed_at = wm.version();
+      start_propose(ctx, s);
+      return;
+    }
+    s.waited_at = wm.version();
+  }
+
+  void start_cycle(SearchContext& ctx, Slot& s, const std::string& node_id) {
     WorldModel& wm = ctx.world_model();
     const SearchConfig& cfg = ctx.config();
     wm.set_active(node_id);
     ctx.snapshot_world_model();
-    ActionInfo action = wm.action(node_id);
-
-    std::optional<Solution> base;
-    std::optional<EvalResult> base_eval;
-    if (!action.parent_solution_id.empty()) {
-      base = ctx.find_solution(action.parent_solution_id);
-      base_eval = ctx.find_eval(action.parent_solution_id);
+    Cycle c;
+    c.number = ++cycles_;
+    c.node_id = node_id;
+    c.action = wm.action(node_id);
+    if (!c.action.parent_solution_id.empty()) {
+      c.base = ctx.find_solution(c.action.parent_solution_id);
+      c.base_eval = ctx.find_eval(c.action.parent_solution_id);
     }
-    double base_score = base_eval && base_eval->passed() ? base_eval->score : 0;
-    emit(ctx, events::CycleStarted{cycle, node_id, action.title, action.difficulty, action.score,
-                                   action.parent_solution_id});
-
-    CycleTracker tracker(cfg.wm_stagnation_window, base_score);
-    std::optional<Solution> cycle_best;
-    std::optional<EvalResult> cycle_best_eval;
-    std::optional<Solution> last;
-    std::optional<EvalResult> last_eval;
-    std::string last_raw;
-    int attempt = 0;
-    // A request that failed (outage, timeout) is sent again as it was: there
-    // is no new evidence to debug or improve on.
-    std::optional<LlmRequest> resend;
-    while (!ctx.should_stop()) {
-      ++attempt;
-      LlmRequest req;
-      if (resend) {
-        req = *resend;
-        resend.reset();
-      } else {
-        CodegenInputs in;
-        in.task = &ctx.task();
-        in.language = cfg.language;
-        in.device = ctx.device_description();
-        in.world_model = wm.render_compact(cfg.wm_max_chars);
-        in.attempt = attempt;
-        in.debug_rounds_label = cfg.debug_rounds_label;
-        in.action = action;
-        if (!tracker.has_pass() && !last_eval) {
-          if (base) in.base = {&*base, base_eval ? &*base_eval : nullptr, ""};
-          req = build_generate_request(in);
-        } else if (!tracker.has_pass()) {
-          if (base) in.base = {&*base, base_eval ? &*base_eval : nullptr, ""};
-          in.last = {last ? &*last : nullptr, last_eval ? &*last_eval : nullptr, last_raw};
-          req = build_debug_request(in);
-        } else {
-          in.base = {&*cycle_best, &*cycle_best_eval, ""};
-          in.last = {last ? &*last : nullptr, last_eval ? &*last_eval : nullptr, last_raw};
-          req = build_improve_request(in);
-        }
-      }
-      std::string label = fmt::format("{} [{} {}]", action.title, to_string(req.kind), attempt);
-      LlmResponse resp = ctx.llm(req);
-      if (!resp.ok) {
-        // An outage is no evidence about the action: it uses a round but does
-        // not count towards the cycle's stagnation.
-        ctx.record_failed_round(label, "the LLM request failed: " + resp.error, resp.text);
-        resend = req;
-      } else {
-        last.reset();
-        last_eval.reset();
-        last_raw.clear();
-        Solution cand;
-        std::string parse_error;
-        try {
-          cand = parse_candidate(resp.text, cfg.language);
-        } catch (const Error& e) {
-          parse_error = e.what();
-        } catch (const std::exception& e) {
-          // The answer is untrusted input; whatever it trips is a failed round.
-          parse_error = std::string("the answer could not be read: ") + e.what();
-        }
-        if (!parse_error.empty()) {
-          last_eval = ctx.record_failed_round(label, parse_error, resp.text);
-          last_raw = resp.text;
-          tracker.observe(false, 0);
-        } else {
-          cand.parent_id = base ? base->id : "";
-          cand.name = fmt::format("r{}-{}", ctx.rounds_used() + 1, to_string(req.kind));
-          EvalResult r = ctx.evaluate(cand, label);
-          last = cand;
-          last_eval = r;
-          if (tracker.observe(r.passed(), r.score)) {
-            cycle_best = cand;
-            cycle_best_eval = r;
-          }
-        }
-      }
-      ctx.set_state(Json::obj({{"strategy", "world_model"}, {"cycle", cycle}, {"node_id", node_id},
-                               {"action", action.title}, {"attempt", attempt},
-                               {"no_improve_streak", tracker.no_improve_streak()},
-                               {"no_improve_over_base_streak", tracker.no_improve_over_base_streak()},
-                               {"cycle_best", cycle_best ? cycle_best->id : ""}}));
-      std::optional<PromptKind> resent;
-      if (resend) resent = resend->kind;
-      ctx.event("decision", stagnation_decision(ctx, cycle, tracker, resent, last, last_eval, cycle_best,
-                                                cycle_best_eval, base, base_eval));
-      if (tracker.stagnant()) break;
-    }
-    // A stop inside the cycle ends the run here: the next context call throws
-    // SearchStopped, so no edit is made on partial evidence.
-    emit(ctx, events::CycleFinished{cycle, node_id, attempt, tracker.has_pass(), cycle_best ? cycle_best->id : ""});
-    const std::string last_code = last ? kernel_text(*last) : last_raw;
-    last_code_ = cycle_best ? kernel_text(*cycle_best) : last_code;
-    if (cycle_best) close_cycle(ctx, node_id, action, *cycle_best, *cycle_best_eval, base, base_eval);
-    else too_hard(ctx, node_id, attempt, last_eval, last_code);
+    const double base_score = c.base_eval && c.base_eval->passed() ? c.base_eval->score : 0;
+    emit(ctx, events::CycleStarted{c.number, node_id, c.action.title, c.action.difficulty, c.action.score,
+                                   c.action.parent_solution_id});
+    c.tracker = CycleTracker(cfg.wm_stagnation_window, base_score);
+    s.cycle = std::move(c);
+    s.phase = Slot::Phase::attempting;
   }
 
-  // The prediction and the observation in one unit: the factor over the
-  // action's base kernel (what expected_vs_baseline_factor predicts), with
-  // the factor over the task's baseline, or else the reference, beside it.
-  static std::string prediction_text(const ActionInfo& action, const EvalResult& best_eval,
-                                     const std::optional<EvalResult>& base_eval) {
-    std::string out = fmt::format(
-        "expected_vs_baseline_factor (the predicted speedup over the action's base kernel): {}; confidence: 0.5; "
-        "rationale: {}\n",
-        action.expected_factor ? fmt::format("{:.3f}", *action.expected_factor) : "null", action.rationale);
-    if (base_eval && base_eval->passed() && base_eval->latency_ms > 0 && best_eval.latency_ms > 0)
-      out += fmt::format("observed: {:.3f}x over the base kernel ({:.4f} ms -> {:.4f} ms)",
-                         base_eval->latency_ms / best_eval.latency_ms, base_eval->latency_ms, best_eval.latency_ms);
-    else
-      out += "observed: no base kernel (the action started from the task alone), so no factor over a base";
-    // A task scored against a baseline (FlashInfer's) speaks in its factor.
-    if (best_eval.vs_baseline > 0) out += fmt::format("; {:.3f}x over the task's baseline", best_eval.vs_baseline);
-    else if (best_eval.speedup > 0) out += fmt::format("; {:.3f}x over the reference", best_eval.speedup);
-    return out;
-  }
-
-  void close_cycle(SearchContext& ctx, const std::string& node_id, const ActionInfo& action, const Solution& best,
-                   const EvalResult& best_eval, const std::optional<Solution>& base,
-                   const std::optional<EvalResult>& base_eval) {
+  // One step: a request from every busy slot, sent together; the answers
+  // taken in slot order; the candidates evaluated together.
+  void step(SearchContext& ctx) {
     WorldModel& wm = ctx.world_model();
-    SolutionRef ref;
-    ref.solution_id = best.id;
-    ref.solution_name = best.name;
-    ref.parent_solution_id = base ? base->id : "";
-    ref.round = ctx.rounds_used();
-    ref.eval = compact_eval(best_eval);
-    wm.attach_solution(node_id, ref);
+    std::vector<std::size_t> who;
+    std::vector<LlmRequest> reqs;
+    int rounds = ctx.rounds_left();
+    for (std::size_t i = 0; i < slots_.size(); ++i) {
+      Slot& s = slots_[i];
+      if (s.phase == Slot::Phase::proposing) {
+        reqs.push_back(edit_request(ctx, *s.edit));
+      } else if (s.phase == Slot::Phase::closing) {
+        wm.set_active(s.cycle->node_id);  // the tree path the edit prompt shows
+        reqs.push_back(edit_request(ctx, *s.edit));
+      } else if (s.phase == Slot::Phase::attempting && rounds > 0) {
+        --rounds;  // the budget may end inside this step
+        wm.set_active(s.cycle->node_id);  // the compact view's active path
+        reqs.push_back(code_request(ctx, *s.cycle));
+      } else {
+        continue;
+      }
+      who.push_back(i);
+    }
+    if (reqs.empty()) return;
+    std::vector<LlmResponse> resps;
+    if (reqs.size() == 1) resps.push_back(ctx.llm(reqs.front()));
+    else resps = ctx.llm_batch(reqs);
+
+    std::vector<std::size_t> evaluating;
+    std::vector<Solution> cands;
+    std::vector<std::string> labels;
+    for (std::size_t k = 0; k < who.size(); ++k) {
+      Slot& s = slots_[who[k]];
+      if (s.phase == Slot::Phase::proposing) {
+        take_proposal(ctx, s, resps[k]);
+      } else if (s.phase == Slot::Phase::closing) {
+        take_closing_edit(ctx, s, resps[k]);
+      } else if (auto cand = take_code_answer(ctx, *s.cycle, reqs[k], resps[k])) {
+        evaluating.push_back(who[k]);
+        cands.push_back(std::move(*cand));
+        labels.push_back(attempt_label(*s.cycle, reqs[k]));
+      } else {
+        after_attempt(ctx, s);
+      }
+    }
+    if (cands.empty()) return;
+    // Named by the round each will take: the step's failed answers took theirs.
+    for (std::size_t j = 0; j < cands.size(); ++j) {
+      const Cycle& c = *slots_[evaluating[j]].cycle;
+      cands[j].name = fmt::format("r{}-{}", ctx.rounds_used() + static_cast<int>(j) + 1,
+                                  to_string(c.pending_kind));
+    }
+    std::vector<EvalResult> results;
+    if (cands.size() == 1) results.push_back(ctx.evaluate(cands.front(), labels.front()));
+    else results = ctx.evaluate_batch(cands, labels);
+    for (std::size_t j = 0; j < cands.size(); ++j) {
+      Slot& s = slots_[evaluating[j]];
+      Cycle& c = *s.cycle;
+      c.last = cands[j];
+      c.last_eval = results[j];
+      if (c.tracker.observe(results[j].passed(), results[j].score)) {
+        c.best = cands[j];
+        c.best_eval = results[j];
+      }
+      after_attempt(ctx, s);
+    }
+  }
+
+  static std::string attempt_label(const Cycle& c, const LlmRequest& req) {
+    return fmt::format("{} [{} {}]", c.action.title, to_string(req.kind), c.attempt);
+  }
+
+  // The cycle's next code request: generate first (from the base kernel when
+  // the action has one), debug while nothing passed, improve after (from
+  // the last attempt, with the cycle's best as the kernel to beat).
+  LlmRequest code_request(SearchContext& ctx, Cycle& c) const {
+    const SearchConfig& cfg = ctx.config();
+    ++c.attempt;
+    if (c.resend) {
+      LlmRequest req = std::move(*c.resend);
+      c.resend.reset();
+      return req;
+    }
+    CodegenInputs in;
+    in.task = &ctx.task();
+    in.language = cfg.language;
+    in.device = ctx.device_description();
+    in.world_model = ctx.world_model().render_compact(cfg.wm_max_chars);
+    in.attempt = c.attempt;
+    in.debug_rounds_label = cfg.debug_rounds_label;
+    in.action = c.action;
+    if (!c.tracker.has_pass() && !c.last_eval) {
+      if (c.base) in.base = {&*c.base, c.base_eval ? &*c.base_eval : nullptr, ""};
+      return build_generate_request(in);
+    }
+    in.last = {c.last ? &*c.last : nullptr, c.last_eval ? &*c.last_eval : nullptr, c.last_raw};
+    if (!c.tracker.has_pass()) {
+      if (c.base) in.base = {&*c.base, c.base_eval ? &*c.base_eval : nullptr, ""};
+      return build_debug_request(in);
+    }
+    in.base = {&*c.best, &*c.best_eval, ""};
+    return build_improve_request(in);
+  }
+
+  // A code answer: the candidate to evaluate, or nothing when the request
+  // failed or the answer did not parse (each a failed round).
+  static std::optional<Solution> take_code_answer(SearchContext& ctx, Cycle& c, const LlmRequest& req,
+                                                  const LlmResponse& resp) {
+    const std::string label = attempt_label(c, req);
+    if (!resp.ok) {
+      // An outage is no evidence about the action: it uses a round but does
+      // not count towards the cycle's stagnation.
+      ctx.record_failed_round(label, "the LLM request failed: " + resp.error, resp.text);
+      c.resend = req;
+      return std::nullopt;
+    }
+    c.last.reset();
+    c.last_eval.reset();
+    c.last_raw.clear();
+    Solution cand;
+    std::string parse_error;
+    try {
+      cand = parse_candidate(resp.text, ctx.config().language);
+    } catch (const Error& e) {
+      parse_error = e.what();
+    } catch (const std::exception& e) {
+      // The answer is untrusted input; whatever it trips is a failed round.
+      parse_error = std::string("the answer could not be read: ") + e.what();
+    }
+    if (!parse_error.empty()) {
+      c.last_eval = ctx.record_failed_round(label, parse_error, resp.text);
+      c.last_raw = resp.text;
+      c.tracker.observe(false, 0);
+      return std::nullopt;
+    }
+    cand.parent_id = c.base ? c.base->id : "";
+    c.pending_kind = req.kind;
+    return cand;
+  }
+
+  // After each attempt: the state, the stagnation decision, and the cycle's
+  // end when it stagnated.
+  void after_attempt(SearchContext& ctx, Slot& s) {
+    Cycle& c = *s.cycle;
+    const bool parallel = slots_.size() > 1;
+    const std::size_t slot = static_cast<std::size_t>(&s - slots_.data());
+    Json state = Json::obj({{"strategy", "world_model"}, {"cycle", c.number}, {"node_id", c.node_id},
+                            {"action", c.action.title}, {"attempt", c.attempt},
+                            {"no_improve_streak", c.tracker.no_improve_streak()},
+                            {"no_improve_over_base_streak", c.tracker.no_improve_over_base_streak()},
+                            {"cycle_best", c.best ? c.best->id : ""}});
+    if (parallel) state["slot"] = static_cast<std::int64_t>(slot);
+    ctx.set_state(std::move(state));
+    std::optional<PromptKind> resent;
+    if (c.resend) resent = c.resend->kind;
+    Json decision =
+        stagnation_decision(ctx, c.number, c.tracker, resent, c.last, c.last_eval, c.best, c.best_eval, c.base,
+                            c.base_eval);
+    if (parallel) decision["slot"] = static_cast<std::int64_t>(slot);
+    ctx.event("decision", std::move(decision));
+    if (c.tracker.stagnant()) finish_cycle(ctx, s);
+  }
+
+  // The cycle's end: its best kernel is attached and the tree refined, or
+  // (nothing passed) the action is too hard. The edit is the slot's next request.
+  void finish_cycle(SearchContext& ctx, Slot& s) {
+    WorldModel& wm = ctx.world_model();
+    Cycle& c = *s.cycle;
+    emit(ctx, events::CycleFinished{c.number, c.node_id, c.attempt, c.tracker.has_pass(), c.best ? c.best->id : ""});
+    const std::string last_code = c.last ? kernel_text(*c.last) : c.last_raw;
+    last_code_ = c.best ? kernel_text(*c.best) : last_code;
+    if (c.best) {
+      SolutionRef ref;
+      ref.solution_id = c.best->id;
+      ref.solution_name = c.best->name;
+      ref.parent_solution_id = c.base ? c.base->id : "";
+      ref.round = ctx.rounds_used();
+      ref.eval = compact_eval(*c.best_eval);
+      wm.attach_solution(c.node_id, ref);
+      ctx.snapshot_world_model();
+      EditJob job = new_edit(ctx, PromptKind::wm_refine, base_inputs(ctx));
+      job.in.chosen_node_id = c.node_id;
+      job.in.prediction = prediction_text(c.action, *c.best_eval, c.base_eval);
+      job.in.eval_summary = eval_feedback_text(*c.best_eval, PromptBudgets{});
+      job.in.kernel_code = kernel_text(*c.best);
+      job.rules.purpose = EditRules::Purpose::refine;
+      job.rules.solved_node_id = c.node_id;
+      s.edit = std::move(job);
+    } else {
+      EditJob job = new_edit(ctx, PromptKind::wm_too_hard, base_inputs(ctx));
+      job.in.chosen_node_id = c.node_id;
+      job.in.debug_rounds = c.attempt;
+      job.in.kernel_code = last_code;  // what failed, as the original shows it
+      job.in.eval_summary = c.last_eval ? eval_feedback_text(*c.last_eval, PromptBudgets{}) : "(no evaluation)";
+      job.rules.purpose = EditRules::Purpose::too_hard;
+      job.rules.failed_node_id = c.node_id;
+      s.edit = std::move(job);
+    }
+    s.phase = Slot::Phase::closing;
+  }
+
+  void take_proposal(SearchContext& ctx, Slot& s, const LlmResponse& resp) {
+    WorldModel& wm = ctx.world_model();
+    EditJob& job = *s.edit;
+    job.rules.in_progress = in_progress(&s);
+    EditProgress p = take_edit_answer(ctx, job, resp,
+                                      [&](const std::string& text) { return wm.apply_edits(text, job.rules); });
+    if (p == EditProgress::retry) return;
+    if (p == EditProgress::spent) {
+      wm.fallback_after_propose(ctx.rounds_used());
+      emit(ctx, events::WorldModelFallback{"wm_propose"});
+    }
     ctx.snapshot_world_model();
-    {
-      WmPromptInputs in = base_inputs(ctx);
-      in.chosen_node_id = node_id;
-      in.prediction = prediction_text(action, best_eval, base_eval);
-      in.eval_summary = eval_feedback_text(best_eval, PromptBudgets{});
-      in.kernel_code = kernel_text(best);
-      EditRules rules;
-      rules.purpose = EditRules::Purpose::refine;
-      rules.round = ctx.rounds_used();
-      rules.solved_node_id = node_id;
-      bool ok = edit_with_retries(ctx, PromptKind::wm_refine, in,
-                                  [&](const std::string& text) { return wm.apply_edits(text, rules); });
-      if (!ok) {
-        wm.fallback_after_refine(node_id, ctx.rounds_used());
+    s.edit.reset();
+    s.phase = Slot::Phase::selecting;
+  }
+
+  void take_closing_edit(SearchContext& ctx, Slot& s, const LlmResponse& resp) {
+    WorldModel& wm = ctx.world_model();
+    EditJob& job = *s.edit;
+    const Cycle& c = *s.cycle;
+    job.rules.in_progress = in_progress(&s);
+    EditProgress p = take_edit_answer(ctx, job, resp,
+                                      [&](const std::string& text) { return wm.apply_edits(text, job.rules); });
+    if (p == EditProgress::retry) return;
+    if (job.kind == PromptKind::wm_refine) {
+      if (p == EditProgress::spent) {
+        wm.fallback_after_refine(c.node_id, ctx.rounds_used());
         emit(ctx, events::WorldModelFallback{"wm_refine"});
       }
-    }
-    wm.set_computed_signals(Json::obj({{"round_index", ctx.rounds_used()},
-                                       {"trace", Json::obj({{"status", to_string(best_eval.status)},
-                                                            {"latency_ms", best_eval.latency_ms},
-                                                            {"reference_latency_ms", best_eval.reference_latency_ms},
-                                                            {"speedup_factor", best_eval.speedup}})}}));
-    ctx.snapshot_world_model();
-  }
-
-  void too_hard(SearchContext& ctx, const std::string& node_id, int attempts,
-                const std::optional<EvalResult>& last_eval, const std::string& last_code) {
-    WorldModel& wm = ctx.world_model();
-    {
-      WmPromptInputs in = base_inputs(ctx);
-      in.chosen_node_id = node_id;
-      in.debug_rounds = attempts;
-      in.kernel_code = last_code;  // what failed, as the original shows it
-      in.eval_summary = last_eval ? eval_feedback_text(*last_eval, PromptBudgets{}) : "(no evaluation)";
-      EditRules rules;
-      rules.purpose = EditRules::Purpose::too_hard;
-      rules.round = ctx.rounds_used();
-      rules.failed_node_id = node_id;
-      bool ok = edit_with_retries(ctx, PromptKind::wm_too_hard, in,
-                                  [&](const std::string& text) { return wm.apply_edits(text, rules); });
-      if (!ok) {
-        wm.fallback_after_too_hard(node_id, ctx.rounds_used());
-        emit(ctx, events::WorldModelFallback{"wm_too_hard"});
-      }
+      const EvalResult& best = *c.best_eval;
+      wm.set_computed_signals(Json::obj({{"round_index", ctx.rounds_used()},
+                                         {"trace", Json::obj({{"status", to_string(best.status)},
+                                                              {"latency_ms", best.latency_ms},
+                                                              {"reference_latency_ms", best.reference_latency_ms},
+                                                              {"speedup_factor", best.speedup}})}}));
+    } else if (p == EditProgress::spent) {
+      wm.fallback_after_too_hard(c.node_id, ctx.rounds_used());
+      emit(ctx, events::WorldModelFallback{"wm_too_hard"});
     }
     ctx.snapshot_world_model();
+    s = Slot{};
   }
 
+  std::vector<Slot> slots_;
+  int cycles_ = 0;
   // The last cycle's kernel (its best, else its last attempt), for the next
   // propose prompt. Rebuilt on resume, which replays the run's answers.
   std::string last_code_;

@@ -337,6 +337,12 @@ void EditRun::delete_node(const Json& op, const std::string& where, Problems& p,
                       where, node->id, node->solution.solution_id));
     return;
   }
+  if (std::find(rules_.in_progress.begin(), rules_.in_progress.end(), node->id) != rules_.in_progress.end()) {
+    p.add(fmt::format("{}: node \"{}\" is being worked on by a concurrent cycle and cannot be deleted; lower its "
+                      "action.score_0_to_1 instead",
+                      where, node->id));
+    return;
+  }
   auto kids = work_.children_of(node->id);
   if (!kids.empty()) {
     std::string list;

@@ -37,6 +37,9 @@ int effective_max_difficulty(const Tree& t, const SelectionPolicy& policy) {
 
 const Node* select_action(const Tree& t, const SelectionPolicy& policy) {
   auto ranked = ranked_frontier(t);
+  std::erase_if(ranked, [&](const Node* n) {
+    return std::find(policy.in_progress.begin(), policy.in_progress.end(), n->id) != policy.in_progress.end();
+  });
   if (ranked.empty()) return nullptr;
   int cap = effective_max_difficulty(t, policy);
   for (const Node* n : ranked)

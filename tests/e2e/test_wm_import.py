@@ -12,7 +12,8 @@
 - From a libksearch run folder of the same task on the same device: its
   latest tree, its attached kernel with the evaluation it recorded (adopted:
   the best so far starts there); killed and resumed too. A snapshot file of
-  a run imports that version.
+  a run imports that version. With --continue-from-solution too, the kernel
+  is attached to the imported tree's root.
 - `auto`: the latest run of the same task beside the new run's folder.
 - Bad sources and another strategy are refused before anything runs.
 
@@ -51,7 +52,7 @@ def run_cmd(run_dir, rounds, *extra, answers=transcript, task_dir=task):
 def finish(cmd, log_name, want=0):
     with open(work / log_name, "w") as log:
         rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, timeout=300).returncode
-    if (rc != 0) if want is None else (rc != want):
+    if rc != want:
         sys.exit(f"{log_name}: exit status {rc}, not {want}; log:\n" + (work / log_name).read_text())
     return (work / log_name).read_text()
 
@@ -191,10 +192,25 @@ same_end(run_full, run_killed, expect)
 # A snapshot of that run: that version, with the run's kernels.
 first_snapshot = snapshots(source)[0]
 finish(run_cmd(work / "snapshot_import", 1, "--continue-from-world-model", str(first_snapshot)),
-       "snapshot_import.log", want=None)
+       "snapshot_import.log")
 ev = (events(work / "snapshot_import", "world_model_imported") or [{}])[0]
 expect(ev.get("source") == str(first_snapshot) and ev.get("nodes") == 4 and ev.get("solutions") == [],
        f"the first snapshot (wm_init's tree: a root and three actions): {ev}")
+
+# Both flags, as K-Search allows: the tree is imported, then the kernel is attached to its root
+# (which holds none here), its recorded evaluation adopted.
+both = work / "both"
+finish(run_cmd(both, 2, "--continue-from-world-model", str(source), "--continue-from-solution", str(source)),
+       "both.log")
+warm = events(both, "warm_start")
+seed_id = json.loads((source / "best.json").read_text())["solution_id"]
+root = next(n for n in first_tree(both)["nodes"] if n["node_id"] == "root")
+expect(events(both, "world_model_imported") and "wm_init" not in kinds(both), "both: the tree is imported")
+expect(len(warm) == 1 and warm[0]["attached_to_root"] and warm[0]["evaluation"] == "recorded",
+       f"both: the kernel is attached to the imported tree's root, its evaluation adopted: {warm}")
+last_root = next(n for n in e2e_common.last_tree(both)["nodes"] if n["node_id"] == "root")
+expect(last_root["solution_ref"]["solution_id"] == seed_id and not root["solution_ref"]["solution_id"],
+       "both: the imported root had no kernel; it holds the given one after the warm start")
 
 # ---------------------------------------------------------------------------
 # 3. auto: the latest run of the same task in the folder the new run is made in.
@@ -202,7 +218,7 @@ runs = work / "runs"
 finish(run_cmd(runs / "older", 2), "auto_older.log")
 finish(run_cmd(runs / "newer", 2), "auto_newer.log")
 finish(run_cmd(runs / "other_task", 2, task_dir=src / "tests/fixtures/tasks/scale3_start"), "auto_other.log")
-finish(run_cmd(runs / "continued", 1, "--continue-from-world-model", "auto"), "auto.log", want=None)
+finish(run_cmd(runs / "continued", 1, "--continue-from-world-model", "auto"), "auto.log")
 ev = (events(runs / "continued", "world_model_imported") or [{}])[0]
 expect(ev.get("source") == str(runs / "newer"), f"auto should take {runs / 'newer'}: {ev.get('source')}")
 refused(run_cmd(work / "lonely" / "run", 1, "--continue-from-world-model", "auto"), "auto_none.log",

@@ -13,7 +13,8 @@
   latest tree, its attached kernel with the evaluation it recorded (adopted:
   the best so far starts there); killed and resumed too. A snapshot file of
   a run imports that version. With --continue-from-solution too, the kernel
-  is attached to the imported tree's root.
+  is attached to the imported tree's root. The same run as if made on
+  another device brings its kernel as code only.
 - `auto`: the latest run of the same task beside the new run's folder.
 - Bad sources and another strategy are refused before anything runs.
 
@@ -188,6 +189,27 @@ e2e_common.run_and_kill(run_cmd(run_killed, 5, "--continue-from-world-model", st
                         run_killed, work / "run_import_kill.log", lambda d: lines(d / "attempts.jsonl") >= 3, env)
 finish([args.ksearch, "resume", str(run_killed), "--quiet"], "run_import_resume.log")
 same_end(run_full, run_killed, expect)
+
+# The same run, as if made on another device (a copy whose manifest names another CPU): its kernel
+# is known by its code only, never the best so far nor an attempt of this run.
+other_device = work / "source_other_device"
+shutil.copytree(source, other_device)
+m = json.loads((other_device / "manifest.json").read_text())
+m["device"]["name"] = "Another CPU 9000"
+(other_device / "manifest.json").write_text(json.dumps(m, indent=2))
+finish(run_cmd(work / "other_device_import", 2, "--continue-from-world-model", str(other_device), answers=script),
+       "other_device_import.log")
+sols = (events(work / "other_device_import", "world_model_imported") or [{}])[0].get("solutions", [])
+expect(len(sols) == 1 and sols[0].get("evaluation") == "none (code only)" and
+       "device differs: recorded on Another CPU 9000" in sols[0].get("why", ""),
+       f"a kernel recorded on another device is code only, and the event says why: {sols}")
+a = jsonl(work / "other_device_import" / "attempts.jsonl")
+improved = events(work / "other_device_import", "best_improved")
+expect(a and a[0]["round"] == 1 and improved and improved[0]["round"] == 1,
+       f"its evaluation is no attempt and not the best so far: {a[:1]}, {improved[:1]}")
+a1_code = (next((source / "attempts").glob(f"*-{a1_kernel}")) / "kernel.cpp").read_text()
+expect(a1_code in first_prompt(work / "other_device_import", "generate"),
+       "its code is still the base of the first generate prompt")
 
 # A snapshot of that run: that version, with the run's kernels.
 first_snapshot = snapshots(source)[0]

@@ -83,9 +83,10 @@ struct KS_API SearchConfig {
   std::size_t max_answer_bytes = std::size_t{4} << 20;
   std::string model;                     // for the manifest: what answered the prompts
   // K-Search's --continue-from-solution (world_model): a kernel the search
-  // starts from. It is evaluated again in the run's first round, attached to
-  // the world model's root when it passes, so the first cycle builds on it,
-  // and it is the best so far from then on.
+  // starts from. Its recorded evaluation (below) is adopted, or it is
+  // evaluated again in the run's first round; it is attached to the world
+  // model's root when it passes, so the first cycle builds on it, and it is
+  // the best so far from then on.
   std::optional<Solution> continue_from_solution;
   // Its evaluation as the run it came from recorded it (load_recorded_evaluation):
   // adopted instead of round 1's measurement when that run's task and device

@@ -122,7 +122,8 @@ struct KS_API SearchOutcome {
   // explanation as the CLI prints it).
   Json divergence;
   // The first passing candidate of the run (for tune runs: the starting
-  // kernel), to say how much the search improved on it.
+  // kernel; for a warm start whose evaluation was adopted: that kernel, round
+  // 0), to say how much the search improved on it.
   int first_pass_round = 0;
   double first_pass_latency_ms = 0;
   LlmUsage usage;

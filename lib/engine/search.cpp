@@ -631,7 +631,10 @@ SearchOutcome execute_session(Parts& parts, RunStore& store, const SearchConfig&
   out.final_eval = final_evaluation(parts, store, out.best, reason);
   out.weak_check = store.manifest()["weak_check"];
   for (const auto& a : store.attempts()) {
-    if (a.round > 0 && a.eval.passed() && a.eval.latency_ms > 0) {
+    // A counted round, or the evaluation a warm start adopted (round 0): the
+    // improvement is then the one over the kernel the run was given.
+    const bool adopted = a.round == 0 && a.eval.metrics.find("recorded_from");
+    if ((a.round > 0 || adopted) && a.eval.passed() && a.eval.latency_ms > 0) {
       out.first_pass_round = a.round;
       out.first_pass_latency_ms = a.eval.latency_ms;
       break;

@@ -130,6 +130,9 @@ adopted = work / "adopted"
 out = finish(run_cmd(adopted, 5, "--continue-from-solution", str(source)), "adopted.log")
 expect("is used, not measured again" in out and "--remeasure" in out,
        f"the CLI should say that a recorded evaluation is used:\n{out}")
+# The given kernel is the run's first passing one and stays its best: no improvement over round 1's.
+expect("Best: " + seed["id"] + " (round 0)" in out and "Improvement" not in out,
+       f"the summary should name the given kernel as the best, improved on by nothing:\n{out}")
 check_continued(adopted, True, seed, source)
 adopted_killed = work / "adopted_killed"
 e2e_common.run_and_kill(run_cmd(adopted_killed, 5, "--continue-from-solution", str(source)), adopted_killed,

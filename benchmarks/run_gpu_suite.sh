@@ -58,11 +58,11 @@ if want demo; then
   echo "== TriMul demonstration: record with the scripted responder, then replay"
   rm -rf "$out/demo" "$out/demo_replay" "$out/demo_repro" "$out/demo_state.json"
   timeout 500 "$ks" run --task gpumode/trimul --llm "command:python3 $src/examples/trimul/demo_responder.py $out/demo_state.json" \
-    --max-rounds 5 --wm-stagnation-window 1 --run-dir "$out/demo" > "$out/demo.log" 2>&1
+    --max-rounds 5 --wm-stagnation-window 1 --no-starting-point --run-dir "$out/demo" > "$out/demo.log" 2>&1
   tail -22 "$out/demo.log"
   cp "$out/demo/transcript.jsonl" "$out/demo-transcript.jsonl" 2>/dev/null
   timeout 500 "$ks" run --task gpumode/trimul --llm "replay:$out/demo-transcript.jsonl" \
-    --max-rounds 5 --wm-stagnation-window 1 --run-dir "$out/demo_replay" > "$out/demo_replay.log" 2>&1
+    --max-rounds 5 --wm-stagnation-window 1 --no-starting-point --run-dir "$out/demo_replay" > "$out/demo_replay.log" 2>&1
   tail -14 "$out/demo_replay.log"
   # The exact reproduction: recorded answers and recorded evaluations, compared file by file.
   timeout 300 "$ks" replay "$out/demo" --run-dir "$out/demo_repro" > "$out/demo_repro.log" 2>&1

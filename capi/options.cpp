@@ -60,7 +60,7 @@ static_assert(sizeof(WorldModelOptionsV1) == offsetof(ks_world_model_options, le
 static_assert(offsetof(SearchOptionsV3, weak_check) - offsetof(SearchOptionsV3, tune) ==
               offsetof(ks_search_options, weak_check) - offsetof(ks_search_options, tune));
 static_assert(sizeof(SearchOptionsV3) - offsetof(SearchOptionsV3, tune) ==
-              sizeof(ks_search_options) - offsetof(ks_search_options, tune));
+              offsetof(ks_search_options, continue_from_world_model) - offsetof(ks_search_options, tune));
 
 template <>
 std::size_t struct_size<ks_world_model_options>(std::uint32_t version) {
@@ -75,7 +75,8 @@ constexpr std::uint32_t kLatestVersion<ks_world_model_options> = 2;
 
 // Version 2 appended weak_check, version 3 continue_from_solution: an older
 // struct ends where the next version's field begins. Version 4 is the first
-// with the version 2 world_model (the layout above before it).
+// with the version 2 world_model (the layout above before it), and appended
+// continue_from_world_model, start_from_starting_point and remeasure.
 template <>
 std::size_t struct_size<ks_search_options>(std::uint32_t version) {
   switch (version) {
@@ -449,6 +450,11 @@ ks_status ks_search_options_init(ks_search_options* o, uint32_t version) {
   if (s == KS_OK) s = ks_llm_options_init(&o->llm, KS_LLM_OPTIONS_VERSION);
   if (version >= 2) o->weak_check = ks::SearchOptions{}.weak_check ? 1 : 0;
   if (version >= 3) o->continue_from_solution = nullptr;
+  if (version >= 4) {
+    o->continue_from_world_model = nullptr;
+    o->start_from_starting_point = d.start_from_starting_point ? 1 : 0;
+    o->remeasure = d.remeasure ? 1 : 0;
+  }
   return s;
 }
 

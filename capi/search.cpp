@@ -135,6 +135,7 @@ ks_status ks_search_run(const ks_search_options* given, ks_result** out) {
       if (!so.infer_language) spec.languages = {so.config.language};
       try {
         so.config.continue_from_solution = ks::load_solution_file(o->continue_from_solution, spec);
+        so.config.continue_from_solution_eval = ks::load_recorded_evaluation(o->continue_from_solution);
       } catch (const ks::Error& e) {
         throw ks::Error(e.status(), std::string("options.continue_from_solution: ") + e.what());
       }
@@ -142,6 +143,16 @@ ks_status ks_search_run(const ks_search_options* given, ks_result** out) {
         so.config.language = so.config.continue_from_solution->language;
         so.infer_language = false;
       }
+    }
+    if (o->version >= 4) {  // older versions keep the defaults
+      if (o->continue_from_world_model) {
+        if (!*o->continue_from_world_model)
+          throw ks::Error(ks::Status::invalid_argument,
+                          "options.continue_from_world_model is empty (NULL for none; a file, a run folder or auto)");
+        so.continue_from_world_model = o->continue_from_world_model;
+      }
+      so.config.start_from_starting_point = o->start_from_starting_point != 0;
+      so.config.remeasure = o->remeasure != 0;
     }
     so.progress = progress_of(o->progress, o->progress_user_data);
     so.on_event = events_of(o->event, o->event_user_data);

@@ -50,11 +50,11 @@ if want demo; then
   echo "== GQA decode demonstration: record with the scripted responder, then replay"
   rm -rf "$out/demo" "$out/demo_replay" "$out/demo_state.json"
   timeout 600 "$ks" run --task $gqa --llm "command:python3 $src/examples/flashinfer/demo_responder.py $out/demo_state.json" \
-    --max-rounds 5 --wm-stagnation-window 1 --run-dir "$out/demo" > "$out/demo.log" 2>&1
+    --max-rounds 5 --wm-stagnation-window 1 --no-starting-point --run-dir "$out/demo" > "$out/demo.log" 2>&1
   tail -40 "$out/demo.log"
   cp "$out/demo/transcript.jsonl" "$out/demo-transcript.jsonl" 2>/dev/null
   timeout 600 "$ks" run --task $gqa --llm "replay:$out/demo-transcript.jsonl" \
-    --max-rounds 5 --wm-stagnation-window 1 --run-dir "$out/demo_replay" > "$out/demo_replay.log" 2>&1
+    --max-rounds 5 --wm-stagnation-window 1 --no-starting-point --run-dir "$out/demo_replay" > "$out/demo_replay.log" 2>&1
   tail -30 "$out/demo_replay.log"
   "$ks" show "$out/demo_replay" --no-tree > "$out/demo_replay_show.txt" 2>&1
 fi

@@ -17,6 +17,26 @@ void print_start(std::FILE* out, const SearchStart& s, const std::string& llm) {
   std::fflush(out);
 }
 
+void print_warm_start(std::FILE* out, const SearchConfig& c) {
+  if (c.continue_from_world_model) {
+    const WorldModelImport& w = *c.continue_from_world_model;
+    std::size_t adopted = 0;
+    for (const auto& s : w.solutions) adopted += s.recorded && s.recorded->adopted ? 1 : 0;
+    say(out, "ksearch: world model from {} ({}): {} kernel(s) with code, {} of them with an evaluation recorded for "
+             "this task on this device; {} repair(s) (event world_model_imported)\n",
+        w.source, w.format, w.solutions.size(), adopted, w.repairs.size());
+  }
+  if (c.continue_from_solution) {
+    const auto& e = c.continue_from_solution_eval;
+    say(out, "ksearch: continues from solution {}: {}\n", c.continue_from_solution->id,
+        e && e->adopted ? e->why + " (--remeasure measures it again)"
+        : e             ? e->why
+                        : "measured in round 1");
+  }
+  if (c.start_from_starting_point)
+    say(out, "ksearch: starts from the task's starting point, measured in round 1 (--no-starting-point: not)\n");
+}
+
 void print_round(std::FILE* out, const RoundReport& r) {
   std::string status = to_string(r.status);
   std::string lat = r.latency_ms > 0 ? fmt::format("{:9.4f} ms", r.latency_ms) : std::string(12, ' ');

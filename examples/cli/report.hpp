@@ -9,6 +9,10 @@
 namespace ks::cli {
 
 void print_start(std::FILE* out, const SearchStart& s, const std::string& llm);
+// How a new world-model run starts when it does not start from the task
+// alone: the given kernel (its recorded evaluation used, or measured again,
+// and why), the imported tree, or the task's starting point.
+void print_warm_start(std::FILE* out, const SearchConfig& c);
 void print_round(std::FILE* out, const RoundReport& r);
 void print_summary(std::FILE* out, const SearchOutcome& o);
 // Said before a --llm replay: run starts: the candidates are measured again.

@@ -45,8 +45,19 @@ std::vector<OptionSpec> search_options() {
       {"max-rounds", "N", "Round budget; a round is one evaluated candidate.", "20", false},
       {"continue-from-solution", "SOLUTION|RUN",
        "Start the world-model search from this kernel (a solution file, an answer, an attempt folder or a run "
-       "folder's best): it is evaluated again in round 1 and, when it passes, attached to the world model's root "
-       "and the best so far (K-Search's flag).", "", false},
+       "folder's best): where a run folder recorded its evaluation for this task on this device, that evaluation "
+       "is used, else the kernel is evaluated again in round 1; when it passes it is attached to the world model's "
+       "root and is the best so far (K-Search's flag).", "", false},
+      {"continue-from-world-model", "FILE|RUN|auto",
+       "Start the world-model search from another run's tree instead of asking for a new one: a run folder (its "
+       "latest tree and the kernels in it), a snapshot (RUN/world_model/vNNNNNN.json), K-Search's "
+       "world_model.json (with the solution_db.jsonl beside it), or auto: the latest run of the same task beside "
+       "this run's folder (K-Search's flag).", "", false},
+      {"no-starting-point", "", "Do not start the world-model search from the task's starting point (by default "
+                                "round 1 evaluates it and, when it passes, it is attached to the root).", "", false},
+      {"remeasure", "", "Adopt no evaluation a run folder recorded, even for this task on this device (a folder "
+                        "you do not trust): --continue-from-solution's kernel is evaluated again in round 1, and "
+                        "--continue-from-world-model's kernels are known by their code only.", "", false},
       {"wm-stagnation-window", "N", "End an action's cycle after N rounds without improvement.", "5", false},
       {"wm-max-difficulty", "N", "Only actions up to this difficulty (1-5) are chosen while easier ones remain.",
        "4", false},
@@ -207,6 +218,8 @@ StartCallback start_printer(bool quiet, Interrupts& interrupts, std::string llm)
   return [quiet, &interrupts, llm](const SearchStart& s) {
     interrupts.set_run_dir(s.run_dir);
     if (!quiet) print_start(progress_stream(), s, llm);
+    // Said even when quiet: a recorded evaluation is taken on trust.
+    if (s.rounds_done == 0 && s.config.strategy == "world_model") print_warm_start(stderr, s.config);
   };
 }
 
@@ -259,7 +272,13 @@ int cmd_run(int argc, char** argv) {
       c.language = c.continue_from_solution->language;
       o.infer_language = false;
     }
+    c.continue_from_solution_eval = load_recorded_evaluation(a.get("continue-from-solution"));
   }
+  o.continue_from_world_model = a.get("continue-from-world-model");
+  if (a.has("continue-from-world-model") && o.continue_from_world_model.empty())
+    throw UsageError("--continue-from-world-model needs FILE, RUN or auto");
+  c.start_from_starting_point = !a.has("no-starting-point");
+  c.remeasure = a.has("remeasure");
   o.llm = llm_choice_from_args(a);
   if (o.llm.kind == "offline" && !a.has("strategy")) c.strategy = "tune";
   o.evaluator.backend = a.get("backend", "auto");

@@ -123,11 +123,13 @@ KS_API ks_status ks_tune_options_init(ks_tune_options *options, uint32_t version
 
 /* Version 2 appended `weak_check`; a program built with version 1 passes 1
  * and gets the version 1 layout and behaviour (the check runs). Version 3
- * appended `continue_from_solution`. Version 4 holds ks_world_model_options
- * version 2: the nested struct grew, so every field after `world_model` moved;
- * a program built with version 3 or older passes its version, and the
- * library reads (and its init writes) that older layout, with `world_model`
- * at version 1 and strict edits. */
+ * appended `continue_from_solution`. Version 4 appended `continue_from_world_model`,
+ * `start_from_starting_point` and `remeasure` (an older version gets their
+ * defaults: no import, the starting point used, recorded evaluations adopted
+ * where they match), and holds ks_world_model_options version 2: the nested
+ * struct grew, so every field after `world_model` moved; a program built with
+ * version 3 or older passes its version, and the library reads (and its init
+ * writes) that older layout, with `world_model` at version 1 and strict edits. */
 #define KS_SEARCH_OPTIONS_VERSION 4
 
 typedef struct ks_search_options {
@@ -162,10 +164,29 @@ typedef struct ks_search_options {
   int weak_check;
   /* Version 3. NULL, or K-Search's --continue-from-solution (world_model
    * strategy): a solution file, an attempt folder or a run folder (its best
-   * solution). It is evaluated again in round 1 and, when it passes, attached
-   * to the world model's root and the best so far (docs/world-model.md, "Warm
-   * start"). With language_from_task, its language is the run's. */
+   * solution). Where the run folder recorded its evaluation for this task on
+   * this device, that evaluation is used (not a round); else it is evaluated
+   * again in round 1. When it passes it is attached to the world model's
+   * root and is the best so far (docs/world-model.md, "Warm start"). With
+   * language_from_task, its language is the run's. */
   const char *continue_from_solution;
+  /* Version 4. NULL, or K-Search's --continue-from-world-model (world_model
+   * strategy): a run folder (its latest tree and the kernels attached in
+   * it), a snapshot file of one, K-Search's world_model.json (with the
+   * solution_db.jsonl beside it), or "auto" (the latest run of the same task
+   * in the folder run_dir is made in, runs/ by default). The search starts
+   * from that tree instead of asking for a new one. */
+  const char *continue_from_world_model;
+  /* Version 4. 1: without continue_from_solution and continue_from_world_model,
+   * the world-model search starts from the task's starting point (round 1
+   * evaluates it; attached to the root when it passes). 0: not
+   * [--no-starting-point]. */
+  int start_from_starting_point;
+  /* Version 4. 0; 1: adopt no evaluation a run folder recorded, even for this
+   * task on this device: continue_from_solution is evaluated again in round
+   * 1, and continue_from_world_model's kernels are known by their code only
+   * [--remeasure]. */
+  int remeasure;
 } ks_search_options;
 
 /* Fills *options, and each nested struct, with the defaults for `version`

@@ -94,6 +94,15 @@ struct KS_API SearchOptions {
   // stderr and the manifest's "weak_check" record (ksearch/weak_check.hpp).
   // Skipped, with a note in that record, for a custom evaluator.
   bool weak_check = true;
+  // K-Search's --continue-from-world-model (world_model strategy): a tree
+  // to start from instead of wm_init. A run folder (its latest snapshot and
+  // the kernels attached in it), a snapshot file (world_model/vNNNNNN.json
+  // of a run: that version), K-Search's world_model.json (normalised as the
+  // original does, its kernels' code from the solution_db.jsonl beside it),
+  // or "auto": the latest run of the same task in the folder this run's
+  // folder is made in (runs/ by default). run_search reads it into
+  // config.continue_from_world_model (docs/world-model.md, "Warm start").
+  std::string continue_from_world_model;
 };
 
 struct KS_API SearchOutcome {
@@ -113,7 +122,8 @@ struct KS_API SearchOutcome {
   // explanation as the CLI prints it).
   Json divergence;
   // The first passing candidate of the run (for tune runs: the starting
-  // kernel), to say how much the search improved on it.
+  // kernel; for a warm start whose evaluation was adopted: that kernel, round
+  // 0), to say how much the search improved on it.
   int first_pass_round = 0;
   double first_pass_latency_ms = 0;
   LlmUsage usage;
@@ -129,6 +139,15 @@ struct KS_API SearchOutcome {
   Json weak_check;
   Json to_json() const;
 };
+
+// The evaluation a run folder recorded for a kernel to continue from
+// (SearchConfig::continue_from_solution_eval): a run folder's best (or its
+// best.json), an attempt folder or best/ (their eval.json), with the task
+// fingerprint and device of the run that holds it. nullopt for a solution
+// file or an answer, which carry none. Nothing in it is trusted yet:
+// run_search adopts it only for the same task and device. Throws ks::Error
+// when a file that is there does not read.
+KS_API std::optional<RecordedEvaluation> load_recorded_evaluation(const std::filesystem::path& source);
 
 // Runs a new search in a new run folder. Throws ks::Error for configuration
 // problems (unknown task, no device, bad LLM settings); a kernel that fails

@@ -20,6 +20,49 @@
 
 KS_NAMESPACE_BEGIN
 
+// An evaluation recorded by another run, offered instead of a new
+// measurement (docs/world-model.md, "Warm start"). Where it came from is
+// kept beside it; run_search decides once, when the run starts, whether it
+// is adopted (the same task and device, a passing result of that very
+// kernel), and the decision stays in the manifest for resume and replay.
+struct KS_API RecordedEvaluation {
+  EvalResult eval;               // as recorded
+  std::string source;            // where it was read: "RUN/attempts/0003-5ba86dee" or "RUN/best.json"
+  std::string task_fingerprint;  // the recording run's task, as its manifest names it ("" when unknown)
+  DeviceInfo device;             // the device its manifest names (empty when unknown)
+  bool adopted = false;          // set by run_search: used instead of measuring again
+  std::string why;               // the decision in words, for the warm_start event
+
+  Json to_json() const;
+  // Throws ks::Error(invalid_argument) naming the field that is wrong.
+  static RecordedEvaluation from_json(const Json& j);
+};
+
+// A kernel attached in an imported world model, with its code (where it
+// was found) and the evaluation its run recorded.
+struct KS_API ImportedSolution {
+  Solution solution;                        // its id is this library's content id
+  std::string original_id;                  // the id the imported tree used (K-Search's hash); "" when the same
+  std::optional<RecordedEvaluation> recorded;  // a libksearch run's record; none from K-Search
+};
+
+// --continue-from-world-model: another run's tree, normalised and with
+// the ids of the kernels found remapped to this library's, and those
+// kernels. Kept in the manifest, so resume and replay start from it even
+// when the source is gone.
+struct KS_API WorldModelImport {
+  std::string source;                       // the file or run folder, absolute
+  std::string format;                       // "ksearch-run", "ksearch-snapshot" or "k-search"
+  Json tree;                                // loads with WorldModel::load_json
+  std::vector<ImportedSolution> solutions;  // the attached kernels whose code was found
+  std::vector<std::string> repairs;         // what normalising the tree changed, one sentence each
+
+  Json to_json() const;
+  // Checks what it reads (the tree loads, every solution parses): a
+  // manifest is untrusted input. Throws ks::Error(invalid_argument).
+  static WorldModelImport from_json(const Json& j);
+};
+
 // Configuration of one search run. Names follow the original's CLI flags.
 struct KS_API SearchConfig {
   std::string strategy = "world_model";  // world_model | greedy | tune
@@ -45,10 +88,30 @@ struct KS_API SearchConfig {
   std::size_t max_answer_bytes = std::size_t{4} << 20;
   std::string model;                     // for the manifest: what answered the prompts
   // K-Search's --continue-from-solution (world_model): a kernel the search
-  // starts from. It is evaluated again in the run's first round, attached to
-  // the world model's root when it passes, so the first cycle builds on it,
-  // and it is the best so far from then on.
+  // starts from. Its recorded evaluation (below) is adopted, or it is
+  // evaluated again in the run's first round; it is attached to the world
+  // model's root when it passes, so the first cycle builds on it, and it is
+  // the best so far from then on.
   std::optional<Solution> continue_from_solution;
+  // Its evaluation as the run it came from recorded it (load_recorded_evaluation):
+  // adopted instead of round 1's measurement when that run's task and device
+  // are this run's (run_search decides, and records why).
+  std::optional<RecordedEvaluation> continue_from_solution_eval;
+  // K-Search's --continue-from-world-model (world_model): the tree the
+  // search starts from instead of wm_init, with its kernels. run_search
+  // fills it from SearchOptions::continue_from_world_model.
+  std::optional<WorldModelImport> continue_from_world_model;
+  // Without either of the above, the world-model search starts from the
+  // task's first starting point in the run's language: round 1 evaluates
+  // it and, when it passes, it is attached to the root. run_search turns
+  // this off where it does not apply (another strategy, no starting point,
+  // a budget under two rounds), so the manifest says whether it was used;
+  // a manifest without the field (a run made before it existed) reads as off.
+  bool start_from_starting_point = true;
+  // Adopt no recorded evaluation, even one of the same task and device (a
+  // folder not trusted): continue_from_solution is measured again in round
+  // 1, and continue_from_world_model's kernels are known by their code only.
+  bool remeasure = false;
 
   // Throws ks::Error(Status::invalid_argument) naming the first bad field.
   void validate() const;

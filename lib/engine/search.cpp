@@ -15,6 +15,7 @@
 
 #include "core/run_events.hpp"
 #include "core/search/session.hpp"
+#include "engine/warm_start.hpp"
 #include "eval/python/python_program.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/run_store.hpp"
@@ -24,7 +25,6 @@
 #include "ksearch/world_model.hpp"
 #include "util/json_fields.hpp"
 #include "util/secrets.hpp"
-#include "util/sha256.hpp"
 #include "util/text.hpp"
 
 KS_NAMESPACE_BEGIN
@@ -355,7 +355,7 @@ EvaluatorConfig evaluator_config_from_json(const Json& j) {
   return e;
 }
 
-std::string task_fingerprint(const Task& t) { return util::sha256_hex(t.spec().to_json().dump()).substr(0, 16); }
+std::string task_fingerprint(const Task& t) { return engine::task_fingerprint(t.spec()); }
 
 std::string hostname() {
   char buf[256] = {0};
@@ -392,6 +392,20 @@ void check_language(const Task& task, Language lang) {
 
 SearchOutcome execute_session(Parts& parts, RunStore& store, const SearchConfig& config,
                               const ProgressCallback& progress);
+
+// Whether the world-model search of a new run starts from the task's
+// starting point: the built-in strategy building its own tree, nothing else
+// to start from, a starting point in the run's language, and a budget that
+// leaves a round for the search after it.
+bool uses_starting_point(const SearchConfig& config, const Parts& parts) {
+  if (parts.strategy || config.strategy != "world_model") return false;
+  if (config.continue_from_solution || config.continue_from_world_model) return false;
+  if (parts.world_model && parts.world_model->initialized()) return false;
+  if (config.max_rounds < 2) return false;
+  for (const auto& sp : parts.task->spec().starting_points)
+    if (sp.language == config.language) return true;
+  return false;
+}
 
 // Connects the host's hooks to the run's parts for the length of the run.
 class HookedRun {
@@ -617,7 +631,10 @@ SearchOutcome execute_session(Parts& parts, RunStore& store, const SearchConfig&
   out.final_eval = final_evaluation(parts, store, out.best, reason);
   out.weak_check = store.manifest()["weak_check"];
   for (const auto& a : store.attempts()) {
-    if (a.round > 0 && a.eval.passed() && a.eval.latency_ms > 0) {
+    // A counted round, or the evaluation a warm start adopted (round 0): the
+    // improvement is then the one over the kernel the run was given.
+    const bool adopted = a.round == 0 && a.eval.metrics.find("recorded_from");
+    if ((a.round > 0 || adopted) && a.eval.passed() && a.eval.latency_ms > 0) {
       out.first_pass_round = a.round;
       out.first_pass_latency_ms = a.eval.latency_ms;
       break;
@@ -665,6 +682,9 @@ SearchOutcome run_search(const SearchOptions& options) {
     if (checked.continue_from_solution)
       throw Error(Status::invalid_argument,
                   "continue_from_solution is read by the built-in world_model strategy, not by a custom one");
+    if (checked.continue_from_world_model || !options.continue_from_world_model.empty())
+      throw Error(Status::invalid_argument,
+                  "continue_from_world_model is read by the built-in world_model strategy, not by a custom one");
   } else {
     options.config.validate();
   }
@@ -685,6 +705,25 @@ SearchOutcome run_search(const SearchOptions& options) {
     // The given kernel's language is the run's (a Python kernel on a task
     // whose native language is another).
     config.language = config.continue_from_solution->language;
+  }
+  if (!options.continue_from_world_model.empty()) {
+    if (config.continue_from_world_model)
+      throw Error(Status::invalid_argument,
+                  "continue_from_world_model is given twice (SearchOptions and SearchConfig); give one");
+    if (config.strategy != "world_model")
+      throw Error(Status::invalid_argument, fmt::format("continue_from_world_model is read by the world_model "
+                                                        "strategy, not by {}",
+                                                        config.strategy));
+    // "auto" looks beside where this run's folder is made.
+    const fs::path dir = options.run_dir.empty() ? default_run_dir(parts.task->name()) : options.run_dir;
+    const fs::path runs = dir.parent_path().empty() ? fs::path(".") : dir.parent_path();
+    try {
+      config.continue_from_world_model =
+          engine::load_world_model_import(options.continue_from_world_model, parts.task->spec(), config.language,
+                                          task_fingerprint(*parts.task), runs);
+    } catch (const Error& e) {
+      throw Error(e.status(), fmt::format("continue_from_world_model: {}", e.what()));
+    }
   }
   config.validate();  // again: the language may have changed above
   check_language(*parts.task, config.language);
@@ -717,6 +756,10 @@ SearchOutcome run_search(const SearchOptions& options) {
   const WeakCheckReport weak = weak_check_before_run(options, parts, config.language);
   if (config.model.empty()) config.model = parts.llm->describe();
   if (parts.strategy) config.strategy = parts.strategy->name();
+  // Decided once, here, and kept in the manifest: resume and replay start
+  // the same way whatever machine they run on.
+  engine::decide_recorded_evaluations(config, task_fingerprint(*parts.task), parts.evaluator->device());
+  config.start_from_starting_point = config.start_from_starting_point && uses_starting_point(config, parts);
 
   Json manifest = Json::obj({{"format", "ksearch-run"},
                              {"format_version", 1},
@@ -806,6 +849,7 @@ SearchOutcome resume_search(const fs::path& run_dir, const ResumeOptions& option
   Json m = store.manifest();
   check_run_manifest(m, run_dir, "resumes");
   SearchConfig config = recorded_config(m);
+  engine::check_recorded_decisions(config, m, run_dir);
   Parts parts;
   parts.task = load_recorded_task(m);
   // max_rounds is the run's total round budget: it may grow or shrink, but
@@ -914,9 +958,15 @@ SearchOutcome replay_search(const fs::path& recorded_run, const ReplayOptions& o
       throw Error(Status::invalid_argument, fmt::format("replay: \"{}\" is not a search setting", key));
     cj[key] = value;
   }
-  // A continued run replayed with another strategy: only world_model reads the given kernel.
-  if (cj.get_string("strategy", "world_model") != "world_model") cj["continue_from_solution"] = Json();
+  // A continued run replayed with another strategy: only world_model reads
+  // the given kernel, the imported tree and the starting point.
+  if (cj.get_string("strategy", "world_model") != "world_model") {
+    for (const char* key : {"continue_from_solution", "continue_from_solution_eval", "continue_from_world_model"})
+      if (cj.contains(key)) cj[key] = Json();
+    if (cj.contains("start_from_starting_point")) cj["start_from_starting_point"] = false;
+  }
   SearchConfig config = SearchConfig::from_json(cj);
+  engine::check_recorded_decisions(config, sm, recorded_run);
   auto mode = replay_mode(options.on_divergence);
   const bool has_model = options.custom_llm || options.llm;
   if (mode == core::Recording::Mode::live && !has_model)

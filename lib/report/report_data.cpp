@@ -152,10 +152,12 @@ Json attempts_json(const std::vector<AttemptRecord>& attempts) {
   for (const auto& a : attempts) {
     const bool counted = a.round > 0;
     bool improved = false;
-    // The best so far as the session keeps it: the counted passing attempt
-    // with the highest score.
+    // The best so far as the session keeps it: the passing attempt with the
+    // highest score that counted, or whose evaluation was adopted from
+    // another run of the same task and device (docs/world-model.md, "Warm start").
     const double score = score_of(a.eval);
-    if (counted && score > best_score) {
+    const Json* recorded_from = a.eval.metrics.find("recorded_from");
+    if ((counted || (recorded_from && recorded_from->is_string())) && score > best_score) {
       best_score = score;
       best = a.eval.latency_ms;
       improved = true;

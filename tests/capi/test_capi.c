@@ -284,6 +284,129 @@ static void test_search(const char *task, const char *work) {
   }
 }
 
+/* Answers every request with kGood and notes what the prompts held: a
+ * world model built by the model (wm_init) or imported, and the imported
+ * kernel shown as the base to build on. */
+struct import_model {
+  int calls;
+  int kinds_seen[7];
+  int saw_imported_code;
+};
+
+static int import_answer(const ks_llm_request *req, ks_llm_answer *answer, void *user) {
+  struct import_model *m = (struct import_model *)user;
+  m->calls++;
+  if ((int)req->kind >= 0 && (int)req->kind < 7) m->kinds_seen[req->kind]++;
+  if (req->prompt && strstr(req->prompt, "imported from K-Search") != NULL) m->saw_imported_code = 1;
+  return ks_llm_answer_set_text(answer, kGood, strlen(kGood)) == KS_OK ? 0 : 1;
+}
+
+/* Whether the file holds `needle`. */
+static int file_contains(const char *path, const char *needle) {
+  static char buf[1 << 20];
+  size_t n;
+  FILE *f = fopen(path, "rb");
+  if (!f) return 0;
+  n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  return strstr(buf, needle) != NULL;
+}
+
+/* continue_from_world_model from C: K-Search's world_model.json and the
+ * solution_db.jsonl beside it, written here; the search starts from that
+ * tree (no wm_init), its first prompt builds on the imported kernel. */
+static void test_world_model_import(const char *task, const char *work) {
+  ks_search_options o;
+  ks_result *result = NULL;
+  struct import_model m;
+  char dir[2048], wm_path[4096], db_path[4096], run_dir[2048], events[4096];
+  FILE *f;
+  ks_status s;
+  memset(&m, 0, sizeof m);
+  snprintf(dir, sizeof dir, "%s/ksearch-artifacts", work);
+  snprintf(wm_path, sizeof wm_path, "%s/world_model.json", dir);
+  snprintf(db_path, sizeof db_path, "%s/solution_db.jsonl", dir);
+  snprintf(run_dir, sizeof run_dir, "%s/imported", work);
+  snprintf(events, sizeof events, "%s/events.jsonl", run_dir);
+  {
+    char mkdir_cmd[4200];
+    snprintf(mkdir_cmd, sizeof mkdir_cmd, "mkdir -p '%s'", dir);
+    CHECK(system(mkdir_cmd) == 0);
+  }
+  f = fopen(wm_path, "w");
+  CHECK(f != NULL);
+  if (!f) return;
+  fputs("{\"kernel_summary\": \"scale by three\", \"open_questions\": [],\n"
+        " \"decision_tree\": {\"root_id\": \"root\", \"active_leaf_id\": \"root\", \"nodes\": [\n"
+        "  {\"node_id\": \"root\", \"node_type\": \"root\", \"parent_id\": null},\n"
+        "  {\"node_id\": \"loop\", \"parent_id\": \"root\", \"node_type\": \"decision\",\n"
+        "   \"action\": {\"title\": \"Plain loop\", \"difficulty_1_to_5\": 1, \"score_0_to_1\": 0.4},\n"
+        "   \"solution_ref\": {\"solution_id\": \"ks-0001\", \"parent_solution_id\": null,\n"
+        "                    \"eval\": {\"status\": \"PASSED\", \"latency_ms\": 0.2, \"metrics\": {\"score\": 5}}}},\n"
+        "  {\"node_id\": \"unroll\", \"parent_id\": \"loop\", \"node_type\": \"decision\",\n"
+        "   \"action\": {\"title\": \"Unroll by four\", \"difficulty_0_to_3\": 1, \"score_0_to_1\": 0.9}},\n"
+        "  {\"node_id\": \"simd\", \"parent_id\": \"root\",\n"
+        "   \"action\": {\"title\": \"SIMD\", \"score_0_to_1\": 0.6}},\n"
+        "  {\"node_id\": \"threads\", \"parent_id\": \"root\",\n"
+        "   \"action\": {\"title\": \"Threads\", \"score_0_to_1\": 0.5}}\n"
+        " ]}}\n",
+        f);
+  fclose(f);
+  f = fopen(db_path, "w");
+  CHECK(f != NULL);
+  if (!f) return;
+  fputs("{\"solution_id\": \"ks-0001\", \"solution_name\": \"loop\", \"definition\": \"scale3\", "
+        "\"parent_solution_id\": null, \"eval_result\": {\"status\": \"PASSED\"}, \"code\": "
+        "\"```cpp kernel.cpp\\n// imported from K-Search\\n#include <cstdint>\\nvoid scale3(const float* x, float* y, "
+        "std::int64_t n) {\\n  for (std::int64_t i = 0; i < n; ++i) y[i] = 3.0f * x[i];\\n}\\n```\\n```json "
+        "launch_plan\\n{\\\"calls\\\": [{\\\"fn\\\": \\\"scale3\\\", \\\"args\\\": [\\\"x\\\", \\\"y\\\", "
+        "\\\"N\\\"]}]}\\n```\\n\"}\n",
+        f);
+  fclose(f);
+
+  CHECK(ks_search_options_init(&o, KS_SEARCH_OPTIONS_VERSION) == KS_OK);
+  o.task = task;
+  o.language = KS_LANGUAGE_CPP;
+  o.strategy = KS_STRATEGY_WORLD_MODEL;
+  o.eval.backend = KS_BACKEND_HOST;
+  o.eval.timing_cap_s = 0.2;
+  o.run_dir = run_dir;
+  o.budget.max_rounds = 1;
+  o.weak_check = 0;
+  o.llm.source = KS_LLM_CALLBACK;
+  o.llm.callback = import_answer;
+  o.llm.user_data = &m;
+  o.continue_from_world_model = wm_path;
+  s = ks_search_run(&o, &result);
+  if (s != KS_OK) fprintf(stderr, "ks_search_run (import): %s: %s\n", ks_status_string(s), ks_last_error_message());
+  CHECK(s == KS_OK);
+  CHECK(m.kinds_seen[KS_PROMPT_WM_INIT] == 0);   /* the tree came from the file */
+  CHECK(m.kinds_seen[KS_PROMPT_GENERATE] == 1);  /* "Unroll by four", under the imported kernel */
+  CHECK(m.saw_imported_code);
+  CHECK(ks_result_rounds(result) == 1);
+  CHECK(file_contains(events, "\"world_model_imported\""));
+  CHECK(file_contains(events, "difficulty_0_to_3 1 read as difficulty_1_to_5 2"));
+  ks_result_destroy(result);
+
+  /* Only the world-model strategy reads it; a file that is not there is named. */
+  {
+    char again[4096];
+    snprintf(again, sizeof again, "%s/imported-greedy", work);
+    o.run_dir = again;
+    o.strategy = KS_STRATEGY_GREEDY;
+    result = NULL;
+    CHECK(ks_search_run(&o, &result) == KS_E_INVALID_ARGUMENT);
+    CHECK(strstr(ks_last_error_message(), "continue_from_world_model is read by the world_model strategy") != NULL);
+    o.strategy = KS_STRATEGY_WORLD_MODEL;
+    o.continue_from_world_model = "/nonexistent/world_model.json";
+    CHECK(ks_search_run(&o, &result) != KS_OK);
+    CHECK(strstr(ks_last_error_message(), "continue_from_world_model") != NULL);
+    CHECK(strstr(ks_last_error_message(), "/nonexistent/world_model.json") != NULL);
+    CHECK(result == NULL);
+  }
+}
+
 /* `ksearch replay` from C: the greedy run above reproduced into a new folder
  * from its recording (no model, nothing measured), with the same best. */
 static void test_replay(const char *work, const char *best_id) {
@@ -514,6 +637,8 @@ static void test_options(void) {
   CHECK(o.progress == NULL && o.event == NULL && o.cancel == NULL);
   CHECK(o.weak_check == 1);
   CHECK(o.continue_from_solution == NULL);
+  CHECK(o.continue_from_world_model == NULL);
+  CHECK(o.start_from_starting_point == 1 && o.remeasure == 0);
 
   CHECK(o.world_model.lenient_edits == 0);
 
@@ -735,6 +860,7 @@ int main(int argc, char **argv) {
   test_world_model_options(argv[1], argv[2]);
   test_stops(argv[1], argv[2]);
   test_language_from_task(argv[1], argv[2]);
+  test_world_model_import(argv[1], argv[2]);
   if (failures) {
     fprintf(stderr, "%d check(s) failed\n", failures);
     return 1;

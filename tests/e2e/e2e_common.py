@@ -1,6 +1,8 @@
-"""The command line every end-to-end script takes, its fresh work folder, and
-a run killed with SIGKILL at a point of its run folder's state."""
+"""The command line every end-to-end script takes, its fresh work folder, a
+run killed with SIGKILL at a point of its run folder's state, and reading a
+run folder."""
 import argparse
+import json
 import os
 import shutil
 import signal
@@ -84,3 +86,61 @@ def run_and_kill(cmd, run_dir, log_path, until, env):
         sys.exit(f"{log_name}: processes {left} outlived the killed run")
     print(f"{log_name}: killed at {lines(run_dir / 'attempts.jsonl')} attempts, "
           f"{lines(run_dir / 'transcript.jsonl')} LLM answers; {len(kids)} child process(es) ended with it")
+
+
+def jsonl(path):
+    return [json.loads(line) for line in open(path) if line.endswith("\n")]
+
+
+def events(run_dir, kind):
+    """The run's events of one type, in order."""
+    return [e for e in jsonl(Path(run_dir) / "events.jsonl") if e["type"] == kind]
+
+
+def journal(run_dir):
+    """The attempts without their measured numbers: what two runs of one search share."""
+    return [(a["seq"], a["round"], a["solution_id"], a["status"]) for a in jsonl(Path(run_dir) / "attempts.jsonl")]
+
+
+def snapshots(run_dir):
+    return sorted((Path(run_dir) / "world_model").glob("v*.json"), key=lambda p: int(p.stem[1:]))
+
+
+def last_tree(run_dir):
+    return json.loads(snapshots(run_dir)[-1].read_text())["decision_tree"]
+
+
+def tree_shape(tree):
+    """A decision tree without measured numbers (timings differ between runs)."""
+    nodes = []
+    for n in tree["nodes"]:
+        a = n.get("action") or {}
+        ref = n.get("solution_ref") or {}
+        nodes.append((n["node_id"], n.get("parent_id"), a.get("title"), a.get("score_0_to_1"),
+                      a.get("difficulty_1_to_5"), ref.get("solution_id")))
+    return sorted(nodes, key=str), tree.get("active_leaf_id")
+
+
+def first_prompt(run_dir, kind):
+    """The prompt of the run's first LLM call of `kind` ("" when none)."""
+    for e in jsonl(Path(run_dir) / "transcript.jsonl"):
+        if e["kind"] == kind:
+            return e["request"]["prompt"]
+    return ""
+
+
+def same_end(full, other, expect):
+    """A run killed and resumed ends where the uninterrupted run ends: the same
+    attempts, final tree and best kernel, each strategy event once."""
+    full, other = Path(full), Path(other)
+    expect(journal(full) == journal(other),
+           f"{other.name}: attempts differ from {full.name}'s:\n  {journal(full)}\n  {journal(other)}")
+    expect(tree_shape(last_tree(full)) == tree_shape(last_tree(other)),
+           f"{other.name}: final tree differs from {full.name}'s")
+    best = [json.loads((d / "best.json").read_text())["solution_id"] for d in (full, other)]
+    expect(best[0] == best[1], f"{other.name}: best {best[1]} differs from {full.name}'s {best[0]}")
+    m = json.loads((other / "manifest.json").read_text())
+    expect(m["status"] == "finished" and m.get("resumed", 0) >= 1,
+           f"{other.name}: manifest says {m['status']}, resumed {m.get('resumed')}")
+    seqs = [e["journal_seq"] for e in jsonl(other / "events.jsonl") if "journal_seq" in e]
+    expect(len(seqs) == len(set(seqs)) and seqs == sorted(seqs), f"{other.name}: strategy events duplicated")

@@ -1,24 +1,46 @@
 #!/usr/bin/env python3
 """End to end: K-Search's --continue-from-solution. A first world-model run
-(the recorded transcript of test_wm_resume.py, 4 rounds) leaves a best kernel;
-a second run continues from that run's folder. Its round 1 evaluates that
-kernel again, the world model's root holds it (so the actions under the root
-build on it), and it is the best so far from round 1. The second run stops
-after two rounds and is resumed to five: the root keeps the kernel, and the
-first rounds come from the journal. A kernel that fails is reported and not
-attached. A budget of one round and a strategy that does not read the flag are
-refused before anything runs."""
+(the recorded transcript of test_wm_resume.py, 6 rounds) leaves a best
+kernel; later runs continue from that run's folder.
+
+- Same task, same device: the evaluation the folder recorded is adopted
+  (an attempt that is not a round, marked with where it was recorded), the
+  world model's root holds the kernel, the first generate prompt shows its
+  code, `show` puts it at the root, and the best so far starts there. Killed
+  mid-run and resumed, it ends as the uninterrupted run; replayed, it is
+  reproduced exactly.
+- Another device (a copy of the folder whose manifest names another CPU):
+  round 1 measures the kernel again and the warm_start event says why; also
+  killed and resumed. Another task (a copy with another fingerprint): the same.
+- A forged evaluation in a folder that claims this task and device is what
+  the trust model says it is: adopted, and said so on stderr; --remeasure
+  measures it instead.
+- A kernel that does not pass is evaluated, reported, and not attached; a
+  budget of one round and a strategy that does not read the flag are refused.
+
+Every decision of these runs compares kernels that differ by fixed waits
+(tests/fixtures/wm_e2e/responder.py), so none depends on the machine's load.
+"""
 import json
 import os
+import shutil
 import subprocess
 import sys
 
-from e2e_common import setup
+import e2e_common
+from e2e_common import events, first_prompt, jsonl, last_tree, lines, same_end, setup
 
 args, src, work = setup()
 transcript = src / "tests/fixtures/wm_e2e/transcript.jsonl"
 task = src / "tests/fixtures/tasks/scale3"
 env = dict(os.environ, KSEARCH_CACHE_DIR=str(work / "cache"))
+failures = []
+
+
+def expect(cond, what):
+    if not cond:
+        failures.append(what)
+    return cond
 
 
 def run_cmd(run_dir, rounds, *extra):
@@ -27,104 +49,173 @@ def run_cmd(run_dir, rounds, *extra):
             "--timing-cap", "0.2", "--quiet", "--run-dir", str(run_dir), *extra]
 
 
+def resume_cmd(run_dir):
+    return [args.ksearch, "resume", str(run_dir), "--quiet"]
+
+
 def finish(cmd, log_name, want=0):
     with open(work / log_name, "w") as log:
-        rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, timeout=240).returncode
+        rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, timeout=300).returncode
     if rc != want:
         sys.exit(f"{log_name}: exit status {rc}, not {want}; log:\n" + (work / log_name).read_text())
+    return (work / log_name).read_text()
 
 
 def attempts(run_dir):
-    return [json.loads(line) for line in open(run_dir / "attempts.jsonl")]
+    return jsonl(run_dir / "attempts.jsonl")
+
+
+def attempt_eval(run_dir, seq):
+    folder = next((run_dir / "attempts").glob(f"{seq:04d}-*"))
+    return json.loads((folder / "eval.json").read_text())
 
 
 def root_solution(run_dir):
-    snaps = sorted((run_dir / "world_model").glob("v*.json"), key=lambda p: int(p.stem[1:]))
-    wm = json.loads(snaps[-1].read_text())
-    tree = wm["decision_tree"]
+    tree = last_tree(run_dir)
     root = next(n for n in tree["nodes"] if n["node_id"] == tree["root_id"])
     return (root.get("solution_ref") or {}).get("solution_id"), tree
 
 
-def sources(solution_json):
-    return sorted((s["path"], s.get("content")) for s in json.loads(solution_json.read_text())["sources"])
+def sources(folder):
+    """A solution folder's sources as (path, content): solution.json names its files."""
+    sol = json.loads((folder / "solution.json").read_text())
+    return sorted((s["path"], s["content"] if "content" in s else (folder / s["file"]).read_text())
+                  for s in sol["sources"])
 
 
-first = work / "first"
-finish(run_cmd(first, 4), "first.log")
-seed = json.loads((first / "best/solution.json").read_text())
+def check_continued(run_dir, adopted, seed, seed_folder):
+    """What a run continued from `seed` shows, the recorded evaluation adopted or not."""
+    name = run_dir.name
+    a = attempts(run_dir)
+    first = a[0]
+    expect(first["solution_id"] == seed["id"], f"{name}: the first attempt should be the given kernel: {first}")
+    recorded_from = attempt_eval(run_dir, 0).get("metrics", {}).get("recorded_from")
+    if adopted:
+        expect(first["round"] == 0, f"{name}: the adopted evaluation is not a round: {first}")
+        expect(recorded_from and str(seed_folder) in recorded_from,
+               f"{name}: the adopted evaluation should say where it was recorded: {recorded_from}")
+        expect(attempt_eval(run_dir, 0)["latency_ms"] ==
+               json.loads((seed_folder / "best.json").read_text())["eval"]["latency_ms"],
+               f"{name}: the adopted evaluation should be the recorded one, not a new measurement")
+    else:
+        expect(first["round"] == 1 and recorded_from is None, f"{name}: round 1 should measure the kernel: {first}")
+    root_id, tree = root_solution(run_dir)
+    expect(root_id == seed["id"], f"{name}: the world model's root should hold the given kernel, holds {root_id}")
+    under_root = [n for n in tree["nodes"] if n.get("parent_id") == tree["root_id"] and n.get("action")
+                  and not (n.get("solution_ref") or {}).get("solution_id")]
+    expect(under_root and all((n.get("solution_ref") or {}).get("parent_solution_id") == root_id
+                              for n in under_root), f"{name}: the open actions under the root should build on it")
+    warm = events(run_dir, "warm_start")
+    expect(len(warm) == 1 and warm[0].get("attached_to_root") and
+           warm[0].get("evaluation") == ("recorded" if adopted else "measured"),
+           f"{name}: one warm_start event, attached, {'recorded' if adopted else 'measured'}: {warm}")
+    improved = events(run_dir, "best_improved")
+    expect(improved and improved[0]["solution_id"] == seed["id"] and improved[0]["round"] == (0 if adopted else 1),
+           f"{name}: the best so far should start at the given kernel: {improved[:1]}")
+    prompt = first_prompt(run_dir, "generate")
+    expect(all(content in prompt for _, content in sources(seed_folder / "best")),
+           f"{name}: the first generate prompt should hold the given kernel's code")
+    show = subprocess.run([args.ksearch, "show", str(run_dir)], capture_output=True, text=True, env=env).stdout
+    root_line = next((line for line in show.splitlines() if line.lstrip("-* ").startswith("root ")), "")
+    expect(seed["id"][:12] in root_line, f"{name}: `show` should put the kernel at the root: {root_line!r}")
 
-# Continue from the first run's folder (its best kernel): 2 rounds, then resumed to 5.
-cont = work / "continued"
-finish(run_cmd(cont, 2, "--continue-from-solution", str(first)), "continued.log")
-a = attempts(cont)
-if len(a) != 2 or a[0]["round"] != 1 or a[0]["status"] != "passed":
-    sys.exit(f"round 1 of the continued run should be the given kernel, passing: {a[:1]}")
-first_attempt = sorted((cont / "attempts").glob("0001-*"))[0]
-if sources(first_attempt / "solution.json") != sorted((s["path"], s.get("content")) for s in seed["sources"]):
-    sys.exit("round 1 of the continued run did not evaluate the first run's best kernel")
-if a[0]["solution_id"] != seed["id"]:
-    sys.exit("the given kernel should keep its id (a hash of its content)")
-root_id, tree = root_solution(cont)
-if root_id != a[0]["solution_id"]:
-    sys.exit(f"the world model's root should hold the given kernel {a[0]['solution_id']}, holds {root_id}")
-open_under_root = [n for n in tree["nodes"] if n.get("parent_id") == tree["root_id"] and n.get("action")
-                   and not (n.get("solution_ref") or {}).get("solution_id")]
-if not open_under_root or any((n.get("solution_ref") or {}).get("parent_solution_id") != root_id
-                              for n in open_under_root):
-    sys.exit(f"the open actions under the root should build on the given kernel: {open_under_root}")
-events = [json.loads(line) for line in open(cont / "events.jsonl")]
-warm = [e for e in events if e.get("type") == "warm_start"]
-if len(warm) != 1 or not warm[0].get("attached_to_root"):
-    sys.exit(f"one warm_start event, attached to the root, was expected: {warm}")
-best_round1 = json.loads((cont / "best.json").read_text())
-if best_round1["round"] not in (1, 2):
-    sys.exit(f"after two rounds the best is the given kernel or the round-2 kernel that beat it: {best_round1}")
-stamp = a[0]["time"] if "time" in a[0] else json.dumps(a[0], sort_keys=True)
 
-# Resumed to 5 rounds: round 1 is taken from the journal, the kernel stays at the root.
-with open(work / "resume.log", "w") as log:
-    out = subprocess.run([args.ksearch, "resume", str(cont), "--max-rounds", "5", "--json"], stdout=subprocess.PIPE,
-                         stderr=log, env=env, timeout=240, text=True)
-if out.returncode != 0:
-    sys.exit(f"resume: exit status {out.returncode}; see resume.log")
-resumed = json.loads(out.stdout)
-if resumed.get("replayed_rounds") != 2:
-    sys.exit(f"the resume should replay rounds 1-2 from the journal, not measure them again: {resumed}")
-a = attempts(cont)
-if [x["round"] for x in a] != [1, 2, 3, 4, 5]:
-    sys.exit(f"the resumed run should end with rounds 1-5, each once: {[(x['round'], x['status']) for x in a]}")
-if (a[0]["time"] if "time" in a[0] else json.dumps(a[0], sort_keys=True)) != stamp:
-    sys.exit("round 1's record changed on resume")
-if root_solution(cont)[0] != a[0]["solution_id"]:
-    sys.exit("after the resume the world model's root should still hold the given kernel")
-best = json.loads((cont / "best.json").read_text())
-if best["eval"]["latency_ms"] > json.loads((first / "best.json").read_text())["eval"]["latency_ms"] * 1.5:
-    sys.exit("the continued run's best should be the given kernel or better")
-manifest = json.loads((cont / "manifest.json").read_text())
-if (manifest["config"].get("continue_from_solution") or {}).get("id") != seed["id"]:
-    sys.exit("the manifest's configuration should hold the given kernel (for resume and replay)")
+source = work / "source"
+finish(run_cmd(source, 6), "source.log")
+seed = json.loads((source / "best/solution.json").read_text())
 
-# A kernel that does not pass (the first run's incorrect attempt) is evaluated, reported, and not
-# attached: the search starts from the task.
-failing = next(d for d in sorted((first / "attempts").iterdir())
+# 1. The same task on the same device: the recorded evaluation is adopted. Uninterrupted, then
+#    killed after two rounds and resumed; then reproduced from its folder.
+adopted = work / "adopted"
+out = finish(run_cmd(adopted, 5, "--continue-from-solution", str(source)), "adopted.log")
+expect("is used, not measured again" in out and "--remeasure" in out,
+       f"the CLI should say that a recorded evaluation is used:\n{out}")
+# The given kernel is the run's first passing one and stays its best: no improvement over round 1's.
+expect("Best: " + seed["id"] + " (round 0)" in out and "Improvement" not in out,
+       f"the summary should name the given kernel as the best, improved on by nothing:\n{out}")
+check_continued(adopted, True, seed, source)
+adopted_killed = work / "adopted_killed"
+e2e_common.run_and_kill(run_cmd(adopted_killed, 5, "--continue-from-solution", str(source)), adopted_killed,
+                        work / "adopted_kill.log", lambda d: lines(d / "attempts.jsonl") >= 3, env)
+finish(resume_cmd(adopted_killed), "adopted_resume.log")
+check_continued(adopted_killed, True, seed, source)
+same_end(adopted, adopted_killed, expect)
+manifest = json.loads((adopted / "manifest.json").read_text())
+rec = manifest["config"].get("continue_from_solution_eval") or {}
+expect(manifest["config"].get("continue_from_solution", {}).get("id") == seed["id"] and rec.get("adopted") is True,
+       "the manifest's configuration should hold the kernel and the decision to adopt its evaluation")
+out = finish([args.ksearch, "replay", str(adopted), "--run-dir", str(work / "adopted_replay")], "adopted_replay.log")
+expect(f"Reproduced {adopted} exactly" in out, f"the replay of the continued run should reproduce it:\n{out}")
+
+# 2. Another device: a copy of the source whose manifest names another CPU (also how a folder
+#    someone else edited looks). Round 1 measures the kernel; killed and resumed.
+other_device = work / "source_other_device"
+shutil.copytree(source, other_device)
+m = json.loads((other_device / "manifest.json").read_text())
+m["device"]["name"] = "Another CPU 9000"
+(other_device / "manifest.json").write_text(json.dumps(m, indent=2))
+measured = work / "measured"
+finish(run_cmd(measured, 6, "--continue-from-solution", str(other_device)), "measured.log")
+check_continued(measured, False, seed, other_device)
+why = events(measured, "warm_start")[0].get("evaluation_why", "")
+expect("device differs: recorded on Another CPU 9000" in why, f"the warm_start event should say why: {why}")
+measured_killed = work / "measured_killed"
+e2e_common.run_and_kill(run_cmd(measured_killed, 6, "--continue-from-solution", str(other_device)),
+                        measured_killed, work / "measured_kill.log", lambda d: lines(d / "attempts.jsonl") >= 2, env)
+finish(resume_cmd(measured_killed), "measured_resume.log")
+same_end(measured, measured_killed, expect)
+
+# 3. Another task: a copy whose manifest names another task fingerprint.
+other_task = work / "source_other_task"
+shutil.copytree(source, other_task)
+m = json.loads((other_task / "manifest.json").read_text())
+m["task"]["fingerprint"] = "0000000000000000"
+(other_task / "manifest.json").write_text(json.dumps(m, indent=2))
+finish(run_cmd(work / "other_task", 2, "--continue-from-solution", str(other_task)), "other_task.log")
+a = attempts(work / "other_task")
+why = events(work / "other_task", "warm_start")[0].get("evaluation_why", "")
+expect(a[0]["round"] == 1 and "task differs" in why, f"another task's evaluation is measured again: {a[0]}, {why}")
+
+# 4. A forged evaluation in a folder that claims this task and device: it cannot be told from a
+#    real one, so it is adopted, and the run says so (docs/security.md); --remeasure measures it.
+forged = work / "source_forged"
+shutil.copytree(source, forged)
+b = json.loads((forged / "best.json").read_text())
+b["eval"]["latency_ms"] = 1e-6
+b["eval"]["score"] = 1e6
+(forged / "best.json").write_text(json.dumps(b, indent=2))
+out = finish(run_cmd(work / "forged", 2, "--continue-from-solution", str(forged)), "forged.log")
+expect(attempts(work / "forged")[0]["round"] == 0 and f"evaluation recorded in {forged}/best.json is used" in out,
+       f"a forged folder's evaluation is adopted, and said so:\n{out}")
+finish(run_cmd(work / "remeasured", 2, "--continue-from-solution", str(forged), "--remeasure"), "remeasured.log")
+a = attempts(work / "remeasured")
+best = json.loads((work / "remeasured" / "best.json").read_text())
+expect(a[0]["round"] == 1 and best["eval"]["latency_ms"] > 1e-3,
+       f"--remeasure measures the kernel again, and the forged number is nowhere: {a[0]}, {best['eval']}")
+
+# 5. A kernel that does not pass (the source's incorrect attempt): its recorded status is no
+#    reason to adopt it; it is evaluated, reported, and not attached.
+failing = next(d for d in sorted((source / "attempts").iterdir())
                if json.loads((d / "eval.json").read_text())["status"] == "incorrect")
 cold = work / "failing_seed"
 finish(run_cmd(cold, 2, "--continue-from-solution", str(failing)), "failing_seed.log")
 a = attempts(cold)
-if a[0]["status"] != "incorrect":
-    sys.exit(f"round 1 should be the given (incorrect) kernel: {a[0]}")
-warm = [json.loads(line) for line in open(cold / "events.jsonl") if '"warm_start"' in line]
-if len(warm) != 1 or warm[0].get("attached_to_root") is not False:
-    sys.exit(f"a warm_start event with attached_to_root false was expected: {warm}")
-if root_solution(cold)[0]:
-    sys.exit("a kernel that did not pass must not be attached to the root")
+warm = events(cold, "warm_start")
+expect(a[0]["status"] == "incorrect" and a[0]["round"] == 1, f"round 1 should be the given (incorrect) kernel: {a[0]}")
+expect(len(warm) == 1 and warm[0].get("attached_to_root") is False and
+       "recorded as incorrect" in warm[0].get("evaluation_why", ""),
+       f"a warm_start event with attached_to_root false and why it was measured: {warm}")
+expect(not root_solution(cold)[0], "a kernel that did not pass must not be attached to the root")
 
-# One round is refused: round 1 is the kernel's.
-finish(run_cmd(work / "one_round", 1, "--continue-from-solution", str(first)), "one_round.log", want=2)
-# Greedy does not read it: refused before anything runs, not ignored.
-finish(run_cmd(work / "greedy", 2, "--continue-from-solution", str(first)) + ["--strategy", "greedy"],
+# 6. One round is refused (round 1 may be the kernel's); greedy does not read the flag: refused
+#    before anything runs, not ignored.
+finish(run_cmd(work / "one_round", 1, "--continue-from-solution", str(source)), "one_round.log", want=2)
+finish(run_cmd(work / "greedy", 2, "--continue-from-solution", str(source)) + ["--strategy", "greedy"],
        "greedy.log", want=2)
-if (work / "greedy" / "attempts.jsonl").exists():
-    sys.exit("the refused greedy run should not have evaluated anything")
-print("continue-from-solution: round 1 re-evaluated the given kernel, the root holds it, resume kept it")
+expect(not (work / "greedy" / "attempts.jsonl").exists(), "the refused greedy run should not have evaluated anything")
+
+if failures:
+    sys.exit("\n".join(failures))
+print("continue-from-solution: the recorded evaluation adopted for the same task and device (killed and resumed, "
+      "replayed), measured again for another device or task (killed and resumed), forged and --remeasure, "
+      "a failing kernel not attached, refusals")

@@ -162,6 +162,9 @@ class PackageTest(unittest.TestCase):
         self.assertTrue(ksearch.KernelLoadOptions().load_module)
         self.assertIs(o.weak_check, True)
         self.assertIsNone(o.continue_from_solution)  # K-Search's --continue-from-solution, off
+        self.assertIsNone(o.continue_from_world_model)  # and --continue-from-world-model
+        self.assertIs(o.start_from_starting_point, True)
+        self.assertIs(o.remeasure, False)
 
     def test_enums_and_bad_values_are_clear_errors(self):
         self.assertEqual(ksearch.Strategy("world_model"), ksearch.Strategy.WORLD_MODEL)
@@ -275,6 +278,52 @@ class PackageTest(unittest.TestCase):
         self.assertEqual((totals[False]["rejected"], totals[False]["fallbacks"], totals[False]["repairs"]), (3, 1, 0))
         # Lenient: committed at once, one repair per action.
         self.assertEqual(totals[True], {"edits": 1, "rejected": 0, "fallbacks": 0, "repairs": 3, "repaired_edits": 1})
+
+    def test_warm_starts_from_another_run(self):
+        """continue_from_solution adopts the evaluation a run folder recorded for this task on this
+        device (remeasure measures it again); continue_from_world_model starts from that run's tree."""
+        source = self.work / "source"
+        ksearch.run_search(SCALE3, llm=ksearch.LlmOptions.from_callback(lambda req: GOOD), strategy="greedy",
+                           language="cpp", budget={"max_rounds": 1}, eval=self.host_eval(), run_dir=source)
+        seed_id = json.loads((source / "best.json").read_text())["solution_id"]
+        other = GOOD.replace("3.0f * x[i]", "x[i] * 3.0f")
+
+        def run(name, **kw):
+            prompts = []
+
+            def model(req):
+                prompts.append((req.kind, req.prompt))
+                return other  # no world-model answer: the deterministic starting tree stands in
+            ksearch.run_search(SCALE3, llm=ksearch.LlmOptions.from_callback(model), strategy="world_model",
+                               language="cpp", budget={"max_rounds": 2}, eval=self.host_eval(),
+                               run_dir=self.work / name, **kw)
+            attempts = [json.loads(line) for line in (self.work / name / "attempts.jsonl").read_text().splitlines()]
+            return prompts, attempts
+
+        prompts, attempts = run("continued", continue_from_solution=source)
+        self.assertEqual((attempts[0]["round"], attempts[0]["solution_id"]), (0, seed_id))  # adopted: not a round
+        self.assertEqual([a["round"] for a in attempts], [0, 1, 2])
+        recorded = json.loads(next((self.work / "continued" / "attempts").glob("0000-*")).joinpath("eval.json")
+                              .read_text())
+        self.assertIn(str(source), recorded["metrics"]["recorded_from"])
+        generate = [p for k, p in prompts if k == ksearch.PromptKind.GENERATE]
+        self.assertIn("3.0f * x[i]", generate[0])  # the first cycle builds on the given kernel
+        manifest = json.loads((self.work / "continued" / "manifest.json").read_text())
+        self.assertIs(manifest["config"]["continue_from_solution_eval"]["adopted"], True)
+
+        _, attempts = run("remeasured", continue_from_solution=source, remeasure=True)
+        self.assertEqual((attempts[0]["round"], attempts[0]["solution_id"]), (1, seed_id))  # measured: round 1
+
+        prompts, attempts = run("imported", continue_from_world_model=self.work / "continued")
+        self.assertNotIn(ksearch.PromptKind.WM_INIT, [k for k, _ in prompts])  # the tree came from that run
+        events = [json.loads(line) for line in (self.work / "imported" / "events.jsonl").read_text().splitlines()]
+        imported = [e for e in events if e["type"] == "world_model_imported"]
+        self.assertEqual(len(imported), 1)
+        self.assertEqual(imported[0]["format"], "ksearch-run")
+        self.assertEqual(imported[0]["solutions"][0]["solution_id"], seed_id)
+        with self.assertRaises(ksearch.KsearchError) as cm:
+            run("refused", continue_from_world_model=self.work / "nothing-here")
+        self.assertIn("continue_from_world_model", str(cm.exception))
 
     def test_batch_callback_gets_parallel_prompts_at_once(self):
         batches = []

@@ -162,6 +162,36 @@ TEST_CASE("report data: attempts with best so far, LLM usage per round, snapshot
   CHECK(d["warnings"].empty());
 }
 
+TEST_CASE("report data: an evaluation adopted from another run is the best so far from the first point") {
+  auto dir = test::scratch_dir("report_adopted");
+  RunStore s = RunStore::create(dir, Json::obj({{"task", Json::obj({{"name", "tests/synthetic"}})},
+                                                {"config", Json::obj({{"strategy", "world_model"}, {"max_rounds", 1}})},
+                                                {"status", "running"}}));
+  Solution seed = sol("void k() { /* continued */ }\n"), r1 = sol("void k() { /* slower */ }\n");
+  AttemptRecord a0;
+  a0.seq = 0;
+  a0.round = 0;  // adopted, not a round
+  a0.solution = seed;
+  a0.eval = passed(1.5, 3.0);
+  a0.eval.solution_id = seed.id;
+  a0.eval.metrics["recorded_from"] = "/elsewhere/best.json";
+  s.record_attempt(a0);
+  AttemptRecord a1;
+  a1.seq = 1;
+  a1.round = 1;
+  a1.solution = r1;
+  a1.eval = passed(4.0, 3.0);
+  a1.eval.solution_id = r1.id;
+  s.record_attempt(a1);
+  Json d = run_report_data(dir);
+  const Json& at = d["attempts"];
+  REQUIRE(at.size() == 2);
+  CHECK(at[0]["best_ms"].as_number() == doctest::Approx(1.5));
+  CHECK(at[0]["improved"].as_bool());
+  CHECK(at[1]["best_ms"].as_number() == doctest::Approx(1.5));  // round 1 (4 ms) does not beat it
+  CHECK_FALSE(at[1]["improved"].as_bool());
+}
+
 TEST_CASE("report page: code and text from the run cannot break out of the page") {
   // A kernel whose source would end the data block or the page's script if
   // it were pasted in unescaped, and a placeholder the template uses.

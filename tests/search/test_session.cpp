@@ -317,3 +317,71 @@ TEST_CASE("session: the cost budget stops new LLM requests") {
   CHECK(s.run(toy) == "max_cost");
   CHECK(llm.used() == 2);
 }
+
+namespace {
+
+// Starts from a kernel whose evaluation was recorded elsewhere, knows
+// another one by its code only, then runs the toy loop.
+class WarmToyStrategy : public ToyStrategy {
+ public:
+  void run(SearchContext& ctx) override {
+    Solution seed = core::parse_candidate(test::answer("passed 2.0", "seed"), Language::cpp);
+    EvalResult recorded;
+    recorded.status = EvalStatus::passed;
+    recorded.solution_id = seed.id;
+    recorded.latency_ms = 2.0;
+    recorded.score = 0.5;
+    adopted = ctx.adopt_recorded(seed, recorded, "/elsewhere/attempts/0001-x");
+    known = core::parse_candidate(test::answer("passed 0.1", "known"), Language::cpp);
+    ctx.add_solution(known);
+    found_known = ctx.find_solution(known.id).has_value();
+    known_has_eval = ctx.find_eval(known.id).has_value();
+    ToyStrategy::run(ctx);
+  }
+  EvalResult adopted;
+  Solution known;
+  bool found_known = false;
+  bool known_has_eval = true;
+};
+
+}  // namespace
+
+TEST_CASE("session: an adopted recorded evaluation is an uncounted attempt that may be the best; resume replays it") {
+  auto dir = test::scratch_dir("session_adopt");
+  {
+    Fixture f;
+    test::ScriptedLlm llm({test::answer("passed 3.0", "a")});
+    RunStore store = RunStore::create(dir, Json::object());
+    Session s(f.task, f.evaluator, llm, f.wm, store, config(1));
+    WarmToyStrategy warm;
+    s.run(warm);
+    CHECK(f.evaluator.evaluations == 1);  // round 1 only: the recorded one is not measured
+    CHECK(s.rounds_used() == 1);
+    CHECK(warm.adopted.metrics.get_string("recorded_from") == "/elsewhere/attempts/0001-x");
+    // Known by its code, with no result: never compared with, never the best.
+    CHECK(warm.found_known);
+    CHECK_FALSE(warm.known_has_eval);
+    REQUIRE(s.best().has_value());
+    CHECK(s.best()->round == 0);  // the recorded kernel (2.0 ms) beats round 1's (3.0 ms)
+    CHECK(s.best()->eval.latency_ms == doctest::Approx(2.0));
+    auto at = store.attempts();
+    REQUIRE(at.size() == 2);
+    CHECK(at[0].round == 0);
+    CHECK(at[0].eval.metrics.get_string("recorded_from") == "/elsewhere/attempts/0001-x");
+    CHECK(at[1].round == 1);
+    CHECK(store.best()->solution.id == at[0].solution.id);
+    CHECK(store.manifest()["totals"]["best"].get_string("solution_id") == at[0].solution.id);
+  }
+  // Resumed with one more round: the adopted attempt comes from the journal.
+  Fixture f;
+  test::ScriptedLlm llm({test::answer("passed 1.0", "b")});
+  RunStore store = RunStore::open(dir);
+  Session s(f.task, f.evaluator, llm, f.wm, store, config(2));
+  WarmToyStrategy warm;
+  s.run(warm);
+  CHECK(s.replayed_evaluations() == 2);
+  CHECK(f.evaluator.evaluations == 1);  // round 2 only
+  CHECK(store.attempts().size() == 3);
+  CHECK(s.best()->round == 2);
+  CHECK(s.best()->eval.latency_ms == doctest::Approx(1.0));
+}

@@ -64,6 +64,19 @@ class FakeContext final : public SearchContext {
   EvalResult evaluate_uncounted(Solution& solution, const std::string& purpose) override {
     return run(solution, purpose, false);
   }
+  EvalResult adopt_recorded(Solution& solution, EvalResult recorded, const std::string& source) override {
+    solution.finalize();
+    recorded.solution_id = solution.id;
+    recorded.metrics["recorded_from"] = source;
+    attempts.push_back({solution, "recorded evaluation (" + source + ")", recorded, false});
+    if (recorded.passed() && (!best_ || recorded.latency_ms < best_->eval.latency_ms))
+      best_ = BestSolution{solution, recorded, 0};
+    return recorded;
+  }
+  void add_solution(const Solution& solution) override {
+    Solution s = solution;
+    known.push_back(s.finalize());
+  }
 
   int rounds_used() const override { return rounds_used_; }
   int rounds_left() const override { return config_.max_rounds - rounds_used_; }
@@ -74,6 +87,8 @@ class FakeContext final : public SearchContext {
   std::optional<Solution> find_solution(const std::string& id) const override {
     for (const auto& a : attempts)
       if (a.solution.id == id) return a.solution;
+    for (const auto& k : known)
+      if (k.id == id) return k;
     return std::nullopt;
   }
   std::optional<EvalResult> find_eval(const std::string& id) const override {
@@ -101,6 +116,7 @@ class FakeContext final : public SearchContext {
   }
 
   std::vector<Attempt> attempts;
+  std::vector<Solution> known;  // add_solution's
   std::vector<Event> events;
   Json state;
 

@@ -381,7 +381,7 @@ class SearchOptions(_Options):
     _struct, _init, _version = "ks_search_options", "ks_search_options_init", "KS_SEARCH_OPTIONS_VERSION"
     _nested = {"budget": BudgetOptions, "world_model": WorldModelOptions, "tune": TuneOptions,
                "eval": EvalOptions, "llm": LlmOptions}
-    _bools = ("language_from_task", "weak_check")
+    _bools = ("language_from_task", "weak_check", "start_from_starting_point", "remeasure")
     _callbacks = ("progress", "event")
     _special = ("cancel",)
     task: Optional[str]
@@ -402,6 +402,9 @@ class SearchOptions(_Options):
     cancel: Any
     weak_check: bool
     continue_from_solution: Optional[PathLike]
+    continue_from_world_model: Optional[PathLike]
+    start_from_starting_point: bool
+    remeasure: bool
 
 
 class ResumeOptions(_Options):

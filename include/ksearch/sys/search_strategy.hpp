@@ -76,6 +76,15 @@ class KS_API SearchContext {
   // Evaluations of solutions outside the round budget (e.g. a seed solution
   // or the reference); journaled, not counted as rounds.
   virtual EvalResult evaluate_uncounted(Solution& solution, const std::string& purpose) = 0;
+  // A kernel whose evaluation another run of the same task on the same
+  // device recorded (a warm start): journaled as an attempt that does not
+  // count as a round, with the recorded result (metrics.recorded_from names
+  // `source`), and it may become the best so far like a measured one.
+  virtual EvalResult adopt_recorded(Solution& solution, EvalResult recorded, const std::string& source) = 0;
+  // Makes a kernel known to find_solution without evaluating it (an
+  // imported tree's kernel measured elsewhere): a base to build on, never
+  // the best so far, and find_eval knows no result for it.
+  virtual void add_solution(const Solution& solution) = 0;
 
   virtual int rounds_used() const = 0;
   virtual int rounds_left() const = 0;

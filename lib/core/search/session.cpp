@@ -587,7 +587,8 @@ std::vector<LlmResponse> Session::llm_batch(const std::vector<LlmRequest>& reque
 }
 
 EvalResult Session::finish_attempt(Solution& s, const std::string& action, bool counted,
-                                   std::optional<EvalResult> live_result, const std::string& raw_answer) {
+                                   std::optional<EvalResult> live_result, const std::string& raw_answer,
+                                   bool adopted) {
   ensure_running();
   const std::size_t seq = eval_seq_;
   const bool replayed = seq < journal_evals_.size();
@@ -655,7 +656,7 @@ EvalResult Session::finish_attempt(Solution& s, const std::string& action, bool 
     evals_[s.id] = r;
   }
   bool improved = false;
-  if (counted && r.passed() && r.score > 0 && (!best_ || r.score > best_->eval.score)) {
+  if ((counted || adopted) && r.passed() && r.score > 0 && (!best_ || r.score > best_->eval.score)) {
     best_ = BestSolution{s, r, round};
     improved = true;
     // A replayed improvement is already on disk, or a later one is: writing
@@ -671,13 +672,13 @@ EvalResult Session::finish_attempt(Solution& s, const std::string& action, bool 
   if (!r.passed()) ev.summary = r.summary();
   emit(ev);
   if (improved) emit(events::BestImproved{round, s.id, r.latency_ms, r.speedup});
-  if (counted) {
+  if (counted || improved) {
     Json m = store_.manifest();
     m["totals"] = totals();
     m["status"] = "running";
     if (!replayed) store_.write_manifest(m);
-    report(action, s, r, improved, replayed, recorded != nullptr);
   }
+  if (counted) report(action, s, r, improved, replayed, recorded != nullptr);
   return r;
 }
 
@@ -804,6 +805,24 @@ EvalResult Session::evaluate_uncounted(Solution& solution, const std::string& pu
   if (solution.task.empty()) solution.task = task_.name();
   solution.finalize();
   return finish_attempt(solution, purpose, false, std::nullopt, "");
+}
+
+EvalResult Session::adopt_recorded(Solution& solution, EvalResult recorded, const std::string& source) {
+  if (solution.task.empty()) solution.task = task_.name();
+  solution.finalize();
+  // The attempt says where its result was measured; a later look at the run
+  // (show, the report) tells it from one measured here.
+  recorded.metrics["recorded_from"] = source;
+  return finish_attempt(solution, "recorded evaluation (" + source + ")", false, std::move(recorded), "", true);
+}
+
+void Session::add_solution(const Solution& solution) {
+  Solution s = solution;
+  if (s.task.empty()) s.task = task_.name();
+  s.finalize();
+  // Code only: evals_ stays without it, so neither the best so far nor a
+  // cycle's comparison with its base kernel rests on a result measured elsewhere.
+  solutions_.emplace(s.id, std::move(s));
 }
 
 std::optional<Solution> Session::find_solution(const std::string& id) const {

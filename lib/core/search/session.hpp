@@ -105,6 +105,8 @@ class Session final : public SearchContext {
   EvalResult record_failed_round(const std::string& action, const std::string& why,
                                  const std::string& raw_answer) override;
   EvalResult evaluate_uncounted(Solution& solution, const std::string& purpose) override;
+  EvalResult adopt_recorded(Solution& solution, EvalResult recorded, const std::string& source) override;
+  void add_solution(const Solution& solution) override;
   int rounds_used() const override { return rounds_used_; }
   int rounds_left() const override { return std::max(0, config_.max_rounds - rounds_used_); }
   bool should_stop() const override { return !stop_reason().empty(); }
@@ -159,8 +161,11 @@ class Session final : public SearchContext {
   EvalResult evaluate_live(const Solution& s, bool counted);
   [[noreturn]] void stop_for_cancel(const std::string& by);
   // Journals (or replays) one attempt and does the bookkeeping of a round.
+  // `adopted`: an uncounted attempt with a recorded result that may still
+  // become the best (adopt_recorded).
   EvalResult finish_attempt(Solution& s, const std::string& action, bool counted,
-                            std::optional<EvalResult> live_result, const std::string& raw_answer);
+                            std::optional<EvalResult> live_result, const std::string& raw_answer,
+                            bool adopted = false);
   void report(const std::string& action, const Solution& s, const EvalResult& r, bool improved,
               bool replayed, bool recorded);
   [[noreturn]] void diverged(const std::string& what) const;

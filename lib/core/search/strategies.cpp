@@ -18,6 +18,93 @@ std::unique_ptr<SearchStrategy> make_strategy(const std::string& name) {
               fmt::format("unknown strategy \"{}\" (known: world_model, greedy, tune)", name));
 }
 
+// ---------------------------------------------------------------------------
+// Warm starts
+
+Json RecordedEvaluation::to_json() const {
+  return Json::obj({{"eval", eval.to_json()},
+                    {"source", source},
+                    {"task_fingerprint", task_fingerprint},
+                    {"device", device.to_json()},
+                    {"adopted", adopted},
+                    {"why", why}});
+}
+
+RecordedEvaluation RecordedEvaluation::from_json(const Json& j) {
+  if (!j.is_object()) throw Error(Status::invalid_argument, "recorded evaluation: must be an object");
+  util::FieldReader r(j, "recorded evaluation");
+  r.allow({"eval", "source", "task_fingerprint", "device", "adopted", "why"});
+  RecordedEvaluation e;
+  e.eval = EvalResult::from_json(r.required_object("eval"));
+  e.source = j.get_string("source");
+  e.task_fingerprint = j.get_string("task_fingerprint");
+  e.device = DeviceInfo::from_json(j["device"]);
+  if (const Json* a = j.find("adopted"); a && !a->is_null()) {
+    if (!a->is_bool()) throw Error(Status::invalid_argument, "recorded evaluation: \"adopted\" must be true or false");
+    e.adopted = a->as_bool();
+  }
+  e.why = j.get_string("why");
+  return e;
+}
+
+Json WorldModelImport::to_json() const {
+  Json sols = Json::array();
+  for (const auto& s : solutions)
+    sols.push_back(Json::obj({{"solution", s.solution.to_json()},
+                              {"original_id", s.original_id},
+                              {"recorded", s.recorded ? s.recorded->to_json() : Json()}}));
+  return Json::obj({{"source", source},
+                    {"format", format},
+                    {"tree", tree},
+                    {"solutions", sols},
+                    {"repairs", util::string_array(repairs)}});
+}
+
+WorldModelImport WorldModelImport::from_json(const Json& j) {
+  const std::string what = "continue_from_world_model";
+  if (!j.is_object()) throw Error(Status::invalid_argument, what + ": must be an object");
+  util::FieldReader r(j, what);
+  r.allow({"source", "format", "tree", "solutions", "repairs"});
+  WorldModelImport w;
+  w.source = j.get_string("source");
+  w.format = r.required_string("format");
+  if (w.format != "ksearch-run" && w.format != "ksearch-snapshot" && w.format != "k-search")
+    throw Error(Status::invalid_argument,
+                fmt::format("{}: format must be ksearch-run, ksearch-snapshot or k-search, is \"{}\"", what, w.format));
+  w.tree = r.required_object("tree");
+  // The tree must load as it will when the search starts.
+  try {
+    make_tree_world_model()->load_json(w.tree);
+  } catch (const Error& e) {
+    throw Error(Status::invalid_argument, fmt::format("{}: tree: {}", what, e.what()));
+  }
+  if (const Json* sols = j.find("solutions"); sols && !sols->is_null()) {
+    if (!sols->is_array()) throw Error(Status::invalid_argument, what + ": solutions must be an array");
+    for (std::size_t i = 0; i < sols->size(); ++i) {
+      const Json& sj = (*sols)[i];
+      const std::string where = fmt::format("{}: solutions[{}]", what, i);
+      if (!sj.is_object()) throw Error(Status::invalid_argument, where + " must be an object");
+      util::FieldReader sr(sj, where);
+      sr.allow({"solution", "original_id", "recorded"});
+      ImportedSolution s;
+      try {
+        s.solution = Solution::from_json(sr.required_object("solution"));
+        if (const Json* rec = sj.find("recorded"); rec && !rec->is_null())
+          s.recorded = RecordedEvaluation::from_json(*rec);
+      } catch (const Error& e) {
+        throw Error(Status::invalid_argument, fmt::format("{}: {}", where, e.what()));
+      }
+      s.original_id = sj.get_string("original_id");
+      w.solutions.push_back(std::move(s));
+    }
+  }
+  w.repairs = util::string_list(j.find("repairs"), what + ": repairs");
+  return w;
+}
+
+// ---------------------------------------------------------------------------
+// SearchConfig
+
 Json SearchConfig::to_json() const {
   return Json::obj({{"strategy", strategy},
                     {"language", to_string(language)},
@@ -35,7 +122,13 @@ Json SearchConfig::to_json() const {
                     {"max_wall_s", max_wall_s},
                     {"max_answer_bytes", static_cast<std::int64_t>(max_answer_bytes)},
                     {"model", model},
-                    {"continue_from_solution", continue_from_solution ? continue_from_solution->to_json() : Json()}});
+                    {"continue_from_solution", continue_from_solution ? continue_from_solution->to_json() : Json()},
+                    {"continue_from_solution_eval",
+                     continue_from_solution_eval ? continue_from_solution_eval->to_json() : Json()},
+                    {"continue_from_world_model",
+                     continue_from_world_model ? continue_from_world_model->to_json() : Json()},
+                    {"start_from_starting_point", start_from_starting_point},
+                    {"remeasure", remeasure}});
 }
 
 SearchConfig SearchConfig::from_json(const Json& j) {
@@ -71,6 +164,26 @@ SearchConfig SearchConfig::from_json(const Json& j) {
     c.continue_from_solution = Solution::from_json(*seed);
     c.continue_from_solution->finalize();
   }
+  if (const Json* rec = j.find("continue_from_solution_eval"); rec && !rec->is_null()) {
+    try {
+      c.continue_from_solution_eval = RecordedEvaluation::from_json(*rec);
+    } catch (const Error& e) {
+      throw Error(Status::invalid_argument,
+                  fmt::format("search configuration: continue_from_solution_eval: {}", e.what()));
+    }
+  }
+  if (const Json* wm = j.find("continue_from_world_model"); wm && !wm->is_null())
+    c.continue_from_world_model = WorldModelImport::from_json(*wm);
+  // Absent in a manifest written before the seed existed: that run did not use it.
+  auto flag = [&](const char* key) {
+    const Json* v = j.find(key);
+    if (!v || v->is_null()) return false;
+    if (!v->is_bool())
+      throw Error(Status::invalid_argument, fmt::format("search configuration: {} must be true or false", key));
+    return v->as_bool();
+  };
+  c.start_from_starting_point = flag("start_from_starting_point");
+  c.remeasure = flag("remeasure");
   c.validate();
   return c;
 }
@@ -97,6 +210,29 @@ void SearchConfig::validate() const {
   if (continue_from_solution && max_rounds < 2)
     bad(fmt::format("continue_from_solution needs max_rounds >= 2 (round 1 evaluates the given kernel), is {}",
                     max_rounds));
+  if (continue_from_solution_eval && !continue_from_solution)
+    bad("continue_from_solution_eval is the evaluation of continue_from_solution, which is not set");
+  // An adopted evaluation stands for a measurement of that very kernel: a
+  // manifest that says otherwise was changed.
+  if (continue_from_solution_eval && continue_from_solution && continue_from_solution_eval->adopted &&
+      (continue_from_solution_eval->eval.solution_id != continue_from_solution->id ||
+       !continue_from_solution_eval->eval.passed()))
+    bad(fmt::format("continue_from_solution_eval is adopted, but it is a {} evaluation of solution {}, not a passing "
+                    "one of the given {}",
+                    to_string(continue_from_solution_eval->eval.status), continue_from_solution_eval->eval.solution_id,
+                    continue_from_solution->id));
+  if (continue_from_world_model && strategy != "world_model")
+    bad(fmt::format("continue_from_world_model is read by the world_model strategy, not by {}", strategy));
+  if (continue_from_world_model)
+    for (const auto& s : continue_from_world_model->solutions) {
+      if (s.recorded && s.recorded->adopted &&
+          (s.recorded->eval.solution_id != s.solution.id || !s.recorded->eval.passed()))
+        bad(fmt::format("continue_from_world_model adopts a {} evaluation of solution {} for the solution {}",
+                        to_string(s.recorded->eval.status), s.recorded->eval.solution_id, s.solution.id));
+      if (s.solution.language != language)
+        bad(fmt::format("continue_from_world_model holds the {} solution {}, and the run's language is {}",
+                        to_string(s.solution.language), s.solution.id, to_string(language)));
+    }
   bool known = false;
   for (const auto& n : strategy_names()) known = known || n == strategy;
   if (!known) bad(fmt::format("unknown strategy \"{}\" (known: world_model, greedy, tune)", strategy));

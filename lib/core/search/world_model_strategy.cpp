@@ -179,13 +179,14 @@ class WorldModelStrategy final : public SearchStrategy {
   void run(SearchContext& ctx) override {
     WorldModel& wm = ctx.world_model();
     if (!wm.initialized()) {
-      initialize(ctx);
-      if (ctx.config().continue_from_solution) warm_start(ctx, *ctx.config().continue_from_solution);
-    } else if (ctx.config().continue_from_solution) {
+      start(ctx);
+    } else if (ctx.config().continue_from_solution || ctx.config().continue_from_world_model) {
       // (A resumed run starts empty and replays its journal: only a host's own
       // world model can arrive initialized.)
       throw Error(Status::invalid_argument,
-                  "continue_from_solution needs a world model that starts empty; this one is initialized already");
+                  fmt::format("{} needs a world model that starts empty; this one is initialized already",
+                              ctx.config().continue_from_world_model ? "continue_from_world_model"
+                                                                     : "continue_from_solution"));
     }
     slots_.assign(static_cast<std::size_t>(std::max(1, ctx.config().parallel)), Slot{});
     for (;;) {
@@ -288,33 +289,104 @@ class WorldModelStrategy final : public SearchStrategy {
     ctx.snapshot_world_model();
   }
 
-  // K-Search's --continue-from-solution: the kernel is evaluated again (a
-  // round of its own) and, when it passes, attached to the root, so that
-  // the actions under the root take it as their base kernel (the generate
-  // prompt shows it). One that fails is reported and the search starts from
-  // the task.
-  void warm_start(SearchContext& ctx, const Solution& seed) {
-    constexpr std::string_view kPrefix = "continue-from: ";
+  // How the search starts, before its first cycle: the tree from wm_init
+  // or imported (K-Search's --continue-from-world-model), then the kernel
+  // at its root: the given one (--continue-from-solution) or, when nothing
+  // was given, the task's starting point in the run's language.
+  void start(SearchContext& ctx) {
+    const SearchConfig& cfg = ctx.config();
+    if (cfg.continue_from_world_model) import_world_model(ctx, *cfg.continue_from_world_model);
+    else initialize(ctx);
+    if (cfg.continue_from_solution) {
+      warm_start(ctx, *cfg.continue_from_solution, cfg.continue_from_solution_eval, "continue_from_solution");
+    } else if (!cfg.continue_from_world_model && cfg.start_from_starting_point) {
+      for (const auto& sp : ctx.task().spec().starting_points) {
+        if (sp.language != cfg.language) continue;
+        warm_start(ctx, sp, std::nullopt, "starting_point");
+        break;
+      }
+    }
+  }
+
+  // Another run's tree instead of wm_init. Its kernels become known to the
+  // run: those whose recorded evaluation was adopted (the same task and
+  // device) as uncounted attempts with that result, which may be the best
+  // so far; the others as code only (a base for the actions under them,
+  // their numbers left as the tree's evidence).
+  void import_world_model(SearchContext& ctx, const WorldModelImport& in) {
+    WorldModel& wm = ctx.world_model();
+    wm.load_json(in.tree);
+    Json solutions = Json::array();
+    for (const auto& imp : in.solutions) {
+      Solution s = imp.solution;
+      Json j = Json::obj({{"solution_id", s.id}});
+      if (!imp.original_id.empty()) j["original_id"] = imp.original_id;
+      if (imp.recorded && imp.recorded->adopted) {
+        ctx.adopt_recorded(s, imp.recorded->eval, imp.recorded->source);
+        j["evaluation"] = "recorded";
+      } else {
+        ctx.add_solution(s);
+        j["evaluation"] = "none (code only)";
+      }
+      if (imp.recorded) j["why"] = imp.recorded->why;
+      solutions.push_back(std::move(j));
+    }
+    std::size_t nodes = 0;
+    if (const Json* dt = in.tree.find("decision_tree"))
+      if (const Json* n = dt->find("nodes"); n && n->is_array()) nodes = n->size();
+    Json repairs = Json::array();
+    for (const auto& r : in.repairs) repairs.push_back(r);
+    ctx.event("world_model_imported", Json::obj({{"source", in.source},
+                                                 {"format", in.format},
+                                                 {"nodes", static_cast<std::int64_t>(nodes)},
+                                                 {"solutions", std::move(solutions)},
+                                                 {"repairs", std::move(repairs)}}));
+    ctx.snapshot_world_model();
+  }
+
+  // K-Search's --continue-from-solution, and the task's starting point: the
+  // kernel is evaluated again (a round of its own), or its recorded
+  // evaluation is adopted (not a round) where run_search found it was
+  // measured for this task on this device. When it passes and the root
+  // holds no kernel yet (an imported tree's may), it is attached to the
+  // root, so that the actions under the root take it as their base kernel
+  // (the generate prompt shows it). One that fails is reported and the
+  // search starts from the task.
+  void warm_start(SearchContext& ctx, const Solution& seed, const std::optional<RecordedEvaluation>& recorded,
+                  const std::string& source) {
+    const std::string prefix = source == "starting_point" ? "starting point: " : "continue-from: ";
     Solution s = seed;
     s.parent_id.clear();
     s.task.clear();  // another run's task name; the evaluation fills in this one's
     const std::string name = seed.name.empty() ? seed.id : seed.name;
-    s.name = name.rfind(kPrefix, 0) == 0 ? name : std::string(kPrefix) + name;
+    s.name = name.rfind(prefix, 0) == 0 ? name : prefix + name;
     s.finalize();  // the id is the content's: the same kernel keeps its id
-    const EvalResult r = ctx.evaluate(s, "continue from the given solution");
-    ctx.event("warm_start", Json::obj({{"solution_id", s.id},
-                                       {"status", to_string(r.status)},
-                                       {"attached_to_root", r.passed()},
-                                       {"why", r.passed() ? "the given solution passed: the actions under the root "
-                                                            "build on it"
-                                                          : "the given solution did not pass: the search starts "
-                                                            "from the task"}}));
-    if (!r.passed()) return;
-    last_code_ = kernel_text(s);
+    const bool adopted = recorded && recorded->adopted;
+    const EvalResult r = adopted ? ctx.adopt_recorded(s, recorded->eval, recorded->source)
+                                 : ctx.evaluate(s, source == "starting_point" ? "start from the task's starting point"
+                                                                              : "continue from the given solution");
     WorldModel& wm = ctx.world_model();
     const Json tree = wm.to_json();
     const Json* dt = tree.find("decision_tree");
     const std::string root = dt ? dt->get_string("root_id", "root") : "root";
+    const std::string held = wm.action(root).solution_id;
+    const bool attach = r.passed() && held.empty();
+    const std::string what = source == "starting_point" ? "the task's starting point" : "the given solution";
+    Json ev = Json::obj({{"solution_id", s.id},
+                         {"source", source},
+                         {"evaluation", adopted ? "recorded" : "measured"}});
+    if (recorded) ev["evaluation_why"] = recorded->why;
+    ev["status"] = to_string(r.status);
+    ev["attached_to_root"] = attach;
+    ev["why"] = attach        ? what + " passed: the actions under the root build on it"
+                : r.passed()  ? fmt::format("{} passed, but the imported tree's root already holds the kernel {}: it "
+                                            "stays there",
+                                            what, held)
+                              : what + " did not pass: the search starts from the task";
+    ctx.event("warm_start", std::move(ev));
+    if (!r.passed()) return;
+    last_code_ = kernel_text(s);
+    if (!attach) return;
     SolutionRef ref;
     ref.solution_id = s.id;
     ref.solution_name = s.name;

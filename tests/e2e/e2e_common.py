@@ -144,3 +144,20 @@ def same_end(full, other, expect):
            f"{other.name}: manifest says {m['status']}, resumed {m.get('resumed')}")
     seqs = [e["journal_seq"] for e in jsonl(other / "events.jsonl") if "journal_seq" in e]
     expect(len(seqs) == len(set(seqs)) and seqs == sorted(seqs), f"{other.name}: strategy events duplicated")
+
+
+class Expectations:
+    """Checks that are all made before the script fails, so that one run
+    reports every broken expectation at once."""
+
+    def __init__(self):
+        self.failures = []
+
+    def __call__(self, cond, what):
+        if not cond:
+            self.failures.append(what)
+        return cond
+
+    def finish(self):
+        if self.failures:
+            sys.exit("\n".join(self.failures))

@@ -34,13 +34,7 @@ args, src, work = setup()
 transcript = src / "tests/fixtures/wm_e2e/transcript.jsonl"
 task = src / "tests/fixtures/tasks/scale3"
 env = dict(os.environ, KSEARCH_CACHE_DIR=str(work / "cache"))
-failures = []
-
-
-def expect(cond, what):
-    if not cond:
-        failures.append(what)
-    return cond
+expect = e2e_common.Expectations()
 
 
 def run_cmd(run_dir, rounds, *extra):
@@ -214,8 +208,7 @@ finish(run_cmd(work / "greedy", 2, "--continue-from-solution", str(source)) + ["
        "greedy.log", want=2)
 expect(not (work / "greedy" / "attempts.jsonl").exists(), "the refused greedy run should not have evaluated anything")
 
-if failures:
-    sys.exit("\n".join(failures))
+expect.finish()
 print("continue-from-solution: the recorded evaluation adopted for the same task and device (killed and resumed, "
       "replayed), measured again for another device or task (killed and resumed), forged and --remeasure, "
       "a failing kernel not attached, refusals")

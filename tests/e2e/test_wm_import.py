@@ -35,13 +35,7 @@ transcript = src / "tests/fixtures/wm_e2e/transcript.jsonl"
 task = src / "tests/fixtures/tasks/scale3"
 fixture = src / "tests/fixtures/ksearch_wm"
 env = dict(os.environ, KSEARCH_CACHE_DIR=str(work / "cache"))
-failures = []
-
-
-def expect(cond, what):
-    if not cond:
-        failures.append(what)
-    return cond
+expect = e2e_common.Expectations()
 
 
 def run_cmd(run_dir, rounds, *extra, answers=transcript, task_dir=task):
@@ -258,8 +252,7 @@ refused(run_cmd(work / "bad3", 2, "--continue-from-world-model", str(source), "-
 for d in ("bad1", "bad2", "bad3"):
     expect(not (work / d).exists(), f"a refused run should leave no folder ({d})")
 
-if failures:
-    sys.exit("\n".join(failures))
+expect.finish()
 print("continue-from-world-model: K-Search's files (normalised, kernel remapped, killed and resumed without them, "
       "replayed), a libksearch run (its kernel's evaluation adopted, killed and resumed), a snapshot, auto, "
       "refusals")

@@ -28,13 +28,7 @@ args, src, work = setup()
 transcript = src / "tests/fixtures/wm_e2e/transcript.jsonl"
 task = src / "tests/fixtures/tasks/scale3_start"
 env = dict(os.environ, KSEARCH_CACHE_DIR=str(work / "cache"))
-failures = []
-
-
-def expect(cond, what):
-    if not cond:
-        failures.append(what)
-    return cond
+expect = e2e_common.Expectations()
 
 
 def run_cmd(run_dir, rounds, *extra, task_dir=task):
@@ -121,7 +115,6 @@ after = journal(old)
 expect(after[:len(before)] == before and len(after) == 4 and not events(old, "warm_start"),
        f"an old run resumes without the seed: {before} -> {after}")
 
-if failures:
-    sys.exit("\n".join(failures))
+expect.finish()
 print("starting point: round 1 by default, at the root and the best so far (killed and resumed, replayed); "
       "not used with --no-starting-point, one round or none to use; old runs replay and resume without it")

@@ -48,12 +48,15 @@ class KindLlm : public LlmPolicy {
                     "active_leaf_id": "root", "nodes": [{"node_id": "root", "parent_id": null, "node_type": "root",
                     "decision": null, "choice": null, "notes": "1 2 3 4 5 6 7"}, )" +
                  node_json("a1", "root", "One", 0.9) + ", " + node_json("a2", "root", "Two", 0.8) + ", " +
-                 node_json("a3", "root", "Three", 0.7) + ", " + node_json("a4", "root", "Four", 0.6) + "]}}";
+                 node_json("a3", "root", "Three", 0.7) +
+                 (init_actions > 3 ? ", " + node_json("a4", "root", "Four", 0.6) : "") + "]}}";
         break;
       case PromptKind::wm_propose:
         ++proposals;
-        r.text = R"({"ops": [{"op": "insert_node", "parent_id": "root", "node": )" +
-                 node_json(fmt::format("p{:x}", h % 0xffffff), "root", fmt::format("Proposal {:x}", h % 0xffffff),
+        // Under the root (free at once), or under a1 (not executable until a1 has a kernel).
+        r.text = fmt::format(R"({{"ops": [{{"op": "insert_node", "parent_id": "{}", "node": )",
+                             propose_under) +
+                 node_json(fmt::format("p{:x}", h % 0xffffff), propose_under, fmt::format("Proposal {:x}", h % 0xffffff),
                            0.65) +
                  "}]}";
         break;
@@ -88,6 +91,8 @@ class KindLlm : public LlmPolicy {
   }
   std::string describe() const override { return "kinds"; }
 
+  int init_actions = 4;  // 3 or 4
+  std::string propose_under = "root";
   std::vector<PromptKind> kinds;
   std::vector<std::size_t> batch_sizes;
   int proposals = 0;
@@ -133,10 +138,10 @@ std::vector<Json> journal_events(const RunStore& store) {
 }
 
 // Runs (or resumes, when the folder exists) a world-model search.
-Run run_wm(const std::filesystem::path& dir, int rounds, int parallel, ProgressCallback progress = {}) {
+Run run_wm(const std::filesystem::path& dir, int rounds, int parallel, ProgressCallback progress = {},
+           KindLlm llm = {}) {
   SpecTask task{test::tiny_task_spec()};
   BatchEvaluator evaluator;
-  KindLlm llm;
   auto wm = make_tree_world_model();
   RunStore store = std::filesystem::exists(dir / "manifest.json") ? RunStore::open(dir)
                                                                     : RunStore::create(dir, Json::object());
@@ -218,4 +223,36 @@ TEST_CASE("world model, parallel 3: the same run twice is the same run; stopped 
   CHECK(resumed.tree == a.tree);
   REQUIRE(resumed.events.size() == a.events.size());
   for (std::size_t i = 0; i < a.events.size(); ++i) CHECK_MESSAGE(resumed.events[i] == a.events[i], "event ", i);
+}
+
+TEST_CASE("world model, parallel 4 on three actions: the free slot asks for a proposal, once until a cycle closes") {
+  auto started_before_first_finish = [](const Run& r) {
+    std::vector<std::string> ids;
+    for (const auto& e : r.events) {
+      if (e["type"].as_string() == "cycle_finished") break;
+      if (e["type"].as_string() == "cycle_started") ids.push_back(e["node_id"].as_string());
+    }
+    return ids;
+  };
+  auto proposals_before_first_finish = [](const Run& r) {
+    int n = 0;
+    for (const auto& e : r.events) {
+      if (e["type"].as_string() == "cycle_finished") break;
+      if (e["type"].as_string() == "world_model_edited" && e["kind"].as_string() == "wm_propose") ++n;
+    }
+    return n;
+  };
+  KindLlm free_proposals;
+  free_proposals.init_actions = 3;
+  Run r = run_wm(test::scratch_dir("wm_parallel_four_free"), 12, 4, {}, free_proposals);
+  auto ids = started_before_first_finish(r);
+  REQUIRE(ids.size() == 4);  // the fourth slot's proposal was free: it runs at once
+  CHECK(ids[3].rfind("p", 0) == 0);
+  CHECK(proposals_before_first_finish(r) == 1);
+
+  KindLlm never_free = free_proposals;
+  never_free.propose_under = "a1";  // a child of an action without a kernel cannot run yet
+  Run w = run_wm(test::scratch_dir("wm_parallel_four_waiting"), 12, 4, {}, never_free);
+  CHECK(started_before_first_finish(w).size() == 3);  // the fourth slot waits
+  CHECK(proposals_before_first_finish(w) == 1);       // and asks once, not at every step
 }

@@ -168,8 +168,11 @@ struct Slot {
   std::optional<Cycle> cycle;  // attempting, closing
   std::optional<EditJob> edit;  // proposing, closing
   // The tree version at which nothing was free for this slot (it waits for
-  // a change), and at which it last proposed because of that.
-  std::optional<std::uint64_t> waited_at, proposed_at;
+  // a change), and the count of closed cycles when it last proposed because
+  // of that (once per closed cycle: a model whose proposals are never free
+  // must not be asked again and again while the other cycles run).
+  std::optional<std::uint64_t> waited_at;
+  std::optional<int> proposed_after;
 };
 
 class WorldModelStrategy final : public SearchStrategy {
@@ -442,10 +445,10 @@ class WorldModelStrategy final : public SearchStrategy {
       return;
     }
     // Nothing is free while other cycles hold the frontier: ask for more
-    // actions once per tree version, else wait for their edits. (Alone, the
-    // slot has nothing to wait for: the search is done.)
-    if (!in_progress(&s).empty() && s.proposed_at != wm.version()) {
-      s.proposed_at = wm.version();
+    // actions once until another cycle closes, else wait for their edits.
+    // (Alone, the slot has nothing to wait for: the search is done.)
+    if (!in_progress(&s).empty() && s.proposed_after != cycles_closed_) {
+      s.proposed_after = cycles_closed_;
       start_propose(ctx, s);
       return;
     }
@@ -714,11 +717,13 @@ class WorldModelStrategy final : public SearchStrategy {
       emit(ctx, events::WorldModelFallback{"wm_too_hard"});
     }
     ctx.snapshot_world_model();
+    ++cycles_closed_;
     s = Slot{};
   }
 
   std::vector<Slot> slots_;
-  int cycles_ = 0;
+  int cycles_ = 0;         // started
+  int cycles_closed_ = 0;  // their edits applied
   // The last cycle's kernel (its best, else its last attempt), for the next
   // propose prompt. Rebuilt on resume, which replays the run's answers.
   std::string last_code_;

@@ -37,6 +37,7 @@
 #include "eval/host/guarded_memory.hpp"
 #include "eval/host/host_device.hpp"
 #include "eval/messages.hpp"
+#include "eval/phases.hpp"
 #include "eval/protocol.hpp"
 #include "eval/reference_store.hpp"
 #include "ksearch/error.hpp"
@@ -96,6 +97,7 @@ int kill_leftover_processes(bool sandboxed) {
 }
 
 int g_out = -1;  // the protocol's write end
+double g_main_started_s = 0;  // main()'s start, for the hello (sandbox_setup_s)
 
 void send(const msg::Reply& reply) {
   if (!write_frame(g_out, msg::to_json(reply))) std::_Exit(0);  // the parent is gone
@@ -298,7 +300,7 @@ int run_role(int in, const Args& args) {
     fatal(e.status(), e.what());
   }
   DeviceInfo info = device->info();
-  send(msg::Hello{.role = "run", .pid = static_cast<int>(::getpid()), .device = info});
+  send(msg::Hello{.role = "run", .pid = static_cast<int>(::getpid()), .device = info, .started_s = g_main_started_s});
   std::size_t budget = reference_budget(info);
   // Reference outputs share the limited address space with the candidate.
   if (args.memory_limit > 0) budget = std::min<std::size_t>(budget, args.memory_limit / 4);
@@ -363,7 +365,7 @@ int run_role(int in, const Args& args) {
 int compile_role(int in, const Args& args) {
 #if KS_HAVE_CUDA_BACKEND
   host::install_crash_reporter();  // a crash inside NVRTC is reported like a candidate's
-  send(msg::Hello{.role = "compile", .pid = static_cast<int>(::getpid())});
+  send(msg::Hello{.role = "compile", .pid = static_cast<int>(::getpid()), .started_s = g_main_started_s});
   std::map<std::string, std::unique_ptr<Compiler>> compilers;  // by architecture
   return serve(in, "compile worker", [&](msg::Request& request) {
     auto* compile = std::get_if<msg::Compile>(&request);
@@ -395,6 +397,7 @@ int compile_role(int in, const Args& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  g_main_started_s = monotonic_seconds();
   Args args = parse_args(argc, argv);
   // A candidate's process talks only on descriptor 3, to the run worker that started it.
   if (args.role == "candidate") return host::candidate_process_main(3, args.memory_limit, args.isolation);

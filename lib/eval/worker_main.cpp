@@ -98,6 +98,7 @@ int kill_leftover_processes(bool sandboxed) {
 
 int g_out = -1;  // the protocol's write end
 double g_main_started_s = 0;  // main()'s start, for the hello (sandbox_setup_s)
+PhaseClockType::time_point g_request_received;  // when the request in hand arrived
 
 void send(const msg::Reply& reply) {
   if (!write_frame(g_out, msg::to_json(reply))) std::_Exit(0);  // the parent is gone
@@ -264,6 +265,7 @@ std::unique_ptr<Device> open_device(const Args& args) {
 template <class Handler>
 int serve(int in, const char* role, Handler&& handle) {
   while (auto frame = read_frame(in)) {
+    g_request_received = PhaseClockType::now();
     try {
       msg::Request request = msg::request_from_json(*frame);
       if (std::holds_alternative<msg::Exit>(request)) break;
@@ -322,6 +324,9 @@ int run_role(int in, const Args& args) {
     }
     auto* evaluate = std::get_if<msg::Evaluate>(&request);
     if (!evaluate) return false;
+    // Decoding the request (a task, a candidate, an oracle's tensors) is
+    // part of its handover.
+    const double decode_s = std::chrono::duration<double>(PhaseClockType::now() - g_request_received).count();
     const std::string& key = evaluate->task_key;
     if (evaluate->task) tasks[key] = std::move(*evaluate->task);
     auto it = tasks.find(key);
@@ -357,7 +362,10 @@ int run_role(int in, const Args& args) {
     result.metrics["worker_pid"] = static_cast<int>(::getpid());
     if (const std::string iso = host::candidate_isolation(); !iso.empty()) result.metrics["candidate_isolation"] = iso;
     result.metrics["worker_loaded_builds"] = loaded_builds;
-    send(msg::Finished{std::move(result), restart});
+    PhaseTimes phases = flow.phases();
+    phases[Phase::transfers] += decode_s;
+    phases.wall_s = std::chrono::duration<double>(PhaseClockType::now() - g_request_received).count();
+    send(msg::Finished{std::move(result), restart, phases});
     return true;
   });
 }

@@ -1,12 +1,17 @@
 // The phase clock and the phase figures that travel in the protocol
-// (eval/phases.hpp).
+// (eval/phases.hpp), and that the documentation names every phase the code
+// reports.
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <fstream>
+#include <set>
+#include <sstream>
 #include <thread>
 
 #include "eval/phases.hpp"
 #include "ksearch/error.hpp"
+#include "support/test_util.hpp"
 
 using namespace ks;
 using namespace ks::eval;
@@ -88,4 +93,33 @@ TEST_CASE("phases: the figures survive JSON, name every phase, and refuse nonsen
   PhaseTimes sum = partial;
   sum += partial;
   CHECK(sum[Phase::checks] == 3);
+}
+
+TEST_CASE("phases: docs/evaluation.md documents exactly the keys of metrics.phases") {
+  std::ifstream in(ks::test::source_dir() / "docs/evaluation.md");
+  REQUIRE(in);
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string doc = text.str();
+  const auto begin = doc.find("## Where the time goes");
+  REQUIRE(begin != std::string::npos);
+  const auto end = doc.find("\n## ", begin + 1);
+  const std::string section = doc.substr(begin, end - begin);
+  // The table's first column: | `name_s` | ...
+  std::set<std::string> documented;
+  std::istringstream lines(section);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("| `", 0) != 0) continue;
+    const auto close = line.find('`', 3);
+    if (close != std::string::npos) documented.insert(line.substr(3, close - 3));
+  }
+  std::set<std::string> reported;
+  const Json keys = PhaseTimes{}.to_json();
+  for (const auto& [key, v] : keys.as_object()) reported.insert(key);
+  auto join = [](const std::set<std::string>& names) {
+    std::string s;
+    for (const auto& k : names) s += k + " ";
+    return s;
+  };
+  CHECK_MESSAGE(documented == reported, "documented: ", join(documented), "\nreported:   ", join(reported));
 }

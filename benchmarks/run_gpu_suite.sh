@@ -28,6 +28,9 @@ if want bench; then
   echo "== bench_eval"
   timeout 300 "$build/benchmarks/eval/bench_eval" > "$out/bench_eval.log" 2>&1
   tail -32 "$out/bench_eval.log"
+  echo "== bench_phases (where an evaluation's time goes)"
+  timeout 580 "$build/benchmarks/eval/bench_phases" --gpu --json "$out/bench_phases.json" > "$out/bench_phases.log" 2>&1
+  cat "$out/bench_phases.log"
   echo "== bench_sandbox"
   timeout 300 "$build/benchmarks/eval/bench_sandbox" > "$out/bench_sandbox.log" 2>&1
   cat "$out/bench_sandbox.log"

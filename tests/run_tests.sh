@@ -1,6 +1,7 @@
 #!/bin/sh
 # Builds libksearch and runs its tests: installs missing Debian packages,
-# configures a Release build in build/, builds everything, runs ctest.
+# configures a Release build in build/, builds everything, runs ctest, then
+# prints where an evaluation's time goes on the host (bench_phases).
 # GPU tests (label `gpu`) skip themselves where no GPU is present.
 set -eu
 cd "$(dirname "$0")/.."
@@ -12,4 +13,16 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DKS_WERROR=ON
 cmake --build build -j"$(nproc)"
 # Where the tests run: the host, whether candidates can be sandboxed, CUDA.
 build/examples/cli/ksearch devices || true
-ctest --test-dir build --output-on-failure -j"$(nproc)" "$@"
+status=0
+ctest --test-dir build --output-on-failure -j"$(nproc)" "$@" || status=$?
+# The guard against evaluation slowdowns (issue 24): the phases of host
+# evaluations as a table in every log, so a slowdown shows in the log of the
+# commit that caused it. It fails on a crash or a missing phase, never on a
+# time. Its Python cases use an interpreter with PyTorch, as the tests do.
+python=
+for p in "${KSEARCH_PYTHON:-}" python3 /usr/bin/python3; do
+  if [ -n "$p" ] && "$p" -c "import torch, numpy" 2>/dev/null; then python=$p; break; fi
+done
+KSEARCH_PYTHON=${python:-python3} timeout 300 build/benchmarks/eval/bench_phases --host --max-time 0.05 ||
+  status=$?
+exit $status

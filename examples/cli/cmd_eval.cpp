@@ -200,6 +200,8 @@ int cmd_eval(int argc, char** argv) {
           {"kernelbench-version", "head|v0.1|v0", "KernelBench's fp32 tolerance: 1e-4 (head) or 1e-2 (v0, v0.1).",
            "head", false},
           {"json", "", "Print the evaluation result as one JSON document on stdout, errors too.", "", false},
+          {"phases", "", "Print where the evaluation's time went as a table, one line per phase (metrics.phases; "
+                         "docs/evaluation.md), instead of the one-line breakdown.", "", false},
           {"backend", "auto|cuda|host", "Evaluation backend.", "auto", false},
           {"language", "cuda|cpp|triton|python",
            "What the solution file is written in, when it is not solution JSON (a .py file could be triton or "
@@ -310,6 +312,12 @@ int cmd_eval(int argc, char** argv) {
       say("\n{}\n", r.log);
     else if (r.passed() && !r.log.empty())
       say("\n{}\n", r.log);  // compiler warnings
+    if (a.has("phases")) {
+      say("\nwhere the time went:\n");
+      print_phases_table(stdout, r);
+    } else if (const std::string line = phases_line(r); !line.empty()) {
+      say("\ntime {}\n", line);
+    }
   }
   return code;
 }

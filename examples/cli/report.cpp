@@ -127,6 +127,56 @@ std::string eval_headline(const EvalResult& r) {
   return s;
 }
 
+namespace {
+
+// "compile_s" -> "compile", "reference_timing_s" -> "reference timing".
+std::string phase_words(std::string key) {
+  if (key.size() > 2 && key.compare(key.size() - 2, 2, "_s") == 0) key.resize(key.size() - 2);
+  for (char& c : key)
+    if (c == '_') c = ' ';
+  return key;
+}
+
+// What the compile phase was: "cache hit", "cache miss, PCH used", "1 of 2 builds cached".
+std::string compile_note(const EvalResult& r) {
+  const std::int64_t builds = r.metrics.get_int("builds"), hits = r.metrics.get_int("compile_cache_hits");
+  if (builds <= 0) return "";
+  std::string s = hits == builds ? "cache hit" : hits == 0 ? "cache miss" : fmt::format("{} of {} builds cached", hits, builds);
+  if (r.metrics.get_int("compile_pch_used") > 0) s += ", PCH used";
+  else if (r.metrics.get_int("compile_pch_created") > 0) s += ", PCH created";
+  return s;
+}
+
+}  // namespace
+
+std::string phases_line(const EvalResult& r) {
+  const Json* p = r.metrics.find("phases");
+  if (!p || !p->is_object()) return "";
+  std::string parts;
+  for (const auto& [key, v] : p->as_object()) {
+    // The compile phase always shows, with whether the cache had it.
+    if (key == "wall_s" || key == "other_s" || !v.is_number() || (v.as_number() < 0.0005 && key != "compile_s"))
+      continue;
+    std::string note = key == "compile_s" ? compile_note(r) : "";
+    parts += fmt::format("{}{} {:.3f} s{}", parts.empty() ? "" : ", ", phase_words(key), v.as_number(),
+                         note.empty() ? "" : " (" + note + ")");
+  }
+  parts += fmt::format("{}other {:.3f} s", parts.empty() ? "" : ", ", p->get_number("other_s"));
+  return fmt::format("{:.3f} s: {}", p->get_number("wall_s"), parts);
+}
+
+void print_phases_table(std::FILE* out, const EvalResult& r) {
+  const Json* p = r.metrics.find("phases");
+  if (!p || !p->is_object()) return;
+  const double wall = p->get_number("wall_s");
+  for (const auto& [key, v] : p->as_object()) {
+    if (!v.is_number()) continue;
+    const std::string note = key == "compile_s" ? compile_note(r) : "";
+    say(out, "  {:<20} {:>9.4f} s {:>6.1f} %{}\n", phase_words(key), v.as_number(),
+        wall > 0 ? 100 * v.as_number() / wall : 0.0, note.empty() ? "" : "   " + note);
+  }
+}
+
 Json read_baseline_latencies(const std::string& path) {
   std::string text;
   try {

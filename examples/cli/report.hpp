@@ -24,6 +24,13 @@ void print_divergence(std::FILE* out, const SearchOutcome& o);
 void print_eval_table(std::FILE* out, const EvalResult& r);
 // "1.2345 ms geometric mean, 3.10x the reference, 1.20x the baseline".
 std::string eval_headline(const EvalResult& r);
+// Where the evaluation's time went, from metrics.phases (docs/evaluation.md,
+// "Phases"): "4.89 s: compile 0.35 s (cache miss), timing 1.93 s, ...,
+// other 0.00 s", the phases of at least a millisecond in their order;
+// "" for a result without phases.
+std::string phases_line(const EvalResult& r);
+// Every phase with its seconds and share of the wall time, one per line.
+void print_phases_table(std::FILE* out, const EvalResult& r);
 // Reads a --baseline-latencies file (see EvalOptions::baseline_latencies).
 Json read_baseline_latencies(const std::string& path);
 

@@ -113,6 +113,9 @@ struct Artifact {
   std::string log;                     // compiler output (warnings, resource usage)
   double compile_s = 0;
   bool cache_hit = false;
+  // CUDA: how NVRTC used precompiled headers: "used" (read one), "created"
+  // (wrote one), "" (neither, or a cache hit: no NVRTC run).
+  std::string pch;
 };
 
 // What to compile. Tunable parameter values become -D macros and plan variables.

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <cctype>
+#include <chrono>
 
+#include "eval/phases.hpp"
 #include "ksearch/error.hpp"
 #include "util/fs.hpp"
 #include "util/sha256.hpp"
@@ -126,6 +128,7 @@ void BaselineScoring::score(const Task& task, Language language, EvalResult& r) 
     o.only_workloads = missing;
     o.baseline_latencies = Json();
     EvalResult b;
+    const auto t0 = std::chrono::steady_clock::now();
     try {
       b = inner_->evaluate(task, *baseline);
     } catch (...) {
@@ -133,6 +136,14 @@ void BaselineScoring::score(const Task& task, Language language, EvalResult& r) 
       throw;
     }
     o = saved;
+    // The candidate's evaluation waited for it: its phases and wall time say so.
+    if (Json* p = r.metrics.find("phases"); p && p->is_object()) {
+      PhaseTimes t = PhaseTimes::from_json(*p);
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      t[Phase::baseline] += s;
+      t.wall_s += s;
+      *p = t.to_json();
+    }
     if (!b.passed())
       throw Error(Status::invalid_argument,
                   fmt::format("task \"{}\": its baseline solution \"{}\" does not pass on {} ({}); scores against it "

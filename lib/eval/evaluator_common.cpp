@@ -165,11 +165,13 @@ PreparedSolution prepare_reference(const TaskSpec& task, Language l, const EvalO
 
 void add_compile_info(EvalResult& result, const PreparedSolution& prepared) {
   double compile_s = 0;
-  int hits = 0;
+  int hits = 0, pch_used = 0, pch_created = 0;
   std::string log;
   for (const auto& b : prepared.builds) {
     compile_s += b.artifact.compile_s;
     hits += b.artifact.cache_hit ? 1 : 0;
+    pch_used += b.artifact.pch == "used" ? 1 : 0;
+    pch_created += b.artifact.pch == "created" ? 1 : 0;
     if (!b.artifact.log.empty() && log.find(b.artifact.log) == std::string::npos) log += b.artifact.log;
   }
   if (!result.metrics.is_object()) result.metrics = Json::object();
@@ -178,6 +180,11 @@ void add_compile_info(EvalResult& result, const PreparedSolution& prepared) {
   result.metrics["compile_s"] = compile_s;
   result.metrics["compile_cache_hits"] = hits;
   result.metrics["builds"] = static_cast<int>(prepared.builds.size());
+  // NVRTC's precompiled headers: builds that read one, builds that wrote one.
+  if (prepared.solution.language == Language::cuda) {
+    result.metrics["compile_pch_used"] = pch_used;
+    result.metrics["compile_pch_created"] = pch_created;
+  }
   if (result.log.empty() && !log.empty()) result.log = "compiler output:\n" + log;
 }
 

@@ -93,10 +93,10 @@ class WorkloadRun {
               const WorkloadSpec& w, const RunRequest& req, Program& cand,
               const PreparedSolution::Build& cand_build, Program* ref,
               const PreparedSolution::Build& ref_build, WorkloadResult& result, Json& metrics,
-              std::string& reference_step, FlowEvents& events)
+              std::string& reference_step, FlowEvents& events, PhaseClock& clock)
       : device_(device), refs_(refs), info_(info), task_(task), w_(w), req_(req), cand_(cand),
         cand_build_(cand_build), ref_(ref), ref_build_(ref_build), r_(result), metrics_(metrics),
-        reference_step_(reference_step), events_(events), allocs_(device), external_(device) {
+        reference_step_(reference_step), events_(events), clock_(clock), allocs_(device), external_(device) {
     for (const auto& [k, v] : w.dims) dims_[k] = v;
     if (auto it = req.oracle.find(w.name); it != req.oracle.end()) oracle_ = &it->second;
   }
@@ -182,6 +182,7 @@ class WorkloadRun {
   Json& metrics_;
   std::string& reference_step_;
   FlowEvents& events_;
+  PhaseClock& clock_;            // where the time goes (phases.hpp)
   FlowPhase phase_;              // the candidate's step in progress
   Allocations allocs_;
   util::Vars dims_;
@@ -208,6 +209,7 @@ const WorkloadRun::OracleSet& WorkloadRun::oracle_set(std::uint64_t seed) {
     throw Error(Status::invalid_argument,
                 fmt::format("evaluation request: the reference oracle sent no data for input seed {} of workload \"{}\"",
                             seed, w_.name));
+  auto transfer = clock_.enter(Phase::transfers);
   OracleSet set;
   std::size_t i = 0, o = 0;
   auto check = [&](const TensorBuffer& tb, const ExternalTensor& t) {
@@ -243,6 +245,7 @@ Distribution WorkloadRun::distribution_of(const TensorSpec& t) const {
 }
 
 void WorkloadRun::prepare() {
+  auto phase = clock_.enter(Phase::setup);
   std::size_t max_input = 0;
   util::Sha256 digest;
   for (const auto& t : task_.tensors) {
@@ -274,6 +277,7 @@ void WorkloadRun::prepare() {
                               task_.name, w_.name, t.name, count, to_string(t.dtype)));
     if (!t.is_output && w_.data.count(t.name)) {
       tb.has_data = true;
+      auto reading = clock_.enter(Phase::inputs);
       tb.data = core::input_data_bytes(t, w_, tb.shape, task_.base_dir);
       digest.update(t.name + ":" + std::to_string(tb.data.size()) + ":");
       digest.update(std::string_view(reinterpret_cast<const char*>(tb.data.data()), tb.data.size()));
@@ -295,6 +299,9 @@ void WorkloadRun::prepare() {
   Bindings b = bindings(cand_build_);
   for (const auto& tb : tensors_) b.tensors[tb.spec->name] = tb.buf;
   cand_.bind(b);
+  // What a GPU still does for the set-up (redzones, poisoned scratch) is
+  // charged here, not to the next phase.
+  device_.synchronize();
 }
 
 Bindings WorkloadRun::bindings(const PreparedSolution::Build& build) const {
@@ -309,6 +316,7 @@ Bindings WorkloadRun::bindings(const PreparedSolution::Build& build) const {
 
 void WorkloadRun::fill_input(Buffer dst, const TensorBuffer& tb, std::uint64_t seed) {
   if (tb.has_data) {
+    auto transfer = clock_.enter(Phase::transfers);
     device_.upload(dst, tb.data.data(), tb.data.size());
     return;
   }
@@ -343,6 +351,7 @@ void WorkloadRun::bind_reference() {
 }
 
 void WorkloadRun::generate_inputs(std::uint64_t seed) {
+  auto phase = clock_.enter(Phase::inputs);
   if (oracle_) {
     StepScope step(reference_step_, "handing over its inputs");
     const OracleSet& set = oracle_set(seed);
@@ -356,6 +365,9 @@ void WorkloadRun::generate_inputs(std::uint64_t seed) {
   }
   for (const auto& tb : tensors_)
     if (!tb.spec->is_output) fill_input(tb.buf, tb, seed);
+  // A GPU draws asynchronously: its time is charged to inputs, not to the
+  // candidate's checked run that would wait for it next (one stream sync).
+  device_.synchronize();
 }
 
 std::optional<Failure> WorkloadRun::inputs_unchanged(std::uint64_t seed, const char* who) {
@@ -392,6 +404,7 @@ std::string WorkloadRun::reference_key(std::uint64_t seed) const {
 }
 
 void WorkloadRun::reference_outputs(std::uint64_t seed) {
+  auto phase = clock_.enter(Phase::reference);
   if (oracle_) {
     // The oracle computed them once for this seed and holds them.
     StepScope step(reference_step_, "handing over its reference outputs");
@@ -399,7 +412,10 @@ void WorkloadRun::reference_outputs(std::uint64_t seed) {
     return;
   }
   const std::string key = reference_key(seed);
-  if (refs_.fetch(key, ref_out_)) return;
+  if (refs_.fetch(key, ref_out_)) {
+    device_.synchronize();  // a GPU copies from its cache asynchronously
+    return;
+  }
   ReferencePhase step(*this, fmt::format("computing the reference outputs for {}", seed_what_), 0);
   bind_reference();
   for (const auto& b : ref_out_) device_.poison(b, b.bytes);
@@ -424,6 +440,7 @@ void WorkloadRun::run_candidate() {
 }
 
 std::optional<Failure> WorkloadRun::check(std::uint64_t seed, const std::string& what) {
+  auto phase = clock_.enter(Phase::checks);
   seed_ = seed;
   seed_what_ = what;
   enter(FlowPhase{"checks", "running the kernel on " + what});
@@ -434,6 +451,7 @@ std::optional<Failure> WorkloadRun::check(std::uint64_t seed, const std::string&
 }
 
 std::optional<Failure> WorkloadRun::recheck(std::uint64_t seed) {
+  auto phase = clock_.enter(Phase::recheck);
   const std::string what = describe_seed(0, 0, true);
   enter(FlowPhase{"re-check", "running " + what});
   generate_inputs(seed);
@@ -610,11 +628,13 @@ TimingStats WorkloadRun::time(Program& p, const std::vector<Buffer>& outputs) {
 }
 
 TimingStats WorkloadRun::time_candidate() {
+  auto phase = clock_.enter(Phase::timing);
   enter(FlowPhase{"timing", "in the timed calls (warm-up and repetitions)", timing_allowance_s(req_.options)});
   return time(cand_, cand_out_);
 }
 
 TimingStats WorkloadRun::time_reference() {
+  auto phase = clock_.enter(Phase::reference_timing);
   ReferencePhase step(*this, "timing it", timing_allowance_s(req_.options));
   if (!ref_)
     throw Error(Status::invalid_argument, "evaluation request: an oracle task's reference is timed by its oracle");
@@ -627,6 +647,7 @@ TimingStats WorkloadRun::time_reference() {
 // This catches a kernel that skips its work when it sees the same inputs
 // again (keyed on pointers, a call counter or the values).
 std::optional<Failure> WorkloadRun::check_timed_calls() {
+  auto phase = clock_.enter(Phase::checks);
   enter(FlowPhase{"timed-check", "checking the outputs of its last timed call"});
   cand_.synchronize();  // device errors and out-of-bounds writes of the timed calls
   device_.synchronize();
@@ -747,6 +768,8 @@ EvalResult EvaluationFlow::run(const TaskSpec& task, const RunRequest& req, Flow
   result.metrics = Json::object();
   result.metrics["reference_runs"] = 0;
   const auto start = Clock::now();
+  PhaseClock clock;
+  phases_ = PhaseTimes{};
   const auto counters_before = refs_.counters();
   const int seeds = req.options.seeds_per_workload;
 
@@ -756,7 +779,10 @@ EvalResult EvaluationFlow::run(const TaskSpec& task, const RunRequest& req, Flow
                          const PreparedSolution::Build& b) -> Program& {
     int idx = static_cast<int>(&b - p.builds.data());
     auto& slot = cache[idx];
-    if (!slot) slot = device_.load(b.artifact, p.solution);
+    if (!slot) {
+      auto phase = clock.enter(Phase::load);
+      slot = device_.load(b.artifact, p.solution);
+    }
     return *slot;
   };
 
@@ -793,7 +819,7 @@ EvalResult EvaluationFlow::run(const TaskSpec& task, const RunRequest& req, Flow
           ref = &program_for(ref_programs, req.reference, ref_build);
         }
         WorkloadRun run(device_, refs_, info_, task, *w, req, cand, cand_build, ref, ref_build, r, result.metrics,
-                        reference_step, events);
+                        reference_step, events, clock);
         run.prepare();
         for (int k = 0; k < seeds && !failure; ++k)
           failure = run.check(ks_rng_derive_seed(w->seed, static_cast<ks_u64>(k)), describe_seed(k, seeds, false));
@@ -870,6 +896,7 @@ EvalResult EvaluationFlow::run(const TaskSpec& task, const RunRequest& req, Flow
   result.metrics["reference_memory_hits"] = c.memory_hits - counters_before.memory_hits;
   result.metrics["reference_file_hits"] = c.file_hits - counters_before.file_hits;
   result.metrics["run_s"] = seconds_since(start);
+  phases_ = clock.read();
   return result;
 }
 

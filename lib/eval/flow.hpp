@@ -15,6 +15,7 @@
 
 #include "eval/backend.hpp"
 #include "eval/messages.hpp"
+#include "eval/phases.hpp"
 #include "eval/reference_store.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/task.hpp"
@@ -69,6 +70,12 @@ class EvaluationFlow {
   // the next candidate. Other device errors keep it and its cached data.
   bool device_suspect() const { return device_suspect_; }
 
+  // Where the last run's time went: load, setup, inputs, reference,
+  // reference_timing, checks, timing, recheck and transfers (the device's
+  // copies and handovers); wall_s is the whole run. Empty before a run and
+  // after one that threw.
+  const PhaseTimes& phases() const { return phases_; }
+
  private:
   void note_device_error(const Failure& failure);
   static Error reference_fault(const TaskSpec& task, const std::string& workload, const std::string& step,
@@ -78,6 +85,7 @@ class EvaluationFlow {
   ReferenceStore& refs_;
   DeviceInfo info_;
   bool device_suspect_ = false;
+  PhaseTimes phases_;
 };
 
 // The key of a reference output in the ReferenceStore (memory and files):

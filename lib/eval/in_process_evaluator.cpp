@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <atomic>
+#include <chrono>
 #include <mutex>
 
 #include "eval/evaluator_common.hpp"
@@ -11,6 +12,7 @@
 #include "eval/host/host_compiler.hpp"
 #include "eval/python/python_program.hpp"
 #include "eval/host/host_device.hpp"
+#include "eval/phases.hpp"
 #include "eval/process_evaluator.hpp"
 #include "eval/reference_store.hpp"
 #include "ksearch/error.hpp"
@@ -23,6 +25,9 @@ namespace ks::eval {
 namespace {
 
 namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // Collects what the flow reports; nothing needs streaming in-process.
 class CollectEvents final : public FlowEvents {
@@ -57,6 +62,7 @@ class InProcessEvaluator final : public Evaluator {
   }
 
   EvalResult evaluate(const Task& task, const Solution& solution) override {
+    const auto start = Clock::now();
     if (cancelled_.load()) throw Error(Status::cancelled, "the evaluator was cancelled");
     std::lock_guard lock(mu_);
     const TaskSpec& spec = task.spec();
@@ -73,13 +79,27 @@ class InProcessEvaluator final : public Evaluator {
       return cuda_available(&why);
     }());
     check_solution_fits(spec, solution, backend);
+    // The same phases as the process evaluator's; opening the device (a
+    // CUDA context) stands for a worker's start.
+    PhaseTimes phases;
+    auto finish = [&](EvalResult& r) {
+      phases.wall_s = seconds_since(start);
+      r.metrics["phases"] = phases.to_json();
+    };
+    auto t0 = Clock::now();
     DeviceSlot& slot = device_slot(backend);
+    phases[Phase::worker_start] = seconds_since(t0);
     const std::string key = task_key(spec);
+    t0 = Clock::now();
     const PreparedSolution& ref = reference_for(spec, key, reference_language(backend), opts, slot);
+    phases[Phase::reference_compile] = seconds_since(t0);
+    t0 = Clock::now();
     auto prepared = prepare_solution(spec, solution, workloads, opts, arch_for(solution.language, slot),
                                      cache_dir_for(solution.language), compile_fn(solution.language, slot));
+    phases[Phase::compile] = seconds_since(t0);
     if (auto* failed = std::get_if<EvalResult>(&prepared)) {
       failed->device = slot.info.name;
+      finish(*failed);
       return *failed;
     }
     auto& p = std::get<PreparedSolution>(prepared);
@@ -102,6 +122,7 @@ class InProcessEvaluator final : public Evaluator {
       }
       throw;
     }
+    phases += flow.phases();
     for (const auto& [w, ms] : events.reference_ms) ref_times_.put(key, slot.info.name, w, ms);
     ref_times_.apply(r, key, slot.info.name);
     add_compile_info(r, p);
@@ -110,6 +131,7 @@ class InProcessEvaluator final : public Evaluator {
       slot.refs.reset();
       slot.device.reset();
     }
+    finish(r);
     return r;
   }
 

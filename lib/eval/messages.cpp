@@ -91,7 +91,8 @@ Json artifact_to_json(const Artifact& a) {
                     {"lowered_names", lowered},
                     {"log", a.log},
                     {"compile_s", a.compile_s},
-                    {"cache_hit", a.cache_hit}});
+                    {"cache_hit", a.cache_hit},
+                    {"pch", a.pch}});
 }
 
 Artifact artifact_from_json(const Json& j) {
@@ -106,6 +107,7 @@ Artifact artifact_from_json(const Json& j) {
   a.log = j.get_string("log");
   a.compile_s = j.get_number("compile_s");
   a.cache_hit = j.get_bool("cache_hit");
+  a.pch = j.get_string("pch");
   return a;
 }
 

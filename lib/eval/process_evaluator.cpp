@@ -11,6 +11,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <utility>
 
 #include "eval/evaluator_common.hpp"
 #include "eval/flow.hpp"
@@ -19,6 +20,7 @@
 #include "eval/host/host_device.hpp"
 #include "eval/messages.hpp"
 #include "eval/oracle_client.hpp"
+#include "eval/phases.hpp"
 #include "eval/sandbox.hpp"
 #include "eval/thread_pool.hpp"
 #include "eval/worker_client.hpp"
@@ -44,6 +46,20 @@ Clock::time_point after(double seconds) {
   return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
 
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Charges a worker's start to `into`: the part before its main() to
+// sandbox_setup, the rest (its own start-up, the hello) to worker_start.
+void charge_start(PhaseTimes& into, const WorkerProcess& w, double total_s) {
+  const double to_main = std::min(w.start_times().to_main_s, total_s);
+  into[Phase::sandbox_setup] += to_main;
+  into[Phase::worker_start] += total_s - to_main;
+}
+
+// What starting CUDA compile workers cost the compilations of this thread:
+// a compile job reads it to tell a worker's start from the compilation.
+thread_local PhaseTimes t_compile_worker_starts;
+
 // One run worker bound to one device, restarted after every crash.
 class RunSlot {
  public:
@@ -65,7 +81,16 @@ class RunSlot {
   struct Outcome {
     EvalResult result;
     std::map<std::string, TimingStats> reference_times;
+    // The worker's phases, and the protocol's round trip (transfers): the
+    // time from the request to the result less the worker's own; nothing
+    // when the worker died or hung.
+    PhaseTimes phases;
   };
+
+  // The starts of this slot's worker since the last call, by phase
+  // (worker_start, sandbox_setup): what they cost an evaluation.
+  PhaseTimes take_starts() { return std::exchange(starts_, PhaseTimes{}); }
+  double starts_so_far() const { return starts_.sum(); }
 
   Outcome run(const std::string& key, const TaskSpec& task, const RunRequest& req) {
     // A worker that died while idle (killed from outside?) must not be
@@ -85,6 +110,7 @@ class RunSlot {
     ensure_started();
     msg::Evaluate evaluate{key, std::nullopt, req};
     if (!tasks_sent_.count(key)) evaluate.task = task;
+    auto sent = Clock::now();  // the round trip starts
     try {
       worker_->send(evaluate);
     } catch (const Error&) {
@@ -92,6 +118,7 @@ class RunSlot {
       reset();
       ensure_started();
       evaluate.task = task;
+      sent = Clock::now();
       worker_->send(evaluate);
     }
     tasks_sent_.insert(key);
@@ -157,6 +184,10 @@ class RunSlot {
           r.workloads.push_back(std::move(finished_workload->result));
           current.clear();
         } else if (auto* finished = std::get_if<msg::Finished>(&reply)) {
+          if (finished->phases) {
+            out.phases += *finished->phases;
+            out.phases[Phase::transfers] += std::max(0.0, seconds_since(sent) - finished->phases->wall_s);
+          }
           EvalResult& fin = finished->result;
           r.status = fin.status;
           r.metrics = fin.metrics;
@@ -274,6 +305,7 @@ class RunSlot {
   // no reference files, and it hands them the memory limit.
   void ensure_started() {
     if (worker_) return;
+    const auto t0 = Clock::now();
     std::vector<std::string> args{"--role", "run", "--device", device_, "--cache-dir", cache_dir_.string()};
     SandboxView view;
     const fs::path refs = cache_dir_ / "refs";
@@ -310,6 +342,7 @@ class RunSlot {
       throw Error(Status::subprocess, fmt::format("ksearch-worker (role \"{}\") named no device in its hello", hello.role));
     info_ = *hello.device;
     worker_ = std::move(w);
+    charge_start(starts_, *worker_, seconds_since(t0));
   }
   void reset() {
     worker_.reset();
@@ -329,6 +362,7 @@ class RunSlot {
   std::set<std::string> tasks_sent_;
   int builds_loaded_ = 0;
   int restarts_ = 0;
+  PhaseTimes starts_;  // see take_starts
 };
 
 // Long-lived CUDA compile workers (NVRTC and its precompiled headers stay
@@ -437,8 +471,10 @@ class CudaCompileService {
       view.read_write.push_back(cache_dir_ / "cuda");
       util::make_dirs(cache_dir_ / "cuda");
       if (sandbox_.active()) args.insert(args.end(), {"--pch-dir", "/tmp/ksearch-pch"});
+      const auto t0 = Clock::now();
       auto w = std::make_unique<WorkerProcess>(exe_, args, &sandbox_, view);
       w->wait_hello(kStartTimeoutS);
+      charge_start(t_compile_worker_starts, *w, seconds_since(t0));
       return w;
     } catch (...) {
       lost();
@@ -504,6 +540,9 @@ class ProcessEvaluator final : public Evaluator {
   }
 
   std::vector<EvalResult> evaluate_batch(const Task& task, const std::vector<Solution>& solutions) override {
+    // Every result's wall_s counts from here (in a batch, waiting for a
+    // device while earlier candidates run is in its other_s).
+    const auto batch_start = Clock::now();
     if (cancelled_.load()) throw Error(Status::cancelled, "the evaluator was cancelled");
     std::lock_guard lock(mu_);
     const TaskSpec& spec = task.spec();
@@ -528,16 +567,43 @@ class ProcessEvaluator final : public Evaluator {
     const bool oracle_task = !spec.oracle.is_null();
     std::map<Language, const PreparedSolution*> references;
     static const PreparedSolution kNoReference{};
-    for (Language l : languages) references[l] = oracle_task ? &kNoReference : &reference_for(spec, key, l, opts);
+    // A reference compiled now is charged to the first candidate that needs it.
+    std::map<Language, PhaseTimes> reference_phases;
+    for (Language l : languages) {
+      if (oracle_task) {
+        references[l] = &kNoReference;
+        continue;
+      }
+      const std::size_t known = references_.size();
+      t_compile_worker_starts = PhaseTimes{};
+      const auto t0 = Clock::now();
+      references[l] = &reference_for(spec, key, l, opts);
+      if (references_.size() > known) {
+        PhaseTimes& p = reference_phases[l];
+        p = std::exchange(t_compile_worker_starts, PhaseTimes{});
+        p[Phase::reference_compile] = std::max(0.0, seconds_since(t0) - p.sum());
+      }
+    }
+    std::map<Language, std::size_t> first_of;  // the first candidate checked against each reference
+    for (std::size_t i = solutions.size(); i-- > 0;) first_of[reference_language(backend[i])] = i;
 
     // Compile everything on the pool; measurement starts as soon as the first is ready.
     // Everything a job needs is worked out here, on this thread: the jobs
     // must not touch the run slots, whose workers their own threads drive.
+    // Each job notes what its compilation cost (the compile phase, and the
+    // start of a CUDA compile worker when one had to start), read after get().
+    std::vector<PhaseTimes> compile_phases(solutions.size());
     std::vector<std::future<std::variant<PreparedSolution, EvalResult>>> compiled;
     for (std::size_t i = 0; i < solutions.size(); ++i) {
       const Language l = solutions[i].language;
       compiled.push_back(pool_.submit([&, i, arch = arch_for(l), dir = cache_dir_for(l), compile = compile_fn(l)] {
-        return prepare_solution(spec, solutions[i], workloads, opts, arch, dir, compile);
+        t_compile_worker_starts = PhaseTimes{};
+        const auto t0 = Clock::now();
+        auto out = prepare_solution(spec, solutions[i], workloads, opts, arch, dir, compile);
+        PhaseTimes& p = compile_phases[i];
+        p = std::exchange(t_compile_worker_starts, PhaseTimes{});
+        p[Phase::compile] = std::max(0.0, seconds_since(t0) - p.sum());
+        return out;
       }));
     }
     // Whatever happens below, no pool job may outlive the locals it reads.
@@ -552,10 +618,22 @@ class ProcessEvaluator final : public Evaluator {
     std::vector<EvalResult> results(solutions.size());
     auto run_one = [&](RunSlot& slot, std::size_t i) {
       auto prepared = compiled[i].get();
+      PhaseTimes phases = compile_phases[i];
+      if (const Language l = reference_language(backend[i]); first_of.at(l) == i && reference_phases.count(l))
+        phases += reference_phases.at(l);
+      slot.take_starts();  // a start outside any evaluation (device()) is no one's
+      // Whatever this candidate's evaluation started is its own; the wall
+      // time counts from the batch's start.
+      auto finish = [&](EvalResult& r) {
+        phases += slot.take_starts();
+        phases.wall_s = seconds_since(batch_start);
+        r.metrics["phases"] = phases.to_json();
+      };
       if (auto* failed = std::get_if<EvalResult>(&prepared)) {
         results[i] = std::move(*failed);
         results[i].device = backend[i] == Backend::host ? host::host_device_info().name : slot.info().name;
         results[i].metrics["worker_device"] = slot.device_spec();
+        finish(results[i]);
         return;
       }
       auto& p = std::get<PreparedSolution>(prepared);
@@ -567,16 +645,24 @@ class ProcessEvaluator final : public Evaluator {
       const std::string device = slot.info().name;
       Json baselines;
       if (oracle_task) {
-        std::lock_guard ol(oracle_mu_);
-        OracleState& o = oracle_state(spec, key, slot, opts);
-        req.oracle = o.data.at(slot.device_spec());
-        if (opts.time_reference) baselines = oracle_baselines(o);
+        // The oracle's start, preparation and baselines (a worker it
+        // started to probe CUDA IPC is worker_start, not the oracle's).
+        const auto t0 = Clock::now();
+        const double starts_before = slot.starts_so_far();
+        {
+          std::lock_guard ol(oracle_mu_);
+          OracleState& o = oracle_state(spec, key, slot, opts);
+          req.oracle = o.data.at(slot.device_spec());
+          if (opts.time_reference) baselines = oracle_baselines(o);
+        }
+        phases[Phase::oracle] += std::max(0.0, seconds_since(t0) - (slot.starts_so_far() - starts_before));
       } else if (opts.time_reference) {
         std::lock_guard rl(ref_mu_);
         req.time_reference = ref_times_.missing(spec, key, device, workloads);
       }
       auto outcome = slot.run(key, spec, req);
       EvalResult& r = outcome.result;
+      phases += outcome.phases;
       if (oracle_task) {
         apply_baselines(r, baselines);
         std::lock_guard ol(oracle_mu_);
@@ -592,6 +678,7 @@ class ProcessEvaluator final : public Evaluator {
       if (backend[i] == Backend::cuda && gpus_skipped_ > 0) r.metrics["gpus_skipped"] = gpus_skipped_;
       r.metrics["worker_device"] = slot.device_spec();  // which GPU ("cuda:1") or "host"
       r.solution_id = p.solution.id;
+      finish(r);
       results[i] = std::move(r);
     };
 

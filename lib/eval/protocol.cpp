@@ -182,6 +182,7 @@ void put(Json& j, const Hello& m) {
   if (m.device) j["device"] = m.device->to_json();
   else if (!m.device_name.empty()) j["device"] = m.device_name;
   if (!m.torch.empty()) j["torch"] = m.torch;
+  if (m.started_s > 0) j["started_s"] = m.started_s;
 }
 void put(Json& j, const Pong& m) { j["pid"] = m.pid; }
 void put(Json& j, const Failed& m) {
@@ -206,6 +207,7 @@ void put(Json& j, const WorkloadFinished& m) { j["result"] = m.result.to_json();
 void put(Json& j, const Finished& m) {
   j["result"] = m.result.to_json();
   j["restart"] = m.restart;
+  if (m.phases) j["phases"] = m.phases->to_json();
 }
 void put(Json&, const ExternalOk&) {}
 void put(Json& j, const Compiled& m) { j["artifact"] = artifact_to_json(m.artifact); }
@@ -291,6 +293,7 @@ Hello take<Hello>(const Json& j) {
     else if (d->is_string()) m.device_name = d->as_string();
   }
   m.torch = j.get_string("torch");
+  m.started_s = j.get_number("started_s");
   return m;
 }
 template <>
@@ -323,7 +326,9 @@ WorkloadFinished take<WorkloadFinished>(const Json& j) {
 }
 template <>
 Finished take<Finished>(const Json& j) {
-  return {EvalResult::from_json(object_at(j, "result")), j.get_bool("restart")};
+  Finished m{EvalResult::from_json(object_at(j, "result")), j.get_bool("restart")};
+  if (const Json* p = j.find("phases"); p && !p->is_null()) m.phases = PhaseTimes::from_json(*p);
+  return m;
 }
 template <>
 ExternalOk take<ExternalOk>(const Json&) { return {}; }

@@ -20,6 +20,7 @@
 
 #include "eval/flow.hpp"
 #include "eval/messages.hpp"
+#include "eval/phases.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/json.hpp"
 #include "ksearch/task.hpp"
@@ -131,6 +132,9 @@ struct Hello {
   std::optional<DeviceInfo> device;  // a run worker's device
   std::string device_name;           // an oracle's device, in words
   std::string torch;                 // an oracle's PyTorch version
+  // When the worker's main() began, in monotonic_seconds(); 0 when not
+  // said (an oracle). The parent's spawn to here is sandbox_setup_s.
+  double started_s = 0;
 };
 struct Pong {
   static constexpr std::string_view kName = "pong";
@@ -168,10 +172,13 @@ struct WorkloadFinished {
   WorkloadResult result;
 };
 // The end of an Evaluate. `restart`: the worker's device may be unusable.
+// `phases`: where the worker's time went (the flow's phases, wall_s from the
+// request's arrival to this message), absent from a worker that did not say.
 struct Finished {
   static constexpr std::string_view kName = "finished";
   EvalResult result;
   bool restart = false;
+  std::optional<PhaseTimes> phases;
 };
 struct ExternalOk {
   static constexpr std::string_view kName = "external_ok";

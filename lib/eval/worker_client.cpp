@@ -150,6 +150,11 @@ msg::Hello WorkerProcess::wait_hello(double timeout_s) {
   const auto* hello = std::get_if<msg::Hello>(&reply);
   if (!hello)
     throw Error(Status::subprocess, fmt::format("ksearch-worker sent \"{}\" instead of hello", msg::name_of(reply)));
+  start_times_.total_s = std::chrono::duration<double>(Clock::now() - spawned_).count();
+  // Both ends read CLOCK_MONOTONIC; a figure outside the start (a clock of
+  // another machine?) is not believed.
+  if (hello->started_s > 0)
+    start_times_.to_main_s = std::clamp(hello->started_s - monotonic_seconds(spawned_), 0.0, start_times_.total_s);
   return *hello;
 }
 

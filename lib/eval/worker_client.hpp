@@ -51,6 +51,16 @@ class WorkerProcess {
   // when it dies, stays silent or says something else.
   msg::Hello wait_hello(double timeout_s);
 
+  // What the start cost, once wait_hello has returned: the spawn to the
+  // hello, and the part of it before the worker's main() began (bubblewrap's
+  // namespaces and mounts when sandboxed, the exec): the hello's started_s,
+  // bounded by the total; 0 when the worker did not say.
+  struct StartTimes {
+    double total_s = 0;
+    double to_main_s = 0;
+  };
+  StartTimes start_times() const { return start_times_; }
+
   // Throws ks::Error(Status::subprocess) when the worker has gone.
   void send(const msg::Request& request);
   // A frame as it is, in or outside the catalogue (tests feed a worker
@@ -86,11 +96,13 @@ class WorkerProcess {
   void drain_stderr(std::chrono::milliseconds wait);
 
   bool sandboxed_;
+  Clock::time_point spawned_ = Clock::now();  // before proc_, which spawns
   util::Subprocess proc_;
   FrameDecoder decoder_;
   std::string err_tail_;
   bool out_open_ = true, err_open_ = true;
   bool memory_limit_ = false;
+  StartTimes start_times_;
 };
 
 }  // namespace ks::eval

@@ -37,6 +37,7 @@
 #include "eval/host/guarded_memory.hpp"
 #include "eval/host/host_device.hpp"
 #include "eval/messages.hpp"
+#include "eval/phases.hpp"
 #include "eval/protocol.hpp"
 #include "eval/reference_store.hpp"
 #include "ksearch/error.hpp"
@@ -96,6 +97,8 @@ int kill_leftover_processes(bool sandboxed) {
 }
 
 int g_out = -1;  // the protocol's write end
+double g_main_started_s = 0;  // main()'s start, for the hello (sandbox_setup_s)
+PhaseClockType::time_point g_request_received;  // when the request in hand arrived
 
 void send(const msg::Reply& reply) {
   if (!write_frame(g_out, msg::to_json(reply))) std::_Exit(0);  // the parent is gone
@@ -262,6 +265,7 @@ std::unique_ptr<Device> open_device(const Args& args) {
 template <class Handler>
 int serve(int in, const char* role, Handler&& handle) {
   while (auto frame = read_frame(in)) {
+    g_request_received = PhaseClockType::now();
     try {
       msg::Request request = msg::request_from_json(*frame);
       if (std::holds_alternative<msg::Exit>(request)) break;
@@ -298,7 +302,7 @@ int run_role(int in, const Args& args) {
     fatal(e.status(), e.what());
   }
   DeviceInfo info = device->info();
-  send(msg::Hello{.role = "run", .pid = static_cast<int>(::getpid()), .device = info});
+  send(msg::Hello{.role = "run", .pid = static_cast<int>(::getpid()), .device = info, .started_s = g_main_started_s});
   std::size_t budget = reference_budget(info);
   // Reference outputs share the limited address space with the candidate.
   if (args.memory_limit > 0) budget = std::min<std::size_t>(budget, args.memory_limit / 4);
@@ -320,6 +324,9 @@ int run_role(int in, const Args& args) {
     }
     auto* evaluate = std::get_if<msg::Evaluate>(&request);
     if (!evaluate) return false;
+    // Decoding the request (a task, a candidate, an oracle's tensors) is
+    // part of its handover.
+    const double decode_s = std::chrono::duration<double>(PhaseClockType::now() - g_request_received).count();
     const std::string& key = evaluate->task_key;
     if (evaluate->task) tasks[key] = std::move(*evaluate->task);
     auto it = tasks.find(key);
@@ -355,7 +362,10 @@ int run_role(int in, const Args& args) {
     result.metrics["worker_pid"] = static_cast<int>(::getpid());
     if (const std::string iso = host::candidate_isolation(); !iso.empty()) result.metrics["candidate_isolation"] = iso;
     result.metrics["worker_loaded_builds"] = loaded_builds;
-    send(msg::Finished{std::move(result), restart});
+    PhaseTimes phases = flow.phases();
+    phases[Phase::transfers] += decode_s;
+    phases.wall_s = std::chrono::duration<double>(PhaseClockType::now() - g_request_received).count();
+    send(msg::Finished{std::move(result), restart, phases});
     return true;
   });
 }
@@ -363,7 +373,7 @@ int run_role(int in, const Args& args) {
 int compile_role(int in, const Args& args) {
 #if KS_HAVE_CUDA_BACKEND
   host::install_crash_reporter();  // a crash inside NVRTC is reported like a candidate's
-  send(msg::Hello{.role = "compile", .pid = static_cast<int>(::getpid())});
+  send(msg::Hello{.role = "compile", .pid = static_cast<int>(::getpid()), .started_s = g_main_started_s});
   std::map<std::string, std::unique_ptr<Compiler>> compilers;  // by architecture
   return serve(in, "compile worker", [&](msg::Request& request) {
     auto* compile = std::get_if<msg::Compile>(&request);
@@ -395,6 +405,7 @@ int compile_role(int in, const Args& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  g_main_started_s = monotonic_seconds();
   Args args = parse_args(argc, argv);
   // A candidate's process talks only on descriptor 3, to the run worker that started it.
   if (args.role == "candidate") return host::candidate_process_main(3, args.memory_limit, args.isolation);

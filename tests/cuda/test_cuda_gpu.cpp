@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -15,6 +16,7 @@
 #include <sstream>
 #include <thread>
 
+#include "eval/phase_checks.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/eval.hpp"
 #include "ksearch/task.hpp"
@@ -100,13 +102,20 @@ extern "C" __global__ void scale(const float* x, float* y, int n) {
 })";
 
 void expect_passes(Evaluator& ev, const Task& task, const std::string& after) {
+  const auto t0 = std::chrono::steady_clock::now();
   EvalResult r = ev.evaluate(task, cuda(kCorrect, kScalePlan));
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   INFO("a correct kernel evaluated after " << after << ": " << r.summary() << " " << r.log);
   for (const auto& w : r.workloads) INFO(w.name << ": " << w.message);
   CHECK(r.status == EvalStatus::passed);
   REQUIRE(r.workloads.size() == 2);
   CHECK(r.workloads[1].timing.count > 0);
   CHECK(r.workloads[1].timing.median_ms > 0);
+  // Where its time went, as on the host (docs/evaluation.md "Where the time goes").
+  const Json p = test::checked_phases(r, wall);
+  CHECK(p.get_number("checks_s") > 0);
+  CHECK(p.get_number("timing_s") > 0);
+  CHECK(r.metrics.contains("compile_pch_used"));
 }
 
 std::string messages(const EvalResult& r) {

@@ -340,7 +340,15 @@ TEST_CASE("nvrtc: precompiled headers stay valid across parameter values") {
     Artifact a = c.compile(r);
     CHECK_FALSE(a.cache_hit);
     CHECK_FALSE(contains(a.log, "precompiled header"));  // PCH chatter stays out of the log
+    // Each artifact says what it did (the metrics count it: compile_pch_used).
+    CHECK(a.pch == (block == 64 ? "created" : "used"));
   }
+  // A cache hit runs no NVRTC, so no header was read or written.
+  auto again = request(cuda_solution(src), dir.string());
+  again.params = {{"BLOCK", 64}};
+  Artifact hit = c.compile(again);
+  CHECK(hit.cache_hit);
+  CHECK(hit.pch.empty());
   auto n = c.counters();
   CHECK(n.compiled == 3);
   CHECK(n.pch_created == 1);

@@ -89,6 +89,11 @@ TEST_CASE("vs_baseline: the baseline is measured once per device, cached on disk
     // The same evaluator does not measure the baseline again.
     EvalResult again = ev->evaluate(task, vadd_candidate(ks::test::kGoodBody, "good"));
     CHECK(again.workloads[1].baseline_ms == first.workloads[1].baseline_ms);
+    // The evaluation that measured it says so in its phases, within its wall time.
+    const Json& fp = first.metrics.at("phases");
+    CHECK(fp.get_number("baseline_s") > 0);
+    CHECK(fp.get_number("baseline_s") <= fp.get_number("wall_s") - fp.get_number("checks_s"));
+    CHECK(again.metrics.at("phases").get_number("baseline_s") == 0);
   }
   CHECK(std::filesystem::is_regular_file(dir / "baselines" / "test_vadd_vs_baseline.json"));
   {

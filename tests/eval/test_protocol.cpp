@@ -95,6 +95,13 @@ TEST_CASE("protocol: the worker says hello, answers, reports bad requests and su
   REQUIRE(hello.device.has_value());
   CHECK(hello.device->backend == "host");
   CHECK(hello.pid == w.pid());
+  // It says when its main() began, so the parent can tell the sandbox's and
+  // the exec's part of the start from the worker's own.
+  CHECK(hello.started_s > 0);
+  const auto start = w.start_times();
+  CHECK(start.total_s > 0);
+  CHECK(start.to_main_s > 0);
+  CHECK(start.to_main_s <= start.total_s);
 
   // Safety nets: the replies are immediate when honest.
   auto deadline = [] { return std::chrono::steady_clock::now() + std::chrono::seconds(60); };
@@ -345,6 +352,13 @@ std::vector<msg::Reply> sample_replies() {
   OracleSeed seed;
   seed.seed = 3;
   seed.inputs.push_back({"file", "", "/tmp/x.bin", 0, 8});
+  msg::Finished measured{r, false};
+  measured.phases = PhaseTimes{};
+  (*measured.phases)[Phase::checks] = 0.125;
+  measured.phases->wall_s = 0.5;
+  Artifact cuda_artifact;
+  cuda_artifact.path = "/tmp/k.cubin";
+  cuda_artifact.pch = "used";
   return {msg::Hello{"run", 12, d, "", ""},
           msg::Hello{"compile", 13, std::nullopt, "", ""},
           msg::Hello{"oracle", 14, std::nullopt, "NVIDIA H100", "2.5.0"},
@@ -360,7 +374,10 @@ std::vector<msg::Reply> sample_replies() {
           msg::Compiled{a},
           msg::CompileFailed{"does not compile", "error: undefined_name"},
           msg::Prepared{"w0", "file", {seed}, "cuda:0", "2.5.0"},
-          msg::Baselines{"cuda:0", "2.5.0", true, Json::obj({{"eager", Json::obj({{"mean_ms", 1.0}})}})}};
+          msg::Baselines{"cuda:0", "2.5.0", true, Json::obj({{"eager", Json::obj({{"mean_ms", 1.0}})}})},
+          msg::Hello{.role = "run", .pid = 16, .device = d, .started_s = 12345.5},
+          measured,
+          msg::Compiled{cuda_artifact}};
 }
 
 }  // namespace
@@ -409,6 +426,17 @@ TEST_CASE("protocol: every request and reply survives its codec") {
   auto h = std::get<msg::Hello>(msg::reply_from_json(msg::to_json(sample_replies()[2])));
   CHECK_FALSE(h.device.has_value());
   CHECK(h.device_name == "NVIDIA H100");
+  CHECK(h.started_s == 0);  // not said (an oracle)
+  // Added fields: said when known, absent otherwise, so either side may be older.
+  CHECK(std::get<msg::Hello>(msg::reply_from_json(msg::to_json(sample_replies()[16]))).started_s == 12345.5);
+  CHECK_FALSE(msg::to_json(sample_replies()[10]).contains("phases"));
+  CHECK_FALSE(f.phases.has_value());
+  auto m = std::get<msg::Finished>(msg::reply_from_json(msg::to_json(sample_replies()[17])));
+  REQUIRE(m.phases.has_value());
+  CHECK((*m.phases)[Phase::checks] == 0.125);
+  CHECK(m.phases->wall_s == 0.5);
+  CHECK(std::get<msg::Compiled>(msg::reply_from_json(msg::to_json(sample_replies()[18]))).artifact.pch == "used");
+  CHECK(std::get<msg::Compiled>(msg::reply_from_json(msg::to_json(sample_replies()[12]))).artifact.pch.empty());
 }
 
 TEST_CASE("protocol: a reply outside the catalogue is a clear error, never a crash") {
@@ -428,6 +456,8 @@ TEST_CASE("protocol: a reply outside the catalogue is a clear error, never a cra
   rejects(Json(), "not a JSON object");
   rejects(Json::obj({{"event", "finished"}}), "malformed \"finished\"");
   rejects(Json::obj({{"event", "finished"}, {"result", "not an object"}}), "malformed \"finished\"");
+  rejects(Json::obj({{"event", "finished"}, {"result", EvalResult{}.to_json()}, {"phases", Json::obj({{"timing_s", -1}})}}),
+          "malformed \"finished\"");
   rejects(Json::obj({{"event", "workload_started"}, {"workload", Json::arr({1})}}), "malformed \"workload_started\"");
   rejects(Json::obj({{"event", "compiled"}, {"artifact", Json::obj({{"language", "cobol"}})}}), "malformed \"compiled\"");
   rejects(Json::obj({{"event", "prepared"}, {"seeds", Json::arr({Json::obj({{"handover", "carrier pigeon"}})})}}),

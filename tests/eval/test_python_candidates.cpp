@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -22,6 +23,7 @@
 #include "eval/python/python_program.hpp"
 #include "fixtures.hpp"
 #include "ksearch/eval.hpp"
+#include "phase_checks.hpp"
 #include "support/test_util.hpp"
 
 using namespace ks;
@@ -79,17 +81,24 @@ std::string message_of(const EvalResult& r) {
 
 const char* kGood = "import torch\n\ndef run(X, Y):\n    return X + 2 * Y\n";
 
-// Each case's verdict: its status, and its words in the message.
+// Each case's verdict: its status, and its words in the message; and its
+// phases, whatever the verdict (phase_checks.hpp).
 void check_cases(Evaluator& ev, const Task& task, const std::vector<Case>& cases,
                  Solution (*make)(const std::string&, const std::string&) = py) {
   for (const auto& c : cases) {
     const std::string name = c.name;
     CAPTURE(name);
     EvalResult r;
+    const auto t0 = std::chrono::steady_clock::now();
     CHECK_NOTHROW(r = ev.evaluate(task, make(c.code, c.name)));
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     INFO(r.to_json().dump(2));
     CHECK(r.status == c.status);
     CHECK(message_of(r).find(c.words) != std::string::npos);
+    const Json phases = test::checked_phases(r, wall);
+    // The candidate's process starts and imports inside the load phase.
+    CHECK(phases.get_number("load_s") >= r.metrics.get_number("process_start_s"));
+    if (r.passed()) CHECK(phases.get_number("checks_s") > 0);
   }
 }
 
@@ -703,6 +712,8 @@ TEST_CASE("python candidates on the GPU: verdicts, isolation, and timing no cand
   CHECK(good.metrics.get_number("compile_s") >= good.metrics.get_number("first_calls_s"));
   CHECK(good.metrics.get_string("candidate_isolation", "").find("+userns") != std::string::npos);
   CHECK(good.metrics.get_string("gpu_buffers", "") == (legacy ? "ipc" : "descriptors"));
+  const Json phases = test::checked_phases(good, 1e9);
+  CHECK(phases.get_number("load_s") >= good.metrics.get_number("process_start_s"));
   const double honest_ms = good.latency_ms;
 
   EvalResult wrong = ev->evaluate(task, gpu_py("def run(x):\n    return x * 2.001\n", "wrong"));

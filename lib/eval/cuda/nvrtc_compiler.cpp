@@ -281,6 +281,7 @@ struct CudaCompiler::Outcome {
   std::string cubin;
   std::map<std::string, std::string> lowered_names;
   std::string log;
+  std::string pch;  // Artifact::pch
 };
 
 CudaCompiler::CudaCompiler(CudaCompilerOptions options) : options_(std::move(options)) {
@@ -411,6 +412,7 @@ CudaCompiler::Outcome CudaCompiler::run_nvrtc(const ProgramSource& src,
   out.log = cap_log(strip_pch_messages(raw_log, &created, &used));
   if (created) ++pch_created_;
   if (used) ++pch_used_;
+  out.pch = used ? "used" : created ? "created" : "";
   if (pch && api.nvrtcGetPCHCreateStatus(prog) == NVRTC_ERROR_PCH_CREATE_HEAP_EXHAUSTED &&
       api.nvrtcGetPCHHeapSizeRequired && api.nvrtcSetPCHHeapSize) {
     // Grow the heap so the next compilation can keep its headers; not now,
@@ -539,6 +541,7 @@ Artifact CudaCompiler::compile(const CompileRequest& request) {
     cubin = std::move(out.cubin);
     art.log = std::move(out.log);
     art.lowered_names = std::move(out.lowered_names);
+    art.pch = std::move(out.pch);
     Json lowered = Json::object();
     for (const auto& [k, v] : art.lowered_names) lowered[k] = v;
     // The cubin first: the metadata marks a complete entry.

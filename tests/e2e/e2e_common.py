@@ -161,3 +161,13 @@ class Expectations:
     def finish(self):
         if self.failures:
             sys.exit("\n".join(self.failures))
+
+
+def edited_copy(source, dest, edit, name="manifest.json"):
+    """A copy of the run folder `source` at `dest` whose JSON file `name` went
+    through edit(obj) (as a folder made elsewhere, or forged, looks). Returns dest."""
+    shutil.copytree(source, dest)
+    obj = json.loads((dest / name).read_text())
+    edit(obj)
+    (dest / name).write_text(json.dumps(obj, indent=2))
+    return dest

@@ -23,7 +23,6 @@ Every decision of these runs compares kernels that differ by fixed waits
 """
 import json
 import os
-import shutil
 import subprocess
 import sys
 
@@ -143,11 +142,8 @@ expect(f"Reproduced {adopted} exactly" in out, f"the replay of the continued run
 
 # 2. Another device: a copy of the source whose manifest names another CPU (also how a folder
 #    someone else edited looks). Round 1 measures the kernel; killed and resumed.
-other_device = work / "source_other_device"
-shutil.copytree(source, other_device)
-m = json.loads((other_device / "manifest.json").read_text())
-m["device"]["name"] = "Another CPU 9000"
-(other_device / "manifest.json").write_text(json.dumps(m, indent=2))
+other_device = e2e_common.edited_copy(source, work / "source_other_device",
+                                      lambda m: m["device"].update(name="Another CPU 9000"))
 measured = work / "measured"
 finish(run_cmd(measured, 6, "--continue-from-solution", str(other_device)), "measured.log")
 check_continued(measured, False, seed, other_device)
@@ -160,11 +156,8 @@ finish(resume_cmd(measured_killed), "measured_resume.log")
 same_end(measured, measured_killed, expect)
 
 # 3. Another task: a copy whose manifest names another task fingerprint.
-other_task = work / "source_other_task"
-shutil.copytree(source, other_task)
-m = json.loads((other_task / "manifest.json").read_text())
-m["task"]["fingerprint"] = "0000000000000000"
-(other_task / "manifest.json").write_text(json.dumps(m, indent=2))
+other_task = e2e_common.edited_copy(source, work / "source_other_task",
+                                    lambda m: m["task"].update(fingerprint="0000000000000000"))
 finish(run_cmd(work / "other_task", 2, "--continue-from-solution", str(other_task)), "other_task.log")
 a = attempts(work / "other_task")
 why = events(work / "other_task", "warm_start")[0].get("evaluation_why", "")
@@ -172,12 +165,8 @@ expect(a[0]["round"] == 1 and "task differs" in why, f"another task's evaluation
 
 # 4. A forged evaluation in a folder that claims this task and device: it cannot be told from a
 #    real one, so it is adopted, and the run says so (docs/security.md); --remeasure measures it.
-forged = work / "source_forged"
-shutil.copytree(source, forged)
-b = json.loads((forged / "best.json").read_text())
-b["eval"]["latency_ms"] = 1e-6
-b["eval"]["score"] = 1e6
-(forged / "best.json").write_text(json.dumps(b, indent=2))
+forged = e2e_common.edited_copy(source, work / "source_forged",
+                                lambda b: b["eval"].update(latency_ms=1e-6, score=1e6), "best.json")
 out = finish(run_cmd(work / "forged", 2, "--continue-from-solution", str(forged)), "forged.log")
 expect(attempts(work / "forged")[0]["round"] == 0 and f"evaluation recorded in {forged}/best.json is used" in out,
        f"a forged folder's evaluation is adopted, and said so:\n{out}")

@@ -186,11 +186,8 @@ same_end(run_full, run_killed, expect)
 
 # The same run, as if made on another device (a copy whose manifest names another CPU): its kernel
 # is known by its code only, never the best so far nor an attempt of this run.
-other_device = work / "source_other_device"
-shutil.copytree(source, other_device)
-m = json.loads((other_device / "manifest.json").read_text())
-m["device"]["name"] = "Another CPU 9000"
-(other_device / "manifest.json").write_text(json.dumps(m, indent=2))
+other_device = e2e_common.edited_copy(source, work / "source_other_device",
+                                      lambda m: m["device"].update(name="Another CPU 9000"))
 finish(run_cmd(work / "other_device_import", 2, "--continue-from-world-model", str(other_device), answers=script),
        "other_device_import.log")
 sols = (events(work / "other_device_import", "world_model_imported") or [{}])[0].get("solutions", [])

@@ -5,7 +5,7 @@
 //                  candidate and the reference compile, reference outputs
 //                  are computed, the reference is timed;
 //   new candidate  the same evaluator, a candidate no cache has seen (a
-//                  comment appended): it compiles, the references are cached,
+//                  an unused kernel appended): it compiles, the references are cached,
 //                  as in a search round;
 //   cached         the same evaluator, the cold candidate again: everything cached;
 //   new evaluator  a fresh evaluator on the warm cache (a new `ksearch eval`
@@ -78,11 +78,20 @@ struct Situation {
   double outer_s = 0;  // this program's clock around evaluate()
 };
 
-// A candidate no cache has seen: the same code with a comment appended.
+// A candidate no cache has seen. CUDA: an extra kernel changes the module's
+// PTX, so neither the cubin cache nor the driver's JIT cache (which NVRTC
+// uses, and which a comment-only change would hit: the PTX is the same) can
+// serve it; NVVM and ptxas compile everything again, as for a new candidate
+// of a search. Elsewhere a comment does that.
 Solution variant(Solution s) {
   static int n = 0;
-  const bool python = s.language == Language::python || s.language == Language::triton;
-  s.sources.front().content += fmt::format("\n{} bench_phases variant {} {}\n", python ? "#" : "//", ++n, ::getpid());
+  ++n;
+  std::string& text = s.sources.front().content;
+  if (s.language == Language::cuda)
+    text += fmt::format("\nextern \"C\" __global__ void bench_phases_variant_{}_{}(int* p) {{ if (p) *p = {}; }}\n", n,
+                        ::getpid(), n);
+  else
+    text += fmt::format("\n{} bench_phases variant {} {}\n", language_is_python(s.language) ? "#" : "//", n, ::getpid());
   s.id.clear();
   return s.finalize();
 }

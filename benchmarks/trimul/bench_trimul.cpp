@@ -92,10 +92,12 @@ int main(int argc, char** argv) {
   try {
     const auto task = load_task("gpumode/trimul");
     const Solution candidate = load_solution_file(a.candidate, task->spec());
-    // The same code under a new identity: a compile-cache miss for the
-    // candidate while the reference outputs stay cached.
+    // A new module: an unused kernel appended changes the PTX, so neither the
+    // cubin cache nor the driver's JIT cache serves it (a comment-only change
+    // would hit the latter) while the reference outputs stay cached.
     Solution fresh = candidate;
-    fresh.sources.front().content += fmt::format("\n// bench_trimul {}\n", ::getpid());
+    fresh.sources.front().content +=
+        fmt::format("\nextern \"C\" __global__ void bench_trimul_new_{}(int* p) {{ if (p) *p = 1; }}\n", ::getpid());
     fresh.finalize();
 
     bool temporary = false;

@@ -4,9 +4,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 
 #include "core/tune/params.hpp"
+#if KS_HAVE_CUDA_BACKEND
+#include "eval/cuda/cuda_backend.hpp"
+#endif
 #include "ksearch/error.hpp"
+#include "util/fs.hpp"
 #include "util/sha256.hpp"
 
 namespace ks::eval {
@@ -194,16 +199,53 @@ std::string ref_key(const std::string& task_key, const std::string& device, cons
 }
 }  // namespace
 
+std::string timing_identity(const DeviceInfo& device, const PreparedSolution& reference, const EvalOptions& options) {
+  std::string driver = "none";
+#if KS_HAVE_CUDA_BACKEND
+  if (device.backend == "cuda") driver = std::to_string(cuda_driver_version());
+#endif
+  std::string builds;
+  for (const auto& b : reference.builds) builds += std::filesystem::path(b.artifact.path).filename().string() + ",";
+  return fmt::format("{}|{}|{}|{:.6g}|{:.6g}|driver {}|reference {}|timing {} flush {} target {:.3g}",
+                     device.name, device.arch, device.memory_bytes, device.peak_flops, device.peak_bytes_per_s,
+                     driver, util::sha256_hex(builds).substr(0, 16), options.timing, options.flush_l2 ? 1 : 0,
+                     options.target_rel_stderr);
+}
+
+std::filesystem::path ReferenceTimes::file_for(const std::string& key) const {
+  return dir_ / (util::sha256_hex(key).substr(0, 32) + ".json");
+}
+
 std::optional<double> ReferenceTimes::find(const std::string& task_key, const std::string& device,
                                            const std::string& workload) const {
-  auto it = ms_.find(ref_key(task_key, device, workload));
-  if (it == ms_.end()) return std::nullopt;
-  return it->second;
+  const std::string key = ref_key(task_key, device, workload);
+  if (auto it = ms_.find(key); it != ms_.end()) return it->second;
+  if (dir_.empty()) return std::nullopt;
+  std::error_code ec;
+  const auto path = file_for(key);
+  if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;
+  try {
+    Json j = Json::parse(util::read_file(path, 1 << 16));
+    const Json* ms = j.find("ms");
+    if (j.get_string("key") != key || !ms || !ms->is_number() || !(ms->as_number() > 0)) return std::nullopt;
+    ms_[key] = ms->as_number();
+    return ms->as_number();
+  } catch (const Error&) {
+    return std::nullopt;  // torn or foreign: measured again and rewritten
+  }
 }
 
 void ReferenceTimes::put(const std::string& task_key, const std::string& device, const std::string& workload,
                          double ms) {
-  ms_[ref_key(task_key, device, workload)] = ms;
+  const std::string key = ref_key(task_key, device, workload);
+  ms_[key] = ms;
+  if (dir_.empty() || !(ms > 0)) return;
+  try {
+    util::make_dirs(dir_);
+    util::write_file_atomic(file_for(key), Json::obj({{"key", key}, {"ms", ms}}).dump());
+  } catch (const Error&) {
+    // A read-only or full cache costs a measurement next time, nothing else.
+  }
 }
 
 std::vector<std::string> ReferenceTimes::missing(const TaskSpec& task, const std::string& task_key,

@@ -3,6 +3,7 @@
 // parameter values), and finishing results.
 #pragma once
 
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <optional>
@@ -73,9 +74,23 @@ PreparedSolution prepare_reference(const TaskSpec& task, Language l, const EvalO
 // Adds compile metrics and the compile log (warnings) of `prepared` to `result`.
 void add_compile_info(EvalResult& result, const PreparedSolution& prepared);
 
-// Latencies of the task's reference, measured once per evaluator and device.
+// What a reference latency depends on besides the task and the workload:
+// the card (name, architecture, memory, its reported clock), the driver, the
+// reference's compiled code (its artifacts' content-addressed names cover the
+// source, compiler version, flags and target) and the timing rules. A change
+// of any of them is another identity, so a cached latency is never used for it.
+std::string timing_identity(const DeviceInfo& device, const PreparedSolution& reference, const EvalOptions& options);
+
+// Latencies of the task's reference, measured once per device identity
+// (timing_identity). With a folder they outlive the process: one small JSON
+// file per (task, identity, workload), written by the evaluator only (no
+// worker sees the folder), so a fresh `ksearch eval` does not time the
+// reference again. A file that is unreadable or names another key is a miss.
 class ReferenceTimes {
  public:
+  ReferenceTimes() = default;
+  explicit ReferenceTimes(std::filesystem::path dir) : dir_(std::move(dir)) {}
+
   std::optional<double> find(const std::string& task_key, const std::string& device,
                              const std::string& workload) const;
   void put(const std::string& task_key, const std::string& device, const std::string& workload, double ms);
@@ -86,7 +101,9 @@ class ReferenceTimes {
   void apply(EvalResult& result, const std::string& task_key, const std::string& device) const;
 
  private:
-  std::map<std::string, double> ms_;
+  std::filesystem::path file_for(const std::string& key) const;
+  mutable std::map<std::string, double> ms_;  // what was measured or read back
+  std::filesystem::path dir_;
 };
 
 }  // namespace ks::eval

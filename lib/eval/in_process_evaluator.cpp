@@ -52,7 +52,8 @@ class InProcessEvaluator final : public Evaluator {
       : config_(config),
         options_(config.options),
         cache_dir_(config.cache_dir.empty() ? util::default_cache_dir() : config.cache_dir),
-        host_compiler_(host::make_host_compiler({.compiler = "", .cache_dir = (cache_dir_ / "host").string()})) {
+        host_compiler_(host::make_host_compiler({.compiler = "", .cache_dir = (cache_dir_ / "host").string()})),
+        ref_times_(cache_dir_ / "reference-times") {
     validate_backend_name(config.backend);
     util::make_dirs(cache_dir_);
   }
@@ -108,7 +109,8 @@ class InProcessEvaluator final : public Evaluator {
     req.reference = ref;
     req.options = opts;
     req.workloads = workloads;
-    if (opts.time_reference) req.time_reference = ref_times_.missing(spec, key, slot.info.name, workloads);
+    const std::string timing_device = timing_identity(slot.info, ref, opts);
+    if (opts.time_reference) req.time_reference = ref_times_.missing(spec, key, timing_device, workloads);
     EvaluationFlow flow(*slot.device, *slot.refs);
     CollectEvents events;
     EvalResult r;
@@ -123,8 +125,8 @@ class InProcessEvaluator final : public Evaluator {
       throw;
     }
     phases += flow.phases();
-    for (const auto& [w, ms] : events.reference_ms) ref_times_.put(key, slot.info.name, w, ms);
-    ref_times_.apply(r, key, slot.info.name);
+    for (const auto& [w, ms] : events.reference_ms) ref_times_.put(key, timing_device, w, ms);
+    ref_times_.apply(r, key, timing_device);
     add_compile_info(r, p);
     // A device error may leave a CUDA context unusable: open it again.
     if (flow.device_suspect() && backend == Backend::cuda) {
@@ -161,7 +163,7 @@ class InProcessEvaluator final : public Evaluator {
 #if KS_HAVE_CUDA_BACKEND
       std::string why;
       if (!cuda_available(&why)) throw Error(Status::no_device, "CUDA evaluation is not possible here: " + why);
-      s.device = make_cuda_device(config_.devices.empty() ? 0 : config_.devices.front());
+      s.device = make_cuda_device(config_.devices.empty() ? 0 : config_.devices.front(), {}, cache_dir_for(Language::cuda));
 #else
       throw Error(Status::no_device, "this build of libksearch has no CUDA backend");
 #endif

@@ -530,6 +530,7 @@ class ProcessEvaluator final : public Evaluator {
                                                  .cache_dir = (cache_dir_ / "host").string(),
                                                  .sandbox = &sandbox_,
                                                  .cancel = &cancelled_})),
+        ref_times_(cache_dir_ / "reference-times"),
         pool_(default_compile_workers(config.compile_workers)) {
     validate_backend_name(config.backend);
     util::make_dirs(cache_dir_);
@@ -642,7 +643,7 @@ class ProcessEvaluator final : public Evaluator {
       req.reference = *references.at(reference_language(backend[i]));
       req.options = opts;
       req.workloads = workloads;
-      const std::string device = slot.info().name;
+      std::string timing_device;  // the reference latencies' identity (timing_identity)
       Json baselines;
       if (oracle_task) {
         // The oracle's start, preparation and baselines (a worker it
@@ -658,7 +659,8 @@ class ProcessEvaluator final : public Evaluator {
         phases[Phase::oracle] += std::max(0.0, seconds_since(t0) - (slot.starts_so_far() - starts_before));
       } else if (opts.time_reference) {
         std::lock_guard rl(ref_mu_);
-        req.time_reference = ref_times_.missing(spec, key, device, workloads);
+        timing_device = timing_identity(slot.info(), req.reference, opts);
+        req.time_reference = ref_times_.missing(spec, key, timing_device, workloads);
       }
       auto outcome = slot.run(key, spec, req);
       EvalResult& r = outcome.result;
@@ -671,8 +673,8 @@ class ProcessEvaluator final : public Evaluator {
           if (k.rfind(key + "\n", 0) == 0 && o.process) r.metrics["oracle_pid"] = o.process->hello().pid;
       } else {
         std::lock_guard rl(ref_mu_);
-        for (const auto& [w, t] : outcome.reference_times) ref_times_.put(key, device, w, t.mean_ms);
-        ref_times_.apply(r, key, device);
+        for (const auto& [w, t] : outcome.reference_times) ref_times_.put(key, timing_device, w, t.mean_ms);
+        ref_times_.apply(r, key, timing_device);
       }
       add_compile_info(r, p);
       if (backend[i] == Backend::cuda && gpus_skipped_ > 0) r.metrics["gpus_skipped"] = gpus_skipped_;
@@ -775,6 +777,19 @@ class ProcessEvaluator final : public Evaluator {
     if (slots.empty()) throw Error(Status::no_device, "CUDA evaluation is not possible here: no device selected");
     cuda_arch_ = config_.cuda_arch.empty() ? first_arch : config_.cuda_arch;
     cuda_slots_ = std::move(slots);
+    // The run workers' own kernels (input generation, comparison) are
+    // compiled here, by a compile worker, into the cubin cache: a sandboxed
+    // run worker reads that cache but may not write it, and would otherwise
+    // compile them again on every start (seconds). A cache hit costs
+    // milliseconds. On failure the run worker compiles them itself and
+    // reports what is wrong.
+    try {
+      CompileRequest runtime = cuda_runtime_kernels_request(first_arch);
+      runtime.cache_dir = cache_dir_for(Language::cuda);
+      compile_fn(Language::cuda)(runtime);
+    } catch (const Error&) {
+    } catch (const CompileError&) {
+    }
 #else
     throw Error(Status::no_device, "this build of libksearch has no CUDA backend");
 #endif

@@ -249,7 +249,9 @@ std::unique_ptr<Device> open_device(const Args& args) {
     }
 #if KS_HAVE_CUDA_BACKEND
     isolate.memory_limit = args.python_memory_limit;  // a resident limit there (python_program.cpp)
-    return make_cuda_device(ordinal, isolate);
+    // Its own kernels come from the cubin cache, read-only in a sandbox: the
+    // parent has a compile worker put them there first.
+    return make_cuda_device(ordinal, isolate, (cache / "cuda").string());
 #else
     (void)ordinal;
     throw Error(Status::no_device, "this build of libksearch has no CUDA backend");

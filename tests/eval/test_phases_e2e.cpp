@@ -7,11 +7,14 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <filesystem>
+#include <vector>
 
 #include "fixtures.hpp"
 #include "ksearch/eval.hpp"
 #include "phase_checks.hpp"
 #include "support/test_util.hpp"
+#include "util/fs.hpp"
 
 using namespace ks;
 using ks::test::checked_phases;
@@ -151,4 +154,54 @@ TEST_CASE("phases: the in-process evaluator reports the same phases") {
   for (const char* k : {"compile_s", "reference_compile_s", "inputs_s", "reference_s", "checks_s", "timing_s"})
     CHECK_MESSAGE(p.get_number(k) > 0, k);
   CHECK(p.get_number("transfers_s") == 0);  // no protocol, no copies on the host
+}
+
+TEST_CASE("phases: the reference's latencies outlive the evaluator, per device identity and timing rules") {
+  const auto dir = ks::test::scratch_dir("phases_ref_times");
+  auto cfg = ks::test::test_config(dir.string());
+  SpecTask task(ks::test::vadd_task());
+  auto reference_ms = [](const EvalResult& r) {
+    std::vector<double> out;
+    for (const auto& w : r.workloads)
+      if (w.benchmark) out.push_back(w.reference_ms);
+    return out;
+  };
+  auto same_latencies = [](const std::vector<double>& a, const std::vector<double>& b) {
+    REQUIRE(a.size() == b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) CHECK(a[i] == doctest::Approx(b[i]).epsilon(1e-9));
+  };
+
+  const Timed first = timed(*make_evaluator(cfg), task, vadd_candidate(ks::test::kGoodBody, "first"));
+  REQUIRE(first.result.status == EvalStatus::passed);
+  CHECK(checked_phases(first.result, first.wall_s).get_number("reference_timing_s") > 0);
+  const auto measured = reference_ms(first.result);
+  REQUIRE(!measured.empty());
+  for (double ms : measured) CHECK(ms > 0);
+
+  // A new evaluator on the same cache (a fresh `ksearch eval`) reads them back.
+  const Timed again = timed(*make_evaluator(cfg), task, vadd_candidate(ks::test::kGoodBody, "again"));
+  REQUIRE(again.result.status == EvalStatus::passed);
+  CHECK(checked_phases(again.result, again.wall_s).get_number("reference_timing_s") == 0);
+  same_latencies(reference_ms(again.result), measured);
+
+  // Other timing rules are another identity: measured again.
+  auto other_rules = cfg;
+  other_rules.options.flush_l2 = !cfg.options.flush_l2;
+  const Timed other = timed(*make_evaluator(other_rules), task, vadd_candidate(ks::test::kGoodBody, "other"));
+  REQUIRE(other.result.status == EvalStatus::passed);
+  CHECK(checked_phases(other.result, other.wall_s).get_number("reference_timing_s") > 0);
+
+  // A torn or foreign file is a miss, measured again and rewritten.
+  int damaged = 0;
+  for (const auto& f : std::filesystem::directory_iterator(dir / "reference-times")) {
+    ks::util::write_file_atomic(f.path(), ++damaged % 2 ? "{\"key\": \"someone else\", \"ms\": 1e-9}" : "{\"ms\"");
+  }
+  REQUIRE(damaged > 0);
+  const Timed repaired = timed(*make_evaluator(cfg), task, vadd_candidate(ks::test::kGoodBody, "repaired"));
+  REQUIRE(repaired.result.status == EvalStatus::passed);
+  CHECK(checked_phases(repaired.result, repaired.wall_s).get_number("reference_timing_s") > 0);
+  for (double ms : reference_ms(repaired.result)) CHECK(ms > 1e-6);
+  const Timed read_back = timed(*make_evaluator(cfg), task, vadd_candidate(ks::test::kGoodBody, "read back"));
+  CHECK(checked_phases(read_back.result, read_back.wall_s).get_number("reference_timing_s") == 0);
+  same_latencies(reference_ms(read_back.result), reference_ms(repaired.result));
 }

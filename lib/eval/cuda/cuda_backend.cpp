@@ -22,6 +22,8 @@ bool cuda_probe(std::string* why) {
 
 int cuda_device_count() { return cuda::driver().device_count; }
 
+int cuda_driver_version() { return cuda::driver().version; }
+
 std::string cuda_device_arch(int ordinal) {
   const auto& api = cuda::driver();
   if (ordinal < 0 || ordinal >= api.device_count)
@@ -37,9 +39,12 @@ std::string cuda_device_arch(int ordinal) {
   return cuda::arch_for_capability(major, minor);
 }
 
-std::unique_ptr<Device> make_cuda_device(int ordinal, const host::CandidateProcessOptions& python) {
-  return std::make_unique<cuda::CudaDevice>(ordinal, python);
+std::unique_ptr<Device> make_cuda_device(int ordinal, const host::CandidateProcessOptions& python,
+                                         const std::string& kernel_cache) {
+  return std::make_unique<cuda::CudaDevice>(ordinal, python, kernel_cache);
 }
+
+CompileRequest cuda_runtime_kernels_request(const std::string& arch) { return cuda::runtime_kernels_request(arch); }
 
 std::unique_ptr<Compiler> make_cuda_compiler(const CudaCompilerOptions& options) {
   return std::make_unique<cuda::CudaCompiler>(options);

@@ -29,14 +29,25 @@ bool cuda_probe(std::string* why = nullptr);
 // Throws ks::Error(Status::no_device) when no driver or device is usable.
 int cuda_device_count();
 
+// The driver's CUDA version (cuDriverGetVersion), e.g. 13000.
+int cuda_driver_version();
+
 // The architecture NVRTC should target for a device, e.g. "sm_90a" on Hopper.
 // Throws ks::Error(Status::no_device).
 std::string cuda_device_arch(int ordinal);
 
 // Opens device `ordinal` (after CUDA_VISIBLE_DEVICES) with its own context
 // and stream. Throws ks::Error(Status::no_device).
-// Python candidates on it start their processes with `python`.
-std::unique_ptr<Device> make_cuda_device(int ordinal, const host::CandidateProcessOptions& python = {});
+// Python candidates on it start their processes with `python`. Its own
+// kernels come from the cubin cache `kernel_cache` (empty: the default one).
+std::unique_ptr<Device> make_cuda_device(int ordinal, const host::CandidateProcessOptions& python = {},
+                                         const std::string& kernel_cache = {});
+
+// The compile request for a device's own kernels on `arch`. Compiled by a
+// compile worker into the cache before a run worker starts, so that a
+// sandboxed run worker, which may not write the cache, finds the cubin there
+// instead of compiling it again on every start.
+CompileRequest cuda_runtime_kernels_request(const std::string& arch);
 
 // NVRTC-based compiler; usable without a GPU when options.arch is set.
 // Throws ks::Error(Status::no_device) when NVRTC cannot be loaded.

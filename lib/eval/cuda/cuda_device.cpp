@@ -99,8 +99,8 @@ PeakFigures estimate_peaks(const std::string& name, int major, int minor, int sm
   return p;
 }
 
-CudaDevice::CudaDevice(int ordinal, host::CandidateProcessOptions python)
-    : api_(driver()), ordinal_(ordinal), python_(std::move(python)) {
+CudaDevice::CudaDevice(int ordinal, host::CandidateProcessOptions python, std::string kernel_cache)
+    : api_(driver()), ordinal_(ordinal), python_(std::move(python)), kernel_cache_(std::move(kernel_cache)) {
   if (ordinal < 0 || ordinal >= api_.device_count)
     throw Error(Status::no_device,
                 fmt::format("CUDA device {} does not exist; {} device{} visible", ordinal,
@@ -394,20 +394,26 @@ void CudaDevice::release_external(Buffer b, const ExternalTensor& t) {
   if (t.handover != "cuda_ipc") Device::release_external(b, t);
 }
 
+CompileRequest runtime_kernels_request(const std::string& arch) {
+  CompileRequest req;
+  req.solution.name = "ksearch-runtime";
+  req.solution.language = Language::cuda;
+  req.solution.sources = {{"ks_runtime.cu", std::string(embedded::runtime_kernels)},
+                          {"ks_rng.h", std::string(embedded::rng_header)}};
+  req.arch = arch;
+  // The host computes inputs without fused multiply-adds; so must the GPU.
+  req.flags = {"-fmad=false"};
+  return req;
+}
+
 void CudaDevice::load_runtime_kernels() {
   std::call_once(runtime_once_, [&] {
     CudaCompilerOptions opts;
     opts.arch = info_.arch;
+    opts.cache_dir = kernel_cache_;
     opts.use_pch = false;  // compiled once per machine, then read from the cache
     CudaCompiler compiler(opts);
-    CompileRequest req;
-    req.solution.name = "ksearch-runtime";
-    req.solution.language = Language::cuda;
-    req.solution.sources = {{"ks_runtime.cu", std::string(embedded::runtime_kernels)},
-                            {"ks_rng.h", std::string(embedded::rng_header)}};
-    req.arch = info_.arch;
-    // The host computes inputs without fused multiply-adds; so must the GPU.
-    req.flags = {"-fmad=false"};
+    const CompileRequest req = runtime_kernels_request(info_.arch);
     Artifact art;
     try {
       art = compiler.compile(req);

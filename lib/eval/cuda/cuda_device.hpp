@@ -33,10 +33,18 @@ PeakFigures estimate_peaks(const std::string& name, int cc_major, int cc_minor, 
 // instruction of the chip (wgmma, setmaxnreg, tcgen05, ...).
 std::string arch_for_capability(int cc_major, int cc_minor);
 
+// The compile request for the device's own kernels (input generation,
+// poisoning, comparison): the same on both sides, so the cubin a compile
+// worker stores is the one a sandboxed run worker, which may not write the
+// cache, finds there.
+CompileRequest runtime_kernels_request(const std::string& arch);
+
 class CudaDevice final : public Device {
  public:
   // Python candidates (eval/python/) start their processes with `python`.
-  explicit CudaDevice(int ordinal, host::CandidateProcessOptions python = {});
+  // `kernel_cache` is the cubin cache the runtime kernels are read from (and
+  // written to when it is writable); empty: the default cache.
+  explicit CudaDevice(int ordinal, host::CandidateProcessOptions python = {}, std::string kernel_cache = {});
   ~CudaDevice() override;
   CudaDevice(const CudaDevice&) = delete;
   CudaDevice& operator=(const CudaDevice&) = delete;
@@ -122,6 +130,7 @@ class CudaDevice final : public Device {
   std::map<std::string, CUdeviceptr> ipc_mappings_;  // by IPC handle (hex): another process's memory
   host::CandidateProcessOptions python_;
 
+  std::string kernel_cache_;
   std::once_flag runtime_once_;
   CUmodule runtime_module_ = nullptr;
   std::map<std::string, CUfunction> runtime_functions_;

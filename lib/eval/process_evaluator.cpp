@@ -563,7 +563,11 @@ class ProcessEvaluator final : public Evaluator {
             !problem.empty())
           throw Error(Status::not_found, problem);
     }
-    if (languages.count(Language::cuda)) ensure_cuda_slots();
+    PhaseTimes runtime_phases;  // the CUDA run workers' own kernels, compiled once
+    if (languages.count(Language::cuda)) {
+      ensure_cuda_slots();
+      runtime_phases = ensure_runtime_kernels();
+    }
     // An oracle task has no reference program: its oracle supplies the data.
     const bool oracle_task = !spec.oracle.is_null();
     std::map<Language, const PreparedSolution*> references;
@@ -587,6 +591,9 @@ class ProcessEvaluator final : public Evaluator {
     }
     std::map<Language, std::size_t> first_of;  // the first candidate checked against each reference
     for (std::size_t i = solutions.size(); i-- > 0;) first_of[reference_language(backend[i])] = i;
+    std::size_t first_cuda = solutions.size();
+    for (std::size_t i = solutions.size(); i-- > 0;)
+      if (backend[i] == Backend::cuda) first_cuda = i;
 
     // Compile everything on the pool; measurement starts as soon as the first is ready.
     // Everything a job needs is worked out here, on this thread: the jobs
@@ -622,6 +629,7 @@ class ProcessEvaluator final : public Evaluator {
       PhaseTimes phases = compile_phases[i];
       if (const Language l = reference_language(backend[i]); first_of.at(l) == i && reference_phases.count(l))
         phases += reference_phases.at(l);
+      if (backend[i] == Backend::cuda && first_cuda == i) phases += runtime_phases;
       slot.take_starts();  // a start outside any evaluation (device()) is no one's
       // Whatever this candidate's evaluation started is its own; the wall
       // time counts from the batch's start.
@@ -777,22 +785,37 @@ class ProcessEvaluator final : public Evaluator {
     if (slots.empty()) throw Error(Status::no_device, "CUDA evaluation is not possible here: no device selected");
     cuda_arch_ = config_.cuda_arch.empty() ? first_arch : config_.cuda_arch;
     cuda_slots_ = std::move(slots);
-    // The run workers' own kernels (input generation, comparison) are
-    // compiled here, by a compile worker, into the cubin cache: a sandboxed
-    // run worker reads that cache but may not write it, and would otherwise
-    // compile them again on every start (seconds). A cache hit costs
-    // milliseconds. On failure the run worker compiles them itself and
-    // reports what is wrong.
-    try {
-      CompileRequest runtime = cuda_runtime_kernels_request(first_arch);
-      runtime.cache_dir = cache_dir_for(Language::cuda);
-      compile_fn(Language::cuda)(runtime);
-    } catch (const Error&) {
-    } catch (const CompileError&) {
-    }
+    runtime_arch_ = first_arch;
 #else
     throw Error(Status::no_device, "this build of libksearch has no CUDA backend");
 #endif
+  }
+
+  // The run workers' own kernels (input generation, comparison) are compiled
+  // by a compile worker into the cubin cache, once per evaluator, before a
+  // run worker needs them: a sandboxed run worker reads that cache but may
+  // not write it, and would otherwise compile them again on every start
+  // (seconds). A cache hit costs milliseconds. What it cost is part of the
+  // run workers' start, charged to the evaluation that first needed it. On
+  // failure the run worker compiles them itself and reports what is wrong.
+  PhaseTimes ensure_runtime_kernels() {
+    PhaseTimes p;
+#if KS_HAVE_CUDA_BACKEND
+    std::call_once(runtime_once_, [&] {
+      t_compile_worker_starts = PhaseTimes{};
+      const auto t0 = Clock::now();
+      try {
+        CompileRequest runtime = cuda_runtime_kernels_request(runtime_arch_);
+        runtime.cache_dir = cache_dir_for(Language::cuda);
+        compile_fn(Language::cuda)(runtime);
+      } catch (const Error&) {
+      } catch (const CompileError&) {
+      }
+      p = std::exchange(t_compile_worker_starts, PhaseTimes{});
+      p[Phase::worker_start] += std::max(0.0, seconds_since(t0) - p.sum());
+    });
+#endif
+    return p;
   }
 
   // The architecture to compile for: fixed once the CUDA slots exist, so
@@ -926,6 +949,8 @@ class ProcessEvaluator final : public Evaluator {
   std::map<std::string, PreparedSolution> references_;
   std::mutex ref_mu_;
   ReferenceTimes ref_times_;
+  std::string runtime_arch_;      // the first GPU's architecture: the run workers' own kernels
+  std::once_flag runtime_once_;   // ensure_runtime_kernels
   std::mutex oracle_mu_;
   std::map<std::string, OracleState> oracles_;  // by task key and backend
   // Last, so it is destroyed first: its threads may use the members above.

@@ -72,9 +72,17 @@ std::vector<std::pair<std::string, std::string>> problem_pairs(const Args& a) {
   return out;
 }
 
+// The evaluator of this command: its own, or the evaluation server's (--server).
+std::unique_ptr<Evaluator> make_cli_evaluator(const Args& a, const EvaluatorConfig& cfg) {
+  if (!a.has("server")) return make_evaluator(cfg);
+  const double idle = a.get_double("server-idle", 600);
+  if (!(idle > 0)) throw UsageError("--server-idle must be a positive number of seconds");
+  return make_served_evaluator(cfg, idle);
+}
+
 int eval_problems(const Args& a, const EvaluatorConfig& cfg) {
   auto pairs = problem_pairs(a);
-  auto evaluator = make_evaluator(cfg);
+  auto evaluator = make_cli_evaluator(a, cfg);
   std::vector<ProblemOutcome> outcomes;
   Json rows = Json::array();
   const bool json = a.has("json");
@@ -234,7 +242,16 @@ int cmd_eval(int argc, char** argv) {
           {"sandbox", "auto|on|off", "Confine the candidate and its compiler with bubblewrap (docs/security.md).",
            "auto", false},
           {"memory-limit", "SIZE", "Address-space limit of a host (cpp, python) candidate's process, and the resident host memory a GPU Python candidate may hold, e.g. 8G.",
-           "half the RAM", false}});
+           "half the RAM", false},
+          {"server", "", "Evaluate in this user's evaluation server for these settings, started in the background "
+                         "when none runs: it keeps its workers, compiled references, reference outputs (in GPU "
+                         "memory) and measured latencies between calls, so an agent that calls ksearch eval once "
+                         "per candidate pays for them once (docs/evaluation.md).",
+           "", false},
+          {"server-idle", "S", "With --server: a server started now exits after S seconds without a request, "
+                               "ending its workers.",
+           "600", false},
+          {"stop-server", "", "Stop the evaluation server for these settings (if one runs) and exit.", "", false}});
   if (!a.parse(argc, argv)) {
     throw UsageError(a.error());
   }
@@ -248,7 +265,8 @@ int cmd_eval(int argc, char** argv) {
   if (many && (a.has("task") || a.has("solution"))) {
     throw UsageError("give either --task and --solution, or --problem/--problems");
   }
-  if (!many && (!a.has("task") || !a.has("solution") || !a.positional().empty())) {
+  if (a.has("server") && a.has("in-process")) throw UsageError("--server and --in-process cannot be combined");
+  if (!many && !a.has("stop-server") && (!a.has("task") || !a.has("solution") || !a.positional().empty())) {
     throw UsageError("give --task and --solution (see ksearch eval --help)");
   }
 
@@ -281,6 +299,11 @@ int cmd_eval(int argc, char** argv) {
   if (o.timing == "upstream" && !a.has("max-time")) o.max_time_per_workload_s = 10.0;  // eval.py benchmark mode
   if (o.timing == "upstream" && !a.has("run-timeout")) o.run_timeout_s = 300.0;        // room for eval.py's caps
   o.time_reference = !a.has("no-reference-timing");
+  if (a.has("stop-server")) {
+    const bool stopped = stop_evaluation_server(cfg);
+    say(stderr, "ksearch eval: {}\n", stopped ? "the evaluation server stopped" : "no evaluation server runs for these settings");
+    return kExitOk;
+  }
   if (many) return eval_problems(a, cfg);
 
   auto task = load_task(a.get("task"));
@@ -293,7 +316,7 @@ int cmd_eval(int argc, char** argv) {
   if (a.has("language") && solution.language != *language_from_string(a.get("language")))
     throw Error(Status::invalid_argument, fmt::format("--language {}: {} holds a {} solution", a.get("language"),
                                                       a.get("solution"), to_string(solution.language)));
-  auto evaluator = make_evaluator(cfg);
+  auto evaluator = make_cli_evaluator(a, cfg);
   EvalResult r = evaluator->evaluate(*task, solution);
 
   const int code = r.passed() ? kExitOk : kExitCandidateFailed;

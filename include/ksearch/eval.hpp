@@ -38,6 +38,19 @@ struct KS_API EvaluatorConfig {
 // driver or GPU is present.
 KS_API std::unique_ptr<Evaluator> make_evaluator(const EvaluatorConfig& config);
 
+// An evaluator served by this user's evaluation server for `config` (its
+// options travel with each request), started in the background when none
+// runs: fresh processes that each evaluate a few candidates (an agent calling
+// `ksearch eval --server`) share its workers, compiled references, reference
+// outputs kept in GPU memory and measured latencies. The server exits after
+// `idle_timeout_s` without a request, ending its workers. In-process
+// configurations cannot be served. docs/evaluation.md, "The evaluation server".
+KS_API std::unique_ptr<Evaluator> make_served_evaluator(const EvaluatorConfig& config, double idle_timeout_s = 600);
+
+// Asks the evaluation server for `config` to exit and waits until it has
+// ended its workers. False when none was running.
+KS_API bool stop_evaluation_server(const EvaluatorConfig& config);
+
 // Whether a CUDA driver and at least one GPU are usable here, and if not, why.
 KS_API bool cuda_available(std::string* why = nullptr);
 

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "eval/baseline_scoring.hpp"
+#include "eval/eval_server.hpp"
 #include "eval/evaluator_common.hpp"
 #include "eval/process_evaluator.hpp"
 #include "eval/python/python_program.hpp"
@@ -71,5 +72,16 @@ std::unique_ptr<Evaluator> make_evaluator(const EvaluatorConfig& config) {
   return std::make_unique<eval::BaselineScoring>(
       std::move(inner), config.cache_dir.empty() ? util::default_cache_dir() : config.cache_dir);
 }
+
+std::unique_ptr<Evaluator> make_served_evaluator(const EvaluatorConfig& config, double idle_timeout_s) {
+  eval::validate_backend_name(config.backend);
+  if (!eval::sandbox_mode_from_string(config.sandbox))
+    throw Error(Status::invalid_argument,
+                fmt::format("sandbox \"{}\" is not one of auto, on, off", config.sandbox));
+  eval::validate_options(config.options);
+  return eval::connect_evaluation_server(config, idle_timeout_s);
+}
+
+bool stop_evaluation_server(const EvaluatorConfig& config) { return eval::stop_evaluation_server(config); }
 
 KS_NAMESPACE_END

@@ -37,6 +37,7 @@
 #include "eval/host/guarded_memory.hpp"
 #include "eval/host/host_device.hpp"
 #include "eval/messages.hpp"
+#include "eval/eval_server.hpp"
 #include "eval/phases.hpp"
 #include "eval/protocol.hpp"
 #include "eval/reference_store.hpp"
@@ -63,6 +64,9 @@ struct Args {
   bool sandboxed = false;          // started by bubblewrap in a PID namespace of its own
   std::string isolation;           // candidate role: the layers its parent set up
   std::string python;              // the interpreter Python candidates run under
+  std::string server_config;       // eval-server role: the EvaluatorConfig it serves, as JSON
+  std::string server_socket, server_lock;
+  double server_idle_s = 600;
 };
 
 // In a sandbox the worker is process 2 of its PID namespace (bubblewrap's
@@ -187,6 +191,10 @@ Args parse_args(int argc, char** argv) {
     else if (k == "--sandboxed") a.sandboxed = true;
     else if (k == "--isolation") a.isolation = value();
     else if (k == "--python") a.python = value();
+    else if (k == "--server-config") a.server_config = value();
+    else if (k == "--server-socket") a.server_socket = value();
+    else if (k == "--server-lock") a.server_lock = value();
+    else if (k == "--server-idle") a.server_idle_s = std::strtod(value().c_str(), nullptr);
     else if (k == "--memory-limit" || k == "--python-memory-limit") {
       const std::string v = value();
       char* end = nullptr;
@@ -198,7 +206,7 @@ Args parse_args(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "ksearch-worker: unknown argument \"%s\"\n"
-                   "usage: ksearch-worker --role run|compile|candidate [--device host|cuda:N] [--cache-dir DIR]\n"
+                   "usage: ksearch-worker --role run|compile|candidate|eval-server [--device host|cuda:N] [--cache-dir DIR]\n"
                    "       [--refs-dir DIR|none] [--memory-limit BYTES] [--pch-dir DIR] [--python PATH]\n"
                    "This program is started by libksearch; it speaks a binary protocol on stdin/stdout.\n",
                    k.c_str());
@@ -404,6 +412,22 @@ int compile_role(int in, const Args& args) {
 #endif
 }
 
+int eval_server_role(const Args& args) {
+  try {
+    const EvaluatorConfig config = server_config_from_json(Json::parse(args.server_config));
+    ServerPaths paths;
+    paths.socket = args.server_socket;
+    paths.lock = args.server_lock;
+    paths.log = fs::path(args.server_lock).replace_extension(".log");  // where the client sent its stderr
+    if (paths.socket.empty() || paths.lock.empty() || !(args.server_idle_s > 0))
+      fatal(Status::invalid_argument, "the eval-server role needs --server-socket, --server-lock and a positive --server-idle");
+    return serve_evaluations(config, paths, args.server_idle_s);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "ksearch evaluation server: %s\n", e.what());
+    return 1;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -411,6 +435,8 @@ int main(int argc, char** argv) {
   Args args = parse_args(argc, argv);
   // A candidate's process talks only on descriptor 3, to the run worker that started it.
   if (args.role == "candidate") return host::candidate_process_main(3, args.memory_limit, args.isolation);
+  // The evaluation server (eval_server.hpp) talks on its socket, not on a pipe.
+  if (args.role == "eval-server") return eval_server_role(args);
   int in = take_protocol_fds();
   start_watchdog(in);
   try {

@@ -221,6 +221,20 @@ check("eval accepts attempts/*/solution.json and attempt folders; exit 0 passed,
 for target in (run / "best" / "solution.json", run / "best.json", run / "best", run):
     r = ksearch("eval", "--task", task, "--solution", target, "--max-time", "0.05")
     check(f"eval accepts {target.relative_to(work)}", r.returncode == 0 and "passed" in r.stdout, r.stdout + r.stderr)
+# eval --server: the same verdict from this user's evaluation server, which a
+# second fresh process finds warm; --stop-server ends it and what it left.
+served = [ksearch("eval", "--task", task, "--solution", run / "best", "--max-time", "0.05", "--json", "--server",
+                  "--server-idle", "120", "--cache-dir", work / "server-cache") for _ in range(2)]
+js = [parses(x.stdout) or {} for x in served]
+pids = [j.get("metrics", {}).get("evaluation_server_pid") for j in js]
+check("eval --server: passed twice, by one server, warm the second time",
+      all(x.returncode == 0 for x in served) and pids[0] and pids[0] == pids[1]
+      and js[1]["metrics"]["phases"]["worker_start_s"] == 0 and js[1]["metrics"]["phases"]["reference_timing_s"] == 0,
+      "\n".join(x.stdout[-500:] + x.stderr[-500:] for x in served))
+r = ksearch("eval", "--stop-server", "--cache-dir", work / "server-cache")
+check("eval --stop-server: stopped", r.returncode == 0 and "stopped" in r.stderr, r.stderr)
+r = ksearch("eval", "--stop-server", "--cache-dir", work / "server-cache")
+check("eval --stop-server again: none runs", r.returncode == 0 and "no evaluation server" in r.stderr, r.stderr)
 r = ksearch("eval", "--task", task, "--solution", work / "no-such-file.json")
 check("eval of a missing file: exit 1, named", r.returncode == 1 and "no-such-file.json" in r.stderr, r.stderr)
 

@@ -1,0 +1,533 @@
+#include "eval/eval_server.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "eval/worker_client.hpp"
+#include "ksearch/error.hpp"
+#include "util/fs.hpp"
+#include "util/sha256.hpp"
+
+extern char** environ;
+
+namespace ks::eval {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+constexpr int kProtocol = 1;
+constexpr std::size_t kMaxFrame = std::size_t{1} << 30;  // a batch's sources or results, never more
+constexpr double kStartTimeoutS = 60;                    // the server binds its socket within ms; this is slack
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// The configuration a server is for: everything but the options, which
+// travel with each request.
+Json config_json(const EvaluatorConfig& c) {
+  Json devices = Json::array();
+  for (int d : c.devices) devices.push_back(d);
+  return Json::obj({{"backend", c.backend},
+                    {"devices", devices},
+                    {"cache_dir", c.cache_dir.string()},
+                    {"worker_path", c.worker_path.string()},
+                    {"compile_workers", c.compile_workers},
+                    {"cuda_arch", c.cuda_arch},
+                    {"sandbox", c.sandbox},
+                    {"memory_limit_bytes", static_cast<std::int64_t>(c.memory_limit_bytes)}});
+}
+
+EvaluatorConfig config_from_json(const Json& j) {
+  EvaluatorConfig c;
+  c.backend = j.get_string("backend");
+  if (const Json* d = j.find("devices"); d && d->is_array())
+    for (std::size_t i = 0; i < d->size(); ++i) c.devices.push_back(static_cast<int>((*d)[i].as_int()));
+  c.cache_dir = j.get_string("cache_dir");
+  c.worker_path = j.get_string("worker_path");
+  c.compile_workers = static_cast<int>(j.get_int("compile_workers", 0));
+  c.cuda_arch = j.get_string("cuda_arch");
+  c.sandbox = j.get_string("sandbox");
+  c.memory_limit_bytes = static_cast<std::uint64_t>(j.get_int("memory_limit_bytes", 0));
+  return c;
+}
+
+// Paths made absolute and the worker found, so the id and the server's own
+// evaluator do not depend on the working folder.
+EvaluatorConfig resolved(EvaluatorConfig c) {
+  if (c.in_process)
+    throw Error(Status::invalid_argument,
+                "an evaluation server runs candidates in worker processes; an in-process evaluator cannot be served");
+  c.cache_dir = fs::absolute(c.cache_dir.empty() ? util::default_cache_dir() : c.cache_dir).lexically_normal();
+  c.worker_path = fs::absolute(locate_worker(c.worker_path)).lexically_normal();
+  c.options = EvalOptions{};
+  return c;
+}
+
+// Variables a server's workers, compilers and interpreters read: a client
+// with other values gets a server of its own.
+std::string environment_digest() {
+  static const char* const kNames[] = {"PATH",      "LD_LIBRARY_PATH", "HOME",      "XDG_CACHE_HOME", "TMPDIR",
+                                       "CXX",       "CUDA_HOME",       "CUDA_PATH", "CUDA_VISIBLE_DEVICES",
+                                       "PYTHONPATH"};
+  std::vector<std::string> vars;
+  for (char** e = environ; e && *e; ++e) {
+    std::string_view kv(*e);
+    const std::string name(kv.substr(0, kv.find('=')));
+    if (name.rfind("KSEARCH_", 0) == 0 || std::find(std::begin(kNames), std::end(kNames), name) != std::end(kNames))
+      vars.emplace_back(kv);
+  }
+  std::sort(vars.begin(), vars.end());
+  std::string all;
+  for (const auto& v : vars) all += v + '\n';
+  return util::sha256_hex(all);
+}
+
+fs::path server_dir() {
+  const char* xdg = std::getenv("XDG_RUNTIME_DIR");
+  std::error_code ec;
+  const fs::path dir = xdg && *xdg && fs::is_directory(xdg, ec) ? fs::path(xdg) / "ksearch"
+                                                                : fs::path("/tmp") / fmt::format("ksearch-{}", ::getuid());
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+    throw Error(Status::io, fmt::format("cannot create the evaluation server's folder {}: {}", dir.string(),
+                                        std::strerror(errno)));
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::getuid() || (st.st_mode & 077) != 0)
+    throw Error(Status::io, fmt::format("refusing {} as the evaluation server's folder: it must be a folder of this "
+                                        "user's that nobody else may enter (mode 0700, not a link)",
+                                        dir.string()));
+  return dir;
+}
+
+sockaddr_un address_of(const fs::path& socket) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  const std::string s = socket.string();
+  if (s.size() >= sizeof a.sun_path)
+    throw Error(Status::invalid_argument,
+                fmt::format("the evaluation server's socket path {} is longer than a Unix socket allows", s));
+  std::memcpy(a.sun_path, s.c_str(), s.size() + 1);
+  return a;
+}
+
+int try_connect(const fs::path& socket) {
+  const sockaddr_un a = address_of(socket);
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+void write_all(int fd, const std::string& data) {
+  std::size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw Error(Status::subprocess, fmt::format("the evaluation server's connection broke: {}", std::strerror(errno)));
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+void send_frame(int fd, const Json& j) { write_all(fd, j.dump() + '\n'); }
+
+// Reads one line. `keep_waiting` is asked every 100 ms; false stops with
+// Status::cancelled. EOF before a line is Status::subprocess.
+Json read_frame(int fd, const std::function<bool()>& keep_waiting) {
+  std::string line;
+  char buf[1 << 16];
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    const int r = ::poll(&p, 1, 100);
+    if (r < 0 && errno != EINTR) throw Error(Status::subprocess, std::string("poll: ") + std::strerror(errno));
+    if (r <= 0) {
+      if (!keep_waiting()) throw Error(Status::cancelled, "cancelled while waiting for the evaluation server");
+      continue;
+    }
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw Error(Status::subprocess, "the evaluation server closed the connection without an answer");
+    line.append(buf, static_cast<std::size_t>(n));
+    if (const auto nl = line.find('\n'); nl != std::string::npos) {
+      line.resize(nl);
+      return Json::parse(line);
+    }
+    if (line.size() > kMaxFrame) throw Error(Status::parse, "a frame of the evaluation server is over 1 GiB");
+  }
+}
+
+Json error_frame(const Error& e) {
+  return Json::obj({{"error", Json::obj({{"status", static_cast<int>(e.status())}, {"message", e.what()}})}});
+}
+
+std::string log_tail(const fs::path& log) {
+  std::string text;
+  try {
+    text = util::read_file(log, 1 << 20);
+  } catch (const Error&) {
+    return "";
+  }
+  if (text.size() > 2000) text = "..." + text.substr(text.size() - 2000);
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text;
+}
+
+// Starts the server detached: a session of its own, no descriptor of ours
+// but its log, reparented to init, so it outlives this process and nothing
+// of this process outlives it.
+void start_server(const EvaluatorConfig& config, const ServerPaths& paths, double idle_s) {
+  const std::string exe = config.worker_path.string();
+  std::vector<std::string> args{exe, "--role", "eval-server", "--server-config", config_json(config).dump(),
+                                "--server-socket", paths.socket.string(), "--server-lock", paths.lock.string(),
+                                "--server-idle", fmt::format("{}", idle_s)};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const int log = ::open(paths.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (log < 0)
+    throw Error(Status::io, fmt::format("cannot open the evaluation server's log {}: {}", paths.log.string(),
+                                        std::strerror(errno)));
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    // Only async-signal-safe calls from here to exec.
+    ::setsid();
+    const pid_t again = ::fork();
+    if (again != 0) ::_exit(again < 0 ? 1 : 0);
+    const int null = ::open("/dev/null", O_RDWR);
+    ::dup2(null, 0);
+    ::dup2(log, 1);
+    ::dup2(log, 2);
+    ::syscall(SYS_close_range, 3u, ~0u, 0u);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  ::close(log);
+  if (pid < 0) throw Error(Status::subprocess, fmt::format("cannot start the evaluation server: {}", std::strerror(errno)));
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+}
+
+// Whether a live server holds the lock (then it is starting or serving).
+bool lock_held(const fs::path& lock) {
+  const int fd = ::open(lock.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return false;
+  const bool held = ::flock(fd, LOCK_SH | LOCK_NB) != 0;
+  ::close(fd);
+  return held;
+}
+
+class ServedEvaluator final : public Evaluator {
+ public:
+  ServedEvaluator(EvaluatorConfig config, ServerPaths paths, double idle_s)
+      : config_(std::move(config)), paths_(std::move(paths)), idle_s_(idle_s), options_(config_.options) {}
+
+  EvalResult evaluate(const Task& task, const Solution& solution) override {
+    return evaluate_batch(task, {solution}).front();
+  }
+
+  std::vector<EvalResult> evaluate_batch(const Task& task, const std::vector<Solution>& solutions) override {
+    Json list = Json::array();
+    for (const auto& s : solutions) list.push_back(s.to_json());
+    std::error_code ec;
+    const Json reply = call(Json::obj({{"protocol", kProtocol},
+                                       {"op", "evaluate"},
+                                       {"cwd", fs::current_path(ec).string()},
+                                       {"task", task.spec().to_json()},
+                                       {"solutions", list},
+                                       {"options", options_.to_json()}}));
+    const Json* results = reply.find("results");
+    if (!results || !results->is_array() || results->size() != solutions.size())
+      throw Error(Status::subprocess, "the evaluation server's answer has no result for every solution");
+    std::vector<EvalResult> out;
+    for (std::size_t i = 0; i < results->size(); ++i) out.push_back(EvalResult::from_json((*results)[i]));
+    return out;
+  }
+
+  DeviceInfo device() const override {
+    const Json reply = call(Json::obj({{"protocol", kProtocol}, {"op", "device"}}));
+    const Json* d = reply.find("device");
+    if (!d) throw Error(Status::subprocess, "the evaluation server's answer names no device");
+    return DeviceInfo::from_json(*d);
+  }
+
+  EvalOptions& options() override { return options_; }
+  void cancel() override { cancelled_.store(true); }
+
+ private:
+  // One connection per request: a client that waits holds no place another
+  // one needs. Cancelling closes it, which the server takes as a cancel.
+  Json call(const Json& request) const {
+    const int fd = connect_or_start();
+    struct Close {
+      int fd;
+      ~Close() { ::close(fd); }
+    } close{fd};
+    send_frame(fd, request);
+    Json reply = read_frame(fd, [&] { return !cancelled_.load(); });
+    if (const Json* e = reply.find("error"))
+      throw Error(static_cast<Status>(e->get_int("status", static_cast<int>(Status::internal))),
+                  e->get_string("message"));
+    return reply;
+  }
+
+  int connect_or_start() const {
+    if (const int fd = try_connect(paths_.socket); fd >= 0) return fd;
+    if (!lock_held(paths_.lock)) start_server(config_, paths_, idle_s_);
+    auto t0 = Clock::now();
+    // A server on its way out when ours started makes ours step back (it
+    // found the lock held): start once more before calling it a failure.
+    int starts = 1;
+    for (;;) {
+      if (const int fd = try_connect(paths_.socket); fd >= 0) return fd;
+      if (cancelled_.load()) throw Error(Status::cancelled, "cancelled while the evaluation server started");
+      // Gone without a socket: it failed, and said why in its log.
+      if (seconds_since(t0) > 0.5 && !lock_held(paths_.lock)) {
+        if (const int fd = try_connect(paths_.socket); fd >= 0) return fd;
+        if (starts++ < 3) {
+          start_server(config_, paths_, idle_s_);
+          t0 = Clock::now();
+          continue;
+        }
+        const std::string why = log_tail(paths_.log);
+        throw Error(Status::subprocess, fmt::format("the evaluation server did not start{}{}", why.empty() ? "" : ": ",
+                                                    why.empty() ? fmt::format(" (log: {})", paths_.log.string()) : why));
+      }
+      if (seconds_since(t0) > kStartTimeoutS)
+        throw Error(Status::timeout, fmt::format("the evaluation server did not answer within {} s (log: {})",
+                                                 kStartTimeoutS, paths_.log.string()));
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+
+  EvaluatorConfig config_;
+  ServerPaths paths_;
+  double idle_s_;
+  EvalOptions options_;
+  mutable std::atomic<bool> cancelled_{false};
+};
+
+std::atomic<bool> g_stop{false};
+extern "C" void on_stop_signal(int) { g_stop.store(true); }
+
+// One request on an accepted connection. While an evaluation runs, a
+// client that hangs up (cancelled, killed) or a stop signal cancels it; the
+// evaluator is then replaced, since a cancelled one stays cancelled.
+void handle(int fd, const EvaluatorConfig& config, std::unique_ptr<Evaluator>& ev) {
+  Json request;
+  try {
+    const auto t0 = Clock::now();
+    request = read_frame(fd, [&] { return seconds_since(t0) < 30 && !g_stop.load(); });
+  } catch (const Error& e) {
+    std::fprintf(stderr, "ksearch evaluation server: a request could not be read: %s\n", e.what());
+    return;
+  }
+  try {
+    if (request.get_int("protocol", 0) != kProtocol)
+      throw Error(Status::version, fmt::format("the client speaks protocol {}, this server {}",
+                                               request.get_int("protocol", 0), kProtocol));
+    const std::string op = request.get_string("op");
+    if (op == "stop") {
+      g_stop.store(true);
+      send_frame(fd, Json::obj({{"stopping", true}, {"pid", static_cast<int>(::getpid())}}));
+      return;
+    }
+    if (!ev) ev = make_evaluator(config);
+    if (op == "device") {
+      send_frame(fd, Json::obj({{"device", ev->device().to_json()}}));
+      return;
+    }
+    if (op != "evaluate") throw Error(Status::invalid_argument, fmt::format("unknown request \"{}\"", op));
+    // Relative paths in the task (data files) are the client's.
+    if (const std::string cwd = request.get_string("cwd"); !cwd.empty() && ::chdir(cwd.c_str()) != 0)
+      throw Error(Status::io, fmt::format("the evaluation server cannot enter the client's folder {}: {}", cwd,
+                                          std::strerror(errno)));
+    const Json* task_json = request.find("task");
+    const Json* solutions_json = request.find("solutions");
+    if (!task_json || !solutions_json || !solutions_json->is_array())
+      throw Error(Status::invalid_argument, "an evaluate request needs a task and a list of solutions");
+    const SpecTask task(TaskSpec::from_json(*task_json));
+    std::vector<Solution> solutions;
+    for (std::size_t i = 0; i < solutions_json->size(); ++i) solutions.push_back(Solution::from_json((*solutions_json)[i]));
+    const Json* options = request.find("options");
+    ev->options() = options ? EvalOptions::from_json(*options) : EvalOptions{};
+
+    std::atomic<bool> done{false}, cancelled{false};
+    std::thread watch([&] {
+      while (!done.load()) {
+        pollfd p{fd, POLLIN | POLLRDHUP, 0};
+        const int r = ::poll(&p, 1, 100);
+        if ((r > 0 && (p.revents & (POLLIN | POLLRDHUP | POLLHUP | POLLERR))) || g_stop.load()) {
+          cancelled.store(true);
+          ev->cancel();
+          return;
+        }
+      }
+    });
+    std::vector<EvalResult> results;
+    try {
+      results = ev->evaluate_batch(task, solutions);
+    } catch (...) {
+      done.store(true);
+      watch.join();
+      if (cancelled.load()) ev.reset();
+      throw;
+    }
+    done.store(true);
+    watch.join();
+    if (cancelled.load()) {
+      ev.reset();
+      return;  // nobody is listening
+    }
+    Json list = Json::array();
+    for (auto& r : results) {
+      r.metrics["evaluation_server_pid"] = static_cast<int>(::getpid());
+      list.push_back(r.to_json());
+    }
+    send_frame(fd, Json::obj({{"results", list}}));
+  } catch (const Error& e) {
+    try {
+      send_frame(fd, error_frame(e));
+    } catch (const Error&) {
+    }
+  } catch (const std::exception& e) {
+    try {
+      send_frame(fd, error_frame(Error(Status::internal, e.what())));
+    } catch (const Error&) {
+    }
+  }
+}
+
+}  // namespace
+
+ServerPaths server_paths(const EvaluatorConfig& config) {
+  const EvaluatorConfig c = resolved(config);
+  struct stat st {};
+  ::stat(c.worker_path.c_str(), &st);
+  const std::string identity =
+      fmt::format("ksearch-eval-server {}\n{}\n{} {} {}\nuid {}\nenv {}", kProtocol, config_json(c).dump(),
+                  c.worker_path.string(), st.st_size, st.st_mtim.tv_sec, ::getuid(), environment_digest());
+  ServerPaths p;
+  p.id = util::sha256_hex(identity).substr(0, 16);
+  p.dir = server_dir();
+  p.socket = p.dir / ("eval-" + p.id + ".sock");
+  p.lock = p.dir / ("eval-" + p.id + ".lock");
+  p.log = p.dir / ("eval-" + p.id + ".log");
+  return p;
+}
+
+int serve_evaluations(const EvaluatorConfig& config, const ServerPaths& paths, double idle_s) {
+  const int lock = ::open(paths.lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (lock < 0) {
+    std::fprintf(stderr, "ksearch evaluation server: cannot open %s: %s\n", paths.lock.c_str(), std::strerror(errno));
+    return 1;
+  }
+  if (::flock(lock, LOCK_EX | LOCK_NB) != 0) return 0;  // another server serves this configuration
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(lock, 0) != 0 || ::pwrite(lock, pid.data(), pid.size(), 0) < 0) {
+    // The pid is for people; the lock is what counts.
+  }
+  ::unlink(paths.socket.c_str());  // a server that died without cleaning up
+  const int listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un a{};
+  try {
+    a = address_of(paths.socket);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "ksearch evaluation server: %s\n", e.what());
+    return 1;
+  }
+  const mode_t old_mask = ::umask(077);
+  const bool bound = listener >= 0 && ::bind(listener, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0 &&
+                     ::listen(listener, 16) == 0;
+  ::umask(old_mask);
+  if (!bound) {
+    std::fprintf(stderr, "ksearch evaluation server: cannot listen on %s: %s\n", paths.socket.c_str(),
+                 std::strerror(errno));
+    return 1;
+  }
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  for (int s : {SIGTERM, SIGINT, SIGHUP}) ::sigaction(s, &sa, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+  std::fprintf(stderr, "ksearch evaluation server %d: serving on %s, exiting after %g s idle\n",
+               static_cast<int>(::getpid()), paths.socket.c_str(), idle_s);
+
+  std::unique_ptr<Evaluator> ev;
+  auto last = Clock::now();
+  while (!g_stop.load()) {
+    pollfd p{listener, POLLIN, 0};
+    const int r = ::poll(&p, 1, 200);
+    if (r < 0 && errno != EINTR) break;
+    if (r <= 0) {
+      if (seconds_since(last) >= idle_s) break;
+      continue;
+    }
+    const int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    ucred peer{};
+    socklen_t len = sizeof peer;
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) == 0 && peer.uid == ::getuid()) handle(fd, config, ev);
+    ::close(fd);
+    last = Clock::now();
+  }
+  // Removed before the workers end, so no client connects to a server on its way out.
+  ::unlink(paths.socket.c_str());
+  ::close(listener);
+  ev.reset();
+  // Nothing stays behind: the log (which a client reads only when a start
+  // fails) and the lock go too, while the lock is still held.
+  if (!paths.log.empty()) ::unlink(paths.log.c_str());
+  ::unlink(paths.lock.c_str());
+  ::close(lock);
+  return 0;
+}
+
+std::unique_ptr<Evaluator> connect_evaluation_server(const EvaluatorConfig& config, double idle_s) {
+  if (!(idle_s > 0)) throw Error(Status::invalid_argument, "the evaluation server's idle timeout must be positive");
+  EvaluatorConfig c = resolved(config);
+  c.options = config.options;
+  ServerPaths paths = server_paths(c);
+  return std::make_unique<ServedEvaluator>(std::move(c), std::move(paths), idle_s);
+}
+
+bool stop_evaluation_server(const EvaluatorConfig& config) {
+  const ServerPaths paths = server_paths(config);
+  const int fd = try_connect(paths.socket);
+  if (fd < 0) return false;
+  bool stopped = false;
+  try {
+    send_frame(fd, Json::obj({{"protocol", kProtocol}, {"op", "stop"}}));
+    const auto t0 = Clock::now();
+    stopped = read_frame(fd, [&] { return seconds_since(t0) < 10; }).get_bool("stopping", false);
+  } catch (const Error&) {
+  }
+  ::close(fd);
+  // Its workers end before it exits: wait for the lock to be free.
+  const auto t0 = Clock::now();
+  while (stopped && lock_held(paths.lock) && seconds_since(t0) < 30)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  return stopped;
+}
+
+// Used by ksearch-worker --role eval-server.
+EvaluatorConfig server_config_from_json(const Json& j) { return config_from_json(j); }
+
+}  // namespace ks::eval

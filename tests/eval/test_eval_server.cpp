@@ -1,0 +1,196 @@
+// The evaluation server (make_served_evaluator, `ksearch eval --server`) end
+// to end on the host backend: a real server process, real workers. Each case
+// uses a cache folder of its own, so its server is its own, and stops it at
+// the end. Nothing is compared with a time limit: waits poll for a state.
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "eval/eval_server.hpp"
+#include "fixtures.hpp"
+#include "ksearch/error.hpp"
+#include "ksearch/eval.hpp"
+#include "support/test_util.hpp"
+
+using namespace ks;
+using ks::test::vadd_candidate;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Stops the case's server whatever happens in the case.
+struct StopAtEnd {
+  EvaluatorConfig cfg;
+  ~StopAtEnd() { stop_evaluation_server(cfg); }
+};
+
+bool process_gone(int pid) {
+  if (::kill(pid, 0) != 0) return true;
+  // A zombie (its parent is init, which may reap late) is gone too.
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string pid_s, comm, state;
+  stat >> pid_s >> comm >> state;
+  return state == "Z" || state == "X";
+}
+
+// Processes whose parent is `pid`.
+int children_of(int pid) {
+  int n = 0;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    std::ifstream stat(e.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    const auto close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 2));
+    std::string state;
+    int ppid = 0;
+    rest >> state >> ppid;
+    if (ppid == pid && state != "Z") ++n;
+  }
+  return n;
+}
+
+template <class F>
+bool eventually(F&& condition) {
+  // Generous: a loaded CI machine may take long, a correct server gets there.
+  for (int i = 0; i < 6000; ++i) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return condition();
+}
+
+}  // namespace
+
+TEST_CASE("eval server: fresh clients share one server's workers, references and latencies") {
+  auto cfg = ks::test::test_config(ks::test::scratch_dir("server_share").string());
+  StopAtEnd stop{cfg};
+  SpecTask task(ks::test::vadd_task());
+
+  EvalResult first = make_served_evaluator(cfg, 60)->evaluate(task, vadd_candidate(ks::test::kGoodBody, "first"));
+  REQUIRE(first.status == EvalStatus::passed);
+  const auto pid = first.metrics.get_int("evaluation_server_pid");
+  REQUIRE(pid > 0);
+  CHECK(pid != ::getpid());
+  const Json p1 = *first.metrics.find("phases");
+  CHECK(p1.get_number("worker_start_s") + p1.get_number("sandbox_setup_s") > 0);
+
+  // A new client object (a new `ksearch eval --server`): the same server,
+  // whose worker and reference timings are warm.
+  auto client = make_served_evaluator(cfg, 60);
+  EvalResult second = client->evaluate(task, vadd_candidate(ks::test::kGoodBody, "first"));
+  REQUIRE(second.status == EvalStatus::passed);
+  CHECK(second.metrics.get_int("evaluation_server_pid") == pid);
+  const Json p2 = *second.metrics.find("phases");
+  INFO(p2.dump());
+  CHECK(p2.get_number("worker_start_s") == 0);
+  CHECK(p2.get_number("reference_compile_s") == 0);
+  CHECK(p2.get_number("reference_timing_s") == 0);
+  CHECK(second.metrics.get_int("compile_cache_hits") == 1);
+  CHECK(second.metrics.get_int("reference_memory_hits") > 0);
+
+  // Options travel with each request: one workload only, then a wrong kernel.
+  client->options().only_workloads = {first.workloads.front().name};
+  EvalResult one = client->evaluate(task, vadd_candidate(ks::test::kWrongBody, "wrong"));
+  CHECK(one.status == EvalStatus::incorrect);
+  CHECK(one.workloads.size() == 1);
+  CHECK(client->device().backend == "host");
+
+  // A batch keeps its order.
+  client->options().only_workloads.clear();
+  auto batch = client->evaluate_batch(
+      task, {vadd_candidate(ks::test::kWrongBody, "b1"), vadd_candidate(ks::test::kGoodBody, "b2")});
+  REQUIRE(batch.size() == 2);
+  CHECK(batch[0].status == EvalStatus::incorrect);
+  CHECK(batch[1].status == EvalStatus::passed);
+
+  // Stopped, it ends its workers and removes its socket.
+  const auto paths = eval::server_paths(cfg);
+  CHECK(fs::exists(paths.socket));
+  CHECK(children_of(static_cast<int>(pid)) > 0);
+  CHECK(stop_evaluation_server(cfg));
+  CHECK(eventually([&] { return process_gone(static_cast<int>(pid)); }));
+  CHECK_FALSE(fs::exists(paths.socket));
+  CHECK_FALSE(fs::exists(paths.lock));
+  CHECK_FALSE(fs::exists(paths.log));
+  CHECK_FALSE(stop_evaluation_server(cfg));
+}
+
+TEST_CASE("eval server: it exits after its idle time, and a cancelled client cancels its evaluation") {
+  auto cfg = ks::test::test_config(ks::test::scratch_dir("server_idle").string());
+  cfg.options.run_timeout_s = 600;  // the endless candidate is ended by the cancel, not by a limit
+  StopAtEnd stop{cfg};
+  SpecTask task(ks::test::vadd_task());
+
+  // A client that gives up (Ctrl-C) while its candidate runs forever.
+  auto client = make_served_evaluator(cfg, 60);
+  auto pending = std::async(std::launch::async, [&] {
+    return client->evaluate(task, vadd_candidate(ks::test::kEndlessBody, "endless"));
+  });
+  CHECK(pending.wait_for(std::chrono::milliseconds(300)) == std::future_status::timeout);
+  client->cancel();
+  Status status = Status::ok;
+  try {
+    pending.get();
+  } catch (const Error& e) {
+    status = e.status();
+  }
+  CHECK(status == Status::cancelled);
+
+  // The server stays and serves the next client with a fresh evaluator.
+  EvalResult next = make_served_evaluator(cfg, 60)->evaluate(task, vadd_candidate(ks::test::kGoodBody, "next"));
+  CHECK(next.status == EvalStatus::passed);
+  const int pid = static_cast<int>(next.metrics.get_int("evaluation_server_pid"));
+  REQUIRE(pid > 0);
+  CHECK(stop_evaluation_server(cfg));
+  CHECK(eventually([&] { return process_gone(pid); }));
+
+  // A server started with a short idle time ends on its own.
+  EvalResult brief = make_served_evaluator(cfg, 1)->evaluate(task, vadd_candidate(ks::test::kGoodBody, "brief"));
+  REQUIRE(brief.status == EvalStatus::passed);
+  const int brief_pid = static_cast<int>(brief.metrics.get_int("evaluation_server_pid"));
+  CHECK(brief_pid != pid);
+  CHECK(eventually([&] { return process_gone(brief_pid); }));
+  CHECK_FALSE(fs::exists(eval::server_paths(cfg).socket));
+}
+
+TEST_CASE("eval server: a folder others may enter is refused, and so is an in-process configuration") {
+  auto cfg = ks::test::test_config(ks::test::scratch_dir("server_refusals").string());
+  const fs::path runtime = ks::test::scratch_dir("server_runtime");
+  fs::create_directories(runtime / "ksearch");
+  ::chmod((runtime / "ksearch").c_str(), 0755);
+  const char* old = std::getenv("XDG_RUNTIME_DIR");
+  const std::string saved = old ? old : "";
+  ::setenv("XDG_RUNTIME_DIR", runtime.c_str(), 1);
+  std::string message;
+  try {
+    make_served_evaluator(cfg, 60);
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  if (old) ::setenv("XDG_RUNTIME_DIR", saved.c_str(), 1);
+  else ::unsetenv("XDG_RUNTIME_DIR");
+  CHECK(message.find("mode 0700") != std::string::npos);
+  CHECK(message.find((runtime / "ksearch").string()) != std::string::npos);
+
+  cfg.in_process = true;
+  message.clear();
+  try {
+    make_served_evaluator(cfg, 60);
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  CHECK(message.find("in-process") != std::string::npos);
+}

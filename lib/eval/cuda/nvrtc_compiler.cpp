@@ -327,12 +327,6 @@ std::vector<std::string> CudaCompiler::nvrtc_options(const CompileRequest& reque
   opts.emplace_back("-lineinfo");
   // ptxas reports registers, spills and shared memory per kernel into the log.
   opts.emplace_back("--ptxas-options=-v");
-  // NVVM and ptxas work on the module's kernels in parallel: a TriMul-size
-  // candidate (six GEMM-heavy kernels) compiles about 1.5x faster on 16
-  // threads. The cubin is what is evaluated and exported, so whatever code
-  // this gives is the code that is measured.
-  if (const NvrtcApi& api = nvrtc(); api.major > 12 || (api.major == 12 && api.minor >= 4))
-    opts.emplace_back("-split-compile=0");
   for (const auto& dir : toolkit_include_dirs()) opts.push_back("-I" + dir);
   for (const auto& dir : options_.include_dirs) opts.push_back("-I" + dir);
   for (const auto& f : request.flags) opts.push_back(f);

@@ -87,6 +87,19 @@ std::string describe_seed(int k, int n, bool recheck) {
 }
 
 // The per-workload work, holding what the steps share.
+// How long timing warms up: at least min_calls calls, then until `seconds`
+// have passed (at most 50 calls). The candidate has just run this workload's
+// checked calls (two seeds at least) in this process: its module is loaded,
+// its pages touched and the device busy, so a few calls settle it. The
+// reference is timed once per device and may not have run here at all (its
+// outputs came from a cache).
+struct WarmUp {
+  int min_calls;
+  double seconds;
+};
+constexpr WarmUp kCandidateWarmUp{2, 0.005};
+constexpr WarmUp kReferenceWarmUp{1, 0.025};
+
 class WorkloadRun {
  public:
   WorkloadRun(Device& device, ReferenceStore& refs, const DeviceInfo& info, const TaskSpec& task,
@@ -114,7 +127,7 @@ class WorkloadRun {
   void bind_reference();
 
  private:
-  TimingStats time(Program& p, const std::vector<Buffer>& outputs);
+  TimingStats time(Program& p, const std::vector<Buffer>& outputs, WarmUp warm);
   void run_candidate();
   std::optional<Failure> judge(std::uint64_t seed, const std::string& what);
   std::optional<Failure> compare_outputs(const std::string& what);
@@ -564,7 +577,7 @@ std::optional<Failure> WorkloadRun::compare_outputs(const std::string& what) {
   return std::nullopt;
 }
 
-TimingStats WorkloadRun::time(Program& p, const std::vector<Buffer>& outputs) {
+TimingStats WorkloadRun::time(Program& p, const std::vector<Buffer>& outputs, WarmUp warm) {
   const EvalOptions& o = req_.options;
   // Every call starts from poisoned outputs and scratch, as a checked call
   // does: a kernel cannot skip its work because the output already holds a
@@ -583,7 +596,8 @@ TimingStats WorkloadRun::time(Program& p, const std::vector<Buffer>& outputs) {
     p.timed_batch(1, false, false);  // GPUMode's untimed call; the first of the warm-up otherwise
     if (!gpumode) {
       auto warm_start = Clock::now();
-      for (int n = 1; n < 50 && seconds_since(warm_start) < 0.025; n += 5) p.timed_batch(5, true, o.flush_l2);
+      for (int n = 1; n < 50 && (n < warm.min_calls || seconds_since(warm_start) < warm.seconds); n += 5)
+        p.timed_batch(5, true, o.flush_l2);
     } else {
       metrics_["timing_upstream"] = 1;
     }
@@ -604,13 +618,13 @@ TimingStats WorkloadRun::time(Program& p, const std::vector<Buffer>& outputs) {
     while (!ctrl.done()) ctrl.add(p.timed_launch(), seconds_since(loop_start));
     metrics_["timing_upstream"] = 1;
   } else {
-    // Warm-up: caches, page faults, clocks. At least one call, then until
-    // 25 ms or 50 calls.
+    // Warm-up: caches, page faults, clocks. At least warm.min_calls calls,
+    // then until warm.seconds or 50 calls.
     auto warm_start = Clock::now();
-    for (int n = 0; n < 50; ++n) {
+    for (int n = 1; n <= 50; ++n) {
       poison();
       p.timed_launch();
-      if (seconds_since(warm_start) >= 0.025) break;
+      if (n >= warm.min_calls && seconds_since(warm_start) >= warm.seconds) break;
     }
     auto loop_start = Clock::now();
     while (!ctrl.done()) {
@@ -630,7 +644,7 @@ TimingStats WorkloadRun::time(Program& p, const std::vector<Buffer>& outputs) {
 TimingStats WorkloadRun::time_candidate() {
   auto phase = clock_.enter(Phase::timing);
   enter(FlowPhase{"timing", "in the timed calls (warm-up and repetitions)", timing_allowance_s(req_.options)});
-  return time(cand_, cand_out_);
+  return time(cand_, cand_out_, kCandidateWarmUp);
 }
 
 TimingStats WorkloadRun::time_reference() {
@@ -639,7 +653,7 @@ TimingStats WorkloadRun::time_reference() {
   if (!ref_)
     throw Error(Status::invalid_argument, "evaluation request: an oracle task's reference is timed by its oracle");
   bind_reference();
-  return time(*ref_, ref_out_);
+  return time(*ref_, ref_out_, kReferenceWarmUp);
 }
 
 // The timed calls ran on the inputs of the last checked seed, whose reference

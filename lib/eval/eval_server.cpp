@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -17,9 +18,12 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <thread>
 #include <vector>
 
+#include "eval/sandbox.hpp"
 #include "eval/worker_client.hpp"
 #include "ksearch/error.hpp"
 #include "util/fs.hpp"
@@ -93,7 +97,10 @@ std::string environment_digest() {
     if (name.rfind("KSEARCH_", 0) == 0 || std::find(std::begin(kNames), std::end(kNames), name) != std::end(kNames))
       vars.emplace_back(kv);
   }
+  // What the workers get (their allow-list, $KSEARCH_WORKER_ENV's names included).
+  for (const auto& [name, value] : candidate_environment(false)) vars.push_back(name + "=" + value);
   std::sort(vars.begin(), vars.end());
+  vars.erase(std::unique(vars.begin(), vars.end()), vars.end());
   std::string all;
   for (const auto& v : vars) all += v + '\n';
   return util::sha256_hex(all);
@@ -155,22 +162,21 @@ Json read_frame(int fd, const std::function<bool()>& keep_waiting) {
   std::string line;
   char buf[1 << 16];
   for (;;) {
+    if (!keep_waiting()) throw Error(Status::cancelled, "cancelled while waiting for the other side of the evaluation server's connection");
     pollfd p{fd, POLLIN, 0};
     const int r = ::poll(&p, 1, 100);
     if (r < 0 && errno != EINTR) throw Error(Status::subprocess, std::string("poll: ") + std::strerror(errno));
-    if (r <= 0) {
-      if (!keep_waiting()) throw Error(Status::cancelled, "cancelled while waiting for the evaluation server");
-      continue;
-    }
+    if (r <= 0) continue;
     const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw Error(Status::subprocess, "the evaluation server closed the connection without an answer");
+    if (n <= 0) throw Error(Status::subprocess, "the evaluation server's connection closed before a whole message");
+    const std::size_t seen = line.size();
     line.append(buf, static_cast<std::size_t>(n));
-    if (const auto nl = line.find('\n'); nl != std::string::npos) {
+    if (const auto nl = line.find('\n', seen); nl != std::string::npos) {
       line.resize(nl);
       return Json::parse(line);
     }
-    if (line.size() > kMaxFrame) throw Error(Status::parse, "a frame of the evaluation server is over 1 GiB");
+    if (line.size() > kMaxFrame) throw Error(Status::parse, "a message on the evaluation server's connection is over 1 GiB");
   }
 }
 
@@ -190,40 +196,88 @@ std::string log_tail(const fs::path& log) {
   return text;
 }
 
-// Starts the server detached: a session of its own, no descriptor of ours
-// but its log, reparented to init, so it outlives this process and nothing
-// of this process outlives it.
-void start_server(const EvaluatorConfig& config, const ServerPaths& paths, double idle_s) {
+pid_t fork_without_handlers() {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
+  return ::_Fork();  // no atfork handlers: the client may have threads holding their locks
+#else
+  return ::fork();
+#endif
+}
+
+// Starts the server detached: a session of its own, no descriptor of its
+// client's but its log and the readiness pipe, reparented to init, so it
+// outlives this process and nothing of this process outlives it. Returns
+// when the server listens (true) or has given up (false: its log says why).
+bool start_server(const EvaluatorConfig& config, const ServerPaths& paths, double idle_s) {
   const std::string exe = config.worker_path.string();
   std::vector<std::string> args{exe, "--role", "eval-server", "--server-config", config_json(config).dump(),
                                 "--server-socket", paths.socket.string(), "--server-lock", paths.lock.string(),
-                                "--server-idle", fmt::format("{}", idle_s)};
+                                "--server-idle", fmt::format("{}", idle_s), "--server-ready-fd", "3"};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  const int log = ::open(paths.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (log < 0)
+  // Appended to, never truncated here: a racing client must not wipe what
+  // another start wrote. The server that wins the lock truncates it.
+  const int log_fd = ::open(paths.log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (log_fd < 0)
     throw Error(Status::io, fmt::format("cannot open the evaluation server's log {}: {}", paths.log.string(),
                                         std::strerror(errno)));
-  const pid_t pid = ::fork();
+  // Above the standard descriptors, whatever of them this process has closed.
+  const int log = ::fcntl(log_fd, F_DUPFD_CLOEXEC, 3);
+  ::close(log_fd);
+  int ready[2] = {-1, -1};
+  if (log < 0 || ::pipe2(ready, O_CLOEXEC) != 0) {
+    if (log >= 0) ::close(log);
+    throw Error(Status::subprocess, fmt::format("cannot start the evaluation server: {}", std::strerror(errno)));
+  }
+  int moved_ready = ::fcntl(ready[1], F_DUPFD_CLOEXEC, 10);  // out of the way of 0..3
+  const pid_t pid = fork_without_handlers();
   if (pid == 0) {
     // Only async-signal-safe calls from here to exec.
     ::setsid();
-    const pid_t again = ::fork();
+    const pid_t again = fork_without_handlers();
     if (again != 0) ::_exit(again < 0 ? 1 : 0);
-    const int null = ::open("/dev/null", O_RDWR);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    const int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
     ::dup2(null, 0);
     ::dup2(log, 1);
     ::dup2(log, 2);
-    ::syscall(SYS_close_range, 3u, ~0u, 0u);
+    ::dup2(moved_ready, 3);  // dup2 clears close-on-exec on 0..3
+    if (::syscall(SYS_close_range, 4u, ~0u, 0u) != 0)
+      for (int fd = 4; fd < 65536; ++fd) ::close(fd);
     ::execv(argv[0], argv.data());
+    static const char kFailed[] = "ksearch evaluation server: cannot execute the worker program\n";
+    if (::write(2, kFailed, sizeof kFailed - 1) < 0) {
+    }
     ::_exit(127);
   }
   ::close(log);
-  if (pid < 0) throw Error(Status::subprocess, fmt::format("cannot start the evaluation server: {}", std::strerror(errno)));
+  ::close(ready[1]);
+  ::close(moved_ready);
+  if (pid < 0) {
+    ::close(ready[0]);
+    throw Error(Status::subprocess, fmt::format("cannot start the evaluation server: {}", std::strerror(errno)));
+  }
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
+  // One byte once it listens; end of file without it when it gives up (or
+  // steps back for a server that holds the lock).
+  char byte = 0;
+  ssize_t n = 0;
+  const auto t0 = Clock::now();
+  for (;;) {
+    pollfd p{ready[0], POLLIN, 0};
+    if (::poll(&p, 1, 200) > 0) {
+      n = ::read(ready[0], &byte, 1);
+      if (n >= 0 || errno != EINTR) break;
+    }
+    if (seconds_since(t0) > kStartTimeoutS) break;
+  }
+  ::close(ready[0]);
+  return n == 1;
 }
 
 // Whether a live server holds the lock (then it is starting or serving).
@@ -290,31 +344,24 @@ class ServedEvaluator final : public Evaluator {
   }
 
   int connect_or_start() const {
-    if (const int fd = try_connect(paths_.socket); fd >= 0) return fd;
-    if (!lock_held(paths_.lock)) start_server(config_, paths_, idle_s_);
-    auto t0 = Clock::now();
-    // A server on its way out when ours started makes ours step back (it
-    // found the lock held): start once more before calling it a failure.
-    int starts = 1;
-    for (;;) {
+    for (int attempt = 0;; ++attempt) {
+      if (cancelled_.load()) throw Error(Status::cancelled, "cancelled before reaching the evaluation server");
       if (const int fd = try_connect(paths_.socket); fd >= 0) return fd;
-      if (cancelled_.load()) throw Error(Status::cancelled, "cancelled while the evaluation server started");
-      // Gone without a socket: it failed, and said why in its log.
-      if (seconds_since(t0) > 0.5 && !lock_held(paths_.lock)) {
+      // A server that holds the lock is starting or serving: wait for its socket.
+      const auto t0 = Clock::now();
+      while (lock_held(paths_.lock) && seconds_since(t0) < kStartTimeoutS) {
         if (const int fd = try_connect(paths_.socket); fd >= 0) return fd;
-        if (starts++ < 3) {
-          start_server(config_, paths_, idle_s_);
-          t0 = Clock::now();
-          continue;
-        }
-        const std::string why = log_tail(paths_.log);
-        throw Error(Status::subprocess, fmt::format("the evaluation server did not start{}{}", why.empty() ? "" : ": ",
-                                                    why.empty() ? fmt::format(" (log: {})", paths_.log.string()) : why));
+        if (cancelled_.load()) throw Error(Status::cancelled, "cancelled while the evaluation server started");
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
       }
-      if (seconds_since(t0) > kStartTimeoutS)
-        throw Error(Status::timeout, fmt::format("the evaluation server did not answer within {} s (log: {})",
-                                                 kStartTimeoutS, paths_.log.string()));
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      if (const int fd = try_connect(paths_.socket); fd >= 0) return fd;
+      // None: start one. It steps back when another start won the lock
+      // meanwhile; then that one's socket is tried again.
+      if (start_server(config_, paths_, idle_s_)) continue;
+      if (attempt < 2 && lock_held(paths_.lock)) continue;
+      const std::string why = log_tail(paths_.log);
+      throw Error(Status::subprocess, fmt::format("the evaluation server did not start{}{}", why.empty() ? "" : ": ",
+                                                  why.empty() ? fmt::format(" (log: {})", paths_.log.string()) : why));
     }
   }
 
@@ -350,6 +397,9 @@ void handle(int fd, const EvaluatorConfig& config, std::unique_ptr<Evaluator>& e
       send_frame(fd, Json::obj({{"stopping", true}, {"pid", static_cast<int>(::getpid())}}));
       return;
     }
+    // A client that gave up while its request waited: nothing to do, and
+    // no reason to lose the warm evaluator.
+    if (pollfd p{fd, POLLIN | POLLRDHUP, 0}; ::poll(&p, 1, 0) > 0) return;
     if (!ev) ev = make_evaluator(config);
     if (op == "device") {
       send_frame(fd, Json::obj({{"device", ev->device().to_json()}}));
@@ -416,6 +466,22 @@ void handle(int fd, const EvaluatorConfig& config, std::unique_ptr<Evaluator>& e
   }
 }
 
+// Whether a peer lives in this process's PID, user and mount namespaces:
+// a sandboxed candidate (bubblewrap gives it new ones) that could reach the
+// socket through a folder bound into its sandbox is refused, although its
+// uid maps to this user's.
+bool same_namespaces(pid_t peer) {
+  if (peer <= 0) return false;  // from a PID namespace this one cannot see
+  for (const char* ns : {"pid", "user", "mnt"}) {
+    struct stat theirs {}, ours {};
+    if (::stat(fmt::format("/proc/{}/ns/{}", peer, ns).c_str(), &theirs) != 0 ||
+        ::stat(fmt::format("/proc/self/ns/{}", ns).c_str(), &ours) != 0 || theirs.st_ino != ours.st_ino ||
+        theirs.st_dev != ours.st_dev)
+      return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 ServerPaths server_paths(const EvaluatorConfig& config) {
@@ -434,13 +500,14 @@ ServerPaths server_paths(const EvaluatorConfig& config) {
   return p;
 }
 
-int serve_evaluations(const EvaluatorConfig& config, const ServerPaths& paths, double idle_s) {
+int serve_evaluations(const EvaluatorConfig& config, const ServerPaths& paths, double idle_s, int ready_fd) {
   const int lock = ::open(paths.lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (lock < 0) {
     std::fprintf(stderr, "ksearch evaluation server: cannot open %s: %s\n", paths.lock.c_str(), std::strerror(errno));
     return 1;
   }
   if (::flock(lock, LOCK_EX | LOCK_NB) != 0) return 0;  // another server serves this configuration
+  if (!paths.log.empty()) ::truncate(paths.log.c_str(), 0);  // what earlier starts wrote (its stderr appends)
   const std::string pid = std::to_string(::getpid()) + "\n";
   if (::ftruncate(lock, 0) != 0 || ::pwrite(lock, pid.data(), pid.size(), 0) < 0) {
     // The pid is for people; the lock is what counts.
@@ -469,6 +536,13 @@ int serve_evaluations(const EvaluatorConfig& config, const ServerPaths& paths, d
   ::signal(SIGPIPE, SIG_IGN);
   std::fprintf(stderr, "ksearch evaluation server %d: serving on %s, exiting after %g s idle\n",
                static_cast<int>(::getpid()), paths.socket.c_str(), idle_s);
+  if (ready_fd >= 0) {
+    const char byte = 1;
+    if (::write(ready_fd, &byte, 1) < 0) {
+      // The client gave up waiting; it will find the socket next time.
+    }
+    ::close(ready_fd);
+  }
 
   std::unique_ptr<Evaluator> ev;
   auto last = Clock::now();
@@ -484,7 +558,12 @@ int serve_evaluations(const EvaluatorConfig& config, const ServerPaths& paths, d
     if (fd < 0) continue;
     ucred peer{};
     socklen_t len = sizeof peer;
-    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) == 0 && peer.uid == ::getuid()) handle(fd, config, ev);
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) == 0 && peer.uid == ::getuid() &&
+        same_namespaces(peer.pid))
+      handle(fd, config, ev);
+    else
+      std::fprintf(stderr, "ksearch evaluation server: refused a connection from pid %d, uid %u (another user, or "
+                           "another namespace such as a sandbox)\n", static_cast<int>(peer.pid), peer.uid);
     ::close(fd);
     last = Clock::now();
   }
@@ -504,27 +583,34 @@ std::unique_ptr<Evaluator> connect_evaluation_server(const EvaluatorConfig& conf
   if (!(idle_s > 0)) throw Error(Status::invalid_argument, "the evaluation server's idle timeout must be positive");
   EvaluatorConfig c = resolved(config);
   c.options = config.options;
+  // The sandbox's state (and its warning, or its refusal with "on") is this
+  // process's to tell, as with an evaluator of its own; the server's log is
+  // read by nobody.
+  if (auto mode = sandbox_mode_from_string(c.sandbox)) Sandbox probe(*mode);
   ServerPaths paths = server_paths(c);
   return std::make_unique<ServedEvaluator>(std::move(c), std::move(paths), idle_s);
 }
 
 bool stop_evaluation_server(const EvaluatorConfig& config) {
   const ServerPaths paths = server_paths(config);
-  const int fd = try_connect(paths.socket);
-  if (fd < 0) return false;
-  bool stopped = false;
+  if (!lock_held(paths.lock)) return false;
+  // The lock holder wrote its pid there. SIGTERM stops it at once, an
+  // evaluation in progress included (it is cancelled), rather than after it.
+  int pid = 0;
   try {
-    send_frame(fd, Json::obj({{"protocol", kProtocol}, {"op", "stop"}}));
-    const auto t0 = Clock::now();
-    stopped = read_frame(fd, [&] { return seconds_since(t0) < 10; }).get_bool("stopping", false);
-  } catch (const Error&) {
+    pid = std::stoi(util::read_file(paths.lock, 64));
+  } catch (const std::exception&) {
+    return false;
   }
-  ::close(fd);
-  // Its workers end before it exits: wait for the lock to be free.
+  // That pid is still the server (not a process that reused it).
+  std::ifstream proc(fmt::format("/proc/{}/cmdline", pid), std::ios::binary);
+  const std::string cmdline((std::istreambuf_iterator<char>(proc)), std::istreambuf_iterator<char>());
+  if (pid <= 0 || cmdline.find("eval-server") == std::string::npos || !lock_held(paths.lock)) return false;
+  if (::kill(pid, SIGTERM) != 0) return false;
+  // Its workers end before it exits and lets go of the lock.
   const auto t0 = Clock::now();
-  while (stopped && lock_held(paths.lock) && seconds_since(t0) < 30)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  return stopped;
+  while (lock_held(paths.lock) && seconds_since(t0) < 60) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  return true;
 }
 
 // Used by ksearch-worker --role eval-server.

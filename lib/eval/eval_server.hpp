@@ -37,7 +37,8 @@ ServerPaths server_paths(const EvaluatorConfig& config);
 // The server's main loop (ksearch-worker --role eval-server). Returns the
 // process's exit status: 0 after an idle timeout, a signal or a stop
 // request, or when another server already holds the lock.
-int serve_evaluations(const EvaluatorConfig& config, const ServerPaths& paths, double idle_s);
+// `ready_fd` (or -1) gets one byte once the socket listens, then is closed.
+int serve_evaluations(const EvaluatorConfig& config, const ServerPaths& paths, double idle_s, int ready_fd = -1);
 
 // An evaluator whose evaluations run in the server for `config`, started
 // (detached, in a session of its own) when none answers. Throws ks::Error
@@ -47,7 +48,9 @@ std::unique_ptr<Evaluator> connect_evaluation_server(const EvaluatorConfig& conf
 // The configuration a server was started with (its --server-config).
 EvaluatorConfig server_config_from_json(const Json& j);
 
-// Asks the server for `config` to exit. False when none was running.
+// Stops the server for `config` (SIGTERM: an evaluation in progress is
+// cancelled) and waits until it has ended its workers. False when none was
+// running.
 bool stop_evaluation_server(const EvaluatorConfig& config);
 
 }  // namespace ks::eval

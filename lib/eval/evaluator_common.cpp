@@ -199,17 +199,22 @@ std::string ref_key(const std::string& task_key, const std::string& device, cons
 }
 }  // namespace
 
-std::string timing_identity(const DeviceInfo& device, const PreparedSolution& reference, const EvalOptions& options) {
+// Bump when the timing code changes what it measures (warm-up, flushes,
+// poisoning, how calls are timed): latencies measured before are then misses.
+constexpr int kTimingCodeVersion = 2;
+
+std::string timing_identity(const DeviceInfo& device, const PreparedSolution& reference, const EvalOptions& options,
+                            bool in_process) {
   std::string driver = "none";
 #if KS_HAVE_CUDA_BACKEND
   if (device.backend == "cuda") driver = std::to_string(cuda_driver_version());
 #endif
   std::string builds;
   for (const auto& b : reference.builds) builds += std::filesystem::path(b.artifact.path).filename().string() + ",";
-  return fmt::format("{}|{}|{}|{:.6g}|{:.6g}|driver {}|reference {}|timing {} flush {} target {:.3g}",
+  return fmt::format("{}|{}|{}|{:.6g}|{:.6g}|driver {}|reference {}|timing {} flush {} target {:.3g} code {}|{}",
                      device.name, device.arch, device.memory_bytes, device.peak_flops, device.peak_bytes_per_s,
                      driver, util::sha256_hex(builds).substr(0, 16), options.timing, options.flush_l2 ? 1 : 0,
-                     options.target_rel_stderr);
+                     options.target_rel_stderr, kTimingCodeVersion, in_process ? "in-process" : "worker");
 }
 
 std::filesystem::path ReferenceTimes::file_for(const std::string& key) const {

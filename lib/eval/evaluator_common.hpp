@@ -77,9 +77,13 @@ void add_compile_info(EvalResult& result, const PreparedSolution& prepared);
 // What a reference latency depends on besides the task and the workload:
 // the card (name, architecture, memory, its reported clock), the driver, the
 // reference's compiled code (its artifacts' content-addressed names cover the
-// source, compiler version, flags and target) and the timing rules. A change
-// of any of them is another identity, so a cached latency is never used for it.
-std::string timing_identity(const DeviceInfo& device, const PreparedSolution& reference, const EvalOptions& options);
+// source, compiler version, flags and target), the timing rules (the options
+// and the version of the timing code) and how the evaluator calls a program
+// (in its own process, or through a worker: a host program's call is then a
+// round trip to its process). A change of any of them is another identity,
+// so a cached latency is never used for it.
+std::string timing_identity(const DeviceInfo& device, const PreparedSolution& reference, const EvalOptions& options,
+                            bool in_process);
 
 // Latencies of the task's reference, measured once per device identity
 // (timing_identity). With a folder they outlive the process: one small JSON

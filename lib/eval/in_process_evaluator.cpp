@@ -109,7 +109,7 @@ class InProcessEvaluator final : public Evaluator {
     req.reference = ref;
     req.options = opts;
     req.workloads = workloads;
-    const std::string timing_device = timing_identity(slot.info, ref, opts);
+    const std::string timing_device = timing_identity(slot.info, ref, opts, true);
     if (opts.time_reference) req.time_reference = ref_times_.missing(spec, key, timing_device, workloads);
     EvaluationFlow flow(*slot.device, *slot.refs);
     CollectEvents events;
@@ -163,7 +163,7 @@ class InProcessEvaluator final : public Evaluator {
 #if KS_HAVE_CUDA_BACKEND
       std::string why;
       if (!cuda_available(&why)) throw Error(Status::no_device, "CUDA evaluation is not possible here: " + why);
-      s.device = make_cuda_device(config_.devices.empty() ? 0 : config_.devices.front(), {}, cache_dir_for(Language::cuda));
+      s.device = make_cuda_device(config_.devices.empty() ? 0 : config_.devices.front(), {}, (cache_dir_ / "cuda-runtime").string());
 #else
       throw Error(Status::no_device, "this build of libksearch has no CUDA backend");
 #endif

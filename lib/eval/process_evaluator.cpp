@@ -63,10 +63,12 @@ thread_local PhaseTimes t_compile_worker_starts;
 // One run worker bound to one device, restarted after every crash.
 class RunSlot {
  public:
-  RunSlot(fs::path exe, std::string device_spec, fs::path cache_dir, const Sandbox& sandbox,
+  // `arch`: a CUDA device's architecture (its own kernels are compiled for it); empty for the host.
+  RunSlot(fs::path exe, std::string device_spec, std::string arch, fs::path cache_dir, const Sandbox& sandbox,
           std::uint64_t memory_limit_bytes, const std::atomic<bool>& cancelled)
       : exe_(std::move(exe)),
         device_(std::move(device_spec)),
+        arch_(std::move(arch)),
         cache_dir_(std::move(cache_dir)),
         sandbox_(sandbox),
         memory_limit_bytes_(memory_limit_bytes),
@@ -317,6 +319,14 @@ class RunSlot {
       args.insert(args.end(), {"--memory-limit", std::to_string(memory_limit_bytes_)});
     } else {
       view.read_only.push_back(cache_dir_ / "cuda");
+      // Its own kernels (inputs, poisoning, comparison), which judge every
+      // candidate: compiled here, by this trusted process, into a folder no
+      // compile worker may write and the worker may only read. Part of its
+      // start (worker_start_s); a cache hit after the first time.
+#if KS_HAVE_CUDA_BACKEND
+      ensure_cuda_runtime_kernels(arch_, (cache_dir_ / "cuda-runtime").string());
+#endif
+      view.read_only.push_back(cache_dir_ / "cuda-runtime");
       view.read_write.push_back(refs);
       view.gpu = true;
       // Not RLIMIT_AS (CUDA reserves far more than it uses): the limit on what its Python candidates hold.
@@ -352,6 +362,7 @@ class RunSlot {
 
   fs::path exe_;
   std::string device_;
+  std::string arch_;
   fs::path cache_dir_;
   const Sandbox& sandbox_;
   std::uint64_t memory_limit_bytes_;
@@ -563,11 +574,7 @@ class ProcessEvaluator final : public Evaluator {
             !problem.empty())
           throw Error(Status::not_found, problem);
     }
-    PhaseTimes runtime_phases;  // the CUDA run workers' own kernels, compiled once
-    if (languages.count(Language::cuda)) {
-      ensure_cuda_slots();
-      runtime_phases = ensure_runtime_kernels();
-    }
+    if (languages.count(Language::cuda)) ensure_cuda_slots();
     // An oracle task has no reference program: its oracle supplies the data.
     const bool oracle_task = !spec.oracle.is_null();
     std::map<Language, const PreparedSolution*> references;
@@ -591,9 +598,6 @@ class ProcessEvaluator final : public Evaluator {
     }
     std::map<Language, std::size_t> first_of;  // the first candidate checked against each reference
     for (std::size_t i = solutions.size(); i-- > 0;) first_of[reference_language(backend[i])] = i;
-    std::size_t first_cuda = solutions.size();
-    for (std::size_t i = solutions.size(); i-- > 0;)
-      if (backend[i] == Backend::cuda) first_cuda = i;
 
     // Compile everything on the pool; measurement starts as soon as the first is ready.
     // Everything a job needs is worked out here, on this thread: the jobs
@@ -629,7 +633,6 @@ class ProcessEvaluator final : public Evaluator {
       PhaseTimes phases = compile_phases[i];
       if (const Language l = reference_language(backend[i]); first_of.at(l) == i && reference_phases.count(l))
         phases += reference_phases.at(l);
-      if (backend[i] == Backend::cuda && first_cuda == i) phases += runtime_phases;
       slot.take_starts();  // a start outside any evaluation (device()) is no one's
       // Whatever this candidate's evaluation started is its own; the wall
       // time counts from the batch's start.
@@ -667,7 +670,7 @@ class ProcessEvaluator final : public Evaluator {
         phases[Phase::oracle] += std::max(0.0, seconds_since(t0) - (slot.starts_so_far() - starts_before));
       } else if (opts.time_reference) {
         std::lock_guard rl(ref_mu_);
-        timing_device = timing_identity(slot.info(), req.reference, opts);
+        timing_device = timing_identity(slot.info(), req.reference, opts, false);
         req.time_reference = ref_times_.missing(spec, key, timing_device, workloads);
       }
       auto outcome = slot.run(key, spec, req);
@@ -751,7 +754,7 @@ class ProcessEvaluator final : public Evaluator {
   }
 
   std::unique_ptr<RunSlot> make_host_slot() {
-    return std::make_unique<RunSlot>(worker_exe_, "host", cache_dir_, sandbox_, memory_limit_bytes_, cancelled_);
+    return std::make_unique<RunSlot>(worker_exe_, "host", "", cache_dir_, sandbox_, memory_limit_bytes_, cancelled_);
   }
 
   // One run slot per GPU: the configured ordinals, or every device the
@@ -779,43 +782,15 @@ class ProcessEvaluator final : public Evaluator {
                      d, arch.c_str(), first_arch.c_str());
         continue;
       }
-      slots.push_back(std::make_unique<RunSlot>(worker_exe_, fmt::format("cuda:{}", d), cache_dir_, sandbox_,
+      slots.push_back(std::make_unique<RunSlot>(worker_exe_, fmt::format("cuda:{}", d), arch, cache_dir_, sandbox_,
                                                 memory_limit_bytes_, cancelled_));
     }
     if (slots.empty()) throw Error(Status::no_device, "CUDA evaluation is not possible here: no device selected");
     cuda_arch_ = config_.cuda_arch.empty() ? first_arch : config_.cuda_arch;
     cuda_slots_ = std::move(slots);
-    runtime_arch_ = first_arch;
 #else
     throw Error(Status::no_device, "this build of libksearch has no CUDA backend");
 #endif
-  }
-
-  // The run workers' own kernels (input generation, comparison) are compiled
-  // by a compile worker into the cubin cache, once per evaluator, before a
-  // run worker needs them: a sandboxed run worker reads that cache but may
-  // not write it, and would otherwise compile them again on every start
-  // (seconds). A cache hit costs milliseconds. What it cost is part of the
-  // run workers' start, charged to the evaluation that first needed it. On
-  // failure the run worker compiles them itself and reports what is wrong.
-  PhaseTimes ensure_runtime_kernels() {
-    PhaseTimes p;
-#if KS_HAVE_CUDA_BACKEND
-    std::call_once(runtime_once_, [&] {
-      t_compile_worker_starts = PhaseTimes{};
-      const auto t0 = Clock::now();
-      try {
-        CompileRequest runtime = cuda_runtime_kernels_request(runtime_arch_);
-        runtime.cache_dir = cache_dir_for(Language::cuda);
-        compile_fn(Language::cuda)(runtime);
-      } catch (const Error&) {
-      } catch (const CompileError&) {
-      }
-      p = std::exchange(t_compile_worker_starts, PhaseTimes{});
-      p[Phase::worker_start] += std::max(0.0, seconds_since(t0) - p.sum());
-    });
-#endif
-    return p;
   }
 
   // The architecture to compile for: fixed once the CUDA slots exist, so
@@ -949,8 +924,6 @@ class ProcessEvaluator final : public Evaluator {
   std::map<std::string, PreparedSolution> references_;
   std::mutex ref_mu_;
   ReferenceTimes ref_times_;
-  std::string runtime_arch_;      // the first GPU's architecture: the run workers' own kernels
-  std::once_flag runtime_once_;   // ensure_runtime_kernels
   std::mutex oracle_mu_;
   std::map<std::string, OracleState> oracles_;  // by task key and backend
   // Last, so it is destroyed first: its threads may use the members above.

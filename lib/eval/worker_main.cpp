@@ -67,6 +67,7 @@ struct Args {
   std::string server_config;       // eval-server role: the EvaluatorConfig it serves, as JSON
   std::string server_socket, server_lock;
   double server_idle_s = 600;
+  int server_ready_fd = -1;  // gets a byte once the server listens
 };
 
 // In a sandbox the worker is process 2 of its PID namespace (bubblewrap's
@@ -195,6 +196,7 @@ Args parse_args(int argc, char** argv) {
     else if (k == "--server-socket") a.server_socket = value();
     else if (k == "--server-lock") a.server_lock = value();
     else if (k == "--server-idle") a.server_idle_s = std::strtod(value().c_str(), nullptr);
+    else if (k == "--server-ready-fd") a.server_ready_fd = std::atoi(value().c_str());
     else if (k == "--memory-limit" || k == "--python-memory-limit") {
       const std::string v = value();
       char* end = nullptr;
@@ -257,9 +259,9 @@ std::unique_ptr<Device> open_device(const Args& args) {
     }
 #if KS_HAVE_CUDA_BACKEND
     isolate.memory_limit = args.python_memory_limit;  // a resident limit there (python_program.cpp)
-    // Its own kernels come from the cubin cache, read-only in a sandbox: the
-    // parent has a compile worker put them there first.
-    return make_cuda_device(ordinal, isolate, (cache / "cuda").string());
+    // Its own kernels come from <cache>/cuda-runtime, read-only in a sandbox:
+    // the evaluator compiled them there before starting this worker.
+    return make_cuda_device(ordinal, isolate, (cache / "cuda-runtime").string());
 #else
     (void)ordinal;
     throw Error(Status::no_device, "this build of libksearch has no CUDA backend");
@@ -419,9 +421,11 @@ int eval_server_role(const Args& args) {
     paths.socket = args.server_socket;
     paths.lock = args.server_lock;
     paths.log = fs::path(args.server_lock).replace_extension(".log");  // where the client sent its stderr
-    if (paths.socket.empty() || paths.lock.empty() || !(args.server_idle_s > 0))
-      fatal(Status::invalid_argument, "the eval-server role needs --server-socket, --server-lock and a positive --server-idle");
-    return serve_evaluations(config, paths, args.server_idle_s);
+    if (paths.socket.empty() || paths.lock.empty() || !(args.server_idle_s > 0)) {
+      std::fprintf(stderr, "ksearch evaluation server: needs --server-socket, --server-lock and a positive --server-idle\n");
+      return 1;
+    }
+    return serve_evaluations(config, paths, args.server_idle_s, args.server_ready_fd);
   } catch (const Error& e) {
     std::fprintf(stderr, "ksearch evaluation server: %s\n", e.what());
     return 1;

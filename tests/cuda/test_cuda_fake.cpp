@@ -420,12 +420,13 @@ TEST_CASE("fake driver: the softmax example goes through the worker processes en
     if (w.benchmark) CHECK(w.timing.median_ms == doctest::Approx(0.5));  // the fake's event time
   CHECK(r.metrics.get_int("builds") == 1);
   CHECK(r.metrics.get_int("gpus_skipped") == 1);
-  // The run workers' own kernels were compiled into the evaluator's cubin
-  // cache (where a sandboxed run worker, which may not write it, reads them):
-  // the same request finds them there.
+  // The run workers' own kernels were compiled by the evaluator into
+  // <cache>/cuda-runtime (where a sandboxed run worker, which may not write
+  // it, reads them; no compile worker may write it): the same request finds
+  // them there.
   CudaCompilerOptions o;
   o.arch = "sm_90a";
-  o.cache_dir = (cfg.cache_dir / "cuda").string();
+  o.cache_dir = (cfg.cache_dir / "cuda-runtime").string();
   o.use_pch = false;
   CompileRequest runtime = cuda_runtime_kernels_request("sm_90a");
   CHECK(make_cuda_compiler(o)->compile(runtime).cache_hit);

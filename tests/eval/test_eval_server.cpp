@@ -3,7 +3,11 @@
 // uses a cache folder of its own, so its server is its own, and stops it at
 // the end. Nothing is compared with a time limit: waits poll for a state.
 #include <doctest/doctest.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,6 +19,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "eval/eval_server.hpp"
 #include "fixtures.hpp"
@@ -45,8 +50,8 @@ bool process_gone(int pid) {
 }
 
 // Processes whose parent is `pid`.
-int children_of(int pid) {
-  int n = 0;
+std::vector<int> children_of(int pid) {
+  std::vector<int> out;
   for (const auto& e : fs::directory_iterator("/proc")) {
     std::ifstream stat(e.path() / "stat");
     std::string line;
@@ -57,9 +62,33 @@ int children_of(int pid) {
     std::string state;
     int ppid = 0;
     rest >> state >> ppid;
-    if (ppid == pid && state != "Z") ++n;
+    if (ppid == pid && state != "Z") out.push_back(std::stoi(e.path().filename().string()));
   }
-  return n;
+  return out;
+}
+
+// Connects from a new user namespace (as a sandboxed candidate would) and
+// asks for the device: true when the server answered.
+bool answered_from_another_namespace(const fs::path& socket) {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    if (::unshare(CLONE_NEWUSER) != 0) ::_exit(3);
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::snprintf(a.sun_path, sizeof a.sun_path, "%s", socket.c_str());
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) ::_exit(2);
+    const char request[] = "{\"protocol\":1,\"op\":\"device\"}\n";
+    // Refused, the connection may be closed before this is sent: not an error.
+    if (::send(fd, request, sizeof request - 1, MSG_NOSIGNAL) < 0) ::_exit(0);
+    char buf[256];
+    ::_exit(::read(fd, buf, sizeof buf) > 0 ? 1 : 0);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) <= 1);  // 2: no connection, 3: no user namespace here
+  return WEXITSTATUS(status) == 1;
 }
 
 template <class F>
@@ -116,12 +145,19 @@ TEST_CASE("eval server: fresh clients share one server's workers, references and
   CHECK(batch[0].status == EvalStatus::incorrect);
   CHECK(batch[1].status == EvalStatus::passed);
 
-  // Stopped, it ends its workers and removes its socket.
+  // A process in another namespace (a sandboxed candidate that could see
+  // the socket) is refused, though its user is this one.
   const auto paths = eval::server_paths(cfg);
+  CHECK_FALSE(answered_from_another_namespace(paths.socket));
+  CHECK(client->device().backend == "host");  // and the server serves on
+
+  // Stopped, it ends its workers and removes its socket.
   CHECK(fs::exists(paths.socket));
-  CHECK(children_of(static_cast<int>(pid)) > 0);
+  const std::vector<int> workers = children_of(static_cast<int>(pid));
+  CHECK(!workers.empty());
   CHECK(stop_evaluation_server(cfg));
   CHECK(eventually([&] { return process_gone(static_cast<int>(pid)); }));
+  for (int w : workers) CHECK_MESSAGE(eventually([&] { return process_gone(w); }), "worker ", w);
   CHECK_FALSE(fs::exists(paths.socket));
   CHECK_FALSE(fs::exists(paths.lock));
   CHECK_FALSE(fs::exists(paths.log));
@@ -149,12 +185,30 @@ TEST_CASE("eval server: it exits after its idle time, and a cancelled client can
   }
   CHECK(status == Status::cancelled);
 
-  // The server stays and serves the next client with a fresh evaluator.
+  // The server stays and serves the next client with a fresh evaluator
+  // (its worker started again).
   EvalResult next = make_served_evaluator(cfg, 60)->evaluate(task, vadd_candidate(ks::test::kGoodBody, "next"));
   CHECK(next.status == EvalStatus::passed);
+  const Json pn = *next.metrics.find("phases");
+  CHECK(pn.get_number("worker_start_s") + pn.get_number("sandbox_setup_s") > 0);
   const int pid = static_cast<int>(next.metrics.get_int("evaluation_server_pid"));
   REQUIRE(pid > 0);
+
+  // Stopping it while it evaluates cancels that evaluation at once; its
+  // client is told so.
+  auto busy = make_served_evaluator(cfg, 60);
+  auto running = std::async(std::launch::async, [&] {
+    return busy->evaluate(task, vadd_candidate(ks::test::kEndlessBody, "endless again"));
+  });
+  CHECK(running.wait_for(std::chrono::milliseconds(300)) == std::future_status::timeout);
   CHECK(stop_evaluation_server(cfg));
+  Status stopped = Status::ok;
+  try {
+    running.get();
+  } catch (const Error& e) {
+    stopped = e.status();
+  }
+  CHECK(stopped == Status::cancelled);
   CHECK(eventually([&] { return process_gone(pid); }));
 
   // A server started with a short idle time ends on its own.

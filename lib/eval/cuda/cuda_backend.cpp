@@ -3,6 +3,9 @@
 
 #include <fmt/format.h>
 
+#include <mutex>
+#include <set>
+
 #include "eval/cuda/cuda_api.hpp"
 #include "eval/cuda/cuda_device.hpp"
 #include "eval/cuda/nvrtc_compiler.hpp"
@@ -45,6 +48,22 @@ std::unique_ptr<Device> make_cuda_device(int ordinal, const host::CandidateProce
 }
 
 CompileRequest cuda_runtime_kernels_request(const std::string& arch) { return cuda::runtime_kernels_request(arch); }
+
+void ensure_cuda_runtime_kernels(const std::string& arch, const std::string& cache_dir) {
+  static std::mutex mu;
+  static std::set<std::string> done;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!done.insert(cache_dir + "\n" + arch).second) return;
+  try {
+    CudaCompilerOptions o;
+    o.arch = arch;
+    o.cache_dir = cache_dir;
+    o.use_pch = false;  // the same options as the device's own compiler: the same cache key
+    cuda::CudaCompiler(o).compile(cuda_runtime_kernels_request(arch));
+  } catch (const std::exception&) {
+    done.erase(cache_dir + "\n" + arch);  // tried again at the next start
+  }
+}
 
 std::unique_ptr<Compiler> make_cuda_compiler(const CudaCompilerOptions& options) {
   return std::make_unique<cuda::CudaCompiler>(options);

@@ -43,11 +43,17 @@ std::string cuda_device_arch(int ordinal);
 std::unique_ptr<Device> make_cuda_device(int ordinal, const host::CandidateProcessOptions& python = {},
                                          const std::string& kernel_cache = {});
 
-// The compile request for a device's own kernels on `arch`. Compiled by a
-// compile worker into the cache before a run worker starts, so that a
-// sandboxed run worker, which may not write the cache, finds the cubin there
-// instead of compiling it again on every start.
+// The compile request for a device's own kernels on `arch`.
 CompileRequest cuda_runtime_kernels_request(const std::string& arch);
+
+// Compiles a device's own kernels for `arch` into the cubin cache
+// `cache_dir` in this process, unless they are there (once per process,
+// cache folder and architecture). The evaluator does this before it starts
+// a CUDA run worker, which reads that folder but may not write it; no
+// compile worker (which sees candidates' sources) may write it either.
+// Failures are left to the run worker, which compiles them itself then and
+// reports what is wrong.
+void ensure_cuda_runtime_kernels(const std::string& arch, const std::string& cache_dir);
 
 // NVRTC-based compiler; usable without a GPU when options.arch is set.
 // Throws ks::Error(Status::no_device) when NVRTC cannot be loaded.

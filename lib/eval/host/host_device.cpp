@@ -172,7 +172,7 @@ HostDevice::HostDevice() = default;
 HostDevice::HostDevice(CandidateProcessOptions isolate) : isolate_(std::move(isolate)) {}
 
 HostDevice::~HostDevice() {
-  if (flush_buf_) ::munmap(flush_buf_, flush_bytes_);
+  if (flush_buf_ && flush_pid_ == ::getpid()) ::munmap(flush_buf_, flush_bytes_);
 }
 
 DeviceInfo HostDevice::info() const { return host_device_info(); }
@@ -235,7 +235,11 @@ CompareStats HostDevice::compare(Buffer out, Buffer ref, DType dtype, std::size_
 }
 
 void HostDevice::flush_cache() {
+  // MADV_DONTFORK: a process forked from this one (without exec) has the
+  // pointer but not the pages, and allocates its own.
+  if (flush_buf_ && flush_pid_ != ::getpid()) flush_buf_ = nullptr;
   if (!flush_buf_) {
+    flush_pid_ = ::getpid();
     flush_bytes_ = static_cast<std::size_t>(2 * std::max<std::int64_t>(cpu_facts().llc_bytes, 1 << 20));
     void* m = ::mmap(nullptr, flush_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) throw RunError({EvalStatus::runtime_error, "cannot allocate the cache-flush buffer", true});

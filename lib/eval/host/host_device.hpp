@@ -74,6 +74,7 @@ class HostDevice final : public Device {
  private:
   unsigned char* flush_buf_ = nullptr;
   std::size_t flush_bytes_ = 0;
+  int flush_pid_ = 0;  // the process that mapped flush_buf_
   std::optional<CandidateProcessOptions> isolate_;
 };
 

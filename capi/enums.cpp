@@ -11,7 +11,7 @@
 namespace ks::capi {
 namespace {
 
-constexpr std::array kStrategy{"auto", "world_model", "greedy", "tune"};
+constexpr std::array kStrategy{"auto", "world_model", "greedy", "tune", "evolve"};
 constexpr std::array kLanguage{"cuda", "cpp", "triton", "python"};
 constexpr std::array kBackend{"auto", "cuda", "host"};
 constexpr std::array kSandbox{"auto", "on", "off"};

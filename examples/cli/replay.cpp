@@ -93,7 +93,7 @@ int cmd_replay(int argc, char** argv) {
          "with the timings it compared), and stops there. Given a model (--llm ...) it goes on live from that "
          "point instead; `ksearch resume NEW_DIR --llm ...` does the same later.\n\n" + std::string(kExitCodesHelp),
          {{"run-dir", "DIR", "The new run folder (must not hold a run).", "runs/<task>-<UTC time>", false},
-          {"strategy", "NAME", "Another strategy (world_model, greedy, tune).", "as recorded", false},
+          {"strategy", "NAME", "Another strategy (world_model, greedy, evolve, tune).", "as recorded", false},
           {"max-rounds", "N", "Another round budget. Past the recording's end a run goes on only with a model "
                               "(live); without one it stops there.", "as recorded", false},
           {"wm-stagnation-window", "N", "End an action's cycle after N rounds without improvement.", "as recorded",
@@ -102,8 +102,12 @@ int cmd_replay(int argc, char** argv) {
           {"wm-edit-retries", "N", "Attempts per world-model edit before the fallback.", "as recorded", false},
           {"wm-lenient-edits", "", "Repair world-model edits that break a rule where that is safe, instead of "
                                    "rejecting them.", "as recorded", false},
-          {"parallel", "N", "Candidates generated at once (greedy), cycles run at once (world_model).",
+          {"parallel", "N", "Candidates generated at once (greedy, evolve), cycles run at once (world_model).",
            "as recorded", false},
+          {"evolve-islands", "N", "evolve: islands.", "as recorded", false},
+          {"evolve-migration-interval", "N", "evolve: generations between migrations.", "as recorded", false},
+          {"evolve-migration-size", "N", "evolve: kernels each island sends per migration.", "as recorded", false},
+          {"evolve-inspirations", "N", "evolve: inspirations per prompt.", "as recorded", false},
           {"tune-rounds", "N", "Tune phase after the search.", "as recorded", false},
           {"seed", "N", "Seed for the strategies' random choices.", "as recorded", false},
           {"max-wall-time", "S", "Stop starting rounds after this many seconds.", "as recorded", false},
@@ -143,6 +147,10 @@ int cmd_replay(int argc, char** argv) {
   set_int(o.config_changes, a, "wm-edit-retries", "wm_edit_retries");
   if (a.has("wm-lenient-edits")) o.config_changes["wm_lenient_edits"] = true;
   set_int(o.config_changes, a, "parallel", "parallel");
+  set_int(o.config_changes, a, "evolve-islands", "evolve_islands");
+  set_int(o.config_changes, a, "evolve-migration-interval", "evolve_migration_interval");
+  set_int(o.config_changes, a, "evolve-migration-size", "evolve_migration_size");
+  set_int(o.config_changes, a, "evolve-inspirations", "evolve_inspirations");
   set_int(o.config_changes, a, "tune-rounds", "tune_rounds");
   set_int(o.config_changes, a, "seed", "seed");
   set_number(o.config_changes, a, "max-wall-time", "max_wall_s");

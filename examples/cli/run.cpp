@@ -40,8 +40,9 @@ std::vector<OptionSpec> search_options() {
        "(a Python module with Triton kernels, needs a GPU) or python (PyTorch operations, on the GPU or the CPU); "
        "Python candidates run under $KSEARCH_PYTHON (docs/python-candidates.md).",
        "the task's only language; cuda for a task with several", false},
-      {"strategy", "NAME", "world_model (K-Search), greedy (refine the best kernel) or tune (parameter "
-                           "search without an LLM).", "world_model", false},
+      {"strategy", "NAME", "world_model (K-Search), greedy (refine the best kernel), evolve (islands, migration "
+                           "and an elite archive, as OpenEvolve and ShinkaEvolve) or tune (parameter search without "
+                           "an LLM).", "world_model", false},
       {"max-rounds", "N", "Round budget; a round is one evaluated candidate.", "20", false},
       {"continue-from-solution", "SOLUTION|RUN",
        "Start the world-model search from this kernel (a solution file, an answer, an attempt folder or a run "
@@ -65,9 +66,23 @@ std::vector<OptionSpec> search_options() {
                                "unknown fields dropped, operations that break a rule skipped; each repair recorded) "
                                "instead of rejecting it and asking the model again (docs/world-model.md).", "", false},
       {"parallel", "N",
-       "Candidates generated and evaluated at once (greedy); world-model cycles run at once, on the top N "
+       "Candidates generated and evaluated at once (greedy; evolve, one per island in turn); world-model cycles "
+       "run at once, on the top N "
        "actions (world_model).",
        "1", false},
+      {"evolve-islands", "N", "evolve: islands, each with its own population of passing kernels; samples go to "
+                              "the islands in turn.", "3", false},
+      {"evolve-island-size", "N", "evolve: kernels kept per island (the worst goes when it is full).", "8", false},
+      {"evolve-migration-interval", "N", "evolve: generations between migrations (a generation is --parallel "
+                                         "samples).", "4", false},
+      {"evolve-migration-size", "N", "evolve: kernels each island sends to the next (a ring) per migration; 0: "
+                                     "none.", "1", false},
+      {"evolve-archive-size", "N", "evolve: cells of the elite archive, the best kernel of each approach and code "
+                                   "size.", "12", false},
+      {"evolve-inspirations", "N", "evolve: kernels of the island and the archive shown beside the parent in each "
+                                   "prompt (the best of them, then random ones).", "2", false},
+      {"evolve-exploit-ratio", "P", "evolve: chance that the parent is the island's best kernel; otherwise a random "
+                                    "member of the island.", "0.7", false},
       {"tune-rounds", "N", "After the search, tune the best kernel's declared parameters for N more rounds.",
        "0", false},
       {"run-dir", "DIR", "Run folder (must not hold a run).", "runs/<task>-<UTC time>", false},
@@ -261,6 +276,13 @@ int cmd_run(int argc, char** argv) {
   c.wm_lenient_edits = a.has("wm-lenient-edits");
   c.parallel = a.get_int("parallel", c.parallel);
   c.tune_rounds = a.get_int("tune-rounds", c.tune_rounds);
+  c.evolve_islands = a.get_int("evolve-islands", c.evolve_islands);
+  c.evolve_island_size = a.get_int("evolve-island-size", c.evolve_island_size);
+  c.evolve_migration_interval = a.get_int("evolve-migration-interval", c.evolve_migration_interval);
+  c.evolve_migration_size = a.get_int("evolve-migration-size", c.evolve_migration_size);
+  c.evolve_archive_size = a.get_int("evolve-archive-size", c.evolve_archive_size);
+  c.evolve_inspirations = a.get_int("evolve-inspirations", c.evolve_inspirations);
+  c.evolve_exploit_ratio = a.get_double("evolve-exploit-ratio", c.evolve_exploit_ratio);
   c.seed = static_cast<std::uint64_t>(a.get_int("seed", 0));
   c.max_cost_usd = a.get_double("max-cost", 0);
   c.max_wall_s = a.get_double("max-wall-time", 0);

@@ -19,9 +19,10 @@ typedef enum ks_strategy {
   KS_STRATEGY_AUTO = 0,        /* world_model, or tune when the LLM source is KS_LLM_OFFLINE */
   KS_STRATEGY_WORLD_MODEL = 1, /* K-Search: a world model of hypotheses steers the LLM */
   KS_STRATEGY_GREEDY = 2,      /* refine the best kernel, `parallel` candidates at a time */
-  KS_STRATEGY_TUNE = 3         /* search declared tunable parameters; no LLM */
+  KS_STRATEGY_TUNE = 3,        /* search declared tunable parameters; no LLM */
+  KS_STRATEGY_EVOLVE = 4       /* islands, migration and an elite archive (OpenEvolve, ShinkaEvolve) */
 } ks_strategy;
-#define KS_STRATEGY_COUNT 4
+#define KS_STRATEGY_COUNT 5
 
 /* What candidates are written in (--language). */
 typedef enum ks_language {

@@ -65,7 +65,7 @@ struct KS_API WorldModelImport {
 
 // Configuration of one search run. Names follow the original's CLI flags.
 struct KS_API SearchConfig {
-  std::string strategy = "world_model";  // world_model | greedy | tune
+  std::string strategy = "world_model";  // world_model | greedy | evolve | tune
   Language language = Language::cuda;
   int max_rounds = 20;                   // a round is one evaluated candidate
   int wm_stagnation_window = 5;          // cycle ends after this many rounds without improvement
@@ -80,6 +80,21 @@ struct KS_API SearchConfig {
   int debug_rounds_label = 5;            // "Debug-and-improve round k/N" label in prompts
   int parallel = 1;                      // candidates at once (greedy); cycles at once (world_model)
   int tune_rounds = 0;                   // tune phase after an LLM search (0 = none)
+  // The evolve strategy (docs/search.md, "Evolve"): islands of passing
+  // kernels, each up to evolve_island_size; every evolve_migration_interval
+  // generations each island sends copies of its best evolve_migration_size
+  // kernels to the next island (a ring); an elite archive of up to
+  // evolve_archive_size kernels, the best of each feature cell (approach,
+  // code size); prompts show the parent and up to evolve_inspirations other
+  // kernels; a parent is the island's best with probability
+  // evolve_exploit_ratio, else a random member of the island.
+  int evolve_islands = 3;
+  int evolve_island_size = 8;
+  int evolve_migration_interval = 4;
+  int evolve_migration_size = 1;
+  int evolve_archive_size = 12;
+  int evolve_inspirations = 2;
+  double evolve_exploit_ratio = 0.7;
   std::uint64_t seed = 0;
   double max_cost_usd = 0;               // 0 = unlimited
   double max_wall_s = 0;                 // 0 = unlimited; checked between rounds only
@@ -158,7 +173,7 @@ KS_NAMESPACE_END
 
 KS_NAMESPACE_BEGIN
 
-// Built-in strategies by name: "world_model", "greedy", "tune". Throws
+// Built-in strategies by name: "world_model", "greedy", "evolve", "tune". Throws
 // ks::Error(Status::not_found) listing the known names.
 KS_API std::unique_ptr<SearchStrategy> make_strategy(const std::string& name);
 KS_API std::vector<std::string> strategy_names();

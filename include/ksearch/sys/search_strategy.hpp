@@ -106,6 +106,13 @@ class KS_API SearchContext {
   virtual void snapshot_world_model() = 0;
   // Strategy state worth showing in `ksearch show` (cycle, streaks, ...).
   virtual void set_state(Json state) = 0;
+  // When this run resumes a run folder: the last state set_state wrote
+  // there (state.json, with the "rounds_used" and "max_rounds" the context
+  // adds), as read and not yet checked: a run folder is untrusted input. A
+  // strategy may compare the state it reaches while the journal replays
+  // with it. nullopt for a new run or a folder without one. Throws
+  // ks::Error naming the file when it is not JSON.
+  virtual std::optional<Json> recorded_state() const { return std::nullopt; }
 };
 
 class KS_API SearchStrategy {

@@ -294,4 +294,61 @@ LlmRequest build_improve_request(const CodegenInputs& in) {
   return r;
 }
 
+namespace {
+
+// An inspiration: its code (bounded) and how it scored, without its log.
+std::string inspiration_block(std::size_t n, const KernelEvidence& e, const PromptBudgets& b) {
+  std::string out = fmt::format("### Inspiration {}", n);
+  if (e.solution) out += fmt::format(" ({})", e.solution->id.substr(0, 8));
+  out += "\n";
+  if (e.eval) {
+    PromptBudgets small = b;
+    small.log = 0;
+    small.workloads = std::min<std::size_t>(b.workloads, 1500);
+    EvalResult r = *e.eval;
+    r.log.clear();
+    out += eval_feedback_text(r, small);
+  }
+  if (e.solution && !e.solution->sources.empty()) out += "\n" + clip(kernel_text(*e.solution), b.inspiration);
+  return out + "\n";
+}
+
+}  // namespace
+
+LlmRequest build_evolve_request(const EvolvePromptInputs& in) {
+  const CodegenInputs& c = in.codegen;
+  const bool has_parent = c.base.solution && !c.base.solution->sources.empty();
+  const bool has_failure = !has_parent && (c.last.eval || !c.last.raw_answer.empty());
+  LlmRequest r;
+  r.kind = has_parent ? PromptKind::improve : has_failure ? PromptKind::debug : PromptKind::generate;
+  r.system = codegen_system_message(c.language);
+  std::string p = header(c);
+  p += fmt::format("## Evolution\nThis is generation {} of an evolutionary search with {} island(s); this kernel "
+                   "is for island {}.",
+                   in.generation, in.islands, in.island + 1);
+  if (has_parent) {
+    p += in.mode == "exploit" ? " Its parent is the island's best kernel.\n\n"
+                              : " Its parent was drawn at random from the island's kernels, to explore.\n\n";
+    p += "Improve on the parent below: keep it correct and make it faster on the benchmark workloads. Study its "
+         "per-workload latencies, find the bottleneck, and return the complete kernel. The inspirations after it "
+         "are other kernels of the population with their scores: borrow what makes them fast, or take a "
+         "different approach from all of them.\n\n";
+    p += evidence_block("Parent kernel", c.base, c.budgets);
+  } else if (has_failure) {
+    p += " The island has no passing kernel yet, and its last attempt failed: find the cause in its result "
+         "below, fix it, and return the complete corrected kernel.\n\n";
+    p += evidence_block("Last attempt on this island (failing)", c.last, c.budgets);
+  } else {
+    p += " The island has no kernel yet: write a complete, correct and fast kernel for the specification.\n\n";
+  }
+  if (!in.inspirations.empty()) {
+    p += "## Inspirations (other kernels of the population, for ideas)\n";
+    for (std::size_t i = 0; i < in.inspirations.size(); ++i)
+      p += inspiration_block(i + 1, in.inspirations[i], c.budgets);
+  }
+  p += footer(c);
+  r.prompt = std::move(p);
+  return r;
+}
+
 }  // namespace ks::core

@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "ksearch/llm.hpp"
 #include "ksearch/task.hpp"
@@ -19,6 +20,7 @@ struct PromptBudgets {
   std::size_t workloads = 3000;    // per-workload results table
   std::size_t world_model = 50000; // compact world model
   std::size_t action = 1500;       // chosen action block
+  std::size_t inspiration = 12000; // code of one inspiration kernel (evolve)
 };
 
 // A kernel and what is known about it, for a prompt section.
@@ -62,6 +64,21 @@ LlmRequest build_generate_request(const CodegenInputs& in);
 LlmRequest build_debug_request(const CodegenInputs& in);
 // improve: a passing kernel exists; make it faster.
 LlmRequest build_improve_request(const CodegenInputs& in);
+
+// The evolve strategy's prompt: the parent (codegen.base) with its full code
+// and evaluation, or the island's failing attempt (codegen.last) while the
+// island has no passing kernel, and other kernels of the population as
+// inspirations with their code and scores. Its kind is improve with a
+// parent, debug with a failure to fix, else generate.
+struct EvolvePromptInputs {
+  CodegenInputs codegen;
+  int island = 0;
+  int islands = 1;
+  int generation = 1;
+  std::string mode;                        // exploit, explore, empty
+  std::vector<KernelEvidence> inspirations;
+};
+LlmRequest build_evolve_request(const EvolvePromptInputs& in);
 
 // Cuts text to at most max_chars, marking the cut.
 std::string clip(const std::string& text, std::size_t max_chars);

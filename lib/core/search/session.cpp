@@ -857,4 +857,13 @@ void Session::set_state(Json state) {
   store_.write_state(state);
 }
 
+std::optional<Json> Session::recorded_state() const {
+  if (!recorded_state_) {
+    // Only a resume has one: the journal holds what the state was built from.
+    if (journal_llm_.empty() && journal_evals_.empty()) recorded_state_.emplace(std::nullopt);
+    else recorded_state_.emplace(store_.state());
+  }
+  return *recorded_state_;
+}
+
 }  // namespace ks::core

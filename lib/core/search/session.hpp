@@ -117,6 +117,7 @@ class Session final : public SearchContext {
   void event(const std::string& type, Json data) override;
   void snapshot_world_model() override;
   void set_state(Json state) override;
+  std::optional<Json> recorded_state() const override;
 
  private:
   bool replaying_evals() const { return eval_seq_ < journal_evals_.size(); }
@@ -203,6 +204,10 @@ class Session final : public SearchContext {
   // run's time is the search's own (prompts, tree edits, the run folder).
   double llm_wall_s_ = 0;
   double eval_wall_s_ = 0;
+
+  // state.json as the resumed folder held it, read on the first
+  // recorded_state() call (only a strategy that asks reads it).
+  mutable std::optional<std::optional<Json>> recorded_state_;
 
   std::optional<Recording> rec_;
   std::size_t rec_next_ = 0;        // next recorded answer

@@ -8,14 +8,15 @@
 
 KS_NAMESPACE_BEGIN
 
-std::vector<std::string> strategy_names() { return {"world_model", "greedy", "tune"}; }
+std::vector<std::string> strategy_names() { return {"world_model", "greedy", "evolve", "tune"}; }
 
 std::unique_ptr<SearchStrategy> make_strategy(const std::string& name) {
   if (name == "world_model") return core::make_world_model_strategy();
   if (name == "greedy") return core::make_greedy_strategy();
+  if (name == "evolve") return core::make_evolve_strategy();
   if (name == "tune") return core::make_tune_strategy();
   throw Error(Status::not_found,
-              fmt::format("unknown strategy \"{}\" (known: world_model, greedy, tune)", name));
+              fmt::format("unknown strategy \"{}\" (known: world_model, greedy, evolve, tune)", name));
 }
 
 // ---------------------------------------------------------------------------
@@ -117,6 +118,13 @@ Json SearchConfig::to_json() const {
                     {"debug_rounds_label", debug_rounds_label},
                     {"parallel", parallel},
                     {"tune_rounds", tune_rounds},
+                    {"evolve_islands", evolve_islands},
+                    {"evolve_island_size", evolve_island_size},
+                    {"evolve_migration_interval", evolve_migration_interval},
+                    {"evolve_migration_size", evolve_migration_size},
+                    {"evolve_archive_size", evolve_archive_size},
+                    {"evolve_inspirations", evolve_inspirations},
+                    {"evolve_exploit_ratio", evolve_exploit_ratio},
                     {"seed", static_cast<std::int64_t>(seed)},
                     {"max_cost_usd", max_cost_usd},
                     {"max_wall_s", max_wall_s},
@@ -151,6 +159,15 @@ SearchConfig SearchConfig::from_json(const Json& j) {
   c.debug_rounds_label = static_cast<int>(r.optional_int("debug_rounds_label", c.debug_rounds_label));
   c.parallel = static_cast<int>(r.optional_int("parallel", c.parallel));
   c.tune_rounds = static_cast<int>(r.optional_int("tune_rounds", c.tune_rounds));
+  // Absent in a manifest written before the evolve strategy: the defaults.
+  c.evolve_islands = static_cast<int>(r.optional_int("evolve_islands", c.evolve_islands));
+  c.evolve_island_size = static_cast<int>(r.optional_int("evolve_island_size", c.evolve_island_size));
+  c.evolve_migration_interval =
+      static_cast<int>(r.optional_int("evolve_migration_interval", c.evolve_migration_interval));
+  c.evolve_migration_size = static_cast<int>(r.optional_int("evolve_migration_size", c.evolve_migration_size));
+  c.evolve_archive_size = static_cast<int>(r.optional_int("evolve_archive_size", c.evolve_archive_size));
+  c.evolve_inspirations = static_cast<int>(r.optional_int("evolve_inspirations", c.evolve_inspirations));
+  c.evolve_exploit_ratio = r.optional_number("evolve_exploit_ratio", c.evolve_exploit_ratio);
   c.seed = static_cast<std::uint64_t>(r.optional_int("seed", 0));
   c.max_cost_usd = r.optional_number("max_cost_usd", 0);
   c.max_wall_s = r.optional_number("max_wall_s", 0);
@@ -197,6 +214,22 @@ void SearchConfig::validate() const {
   if (wm_edit_retries < 1) bad(fmt::format("wm_edit_retries must be >= 1, is {}", wm_edit_retries));
   if (parallel < 1) bad(fmt::format("parallel must be >= 1, is {}", parallel));
   if (tune_rounds < 0) bad(fmt::format("tune_rounds must be >= 0, is {}", tune_rounds));
+  // Bounded so that a manifest cannot make the strategy allocate without limit.
+  if (evolve_islands < 1 || evolve_islands > 64)
+    bad(fmt::format("evolve_islands must be between 1 and 64, is {}", evolve_islands));
+  if (evolve_island_size < 1 || evolve_island_size > 1000)
+    bad(fmt::format("evolve_island_size must be between 1 and 1000, is {}", evolve_island_size));
+  if (evolve_migration_interval < 1)
+    bad(fmt::format("evolve_migration_interval must be >= 1, is {}", evolve_migration_interval));
+  if (evolve_migration_size < 0 || evolve_migration_size > evolve_island_size)
+    bad(fmt::format("evolve_migration_size must be between 0 and evolve_island_size ({}), is {}", evolve_island_size,
+                    evolve_migration_size));
+  if (evolve_archive_size < 1 || evolve_archive_size > 1000)
+    bad(fmt::format("evolve_archive_size must be between 1 and 1000, is {}", evolve_archive_size));
+  if (evolve_inspirations < 0 || evolve_inspirations > 16)
+    bad(fmt::format("evolve_inspirations must be between 0 and 16, is {}", evolve_inspirations));
+  if (!(evolve_exploit_ratio >= 0 && evolve_exploit_ratio <= 1))
+    bad(fmt::format("evolve_exploit_ratio must be a number between 0 and 1, is {}", evolve_exploit_ratio));
   // Written so that NaN fails too: a NaN budget would silently mean "unlimited".
   if (!(max_cost_usd >= 0)) bad(fmt::format("max_cost_usd must be a number >= 0, is {}", max_cost_usd));
   if (!(max_wall_s >= 0)) bad(fmt::format("max_wall_s must be a number >= 0, is {}", max_wall_s));
@@ -235,7 +268,7 @@ void SearchConfig::validate() const {
     }
   bool known = false;
   for (const auto& n : strategy_names()) known = known || n == strategy;
-  if (!known) bad(fmt::format("unknown strategy \"{}\" (known: world_model, greedy, tune)", strategy));
+  if (!known) bad(fmt::format("unknown strategy \"{}\" (known: world_model, greedy, evolve, tune)", strategy));
 }
 
 KS_NAMESPACE_END

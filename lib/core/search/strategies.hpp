@@ -9,5 +9,6 @@ namespace ks::core {
 
 std::unique_ptr<SearchStrategy> make_world_model_strategy();
 std::unique_ptr<SearchStrategy> make_greedy_strategy();
+std::unique_ptr<SearchStrategy> make_evolve_strategy();
 
 }  // namespace ks::core

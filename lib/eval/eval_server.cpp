@@ -335,8 +335,15 @@ class ServedEvaluator final : public Evaluator {
       int fd;
       ~Close() { ::close(fd); }
     } close{fd};
-    send_frame(fd, request);
-    Json reply = read_frame(fd, [&] { return !cancelled_.load(); });
+    Json reply;
+    try {
+      send_frame(fd, request);
+      reply = read_frame(fd, [&] { return !cancelled_.load(); });
+    } catch (const Error& e) {
+      if (e.status() != Status::subprocess) throw;
+      // It crashed, was stopped, or refused this process: its log says which.
+      throw Error(Status::subprocess, fmt::format("{} (the server's log: {})", e.what(), paths_.log.string()));
+    }
     if (const Json* e = reply.find("error"))
       throw Error(static_cast<Status>(e->get_int("status", static_cast<int>(Status::internal))),
                   e->get_string("message"));

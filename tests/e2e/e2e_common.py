@@ -146,6 +146,18 @@ def same_end(full, other, expect):
     expect(len(seqs) == len(set(seqs)) and seqs == sorted(seqs), f"{other.name}: strategy events duplicated")
 
 
+def logged_ksearch(ksearch, work, env):
+    """ksearch(name, *argv, rc=0) runs the CLI, keeps its output in work/name.log, and ends the
+    script (naming the log) when the exit code is not rc; returns (stdout, stderr)."""
+    def run(name, *argv, rc=0):
+        p = subprocess.run([ksearch, *map(str, argv)], capture_output=True, text=True, env=env, timeout=600)
+        (work / f"{name}.log").write_text(f"exit {p.returncode}\n--- stdout\n{p.stdout}\n--- stderr\n{p.stderr}")
+        if p.returncode != rc:
+            sys.exit(f"{name}: exit {p.returncode}, expected {rc}; see {work / (name + '.log')}:\n{p.stdout}\n{p.stderr}")
+        return p.stdout, p.stderr
+    return run
+
+
 class Expectations:
     """Checks that are all made before the script fails, so that one run
     reports every broken expectation at once."""

@@ -21,7 +21,7 @@ import os
 import subprocess
 import sys
 
-from e2e_common import jsonl, setup
+from e2e_common import logged_ksearch, jsonl, setup
 
 args, src, work = setup()
 task = src / "tests/fixtures/tasks/scale3"
@@ -30,12 +30,7 @@ env = dict(os.environ, KSEARCH_CACHE_DIR=str(work / "cache"))
 failures = []
 
 
-def ksearch(name, *argv, rc=0):
-    p = subprocess.run([args.ksearch, *map(str, argv)], capture_output=True, text=True, env=env, timeout=600)
-    (work / f"{name}.log").write_text(f"exit {p.returncode}\n--- stdout\n{p.stdout}\n--- stderr\n{p.stderr}")
-    if p.returncode != rc:
-        sys.exit(f"{name}: exit {p.returncode}, expected {rc}; see {work / (name + '.log')}:\n{p.stdout}\n{p.stderr}")
-    return p.stdout, p.stderr
+ksearch = logged_ksearch(args.ksearch, work, env)
 
 
 def expect(cond, what):

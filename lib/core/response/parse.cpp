@@ -711,4 +711,15 @@ std::string format_candidate(const Solution& solution) {
   return out;
 }
 
+std::optional<Solution> read_candidate(std::string_view answer, Language language, std::string* why) {
+  try {
+    return parse_candidate(answer, language);
+  } catch (const Error& e) {
+    *why = e.what();
+  } catch (const std::exception& e) {
+    *why = std::string("the answer could not be read: ") + e.what();
+  }
+  return std::nullopt;
+}
+
 }  // namespace ks::core

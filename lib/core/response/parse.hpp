@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,6 +48,11 @@ std::vector<CodeBlock> extract_code_blocks(std::string_view answer);
 // message and the offending text), a plan for the other language, or invalid
 // parameter declarations.
 Solution parse_candidate(std::string_view answer, Language language);
+
+// parse_candidate for a search round: the answer is untrusted input, so
+// whatever it trips (not only a ks::Error) fails the round. Returns the
+// solution, or nullopt with the reason in *why.
+std::optional<Solution> read_candidate(std::string_view answer, Language language, std::string* why);
 
 // Writes `solution` in exactly the format parse_candidate reads (fenced
 // blocks, plan labelled launch_plan or call_plan, params in their own block),

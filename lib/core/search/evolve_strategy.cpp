@@ -111,19 +111,13 @@ class EvolveStrategy final : public SearchStrategy {
           continue;
         }
         std::string why;
-        Solution cand;
-        try {
-          cand = parse_candidate(r.text, cfg.language);
-        } catch (const Error& e) {
-          why = e.what();
-        } catch (const std::exception& e) {
-          why = std::string("the answer could not be read: ") + e.what();
-        }
-        if (!why.empty()) {
+        std::optional<Solution> read = read_candidate(r.text, cfg.language, &why);
+        if (!read) {
           EvalResult failed = ctx.record_failed_round(label, why, r.text);
           failures[static_cast<std::size_t>(island)] = Failure{std::nullopt, failed, r.text};
           continue;
         }
+        Solution cand = std::move(*read);
         cand.parent_id = choices[u].parent ? choices[u].parent->solution_id : "";
         cand.name = fmt::format("r{}-evolve-i{}", ctx.rounds_used() + static_cast<int>(cands.size()) + 1, island + 1);
         cands.push_back(std::move(cand));

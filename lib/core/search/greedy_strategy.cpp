@@ -68,26 +68,19 @@ class GreedyStrategy final : public SearchStrategy {
         std::string label = fmt::format("{} step {}{}", to_string(reqs[static_cast<std::size_t>(i)].kind), step,
                                         k > 1 ? fmt::format(" sample {}", i + 1) : "");
         const LlmResponse& r = resps[static_cast<std::size_t>(i)];
-        std::string why;
-        Solution cand;
         if (!r.ok) {
           // An outage: count the round, but keep the evidence of the last real attempt.
           ctx.record_failed_round(label, "the LLM request failed: " + r.error, r.text);
           continue;
-        } else {
-          try {
-            cand = parse_candidate(r.text, cfg.language);
-          } catch (const Error& e) {
-            why = e.what();
-          } catch (const std::exception& e) {
-            why = std::string("the answer could not be read: ") + e.what();
-          }
         }
-        if (!why.empty()) {
+        std::string why;
+        std::optional<Solution> read = read_candidate(r.text, cfg.language, &why);
+        if (!read) {
           last_eval = ctx.record_failed_round(label, why, r.text);
           last_raw = r.text;
           continue;
         }
+        Solution cand = std::move(*read);
         cand.parent_id = best ? best->solution.id : "";
         cand.name = fmt::format("r{}-greedy", ctx.rounds_used() + static_cast<int>(cands.size()) + 1);
         cands.push_back(std::move(cand));

@@ -595,22 +595,15 @@ class WorldModelStrategy final : public SearchStrategy {
     c.last.reset();
     c.last_eval.reset();
     c.last_raw.clear();
-    Solution cand;
     std::string parse_error;
-    try {
-      cand = parse_candidate(resp.text, ctx.config().language);
-    } catch (const Error& e) {
-      parse_error = e.what();
-    } catch (const std::exception& e) {
-      // The answer is untrusted input; whatever it trips is a failed round.
-      parse_error = std::string("the answer could not be read: ") + e.what();
-    }
-    if (!parse_error.empty()) {
+    std::optional<Solution> read = read_candidate(resp.text, ctx.config().language, &parse_error);
+    if (!read) {
       c.last_eval = ctx.record_failed_round(label, parse_error, resp.text);
       c.last_raw = resp.text;
       c.tracker.observe(false, 0);
       return std::nullopt;
     }
+    Solution cand = std::move(*read);
     cand.parent_id = c.base ? c.base->id : "";
     c.pending_kind = req.kind;
     return cand;

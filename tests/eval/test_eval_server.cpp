@@ -17,6 +17,7 @@
 #include <fstream>
 #include <future>
 #include <sstream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -68,8 +69,9 @@ std::vector<int> children_of(int pid) {
 }
 
 // Connects from a new user namespace (as a sandboxed candidate would) and
-// asks for the device: true when the server answered.
-bool answered_from_another_namespace(const fs::path& socket) {
+// asks for the device: true when the server answered; nullopt where this
+// machine allows no user namespaces (then there is no such candidate either).
+std::optional<bool> answered_from_another_namespace(const fs::path& socket) {
   const pid_t child = ::fork();
   if (child == 0) {
     if (::unshare(CLONE_NEWUSER) != 0) ::_exit(3);
@@ -87,7 +89,8 @@ bool answered_from_another_namespace(const fs::path& socket) {
   int status = 0;
   ::waitpid(child, &status, 0);
   REQUIRE(WIFEXITED(status));
-  REQUIRE(WEXITSTATUS(status) <= 1);  // 2: no connection, 3: no user namespace here
+  if (WEXITSTATUS(status) == 3) return std::nullopt;
+  REQUIRE(WEXITSTATUS(status) <= 1);  // 2: no connection
   return WEXITSTATUS(status) == 1;
 }
 
@@ -148,7 +151,10 @@ TEST_CASE("eval server: fresh clients share one server's workers, references and
   // A process in another namespace (a sandboxed candidate that could see
   // the socket) is refused, though its user is this one.
   const auto paths = eval::server_paths(cfg);
-  CHECK_FALSE(answered_from_another_namespace(paths.socket));
+  if (const auto answered = answered_from_another_namespace(paths.socket))
+    CHECK_FALSE(*answered);
+  else
+    MESSAGE("no user namespaces on this machine: the refusal of another namespace is not checked");
   CHECK(client->device().backend == "host");  // and the server serves on
 
   // Stopped, it ends its workers and removes its socket.

@@ -301,6 +301,15 @@ static int import_answer(const ks_llm_request *req, ks_llm_answer *answer, void 
   return ks_llm_answer_set_text(answer, kGood, strlen(kGood)) == KS_OK ? 0 : 1;
 }
 
+/* Writes `text` to `path`; 1 when it did. */
+static int write_text(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  int ok;
+  if (!f) return 0;
+  ok = fputs(text, f) >= 0;
+  return fclose(f) == 0 && ok;
+}
+
 /* Whether the file holds `needle`. */
 static int file_contains(const char *path, const char *needle) {
   static char buf[1 << 20];
@@ -321,7 +330,7 @@ static void test_world_model_import(const char *task, const char *work) {
   ks_result *result = NULL;
   struct import_model m;
   char dir[2048], wm_path[4096], db_path[4096], run_dir[2048], events[4096];
-  FILE *f;
+  int written;
   ks_status s;
   memset(&m, 0, sizeof m);
   snprintf(dir, sizeof dir, "%s/ksearch-artifacts", work);
@@ -334,10 +343,8 @@ static void test_world_model_import(const char *task, const char *work) {
     snprintf(mkdir_cmd, sizeof mkdir_cmd, "mkdir -p '%s'", dir);
     CHECK(system(mkdir_cmd) == 0);
   }
-  f = fopen(wm_path, "w");
-  CHECK(f != NULL);
-  if (!f) return;
-  fputs("{\"kernel_summary\": \"scale by three\", \"open_questions\": [],\n"
+  written = write_text(wm_path,
+                       "{\"kernel_summary\": \"scale by three\", \"open_questions\": [],\n"
         " \"decision_tree\": {\"root_id\": \"root\", \"active_leaf_id\": \"root\", \"nodes\": [\n"
         "  {\"node_id\": \"root\", \"node_type\": \"root\", \"parent_id\": null},\n"
         "  {\"node_id\": \"loop\", \"parent_id\": \"root\", \"node_type\": \"decision\",\n"
@@ -350,20 +357,18 @@ static void test_world_model_import(const char *task, const char *work) {
         "   \"action\": {\"title\": \"SIMD\", \"score_0_to_1\": 0.6}},\n"
         "  {\"node_id\": \"threads\", \"parent_id\": \"root\",\n"
         "   \"action\": {\"title\": \"Threads\", \"score_0_to_1\": 0.5}}\n"
-        " ]}}\n",
-        f);
-  fclose(f);
-  f = fopen(db_path, "w");
-  CHECK(f != NULL);
-  if (!f) return;
-  fputs("{\"solution_id\": \"ks-0001\", \"solution_name\": \"loop\", \"definition\": \"scale3\", "
+        " ]}}\n");
+  CHECK(written);
+  if (!written) return;
+  written = write_text(db_path,
+                       "{\"solution_id\": \"ks-0001\", \"solution_name\": \"loop\", \"definition\": \"scale3\", "
         "\"parent_solution_id\": null, \"eval_result\": {\"status\": \"PASSED\"}, \"code\": "
         "\"```cpp kernel.cpp\\n// imported from K-Search\\n#include <cstdint>\\nvoid scale3(const float* x, float* y, "
         "std::int64_t n) {\\n  for (std::int64_t i = 0; i < n; ++i) y[i] = 3.0f * x[i];\\n}\\n```\\n```json "
         "launch_plan\\n{\\\"calls\\\": [{\\\"fn\\\": \\\"scale3\\\", \\\"args\\\": [\\\"x\\\", \\\"y\\\", "
-        "\\\"N\\\"]}]}\\n```\\n\"}\n",
-        f);
-  fclose(f);
+        "\\\"N\\\"]}]}\\n```\\n\"}\n");
+  CHECK(written);
+  if (!written) return;
 
   CHECK(ks_search_options_init(&o, KS_SEARCH_OPTIONS_VERSION) == KS_OK);
   o.task = task;

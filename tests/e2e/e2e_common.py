@@ -146,6 +146,16 @@ def same_end(full, other, expect):
     expect(len(seqs) == len(set(seqs)) and seqs == sorted(seqs), f"{other.name}: strategy events duplicated")
 
 
+def run_logged(cmd, log_path, env, want=0, timeout=600):
+    """Runs cmd with its output in log_path; ends the script, showing the log, when its exit status
+    is not `want`. Returns the log."""
+    with open(log_path, "w") as log:
+        rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, timeout=timeout).returncode
+    if rc != want:
+        sys.exit(f"{Path(log_path).name}: exit status {rc}, not {want}; log:\n" + Path(log_path).read_text())
+    return Path(log_path).read_text()
+
+
 def logged_ksearch(ksearch, work, env):
     """ksearch(name, *argv, rc=0) runs the CLI, keeps its output in work/name.log, and ends the
     script (naming the log) when the exit code is not rc; returns (stdout, stderr)."""

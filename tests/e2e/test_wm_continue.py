@@ -27,7 +27,7 @@ import subprocess
 import sys
 
 import e2e_common
-from e2e_common import events, first_prompt, jsonl, last_tree, lines, same_end, setup
+from e2e_common import events, first_prompt, jsonl, last_tree, lines, run_logged, same_end, setup
 
 args, src, work = setup()
 transcript = src / "tests/fixtures/wm_e2e/transcript.jsonl"
@@ -47,11 +47,7 @@ def resume_cmd(run_dir):
 
 
 def finish(cmd, log_name, want=0):
-    with open(work / log_name, "w") as log:
-        rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, timeout=300).returncode
-    if rc != want:
-        sys.exit(f"{log_name}: exit status {rc}, not {want}; log:\n" + (work / log_name).read_text())
-    return (work / log_name).read_text()
+    return run_logged(cmd, work / log_name, env, want, timeout=300)
 
 
 def attempts(run_dir):

@@ -28,7 +28,7 @@ import subprocess
 import sys
 
 import e2e_common
-from e2e_common import events, first_prompt, jsonl, lines, same_end, setup, snapshots, tree_shape
+from e2e_common import events, first_prompt, jsonl, lines, run_logged, same_end, setup, snapshots, tree_shape
 
 args, src, work = setup()
 transcript = src / "tests/fixtures/wm_e2e/transcript.jsonl"
@@ -45,11 +45,7 @@ def run_cmd(run_dir, rounds, *extra, answers=transcript, task_dir=task):
 
 
 def finish(cmd, log_name, want=0):
-    with open(work / log_name, "w") as log:
-        rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, timeout=300).returncode
-    if rc != want:
-        sys.exit(f"{log_name}: exit status {rc}, not {want}; log:\n" + (work / log_name).read_text())
-    return (work / log_name).read_text()
+    return run_logged(cmd, work / log_name, env, want, timeout=300)
 
 
 def refused(cmd, log_name, words):

@@ -18,7 +18,7 @@ import subprocess
 import sys
 
 import e2e_common
-from e2e_common import lines, setup
+from e2e_common import lines, run_logged, setup
 
 args, src, work = setup()
 task = src / "tests/fixtures/tasks/scale3"
@@ -35,10 +35,7 @@ def run_cmd(run_dir):
 
 
 def finish(cmd, log_name):
-    with open(work / log_name, "w") as log:
-        rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, timeout=600).returncode
-    if rc != 0:
-        sys.exit(f"{log_name}: exit status {rc}; log:\n" + (work / log_name).read_text())
+    run_logged(cmd, work / log_name, env)
 
 
 def events(run_dir):

@@ -20,7 +20,7 @@ import sys
 import time
 
 import e2e_common
-from e2e_common import lines, setup
+from e2e_common import lines, run_logged, setup
 
 args, src, work = setup()
 transcript = src / "tests/fixtures/wm_e2e/transcript.jsonl"
@@ -43,10 +43,7 @@ def run_and_kill(cmd, run_dir, log_name, until):
 
 
 def finish(cmd, log_name):
-    with open(work / log_name, "w") as log:
-        rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, timeout=600).returncode
-    if rc != 0:
-        sys.exit(f"{log_name}: exit status {rc}; log:\n" + (work / log_name).read_text())
+    run_logged(cmd, work / log_name, env)
 
 
 def tree_shape(run_dir):

@@ -22,7 +22,7 @@ import subprocess
 import sys
 
 import e2e_common
-from e2e_common import events, first_prompt, jsonl, journal, last_tree, lines, same_end, setup
+from e2e_common import events, first_prompt, journal, jsonl, last_tree, lines, run_logged, same_end, setup
 
 args, src, work = setup()
 transcript = src / "tests/fixtures/wm_e2e/transcript.jsonl"
@@ -38,11 +38,7 @@ def run_cmd(run_dir, rounds, *extra, task_dir=task):
 
 
 def finish(cmd, log_name):
-    with open(work / log_name, "w") as log:
-        rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, timeout=300).returncode
-    if rc != 0:
-        sys.exit(f"{log_name}: exit status {rc}; log:\n" + (work / log_name).read_text())
-    return (work / log_name).read_text()
+    return run_logged(cmd, work / log_name, env, timeout=300)
 
 
 def config(run_dir):

@@ -54,7 +54,33 @@ class KS_API LaunchPlan {
     bool operator==(const Arg&) const = default;
   };
 
-  // A CUDA kernel launch.
+  // A vendor GEMM step of a CUDA plan, run by cuBLASLt between the custom
+  // kernels (docs/launch-plan.md, "GEMM steps"). Row-major, as the tensors:
+  //   D[i] = alpha * op(A[i]) @ op(B[i]) + beta * C[i]  (then the epilogue)
+  // for i < batch, op(A) m x k, op(B) k x n, D m x n. Operand dtypes are the
+  // buffers' own (tensor or typed scratch).
+  struct KS_API Gemm {
+    enum class Epilogue { none, relu, gelu, bias, relu_bias, gelu_bias };  // bias: + bias[n] per column
+    enum class Compute { f32, tf32 };       // accumulation in f32; tf32: f32 inputs as TF32
+    std::string a, b, d;                    // buffer names
+    std::optional<std::string> c;           // the beta term's input; none: D itself
+    std::optional<std::string> bias;        // with a bias epilogue: n values of D's dtype
+    Expr m, n, k;
+    bool trans_a = false;                   // A is stored k x m (row-major) and read transposed
+    bool trans_b = false;                   // B is stored n x k
+    std::optional<Expr> lda, ldb, ldc, ldd; // row strides in elements; none: dense rows
+    std::optional<Expr> batch;              // none: 1
+    std::optional<Expr> stride_a, stride_b, stride_c, stride_d;  // elements between batch items; none: dense
+    std::optional<Expr> alpha, beta;        // floating expressions; none: 1 and 0
+    Epilogue epilogue = Epilogue::none;
+    Compute compute = Compute::f32;
+    std::optional<Expr> algo;               // index into cuBLASLt's ranking of algorithms for this GEMM on
+                                            // this GPU (0, the default: its first choice); a tunable parameter
+    bool operator==(const Gemm&) const = default;
+  };
+
+  // A step of a CUDA plan: a kernel launch, or a GEMM step when `gemm` is set
+  // (then name, grid, block, shared_bytes, cluster and args are unused).
   struct KS_API Kernel {
     std::string name;                  // an extern "C" kernel, or a name expression "gemm<128, 64>"
     std::vector<Expr> grid;            // one to three; missing entries are 1
@@ -62,6 +88,8 @@ class KS_API LaunchPlan {
     std::optional<Expr> shared_bytes;  // dynamic shared memory; none: 0
     std::vector<Expr> cluster;         // thread-block cluster dims (sm_90+); empty: none
     std::vector<Arg> args;
+    std::optional<Expr> when;          // the step runs only where this is non-zero; none: always
+    std::optional<Gemm> gemm;
     bool operator==(const Kernel&) const = default;
   };
 
@@ -127,7 +155,8 @@ class KS_API LaunchPlan {
   // Why an as_written plan is unreadable; "" for every other plan.
   const std::string& problem() const;
 
-  // Every kernel (or function) name the plan uses, in order of first appearance.
+  // Every kernel (or function) name the plan uses, in order of first
+  // appearance; GEMM steps have none.
   std::vector<std::string> names() const;
 
   // Compares the fields, not how the JSON was written.
@@ -139,5 +168,7 @@ class KS_API LaunchPlan {
 };
 
 KS_API const char* to_string(LaunchPlan::Arg::Type t);  // "plain", "f32", ...
+KS_API const char* to_string(LaunchPlan::Gemm::Epilogue e);  // "none", "relu", ..., "gelu_bias"
+KS_API const char* to_string(LaunchPlan::Gemm::Compute c);   // "f32", "tf32"
 
 KS_NAMESPACE_END

@@ -89,11 +89,99 @@ P::Arg read_kernel_arg(const Json& j, const std::string& where) {
                           j.dump()));
 }
 
+const char* const kEpilogues[] = {"none", "relu", "gelu", "bias", "relu_bias", "gelu_bias"};
+const char* const kComputes[] = {"f32", "tf32"};
+
+template <typename E, std::size_t N>
+E read_name(const Json& j, const char* const (&names)[N], const std::string& where) {
+  std::string list;
+  for (std::size_t i = 0; i < N; ++i) {
+    if (j.is_string() && j.as_string() == names[i]) return static_cast<E>(i);
+    list += fmt::format("{}\"{}\"", list.empty() ? "" : ", ", names[i]);
+  }
+  fail(where, fmt::format("expected one of {}, got {}", list, j.dump()));
+}
+
+std::optional<P::Expr> optional_expr(const Json& j, const char* key, const std::string& where) {
+  const Json* v = j.find(key);
+  if (!v || v->is_null()) return std::nullopt;
+  return read_expr(*v, where + "." + key);
+}
+
+// alpha and beta: floating expressions, written as numbers or strings.
+std::optional<P::Expr> optional_real(const Json& j, const char* key, const std::string& where) {
+  const Json* v = j.find(key);
+  if (!v || v->is_null()) return std::nullopt;
+  if (v->is_number() && !v->is_int()) return P::Expr(v->dump());
+  return read_expr(*v, where + "." + key);
+}
+
+std::string buffer_name(const Json& j, const char* key, const std::string& where) {
+  const Json& v = required(j, key, where);
+  if (!v.is_string() || v.as_string().empty())
+    fail(where + "." + key, fmt::format("expected the name of a tensor or scratch buffer, got {}", v.dump()));
+  return v.as_string();
+}
+
+// {"gemm": {"a": ..., "b": ..., "d": ..., "m": ..., "n": ..., "k": ..., ...}}
+P::Gemm read_gemm(const Json& j, const std::string& where) {
+  if (!j.is_object())
+    fail(where, fmt::format("expected an object such as {{\"a\": \"x\", \"b\": \"w\", \"d\": \"y\", \"m\": "
+                            "\"M\", \"n\": \"N\", \"k\": \"K\"}}, got {}",
+                            j.dump()));
+  util::FieldReader r(j, "launch plan: " + where);
+  r.allow({"a", "b", "c", "d", "bias", "m", "n", "k", "trans_a", "trans_b", "lda", "ldb", "ldc", "ldd", "batch",
+           "stride_a", "stride_b", "stride_c", "stride_d", "alpha", "beta", "epilogue", "compute", "algo"});
+  P::Gemm g;
+  g.a = buffer_name(j, "a", where);
+  g.b = buffer_name(j, "b", where);
+  g.d = buffer_name(j, "d", where);
+  if (j.find("c") && !j.find("c")->is_null()) g.c = buffer_name(j, "c", where);
+  if (j.find("bias") && !j.find("bias")->is_null()) g.bias = buffer_name(j, "bias", where);
+  g.m = read_expr(required(j, "m", where), where + ".m");
+  g.n = read_expr(required(j, "n", where), where + ".n");
+  g.k = read_expr(required(j, "k", where), where + ".k");
+  for (auto [key, slot] : {std::pair{"trans_a", &g.trans_a}, std::pair{"trans_b", &g.trans_b}})
+    if (const Json* t = j.find(key); t && !t->is_null()) {
+      if (!t->is_bool()) fail(where + "." + key, fmt::format("expected true or false, got {}", t->dump()));
+      *slot = t->as_bool();
+    }
+  g.lda = optional_expr(j, "lda", where);
+  g.ldb = optional_expr(j, "ldb", where);
+  g.ldc = optional_expr(j, "ldc", where);
+  g.ldd = optional_expr(j, "ldd", where);
+  g.batch = optional_expr(j, "batch", where);
+  g.stride_a = optional_expr(j, "stride_a", where);
+  g.stride_b = optional_expr(j, "stride_b", where);
+  g.stride_c = optional_expr(j, "stride_c", where);
+  g.stride_d = optional_expr(j, "stride_d", where);
+  g.alpha = optional_real(j, "alpha", where);
+  g.beta = optional_real(j, "beta", where);
+  if (const Json* e = j.find("epilogue"); e && !e->is_null())
+    g.epilogue = read_name<P::Gemm::Epilogue>(*e, kEpilogues, where + ".epilogue");
+  if (const Json* c = j.find("compute"); c && !c->is_null())
+    g.compute = read_name<P::Gemm::Compute>(*c, kComputes, where + ".compute");
+  g.algo = optional_expr(j, "algo", where);
+  const bool bias_epilogue = g.epilogue == P::Gemm::Epilogue::bias || g.epilogue == P::Gemm::Epilogue::relu_bias ||
+                             g.epilogue == P::Gemm::Epilogue::gelu_bias;
+  if (bias_epilogue != g.bias.has_value())
+    fail(where, bias_epilogue ? fmt::format("epilogue \"{}\" needs \"bias\": a buffer of n values",
+                                            kEpilogues[static_cast<int>(g.epilogue)])
+                              : std::string("\"bias\" needs a bias epilogue (\"bias\", \"relu_bias\" or \"gelu_bias\")"));
+  return g;
+}
+
 P::Kernel read_launch(const Json& j, const std::string& where) {
   if (!j.is_object()) fail(where, fmt::format("expected an object, got {}", j.dump()));
   util::FieldReader r(j, "launch plan: " + where);
-  r.allow({"name", "grid", "block", "shared_bytes", "cluster", "args"});
   P::Kernel k;
+  if (const Json* w = j.find("when"); w && !w->is_null()) k.when = read_expr(*w, where + ".when");
+  if (j.find("gemm")) {
+    r.allow({"gemm", "when"});
+    k.gemm = read_gemm(*j.find("gemm"), where + ".gemm");
+    return k;
+  }
+  r.allow({"name", "grid", "block", "shared_bytes", "cluster", "args", "when", "gemm"});
   k.name = r.required_string("name");
   if (k.name.empty()) fail(where, "\"name\" is empty");
   k.grid = read_dims(required(j, "grid", where), where + ".grid");
@@ -365,13 +453,42 @@ Json args_json(const std::vector<P::Arg>& args) {
   return out;
 }
 
+Json gemm_json(const P::Gemm& g) {
+  Json j = Json::obj({{"a", g.a}, {"b", g.b}});
+  if (g.c) j["c"] = *g.c;
+  j["d"] = g.d;
+  if (g.bias) j["bias"] = *g.bias;
+  j["m"] = expr_json(g.m);
+  j["n"] = expr_json(g.n);
+  j["k"] = expr_json(g.k);
+  if (g.trans_a) j["trans_a"] = true;
+  if (g.trans_b) j["trans_b"] = true;
+  auto put = [&](const char* key, const std::optional<P::Expr>& e) {
+    if (e) j[key] = expr_json(*e);
+  };
+  put("lda", g.lda), put("ldb", g.ldb), put("ldc", g.ldc), put("ldd", g.ldd), put("batch", g.batch);
+  put("stride_a", g.stride_a), put("stride_b", g.stride_b), put("stride_c", g.stride_c), put("stride_d", g.stride_d);
+  put("alpha", g.alpha), put("beta", g.beta);
+  if (g.epilogue != P::Gemm::Epilogue::none) j["epilogue"] = to_string(g.epilogue);
+  if (g.compute != P::Gemm::Compute::f32) j["compute"] = to_string(g.compute);
+  put("algo", g.algo);
+  return j;
+}
+
 Json kernels_json(const std::vector<P::Kernel>& kernels) {
   Json out = Json::array();
   for (const auto& k : kernels) {
+    if (k.gemm) {
+      Json j = Json::obj({{"gemm", gemm_json(*k.gemm)}});
+      if (k.when) j["when"] = Json(k.when->text);
+      out.push_back(std::move(j));
+      continue;
+    }
     Json j = Json::obj({{"name", k.name}, {"grid", exprs_json(k.grid)}, {"block", exprs_json(k.block)}});
     if (k.shared_bytes) j["shared_bytes"] = expr_json(*k.shared_bytes);
     if (!k.cluster.empty()) j["cluster"] = exprs_json(k.cluster);
     j["args"] = args_json(k.args);
+    if (k.when) j["when"] = Json(k.when->text);
     out.push_back(std::move(j));
   }
   return out;
@@ -403,6 +520,8 @@ void body_json(Json& j, const std::vector<P::Kernel>& kernels, const std::vector
 }  // namespace
 
 const char* to_string(P::Arg::Type t) { return kArgTypes[static_cast<int>(t)]; }
+const char* to_string(P::Gemm::Epilogue e) { return kEpilogues[static_cast<int>(e)]; }
+const char* to_string(P::Gemm::Compute c) { return kComputes[static_cast<int>(c)]; }
 
 bool LaunchPlan::empty() const {
   return kernels.empty() && calls.empty() && scratch.empty() && variants.empty() && readable();
@@ -471,7 +590,8 @@ std::vector<std::string> LaunchPlan::names() const {
     if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(n);
   };
   auto add_body = [&](const std::vector<P::Kernel>& ks, const std::vector<P::Call>& cs) {
-    for (const auto& k : ks) add(k.name);
+    for (const auto& k : ks)
+      if (!k.gemm) add(k.name);
     for (const auto& c : cs) add(c.fn);
   };
   add_body(kernels, calls);

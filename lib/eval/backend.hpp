@@ -167,6 +167,7 @@ struct Bindings {
   std::map<std::string, Buffer> tensors;
   util::Vars vars;
   ScalarArgs scalars;
+  std::map<std::string, DType> dtypes;  // the tensors' (GEMM steps read them)
   // The floating scalars as expression variables.
   util::RealVars reals() const {
     util::RealVars r;

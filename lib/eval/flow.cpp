@@ -322,6 +322,7 @@ Bindings WorkloadRun::bindings(const PreparedSolution::Build& build) const {
   b.vars = dims_;
   for (const auto& [k, v] : build.params) b.vars[k] = v;
   b.scalars = scalars_;
+  for (const auto& tb : tensors_) b.dtypes[tb.spec->name] = tb.spec->dtype;
   for (const auto& [name, sc] : scalars_)
     if (!dtype_is_float(sc.dtype)) b.vars[name] = static_cast<std::int64_t>(sc.value);
   return b;

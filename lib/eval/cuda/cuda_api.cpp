@@ -100,29 +100,33 @@ std::unique_ptr<DriverApi> load_driver(const std::string& path) {
   return api;
 }
 
-std::unique_ptr<NvrtcApi> load_nvrtc(const std::string& path) {
+void* open_toolkit_library(const std::string& path, const char* env_var, std::initializer_list<const char*> names,
+                           std::string& loaded, std::string& tried) {
   std::vector<std::string> candidates;
   if (!path.empty()) {
     candidates.push_back(path);
-  } else if (auto e = env("KSEARCH_LIBNVRTC"); !e.empty()) {
+  } else if (auto e = env(env_var); !e.empty()) {
     candidates.push_back(e);
   } else {
-    const char* names[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"};
     for (const char* n : names) candidates.emplace_back(n);
     for (const auto& root : toolkit_roots())
       for (const char* n : names) candidates.push_back((root / "lib64" / n).string());
   }
-  void* handle = nullptr;
-  std::string lib, tried;
   for (const auto& c : candidates) {
     ::dlerror();
-    handle = ::dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle) {
-      lib = c;
-      break;
+    if (void* handle = ::dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+      loaded = c;
+      return handle;
     }
     tried += fmt::format("\n  {}: {}", c, dl_error());
   }
+  return nullptr;
+}
+
+std::unique_ptr<NvrtcApi> load_nvrtc(const std::string& path) {
+  std::string lib, tried;
+  void* handle =
+      open_toolkit_library(path, "KSEARCH_LIBNVRTC", {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"}, lib, tried);
   if (!handle)
     no_device("NVRTC (the CUDA runtime compiler) could not be loaded; install the CUDA toolkit or "
               "set KSEARCH_LIBNVRTC. Tried:" + tried);

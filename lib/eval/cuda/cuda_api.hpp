@@ -12,6 +12,7 @@
 #include <cuda.h>
 #include <nvrtc.h>
 
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -112,6 +113,13 @@ void check(CUresult r, const char* call, std::string_view what = {});
 
 // Checks an NVRTC call; throws ks::Error(Status::internal) naming it.
 void check_nvrtc(nvrtcResult r, const char* call);
+
+// Opens a toolkit library with dlopen: `path` when given, else $`env_var`
+// when set, else each of `names` from the loader path, then under $CUDA_HOME,
+// $CUDA_PATH and /usr/local/cuda (lib64). Returns the handle and the name that
+// opened (`loaded`), or nullptr with every attempt and its error in `tried`.
+void* open_toolkit_library(const std::string& path, const char* env_var, std::initializer_list<const char*> names,
+                           std::string& loaded, std::string& tried);
 
 // The toolkit's include folders for NVRTC: <root>/include and, when present,
 // <root>/include/cccl (where CUDA 13 keeps cuda/barrier, cuda/pipeline, cub).

@@ -2,6 +2,7 @@
 // and the programs it loads (a cubin plus its launch plan).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "eval/backend.hpp"
+#include "eval/cuda/cublaslt.hpp"
 #include "eval/cuda/cuda_api.hpp"
 #include "eval/cuda/launch_plan.hpp"
 #include "eval/cuda/launcher.hpp"
@@ -158,10 +160,13 @@ class CudaProgram final : public Program {
   using Function = ModuleFunction;
   struct Launch {
     Function* function = nullptr;
+    std::unique_ptr<GemmStep> gemm;  // a GEMM step instead of a kernel
     std::vector<std::array<unsigned char, 8>> values;
     std::vector<void*> params;
   };
   Function* function_for(const std::string& plan_name);
+  std::unique_ptr<GemmStep> bind_gemm(const ResolvedGemm& g, int step,
+                                      const std::function<Buffer(const std::string&)>& buffer_of);
   void enqueue(bool check_each);
   void free_scratch();
   std::string kernel_list() const;
@@ -176,6 +181,8 @@ class CudaProgram final : public Program {
   std::map<std::string, Buffer> scratch_;
   std::vector<Buffer> bound_tensors_;  // their redzones are checked after every checked run
   std::vector<Launch> launches_;
+  std::unique_ptr<CublasLtHandle> cublas_;  // made at the first bind with a GEMM step
+  Buffer gemm_workspace_;
   bool bound_ = false;
   bool checked_run_done_ = false;
   CUevent start_ = nullptr, stop_ = nullptr;

@@ -55,6 +55,9 @@ CudaProgram::~CudaProgram() {
     return;  // the context is gone; so is everything it owned
   }
   free_scratch();
+  launches_.clear();  // the GEMM steps before their handle
+  cublas_.reset();
+  if (gemm_workspace_) device_.free(gemm_workspace_);
   if (start_) api.cuEventDestroy(start_);
   if (stop_) api.cuEventDestroy(stop_);
   if (module_) api.cuModuleUnload(module_);
@@ -101,6 +104,7 @@ void CudaProgram::bind(const Bindings& b) {
 
   std::set<std::string> tensors;
   for (const auto& [name, buf] : b.tensors) tensors.insert(name);
+  launches_.clear();  // they point into the scratch buffers freed below
   KernelCatalog cat;
   for (const auto& k : cubin_kernels_) cat.names.push_back(plan_name_of(k.demangled));
   cat.find = [this](const std::string& name) -> const KernelDesc* {
@@ -108,7 +112,7 @@ void CudaProgram::bind(const Bindings& b) {
     return f ? &f->desc : nullptr;
   };
   try {
-    resolved_ = resolve_plan(plan_, b.vars, tensors, cat, device_.limits(), b.scalars);
+    resolved_ = resolve_plan(plan_, b.vars, tensors, cat, device_.limits(), b.scalars, b.dtypes);
   } catch (const Error& e) {
     plan_error(e.what());
   }
@@ -123,18 +127,24 @@ void CudaProgram::bind(const Bindings& b) {
   bound_tensors_.clear();
   for (const auto& [name, buf] : b.tensors) bound_tensors_.push_back(buf);
 
-  launches_.clear();
+  auto buffer_of = [&](const std::string& name) {
+    auto t = b.tensors.find(name);
+    return t != b.tensors.end() ? t->second : scratch_.at(name);
+  };
   for (const auto& l : resolved_.launches) {
     Launch launch;
+    if (l.gemm) {
+      launch.gemm = bind_gemm(*l.gemm, l.step, buffer_of);
+      launches_.push_back(std::move(launch));
+      continue;
+    }
     launch.function = function_for(l.kernel);
     std::string what;
     device_.check(prepare_launch(api, *launch.function, l, what), "cuFuncSetAttribute", what);
     for (const auto& a : l.args) {
       std::array<unsigned char, 8> v{};
       if (a.is_buffer) {
-        auto t = b.tensors.find(a.buffer);
-        Buffer buf = t != b.tensors.end() ? t->second : scratch_.at(a.buffer);
-        CUdeviceptr p = buf.addr;
+        CUdeviceptr p = buffer_of(a.buffer).addr;
         std::memcpy(v.data(), &p, sizeof p);
       } else {
         v = a.bytes;
@@ -149,6 +159,35 @@ void CudaProgram::bind(const Bindings& b) {
   checked_run_done_ = false;
 }
 
+std::unique_ptr<GemmStep> CudaProgram::bind_gemm(const ResolvedGemm& g, int step,
+                                                 const std::function<Buffer(const std::string&)>& buffer_of) {
+  const std::string where = fmt::format("launch plan: kernels[{}] (GEMM step)", step);
+  GemmStep::Pointers p;
+  const std::pair<const std::string*, std::uint64_t> need[] = {
+      {&g.a, g.bytes_a()}, {&g.b, g.bytes_b()}, {&g.c, g.bytes_c()}, {&g.d, g.bytes_d()}, {&g.bias, g.bytes_bias()}};
+  CUdeviceptr* slots[] = {&p.a, &p.b, &p.c, &p.d, &p.bias};
+  for (std::size_t i = 0; i < 5; ++i) {
+    const auto& [name, bytes] = need[i];
+    if (name->empty()) continue;
+    const Buffer buf = buffer_of(*name);
+    if (bytes > buf.bytes)
+      plan_error(fmt::format("{}: {} reaches {} bytes into `{}`, which has {}; check m, n, k, the leading "
+                             "dimensions, batch and strides",
+                             where, g.describe(), bytes, *name, buf.bytes));
+    *slots[i] = buf.addr;
+  }
+  try {
+    if (!cublas_) {
+      cublas_ = std::make_unique<CublasLtHandle>();
+      gemm_workspace_ = device_.alloc(kGemmWorkspaceBytes);
+      device_.label(gemm_workspace_, "cuBLASLt workspace");
+    }
+    return std::make_unique<GemmStep>(*cublas_, g, p, kGemmWorkspaceBytes);
+  } catch (const Error& e) {
+    plan_error(fmt::format("{}: {}", where, e.what()));
+  }
+}
+
 void CudaProgram::enqueue(bool check_each) {
   if (!bound_) throw Error(Status::state, "launch() before a successful bind()");
   device_.require_usable();
@@ -157,6 +196,17 @@ void CudaProgram::enqueue(bool check_each) {
   for (std::size_t i = 0; i < launches_.size(); ++i) {
     const ResolvedLaunch& l = resolved_.launches[i];
     Launch& launch = launches_[i];
+    if (launch.gemm) {
+      try {
+        launch.gemm->enqueue(gemm_workspace_.addr, device_.stream());
+      } catch (const Error& e) {
+        plan_error(fmt::format("launch plan: kernels[{}] (GEMM step) {}: {}", l.step, l.gemm->describe(), e.what()));
+      }
+      if (check_each)
+        device_.check(api.cuStreamSynchronize(device_.stream()), "cuStreamSynchronize",
+                      fmt::format("while running the GEMM step kernels[{}]", l.step));
+      continue;
+    }
     void** params = launch.params.empty() ? nullptr : launch.params.data();
     if (l.has_cluster && !api.cuLaunchKernelEx)
       plan_error("cluster launches need cuLaunchKernelEx (a CUDA 12.0 or newer driver)");

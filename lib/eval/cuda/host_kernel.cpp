@@ -121,6 +121,10 @@ void HostKernel::release() noexcept {
   if (previous != context_) api.cuCtxSetCurrent(static_cast<CUcontext>(context_));
   for (auto& [name, s] : scratch_)
     if (s.ptr) api.cuMemFree(static_cast<CUdeviceptr>(s.ptr));
+  gemm_steps_.clear();  // before their handle
+  cublas_.reset();
+  for (auto& [stream, w] : gemm_workspaces_) api.cuMemFree(static_cast<CUdeviceptr>(w));
+  gemm_workspaces_.clear();
   for (auto& m : modules_)
     if (m->handle) api.cuModuleUnload(m->handle);
   if (previous != context_) api.cuCtxSetCurrent(previous);
@@ -215,10 +219,12 @@ HostResolved HostKernel::resolve_locked(const HostLaunch& l, Module** module_out
   util::Vars vars = dims;
   for (const auto& [k, v] : values) vars[k] = v;
   std::set<std::string> tensors;
+  std::map<std::string, DType> dtypes;
   ScalarArgs scalars;
   for (const auto& t : task.tensors) {
     if (!t.scalar) {
       tensors.insert(t.name);
+      dtypes[t.name] = t.dtype;
       continue;
     }
     // A scalar input passes by value: the caller's, else that of the workload of this shape.
@@ -261,7 +267,7 @@ HostResolved HostKernel::resolve_locked(const HostLaunch& l, Module** module_out
   } else {
     cat = module_catalog(m.cubin, m.artifact.lowered_names);
   }
-  out.plan = resolve_plan(plan_, vars, tensors, cat, limits_, scalars);
+  out.plan = resolve_plan(plan_, vars, tensors, cat, limits_, scalars, dtypes);
   return out;
 }
 
@@ -322,7 +328,22 @@ void HostKernel::launch(const HostLaunch& l) {
     if (ra != CUDA_SUCCESS) driver_failed(api, ra, "cuMemAlloc", fmt::format("allocating scratch \"{}\"", s.name));
     have = Scratch{static_cast<std::uint64_t>(p), s.bytes};
   }
+  auto pointer_of = [&](const std::string& buffer, const std::string& what) {
+    std::uint64_t p = 0;
+    if (auto it = l.buffers.find(buffer); it != l.buffers.end()) p = it->second.ptr;
+    if (!p)
+      if (auto it = scratch_.find(buffer); it != scratch_.end()) p = it->second.ptr;
+    if (!p)
+      throw Error(Status::invalid_argument,
+                  fmt::format("{} takes tensor \"{}\", which has no device pointer (pass it in the launch's tensors)",
+                              what, buffer));
+    return static_cast<CUdeviceptr>(p);
+  };
   for (const auto& launch : r.plan.launches) {
+    if (launch.gemm) {
+      gemm_step(*launch.gemm, launch.step, pointer_of, l).enqueue(gemm_workspace(stream), stream);
+      continue;
+    }
     auto sym = m->functions.find(launch.symbol);
     if (sym == m->functions.end())
       throw Error(Status::internal, fmt::format("kernel `{}` was resolved but not loaded", launch.kernel));
@@ -333,16 +354,7 @@ void HostKernel::launch(const HostLaunch& l) {
     for (const auto& a : launch.args) {
       std::array<unsigned char, 8> v{};
       if (a.is_buffer) {
-        std::uint64_t p = 0;
-        if (auto it = l.buffers.find(a.buffer); it != l.buffers.end()) p = it->second.ptr;
-        if (!p)
-          if (auto it = scratch_.find(a.buffer); it != scratch_.end()) p = it->second.ptr;
-        if (!p)
-          throw Error(Status::invalid_argument,
-                      fmt::format("kernel `{}` takes tensor \"{}\", which has no device pointer (pass it in the "
-                                  "launch's tensors)",
-                                  launch.kernel, a.buffer));
-        CUdeviceptr dp = static_cast<CUdeviceptr>(p);
+        CUdeviceptr dp = pointer_of(a.buffer, fmt::format("kernel `{}`", launch.kernel));
         std::memcpy(v.data(), &dp, sizeof dp);
       } else {
         v = a.bytes;
@@ -356,6 +368,53 @@ void HostKernel::launch(const HostLaunch& l) {
       throw Error(Status::cuda, "cluster launches need cuLaunchKernelEx (a CUDA 12.0 or newer driver)");
     if (rl != CUDA_SUCCESS) driver_failed(api, rl, "cuLaunchKernel", describe_launch(launch));
   }
+}
+
+GemmStep& HostKernel::gemm_step(const ResolvedGemm& g, int step,
+                                const std::function<CUdeviceptr(const std::string&, const std::string&)>& pointer_of,
+                                const HostLaunch& l) {
+  const std::string what = fmt::format("the GEMM step kernels[{}]", step);
+  GemmStep::Pointers p;
+  const std::pair<const std::string*, std::uint64_t> need[] = {
+      {&g.a, g.bytes_a()}, {&g.b, g.bytes_b()}, {&g.c, g.bytes_c()}, {&g.d, g.bytes_d()}, {&g.bias, g.bytes_bias()}};
+  CUdeviceptr* slots[] = {&p.a, &p.b, &p.c, &p.d, &p.bias};
+  for (std::size_t i = 0; i < 5; ++i) {
+    const auto& [name, bytes] = need[i];
+    if (name->empty()) continue;
+    *slots[i] = pointer_of(*name, what);
+    std::uint64_t have = 0;
+    if (auto it = l.buffers.find(*name); it != l.buffers.end() && it->second.ptr) have = it->second.bytes;
+    else if (auto s = scratch_.find(*name); s != scratch_.end()) have = s->second.bytes;
+    if (have && bytes > have)
+      throw Error(Status::invalid_argument, fmt::format("{}: {} reaches {} bytes into \"{}\", which has {}", what,
+                                                        g.describe(), bytes, *name, have));
+  }
+  // Descriptors and the algorithm are made once per GEMM and buffers.
+  const std::string key = fmt::format("{}|{}|{}|{}|{}|{}|{}x{}x{}|{}|{}/{}/{}/{}|{}/{}/{}/{}|{}|{}", g.describe(), p.a,
+                                      p.b, p.c, p.d, p.bias, g.m, g.n, g.k, g.batch, g.lda, g.ldb, g.ldc, g.ldd,
+                                      g.stride_a, g.stride_b, g.stride_c, g.stride_d, g.alpha, g.beta);
+  if (auto it = gemm_steps_.find(key); it != gemm_steps_.end()) return *it->second;
+  if (gemm_steps_.size() >= 256) gemm_steps_.clear();  // buffers the caller has freed, most likely
+  try {
+    if (!cublas_) cublas_ = std::make_unique<CublasLtHandle>();
+    auto made = std::make_unique<GemmStep>(*cublas_, g, p, kGemmWorkspaceBytes);
+    return *gemm_steps_.emplace(key, std::move(made)).first->second;
+  } catch (const Error& e) {
+    throw Error(e.status(), fmt::format("{}: {}", what, e.what()));
+  }
+}
+
+CUdeviceptr HostKernel::gemm_workspace(CUstream stream) {
+  // One per stream: GEMM steps on two streams may run at once.
+  auto& w = gemm_workspaces_[stream];
+  if (!w) {
+    const DriverApi& api = driver();
+    CUdeviceptr p = 0;
+    CUresult r = api.cuMemAlloc(&p, kGemmWorkspaceBytes);
+    if (r != CUDA_SUCCESS) driver_failed(api, r, "cuMemAlloc", "allocating the cuBLASLt workspace");
+    w = static_cast<std::uint64_t>(p);
+  }
+  return static_cast<CUdeviceptr>(w);
 }
 
 }  // namespace ks::eval::cuda

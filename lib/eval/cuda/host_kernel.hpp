@@ -9,7 +9,10 @@
 // without the toolkit's headers.
 #pragma once
 
+#include <cuda.h>
+
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -17,6 +20,7 @@
 #include <vector>
 
 #include "eval/backend.hpp"
+#include "eval/cuda/cublaslt.hpp"
 #include "eval/cuda/launch_plan.hpp"
 #include "ksearch/task.hpp"
 
@@ -84,6 +88,11 @@ class HostKernel {
   void release() noexcept;  // scratch and modules, from their own context
   HostResolved resolve_locked(const HostLaunch& launch, Module** module);
   void check_sizes(const HostLaunch& launch) const;
+  // Call with mu_ held.
+  GemmStep& gemm_step(const ResolvedGemm& g, int step,
+                      const std::function<CUdeviceptr(const std::string&, const std::string&)>& pointer_of,
+                      const HostLaunch& l);
+  CUdeviceptr gemm_workspace(CUstream stream);
 
   HostKernelConfig cfg_;
   LaunchPlan plan_;
@@ -94,6 +103,9 @@ class HostKernel {
   std::mutex mu_;  // modules, their functions, scratch
   std::vector<std::unique_ptr<Module>> modules_;
   std::map<std::string, Scratch> scratch_;
+  std::unique_ptr<CublasLtHandle> cublas_;  // made at the first GEMM step
+  std::map<std::string, std::unique_ptr<GemmStep>> gemm_steps_;
+  std::map<CUstream, std::uint64_t> gemm_workspaces_;
 };
 
 }  // namespace ks::eval::cuda

@@ -66,9 +66,32 @@ PlanArg compile_arg(const Typed::Arg& a, const std::string& where) {
   return out;
 }
 
+PlanGemm compile_gemm(const Typed::Gemm& g, const std::string& where) {
+  PlanGemm out;
+  out.typed = g;
+  out.m = compile_expr(g.m, where + ".m");
+  out.n = compile_expr(g.n, where + ".n");
+  out.k = compile_expr(g.k, where + ".k");
+  auto opt = [&](const std::optional<Typed::Expr>& e, std::optional<Expr>& slot, const char* key) {
+    if (e) slot = compile_expr(*e, fmt::format("{}.{}", where, key));
+  };
+  opt(g.lda, out.lda, "lda"), opt(g.ldb, out.ldb, "ldb"), opt(g.ldc, out.ldc, "ldc"), opt(g.ldd, out.ldd, "ldd");
+  opt(g.batch, out.batch, "batch");
+  opt(g.stride_a, out.stride_a, "stride_a"), opt(g.stride_b, out.stride_b, "stride_b");
+  opt(g.stride_c, out.stride_c, "stride_c"), opt(g.stride_d, out.stride_d, "stride_d");
+  opt(g.alpha, out.alpha, "alpha"), opt(g.beta, out.beta, "beta"), opt(g.algo, out.algo, "algo");
+  return out;
+}
+
 PlanLaunch compile_launch(const Typed::Kernel& k, const std::string& where) {
-  if (k.name.empty()) fail(where, "\"name\" is empty");
   PlanLaunch out;
+  if (k.when) out.when = compile_expr(*k.when, where + ".when");
+  if (k.gemm) {
+    out.gemm = compile_gemm(*k.gemm, where + ".gemm");
+    out.kernel = "cuBLASLt GEMM";
+    return out;
+  }
+  if (k.name.empty()) fail(where, "\"name\" is empty");
   out.kernel = k.name;
   out.grid = compile_dims(k.grid, where + ".grid");
   out.block = compile_dims(k.block, where + ".block");
@@ -141,7 +164,7 @@ std::vector<std::string> LaunchPlan::kernel_names() const {
   std::vector<std::string> out;
   auto add = [&](const PlanBody& b) {
     for (const auto& k : b.kernels)
-      if (std::find(out.begin(), out.end(), k.kernel) == out.end()) out.push_back(k.kernel);
+      if (!k.gemm && std::find(out.begin(), out.end(), k.kernel) == out.end()) out.push_back(k.kernel);
   };
   add(top_);
   for (const auto& v : variants_) add(v.body);
@@ -151,12 +174,48 @@ std::vector<std::string> LaunchPlan::kernel_names() const {
 std::string ResolvedPlan::describe() const {
   std::string out;
   for (const auto& l : launches) {
+    if (l.gemm) {
+      out += (out.empty() ? "" : "; ") + l.gemm->describe();
+      continue;
+    }
     out += fmt::format("{}{} grid {}x{}x{} block {}x{}x{} smem {}", out.empty() ? "" : "; ",
                        l.kernel, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1],
                        l.block[2], l.shared_bytes);
     if (l.has_cluster) out += fmt::format(" cluster {}x{}x{}", l.cluster[0], l.cluster[1], l.cluster[2]);
   }
   return out;
+}
+
+namespace {
+
+// Bytes an operand stored as `rows` x `cols` (row stride `ld`) spans over
+// `batch` items `stride` apart.
+std::uint64_t span_bytes(std::int64_t batch, std::int64_t stride, std::int64_t rows, std::int64_t cols,
+                         std::int64_t ld, DType t) {
+  const auto elems = static_cast<std::uint64_t>(batch - 1) * static_cast<std::uint64_t>(stride) +
+                     static_cast<std::uint64_t>(rows - 1) * static_cast<std::uint64_t>(ld) +
+                     static_cast<std::uint64_t>(cols);
+  return elems * dtype_size(t);
+}
+
+}  // namespace
+
+std::uint64_t ResolvedGemm::bytes_a() const {
+  return trans_a ? span_bytes(batch, stride_a, k, m, lda, a_type) : span_bytes(batch, stride_a, m, k, lda, a_type);
+}
+std::uint64_t ResolvedGemm::bytes_b() const {
+  return trans_b ? span_bytes(batch, stride_b, n, k, ldb, b_type) : span_bytes(batch, stride_b, k, n, ldb, b_type);
+}
+std::uint64_t ResolvedGemm::bytes_c() const { return span_bytes(batch, stride_c, m, n, ldc, d_type); }
+std::uint64_t ResolvedGemm::bytes_d() const { return span_bytes(batch, stride_d, m, n, ldd, d_type); }
+std::uint64_t ResolvedGemm::bytes_bias() const { return bias.empty() ? 0 : static_cast<std::uint64_t>(n) * dtype_size(d_type); }
+
+std::string ResolvedGemm::describe() const {
+  std::string out = fmt::format("cuBLASLt GEMM {}{}x{}x{} {}{} @ {}{} -> {}", batch > 1 ? fmt::format("{} x ", batch) : "",
+                                m, n, k, a, trans_a ? "^T" : "", b, trans_b ? "^T" : "", d);
+  if (beta != 0) out += fmt::format(" + {} * {}", beta, c);
+  if (epilogue != ks::LaunchPlan::Gemm::Epilogue::none) out += fmt::format(" epilogue {}", to_string(epilogue));
+  return out + fmt::format(" algo {}", algo);
 }
 
 // ---------------------------------------------------------------------------
@@ -197,6 +256,7 @@ struct Resolver {
   const KernelCatalog& kernels;
   const DeviceLimits& limits;
   const ScalarArgs& scalars;
+  std::map<std::string, DType> dtypes;  // tensors', then typed scratch buffers'
   util::RealVars reals;  // the floating scalar inputs
   std::set<std::string> scratch_names;
 
@@ -261,6 +321,7 @@ struct Resolver {
         bytes = eval_int(s.bytes, where + ".bytes");
         if (bytes < 0) fail(where, fmt::format("bytes = {} is negative", bytes));
       }
+      if (s.dtype) dtypes[s.name] = *s.dtype;
       out.push_back({s.name, static_cast<std::size_t>(bytes)});
     }
     return out;
@@ -336,7 +397,89 @@ struct Resolver {
     return out;
   }
 
+  // A GEMM operand: a tensor or scratch buffer whose dtype is known.
+  DType operand(const std::string& name, const char* role, const std::string& where) const {
+    if (!tensors.count(name) && !scratch_names.count(name))
+      fail(where, fmt::format("{} `{}` is not a tensor or scratch buffer; tensors: {}; scratch: {}", role, name,
+                              join(to_list(tensors)), join(to_list(scratch_names))));
+    auto it = dtypes.find(name);
+    if (it == dtypes.end())
+      fail(where, fmt::format("{} `{}` has no dtype; declare the scratch buffer with \"dtype\" and \"shape\"", role,
+                              name));
+    return it->second;
+  }
+
+  ResolvedLaunch gemm(const PlanGemm& g, const std::string& where) const {
+    using Typed = ks::LaunchPlan::Gemm;
+    ResolvedGemm r;
+    const Typed& t = g.typed;
+    r.a = t.a, r.b = t.b, r.d = t.d, r.c = t.c.value_or(t.d), r.bias = t.bias.value_or("");
+    r.a_type = operand(r.a, "a", where);
+    r.b_type = operand(r.b, "b", where);
+    r.d_type = operand(r.d, "d", where);
+    if (r.c != r.d && operand(r.c, "c", where) != r.d_type)
+      fail(where, fmt::format("c `{}` is {} but d `{}` is {}; they must match", r.c, to_string(operand(r.c, "c", where)),
+                              r.d, to_string(r.d_type)));
+    if (!r.bias.empty() && operand(r.bias, "bias", where) != r.d_type)
+      fail(where, fmt::format("bias `{}` is {} but d `{}` is {}; they must match", r.bias,
+                              to_string(operand(r.bias, "bias", where)), r.d, to_string(r.d_type)));
+    // The combinations cuBLASLt runs (cublasLtMatmul's table), f32 accumulation.
+    const DType in = r.a_type;
+    const bool half = in == DType::f16 || in == DType::bf16;
+    if (r.b_type != in || !(half || in == DType::f32) || !(r.d_type == in || (half && r.d_type == DType::f32)))
+      fail(where, fmt::format("a {}, b {}, d {}: a GEMM step takes a and b of one dtype, f16, bf16 or f32, and d of "
+                              "that dtype or f32 (for f16 and bf16)",
+                              to_string(r.a_type), to_string(r.b_type), to_string(r.d_type)));
+    if (t.compute == Typed::Compute::tf32 && in != DType::f32)
+      fail(where, fmt::format("compute \"tf32\" is for f32 operands; these are {}", to_string(in)));
+    auto positive = [&](const Expr& e, const char* key) {
+      std::int64_t v = eval_int(e, fmt::format("{}.{}", where, key));
+      if (v < 1 || v > std::numeric_limits<std::int32_t>::max())
+        fail(where, fmt::format("{} = `{}` = {} is outside 1..2147483647", key, e.text(), v));
+      return v;
+    };
+    r.m = positive(g.m, "m"), r.n = positive(g.n, "n"), r.k = positive(g.k, "k");
+    r.batch = g.batch ? positive(*g.batch, "batch") : 1;
+    r.trans_a = t.trans_a, r.trans_b = t.trans_b;
+    // Row strides: at least a row of the stored matrix.
+    auto ld = [&](const std::optional<Expr>& e, const char* key, std::int64_t cols) {
+      if (!e) return cols;
+      std::int64_t v = eval_int(*e, fmt::format("{}.{}", where, key));
+      if (v < cols || v > std::numeric_limits<std::int32_t>::max())
+        fail(where, fmt::format("{} = `{}` = {} is less than a stored row ({} elements)", key, e->text(), v, cols));
+      return v;
+    };
+    r.lda = ld(g.lda, "lda", r.trans_a ? r.m : r.k);
+    r.ldb = ld(g.ldb, "ldb", r.trans_b ? r.k : r.n);
+    r.ldc = ld(g.ldc, "ldc", r.n);
+    r.ldd = ld(g.ldd, "ldd", r.n);
+    auto stride = [&](const std::optional<Expr>& e, const char* key, std::int64_t dense) {
+      if (!e) return dense;
+      std::int64_t v = eval_int(*e, fmt::format("{}.{}", where, key));
+      if (v < 0) fail(where, fmt::format("{} = `{}` = {} is negative", key, e->text(), v));
+      return v;
+    };
+    r.stride_a = stride(g.stride_a, "stride_a", (r.trans_a ? r.k : r.m) * r.lda);
+    r.stride_b = stride(g.stride_b, "stride_b", (r.trans_b ? r.n : r.k) * r.ldb);
+    r.stride_c = stride(g.stride_c, "stride_c", r.m * r.ldc);
+    r.stride_d = stride(g.stride_d, "stride_d", r.m * r.ldd);
+    r.alpha = g.alpha ? eval_double(*g.alpha, where + ".alpha") : 1.0;
+    r.beta = g.beta ? eval_double(*g.beta, where + ".beta") : 0.0;
+    r.epilogue = t.epilogue;
+    r.compute = t.compute;
+    if (g.algo) {
+      std::int64_t a = eval_int(*g.algo, where + ".algo");
+      if (a < 0 || a > 63) fail(where, fmt::format("algo = `{}` = {} is outside 0..63", g.algo->text(), a));
+      r.algo = static_cast<int>(a);
+    }
+    ResolvedLaunch out;
+    out.kernel = "cuBLASLt GEMM";
+    out.gemm = std::move(r);
+    return out;
+  }
+
   ResolvedLaunch launch(const PlanLaunch& l, const std::string& where) const {
+    if (l.gemm) return gemm(*l.gemm, where + " (GEMM step)");
     const KernelDesc& k = find_kernel(kernels, l.kernel, where);
     check_arg_count(l, k, where);
     ResolvedLaunch out;
@@ -429,8 +572,11 @@ struct Resolver {
 
 ResolvedPlan resolve_plan(const LaunchPlan& plan, const Vars& vars,
                           const std::set<std::string>& tensors, const KernelCatalog& kernels,
-                          const DeviceLimits& limits, const ScalarArgs& scalars) {
-  Resolver r{vars, tensors, kernels, limits, scalars, {}, {}};
+                          const DeviceLimits& limits, const ScalarArgs& scalars,
+                          const std::map<std::string, DType>& dtypes) {
+  Resolver r{vars, tensors, kernels, limits, scalars, {}, {}, {}};
+  for (const auto& [name, t] : dtypes)
+    if (tensors.count(name)) r.dtypes[name] = t;
   for (const auto& [name, s] : scalars)
     if (dtype_is_float(s.dtype)) r.reals[name] = s.value;
   ResolvedPlan out;
@@ -463,14 +609,24 @@ ResolvedPlan resolve_plan(const LaunchPlan& plan, const Vars& vars,
     body = &plan.top();
   }
   out.scratch = r.scratch(*scratch, scratch_prefix);
-  for (std::size_t i = 0; i < body->kernels.size(); ++i)
-    out.launches.push_back(r.launch(body->kernels[i], fmt::format("{}kernels[{}]", prefix, i)));
+  for (std::size_t i = 0; i < body->kernels.size(); ++i) {
+    const PlanLaunch& l = body->kernels[i];
+    std::string where = fmt::format("{}kernels[{}]", prefix, i);
+    if (l.when && r.eval_double(*l.when, where + ".when") == 0.0) continue;
+    ResolvedLaunch launch = r.launch(l, where);
+    launch.step = static_cast<int>(i);
+    out.launches.push_back(std::move(launch));
+  }
+  if (out.launches.empty())
+    fail(prefix.empty() ? "kernels" : prefix + "kernels", "every step's \"when\" is zero for this workload: "
+                                                          "nothing would run");
   return out;
 }
 
 void check_plan_against_module(const LaunchPlan& plan, const KernelCatalog& kernels) {
   auto check_body = [&](const PlanBody& b, const std::string& prefix) {
     for (std::size_t i = 0; i < b.kernels.size(); ++i) {
+      if (b.kernels[i].gemm) continue;
       std::string where = fmt::format("{}kernels[{}]", prefix, i);
       check_arg_count(b.kernels[i], find_kernel(kernels, b.kernels[i].kernel, where), where);
     }

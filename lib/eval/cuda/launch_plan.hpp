@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -29,7 +30,17 @@ struct PlanArg {
   util::Expr expr;  // parsed; for name_or_expr a bare identifier may also be a buffer name
 };
 
+// A GEMM step (ks::LaunchPlan::Gemm) with its expressions parsed; an
+// optional expression that is absent keeps its default.
+struct PlanGemm {
+  ks::LaunchPlan::Gemm typed;  // buffer names, transposes, epilogue, compute
+  util::Expr m, n, k;
+  std::optional<util::Expr> lda, ldb, ldc, ldd, batch, stride_a, stride_b, stride_c, stride_d, alpha, beta, algo;
+};
+
 struct PlanLaunch {
+  std::optional<util::Expr> when;  // the step runs only where non-zero
+  std::optional<PlanGemm> gemm;    // a GEMM step: the fields below are unused
   std::string kernel;  // as written: "row_softmax" or a name expression "gemm<128, 64>"
   std::array<util::Expr, 3> grid, block, cluster;
   bool has_cluster = false;
@@ -109,7 +120,29 @@ struct ResolvedArg {
   std::size_t size = 0;            // bytes passed
 };
 
+// A GEMM step for one workload, in the plan's row-major terms:
+// D[i] = alpha * op(A[i]) @ op(B[i]) + beta * C[i], then the epilogue.
+struct ResolvedGemm {
+  std::string a, b, c, d, bias;  // buffer names; c is d when the plan names none; bias "" without
+  DType a_type{}, b_type{}, d_type{};
+  std::int64_t m = 0, n = 0, k = 0, batch = 1;
+  bool trans_a = false, trans_b = false;
+  std::int64_t lda = 0, ldb = 0, ldc = 0, ldd = 0;                  // row strides, elements
+  std::int64_t stride_a = 0, stride_b = 0, stride_c = 0, stride_d = 0;  // between batch items, elements
+  double alpha = 1, beta = 0;
+  ks::LaunchPlan::Gemm::Epilogue epilogue = ks::LaunchPlan::Gemm::Epilogue::none;
+  ks::LaunchPlan::Gemm::Compute compute = ks::LaunchPlan::Gemm::Compute::f32;
+  int algo = 0;  // index into cuBLASLt's ranking
+
+  // Bytes from the start of each buffer the step reads or writes; the
+  // executor checks them against the buffers it binds.
+  std::uint64_t bytes_a() const, bytes_b() const, bytes_c() const, bytes_d() const, bytes_bias() const;
+  std::string describe() const;  // "cuBLASLt GEMM 128x(1024x1024x1024) A left B right^T -> D tri algo 0"
+};
+
 struct ResolvedLaunch {
+  int step = 0;  // index in the plan's (or variant's) "kernels"
+  std::optional<ResolvedGemm> gemm;  // a GEMM step: the kernel fields below are unused
   std::string kernel;  // as written in the plan
   std::string symbol;
   std::array<unsigned, 3> grid{1, 1, 1}, block{1, 1, 1}, cluster{1, 1, 1};
@@ -130,14 +163,18 @@ struct ResolvedPlan {
   std::string describe() const;  // "row_softmax grid 1024x1x1 block 256x1x1 smem 0"
 };
 
-// Evaluates the plan for one workload: `vars` holds dimensions and tunable
+// Evaluates the plan for one workload: steps whose `when` is zero are left
+// out (`step` keeps their place). `vars` holds dimensions and tunable
 // parameter values, `tensors` the task's tensor names, `scalars` the task's
 // scalar inputs (an argument naming one passes its value in its own type;
 // floating ones are also readable in expressions). Throws
 // ks::Error(Status::invalid_argument) with an actionable message.
+// `dtypes` gives the tensors' dtypes, which GEMM steps need (a tensor
+// without one cannot be a GEMM operand).
 ResolvedPlan resolve_plan(const LaunchPlan& plan, const util::Vars& vars,
                           const std::set<std::string>& tensors, const KernelCatalog& kernels,
-                          const DeviceLimits& limits, const ScalarArgs& scalars = {});
+                          const DeviceLimits& limits, const ScalarArgs& scalars = {},
+                          const std::map<std::string, DType>& dtypes = {});
 
 // The checks that need no workload: every kernel the plan names exists in the
 // module and receives as many arguments as it has parameters. Run right

@@ -94,7 +94,8 @@ CompileRequest make_compile_request(const TaskSpec& task, const Solution& soluti
   req.solution = solution;
   req.arch = arch;
   req.flags = options.extra_compile_flags;
-  req.params = std::map<std::string, std::int64_t>(values.begin(), values.end());
+  const util::Vars compiled = core::compiled_values(solution.params, values);
+  req.params = std::map<std::string, std::int64_t>(compiled.begin(), compiled.end());
   req.cache_dir = cache_dir;
   req.tensors = task.tensors;
   req.python_entry = task.python;

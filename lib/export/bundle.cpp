@@ -67,8 +67,9 @@ Json build_json(const Solution& sol, const PreparedSolution::Build& b, const std
                                  {"params", params}}));
   }
   // The translation unit NVRTC compiled, for a rebuild on another GPU.
+  const util::Vars compiled = core::compiled_values(sol.params, b.params);
   const eval::cuda::ProgramSource src =
-      eval::cuda::assemble_source(sol.sources, std::map<std::string, std::int64_t>(b.params.begin(), b.params.end()));
+      eval::cuda::assemble_source(sol.sources, std::map<std::string, std::int64_t>(compiled.begin(), compiled.end()));
   Json headers = Json::array();
   for (const auto& [name, text] : src.headers) headers.push_back(Json::arr({name, text}));
   Json lowered = Json::object();

@@ -42,7 +42,7 @@ ParamDecl parse_decl(const std::string& name, const Json& j) {
     std::sort(sorted.begin(), sorted.end());
     if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
       invalid(fmt::format("parameter \"{}\": values repeat", name));
-    r.allow({"values", "default"});
+    r.allow({"values", "default", "plan_only"});
   } else if (j.contains("min") || j.contains("max")) {
     std::int64_t lo = r.required_int("min"), hi = r.required_int("max");
     std::int64_t step = r.optional_int("step", 1);
@@ -54,7 +54,7 @@ ParamDecl parse_decl(const std::string& name, const Json& j) {
     // Counting steps rather than adding to the value keeps a range that ends
     // near INT64_MAX from overflowing.
     for (std::int64_t i = 0; i <= span / step; ++i) d.values.push_back(lo + i * step);
-    r.allow({"min", "max", "step", "default"});
+    r.allow({"min", "max", "step", "default", "plan_only"});
   } else {
     invalid(fmt::format("parameter \"{}\" needs \"values\": [...] or \"min\"/\"max\"[/\"step\"]", name));
   }
@@ -64,6 +64,10 @@ ParamDecl parse_decl(const std::string& name, const Json& j) {
     if (std::find(d.values.begin(), d.values.end(), v) == d.values.end())
       invalid(fmt::format("parameter \"{}\": default {} is not one of its values", name, v));
     d.default_value = v;
+  }
+  if (const Json* po = j.find("plan_only"); po && !po->is_null()) {
+    if (!po->is_bool()) invalid(fmt::format("parameter \"{}\": \"plan_only\" must be true or false", name));
+    d.plan_only = po->as_bool();
   }
   return d;
 }
@@ -189,6 +193,18 @@ util::Vars resolve_param_values(const Json& params, std::string_view workload, c
 std::vector<std::string> param_defines(const util::Vars& values) {
   std::vector<std::string> out;
   for (const auto& [k, v] : values) out.push_back(fmt::format("-D{}={}", k, v));
+  return out;
+}
+
+util::Vars compiled_values(const Json& params, const util::Vars& values) {
+  const Json* space = params.is_object() ? params.find("space") : nullptr;
+  if (!space || !space->is_object()) return values;
+  util::Vars out;
+  for (const auto& [name, v] : values) {
+    const Json* decl = space->find(name);
+    const Json* po = decl && decl->is_object() ? decl->find("plan_only") : nullptr;
+    if (!(po && po->is_bool() && po->as_bool())) out[name] = v;
+  }
   return out;
 }
 

@@ -27,6 +27,7 @@ struct ParamDecl {
   std::string name;
   std::vector<std::int64_t> values;  // every allowed value, ascending for ranges
   std::int64_t default_value = 0;
+  bool plan_only = false;  // read by the plan's expressions only: not a macro, so no new compilation
 };
 
 class ParamSpace {
@@ -58,6 +59,11 @@ class ParamSpace {
 // "values", else the defaults; each missing parameter takes its default.
 // Throws when the result is not admissible for `dims`.
 util::Vars resolve_param_values(const Json& params, std::string_view workload, const util::Vars& dims);
+
+// The values that reach the code as macros: all but the plan-only ones
+// ("plan_only": true in their declaration), which the plan alone reads (a
+// GEMM step's algorithm, a step's "when"); changing those compiles nothing.
+util::Vars compiled_values(const Json& params, const util::Vars& values);
 
 // {"-DBLOCK=128", "-DVEC=4"}: how values reach device and host code.
 std::vector<std::string> param_defines(const util::Vars& values);

@@ -139,7 +139,8 @@ HostKernel::Module& HostKernel::compile(const util::Vars& values) {
   req.solution = cfg_.solution;
   req.arch = arch_;
   req.flags = cfg_.flags;
-  req.params = std::map<std::string, std::int64_t>(values.begin(), values.end());
+  const util::Vars compiled = core::compiled_values(cfg_.solution.params, values);
+  req.params = std::map<std::string, std::int64_t>(compiled.begin(), compiled.end());
   req.cache_dir = cfg_.cache_dir;
   req.tensors = cfg_.task.tensors;
   auto m = std::make_unique<Module>();

@@ -467,6 +467,7 @@ std::string summary_html(const Json& data) {
     const std::string st = spread(g["best_latency_ms"], fmt_ms);
     labels += fmt::format("{}<strong>{}</strong>: best {} ms, within 90 % after {} rounds", labels.empty() ? "" : "<br>",
                           esc(g["label"].as_string()), esc(st), esc(spread(g["rounds_to_90"], fmt_mean)));
+    if (g["best_score"].is_object()) labels += ", best score " + esc(spread(g["best_score"], fmt_score));
   }
   out += row("best (mean over runs)", labels);
   out += row("generated", esc(data["generated"].as_string()));
@@ -499,27 +500,26 @@ std::string render_compare_report(const Json& data) {
                     legend(data) + "<div class=\"chart\" id=\"score-chart\">" +
                     best_chart(data, "best_score", false, "best score") + "</div>\n" +
                     html_table(by_round_table(data, "best_score", fmt_score), "score-by-round") + "</section>\n";
-  return report::fill(report::asset(KS_COMPARE_PAGE, KS_COMPARE_PAGE_size),
-                      {{"TITLE", esc(title)},
-                       {"CSS", report::asset(KS_REPORT_CSS, KS_REPORT_CSS_size)},
-                       {"SUMMARY", summary_html(data)},
-                       {"WARNINGS", warnings_html(data["warnings"])},
-                       {"LATENCY_LEGEND", legend(data)},
-                       {"LATENCY_CHART", best_chart(data, "best_latency_ms", true, "best latency (ms)") +
-                                             html_table(by_round_table(data, "best_latency_ms", fmt_ms),
-                                                        "latency-by-round")},
-                       {"SCORE_SECTION", score_section},
-                       {"GROUPS_TABLE", html_table(groups_table(data), "groups-table")},
-                       {"RUNS_TABLE", html_table(runs_table(data), "runs-table")},
-                       {"LLM_LEGEND", llm_legend(data)},
-                       {"LLM_CHART", llm_chart(data)},
-                       {"DEFINITIONS", definitions_html(data)},
-                       {"DATA", report::script_json(data)}});
+  const std::string body = report::fill(
+      report::asset(KS_COMPARE_PAGE, KS_COMPARE_PAGE_size),
+      {{"SUMMARY", summary_html(data)},
+       {"WARNINGS", warnings_html(data["warnings"])},
+       {"LATENCY_LEGEND", legend(data)},
+       {"LATENCY_CHART", best_chart(data, "best_latency_ms", true, "best latency (ms)") +
+                             html_table(by_round_table(data, "best_latency_ms", fmt_ms), "latency-by-round")},
+       {"SCORE_SECTION", score_section},
+       {"GROUPS_TABLE", html_table(groups_table(data), "groups-table")},
+       {"RUNS_TABLE", html_table(runs_table(data), "runs-table")},
+       {"LLM_LEGEND", llm_legend(data)},
+       {"LLM_CHART", llm_chart(data)},
+       {"DEFINITIONS", definitions_html(data)},
+       {"DATA", report::script_json(data)}});
+  return report::html_page(title, body);
 }
 
 std::string render_compare_text(const Json& data) {
-  std::string out = fmt::format("Task {}: {} runs in {} label(s)\n\nRuns\n", data["task"].as_string(), data["runs"].size(),
-                                data["groups"].size());
+  std::string out = fmt::format("Task {}: {} run(s) in {} label(s)\n\nRuns\n", data["task"].as_string(),
+                                data["runs"].size(), data["groups"].size());
   out += text_table(runs_table(data));
   out += "\nLabels (mean [min-max] over runs)\n" + text_table(groups_table(data));
   out += "\nBest latency so far by round (ms; a label's mean [min-max] over its runs)\n" +

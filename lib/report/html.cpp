@@ -1,5 +1,7 @@
 #include "report/html.hpp"
 
+#include "report/assets.inc"
+
 #include <fmt/format.h>
 
 namespace ks::report {
@@ -56,6 +58,11 @@ std::string fill(const std::string& page, const std::vector<std::pair<std::strin
   }
   out.append(page, pos, std::string::npos);
   return out;
+}
+
+std::string html_page(std::string_view title, const std::string& body) {
+  return fill(asset(KS_PAGE_SHELL, KS_PAGE_SHELL_size),
+              {{"TITLE", esc(title)}, {"CSS", asset(KS_REPORT_CSS, KS_REPORT_CSS_size)}, {"BODY", body}});
 }
 
 std::string ms(double v) { return v > 0 ? fmt::format("{:.4g} ms", v) : "-"; }

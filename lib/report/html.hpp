@@ -31,6 +31,11 @@ inline std::string asset(const unsigned char* bytes, std::size_t size) {
   return std::string(reinterpret_cast<const char*>(bytes), size);
 }
 
+// A whole page: the shell every report page shares (lib/report/assets/
+// shell.html: the head with the report's CSS, the title as heading) around
+// `body`. The title is plain text (escaped here); the body is HTML.
+std::string html_page(std::string_view title, const std::string& body);
+
 // "1.234 ms" (four significant digits); "-" for a value that is not > 0.
 std::string ms(double v);
 

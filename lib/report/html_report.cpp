@@ -142,16 +142,15 @@ std::string render_run_report(const std::filesystem::path& run_dir, const Report
   Json data = run_report_data(run_dir, options);
   const Json& best = data["best"];
   std::string title = "ksearch report: " + str_field(data["run"], "task", run_dir.filename().string());
-  return fill(asset(KS_REPORT_PAGE, KS_REPORT_PAGE_size),
-              {{"TITLE", esc(title)},
-               {"CSS", asset(KS_REPORT_CSS, KS_REPORT_CSS_size)},
-               {"JS", asset(KS_REPORT_JS, KS_REPORT_JS_size)},
-               {"DATA", script_json(data)},
-               {"SUMMARY", summary_html(data)},
-               {"WARNINGS", warnings_html(data["warnings"])},
-               {"WORKLOAD_TABLE", workload_table(best)},
-               {"ATTEMPTS_TABLE", attempts_table(data["attempts"])},
-               {"SOURCE", source_html(best)}});
+  const std::string body = fill(asset(KS_REPORT_PAGE, KS_REPORT_PAGE_size),
+                                {{"JS", asset(KS_REPORT_JS, KS_REPORT_JS_size)},
+                                 {"DATA", script_json(data)},
+                                 {"SUMMARY", summary_html(data)},
+                                 {"WARNINGS", warnings_html(data["warnings"])},
+                                 {"WORKLOAD_TABLE", workload_table(best)},
+                                 {"ATTEMPTS_TABLE", attempts_table(data["attempts"])},
+                                 {"SOURCE", source_html(best)}});
+  return report::html_page(title, body);
 }
 
 }  // namespace ks

@@ -15,11 +15,7 @@
 #include "support/test_util.hpp"
 
 using namespace ks;
-using ks::test::append;
-using ks::test::failed;
-using ks::test::llm_call;
-using ks::test::passed;
-using ks::test::sol;
+using namespace ks::test;  // the synthetic run's pieces (report/run_fixture.hpp)
 namespace fs = std::filesystem;
 
 namespace {

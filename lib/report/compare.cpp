@@ -148,7 +148,14 @@ RunSummary summarize(const CompareRun& run, const RunRead& r, const CompareOptio
   // The rounds: the largest counted round of an attempt (a round whose answer
   // held no candidate is an attempt too).
   int rounds = 0;
-  for (const auto& a : r.attempts) rounds = std::max(rounds, a.round);
+  for (const auto& a : r.attempts) {
+    // Every counted round is an attempt, so no round number passes their count.
+    if (a.round < 0 || static_cast<std::size_t>(a.round) > r.attempts.size())
+      throw Error(Status::parse, fmt::format("{}: attempt {} says round {}, and the run holds {} attempts; a damaged run "
+                                             "folder", (run.dir / "attempts.jsonl").string(), a.seq, a.round,
+                                             r.attempts.size()));
+    rounds = std::max(rounds, a.round);
+  }
   s.best_ms.assign(static_cast<std::size_t>(rounds), std::nullopt);
   s.best_score.assign(static_cast<std::size_t>(rounds), std::nullopt);
   std::vector<std::optional<double>> round_ms(static_cast<std::size_t>(rounds)), round_score(round_ms.size());

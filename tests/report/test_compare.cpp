@@ -351,6 +351,16 @@ TEST_CASE("compare: bad input is a clear error naming the folder or file") {
     CHECK(st2 == Status::parse);
     CHECK(msg2.find((t.a / "attempts.jsonl").string()) != std::string::npos);
   }
+  SUBCASE("a round number no run can have") {
+    std::ofstream(t.b / "attempts.jsonl", std::ios::app)
+        << R"({"seq": 4, "round": 2000000000, "action": "x", "solution_id": "", "parent_id": "", "status": "passed", )"
+        << R"("latency_ms": 1, "speedup": 0, "time": ""})" << "\n";
+    fs::create_directories(t.b / "attempts" / "0004-no-code");
+    std::ofstream(t.b / "attempts" / "0004-no-code" / "eval.json") << R"({"status": "passed", "latency_ms": 1})";
+    auto [st, msg] = error_of({{t.b, ""}});
+    CHECK(st == Status::parse);
+    CHECK(msg.find("says round 2000000000, and the run holds 5 attempts") != std::string::npos);
+  }
   SUBCASE("a torn last line is a run in progress, not damage") {
     std::ofstream(t.a / "attempts.jsonl", std::ios::app) << R"({"seq": 6, "round": 7, "act)";
     std::ofstream(t.a / "events.jsonl", std::ios::app) << R"({"seq": 99, "type": "llm_c)";

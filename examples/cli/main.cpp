@@ -34,6 +34,8 @@ void usage(std::FILE* out) {
                "            evaluations; with changed settings, say where and why it diverges\n"
                "  show      print a run's world-model tree, attempts and best results\n"
                "  report    write a run's report: one self-contained HTML page\n"
+               "  compare   put runs of one task side by side: best so far over rounds, rounds to 90 %%,\n"
+               "            LLM calls and tokens (an HTML page and a table)\n"
                "  eval      evaluate one solution file on a task\n"
                "  export    write a solution for GPUMode, KernelBench or FlashInfer-Bench (the evaluated cubin)\n"
                "  tasks     list the built-in and example tasks\n"
@@ -102,6 +104,7 @@ int main(int argc, char** argv) {
     if (cmd == "replay") return ks::cli::cmd_replay(sub_argc, sub_argv);
     if (cmd == "show") return ks::cli::cmd_show(sub_argc, sub_argv);
     if (cmd == "report") return ks::cli::cmd_report(sub_argc, sub_argv);
+    if (cmd == "compare") return ks::cli::cmd_compare(sub_argc, sub_argv);
     if (cmd == "eval") return ks::cli::cmd_eval(sub_argc, sub_argv);
     if (cmd == "export") return ks::cli::cmd_export(sub_argc, sub_argv);
     if (cmd == "tasks") return ks::cli::cmd_tasks(sub_argc, sub_argv);

@@ -8,56 +8,20 @@
 
 #include "ksearch/report.hpp"
 #include "report/assets.inc"
+#include "report/html.hpp"
 #include "report/tree_view.hpp"
 
 namespace ks {
 
 namespace {
 
+using report::asset;
+using report::esc;
+using report::fill;
+using report::ms;
 using report::num_field;
+using report::script_json;
 using report::str_field;
-
-std::string asset(const unsigned char* bytes, std::size_t size) {
-  return std::string(reinterpret_cast<const char*>(bytes), size);
-}
-
-std::string esc(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
-// JSON inside <script type="application/json">: '<', '>' and '&' can only
-// occur inside JSON strings, where \u escapes mean the same, so no "</script>"
-// or "<!--" can end the block early; U+2028/2029 are escaped for old parsers.
-std::string script_json(const Json& j) {
-  std::string s = j.dump();
-  std::string out;
-  out.reserve(s.size() + s.size() / 16);
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    char c = s[i];
-    if (c == '<') out += "\\u003c";
-    else if (c == '>') out += "\\u003e";
-    else if (c == '&') out += "\\u0026";
-    else if (c == '\xE2' && i + 2 < s.size() && s[i + 1] == '\x80' && (s[i + 2] == '\xA8' || s[i + 2] == '\xA9')) {
-      out += s[i + 2] == '\xA8' ? "\\u2028" : "\\u2029";
-      i += 2;
-    } else out += c;
-  }
-  return out;
-}
-
-std::string ms(double v) { return v > 0 ? fmt::format("{:.4g} ms", v) : "-"; }
 
 std::string summary_html(const Json& data) {
   const Json& r = data["run"];
@@ -172,45 +136,21 @@ std::string warnings_html(const Json& warnings) {
   return out + "</ul></div>\n";
 }
 
-// Fills {{NAME}} placeholders in one pass: inserted text is never scanned
-// again, so data that happens to contain "{{" stays as it is.
-std::string fill(const std::string& page, const std::vector<std::pair<std::string, std::string>>& values) {
-  std::string out;
-  std::size_t pos = 0;
-  while (true) {
-    std::size_t open = page.find("{{", pos);
-    if (open == std::string::npos) break;
-    std::size_t close = page.find("}}", open + 2);
-    if (close == std::string::npos) break;
-    std::string key = page.substr(open + 2, close - open - 2);
-    const std::string* value = nullptr;
-    for (const auto& [k, v] : values)
-      if (k == key) value = &v;
-    out.append(page, pos, open - pos);
-    if (value) out += *value;
-    else out.append(page, open, close + 2 - open);
-    pos = close + 2;
-  }
-  out.append(page, pos, std::string::npos);
-  return out;
-}
-
 }  // namespace
 
 std::string render_run_report(const std::filesystem::path& run_dir, const ReportOptions& options) {
   Json data = run_report_data(run_dir, options);
   const Json& best = data["best"];
   std::string title = "ksearch report: " + str_field(data["run"], "task", run_dir.filename().string());
-  return fill(asset(KS_REPORT_PAGE, KS_REPORT_PAGE_size),
-              {{"TITLE", esc(title)},
-               {"CSS", asset(KS_REPORT_CSS, KS_REPORT_CSS_size)},
-               {"JS", asset(KS_REPORT_JS, KS_REPORT_JS_size)},
-               {"DATA", script_json(data)},
-               {"SUMMARY", summary_html(data)},
-               {"WARNINGS", warnings_html(data["warnings"])},
-               {"WORKLOAD_TABLE", workload_table(best)},
-               {"ATTEMPTS_TABLE", attempts_table(data["attempts"])},
-               {"SOURCE", source_html(best)}});
+  const std::string body = fill(asset(KS_REPORT_PAGE, KS_REPORT_PAGE_size),
+                                {{"JS", asset(KS_REPORT_JS, KS_REPORT_JS_size)},
+                                 {"DATA", script_json(data)},
+                                 {"SUMMARY", summary_html(data)},
+                                 {"WARNINGS", warnings_html(data["warnings"])},
+                                 {"WORKLOAD_TABLE", workload_table(best)},
+                                 {"ATTEMPTS_TABLE", attempts_table(data["attempts"])},
+                                 {"SOURCE", source_html(best)}});
+  return report::html_page(title, body);
 }
 
 }  // namespace ks

@@ -193,3 +193,16 @@ def edited_copy(source, dest, edit, name="manifest.json"):
     edit(obj)
     (dest / name).write_text(json.dumps(obj, indent=2))
     return dest
+
+
+def start_test_server(server, script, log=None):
+    """Starts the OpenAI-compatible test server (ks-openai-test-server) on the script file `script`, logging
+    requests to `log` when given. Returns (process, base URL); the caller ends the process."""
+    p = subprocess.Popen([str(server), "--script", str(script), *(["--log", str(log)] if log else [])],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    line = p.stdout.readline()
+    if "listening on" not in line:
+        p.kill()
+        p.wait()
+        sys.exit(f"test server did not start: {line!r}")
+    return p, line.split("listening on", 1)[1].strip()

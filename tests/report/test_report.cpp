@@ -8,40 +8,14 @@
 #include "ksearch/error.hpp"
 #include "ksearch/report.hpp"
 #include "ksearch/run_store.hpp"
+#include "report/run_fixture.hpp"
 #include "support/test_util.hpp"
 
 using namespace ks;
+using namespace ks::test;  // the synthetic run's pieces (report/run_fixture.hpp)
 namespace fs = std::filesystem;
 
 namespace {
-
-Solution sol(const std::string& code) {
-  Solution s;
-  s.language = Language::cpp;
-  s.sources = {{"kernel.cpp", code}};
-  s.launch_plan = LaunchPlan::from_json(Json::parse(R"({"calls": [{"fn": "f", "args": []}]})"));
-  return s.finalize();
-}
-
-EvalResult passed(double ms, double ref_ms) {
-  EvalResult r;
-  WorkloadResult w;
-  w.name = "big";
-  w.benchmark = true;
-  w.timing.mean_ms = w.timing.median_ms = w.timing.min_ms = ms;
-  w.timing.count = 5;
-  w.reference_ms = ref_ms;
-  r.workloads = {w};
-  r.compute_summary();
-  return r;
-}
-
-EvalResult failed(EvalStatus st, const std::string& log) {
-  EvalResult r;
-  r.status = st;
-  r.log = log;
-  return r;
-}
 
 Json node(const std::string& id, const char* parent, const std::string& title, double score, int difficulty,
           const std::string& solution = "") {
@@ -57,20 +31,6 @@ Json node(const std::string& id, const char* parent, const std::string& title, d
 Json tree(std::uint64_t version, Json nodes, const std::string& active = "root") {
   return Json::obj({{"kernel_summary", "a test tree"}, {"version", version},
                     {"decision_tree", Json::obj({{"root_id", "root"}, {"active_leaf_id", active}, {"nodes", std::move(nodes)}})}});
-}
-
-// Events as the search session writes them (lib/core/run_events.hpp).
-void append(RunStore& s, const core::events::Payload& e) {
-  s.append_event(core::events::type_of(e), core::events::fields_of(e));
-}
-
-void llm_call(RunStore& s, int seq, const char* kind, int in, int out, double cost) {
-  LlmUsage u;
-  u.input_tokens = in;
-  u.output_tokens = out;
-  u.cost_usd = cost;
-  u.attempts = 1;
-  append(s, core::events::LlmCall{seq, kind, true, u, std::nullopt});
 }
 
 // A small run: wm init call, three rounds (pass 4 ms, compile error, pass

@@ -209,6 +209,15 @@ void print_summary(std::FILE* out, const SearchOutcome& o) {
   if (o.first_pass_latency_ms > 0 && o.first_pass_round != b.round)
     say(out, "Improvement: {:.2f}x over the first passing kernel (round {}, {:.4f} ms)\n",
         o.first_pass_latency_ms / b.eval.latency_ms, o.first_pass_round, o.first_pass_latency_ms);
+  // A tuned kernel: the configuration found (per-shape values too, if any).
+  if (const Json* values = b.solution.params.find("values"); values && values->is_object() && !values->empty()) {
+    std::string config;
+    for (const auto& [name, v] : values->as_object()) config += fmt::format("{}{}={}", config.empty() ? "" : " ", name, v.dump());
+    say(out, "Configuration: {}\n", config);
+    if (const Json* pw = b.solution.params.find("per_workload"); pw && pw->is_object() && !pw->empty())
+      say(out, "  with per-shape values for {} workload{} (best/solution.json, \"per_workload\")\n", pw->size(),
+          pw->size() == 1 ? "" : "s");
+  }
   print_eval_table(out, b.eval);
   if (o.final_eval) {
     say(out, "\nFinal evaluation of the best kernel on every workload: {}\n",

@@ -75,7 +75,8 @@ class KS_API LaunchPlan {
     Epilogue epilogue = Epilogue::none;
     Compute compute = Compute::f32;
     std::optional<Expr> algo;               // index into cuBLASLt's ranking of algorithms for this GEMM on
-                                            // this GPU (0, the default: its first choice); a tunable parameter
+                                            // this GPU (0, the default: its first choice; past the end of a
+                                            // shorter ranking: its last); a tunable parameter
     bool operator==(const Gemm&) const = default;
   };
 

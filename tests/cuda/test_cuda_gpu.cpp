@@ -4,6 +4,7 @@
 // status, and a correct kernel must still evaluate fine after every failure.
 // Skipped, with the reason, where no CUDA device is usable.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -380,6 +381,121 @@ extern "C" __global__ void double_out(const float* tmp, float* y, long long n, f
                           {"name": "double_out", "grid": ["cdiv(N, 128)"], "block": [128],
                            "args": ["tmp", "y", "N", {"f32": "2.0"}]}],
              "scratch": [{"name": "tmp", "dtype": "f32", "shape": ["N"]}]})js"));
+    INFO(messages(r));
+    CHECK(r.status == EvalStatus::passed);
+  }
+}
+
+namespace {
+
+// D = op(A) @ op(B) (+ bias, epilogue) over a batch, f32, for the
+// GEMM step tests: the reference computes it plainly from the same numbers
+// the step's plan gives cuBLASLt, so a wrong operand swap, transpose, leading
+// dimension or batch stride shows.
+struct GemmCase {
+  bool trans_a = false, trans_b = false;
+  int pad = 0;  // extra elements per stored row (leading dimension = row + pad)
+  const char* epilogue = "none";  // none, relu_bias, gelu_bias
+};
+
+std::unique_ptr<Task> gemm_task(const GemmCase& g) {
+  const std::int64_t M = 68, N = 44, K = 36, BATCH = 3;
+  const std::int64_t a_rows = g.trans_a ? K : M, a_cols = g.trans_a ? M : K;
+  const std::int64_t b_rows = g.trans_b ? N : K, b_cols = g.trans_b ? K : N;
+  const bool bias = std::string(g.epilogue) != "none";
+  TaskSpec t;
+  t.name = "gpu_gemm";
+  t.description = "a batched GEMM";
+  t.languages = {Language::cuda};
+  t.dims = {"BATCH", "M", "N", "K"};
+  auto tensor = [](const char* name, std::vector<std::string> shape, bool out = false) {
+    TensorSpec s;
+    s.name = name;
+    s.shape = std::move(shape);
+    s.is_output = out;
+    return s;
+  };
+  t.tensors = {tensor("a", {"BATCH", std::to_string(a_rows), std::to_string(a_cols + g.pad)}),
+               tensor("b", {"BATCH", std::to_string(b_rows), std::to_string(b_cols + g.pad)}),
+               tensor("bias", {"N"}), tensor("d", {"BATCH", "M", "N"}, true)};
+  WorkloadSpec w;
+  w.name = "odd";
+  w.dims = {{"BATCH", BATCH}, {"M", M}, {"N", N}, {"K", K}};
+  w.seed = 9;
+  w.benchmark = true;
+  t.workloads = {w};
+  t.tolerance.atol = 1e-3;
+  t.tolerance.rtol = 1e-3;
+  // The reference: one thread per output.
+  const std::string src = fmt::format(R"(
+extern "C" __global__ void ref_gemm(const float* a, const float* b, const float* bias, float* d,
+                                    int batch, int m, int n, int k) {{
+  long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (idx >= (long long)batch * m * n) return;
+  int p = idx / ((long long)m * n), i = (idx / n) % m, j = idx % n;
+  const int lda = {} + {}, ldb = {} + {};
+  const float* A = a + (long long)p * {} * lda;
+  const float* B = b + (long long)p * {} * ldb;
+  float acc = 0.f;
+  for (int q = 0; q < k; ++q)
+    acc += ({} ? A[q * lda + i] : A[i * lda + q]) * ({} ? B[j * ldb + q] : B[q * ldb + j]);
+  float v = acc;
+  const int epi = {};
+  if (epi) v += bias[j];
+  if (epi == 1) v = v > 0.f ? v : 0.f;
+  if (epi == 2) v = 0.5f * v * (1.f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v)));
+  d[idx] = v;
+}})",
+                                      a_cols, g.pad, b_cols, g.pad, a_rows, b_rows, g.trans_a ? 1 : 0,
+                                      g.trans_b ? 1 : 0,
+                                      std::string(g.epilogue) == "relu_bias" ? 1 : (bias ? 2 : 0));
+  t.references[Language::cuda] = cuda(src, R"js({"kernels": [{"name": "ref_gemm", "grid": ["cdiv(BATCH*M*N, 128)"],
+      "block": [128], "args": ["a", "b", "bias", "d", "BATCH", "M", "N", "K"]}]})js");
+  t.references[Language::cuda].task = "gpu_gemm";
+  t.references[Language::cuda].finalize();
+  return std::make_unique<SpecTask>(std::move(t));
+}
+
+// The candidate: the same GEMM as one GEMM step (a placeholder kernel keeps
+// the module non-empty).
+Solution gemm_step(const GemmCase& g, const std::string& algo = "0") {
+  const std::int64_t a_cols = g.trans_a ? 68 : 36, b_cols = g.trans_b ? 36 : 44;
+  Json step = Json::obj({{"a", "a"}, {"b", "b"}, {"d", "d"}, {"m", "M"}, {"n", "N"}, {"k", "K"}, {"batch", "BATCH"},
+                         {"lda", a_cols + g.pad}, {"ldb", b_cols + g.pad}, {"algo", algo}});
+  if (g.trans_a) step["trans_a"] = true;
+  if (g.trans_b) step["trans_b"] = true;
+  if (std::string(g.epilogue) != "none") {
+    step["epilogue"] = g.epilogue;
+    step["bias"] = "bias";
+  }
+  Json plan = Json::obj({{"kernels", Json::arr({Json::obj({{"gemm", step}})})}});
+  Solution s = cuda("extern \"C\" __global__ void unused() {}\n", plan.dump());
+  s.task = "gpu_gemm";
+  return s.finalize();
+}
+
+}  // namespace
+
+TEST_CASE("gpu: GEMM steps run by cuBLASLt follow the plan's row-major semantics") {
+  if (!gpu_present()) return;
+  auto ev = evaluator();
+  const GemmCase cases[] = {{false, false, 0, "none"},
+                            {true, false, 4, "none"},
+                            {false, true, 0, "relu_bias"},
+                            {true, true, 8, "gelu_bias"}};
+  for (const auto& g : cases) {
+    CAPTURE(g.trans_a);
+    CAPTURE(g.trans_b);
+    CAPTURE(g.pad);
+    CAPTURE(std::string(g.epilogue));
+    auto task = gemm_task(g);
+    EvalResult r = ev->evaluate(*task, gemm_step(g));
+    INFO(messages(r));
+    CHECK(r.status == EvalStatus::passed);
+  }
+  SUBCASE("an algorithm index past cuBLASLt's ranking takes its last algorithm") {
+    auto task = gemm_task(cases[1]);
+    EvalResult r = ev->evaluate(*task, gemm_step(cases[1], "63"));
     INFO(messages(r));
     CHECK(r.status == EvalStatus::passed);
   }

@@ -56,7 +56,8 @@ void check_against_cpu(const ks_emu::KernelTable& table, const Solution& solutio
 
 util::Vars point(std::int64_t proj_bm, std::int64_t proj_bn, std::int64_t tri_bm, std::int64_t tri_bn,
                    std::int64_t bk, std::int64_t stages, std::int64_t vec) {
-  return {{"PROJ_BM", proj_bm}, {"PROJ_BN", proj_bn}, {"TRI_BM", tri_bm}, {"TRI_BN", tri_bn},
+  return {{"PROJ_GEMM", 0}, {"TRI_GEMM", 0}, {"OUT_GEMM", 0}, {"PROJ_ALGO", 0}, {"TRI_ALGO", 0},
+          {"PROJ_BM", proj_bm}, {"PROJ_BN", proj_bn}, {"TRI_BM", tri_bm}, {"TRI_BN", tri_bn},
           {"BK", bk},           {"STAGES", stages},   {"VEC", vec}};
 }
 
@@ -76,6 +77,20 @@ TEST_CASE("trimul emulated: the tunable starting kernel meets the tolerance at s
     ks_emu::KernelTable table;
     ks_emu_register_tunable_default(table);
     check_against_cpu(table, start, core::ParamSpace::from_json(start.params).defaults(), tol, tol);
+  }
+  SUBCASE("every GEMM a cuBLASLt step (emulated), with the projection's gating kernel") {
+    ks_emu::KernelTable table;
+    ks_emu_register_tunable_default(table);
+    util::Vars v = core::ParamSpace::from_json(start.params).defaults();
+    v["PROJ_GEMM"] = v["TRI_GEMM"] = v["OUT_GEMM"] = 1;
+    check_against_cpu(table, start, v, tol, tol, 2);
+  }
+  SUBCASE("the triangle alone a GEMM step") {
+    ks_emu::KernelTable table;
+    ks_emu_register_tunable_default(table);
+    util::Vars v = core::ParamSpace::from_json(start.params).defaults();
+    v["TRI_GEMM"] = 1;
+    check_against_cpu(table, start, v, tol, tol, 2);
   }
   SUBCASE("smallest tiles, deepest pipeline, scalar loads") {
     ks_emu::KernelTable table;

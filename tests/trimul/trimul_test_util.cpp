@@ -41,7 +41,9 @@ std::vector<float> run_emulated(const ks_emu::KernelTable& table, const LaunchPl
   vars["N"] = inputs.N;
   vars["C"] = inputs.C;
   vars["H"] = inputs.H;
-  ks_emu::run_plan(table, plan, tensors, vars);
+  std::map<std::string, DType> dtypes;
+  for (const auto& name : tasks::gpumode::trimul_tensor_names()) dtypes[name] = DType::f32;
+  ks_emu::run_plan(table, plan, tensors, vars, {}, dtypes);
   std::vector<float> out(inputs.output_size());
   std::memcpy(out.data(), owned.at("out")->data(), out.size() * sizeof(float));
   return out;

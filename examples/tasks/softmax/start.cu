@@ -98,3 +98,52 @@ softmax_online(const float* __restrict__ x, float* __restrict__ y, int R, int C)
     for (int c = threadIdx.x; c < C; c += BLOCK) yr[c] = __expf(xr[c] - total.m) * inv;
   }
 }
+
+// One warp per row (WARP_ROWS=1, for rows of at most 2048 values): BLOCK / 32
+// rows per block, no shared memory and no block barrier; the second pass
+// finds the row in L1. Where a row is short, a block per row leaves most of
+// its threads idle.
+__device__ __forceinline__ MaxSum warp_combine(MaxSum v) {
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    MaxSum o{__shfl_xor_sync(0xffffffffu, v.m, offset), __shfl_xor_sync(0xffffffffu, v.s, offset)};
+    v = combine(v, o);
+  }
+  return v;
+}
+
+extern "C" __global__ void __launch_bounds__(BLOCK)
+softmax_warp_rows(const float* __restrict__ x, float* __restrict__ y, int R, int C) {
+  const long long row = (long long)blockIdx.x * (BLOCK / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= R) return;  // the whole warp leaves together
+  const float* xr = x + row * C;
+  float* yr = y + row * C;
+  const bool wide = VEC > 1 && C % VEC == 0;
+  const vec_t* xv = reinterpret_cast<const vec_t*>(xr);
+  vec_t* yv = reinterpret_cast<vec_t*>(yr);
+
+  MaxSum acc{__int_as_float(0xff800000), 0.0f};
+  if (wide) {
+    for (int i = lane; i < C / VEC; i += 32) {
+      Pack p;
+      p.v = xv[i];
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) acc = add(acc, p.f[k]);
+    }
+  } else {
+    for (int c = lane; c < C; c += 32) acc = add(acc, xr[c]);
+  }
+  const MaxSum total = warp_combine(acc);
+  const float inv = 1.0f / total.s;
+  if (wide) {
+    for (int i = lane; i < C / VEC; i += 32) {
+      Pack p;
+      p.v = xv[i];
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) p.f[k] = __expf(p.f[k] - total.m) * inv;
+      yv[i] = p.v;
+    }
+  } else {
+    for (int c = lane; c < C; c += 32) yr[c] = __expf(xr[c] - total.m) * inv;
+  }
+}

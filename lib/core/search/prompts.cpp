@@ -112,9 +112,20 @@ parameter order: tensor names give device pointers, other strings are integer ex
 as the parameter), `{"f32": "expr"}` passes a float. Optional `scratch`: [{"name", "dtype", "shape"}]
 device buffers (uninitialised), and `variants`: [{"when": "expr", "kernels": [...], "scratch": [...]}]
 for per-shape plans. Kernels must be `extern "C" __global__` or named by a template expression.
+Any step may have `"when": "expr"`: it runs only where the expression is non-zero.
+Vendor GEMMs: a step may be a cuBLASLt matmul instead of a kernel, between your kernels:
+{"gemm": {"a": "x", "b": "w", "d": "y", "m": "M", "n": "N", "k": "K", "trans_b": true, "batch": "B",
+"algo": "ALGO"}} computes, row-major, D[i] = alpha * op(A[i]) @ op(B[i]) + beta * C[i] with op(A) m x k,
+op(B) k x n (trans_a: A stored k x m; trans_b: B stored n x k); optional lda/ldb/ldc/ldd (row strides),
+stride_a..stride_d (batch strides, elements), alpha, beta, c, and "epilogue": relu, gelu, bias, relu_bias
+or gelu_bias (with "bias": n values). a and b are f16, bf16 or f32 buffers of one dtype (scratch needs a
+dtype), d the same or f32; "compute": "tf32" for f32. "algo" picks the i-th of cuBLASLt's ranked
+algorithms for that problem (default 0), worth tuning. Vendor GEMMs are usually faster than hand-written
+ones; write kernels for what they cannot do (fusions, layouts, reductions).
 Tunable parameters (optional): a `json params` block {"space": {"BLOCK": {"values": [64, 128]}},
 "constraints": ["BLOCK % 32 == 0"], "values": {"BLOCK": 128}}; each parameter is a macro in the
-device code and a name in plan expressions, so the library can tune it.)TXT";
+device code and a name in plan expressions, so the library can tune it; one only the plan reads (a
+GEMM's algo, a step's when) is declared with "plan_only": true, and trying it compiles nothing.)TXT";
   return R"TXT(## Answer format
 Write the C++ code in a fenced block tagged `cpp` with a file name, and the call plan in a fenced
 block tagged `json launch_plan`. No main(): the evaluator calls your functions from the plan.

@@ -225,12 +225,10 @@ GemmStep::GemmStep(const CublasLtHandle& handle, const ResolvedGemm& g, const Po
                 fmt::format("{}: cuBLASLt has no algorithm for this GEMM on this GPU ({}); check the dtypes, "
                             "leading dimensions and strides, or write it as a kernel",
                             g.describe(), status_text(api, s)));
-  if (g.algo >= offered_)
-    throw Error(Status::invalid_argument,
-                fmt::format("{}: algo {} is past the {} algorithm{} cuBLASLt offers for this GEMM on this GPU "
-                            "(0..{}); take a smaller index",
-                            g.describe(), g.algo, offered_, offered_ == 1 ? "" : "s", offered_ - 1));
-  d.algo = found[static_cast<std::size_t>(g.algo)].algo;
+  // A small problem has a shorter ranking than a large one; one tunable
+  // index serves every shape, so an index past the end takes the last.
+  chosen_ = std::min(g.algo, offered_ - 1);
+  d.algo = found[static_cast<std::size_t>(chosen_)].algo;
 }
 
 GemmStep::~GemmStep() = default;

@@ -39,7 +39,8 @@ class CublasLtHandle {
 inline constexpr std::size_t kGemmWorkspaceBytes = std::size_t{32} << 20;
 
 // One GEMM step bound to its buffers: descriptors made, and the algorithm
-// picked (the step's `algo`-th in cuBLASLt's ranking for this problem,
+// picked (the step's `algo`-th in cuBLASLt's ranking for this problem, or its
+// last where the ranking is shorter,
 // these pointers' alignment and the workspace), once; enqueue() only
 // launches it.
 class GemmStep {
@@ -47,8 +48,8 @@ class GemmStep {
   struct Pointers {
     CUdeviceptr a = 0, b = 0, c = 0, d = 0, bias = 0;
   };
-  // Throws ks::Error(Status::invalid_argument) when cuBLASLt has no (or no
-  // `algo`-th) algorithm for the GEMM, with what it does offer.
+  // Throws ks::Error(Status::invalid_argument) when cuBLASLt has no algorithm
+  // for the GEMM. An `algo` past the algorithms it offers takes the last.
   GemmStep(const CublasLtHandle& handle, const ResolvedGemm& gemm, const Pointers& p, std::size_t workspace_bytes);
   ~GemmStep();
   GemmStep(const GemmStep&) = delete;
@@ -57,6 +58,7 @@ class GemmStep {
   // Throws ks::Error(Status::cuda) with cuBLASLt's status.
   void enqueue(CUdeviceptr workspace, CUstream stream) const;
   int algorithms_offered() const { return offered_; }
+  int algorithm_chosen() const { return chosen_; }  // the index used
 
  private:
   struct Descriptors;
@@ -65,6 +67,7 @@ class GemmStep {
   Pointers p_;
   std::size_t workspace_bytes_;
   int offered_ = 0;
+  int chosen_ = 0;
 };
 
 }  // namespace ks::eval::cuda

@@ -338,11 +338,11 @@ void HostKernel::launch(const HostLaunch& l) {
       throw Error(Status::invalid_argument,
                   fmt::format("{} takes tensor \"{}\", which has no device pointer (pass it in the launch's tensors)",
                               what, buffer));
-    return static_cast<CUdeviceptr>(p);
+    return p;
   };
   for (const auto& launch : r.plan.launches) {
     if (launch.gemm) {
-      gemm_step(*launch.gemm, launch.step, pointer_of, l).enqueue(gemm_workspace(stream), stream);
+      gemm_step(*launch.gemm, launch.step, pointer_of, l).enqueue(static_cast<CUdeviceptr>(gemm_workspace(stream)), stream);
       continue;
     }
     auto sym = m->functions.find(launch.symbol);
@@ -355,7 +355,7 @@ void HostKernel::launch(const HostLaunch& l) {
     for (const auto& a : launch.args) {
       std::array<unsigned char, 8> v{};
       if (a.is_buffer) {
-        CUdeviceptr dp = pointer_of(a.buffer, fmt::format("kernel `{}`", launch.kernel));
+        CUdeviceptr dp = static_cast<CUdeviceptr>(pointer_of(a.buffer, fmt::format("kernel `{}`", launch.kernel)));
         std::memcpy(v.data(), &dp, sizeof dp);
       } else {
         v = a.bytes;
@@ -372,7 +372,7 @@ void HostKernel::launch(const HostLaunch& l) {
 }
 
 GemmStep& HostKernel::gemm_step(const ResolvedGemm& g, int step,
-                                const std::function<CUdeviceptr(const std::string&, const std::string&)>& pointer_of,
+                                const std::function<std::uint64_t(const std::string&, const std::string&)>& pointer_of,
                                 const HostLaunch& l) {
   const std::string what = fmt::format("the GEMM step kernels[{}]", step);
   GemmStep::Pointers p;
@@ -382,7 +382,7 @@ GemmStep& HostKernel::gemm_step(const ResolvedGemm& g, int step,
   for (std::size_t i = 0; i < 5; ++i) {
     const auto& [name, bytes] = need[i];
     if (name->empty()) continue;
-    *slots[i] = pointer_of(*name, what);
+    *slots[i] = static_cast<CUdeviceptr>(pointer_of(*name, what));
     std::uint64_t have = 0;
     if (auto it = l.buffers.find(*name); it != l.buffers.end() && it->second.ptr) have = it->second.bytes;
     else if (auto s = scratch_.find(*name); s != scratch_.end()) have = s->second.bytes;
@@ -405,7 +405,7 @@ GemmStep& HostKernel::gemm_step(const ResolvedGemm& g, int step,
   }
 }
 
-CUdeviceptr HostKernel::gemm_workspace(CUstream stream) {
+std::uint64_t HostKernel::gemm_workspace(void* stream) {
   // One per stream: GEMM steps on two streams may run at once.
   auto& w = gemm_workspaces_[stream];
   if (!w) {
@@ -415,7 +415,7 @@ CUdeviceptr HostKernel::gemm_workspace(CUstream stream) {
     if (r != CUDA_SUCCESS) driver_failed(api, r, "cuMemAlloc", "allocating the cuBLASLt workspace");
     w = static_cast<std::uint64_t>(p);
   }
-  return static_cast<CUdeviceptr>(w);
+  return w;
 }
 
 }  // namespace ks::eval::cuda

@@ -9,8 +9,6 @@
 // without the toolkit's headers.
 #pragma once
 
-#include <cuda.h>
-
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -20,11 +18,13 @@
 #include <vector>
 
 #include "eval/backend.hpp"
-#include "eval/cuda/cublaslt.hpp"
 #include "eval/cuda/launch_plan.hpp"
 #include "ksearch/task.hpp"
 
 namespace ks::eval::cuda {
+
+class CublasLtHandle;  // eval/cuda/cublaslt.hpp
+class GemmStep;
 
 struct HostKernelConfig {
   TaskSpec task;
@@ -90,9 +90,9 @@ class HostKernel {
   void check_sizes(const HostLaunch& launch) const;
   // Call with mu_ held.
   GemmStep& gemm_step(const ResolvedGemm& g, int step,
-                      const std::function<CUdeviceptr(const std::string&, const std::string&)>& pointer_of,
+                      const std::function<std::uint64_t(const std::string&, const std::string&)>& pointer_of,
                       const HostLaunch& l);
-  CUdeviceptr gemm_workspace(CUstream stream);
+  std::uint64_t gemm_workspace(void* stream);
 
   HostKernelConfig cfg_;
   LaunchPlan plan_;
@@ -105,7 +105,7 @@ class HostKernel {
   std::map<std::string, Scratch> scratch_;
   std::unique_ptr<CublasLtHandle> cublas_;  // made at the first GEMM step
   std::map<std::string, std::unique_ptr<GemmStep>> gemm_steps_;
-  std::map<CUstream, std::uint64_t> gemm_workspaces_;
+  std::map<void*, std::uint64_t> gemm_workspaces_;  // by CUstream
 };
 
 }  // namespace ks::eval::cuda

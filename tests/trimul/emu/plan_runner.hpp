@@ -38,6 +38,9 @@ struct PlanRunStats {
   std::vector<std::string> kernels;  // launched, in order
 };
 
+// GEMM steps run as a plain host GEMM (f32 accumulation) with the plan's
+// row-major semantics, reading operand dtypes from `dtypes` (the tensors')
+// and the scratch declarations; a step whose "when" is zero is skipped.
 // `tensors` maps the task's tensor names to their buffers; `vars` holds the
 // workload's dimensions, the solution's parameter values and integer scalar
 // inputs; `scalars` the task's scalar inputs (a bare name passes the value,
@@ -46,6 +49,7 @@ struct PlanRunStats {
 // kernel and the problem.
 PlanRunStats run_plan(const KernelTable& table, const ks::LaunchPlan& plan,
                       std::map<std::string, GuardedBuffer*> tensors, const ks::util::Vars& vars,
-                      const std::map<std::string, double>& scalars = {});
+                      const std::map<std::string, double>& scalars = {},
+                      std::map<std::string, ks::DType> dtypes = {});
 
 }  // namespace ks_emu

@@ -18,6 +18,14 @@
 //   5. trimul_out_norm      LayerNorm over H of tri, times the gate -> hidden fp16 [B*N*N, H]
 //   6. trimul_output        out = hidden @ to_out^T, fp32 [B, N, N, C]
 //
+// Each GEMM may instead be a cuBLASLt GEMM step of the plan (PROJ_GEMM,
+// TRI_GEMM, OUT_GEMM = 1; the projection's then writes proj channel-major,
+// fp16 [5H, M], trimul_gate_cm gates it and trimul_out_norm_cm reads the
+// output gate from it), with cuBLASLt's algorithm as a parameter for the two
+// largest (PROJ_ALGO, TRI_ALGO). These are
+// plan-only parameters: the plan's "when" and "algo" read them, the code
+// does not, so trying them compiles nothing.
+//
 // Parameters (trimul_tunable_params.json; -D macros, defaults below):
 //   PROJ_BM, PROJ_BN  block tile of the projection and output GEMMs (64 | 128)
 //   TRI_BM, TRI_BN    block tile of the triangle GEMM (64 | 128)
@@ -388,6 +396,40 @@ trimul_project(const f16_t* __restrict__ xn, const f16_t* __restrict__ w_proj,
 }
 
 // ---------------------------------------------------------------------------
+// 3'. Where a cuBLASLt GEMM step computed the projections (PROJ_GEMM=1), it
+// wrote them channel-major: proj = w_proj @ xn^T, fp16 [5H, M], so row 2c is
+// pair c's value and row 2c+1 its gate (c < H: left channel c, else right
+// channel c - H), and rows 4H + h the output gate. Gating is then a
+// contiguous pass (8 positions per thread; M % 8 == 0 and 8 positions never
+// cross a batch), and trimul_out_norm_cm reads the output gate from proj.
+// Grid (cdiv(M, 2048), 2H).
+extern "C" __global__ void __launch_bounds__(256)
+trimul_gate_cm(const f16_t* __restrict__ proj, const float* __restrict__ mask, f16_t* __restrict__ left,
+               f16_t* __restrict__ right, long long M, int N, int H) {
+  const int c = blockIdx.y;
+  const long long m = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * 8;
+  if (m >= M) return;
+  const uint4 vv = *reinterpret_cast<const uint4*>(proj + 2LL * c * M + m);
+  const uint4 gg = *reinterpret_cast<const uint4*>(proj + (2LL * c + 1) * M + m);
+  const float4 k0 = *reinterpret_cast<const float4*>(mask + m);
+  const float4 k1 = *reinterpret_cast<const float4*>(mask + m + 4);
+  const unsigned v[4] = {vv.x, vv.y, vv.z, vv.w}, g[4] = {gg.x, gg.y, gg.z, gg.w};
+  const float mk[8] = {k0.x, k0.y, k0.z, k0.w, k1.x, k1.y, k1.z, k1.w};
+  unsigned o[4];
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    float v0, v1, g0, g1;
+    unpack_f16x2(v[q], v0, v1);
+    unpack_f16x2(g[q], g0, g1);
+    o[q] = pack_f16x2(v0 * mk[2 * q] * tm_sigmoid(g0), v1 * mk[2 * q + 1] * tm_sigmoid(g1));
+  }
+  const long long NN = (long long)N * N;
+  const long long b = m / NN, rem = m - b * NN;
+  f16_t* dst = (c < H ? left : right) + ((long long)b * H + (c % H)) * NN + rem;
+  *reinterpret_cast<uint4*>(dst) = make_uint4(o[0], o[1], o[2], o[3]);
+}
+
+// ---------------------------------------------------------------------------
 // 4. tri[bh][i][j] = sum_k left[bh][i][k] * right[bh][j][k]; grid
 // (cdiv(N, TRI_BN), cdiv(N, TRI_BM), B*H).
 extern "C" __global__ void __launch_bounds__(GEMM_THREADS)
@@ -421,13 +463,15 @@ trimul_triangle(const f16_t* __restrict__ left, const f16_t* __restrict__ right,
 // 5. hidden[p][h] = (LayerNorm_H(tri[b, :, i, j]) * w + b) * gate[p][h] for
 // p = (b*N + i)*N + j. 32 positions per block: tri is read with the positions
 // along the warp (coalesced) into a [H][33] shared tile; then one warp per
-// position, each lane two adjacent channels at a time.
-extern "C" __global__ void __launch_bounds__(256)
-trimul_out_norm(const float* __restrict__ tri, const f16_t* __restrict__ gate,
-                const float* __restrict__ to_out_norm_weight,
-                const float* __restrict__ to_out_norm_bias, f16_t* __restrict__ hidden,
-                long long M, int N, int H) {
-  extern __shared__ float tile[];  // H rows of 33 floats
+// position, each lane two adjacent channels at a time. The gate is either
+// fp16 [M, H] after its sigmoid (trimul_project), or read from a
+// channel-major proj (rows 4H + h, before the sigmoid) into a second tile.
+template <bool GATE_CM>
+__device__ __forceinline__ void tm_out_norm(const float* __restrict__ tri, const f16_t* __restrict__ gate,
+                                            const float* __restrict__ w, const float* __restrict__ bias,
+                                            f16_t* __restrict__ hidden, long long M, int N, int H) {
+  extern __shared__ float tile[];  // H rows of 33 floats; with GATE_CM, then the gate's
+  float* gtile = tile + H * 33;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const long long NN = (long long)N * N;
   const long long p0 = (long long)blockIdx.x * 32;
@@ -435,7 +479,15 @@ trimul_out_norm(const float* __restrict__ tri, const f16_t* __restrict__ gate,
     const long long p = p0 + lane;
     const long long b = p / NN, rem = p - b * NN;
     const float* src = tri + b * H * NN + rem;
-    for (int h = warp; h < H; h += 8) tile[h * 33 + lane] = p < M ? src[(long long)h * NN] : 0.f;
+    for (int h = warp; h < H; h += 8) {
+      tile[h * 33 + lane] = p < M ? src[(long long)h * NN] : 0.f;
+      if constexpr (GATE_CM) {
+        unsigned short raw = p < M ? gate[(4LL * H + h) * M + p] : (unsigned short)0;
+        float g, unused;
+        unpack_f16x2(raw, g, unused);
+        gtile[h * 33 + lane] = tm_sigmoid(g);
+      }
+    }
   }
   __syncthreads();
   for (int q = warp; q < 32; q += 8) {
@@ -452,13 +504,35 @@ trimul_out_norm(const float* __restrict__ tri, const f16_t* __restrict__ gate,
     const float rstd = rsqrtf(tm_warp_sum(sq) / H + 1e-5f);
     for (int h = 2 * lane; h < H; h += 64) {
       float g0, g1;
-      unpack_f16x2(*reinterpret_cast<const unsigned*>(gate + p * H + h), g0, g1);
-      const float v0 = ((tile[h * 33 + q] - mean) * rstd * to_out_norm_weight[h] + to_out_norm_bias[h]) * g0;
-      const float v1 =
-          ((tile[(h + 1) * 33 + q] - mean) * rstd * to_out_norm_weight[h + 1] + to_out_norm_bias[h + 1]) * g1;
+      if constexpr (GATE_CM) {
+        g0 = gtile[h * 33 + q];
+        g1 = gtile[(h + 1) * 33 + q];
+      } else {
+        unpack_f16x2(*reinterpret_cast<const unsigned*>(gate + p * H + h), g0, g1);
+      }
+      const float v0 = ((tile[h * 33 + q] - mean) * rstd * w[h] + bias[h]) * g0;
+      const float v1 = ((tile[(h + 1) * 33 + q] - mean) * rstd * w[h + 1] + bias[h + 1]) * g1;
       *reinterpret_cast<unsigned*>(hidden + p * H + h) = pack_f16x2(v0, v1);
     }
   }
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+trimul_out_norm(const float* __restrict__ tri, const f16_t* __restrict__ gate,
+                const float* __restrict__ to_out_norm_weight,
+                const float* __restrict__ to_out_norm_bias, f16_t* __restrict__ hidden,
+                long long M, int N, int H) {
+  tm_out_norm<false>(tri, gate, to_out_norm_weight, to_out_norm_bias, hidden, M, N, H);
+}
+
+// The same with the gate in a channel-major proj (PROJ_GEMM=1); shared
+// memory for two tiles.
+extern "C" __global__ void __launch_bounds__(256)
+trimul_out_norm_cm(const float* __restrict__ tri, const f16_t* __restrict__ proj,
+                   const float* __restrict__ to_out_norm_weight,
+                   const float* __restrict__ to_out_norm_bias, f16_t* __restrict__ hidden,
+                   long long M, int N, int H) {
+  tm_out_norm<true>(tri, proj, to_out_norm_weight, to_out_norm_bias, hidden, M, N, H);
 }
 
 // ---------------------------------------------------------------------------

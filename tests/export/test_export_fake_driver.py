@@ -14,6 +14,9 @@ one allocation), a KernelBench ModelNew (a native task, and one with module
 parameters from a problem file or from the namespace KernelBench runs it in),
 and a FlashInfer-Bench entry point in destination-passing style with
 per-shape builds, variants and clusters; bad inputs get clear errors.
+A plan with GEMM steps (tests/export/fixtures/gemm_bias_gelu) runs them with
+PyTorch's matmul on the CPU tensors between the recorded kernels, per-step
+"when" choosing the path, and its results are checked numerically.
 
   test_export_fake_driver.py --python PY --ksearch KSEARCH --fake-libcuda LIB --source-dir SRC --work DIR
 """
@@ -436,6 +439,67 @@ for definition, (dims, calls) in FI_TASKS.items():
     expect("%s: a tensor of two elements for a scalar input is refused" % short, ok, msg)
     ok, msg = raises(lambda: entry._RUNNER.run(args_[:-1]), "expected %d inputs" % len(args_), first_scalar)
     expect("%s: a call without its scalar input is refused, naming the inputs" % short, ok, msg)
+
+# ---------------------------------------------------------------------------
+# GEMM steps: the runtime runs them with PyTorch's matmul (here on the CPU tensors) in plan order with the
+# kernels the fake driver records, skips steps whose "when" is zero, takes a typed scratch buffer as an
+# operand, writes the caller's output in destination-passing style, and refuses a step that reaches past
+# a buffer, naming it.
+import copy  # noqa: E402
+
+gemm_dir = os.path.join(src, "tests/export/fixtures/gemm_bias_gelu")
+gemm_bundle = json.load(open(export("bundle", gemm_dir, os.path.join(gemm_dir, "solution.json"),
+                                    os.path.join(work, "gemm_bundle.json"))))
+rtm = import_file(os.path.join(src, "lib/export/runtime/ksearch_runtime.py"), "ks_runtime_for_gemm")
+runner = rtm.Runner(gemm_bundle, driver=cpu_driver(rtm.CudaDriver))
+launches()
+
+
+def gemm_inputs(m):
+    torch.manual_seed(m)
+    return [torch.randn(m, 8).to(torch.float16), torch.randn(6, 8).to(torch.float16), torch.randn(6)]
+
+
+for m, scale in ((4, 1.0), (5, 0.75), (6, 1.0), (9, 0.75)):
+    x, w, bias = gemm_inputs(m)
+    want = torch.nn.functional.gelu(scale * (x.float() @ w.float().t()) + bias, approximate="tanh")
+    out = runner.run([x, w, bias])[0]
+    rec = launches()
+    expect("GEMM steps, M = %d: out = gelu(%s x @ w^T + bias) (%s path)" % (m, scale, "one step" if m % 2 == 0 else
+                                                                            "scratch, then C"),
+           tuple(out.shape) == (m, 6) and out.dtype == torch.float32 and torch.allclose(out, want, rtol=1e-5,
+                                                                                       atol=1e-5),
+           str((out - want).abs().max()))
+    expect("GEMM steps, M = %d: the one kernel launched with out, M and N" % m,
+           [l["kernel"] for l in rec] == ["mark"] and arg_value(rec[0]["args"][0], 8) == out.data_ptr() and
+           [arg_value(a, 4) for a in rec[0]["args"][1:]] == [m, 6], str(rec))
+x, w, bias = gemm_inputs(5)
+expect("GEMM steps: the resolved plan in words",
+       runner.describe([x, w, bias]).endswith(
+           "cuBLASLt GEMM 5x6x8 x @ w^T -> tmp algo 0; mark grid 1x1x1 block 32x1x1 smem 0; "
+           "cuBLASLt GEMM 5x6x8 x @ w^T -> out + 0.5 * tmp epilogue gelu_bias algo 0"), runner.describe([x, w, bias]))
+mine = torch.full((5, 6), 3.0)
+back = runner.run([x, w, bias], outputs=[mine])
+launches()
+expect("GEMM steps: a caller's output is written in place",
+       back[0] is mine and torch.allclose(mine, torch.nn.functional.gelu(0.75 * (x.float() @ w.float().t()) + bias,
+                                                                          approximate="tanh"), rtol=1e-5, atol=1e-5))
+
+too_far = copy.deepcopy(gemm_bundle)
+too_far["plan"]["kernels"][0]["gemm"]["k"] = "K + 1"
+x, w, bias = gemm_inputs(4)
+ok, msg = raises(lambda: rtm.Runner(too_far, driver=runner.driver).run([x, w, bias]),
+                 "PlanError: launch plan: kernels[0] (GEMM step): cuBLASLt GEMM 4x6x9 x @ w^T -> out epilogue "
+                 "gelu_bias algo 0 reaches 72 bytes into `x`, which has 64; check m, n, k, the leading dimensions, "
+                 "batch and strides")
+expect("GEMM steps: a step that reaches past a tensor is refused, naming it", ok, msg)
+small_tmp = copy.deepcopy(gemm_bundle)
+small_tmp["plan"]["scratch"][0]["shape"] = ["M", "N - 1"]
+x, w, bias = gemm_inputs(5)
+ok, msg = raises(lambda: rtm.Runner(small_tmp, driver=runner.driver).run([x, w, bias]),
+                 "kernels[1] (GEMM step)", "reaches 120 bytes into `tmp`, which has 100")
+expect("GEMM steps: a step that reaches past a scratch buffer is refused, naming it", ok, msg)
+launches()
 
 if failures:
     print("%d check(s) failed" % len(failures))

@@ -292,9 +292,9 @@ def resolved_py(p):
         a = []
         for x in l.args:
             a.append({"buffer": x.buffer} if x.is_buffer else {"bytes": x.data.hex(), "size": x.size})
-        launches.append({"step": l.step, "kernel": l.kernel, "symbol": l.symbol, "grid": list(l.grid), "block": list(l.block),
-                         "cluster": list(l.cluster), "has_cluster": l.has_cluster, "shared_bytes": l.shared_bytes,
-                         "args": a})
+        launches.append({"step": l.step, "kernel": l.kernel, "symbol": l.symbol, "grid": list(l.grid),
+                         "block": list(l.block), "cluster": list(l.cluster), "has_cluster": l.has_cluster,
+                         "shared_bytes": l.shared_bytes, "args": a})
     return {"variant": p.variant, "launches": launches, "scratch": [[n, b] for n, b in p.scratch],
             "describe": p.describe()}
 
@@ -793,8 +793,8 @@ expect("C++: a batched, strided GEMM step with every field set resolves to those
        g["ld"] == [40, 256, 128, 129] and g["strides"] == [64 * 40, 0, 64 * 128, 64 * 129] and
        g["mnk_batch"] == [64, 128, 32, 2] and unbits(g["alpha"]) == 0.5 and unbits(g["beta"]) == 1 / 32 and
        g["algo"] == 4 and g["compute"] == "tf32" and g["epilogue"] == "relu_bias" and
-       g["bytes"] == [str(4 * (64 * 40 + 63 * 40 + 32)), str(4 * (31 * 256 + 128)), str(4 * (64 * 128 + 63 * 128 + 128)),
-                      str(4 * (64 * 129 + 63 * 129 + 128)), str(4 * 128)] and
+       g["bytes"] == [str(4 * (64 * 40 + 63 * 40 + 32)), str(4 * (31 * 256 + 128)),
+                      str(4 * (64 * 128 + 63 * 128 + 128)), str(4 * (64 * 129 + 63 * 129 + 128)), str(4 * 128)] and
        g["describe"] == "cuBLASLt GEMM 2 x 64x128x32 x32 @ w32 -> o32 + 0.03125 * o32 epilogue relu_bias compute tf32 "
                         "algo 4", str(g))
 huge = tool({"mode": "plan", "plan": gemm_plans[6], "tensors": GEMM_TENSORS, "dtypes": GEMM_DTYPES, "limits": H100,

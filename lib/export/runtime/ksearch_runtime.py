@@ -1208,7 +1208,8 @@ class _Resolver:
                        % (role, name, _join(_cpp_sorted(self.tensors)), _join(_cpp_sorted(self.scratch_names))))
         t = self.dtypes.get(name)
         if t is None:
-            _plan_fail(where, '%s `%s` has no dtype; declare the scratch buffer with "dtype" and "shape"' % (role, name))
+            _plan_fail(where, '%s `%s` has no dtype; declare the scratch buffer with "dtype" and "shape"'
+                       % (role, name))
         return t
 
     def gemm(self, g, where):

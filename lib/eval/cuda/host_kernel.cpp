@@ -392,10 +392,10 @@ GemmStep& HostKernel::gemm_step(const ResolvedGemm& g, const std::string& step,
   // Descriptors and the algorithm are made once per GEMM and buffers. The
   // description has the transposes, epilogue, compute and algo; the dtypes
   // are keyed too (a variant's scratch buffer may have another).
-  const std::string key = fmt::format("{}|{}|{}|{}|{}|{}|{}x{}x{}|{}|{}/{}/{}/{}|{}/{}/{}/{}|{}|{}|{}/{}/{}", g.describe(),
-                                      p.a, p.b, p.c, p.d, p.bias, g.m, g.n, g.k, g.batch, g.lda, g.ldb, g.ldc, g.ldd,
-                                      g.stride_a, g.stride_b, g.stride_c, g.stride_d, g.alpha, g.beta,
-                                      to_string(g.a_type), to_string(g.b_type), to_string(g.d_type));
+  const std::string key =
+      fmt::format("{}|{}|{}|{}|{}|{}|{}x{}x{}|{}|{}/{}/{}/{}|{}/{}/{}/{}|{}|{}|{}/{}/{}", g.describe(), p.a, p.b, p.c,
+                  p.d, p.bias, g.m, g.n, g.k, g.batch, g.lda, g.ldb, g.ldc, g.ldd, g.stride_a, g.stride_b, g.stride_c,
+                  g.stride_d, g.alpha, g.beta, to_string(g.a_type), to_string(g.b_type), to_string(g.d_type));
   if (auto it = gemm_steps_.find(key); it != gemm_steps_.end()) return *it->second;
   if (gemm_steps_.size() >= 256) gemm_steps_.clear();  // buffers the caller has freed, most likely
   try {

@@ -249,6 +249,149 @@ TEST_CASE("launch plan codec: structural errors name the field") {
   }
 }
 
+constexpr const char* kGemmPlan = R"js({
+  "kernels": [
+    {"when": "M > 0", "gemm": {"b": "w", "a": "x", "d": "y", "m": "M", "n": 256, "k": "K", "trans_b": true,
+                               "c": "y0", "bias": "bias", "beta": 0.5, "alpha": "1.0 / K", "epilogue": "gelu_bias",
+                               "compute": "tf32", "lda": "K", "ldb": null, "batch": "B", "stride_a": "M * K",
+                               "stride_c": 0, "algo": "ALGO"}},
+    {"name": "scale", "grid": ["M"], "block": [256], "args": ["y", "M"], "when": "M % 2 == 0"},
+    {"gemm": {"a": "y", "b": "w2", "d": "out", "m": "M", "n": "N", "k": 256, "trans_a": false, "ldd": "N + 8",
+              "stride_b": 1, "stride_d": "M * (N + 8)", "ldc": 7, "stride_a": 0, "alpha": 2, "beta": null}}
+  ]
+})js";
+
+TEST_CASE("launch plan codec: GEMM steps and per-step when read into typed fields") {
+  Plan p = Plan::from_json(Json::parse(kGemmPlan), Language::cuda);
+  REQUIRE(p.kernels.size() == 3);
+  REQUIRE(p.kernels[0].gemm);
+  CHECK(p.kernels[0].when == Plan::Expr("M > 0"));
+  CHECK(p.kernels[0].name.empty());
+  CHECK(p.kernels[0].args.empty());
+  const Plan::Gemm& g = *p.kernels[0].gemm;
+  CHECK(g.a == "x");
+  CHECK(g.b == "w");
+  CHECK(g.d == "y");
+  CHECK(g.c == std::optional<std::string>("y0"));
+  CHECK(g.bias == std::optional<std::string>("bias"));
+  CHECK(g.m == Plan::Expr("M"));
+  CHECK(g.n == Plan::Expr(256));
+  CHECK_FALSE(g.trans_a);
+  CHECK(g.trans_b);
+  CHECK(g.lda == Plan::Expr("K"));
+  CHECK_FALSE(g.ldb);  // null: the default
+  CHECK_FALSE(g.ldc);
+  CHECK(g.batch == Plan::Expr("B"));
+  CHECK(g.stride_a == Plan::Expr("M * K"));
+  CHECK(g.stride_c == Plan::Expr(0));
+  CHECK(g.alpha == Plan::Expr("1.0 / K"));
+  CHECK(g.beta == Plan::Expr("0.5"));  // a JSON number reads as its text
+  CHECK(g.epilogue == Plan::Gemm::Epilogue::gelu_bias);
+  CHECK(g.compute == Plan::Gemm::Compute::tf32);
+  CHECK(g.algo == Plan::Expr("ALGO"));
+  CHECK_FALSE(p.kernels[1].gemm);
+  CHECK(p.kernels[1].when == Plan::Expr("M % 2 == 0"));
+  const Plan::Gemm& g2 = *p.kernels[2].gemm;
+  CHECK_FALSE(p.kernels[2].when);
+  CHECK_FALSE(g2.c);
+  CHECK_FALSE(g2.bias);
+  CHECK(g2.alpha == Plan::Expr(2));
+  CHECK_FALSE(g2.beta);
+  CHECK(g2.epilogue == Plan::Gemm::Epilogue::none);
+  CHECK(g2.compute == Plan::Gemm::Compute::f32);
+  CHECK_FALSE(g2.algo);
+  // GEMM steps name no kernel.
+  CHECK(p.names() == std::vector<std::string>{"scale"});
+  CHECK(std::string(to_string(Plan::Gemm::Epilogue::relu_bias)) == "relu_bias");
+  CHECK(std::string(to_string(Plan::Gemm::Compute::tf32)) == "tf32");
+}
+
+TEST_CASE("launch plan codec: a plan with GEMM steps writes back exactly as read, and canonically when built") {
+  Json j = Json::parse(kGemmPlan);
+  Plan p = Plan::from_json(j);
+  CHECK(p.to_json().dump() == j.dump());
+  CHECK(Plan::from_json(rebuilt(p).to_json()) == p);
+  // A changed field: the canonical form, every field in its place.
+  p.kernels[0].gemm->algo = Plan::Expr(3);
+  CHECK(p.to_json().dump() ==
+        R"js({"kernels":[{"gemm":{"a":"x","b":"w","c":"y0","d":"y","bias":"bias","m":"M","n":256,"k":"K",)js"
+        R"js("trans_b":true,"lda":"K","batch":"B","stride_a":"M * K","stride_c":0,"alpha":"1.0 / K","beta":"0.5",)js"
+        R"js("epilogue":"gelu_bias","compute":"tf32","algo":3},"when":"M > 0"},)js"
+        R"js({"name":"scale","grid":["M"],"block":[256],"args":["y","M"],"when":"M % 2 == 0"},)js"
+        R"js({"gemm":{"a":"y","b":"w2","d":"out","m":"M","n":"N","k":256,"ldc":7,"ldd":"N + 8","stride_a":0,)js"
+        R"js("stride_b":1,"stride_d":"M * (N + 8)","alpha":2}}]})js");
+
+  Plan built;
+  Plan::Gemm g;
+  g.a = "x", g.b = "w", g.d = "y";
+  g.m = "M", g.n = 64, g.k = "K";
+  g.trans_a = true;
+  g.ldb = Plan::Expr("N");
+  g.batch = Plan::Expr("B");
+  g.alpha = Plan::Expr("0.5");
+  g.epilogue = Plan::Gemm::Epilogue::relu_bias;
+  g.bias = "bias";
+  g.algo = Plan::Expr(3);
+  built.kernels.push_back({.when = Plan::Expr("M > 1"), .gemm = g});
+  built.kernels.push_back({.name = "k", .grid = {1}, .block = {32}, .args = {"y"}, .when = Plan::Expr(0)});
+  CHECK(built.to_json().dump() ==
+        R"js({"kernels":[{"gemm":{"a":"x","b":"w","d":"y","bias":"bias","m":"M","n":64,"k":"K","trans_a":true,)js"
+        R"js("ldb":"N","batch":"B","alpha":"0.5","epilogue":"relu_bias","algo":3},"when":"M > 1"},)js"
+        R"js({"name":"k","grid":[1],"block":[32],"args":["y"],"when":"0"}]})js");
+  CHECK(Plan::from_json(built.to_json(), Language::cuda) == built);
+}
+
+TEST_CASE("launch plan codec: GEMM steps' structural errors name the field") {
+  struct Case {
+    const char* plan;
+    const char* message;
+  };
+  const Case cases[] = {
+      {R"js({"kernels": [{"gemm": {"b": "w", "d": "y", "m": 1, "n": 1, "k": 1}}]})js",
+       "launch plan: kernels[0].gemm: \"a\" is missing"},
+      {R"js({"kernels": [{"gemm": {"a": "x", "b": "w", "d": "y", "n": 1, "k": 1}}]})js",
+       "launch plan: kernels[0].gemm: \"m\" is missing"},
+      {R"js({"kernels": [{"gemm": {"a": "x", "b": "w", "d": "", "m": 1, "n": 1, "k": 1}}]})js",
+       "launch plan: kernels[0].gemm.d: expected the name of a tensor or scratch buffer, got \"\""},
+      {R"js({"kernels": [{"gemm": {"a": "x", "b": "w", "d": "y", "m": 1, "n": 1, "k": 1, "transpose_a": true}}]})js",
+       "launch plan: kernels[0].gemm: unknown field \"transpose_a\" (known fields: a, b, c, d, bias, m, n, k, "
+       "trans_a, trans_b, lda, ldb, ldc, ldd, batch, stride_a, stride_b, stride_c, stride_d, alpha, beta, epilogue, "
+       "compute, algo)"},
+      {R"js({"kernels": [{"gemm": {"a": "x", "b": "w", "d": "y", "m": 1, "n": 1, "k": 1, "epilogue": "silu"}}]})js",
+       "launch plan: kernels[0].gemm.epilogue: expected one of \"none\", \"relu\", \"gelu\", \"bias\", "
+       "\"relu_bias\", \"gelu_bias\", got \"silu\""},
+      {R"js({"kernels": [{"gemm": {"a": "x", "b": "w", "d": "y", "m": 1, "n": 1, "k": 1, "compute": "fp16"}}]})js",
+       "launch plan: kernels[0].gemm.compute: expected one of \"f32\", \"tf32\", got \"fp16\""},
+      {R"js({"kernels": [{"gemm": {"a": "x", "b": "w", "d": "y", "m": 1, "n": 1, "k": 1, "bias": "b"}}]})js",
+       "launch plan: kernels[0].gemm: \"bias\" needs a bias epilogue (\"bias\", \"relu_bias\" or \"gelu_bias\")"},
+      {R"js({"kernels": [{"gemm": {"a": "x", "b": "w", "d": "y", "m": 1, "n": 1, "k": 1, "epilogue": "relu_bias"}}]})js",
+       "launch plan: kernels[0].gemm: epilogue \"relu_bias\" needs \"bias\": a buffer of n values"},
+      {R"js({"kernels": [{"gemm": {"a": "x", "b": "w", "d": "y", "m": 1, "n": 1, "k": 1, "trans_a": "yes"}}]})js",
+       "launch plan: kernels[0].gemm.trans_a: expected true or false, got \"yes\""},
+      {R"js({"kernels": [{"gemm": {"a": "x", "b": "w", "d": "y", "m": 1, "n": 1, "k": 1, "trans_b": 1}}]})js",
+       "launch plan: kernels[0].gemm.trans_b: expected true or false, got 1"},
+      {R"js({"kernels": [{"gemm": {"a": "x", "b": "w", "d": "y", "m": 1.5, "n": 1, "k": 1}}]})js",
+       "launch plan: kernels[0].gemm.m: expected an integer expression"},
+      {R"js({"kernels": [{"gemm": {"a": "x", "b": "w", "d": "y", "m": 1, "n": 1, "k": 1, "alpha": true}}]})js",
+       "launch plan: kernels[0].gemm.alpha: expected an integer expression"},
+      {R"js({"kernels": [{"gemm": "matmul"}]})js",
+       "launch plan: kernels[0].gemm: expected an object such as {\"a\": \"x\""},
+      {R"js({"kernels": [{"gemm": {"a": "x", "b": "w", "d": "y", "m": 1, "n": 1, "k": 1}, "name": "k"}]})js",
+       "launch plan: kernels[0]: unknown field \"name\" (known fields: gemm, when)"},
+      {R"js({"kernels": [{"gemm": {"a": "x", "b": "w", "d": "y", "m": 1, "n": 1, "k": 1}, "when": true}]})js",
+       "launch plan: kernels[0].when: expected an integer expression"},
+      {R"js({"kernels": [{"name": "k", "grid": [1], "block": [1], "args": [], "when": [1]}]})js",
+       "launch plan: kernels[0].when: expected an integer expression"},
+      {R"js({"variants": [{"when": 1, "kernels": [{"gemm": {"a": "x", "b": "w", "d": "y", "m": 1, "k": 1}}]}]})js",
+       "launch plan: variants[0].kernels[0].gemm: \"n\" is missing"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.plan);
+    const std::string got = error_of(c.plan, Language::cuda);
+    CHECK_MESSAGE(got.rfind(c.message, 0) == 0, got);  // the message, or (cut short above) its beginning
+  }
+}
+
 TEST_CASE("launch plan codec: a stored plan off the schema is kept as written, with its problem") {
   Json bad = Json::parse(R"js({"kernels": [{"name": "k", "grid": [1], "smem": 4, "args": []}]})js");
   Plan p = Plan::as_written(bad, Language::cuda);

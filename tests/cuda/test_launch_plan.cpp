@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cstring>
+#include <limits>
 #include <map>
 
 #include "eval/cuda/launch_plan.hpp"
@@ -307,4 +308,213 @@ TEST_CASE("launch plan: scalar inputs pass by name in their own type and are rea
                  "args": ["x", "y", "sm_scal"]}]})js"));
   CHECK_THROWS_WITH_AS(resolve_plan(unknown, vars, kTensors, m.catalog(), h100(), scalars),
                        doctest::Contains("scalar inputs: offset, sm_scale, wide;"), Error);
+}
+
+// ---------------------------------------------------------------------------
+// GEMM steps and per-step "when"
+
+namespace {
+
+const std::set<std::string> kGemmTensors{"x", "w", "y", "y32", "c32", "xb", "wb", "bias16", "idx", "untyped"};
+const std::map<std::string, DType> kGemmDtypes{
+    {"x", DType::f16},   {"w", DType::f16},  {"y", DType::f16},       {"y32", DType::f32}, {"c32", DType::f32},
+    {"xb", DType::bf16}, {"wb", DType::bf16}, {"bias16", DType::f16}, {"idx", DType::i32}};
+const util::Vars kMNK{{"M", 64}, {"N", 128}, {"K", 32}, {"B", 4}};
+
+ResolvedPlan resolve_gemm(const std::string& plan_text, const util::Vars& vars = kMNK) {
+  FakeModule m;
+  return resolve_plan(eval::cuda::LaunchPlan::parse(Json::parse(plan_text)), vars, kGemmTensors, m.catalog(), h100(),
+                      {}, kGemmDtypes);
+}
+
+std::string gemm_error(const std::string& plan_text, const util::Vars& vars = kMNK) {
+  try {
+    resolve_gemm(plan_text, vars);
+  } catch (const Error& e) {
+    CHECK(e.status() == Status::invalid_argument);
+    return e.what();
+  }
+  FAIL("the plan should have been rejected: " << plan_text);
+  return {};
+}
+
+// A plan of one GEMM step: x @ w -> y (all f16, M x K times K x N) with `extra` fields.
+std::string one_gemm(const std::string& extra = "") {
+  return R"js({"kernels": [{"gemm": {"a": "x", "b": "w", "d": "y", "m": "M", "n": "N", "k": "K")js" +
+         (extra.empty() ? "" : ", " + extra) + "}}]}";
+}
+
+}  // namespace
+
+TEST_CASE("launch plan: a GEMM step resolves with dense defaults") {
+  auto r = resolve_gemm(one_gemm());
+  REQUIRE(r.launches.size() == 1);
+  const ResolvedLaunch& l = r.launches[0];
+  CHECK(l.step == 0);
+  CHECK(l.kernel == "cuBLASLt GEMM");
+  REQUIRE(l.gemm);
+  const ResolvedGemm& g = *l.gemm;
+  CHECK(g.a == "x");
+  CHECK(g.b == "w");
+  CHECK(g.c == "y");  // none named: D itself
+  CHECK(g.d == "y");
+  CHECK(g.bias.empty());
+  CHECK(g.a_type == DType::f16);
+  CHECK(g.d_type == DType::f16);
+  CHECK((g.m == 64 && g.n == 128 && g.k == 32 && g.batch == 1));
+  CHECK((g.lda == 32 && g.ldb == 128 && g.ldc == 128 && g.ldd == 128));
+  CHECK((g.stride_a == 64 * 32 && g.stride_b == 32 * 128 && g.stride_c == 64 * 128 && g.stride_d == 64 * 128));
+  CHECK(g.alpha == 1.0);
+  CHECK(g.beta == 0.0);
+  CHECK(g.epilogue == ks::LaunchPlan::Gemm::Epilogue::none);
+  CHECK(g.compute == ks::LaunchPlan::Gemm::Compute::f32);
+  CHECK(g.algo == 0);
+  CHECK(g.bytes_a() == 64 * 32 * 2);
+  CHECK(g.bytes_b() == 32 * 128 * 2);
+  CHECK(g.bytes_d() == 64 * 128 * 2);
+  CHECK(g.bytes_bias() == 0);
+  CHECK(r.describe() == "cuBLASLt GEMM 64x128x32 x @ w -> y algo 0");
+  CHECK(r.step_where(l) == "kernels[0]");
+  CHECK(eval::cuda::LaunchPlan::parse(Json::parse(one_gemm())).kernel_names().empty());
+
+  // Transposed operands: their rows are the stored ones.
+  auto t = resolve_gemm(one_gemm(R"js("trans_a": true, "trans_b": true, "batch": "B")js")).launches[0].gemm;
+  CHECK((t->lda == 64 && t->ldb == 32 && t->ldc == 128 && t->ldd == 128));
+  CHECK((t->stride_a == 32 * 64 && t->stride_b == 128 * 32 && t->stride_d == 64 * 128));
+  CHECK(t->batch == 4);
+  CHECK(t->bytes_a() == 4 * 32 * 64 * 2);
+  // f16 operands may write an f32 D; bf16 ones too.
+  CHECK(resolve_gemm(one_gemm(R"js("d": "y32")js")).launches[0].gemm->d_type == DType::f32);
+  CHECK(resolve_gemm(R"js({"kernels": [{"gemm": {"a": "xb", "b": "wb", "d": "y32", "m": 1, "n": 1, "k": 1}}]})js")
+            .launches[0]
+            .gemm->a_type == DType::bf16);
+}
+
+TEST_CASE("launch plan: a strided, batched GEMM step with every field set") {
+  auto r = resolve_gemm(R"js({"kernels": [
+      {"name": "row_max", "grid": ["M"], "block": [128], "args": ["x", "y", "M"]},
+      {"gemm": {"a": "x", "b": "w", "c": "c32", "d": "y32", "bias": "b32", "m": "M", "n": "N", "k": "K",
+                "trans_a": true, "lda": "M + 8", "ldb": "N * 2", "ldc": "N", "ldd": "N + 1", "batch": "B",
+                "stride_a": "K * (M + 8) + 16", "stride_b": 0, "stride_c": "M * N", "stride_d": "M * (N + 1)",
+                "alpha": 0.5, "beta": "1.0 / K", "epilogue": "relu_bias", "algo": "K % 7"}}],
+    "scratch": [{"name": "b32", "dtype": "f32", "shape": ["N"]}]})js");
+  REQUIRE(r.launches.size() == 2);
+  CHECK(r.launches[1].step == 1);
+  const ResolvedGemm& g = *r.launches[1].gemm;
+  CHECK(g.c == "c32");
+  CHECK(g.bias == "b32");
+  CHECK((g.lda == 72 && g.ldb == 256 && g.ldc == 128 && g.ldd == 129));
+  CHECK((g.stride_a == 32 * 72 + 16 && g.stride_b == 0 && g.stride_c == 64 * 128 && g.stride_d == 64 * 129));
+  CHECK(g.alpha == 0.5);
+  CHECK(g.beta == 1.0 / 32);
+  CHECK(g.algo == 4);
+  // Batch items, then rows, then one row's columns: A is stored K x M (transposed).
+  CHECK(g.bytes_a() == (3 * (32 * 72 + 16) + 31 * 72 + 64) * 2);
+  CHECK(g.bytes_b() == (0 + 31 * 256 + 128) * 2);
+  CHECK(g.bytes_c() == (3 * 64 * 128 + 63 * 128 + 128) * 4);
+  CHECK(g.bytes_d() == (3 * 64 * 129 + 63 * 129 + 128) * 4);
+  CHECK(g.bytes_bias() == 128 * 4);
+  CHECK(g.describe() == "cuBLASLt GEMM 4 x 64x128x32 x^T @ w -> y32 + 0.03125 * c32 epilogue relu_bias algo 4");
+  CHECK(r.describe() == "row_max grid 64x1x1 block 128x1x1 smem 0; " + g.describe());
+
+  // The bytes reached saturate rather than wrap round past 2^64.
+  auto huge = resolve_gemm(one_gemm(R"js("batch": 3, "stride_a": "9223372036854775807")js")).launches[0].gemm;
+  CHECK(huge->bytes_a() == std::numeric_limits<std::uint64_t>::max());
+  CHECK(huge->bytes_b() == (2 * 32 * 128 + 31 * 128 + 128) * 2);
+
+  auto tf32 = resolve_gemm(R"js({"kernels": [{"gemm": {"a": "y32", "b": "y32", "d": "y32", "m": 8, "n": 8, "k": 8,
+                                                        "compute": "tf32", "trans_b": true, "algo": 63}}]})js");
+  CHECK(tf32.launches[0].gemm->describe() == "cuBLASLt GEMM 8x8x8 y32 @ y32^T -> y32 compute tf32 algo 63");
+}
+
+TEST_CASE("launch plan: a GEMM step's buffers, dtypes, sizes and algo are checked") {
+  CHECK(gemm_error(one_gemm(R"js("a": "z")js")) ==
+        "launch plan: kernels[0] (GEMM step): a `z` is not a tensor or scratch buffer; tensors: bias16, c32, idx, "
+        "untyped, w, wb, x, xb, y, y32; scratch: none");
+  CHECK(gemm_error(R"js({"kernels": [{"gemm": {"a": "x", "b": "w", "d": "raw", "m": 1, "n": 1, "k": 1}}],
+                        "scratch": [{"name": "raw", "bytes": 64}]})js") ==
+        "launch plan: kernels[0] (GEMM step): d `raw` has no dtype; declare the scratch buffer with \"dtype\" and "
+        "\"shape\"");
+  CHECK(contains(gemm_error(one_gemm(R"js("b": "untyped")js")), "b `untyped` has no dtype"));
+  CHECK(gemm_error(one_gemm(R"js("c": "y32", "beta": 1)js")) ==
+        "launch plan: kernels[0] (GEMM step): c `y32` is f32 but d `y` is f16; they must match");
+  CHECK(gemm_error(one_gemm(R"js("d": "y32", "bias": "bias16", "epilogue": "bias")js")) ==
+        "launch plan: kernels[0] (GEMM step): bias `bias16` is f16 but d `y32` is f32; they must match");
+  CHECK(gemm_error(one_gemm(R"js("b": "y32")js")) ==
+        "launch plan: kernels[0] (GEMM step): a f16, b f32, d f16: a GEMM step takes a and b of one dtype, f16, bf16 "
+        "or f32, and d of that dtype or f32 (for f16 and bf16)");
+  CHECK(contains(gemm_error(one_gemm(R"js("a": "xb", "b": "wb")js")), "a bf16, b bf16, d f16: a GEMM step takes"));
+  CHECK(contains(gemm_error(R"js({"kernels": [{"gemm": {"a": "y32", "b": "y32", "d": "y", "m": 1, "n": 1, "k": 1}}]})js"),
+                 "a f32, b f32, d f16"));
+  CHECK(contains(gemm_error(R"js({"kernels": [{"gemm": {"a": "idx", "b": "idx", "d": "idx", "m": 1, "n": 1, "k": 1}}]})js"),
+                 "a i32, b i32, d i32"));
+  CHECK(gemm_error(one_gemm(R"js("compute": "tf32")js")) ==
+        "launch plan: kernels[0] (GEMM step): compute \"tf32\" is for f32 operands; these are f16");
+  CHECK(gemm_error(one_gemm(R"js("m": "M - 64")js")) ==
+        "launch plan: kernels[0] (GEMM step): m = `M - 64` = 0 is outside 1..2147483647");
+  CHECK(contains(gemm_error(one_gemm(R"js("batch": "B - 4")js")), "batch = `B - 4` = 0 is outside 1..2147483647"));
+  CHECK(contains(gemm_error(one_gemm(R"js("k": "Q")js")), "kernels[0] (GEMM step).k: expression \"Q\": unknown name"));
+  CHECK(gemm_error(one_gemm(R"js("lda": "K - 1")js")) ==
+        "launch plan: kernels[0] (GEMM step): lda = `K - 1` = 31 is less than a stored row (32 elements)");
+  CHECK(contains(gemm_error(one_gemm(R"js("trans_a": true, "lda": 63)js")),
+                 "lda = `63` = 63 is less than a stored row (64 elements)"));
+  // Past the 32-bit range the message says so (it used to call 2^31 "less than a stored row").
+  CHECK(gemm_error(one_gemm(R"js("ldd": "2147483648")js")) ==
+        "launch plan: kernels[0] (GEMM step): ldd = `2147483648` = 2147483648 is more than 2147483647");
+  CHECK(contains(gemm_error(one_gemm(R"js("stride_b": "0 - 1", "batch": 2)js")), "stride_b = `0 - 1` = -1 is negative"));
+  CHECK(gemm_error(one_gemm(R"js("algo": 64)js")) ==
+        "launch plan: kernels[0] (GEMM step): algo = `64` = 64 is outside 0..63");
+  CHECK(contains(gemm_error(one_gemm(R"js("algo": "K - 33")js")), "algo = `K - 33` = -1 is outside 0..63"));
+  CHECK(contains(gemm_error(one_gemm(R"js("alpha": "1 / 0")js")), "kernels[0] (GEMM step).alpha: expression"));
+  // Without the tensors' dtypes a tensor cannot be an operand.
+  FakeModule m;
+  CHECK_THROWS_WITH_AS(resolve_plan(eval::cuda::LaunchPlan::parse(Json::parse(one_gemm())), kMNK, kGemmTensors,
+                                    m.catalog(), h100()),
+                       doctest::Contains("a `x` has no dtype"), Error);
+}
+
+TEST_CASE("launch plan: a step's \"when\" leaves it out, keeping the others' places") {
+  const std::string plan = R"js({"kernels": [
+      {"gemm": {"a": "x", "b": "w", "d": "y", "m": "M", "n": "N", "k": "K"}, "when": "M > 64"},
+      {"name": "row_max", "grid": ["M"], "block": [128], "args": ["x", "y", "M"], "when": "M <= 64"},
+      {"gemm": {"a": "x", "b": "w", "d": "y32", "m": "M", "n": "N", "k": "K"}}]})js";
+  auto small = resolve_gemm(plan);
+  REQUIRE(small.launches.size() == 2);
+  CHECK(small.launches[0].kernel == "row_max");
+  CHECK(small.launches[0].step == 1);
+  CHECK(small.launches[1].step == 2);
+  CHECK(small.launches[1].gemm->d == "y32");
+  auto big = resolve_gemm(plan, {{"M", 65}, {"N", 8}, {"K", 8}});
+  REQUIRE(big.launches.size() == 2);
+  CHECK(big.launches[0].step == 0);
+  CHECK(big.launches[0].gemm);
+  CHECK(big.launches[1].step == 2);
+
+  // A step skipped is not resolved: its errors do not matter where it does not run.
+  const std::string guarded = R"js({"kernels": [
+      {"name": "row_max", "grid": ["M"], "block": [128], "args": ["x", "y", "M"]},
+      {"gemm": {"a": "x", "b": "w", "d": "y", "m": "M - 64", "n": "N", "k": "K"}, "when": "M > 64"}]})js";
+  CHECK(resolve_gemm(guarded).launches.size() == 1);
+  CHECK(resolve_gemm(guarded, {{"M", 65}, {"N", 8}, {"K", 8}}).launches.size() == 2);
+
+  CHECK(gemm_error(R"js({"kernels": [
+      {"gemm": {"a": "x", "b": "w", "d": "y", "m": "M", "n": "N", "k": "K"}, "when": "M > 64"},
+      {"name": "row_max", "grid": ["M"], "block": [128], "args": ["x", "y", "M"], "when": 0}]})js") ==
+        "launch plan: kernels: every step's \"when\" is zero for this workload: nothing would run");
+  auto in_variant = R"js({"kernels": [{"name": "row_max", "grid": [1], "block": [128], "args": ["x", "y", "M"]}],
+      "variants": [{"when": "B > 1", "kernels": [
+          {"name": "row_max", "grid": [1], "block": [128], "args": ["x", "y", "M"], "when": "K > 16"},
+          {"gemm": {"a": "x", "b": "w", "d": "y", "m": "M", "n": "N", "k": "K"}, "when": "M * 0.5 > 40"}]}]})js";
+  CHECK(gemm_error(in_variant, {{"M", 64}, {"N", 8}, {"K", 8}, {"B", 2}}) ==
+        "launch plan: variants[0].kernels: every step's \"when\" is zero for this workload: nothing would run");
+  auto v = resolve_gemm(in_variant, {{"M", 100}, {"N", 8}, {"K", 8}, {"B", 2}});
+  REQUIRE(v.launches.size() == 1);
+  CHECK(v.variant == 0);
+  CHECK(v.step_where(v.launches[0]) == "variants[0].kernels[1]");
+  CHECK(contains(gemm_error(R"js({"kernels": [{"name": "row_max", "grid": [1], "block": [128], "args": ["x", "y", "M"],
+                                              "when": "Q > 1"}]})js"),
+                 "launch plan: kernels[0].when: expression \"Q > 1\": unknown name"));
+  CHECK(contains(parse_error(R"js({"kernels": [{"name": "row_max", "grid": [1], "block": [128], "args": [],
+                                                "when": "M >"}]})js"),
+                 "launch plan: kernels[0].when: expression \"M >\""));
 }

@@ -5,7 +5,7 @@
 // for plans. The Python runtime computes the same from the same request.
 //
 //   {"mode": "expr", "cases": [{"text": "...", "vars": {"N": 3}, "reals": {"s": "<bits>"}}]}
-//   {"mode": "plan", "plan": {...}, "tensors": [...], "limits": {...},
+//   {"mode": "plan", "plan": {...}, "tensors": [...], "dtypes": {"x": "f16"}, "limits": {...},
 //    "catalog": {"cubin_path": "...", "lowered_names": {...}} | {"kernels": [...]},
 //    "cases": [{"vars": {...}, "scalars": {"sm_scale": {"dtype": "f32", "value": "<bits>"}}}]}
 //   {"mode": "scalar", "cases": [{"dtype": "i32", "value": "<bits>"}]}: the value a
@@ -138,15 +138,37 @@ std::string hex(const std::array<unsigned char, 8>& b, std::size_t n) {
   return s;
 }
 
+// Every field of a resolved GEMM step, the bytes it reaches into each buffer and its description.
+Json gemm_json(const ResolvedGemm& g) {
+  auto i = [](std::int64_t v) { return Json(v); };
+  auto u = [](std::uint64_t v) { return Json(std::to_string(v)); };  // may pass INT64_MAX
+  return Json::obj({{"a", g.a}, {"b", g.b}, {"c", g.c}, {"d", g.d}, {"bias", g.bias},
+                    {"types", Json::arr({to_string(g.a_type), to_string(g.b_type), to_string(g.d_type)})},
+                    {"mnk_batch", Json::arr({i(g.m), i(g.n), i(g.k), i(g.batch)})},
+                    {"trans", Json::arr({g.trans_a, g.trans_b})},
+                    {"ld", Json::arr({i(g.lda), i(g.ldb), i(g.ldc), i(g.ldd)})},
+                    {"strides", Json::arr({i(g.stride_a), i(g.stride_b), i(g.stride_c), i(g.stride_d)})},
+                    {"alpha", bits(g.alpha)}, {"beta", bits(g.beta)},
+                    {"epilogue", to_string(g.epilogue)}, {"compute", to_string(g.compute)}, {"algo", g.algo},
+                    {"bytes", Json::arr({u(g.bytes_a()), u(g.bytes_b()), u(g.bytes_c()), u(g.bytes_d()),
+                                         u(g.bytes_bias())})},
+                    {"describe", g.describe()}});
+}
+
 Json resolved_json(const ResolvedPlan& p) {
   Json launches = Json::array();
   for (const auto& l : p.launches) {
+    if (l.gemm) {
+      launches.push_back(Json::obj({{"step", l.step}, {"where", p.step_where(l)}, {"gemm", gemm_json(*l.gemm)}}));
+      continue;
+    }
     Json args = Json::array();
     for (const auto& a : l.args)
       args.push_back(a.is_buffer ? Json::obj({{"buffer", a.buffer}})
                                  : Json::obj({{"bytes", hex(a.bytes, a.size)}, {"size", static_cast<std::int64_t>(a.size)}}));
     auto dims = [](const std::array<unsigned, 3>& d) { return Json::arr({d[0], d[1], d[2]}); };
-    launches.push_back(Json::obj({{"kernel", l.kernel},
+    launches.push_back(Json::obj({{"step", l.step},
+                                  {"kernel", l.kernel},
                                   {"symbol", l.symbol},
                                   {"grid", dims(l.grid)},
                                   {"block", dims(l.block)},
@@ -169,6 +191,13 @@ Json plan_request(const Json& req) {
   }
   std::set<std::string> tensors;
   for (const auto& t : req["tensors"].as_array()) tensors.insert(t.as_string());
+  std::map<std::string, DType> dtypes;
+  if (req["dtypes"].is_object())
+    for (const auto& [name, t] : req["dtypes"].as_object()) {
+      auto dt = dtype_from_string(t.as_string());
+      if (!dt) throw Error(Status::invalid_argument, "mirror_tool: unknown dtype " + t.as_string());
+      dtypes[name] = *dt;
+    }
   const DeviceLimits limits = limits_of(req["limits"]);
   KernelCatalog cat;
   const Json& c = req["catalog"];
@@ -207,7 +236,7 @@ Json plan_request(const Json& req) {
   for (const auto& k : req["cases"].as_array()) {
     try {
       results.push_back(resolved_json(resolve_plan(plan, vars_of(k["vars"]), tensors, cat, limits,
-                                                   scalars_of(k["scalars"]))));
+                                                   scalars_of(k["scalars"]), dtypes)));
     } catch (const Error& e) {
       results.push_back(Json::obj({{"error", e.what()}}));
     }

@@ -21,6 +21,12 @@
    on every workload with its scalar values and on further shapes and scalar
    values; synthetic plans passing scalars of every type by name, reading them
    in expressions, and every error about them.
+4. GEMM steps and per-step "when": plans with {"gemm": {...}} steps among kernel
+   launches and variants, over tensors and typed scratch buffers of several
+   dtypes, resolved alike (every field, the bytes each operand reaches, the
+   description, which steps run) or refused with the same message: the JSON's
+   shape, dtype combinations, leading dimensions, strides, algo, and a plan
+   with no step left to run.
 
   test_runtime_mirror.py --tool MIRROR_TOOL --ksearch KSEARCH --source-dir SRC --work DIR
 """
@@ -267,15 +273,28 @@ def limits_py(j):
                            j["max_shared_per_block_optin"], j["cluster_launch"], j["max_cluster_size"])
 
 
+def gemm_py(g):
+    return {"a": g.a, "b": g.b, "c": g.c, "d": g.d, "bias": g.bias, "types": [g.a_type, g.b_type, g.d_type],
+            "mnk_batch": [g.m, g.n, g.k, g.batch], "trans": [g.trans_a, g.trans_b],
+            "ld": [g.lda, g.ldb, g.ldc, g.ldd], "strides": [g.stride_a, g.stride_b, g.stride_c, g.stride_d],
+            "alpha": bits(g.alpha), "beta": bits(g.beta), "epilogue": g.epilogue, "compute": g.compute,
+            "algo": g.algo, "bytes": [str(g.bytes_a()), str(g.bytes_b()), str(g.bytes_c()), str(g.bytes_d()),
+                                      str(g.bytes_bias())],
+            "describe": g.describe()}
+
+
 def resolved_py(p):
     launches = []
     for l in p.launches:
+        if l.gemm is not None:
+            launches.append({"step": l.step, "where": p.step_where(l), "gemm": gemm_py(l.gemm)})
+            continue
         a = []
         for x in l.args:
             a.append({"buffer": x.buffer} if x.is_buffer else {"bytes": x.data.hex(), "size": x.size})
-        launches.append({"kernel": l.kernel, "symbol": l.symbol, "grid": list(l.grid), "block": list(l.block),
-                         "cluster": list(l.cluster), "has_cluster": l.has_cluster, "shared_bytes": l.shared_bytes,
-                         "args": a})
+        launches.append({"step": l.step, "kernel": l.kernel, "symbol": l.symbol, "grid": list(l.grid),
+                         "block": list(l.block), "cluster": list(l.cluster), "has_cluster": l.has_cluster,
+                         "shared_bytes": l.shared_bytes, "args": a})
     return {"variant": p.variant, "launches": launches, "scratch": [[n, b] for n, b in p.scratch],
             "describe": p.describe()}
 
@@ -304,7 +323,7 @@ def compare_plan(label, request, py_find, py_names):
         typed = {k: (x["dtype"], unbits(x["value"])) for k, x in case["scalars"].items()}
         try:
             got = resolved_py(rt.resolve_plan(plan, case["vars"], request["tensors"], py_find, py_names,
-                                              limits_py(request["limits"]), typed))
+                                              limits_py(request["limits"]), typed, request.get("dtypes")))
         except rt.PlanError as e:
             got = {"error": str(e)}
         if "error" in want:
@@ -614,6 +633,179 @@ for i, plan in enumerate(scalar_plans):
     ssyn_err += err
 print("synthetic scalar plans compared: %d resolutions, %d refusals" % (ssyn_ok, ssyn_err))
 expect("synthetic scalar plans reach both resolutions and refusals", ssyn_ok > 20 and ssyn_err > 30)
+
+# ---------------------------------------------------------------------------
+# 4. GEMM steps ({"gemm": {...}} among the kernels) and per-step "when": the JSON's shape, the resolution
+# (dtype combinations from the tensors' and typed scratch buffers' dtypes, leading dimensions and batch
+# strides with their defaults, alpha and beta, algo, the bytes each operand reaches, the description) and
+# every message, on valid and invalid plans, alone and among kernel launches and variants.
+
+GEMM_TENSORS = ["x", "w", "y", "o16", "xb", "wb", "ob", "x32", "w32", "o32", "bias16", "bias32", "idx", "untyped"]
+# Some in other spellings of the same dtype; "untyped" has none (a tensor a GEMM step cannot take).
+GEMM_DTYPES = {"x": "float16", "w": "f16", "y": "f32", "o16": "f16", "xb": "bf16", "wb": "bfloat16", "ob": "bf16",
+               "x32": "f32", "w32": "float32", "o32": "f32", "bias16": "f16", "bias32": "f32", "idx": "i32"}
+K2 = {"name": "k2", "grid": [1], "block": [1], "args": ["x", "M", "N", "tmp"]}
+
+
+def gemm(**fields):
+    g = {"a": "x", "b": "w", "d": "o16", "m": "M", "n": "N", "k": "K"}
+    g.update(fields)
+    return {k: v for k, v in g.items() if v is not None}
+
+
+gemm_plans = [
+    # Valid: defaults; f16 to f32 output, transposed, batched with dense strides; every field set.
+    {"kernels": [{"gemm": gemm()}]},
+    {"kernels": [{"gemm": gemm(d="y", trans_a=True, trans_b=True, batch="B")}]},
+    {"kernels": [{"gemm": gemm(a="x32", b="w32", c="o32", d="o32", bias="bias32", lda="K + 8", ldb="2 * N", ldc="N",
+                               ldd="N + 1", batch="B", stride_a="M * (K + 8)", stride_b=0, stride_c="M * N",
+                               stride_d="M * (N + 1)", alpha=0.5, beta="1.0 / K", epilogue="relu_bias",
+                               compute="tf32", algo="K % 7")}]},
+    {"kernels": [{"gemm": gemm(a="xb", b="wb", d="ob", beta=1, epilogue="gelu", trans_b=True, ldb="K * 2",
+                               algo=63)}]},
+    {"kernels": [{"gemm": gemm(a="xb", b="wb", d="o32", c="y", beta=-2.5, bias="bias32", epilogue="gelu_bias",
+                               batch="B", stride_c=0, alpha="pow(2, -3)")}]},
+    {"kernels": [{"gemm": gemm(d="o16", c="o16", beta=1.0, epilogue="relu", trans_a=False, trans_b=None,
+                               compute="f32", algo=None, lda=None)}]},
+    # Huge strides: the bytes an operand reaches saturate instead of wrapping round.
+    {"kernels": [{"gemm": gemm(batch=3, stride_a="9223372036854775807", stride_b="4611686018427387904")}]},
+    # Typed scratch operands, between kernels; a bytes-sized scratch buffer has no dtype.
+    {"kernels": [{"gemm": gemm(d="tmp")}, K2, {"gemm": gemm(a="tmp", b="w32", d="y", m="M", n="N", k="N")}],
+     "scratch": [{"name": "tmp", "dtype": "f32", "shape": ["M", "N"]}]},
+    {"kernels": [{"gemm": gemm(d="raw")}], "scratch": [{"name": "raw", "bytes": "M * N * 4"}]},
+    # Per-step "when": either step, neither (refused), in variants, with floating scalars... and bad ones.
+    {"kernels": [{"gemm": gemm(), "when": "M > 64"}, {"name": "k2", "grid": [1], "block": [1],
+                                                        "args": ["x", "M", "N", "x"], "when": "M <= 64"},
+                 {"gemm": gemm(d="y"), "when": "B == 3"}]},
+    {"kernels": [{"gemm": gemm(), "when": "M < 0"}, {"name": "k2", "grid": [1], "block": [1],
+                                                       "args": ["x", "M", "N", "x"], "when": 0}]},
+    {"kernels": [{"name": "k2", "grid": [1], "block": [1], "args": ["x", "M", "N", "x"]}],
+     "variants": [{"when": "B > 1", "kernels": [{"gemm": gemm(), "when": "K > 16"}, {"gemm": gemm(d="y"),
+                                                                                      "when": "M * 0.5 > 1"}]}]},
+    {"kernels": [{"gemm": gemm(), "when": "M / 0"}]},
+    {"kernels": [{"gemm": gemm(), "when": "Q"}]},
+    # Resolution errors.
+    {"kernels": [{"gemm": gemm(a="nosuch")}]},
+    {"kernels": [{"gemm": gemm(c="nosuch", beta=1)}]},
+    {"kernels": [{"gemm": gemm(b="untyped")}]},
+    {"kernels": [{"gemm": gemm(c="y", beta=1)}]},
+    {"kernels": [{"gemm": gemm(d="y", c="o16")}]},
+    {"kernels": [{"gemm": gemm(bias="bias32", epilogue="bias")}]},
+    {"kernels": [{"gemm": gemm(b="w32")}]},
+    {"kernels": [{"gemm": gemm(a="xb", b="wb", d="o16")}]},
+    {"kernels": [{"gemm": gemm(a="x32", b="w32", d="o16")}]},
+    {"kernels": [{"gemm": gemm(a="idx", b="idx", d="idx")}]},
+    {"kernels": [{"gemm": gemm(compute="tf32")}]},
+    {"kernels": [{"gemm": gemm(m="M - 64")}]},
+    {"kernels": [{"gemm": gemm(n="N * 100000000")}]},
+    {"kernels": [{"gemm": gemm(k="Q")}]},
+    {"kernels": [{"gemm": gemm(batch="B - 3")}]},
+    {"kernels": [{"gemm": gemm(lda="K - 1")}]},
+    {"kernels": [{"gemm": gemm(trans_a=True, lda="M - 1")}]},
+    {"kernels": [{"gemm": gemm(ldb="2147483648")}]},
+    {"kernels": [{"gemm": gemm(ldc="N - 1", beta=1)}]},
+    {"kernels": [{"gemm": gemm(ldd="N / 2.5")}]},
+    {"kernels": [{"gemm": gemm(stride_d="0 - 1", batch=2)}]},
+    {"kernels": [{"gemm": gemm(alpha="1 / 0")}]},
+    {"kernels": [{"gemm": gemm(beta="nosuch")}]},
+    {"kernels": [{"gemm": gemm(algo=64)}]},
+    {"kernels": [{"gemm": gemm(algo="K - 100")}]},
+    {"kernels": [{"gemm": gemm(d="x")}], "scratch": [{"name": "x", "dtype": "f16", "shape": [1]}]},
+    # The JSON's shape (lib/core/launch_plan.cpp read_gemm and read_launch).
+    {"kernels": [{"gemm": gemm(a=None)}]},
+    {"kernels": [{"gemm": gemm(m=None)}]},
+    {"kernels": [{"gemm": gemm(d="")}]},
+    {"kernels": [{"gemm": gemm(b=7)}]},
+    {"kernels": [{"gemm": gemm(c=["y"])}]},
+    {"kernels": [{"gemm": gemm(transpose_a=True)}]},
+    {"kernels": [{"gemm": gemm(epilogue="silu")}]},
+    {"kernels": [{"gemm": gemm(epilogue=1)}]},
+    {"kernels": [{"gemm": gemm(compute="fp16")}]},
+    {"kernels": [{"gemm": gemm(epilogue="relu_bias")}]},
+    {"kernels": [{"gemm": gemm(bias="bias16")}]},
+    {"kernels": [{"gemm": gemm(bias="bias16", epilogue="none")}]},
+    {"kernels": [{"gemm": gemm(trans_a="yes")}]},
+    {"kernels": [{"gemm": gemm(trans_b=1)}]},
+    {"kernels": [{"gemm": gemm(m=2.5)}]},
+    {"kernels": [{"gemm": gemm(alpha=True)}]},
+    {"kernels": [{"gemm": gemm(algo=[1])}]},
+    {"kernels": [{"gemm": gemm(n="N +")}]},
+    {"kernels": [{"gemm": gemm(beta="1..5")}]},
+    {"kernels": [{"gemm": "matmul"}]},
+    {"kernels": [{"gemm": None}]},
+    {"kernels": [{"gemm": gemm(), "name": "k2"}]},
+    {"kernels": [{"gemm": gemm(), "when": True}]},
+    {"kernels": [{"gemm": gemm(), "when": "M >"}]},
+    # Expression errors come after every shape error, wherever they are.
+    {"kernels": [{"gemm": gemm(m="M +")}, {"gemm": gemm(epilogue="bad")}]},
+    {"kernels": [{"gemm": gemm(m="M +", k="K )")}, {"name": "k2", "grid": ["N/"], "block": [1], "args": []}]},
+    {"kernels": [{"name": "k2", "grid": ["N/"], "block": [1], "args": []}],
+     "variants": [{"when": "M )", "kernels": [{"gemm": gemm()}]}]},
+    {"kernels": [{"name": "k2", "grid": ["N/"], "block": [1], "args": []}],
+     "variants": [{"when": "M", "kernels": [{"gemm": gemm(a=None)}]}]},
+    # read_launch's other checks, now mirrored message for message.
+    {"kernels": [{"grid": [1], "block": [1], "args": []}]},
+    {"kernels": [{"name": 3, "grid": [1], "block": [1], "args": []}]},
+    {"kernels": [{"name": "k2", "grid": [1], "block": [1]}]},
+    {"kernels": [{"name": "k2", "grid": [1], "block": [1], "args": {"x": 1}}]},
+    {"kernels": [{"name": "k2", "grid": [1], "block": [1], "args": [], "smem": 4}]},
+    {"kernels": [{"name": "k2", "grid": [1], "block": [1], "args": [], "when": [1]}]},
+    {"kernels": [{"name": "k2", "grid": [1], "block": [1], "args": []}], "extra": 1},
+    {"kernels": [{"name": "k2", "grid": [1], "block": [1], "args": []}], "scratch": [{"bytes": 4}]},
+    {"kernels": [{"name": "k2", "grid": [1], "block": [1], "args": []}], "scratch": [{"name": "s", "bytes": 4,
+                                                                                       "align": 16}]},
+    {"kernels": [{"name": "k2", "grid": [1], "block": [1], "args": []}], "scratch": [{"name": "s", "shape": [4]}]},
+    {"kernels": [{"name": "k2", "grid": [1], "block": [1], "args": []}], "scratch": [{"name": "s", "dtype": "f32"}]},
+    {"kernels": [{"name": "k2", "grid": [1], "block": [1], "args": []}],
+     "scratch": [{"name": "s", "dtype": 4, "shape": [4]}]},
+    {"kernels": [{"name": "k2", "grid": [1], "block": [1], "args": []}],
+     "variants": [{"when": "M > 1", "kernels": [{"gemm": gemm()}], "scratch": [], "note": "x"}]},
+]
+gemm_vars = [{"M": 64, "N": 128, "K": 32, "B": 2}, {"M": 1, "N": 1, "K": 1, "B": 1}, {"M": 65, "N": 7, "K": 9, "B": 3},
+             {"M": 128, "N": 4096, "K": 100, "B": 3}, {"M": 0, "N": 8, "K": 8, "B": 1},
+             {"M": 100000, "N": 30000, "K": 30000, "B": 5}]
+g_ok = g_err = 0
+for i, plan in enumerate(gemm_plans):
+    request = {"plan": plan, "tensors": GEMM_TENSORS, "dtypes": GEMM_DTYPES, "limits": H100,
+               "cases": [{"vars": v} for v in gemm_vars], "catalog": {"kernels": K_CPP}}
+    ok, err = compare_plan("GEMM plan %d %s" % (i, json.dumps(plan)[:150]), request, find_explicit,
+                           [k["name"] for k in K_CPP])
+    g_ok += ok
+    g_err += err
+print("GEMM-step plans compared: %d resolutions, %d refusals" % (g_ok, g_err))
+expect("GEMM-step plans reach both resolutions and refusals", g_ok > 40 and g_err > 100, "%d, %d" % (g_ok, g_err))
+
+# What the comparisons above stand on: the C++ resolves the GEMM steps, skips steps by "when", keeps their
+# places, and says what these plans should make it say.
+probe = tool({"mode": "plan", "plan": gemm_plans[9], "tensors": GEMM_TENSORS, "dtypes": GEMM_DTYPES, "limits": H100,
+              "catalog": {"kernels": K_CPP}, "cases": [{"vars": gemm_vars[3], "scalars": {}},
+                                                       {"vars": gemm_vars[0], "scalars": {}}]})
+big, small = probe["results"]
+expect("C++: M = 128 runs the GEMM step kernels[0] and skips the kernel kernels[1]",
+       [l["step"] for l in big["launches"]] == [0, 2] and big["launches"][0]["gemm"]["types"] == ["f16", "f16", "f16"]
+       and big["launches"][1]["gemm"]["describe"] == "cuBLASLt GEMM 128x4096x100 x @ w -> y algo 0", str(big))
+expect("C++: M = 64 runs only the kernel, as kernels[1]",
+       [l.get("kernel") for l in small["launches"]] == ["k2"] and small["launches"][0]["step"] == 1, str(small))
+full = tool({"mode": "plan", "plan": gemm_plans[2], "tensors": GEMM_TENSORS, "dtypes": GEMM_DTYPES, "limits": H100,
+             "catalog": {"kernels": K_CPP}, "cases": [{"vars": gemm_vars[0], "scalars": {}}]})["results"][0]
+g = full["launches"][0]["gemm"]
+expect("C++: a batched, strided GEMM step with every field set resolves to those values",
+       g["ld"] == [40, 256, 128, 129] and g["strides"] == [64 * 40, 0, 64 * 128, 64 * 129] and
+       g["mnk_batch"] == [64, 128, 32, 2] and unbits(g["alpha"]) == 0.5 and unbits(g["beta"]) == 1 / 32 and
+       g["algo"] == 4 and g["compute"] == "tf32" and g["epilogue"] == "relu_bias" and
+       g["bytes"] == [str(4 * (64 * 40 + 63 * 40 + 32)), str(4 * (31 * 256 + 128)),
+                      str(4 * (64 * 128 + 63 * 128 + 128)), str(4 * (64 * 129 + 63 * 129 + 128)), str(4 * 128)] and
+       g["describe"] == "cuBLASLt GEMM 2 x 64x128x32 x32 @ w32 -> o32 + 0.03125 * o32 epilogue relu_bias compute tf32 "
+                        "algo 4", str(g))
+huge = tool({"mode": "plan", "plan": gemm_plans[6], "tensors": GEMM_TENSORS, "dtypes": GEMM_DTYPES, "limits": H100,
+             "catalog": {"kernels": K_CPP}, "cases": [{"vars": gemm_vars[0], "scalars": {}}]})["results"][0]
+expect("C++: the bytes a huge batch stride reaches saturate at 2^64 - 1",
+       huge["launches"][0]["gemm"]["bytes"][:2] == [str(2 ** 64 - 1)] * 2, str(huge))
+none_runs = tool({"mode": "plan", "plan": gemm_plans[10], "tensors": GEMM_TENSORS, "dtypes": GEMM_DTYPES,
+                  "limits": H100, "catalog": {"kernels": K_CPP}, "cases": [{"vars": gemm_vars[0], "scalars": {}}]})
+expect("C++: a plan whose every step's when is zero is refused",
+       none_runs["results"][0].get("error") == "launch plan: kernels: every step's \"when\" is zero for this workload: "
+                                               "nothing would run", str(none_runs))
 
 if failures:
     print("%d check(s) failed" % len(failures))

@@ -165,7 +165,7 @@ class CudaProgram final : public Program {
     std::vector<void*> params;
   };
   Function* function_for(const std::string& plan_name);
-  std::unique_ptr<GemmStep> bind_gemm(const ResolvedGemm& g, int step,
+  std::unique_ptr<GemmStep> bind_gemm(const ResolvedGemm& g, const std::string& step,
                                       const std::function<Buffer(const std::string&)>& buffer_of);
   void enqueue(bool check_each);
   void free_scratch();

@@ -134,7 +134,7 @@ void CudaProgram::bind(const Bindings& b) {
   for (const auto& l : resolved_.launches) {
     Launch launch;
     if (l.gemm) {
-      launch.gemm = bind_gemm(*l.gemm, l.step, buffer_of);
+      launch.gemm = bind_gemm(*l.gemm, resolved_.step_where(l), buffer_of);
       launches_.push_back(std::move(launch));
       continue;
     }
@@ -159,9 +159,9 @@ void CudaProgram::bind(const Bindings& b) {
   checked_run_done_ = false;
 }
 
-std::unique_ptr<GemmStep> CudaProgram::bind_gemm(const ResolvedGemm& g, int step,
+std::unique_ptr<GemmStep> CudaProgram::bind_gemm(const ResolvedGemm& g, const std::string& step,
                                                  const std::function<Buffer(const std::string&)>& buffer_of) {
-  const std::string where = fmt::format("launch plan: kernels[{}] (GEMM step)", step);
+  const std::string where = fmt::format("launch plan: {} (GEMM step)", step);
   GemmStep::Pointers p;
   const std::pair<const std::string*, std::uint64_t> need[] = {
       {&g.a, g.bytes_a()}, {&g.b, g.bytes_b()}, {&g.c, g.bytes_c()}, {&g.d, g.bytes_d()}, {&g.bias, g.bytes_bias()}};
@@ -200,11 +200,12 @@ void CudaProgram::enqueue(bool check_each) {
       try {
         launch.gemm->enqueue(gemm_workspace_.addr, device_.stream());
       } catch (const Error& e) {
-        plan_error(fmt::format("launch plan: kernels[{}] (GEMM step) {}: {}", l.step, l.gemm->describe(), e.what()));
+        plan_error(fmt::format("launch plan: {} (GEMM step) {}: {}", resolved_.step_where(l), l.gemm->describe(),
+                               e.what()));
       }
       if (check_each)
         device_.check(api.cuStreamSynchronize(device_.stream()), "cuStreamSynchronize",
-                      fmt::format("while running the GEMM step kernels[{}]", l.step));
+                      fmt::format("while running the GEMM step {}", resolved_.step_where(l)));
       continue;
     }
     void** params = launch.params.empty() ? nullptr : launch.params.data();

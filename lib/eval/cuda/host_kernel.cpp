@@ -342,7 +342,8 @@ void HostKernel::launch(const HostLaunch& l) {
   };
   for (const auto& launch : r.plan.launches) {
     if (launch.gemm) {
-      gemm_step(*launch.gemm, launch.step, pointer_of, l).enqueue(static_cast<CUdeviceptr>(gemm_workspace(stream)), stream);
+      gemm_step(*launch.gemm, r.plan.step_where(launch), pointer_of, l)
+          .enqueue(static_cast<CUdeviceptr>(gemm_workspace(stream)), stream);
       continue;
     }
     auto sym = m->functions.find(launch.symbol);
@@ -371,10 +372,10 @@ void HostKernel::launch(const HostLaunch& l) {
   }
 }
 
-GemmStep& HostKernel::gemm_step(const ResolvedGemm& g, int step,
+GemmStep& HostKernel::gemm_step(const ResolvedGemm& g, const std::string& step,
                                 const std::function<std::uint64_t(const std::string&, const std::string&)>& pointer_of,
                                 const HostLaunch& l) {
-  const std::string what = fmt::format("the GEMM step kernels[{}]", step);
+  const std::string what = fmt::format("the GEMM step {}", step);
   GemmStep::Pointers p;
   const std::pair<const std::string*, std::uint64_t> need[] = {
       {&g.a, g.bytes_a()}, {&g.b, g.bytes_b()}, {&g.c, g.bytes_c()}, {&g.d, g.bytes_d()}, {&g.bias, g.bytes_bias()}};
@@ -390,10 +391,13 @@ GemmStep& HostKernel::gemm_step(const ResolvedGemm& g, int step,
       throw Error(Status::invalid_argument, fmt::format("{}: {} reaches {} bytes into \"{}\", which has {}", what,
                                                         g.describe(), bytes, *name, have));
   }
-  // Descriptors and the algorithm are made once per GEMM and buffers.
-  const std::string key = fmt::format("{}|{}|{}|{}|{}|{}|{}x{}x{}|{}|{}/{}/{}/{}|{}/{}/{}/{}|{}|{}", g.describe(), p.a,
-                                      p.b, p.c, p.d, p.bias, g.m, g.n, g.k, g.batch, g.lda, g.ldb, g.ldc, g.ldd,
-                                      g.stride_a, g.stride_b, g.stride_c, g.stride_d, g.alpha, g.beta);
+  // Descriptors and the algorithm are made once per GEMM and buffers. The
+  // description has the transposes, epilogue, compute and algo; the dtypes
+  // are keyed too (a variant's scratch buffer may have another).
+  const std::string key =
+      fmt::format("{}|{}|{}|{}|{}|{}|{}x{}x{}|{}|{}/{}/{}/{}|{}/{}/{}/{}|{}|{}|{}/{}/{}", g.describe(), p.a, p.b, p.c,
+                  p.d, p.bias, g.m, g.n, g.k, g.batch, g.lda, g.ldb, g.ldc, g.ldd, g.stride_a, g.stride_b, g.stride_c,
+                  g.stride_d, g.alpha, g.beta, to_string(g.a_type), to_string(g.b_type), to_string(g.d_type));
   if (auto it = gemm_steps_.find(key); it != gemm_steps_.end()) return *it->second;
   if (gemm_steps_.size() >= 256) gemm_steps_.clear();  // buffers the caller has freed, most likely
   try {

@@ -89,7 +89,7 @@ class HostKernel {
   HostResolved resolve_locked(const HostLaunch& launch, Module** module);
   void check_sizes(const HostLaunch& launch) const;
   // Call with mu_ held.
-  GemmStep& gemm_step(const ResolvedGemm& g, int step,
+  GemmStep& gemm_step(const ResolvedGemm& g, const std::string& step,
                       const std::function<std::uint64_t(const std::string&, const std::string&)>& pointer_of,
                       const HostLaunch& l);
   std::uint64_t gemm_workspace(void* stream);

@@ -189,13 +189,20 @@ std::string ResolvedPlan::describe() const {
 namespace {
 
 // Bytes an operand stored as `rows` x `cols` (row stride `ld`) spans over
-// `batch` items `stride` apart.
+// `batch` items `stride` apart. A stride is any non-negative int64, so the
+// sum saturates (at 2^64 - 1) instead of wrapping round to a size that
+// would pass the executor's check of the buffer.
 std::uint64_t span_bytes(std::int64_t batch, std::int64_t stride, std::int64_t rows, std::int64_t cols,
                          std::int64_t ld, DType t) {
-  const auto elems = static_cast<std::uint64_t>(batch - 1) * static_cast<std::uint64_t>(stride) +
-                     static_cast<std::uint64_t>(rows - 1) * static_cast<std::uint64_t>(ld) +
-                     static_cast<std::uint64_t>(cols);
-  return elems * dtype_size(t);
+  constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
+  std::uint64_t items = 0, row_span = 0, elems = 0, bytes = 0;
+  if (__builtin_mul_overflow(static_cast<std::uint64_t>(batch - 1), static_cast<std::uint64_t>(stride), &items) ||
+      __builtin_mul_overflow(static_cast<std::uint64_t>(rows - 1), static_cast<std::uint64_t>(ld), &row_span) ||
+      __builtin_add_overflow(items, row_span, &elems) ||
+      __builtin_add_overflow(elems, static_cast<std::uint64_t>(cols), &elems) ||
+      __builtin_mul_overflow(elems, static_cast<std::uint64_t>(dtype_size(t)), &bytes))
+    return kMax;
+  return bytes;
 }
 
 }  // namespace
@@ -215,7 +222,12 @@ std::string ResolvedGemm::describe() const {
                                 m, n, k, a, trans_a ? "^T" : "", b, trans_b ? "^T" : "", d);
   if (beta != 0) out += fmt::format(" + {} * {}", beta, c);
   if (epilogue != ks::LaunchPlan::Gemm::Epilogue::none) out += fmt::format(" epilogue {}", to_string(epilogue));
+  if (compute != ks::LaunchPlan::Gemm::Compute::f32) out += fmt::format(" compute {}", to_string(compute));
   return out + fmt::format(" algo {}", algo);
+}
+
+std::string ResolvedPlan::step_where(const ResolvedLaunch& l) const {
+  return fmt::format("{}kernels[{}]", variant >= 0 ? fmt::format("variants[{}].", variant) : "", l.step);
 }
 
 // ---------------------------------------------------------------------------
@@ -445,8 +457,10 @@ struct Resolver {
     auto ld = [&](const std::optional<Expr>& e, const char* key, std::int64_t cols) {
       if (!e) return cols;
       std::int64_t v = eval_int(*e, fmt::format("{}.{}", where, key));
-      if (v < cols || v > std::numeric_limits<std::int32_t>::max())
+      if (v < cols)
         fail(where, fmt::format("{} = `{}` = {} is less than a stored row ({} elements)", key, e->text(), v, cols));
+      if (v > std::numeric_limits<std::int32_t>::max())
+        fail(where, fmt::format("{} = `{}` = {} is more than 2147483647", key, e->text(), v));
       return v;
     };
     r.lda = ld(g.lda, "lda", r.trans_a ? r.m : r.k);

@@ -137,7 +137,9 @@ struct ResolvedGemm {
   // Bytes from the start of each buffer the step reads or writes; the
   // executor checks them against the buffers it binds.
   std::uint64_t bytes_a() const, bytes_b() const, bytes_c() const, bytes_d() const, bytes_bias() const;
-  std::string describe() const;  // "cuBLASLt GEMM 128x(1024x1024x1024) A left B right^T -> D tri algo 0"
+  // "cuBLASLt GEMM 128 x 1024x1024x64 left @ right^T -> out + 0.5 * out epilogue relu compute tf32 algo 3"
+  // (batch, when above 1; beta and c, when beta is not 0; the epilogue and compute, when not the default).
+  std::string describe() const;
 };
 
 struct ResolvedLaunch {
@@ -161,6 +163,8 @@ struct ResolvedPlan {
   std::vector<ResolvedLaunch> launches;
   std::vector<ResolvedScratch> scratch;
   std::string describe() const;  // "row_softmax grid 1024x1x1 block 256x1x1 smem 0"
+  // Where a resolved step is in the plan, for messages: "kernels[2]", "variants[1].kernels[0]".
+  std::string step_where(const ResolvedLaunch& l) const;
 };
 
 // Evaluates the plan for one workload: steps whose `when` is zero are left

@@ -7,7 +7,9 @@
 # the launch plan for the shapes at hand, takes scratch memory from
 # PyTorch's allocator and launches on PyTorch's current stream. On a GPU of
 # another architecture it compiles the embedded program with NVRTC (ctypes
-# over libnvrtc) with the recorded options, and says so on stderr.
+# over libnvrtc) with the recorded options, and says so on stderr. A plan's
+# GEMM steps, which libksearch runs with cuBLASLt, run here through PyTorch's
+# matmul (run_gemm; their `algo` is cuBLASLt's and is ignored).
 #
 # Two parts mirror libksearch's C++ exactly and are tested against it
 # (tests/export): the expression language (lib/util/expr.cpp) and launch-plan
@@ -593,7 +595,57 @@ def _is_int(v):
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _parse_expr(value, where):
+def _json_type(v):
+    # json_type_name of lib/util/json.cpp
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, int):
+        return "integer"
+    if isinstance(v, float):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    return "array" if isinstance(v, list) else "object"
+
+
+def _allow(obj, known, what):
+    # util::FieldReader::allow: the first field outside `known`, in the object's order.
+    for key in obj:
+        if key not in known:
+            raise PlanError('%s: unknown field "%s" (known fields: %s)' % (what, key, ", ".join(known)))
+
+
+def _required_field(obj, key, wanted, what):
+    # util::FieldReader::required_string / required_array.
+    v = obj.get(key)
+    ok = isinstance(v, str) if wanted == "a string" else isinstance(v, list)
+    if not ok:
+        if v is None:
+            raise PlanError('%s: missing required field "%s"' % (what, key))
+        raise PlanError('%s: field "%s" must be %s, found %s' % (what, key, wanted, _json_type(v)))
+    return v
+
+
+class _Reading:
+    """The reading of one plan. lib/core/launch_plan.cpp checks the JSON's shape first and
+    lib/eval/cuda/launch_plan.cpp parses the expressions after, in the same order: a shape error
+    anywhere comes before any expression's; the first expression error is kept until the end."""
+
+    def __init__(self):
+        self.expr_error = None
+
+    def expr(self, text, where):
+        try:
+            return Expr(text)
+        except ExprError as e:
+            if self.expr_error is None:
+                self.expr_error = "launch plan: %s: %s" % (where, e)
+            return _one()
+
+
+def _parse_expr(value, where, reading=None):
     if _is_int(value):
         text = str(value)
     elif isinstance(value, str):
@@ -601,6 +653,12 @@ def _parse_expr(value, where):
     else:
         _plan_fail(where, 'expected an integer expression (a string such as "cdiv(N, 256)" or a number), got %s'
                    % _dump(value))
+    return _compile(text, where, reading)
+
+
+def _compile(text, where, reading):
+    if reading is not None:
+        return reading.expr(text, where)
     try:
         return Expr(text)
     except ExprError as e:
@@ -617,13 +675,13 @@ def _one():
     return _ONE
 
 
-def _parse_dims(value, where):
+def _parse_dims(value, where, reading=None):
     if not isinstance(value, list) or not value or len(value) > 3:
         _plan_fail(where, 'expected one to three integer expressions, e.g. ["cdiv(N, 256)", 1], got %s'
                    % _dump(value))
     out = [_one(), _one(), _one()]
     for d, v in enumerate(value):
-        out[d] = _parse_expr(v, "%s[%d]" % (where, d))
+        out[d] = _parse_expr(v, "%s[%d]" % (where, d), reading)
     return out
 
 
@@ -634,32 +692,46 @@ class PlanArg:
         self.kind, self.text, self.expr = kind, text, expr
 
 
-def _parse_arg(value, where):
+def _parse_arg(value, where, reading=None):
     if isinstance(value, str) or _is_int(value):
-        return PlanArg("name_or_expr", value if isinstance(value, str) else str(value), _parse_expr(value, where))
+        return PlanArg("name_or_expr", value if isinstance(value, str) else str(value),
+                       _parse_expr(value, where, reading))
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         _plan_fail(where, '%s is not an integer; pass a floating value as {"f32": "%s"}' % (_dump(value), _dump(value)))
     if isinstance(value, dict) and len(value) == 1:
         key, v = next(iter(value.items()))
         if key in ("f32", "f64", "i32", "i64"):
             if isinstance(v, float):
-                text = _fmt_double(v)
-                try:
-                    return PlanArg(key, text, Expr(text))
-                except ExprError as e:
-                    _plan_fail(where, str(e))
-            e = _parse_expr(v, "%s.%s" % (where, key))
+                # A floating constant may be written as a number: {"f32": 0.5}.
+                text = _dump(v)
+                return PlanArg(key, text, _compile(text, "%s.%s" % (where, key), reading))
+            e = _parse_expr(v, "%s.%s" % (where, key), reading)
             return PlanArg(key, e.text, e)
     _plan_fail(where, 'expected a tensor or scratch name, an integer expression, or one of '
                       '{"f32"|"f64"|"i32"|"i64": "expr"}, got %s' % _dump(value))
 
 
 class PlanLaunch:
-    __slots__ = ("kernel", "grid", "block", "cluster", "has_cluster", "shared_bytes", "args")
+    """A step of a plan: a kernel launch, or a GEMM step when `gemm` is set (then the kernel fields are
+    unused). `when`: the step runs only where it is non-zero; None: always."""
+    __slots__ = ("kernel", "grid", "block", "cluster", "has_cluster", "shared_bytes", "args", "when", "gemm")
+
+
+class PlanGemm:
+    """A GEMM step as read (ks::LaunchPlan::Gemm, its expressions parsed; an absent optional one is None)."""
+    __slots__ = ("a", "b", "c", "d", "bias", "m", "n", "k", "trans_a", "trans_b", "lda", "ldb", "ldc", "ldd", "batch",
+                 "stride_a", "stride_b", "stride_c", "stride_d", "alpha", "beta", "epilogue", "compute", "algo")
 
 
 class PlanScratch:
-    __slots__ = ("name", "dtype_size", "shape", "bytes")
+    __slots__ = ("name", "dtype", "dtype_size", "shape", "bytes")
+
+
+_GEMM_FIELDS = ("a", "b", "c", "d", "bias", "m", "n", "k", "trans_a", "trans_b", "lda", "ldb", "ldc", "ldd", "batch",
+                "stride_a", "stride_b", "stride_c", "stride_d", "alpha", "beta", "epilogue", "compute", "algo")
+EPILOGUES = ("none", "relu", "gelu", "bias", "relu_bias", "gelu_bias")
+COMPUTES = ("f32", "tf32")
+_BIAS_EPILOGUES = ("bias", "relu_bias", "gelu_bias")
 
 
 def _required(obj, key, where):
@@ -669,75 +741,150 @@ def _required(obj, key, where):
     return v
 
 
-def _parse_launch(value, where):
+def _optional_expr(obj, key, where, reading):
+    v = obj.get(key)
+    return None if v is None else _parse_expr(v, "%s.%s" % (where, key), reading)
+
+
+def _optional_real(obj, key, where, reading):
+    # alpha and beta: floating expressions, written as numbers or strings.
+    v = obj.get(key)
+    if v is None:
+        return None
+    if isinstance(v, float):
+        return _compile(_dump(v), "%s.%s" % (where, key), reading)
+    return _parse_expr(v, "%s.%s" % (where, key), reading)
+
+
+def _buffer_name(obj, key, where):
+    v = _required(obj, key, where)
+    if not isinstance(v, str) or not v:
+        _plan_fail(where + "." + key, "expected the name of a tensor or scratch buffer, got %s" % _dump(v))
+    return v
+
+
+def _read_name(value, names, where):
+    if isinstance(value, str) and value in names:
+        return value
+    _plan_fail(where, "expected one of %s, got %s" % (", ".join('"%s"' % n for n in names), _dump(value)))
+
+
+def _parse_gemm(value, where, reading):
+    """{"gemm": {"a": ..., "b": ..., "d": ..., "m": ..., "n": ..., "k": ..., ...}} (read_gemm)."""
+    if not isinstance(value, dict):
+        _plan_fail(where, 'expected an object such as {"a": "x", "b": "w", "d": "y", "m": "M", "n": "N", "k": "K"}, '
+                          'got %s' % _dump(value))
+    _allow(value, _GEMM_FIELDS, "launch plan: " + where)
+    g = PlanGemm()
+    g.a = _buffer_name(value, "a", where)
+    g.b = _buffer_name(value, "b", where)
+    g.d = _buffer_name(value, "d", where)
+    g.c = _buffer_name(value, "c", where) if value.get("c") is not None else None
+    g.bias = _buffer_name(value, "bias", where) if value.get("bias") is not None else None
+    g.m = _parse_expr(_required(value, "m", where), where + ".m", reading)
+    g.n = _parse_expr(_required(value, "n", where), where + ".n", reading)
+    g.k = _parse_expr(_required(value, "k", where), where + ".k", reading)
+    for key in ("trans_a", "trans_b"):
+        t = value.get(key)
+        if t is not None and not isinstance(t, bool):
+            _plan_fail(where + "." + key, "expected true or false, got %s" % _dump(t))
+        setattr(g, key, bool(t))
+    for key in ("lda", "ldb", "ldc", "ldd", "batch", "stride_a", "stride_b", "stride_c", "stride_d"):
+        setattr(g, key, _optional_expr(value, key, where, reading))
+    g.alpha = _optional_real(value, "alpha", where, reading)
+    g.beta = _optional_real(value, "beta", where, reading)
+    e = value.get("epilogue")
+    g.epilogue = "none" if e is None else _read_name(e, EPILOGUES, where + ".epilogue")
+    c = value.get("compute")
+    g.compute = "f32" if c is None else _read_name(c, COMPUTES, where + ".compute")
+    g.algo = _optional_expr(value, "algo", where, reading)
+    bias_epilogue = g.epilogue in _BIAS_EPILOGUES
+    if bias_epilogue != (g.bias is not None):
+        _plan_fail(where, 'epilogue "%s" needs "bias": a buffer of n values' % g.epilogue if bias_epilogue else
+                   '"bias" needs a bias epilogue ("bias", "relu_bias" or "gelu_bias")')
+    return g
+
+
+_LAUNCH_FIELDS = ("name", "grid", "block", "shared_bytes", "cluster", "args", "when", "gemm")
+
+
+def _parse_launch(value, where, reading):
     if not isinstance(value, dict):
         _plan_fail(where, "expected an object, got %s" % _dump(value))
+    what = "launch plan: " + where
     k = PlanLaunch()
-    name = value.get("name")
-    if not isinstance(name, str):
-        _plan_fail(where, '"name" is missing or not a string')
+    w = value.get("when")
+    k.when = None if w is None else _parse_expr(w, where + ".when", reading)
+    if "gemm" in value:
+        _allow(value, ("gemm", "when"), what)
+        k.gemm = _parse_gemm(value["gemm"], where + ".gemm", reading)
+        k.kernel = "cuBLASLt GEMM"
+        k.grid = k.block = k.cluster = [_one(), _one(), _one()]
+        k.has_cluster = False
+        k.shared_bytes = Expr("0")
+        k.args = []
+        return k
+    k.gemm = None
+    _allow(value, _LAUNCH_FIELDS, what)
+    name = _required_field(value, "name", "a string", what)
     if not name:
         _plan_fail(where, '"name" is empty')
     k.kernel = name
-    k.grid = _parse_dims(_required(value, "grid", where), where + ".grid")
-    k.block = _parse_dims(_required(value, "block", where), where + ".block")
+    k.grid = _parse_dims(_required(value, "grid", where), where + ".grid", reading)
+    k.block = _parse_dims(_required(value, "block", where), where + ".block", reading)
     s = value.get("shared_bytes")
-    k.shared_bytes = _parse_expr(s, where + ".shared_bytes") if s is not None else Expr("0")
+    k.shared_bytes = _parse_expr(s, where + ".shared_bytes", reading) if s is not None else Expr("0")
     c = value.get("cluster")
     if c is not None:
-        k.cluster = _parse_dims(c, where + ".cluster")
+        k.cluster = _parse_dims(c, where + ".cluster", reading)
         k.has_cluster = True
     else:
         k.cluster = [_one(), _one(), _one()]
         k.has_cluster = False
-    args = value.get("args")
-    if not isinstance(args, list):
-        _plan_fail(where, '"args" is missing or not an array')
-    k.args = [_parse_arg(a, "%s.args[%d]" % (where, i)) for i, a in enumerate(args)]
+    args = _required_field(value, "args", "an array", what)
+    k.args = [_parse_arg(a, "%s.args[%d]" % (where, i), reading) for i, a in enumerate(args)]
     return k
 
 
-def _parse_scratch(value, where):
+def _parse_scratch(value, where, reading):
     if not isinstance(value, dict):
         _plan_fail(where, "expected an object, got %s" % _dump(value))
+    what = "launch plan: " + where
+    _allow(value, ("name", "dtype", "shape", "bytes"), what)
     s = PlanScratch()
-    s.name = value.get("name")
-    if not isinstance(s.name, str):
-        _plan_fail(where, '"name" is missing or not a string')
+    s.name = _required_field(value, "name", "a string", what)
     has_bytes = "bytes" in value
     has_shape = "shape" in value or "dtype" in value
     if has_bytes == has_shape:
         _plan_fail(where, 'scratch "%s" needs either "dtype" and "shape", or "bytes"' % s.name)
     if has_bytes:
-        s.dtype_size = None
-        s.shape = None
-        s.bytes = _parse_expr(_required(value, "bytes", where), where + ".bytes")
+        s.dtype = s.dtype_size = s.shape = None
+        s.bytes = _parse_expr(_required(value, "bytes", where), where + ".bytes", reading)
         return s
-    dt = value.get("dtype")
+    dt = _required_field(value, "dtype", "a string", what)
     if dt not in _PLAN_DTYPES:
         _plan_fail(where + ".dtype", 'unknown dtype "%s" (f32, f64, f16, bf16, f8e4m3, f8e5m2, i8, i16, i32, i64, '
                                      'u8, bool)' % dt)
+    s.dtype = canonical_dtype(dt)
     s.dtype_size = _DTYPES[dt][0]
-    shape = value.get("shape")
-    if not isinstance(shape, list):
-        _plan_fail(where, '"shape" is missing or not an array')
-    s.shape = [_parse_expr(x, "%s.shape[%d]" % (where, d)) for d, x in enumerate(shape)]
+    shape = _required_field(value, "shape", "an array", what)
+    s.shape = [_parse_expr(x, "%s.shape[%d]" % (where, d), reading) for d, x in enumerate(shape)]
     s.bytes = None
     return s
 
 
-def _parse_body(value, prefix):
+def _parse_body(value, prefix, reading):
     kernels, scratch = [], []
     ks = value.get("kernels")
     if "kernels" in value:
         if not isinstance(ks, list) or not ks:
             _plan_fail(prefix + "kernels", "expected a non-empty array of kernel launches")
-        kernels = [_parse_launch(k, "%skernels[%d]" % (prefix, i)) for i, k in enumerate(ks)]
+        kernels = [_parse_launch(k, "%skernels[%d]" % (prefix, i), reading) for i, k in enumerate(ks)]
     ss = value.get("scratch")
     if ss is not None:
         if not isinstance(ss, list):
             _plan_fail(prefix + "scratch", "expected an array of buffers")
-        scratch = [_parse_scratch(s, "%sscratch[%d]" % (prefix, i)) for i, s in enumerate(ss)]
+        scratch = [_parse_scratch(s, "%sscratch[%d]" % (prefix, i), reading) for i, s in enumerate(ss)]
     return kernels, scratch
 
 
@@ -756,7 +903,9 @@ class LaunchPlan:
             raise PlanError('launch plan: "kernels" is missing (the list of kernel launches, e.g. [{"name": "k", '
                             '"grid": ["N"], "block": [256], "args": ["x", "y", "N"]}]); the plan has %s'
                             % ("keys " + keys if keys else "no keys"))
-        self.kernels, self.scratch = _parse_body(plan, "")
+        _allow(plan, ("kernels", "scratch", "variants"), "launch plan")
+        reading = _Reading()
+        self.kernels, self.scratch = _parse_body(plan, "", reading)
         self.variants = []  # (when, kernels, scratch, has_scratch)
         vs = plan.get("variants")
         if vs is not None:
@@ -766,20 +915,24 @@ class LaunchPlan:
                 where = "variants[%d]" % i
                 if not isinstance(v, dict):
                     _plan_fail(where, "expected an object, got %s" % _dump(v))
-                when = _parse_expr(_required(v, "when", where), where + ".when")
+                _allow(v, ("when", "kernels", "scratch"), "launch plan: " + where)
+                when = _parse_expr(_required(v, "when", where), where + ".when", reading)
                 if "kernels" not in v:
                     _plan_fail(where, '"kernels" is missing')
-                kernels, scratch = _parse_body(v, where + ".")
+                kernels, scratch = _parse_body(v, where + ".", reading)
                 self.variants.append((when, kernels, scratch, "scratch" in v))
         if not self.kernels and not self.variants:
             raise PlanError('launch plan: "kernels" is missing (the list of kernel launches, e.g. [{"name": "k", '
                             '"grid": ["N"], "block": [256], "args": ["x", "y", "N"]}])')
+        if reading.expr_error is not None:
+            raise PlanError(reading.expr_error)
 
     def kernel_names(self):
+        """Every kernel name the plan uses, in order of first appearance; GEMM steps have none."""
         out = []
         for body in [self.kernels] + [v[1] for v in self.variants]:
             for k in body:
-                if k.kernel not in out:
+                if k.gemm is None and k.kernel not in out:
                     out.append(k.kernel)
         return out
 
@@ -817,7 +970,66 @@ class ResolvedArg:
 
 
 class ResolvedLaunch:
-    __slots__ = ("kernel", "symbol", "grid", "block", "cluster", "has_cluster", "shared_bytes", "args")
+    """A step for one workload: a kernel launch, or a GEMM step when `gemm` is set (then the kernel fields
+    are unused). `step`: its index in the plan's (or the variant's) "kernels"."""
+    __slots__ = ("kernel", "symbol", "grid", "block", "cluster", "has_cluster", "shared_bytes", "args", "step",
+                 "gemm")
+
+
+_UINT64_MAX = (1 << 64) - 1
+_INT32_MAX = (1 << 31) - 1
+
+
+def _span_bytes(batch, stride, rows, cols, ld, dtype):
+    # Bytes an operand stored as rows x cols (row stride ld) spans over batch items `stride` apart;
+    # saturated at 2^64 - 1 as the C++ computes it.
+    return min(((batch - 1) * stride + (rows - 1) * ld + cols) * _DTYPES[dtype][0], _UINT64_MAX)
+
+
+class ResolvedGemm:
+    """A GEMM step for one workload (ResolvedGemm of lib/eval/cuda/launch_plan.hpp), in the plan's row-major
+    terms: D[i] = alpha * op(A[i]) @ op(B[i]) + beta * C[i], then the epilogue. Buffer names; c is d when
+    the plan names none; bias "" without. Dtypes as libksearch names them ("f16")."""
+    __slots__ = ("a", "b", "c", "d", "bias", "a_type", "b_type", "d_type", "m", "n", "k", "batch", "trans_a",
+                 "trans_b", "lda", "ldb", "ldc", "ldd", "stride_a", "stride_b", "stride_c", "stride_d", "alpha", "beta",
+                 "epilogue", "compute", "algo")
+
+    def bytes_a(self):
+        if self.trans_a:
+            return _span_bytes(self.batch, self.stride_a, self.k, self.m, self.lda, self.a_type)
+        return _span_bytes(self.batch, self.stride_a, self.m, self.k, self.lda, self.a_type)
+
+    def bytes_b(self):
+        if self.trans_b:
+            return _span_bytes(self.batch, self.stride_b, self.n, self.k, self.ldb, self.b_type)
+        return _span_bytes(self.batch, self.stride_b, self.k, self.n, self.ldb, self.b_type)
+
+    def bytes_c(self):
+        return _span_bytes(self.batch, self.stride_c, self.m, self.n, self.ldc, self.d_type)
+
+    def bytes_d(self):
+        return _span_bytes(self.batch, self.stride_d, self.m, self.n, self.ldd, self.d_type)
+
+    def bytes_bias(self):
+        return self.n * _DTYPES[self.d_type][0] if self.bias else 0
+
+    def describe(self):
+        out = "cuBLASLt GEMM %s%dx%dx%d %s%s @ %s%s -> %s" % (
+            "%d x " % self.batch if self.batch > 1 else "", self.m, self.n, self.k, self.a,
+            "^T" if self.trans_a else "", self.b, "^T" if self.trans_b else "", self.d)
+        if self.beta != 0:
+            out += " + %s * %s" % (_fmt_cpp_double(self.beta), self.c)
+        if self.epilogue != "none":
+            out += " epilogue " + self.epilogue
+        if self.compute != "f32":
+            out += " compute " + self.compute
+        return out + " algo %d" % self.algo
+
+
+def _fmt_cpp_double(d):
+    # fmt's "{}" of a double: as repr, without repr's ".0" on integral values.
+    s = _fmt_double(d)
+    return s[:-2] if s.endswith(".0") else s
 
 
 class ResolvedPlan:
@@ -829,12 +1041,19 @@ class ResolvedPlan:
     def describe(self):
         parts = []
         for l in self.launches:
+            if l.gemm is not None:
+                parts.append(l.gemm.describe())
+                continue
             s = "%s grid %dx%dx%d block %dx%dx%d smem %d" % ((l.kernel,) + tuple(l.grid) + tuple(l.block)
                                                             + (l.shared_bytes,))
             if l.has_cluster:
                 s += " cluster %dx%dx%d" % tuple(l.cluster)
             parts.append(s)
         return "; ".join(parts)
+
+    def step_where(self, launch):
+        """Where a resolved step is in the plan: "kernels[2]", "variants[1].kernels[0]"."""
+        return "%skernels[%d]" % ("variants[%d]." % self.variant if self.variant >= 0 else "", launch.step)
 
 
 def _join(items, none="none"):
@@ -848,9 +1067,11 @@ def _cpp_sorted(names):
 
 
 class _Resolver:
-    def __init__(self, variables, tensors, find_kernel, kernel_names, limits, scalars):
+    def __init__(self, variables, tensors, find_kernel, kernel_names, limits, scalars, dtypes):
         self.vars = variables
         self.tensors = tensors
+        # The tensors' dtypes, then the typed scratch buffers' (GEMM operands need them).
+        self.dtypes = {n: canonical_dtype(t) for n, t in dtypes.items() if n in tensors}
         self.find_kernel = find_kernel
         self.kernel_names = kernel_names
         self.limits = limits
@@ -909,6 +1130,8 @@ class _Resolver:
                 nbytes = self.eval_int(s.bytes, where + ".bytes")
                 if nbytes < 0:
                     _plan_fail(where, "bytes = %d is negative" % nbytes)
+            if s.dtype is not None:
+                self.dtypes[s.name] = s.dtype
             out.append((s.name, nbytes))
         return out
 
@@ -978,11 +1201,109 @@ class _Resolver:
                        % (a.text, v, size, "" if param is not None else ' (use {"i64": ...} for a 64-bit parameter)'))
         return ResolvedArg(False, None, (v & ((1 << (8 * size)) - 1)).to_bytes(size, "little"), size)
 
+    def operand(self, name, role, where):
+        """A GEMM operand: a tensor or scratch buffer whose dtype is known."""
+        if name not in self.tensors and name not in self.scratch_names:
+            _plan_fail(where, "%s `%s` is not a tensor or scratch buffer; tensors: %s; scratch: %s"
+                       % (role, name, _join(_cpp_sorted(self.tensors)), _join(_cpp_sorted(self.scratch_names))))
+        t = self.dtypes.get(name)
+        if t is None:
+            _plan_fail(where, '%s `%s` has no dtype; declare the scratch buffer with "dtype" and "shape"'
+                       % (role, name))
+        return t
+
+    def gemm(self, g, where):
+        """Resolver::gemm of lib/eval/cuda/launch_plan.cpp."""
+        r = ResolvedGemm()
+        r.a, r.b, r.d = g.a, g.b, g.d
+        r.c = g.c if g.c is not None else g.d
+        r.bias = g.bias if g.bias is not None else ""
+        r.a_type = self.operand(r.a, "a", where)
+        r.b_type = self.operand(r.b, "b", where)
+        r.d_type = self.operand(r.d, "d", where)
+        if r.c != r.d:
+            c_type = self.operand(r.c, "c", where)
+            if c_type != r.d_type:
+                _plan_fail(where, "c `%s` is %s but d `%s` is %s; they must match" % (r.c, c_type, r.d, r.d_type))
+        if r.bias:
+            bias_type = self.operand(r.bias, "bias", where)
+            if bias_type != r.d_type:
+                _plan_fail(where, "bias `%s` is %s but d `%s` is %s; they must match"
+                           % (r.bias, bias_type, r.d, r.d_type))
+        # The combinations cuBLASLt runs (cublasLtMatmul's table), f32 accumulation.
+        t = r.a_type
+        half = t in ("f16", "bf16")
+        if r.b_type != t or not (half or t == "f32") or not (r.d_type == t or (half and r.d_type == "f32")):
+            _plan_fail(where, "a %s, b %s, d %s: a GEMM step takes a and b of one dtype, f16, bf16 or f32, and d of "
+                              "that dtype or f32 (for f16 and bf16)" % (r.a_type, r.b_type, r.d_type))
+        if g.compute == "tf32" and t != "f32":
+            _plan_fail(where, 'compute "tf32" is for f32 operands; these are %s' % t)
+
+        def positive(e, key):
+            v = self.eval_int(e, "%s.%s" % (where, key))
+            if v < 1 or v > _INT32_MAX:
+                _plan_fail(where, "%s = `%s` = %d is outside 1..2147483647" % (key, e.text, v))
+            return v
+
+        r.m, r.n, r.k = positive(g.m, "m"), positive(g.n, "n"), positive(g.k, "k")
+        r.batch = positive(g.batch, "batch") if g.batch is not None else 1
+        r.trans_a, r.trans_b = g.trans_a, g.trans_b
+
+        def ld(e, key, cols):
+            # Row strides: at least a row of the stored matrix.
+            if e is None:
+                return cols
+            v = self.eval_int(e, "%s.%s" % (where, key))
+            if v < cols:
+                _plan_fail(where, "%s = `%s` = %d is less than a stored row (%d elements)" % (key, e.text, v, cols))
+            if v > _INT32_MAX:
+                _plan_fail(where, "%s = `%s` = %d is more than 2147483647" % (key, e.text, v))
+            return v
+
+        r.lda = ld(g.lda, "lda", r.m if r.trans_a else r.k)
+        r.ldb = ld(g.ldb, "ldb", r.k if r.trans_b else r.n)
+        r.ldc = ld(g.ldc, "ldc", r.n)
+        r.ldd = ld(g.ldd, "ldd", r.n)
+
+        def stride(e, key, dense):
+            if e is None:
+                return dense
+            v = self.eval_int(e, "%s.%s" % (where, key))
+            if v < 0:
+                _plan_fail(where, "%s = `%s` = %d is negative" % (key, e.text, v))
+            return v
+
+        r.stride_a = stride(g.stride_a, "stride_a", (r.k if r.trans_a else r.m) * r.lda)
+        r.stride_b = stride(g.stride_b, "stride_b", (r.n if r.trans_b else r.k) * r.ldb)
+        r.stride_c = stride(g.stride_c, "stride_c", r.m * r.ldc)
+        r.stride_d = stride(g.stride_d, "stride_d", r.m * r.ldd)
+        r.alpha = self.eval_double(g.alpha, where + ".alpha") if g.alpha is not None else 1.0
+        r.beta = self.eval_double(g.beta, where + ".beta") if g.beta is not None else 0.0
+        r.epilogue, r.compute = g.epilogue, g.compute
+        r.algo = 0
+        if g.algo is not None:
+            a = self.eval_int(g.algo, where + ".algo")
+            if a < 0 or a > 63:
+                _plan_fail(where, "algo = `%s` = %d is outside 0..63" % (g.algo.text, a))
+            r.algo = a
+        out = ResolvedLaunch()
+        out.kernel = "cuBLASLt GEMM"
+        out.symbol = ""
+        out.grid = out.block = out.cluster = [1, 1, 1]
+        out.has_cluster = False
+        out.shared_bytes = 0
+        out.args = []
+        out.gemm = r
+        return out
+
     def launch(self, l, where):
+        if l.gemm is not None:
+            return self.gemm(l.gemm, where + " (GEMM step)")
         k = self.find(l.kernel, where)
         self.check_arg_count(l, k, where)
         lim = self.limits
         out = ResolvedLaunch()
+        out.gemm = None
         out.kernel = l.kernel
         out.symbol = k.symbol
         kw = "%s (kernel `%s`)" % (where, l.kernel)
@@ -1051,13 +1372,14 @@ def _pack_f32(v):
         return struct.pack("<f", math.copysign(math.inf, v))
 
 
-def resolve_plan(plan, variables, tensors, find_kernel, kernel_names, limits, scalars=None):
+def resolve_plan(plan, variables, tensors, find_kernel, kernel_names, limits, scalars=None, dtypes=None):
     """Mirror of ks::eval::cuda::resolve_plan. `variables`: dims, parameter values and integer scalar
     inputs (name -> int; plan_variables() makes them); `tensors`: the task's tensor names (not its
     scalars); `find_kernel(plan_name)` -> KernelDesc or None; `kernel_names`: what the module offers,
     for messages; `scalars`: the scalar inputs, name -> (dtype, value as libksearch holds it:
-    scalar_value()). Raises PlanError."""
-    r = _Resolver(variables, set(tensors), find_kernel, kernel_names, limits, scalars or {})
+    scalar_value()); `dtypes`: the tensors' dtypes, name -> dtype, which GEMM steps need. Steps whose
+    "when" is zero are left out (`step` keeps their place). Raises PlanError."""
+    r = _Resolver(variables, set(tensors), find_kernel, kernel_names, limits, scalars or {}, dtypes or {})
     out = ResolvedPlan()
     body = None
     prefix = ""
@@ -1080,7 +1402,15 @@ def resolve_plan(plan, variables, tensors, find_kernel, kernel_names, limits, sc
                             '"kernels"' % dims)
         body = plan.kernels
     out.scratch = r.scratch(scratch, scratch_prefix)
-    out.launches = [r.launch(k, "%skernels[%d]" % (prefix, i)) for i, k in enumerate(body)]
+    for i, k in enumerate(body):
+        where = "%skernels[%d]" % (prefix, i)
+        if k.when is not None and r.eval_double(k.when, where + ".when") == 0.0:
+            continue
+        launch = r.launch(k, where)
+        launch.step = i
+        out.launches.append(launch)
+    if not out.launches:
+        _plan_fail(prefix + "kernels", 'every step\'s "when" is zero for this workload: nothing would run')
     return out
 
 
@@ -1240,11 +1570,15 @@ class TensorArg:
             raise KsRuntimeError("scalar \"%s\" must be an input of dtype %s" % (self.name, ", ".join(SCALAR_DTYPES)))
 
     def torch_type(self, torch):
-        dt = getattr(torch, self.torch_dtype, None)
-        if dt is None:
-            raise KsRuntimeError("\"%s\" is %s, which this PyTorch (%s) does not have" % (
-                self.name, self.torch_dtype, getattr(torch, "__version__", "?")))
-        return dt
+        return _torch_dtype(torch, self.torch_dtype, self.name)
+
+
+def _torch_dtype(torch, torch_name, what):
+    dt = getattr(torch, torch_name, None)
+    if dt is None:
+        raise KsRuntimeError("\"%s\" is %s, which this PyTorch (%s) does not have" % (
+            what, torch_name, getattr(torch, "__version__", "?")))
+    return dt
 
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -1670,6 +2004,130 @@ def nvrtc_options_for(recorded, recorded_includes, arch, include_dirs):
 
 
 # ---------------------------------------------------------------------------
+# GEMM steps, run with PyTorch's matmul (cuBLAS on a GPU) instead of cuBLASLt:
+# the same arithmetic (row-major D = alpha op(A) op(B) + beta C, f32
+# accumulation, then bias and activation in f32, rounded once into D),
+# though not the same kernel, and `algo` (an index into cuBLASLt's ranking)
+# has no PyTorch counterpart: it is ignored.
+
+_OUT_DTYPE_MATMUL = {}  # device type -> whether torch.bmm takes out_dtype=float32 for f16/bf16 there
+
+
+def _torch_flag(obj, name):
+    try:  # PyTorch 1.x's torch.backends.cuda.matmul raises AssertionError for an unknown name
+        return getattr(obj, name)
+    except Exception:
+        return None
+
+
+class _MatmulPrecision:
+    """PyTorch's matmul flags for one GEMM step, restored after: TF32 only for compute "tf32", and no
+    reduced-precision (f16/bf16) reductions, so products accumulate in f32 as cuBLASLt's do."""
+
+    def __init__(self, torch, tf32):
+        self.m = torch.backends.cuda.matmul
+        self.want = {"allow_fp16_reduced_precision_reduction": False,
+                     "allow_bf16_reduced_precision_reduction": False}
+        if _torch_flag(self.m, "fp32_precision") is not None:
+            self.want["fp32_precision"] = "tf32" if tf32 else "ieee"  # PyTorch 2.9's API
+        else:
+            self.want["allow_tf32"] = tf32
+        self.saved = {}
+
+    def __enter__(self):
+        for name, value in self.want.items():
+            old = _torch_flag(self.m, name)
+            if old is not None and old != value:
+                self.saved[name] = old
+                setattr(self.m, name, value)
+        return self
+
+    def __exit__(self, *exc):
+        for name, value in self.saved.items():
+            setattr(self.m, name, value)
+        return False
+
+
+def _f32_value(v):
+    # cuBLASLt takes alpha and beta as floats (static_cast<float>).
+    return struct.unpack("<f", _pack_f32(v))[0]
+
+
+def _gemm_product(torch, A, B, compute, d_dtype):
+    """op(A) @ op(B) as float32, accumulated in f32. f32 operands: one f32 matmul (TF32 for compute "tf32").
+    f16/bf16 ones: torch.bmm with out_dtype=float32 where this PyTorch has it on the device; else, on a
+    GPU and with a D of their own dtype, their own matmul (f32 accumulation, the product rounded to their
+    dtype before the epilogue); else (an f32 D, or the CPU) in f32 from the widened operands."""
+    f32 = torch.float32
+    with _MatmulPrecision(torch, compute == "tf32"):
+        if A.dtype == f32:
+            return torch.bmm(A, B)
+        kind = A.device.type
+        if _OUT_DTYPE_MATMUL.get(kind, True):
+            try:
+                out = torch.bmm(A, B, out_dtype=f32)
+                _OUT_DTYPE_MATMUL[kind] = True
+                return out
+            except (TypeError, RuntimeError, NotImplementedError):
+                _OUT_DTYPE_MATMUL[kind] = False
+        if kind == "cuda" and d_dtype == A.dtype:
+            return torch.bmm(A, B).to(f32)
+        return torch.bmm(A.to(f32), B.to(f32))
+
+
+def run_gemm(g, a, b, c, d, bias=None):
+    """Runs GEMM step `g` (a ResolvedGemm) with PyTorch on the current stream: a, b, c, d and bias are
+    one-dimensional tensors over the buffers (each of its buffer's dtype; c may be d), read through
+    the step's leading dimensions and batch strides; D is written in place:
+        D[i] = epilogue(alpha * op(A[i]) @ op(B[i]) + beta * C[i] + bias)
+    in f32, rounded once to D's dtype. C is not read when beta is 0; bias (n values, one per column of
+    D) only with a bias epilogue; gelu is the tanh approximation, as cuBLASLt's."""
+    import torch
+    f32 = torch.float32
+
+    def matrix(t, rows, cols, ld, stride):
+        return torch.as_strided(t, (g.batch, rows, cols), (stride, ld, 1))
+
+    A = matrix(a, g.k, g.m, g.lda, g.stride_a).transpose(1, 2) if g.trans_a else \
+        matrix(a, g.m, g.k, g.lda, g.stride_a)
+    B = matrix(b, g.n, g.k, g.ldb, g.stride_b).transpose(1, 2) if g.trans_b else \
+        matrix(b, g.k, g.n, g.ldb, g.stride_b)
+    D = matrix(d, g.m, g.n, g.ldd, g.stride_d)
+    acc = _gemm_product(torch, A, B, g.compute, D.dtype)
+    alpha, beta = _f32_value(g.alpha), _f32_value(g.beta)
+    if alpha != 1.0:
+        acc = acc * alpha
+    if beta != 0.0:
+        acc = acc + beta * matrix(c, g.m, g.n, g.ldc, g.stride_c).to(f32)
+    if g.epilogue in _BIAS_EPILOGUES:
+        acc = acc + bias[:g.n].to(f32)
+    if g.epilogue in ("relu", "relu_bias"):
+        acc = torch.relu(acc)
+    elif g.epilogue in ("gelu", "gelu_bias"):
+        acc = torch.nn.functional.gelu(acc, approximate="tanh")
+    D.copy_(acc)
+    return d
+
+
+class _GemmLaunch:
+    """A GEMM step bound to its buffers: (position among the call's tensors or -1, scratch offset, bytes,
+    torch dtype) for a, b, c, d and bias (None where there is none)."""
+    __slots__ = ("gemm", "where", "operands")
+
+    def run(self, tensors, scratch, scratch_base):
+        def flat(op):
+            if op is None:
+                return None
+            i, offset, nbytes, dtype = op
+            if i >= 0:
+                return tensors[i].reshape(-1)
+            return scratch.narrow(0, scratch_base + offset, nbytes).view(dtype)
+
+        a, b, c, d, bias = [flat(op) for op in self.operands]
+        run_gemm(self.gemm, a, b, c, d, bias)
+
+
+# ---------------------------------------------------------------------------
 # Loading and launching.
 
 class _Kernel:
@@ -1741,7 +2199,7 @@ class _Module:
 
 class _Launch:
     __slots__ = ("kernel", "function", "grid", "block", "shared_bytes", "config", "attr", "values", "param_ptrs",
-                 "slots", "dims")
+                 "slots", "dims", "gemm")
 
 
 class _Bound:
@@ -1822,7 +2280,7 @@ class Runner:
             return None if k is None else k.desc
 
         b.plan = resolve_plan(sol.plan, variables, sol.tensor_names, find, sol.builds[b.build].kernel_names(),
-                              m.limits, typed)
+                              m.limits, typed, {t.name: t.dtype for t in sol.tensors if not t.scalar})
         b.out_shapes = sol.output_shapes(dims)
         b.out_dtypes = [t.torch_type(torch) for t in sol.outputs]
         b.in_dtypes = [t.torch_type(torch) for t in sol.tensor_inputs]
@@ -1837,6 +2295,9 @@ class Runner:
         b.ordinal = ordinal
         b.launches = []
         for l in b.plan.launches:
+            if l.gemm is not None:
+                b.launches.append(self._bind_gemm(b, l, shapes, index, offsets, torch))
+                continue
             k = m.kernel(l.kernel)
             if l.shared_bytes > k.dynamic_limit:
                 self.driver.set_max_dynamic_shared(k.handle, l.shared_bytes, l.kernel)
@@ -1845,6 +2306,7 @@ class Runner:
                 self.driver.allow_large_clusters(k.handle, l.kernel)
                 k.large_clusters = True
             x = _Launch()
+            x.gemm = None
             x.kernel, x.function = l.kernel, k.handle
             x.grid, x.block, x.shared_bytes = tuple(l.grid), tuple(l.block), l.shared_bytes
             x.dims = (k.handle,) + x.grid + x.block + (l.shared_bytes,)  # cuLaunchKernel's leading arguments
@@ -1874,6 +2336,34 @@ class Runner:
             b.launches.append(x)
         b.lock = threading.Lock()
         return b
+
+    def _bind_gemm(self, b, l, shapes, index, offsets, torch):
+        """A GEMM step's buffers, each checked to hold what the step reaches (CudaProgram::bind_gemm)."""
+        sol = self.solution
+        g = l.gemm
+        where = "launch plan: %s (GEMM step)" % b.plan.step_where(l)
+        have = {}
+        for t, shape in zip(sol.tensor_inputs + sol.outputs, list(shapes) + b.out_shapes):
+            have[t.name] = (t.size * math.prod(shape), t.torch_type(torch))
+        for name, nbytes in b.plan.scratch:
+            have[name] = (nbytes, None)
+        x = _GemmLaunch()
+        x.gemm, x.where, x.operands = g, where, []
+        for name, need in ((g.a, g.bytes_a()), (g.b, g.bytes_b()), (g.c, g.bytes_c()), (g.d, g.bytes_d()),
+                           (g.bias, g.bytes_bias())):
+            if not name:
+                x.operands.append(None)
+                continue
+            nbytes, dtype = have[name]
+            if need > nbytes:
+                raise PlanError("%s: %s reaches %d bytes into `%s`, which has %d; check m, n, k, the leading "
+                                "dimensions, batch and strides" % (where, g.describe(), need, name, nbytes))
+            if name in index:
+                x.operands.append((index[name], 0, nbytes, dtype))
+            else:
+                dt = {g.a: g.a_type, g.b: g.b_type}.get(name, g.d_type)
+                x.operands.append((-1, offsets[name], nbytes, _torch_dtype(torch, _DTYPES[dt][1], name)))
+        return x
 
     def _split(self, inputs):
         """(tensor inputs, scalar values by name, a key for them) of a call's inputs."""
@@ -1932,6 +2422,10 @@ class Runner:
         with b.lock:
             driver.make_current(b.ordinal)
             for x in b.launches:
+                if x.gemm is not None:  # PyTorch's matmul, on PyTorch's current stream as the kernels
+                    x.run(list(tensors) + list(outputs), scratch, sbase - scratch.data_ptr() if scratch is not None
+                          else 0)
+                    continue
                 for slot, i, off in x.slots:
                     slot.value = ptrs[i] if i >= 0 else sbase + off
                 driver.launch(x, stream)

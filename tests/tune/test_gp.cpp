@@ -28,6 +28,14 @@ void grid_data(int per_side, Eigen::MatrixXd& X, Eigen::VectorXd& y) {
     }
 }
 
+// A model fitted to the bowl on a per_side x per_side grid (X, y: its data).
+GaussianProcess fitted_on_grid(int per_side, Eigen::MatrixXd& X, Eigen::VectorXd& y) {
+  grid_data(per_side, X, y);
+  GaussianProcess gp;
+  gp.fit(X, y);
+  return gp;
+}
+
 }  // namespace
 
 TEST_CASE("gp: Matern 5/2 correlation") {
@@ -45,9 +53,7 @@ TEST_CASE("gp: Matern 5/2 correlation") {
 TEST_CASE("gp: the fit interpolates its training points and variance shrinks at data") {
   Eigen::MatrixXd X;
   Eigen::VectorXd y;
-  grid_data(5, X, y);
-  GaussianProcess gp;
-  gp.fit(X, y);
+  const GaussianProcess gp = fitted_on_grid(5, X, y);
   REQUIRE(gp.fitted());
   CHECK(gp.size() == 25);
   CHECK(std::isfinite(gp.log_marginal_likelihood()));
@@ -179,9 +185,7 @@ TEST_CASE("gp: expected improvement from a fitted model is near zero where the m
 TEST_CASE("gp: a believed point keeps the mean everywhere and takes the uncertainty around it") {
   Eigen::MatrixXd X;
   Eigen::VectorXd y;
-  grid_data(3, X, y);
-  GaussianProcess gp;
-  gp.fit(X, y);
+  GaussianProcess gp = fitted_on_grid(3, X, y);
   Eigen::MatrixXd probe(4, 2);
   probe << 0.25, 0.25,  // the point believed
       0.3, 0.25,        // next to it

@@ -19,7 +19,7 @@ namespace {
 
 // Evaluates with tunable_eval (a result that depends on the parameters
 // only) and notes the size of each call; a batch may take a while.
-class TunableEvaluator : public Evaluator {
+class TunableEvaluator : public test::FakeDeviceEvaluator {
  public:
   EvalResult evaluate(const Task& task, const Solution& s) override {
     calls.push_back(1);
@@ -32,13 +32,6 @@ class TunableEvaluator : public Evaluator {
     for (const auto& s : solutions) out.push_back(result(task, s));
     return out;
   }
-  DeviceInfo device() const override {
-    DeviceInfo d;
-    d.backend = "fake";
-    d.name = "Fake device";
-    return d;
-  }
-  EvalOptions& options() override { return options_; }
 
   std::vector<std::size_t> calls;  // solutions per call
   double batch_wait_s = 0;
@@ -49,14 +42,10 @@ class TunableEvaluator : public Evaluator {
     r.solution_id = s.id;
     return r;
   }
-  EvalOptions options_;
 };
 
 SearchConfig tune_config(int rounds) {
-  SearchConfig c;
-  c.strategy = "tune";
-  c.language = Language::cuda;
-  c.max_rounds = rounds;
+  SearchConfig c = test::search_config("tune", Language::cuda, rounds);
   c.seed = 5;
   return c;
 }

@@ -109,6 +109,7 @@ int cmd_replay(int argc, char** argv) {
           {"evolve-migration-size", "N", "evolve: kernels each island sends per migration.", "as recorded", false},
           {"evolve-inspirations", "N", "evolve: inspirations per prompt.", "as recorded", false},
           {"tune-rounds", "N", "Tune phase after the search.", "as recorded", false},
+          {"tune-batch", "N", "tune: configurations evaluated together.", "as recorded", false},
           {"seed", "N", "Seed for the strategies' random choices.", "as recorded", false},
           {"max-wall-time", "S", "Stop starting rounds after this many seconds.", "as recorded", false},
           {"on-divergence", "stop|skip|live",
@@ -152,6 +153,7 @@ int cmd_replay(int argc, char** argv) {
   set_int(o.config_changes, a, "evolve-migration-size", "evolve_migration_size");
   set_int(o.config_changes, a, "evolve-inspirations", "evolve_inspirations");
   set_int(o.config_changes, a, "tune-rounds", "tune_rounds");
+  set_int(o.config_changes, a, "tune-batch", "tune_batch");
   set_int(o.config_changes, a, "seed", "seed");
   set_number(o.config_changes, a, "max-wall-time", "max_wall_s");
   if (!a.has("llm")) (void)openai_config_from_args(a);  // checked even when unused

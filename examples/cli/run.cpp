@@ -68,7 +68,7 @@ std::vector<OptionSpec> search_options() {
       {"parallel", "N",
        "Candidates generated and evaluated at once (greedy; evolve, one per island in turn); world-model cycles "
        "run at once, on the top N "
-       "actions (world_model).",
+       "actions (world_model); configurations evaluated at once (tune, unless --tune-batch says).",
        "1", false},
       {"evolve-islands", "N", "evolve: islands, each with its own population of passing kernels; samples go to "
                               "the islands in turn.", "3", false},
@@ -85,6 +85,9 @@ std::vector<OptionSpec> search_options() {
                                     "member of the island.", "0.7", false},
       {"tune-rounds", "N", "After the search, tune the best kernel's declared parameters for N more rounds.",
        "0", false},
+      {"tune-batch", "N", "tune: configurations evaluated together (compiled at once, measured one after "
+                          "another; each is a round); 1: one at a time (docs/tuning.md).",
+       "--parallel when above 1, else 4", false},
       {"run-dir", "DIR", "Run folder (must not hold a run).", "runs/<task>-<UTC time>", false},
       {"seed", "N", "Seed for the strategies' random choices.", "0", false},
       {"api", "chat|responses", "OpenAI API: chat (Chat Completions, every compatible server) or responses "
@@ -276,6 +279,7 @@ int cmd_run(int argc, char** argv) {
   c.wm_lenient_edits = a.has("wm-lenient-edits");
   c.parallel = a.get_int("parallel", c.parallel);
   c.tune_rounds = a.get_int("tune-rounds", c.tune_rounds);
+  c.tune_batch = a.get_int("tune-batch", c.tune_batch);
   c.evolve_islands = a.get_int("evolve-islands", c.evolve_islands);
   c.evolve_island_size = a.get_int("evolve-island-size", c.evolve_island_size);
   c.evolve_migration_interval = a.get_int("evolve-migration-interval", c.evolve_migration_interval);

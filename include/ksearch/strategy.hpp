@@ -80,6 +80,11 @@ struct KS_API SearchConfig {
   int debug_rounds_label = 5;            // "Debug-and-improve round k/N" label in prompts
   int parallel = 1;                      // candidates at once (greedy); cycles at once (world_model)
   int tune_rounds = 0;                   // tune phase after an LLM search (0 = none)
+  // Configurations the tune strategy evaluates together (compiled at once,
+  // measured one after another; each is a round): 0 = automatic, `parallel`
+  // when above 1, else 4; 1 = one at a time. A manifest without the field
+  // (a run made before batches) reads as 1. docs/tuning.md, "Batches".
+  int tune_batch = 0;
   // The evolve strategy (docs/search.md, "Evolve"): islands of passing
   // kernels, each up to evolve_island_size; every evolve_migration_interval
   // generations each island sends copies of its best evolve_migration_size

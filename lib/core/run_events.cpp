@@ -124,18 +124,20 @@ Json put(const TuneSkipped& e) { return Json::obj({{"base", e.base}, {"reason", 
 Json put(const TuneStart& e) {
   Json params = Json::array();
   for (const auto& p : e.params) params.push_back(Json::obj({{"name", p.name}, {"count", p.count}}));
-  return Json::obj({{"base", e.base},
-                    {"base_name", e.base_name},
-                    {"method", e.method},
-                    {"params", params},
-                    {"constraints", e.constraints},
-                    {"grid_size", e.grid_size},
-                    {"admissible", e.admissible},
-                    {"initial_samples", e.initial_samples},
-                    {"seed", e.seed},
-                    {"stall_rounds", e.stall_rounds},
-                    {"base_config", nullable(e.base_config)},
-                    {"base_latency_ms", nullable(e.base_latency_ms)}});
+  Json j = Json::obj({{"base", e.base},
+                      {"base_name", e.base_name},
+                      {"method", e.method},
+                      {"params", params},
+                      {"constraints", e.constraints},
+                      {"grid_size", e.grid_size},
+                      {"admissible", e.admissible},
+                      {"initial_samples", e.initial_samples},
+                      {"seed", e.seed},
+                      {"stall_rounds", e.stall_rounds},
+                      {"base_config", nullable(e.base_config)},
+                      {"base_latency_ms", nullable(e.base_latency_ms)}});
+  if (e.batch) j["batch"] = *e.batch;
+  return j;
 }
 Json put(const TuneRound& e) {
   Json j = Json::obj({{"config", e.config},
@@ -151,6 +153,11 @@ Json put(const TuneRound& e) {
     j["predicted_ms"] = nullable(e.model->predicted_ms);
     j["predicted_log_sd"] = nullable(e.model->predicted_log_sd);
     if (!e.model->surrogate.is_null()) j["surrogate"] = e.model->surrogate;
+  }
+  if (e.batch) {
+    j["batch"] = e.batch->index;
+    j["batch_size"] = e.batch->size;
+    j["pending"] = e.batch->pending;
   }
   return j;
 }
@@ -350,6 +357,7 @@ TuneStart take(const Json& j) {
   e.stall_rounds = num(j, "stall_rounds");
   e.base_config = str_or_null(j, "base_config");
   e.base_latency_ms = real_or_null(j, "base_latency_ms");
+  e.batch = maybe<std::int64_t>(j, "batch", num);
   return e;
 }
 template <>
@@ -362,6 +370,8 @@ TuneRound take(const Json& j) {
     if (const Json* s = j.find("surrogate")) m.surrogate = *s;
     e.model = std::move(m);
   }
+  if (j.contains("batch"))
+    e.batch = TuneRound::Batch{num(j, "batch"), num(j, "batch_size"), num(j, "pending")};
   return e;
 }
 template <>

@@ -200,6 +200,8 @@ struct TuneStart {
   std::int64_t stall_rounds = 0;
   std::optional<std::string> base_config;  // null: the base carries per-shape values
   std::optional<double> base_latency_ms;
+  // Configurations evaluated together (absent in runs made before batches).
+  std::optional<std::int64_t> batch;
 };
 
 struct TuneRound {
@@ -212,6 +214,12 @@ struct TuneRound {
     std::optional<double> predicted_log_sd;
     Json surrogate;  // the surrogate as last fitted, or null (absent)
   };
+  // The batch it was evaluated in (absent in runs made before batches).
+  struct Batch {
+    std::int64_t index = 0;    // 1, 2, ... in the order the batches were evaluated
+    std::int64_t size = 0;     // configurations in it
+    std::int64_t pending = 0;  // chosen before this one in it, taken at the model's prediction
+  };
   std::string config;
   std::string solution;
   std::string phase;
@@ -220,6 +228,7 @@ struct TuneRound {
   std::optional<double> latency_ms;
   bool improved = false;
   std::optional<Model> model;
+  std::optional<Batch> batch;
 };
 
 struct TuneStop {

@@ -709,6 +709,13 @@ class ProcessEvaluator final : public Evaluator {
     std::exception_ptr error;
     auto drive = [&](RunSlot* slot, Backend b) {
       try {
+        // A host candidate is timed on the CPU the compilers use: the host
+        // worker waits until the batch's host candidates are all compiled,
+        // so no compilation disturbs a measurement (they still compile
+        // concurrently). A GPU's measurement overlaps compilation.
+        if (b == Backend::host)
+          for (std::size_t i = 0; i < solutions.size(); ++i)
+            if (backend[i] == Backend::host) compiled[i].wait();
         for (;;) {
           // Claim the next unclaimed solution of this backend.
           std::size_t i;

@@ -95,7 +95,13 @@ std::vector<ev::Payload> samples() {
           ev::ReplayWentLive{end},
           ev::ReplayRecordingEnded{end},
           ev::ReplayPromptChanged{5, 6, "line 3", "a note"},
-          ev::StrategyEvent{"tune_round", Json::obj({{"round", 2}, {"best", "x"}})}};
+          ev::StrategyEvent{"tune_round", Json::obj({{"round", 2}, {"best", "x"}})},
+          // Tune batches (the fields runs made before them lack).
+          ev::TuneStart{"abc", "tiled", "gp-ei", {{"BLOCK", 4}}, 0, Json(4), Json(4), 2, 7, 16, "BLOCK=64", 1.5, 4},
+          ev::TuneRound{"BLOCK=32", "mno", "model", 12, "passed", 0.75, false,
+                        ev::TuneRound::Model{0.01, 1.0, 0.8, 0.1, Json()}, ev::TuneRound::Batch{3, 4, 2}},
+          ev::TuneRound{"BLOCK=16", "pqr", "seed", 4, "compile_error", std::nullopt, false, std::nullopt,
+                        ev::TuneRound::Batch{1, 1, 0}}};
 }
 
 }  // namespace

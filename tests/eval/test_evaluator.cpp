@@ -272,6 +272,33 @@ TEST_CASE("evaluator: a batch overlaps compilation with runs and keeps input ord
   for (std::size_t i = 0; i < batch.size(); ++i) CHECK(results[i].solution_id == batch[i].id);
 }
 
+TEST_CASE("evaluator: a host batch is timed only once all of it is compiled") {
+  // Timing a candidate while the compiler runs on the same CPU would disturb
+  // the measurement, so the host worker starts on a batch when its last
+  // compilation has finished. The quick candidate's result therefore comes
+  // after the slow one's compilation (a relation of the phases each result
+  // reports, whatever the machine's speed); without the wait it would come
+  // first, measured while the slow one compiled.
+  auto cfg = ks::test::test_config(ks::test::scratch_dir("eval_host_batch_order").string());
+  auto ev = make_evaluator(cfg);
+  SpecTask task(ks::test::vadd_task());
+  Solution slow = vadd_candidate(ks::test::kGoodBody, "slow to compile");
+  slow.sources[0].content =
+      "constexpr long spin(long k) { long s = k; for (long i = 0; i < 150000; ++i) s = (s * 31 + i) % 1000003; "
+      "return s; }\nstatic_assert(spin(1) + spin(2) >= 0, \"spin\");\n" +
+      slow.sources[0].content;
+  slow.finalize();
+  const auto results = ev->evaluate_batch(task, {vadd_candidate(ks::test::kGoodBody, "quick"), slow});
+  REQUIRE(results.size() == 2);
+  INFO(results[0].metrics.dump(), results[1].metrics.dump());
+  REQUIRE(results[0].status == EvalStatus::passed);
+  REQUIRE(results[1].status == EvalStatus::passed);
+  const double slow_compile = results[1].metrics.at("phases").get_number("compile_s");
+  const double quick_done = results[0].metrics.at("phases").get_number("wall_s");
+  CHECK(slow_compile > 0);
+  CHECK(quick_done >= slow_compile);
+}
+
 TEST_CASE("evaluator: a kernel faster than the speed of light is invalid") {
   auto cfg = ks::test::test_config(ks::test::scratch_dir("eval_sol").string());
   auto ev = make_evaluator(cfg);

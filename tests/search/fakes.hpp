@@ -12,6 +12,7 @@
 #include "ksearch/error.hpp"
 #include "ksearch/evaluator.hpp"
 #include "ksearch/llm.hpp"
+#include "ksearch/strategy.hpp"
 #include "ksearch/task.hpp"
 #include "ksearch/world_model.hpp"
 
@@ -48,9 +49,24 @@ class ScriptedLlm : public LlmPolicy {
   std::size_t next_ = 0;
 };
 
+// What the evaluator doubles share: a fake device and options to hold.
+class FakeDeviceEvaluator : public Evaluator {
+ public:
+  DeviceInfo device() const override {
+    DeviceInfo d;
+    d.backend = "fake";
+    d.name = "Fake device";
+    return d;
+  }
+  EvalOptions& options() override { return options_; }
+
+ private:
+  EvalOptions options_;
+};
+
 // Reads "// RESULT: passed 2.5" or "// RESULT: compile_error" from the first
 // source file; counts evaluations.
-class MarkerEvaluator : public Evaluator {
+class MarkerEvaluator : public FakeDeviceEvaluator {
  public:
   EvalResult evaluate(const Task& task, const Solution& s) override {
     ++evaluations;
@@ -87,19 +103,18 @@ class MarkerEvaluator : public Evaluator {
     r.compute_summary();
     return r;
   }
-  DeviceInfo device() const override {
-    DeviceInfo d;
-    d.backend = "fake";
-    d.name = "Fake device";
-    return d;
-  }
-  EvalOptions& options() override { return options_; }
   int evaluations = 0;
   std::vector<std::string> evaluated_ids;
-
- private:
-  EvalOptions options_;
 };
+
+// A run's configuration with the fields every search test sets.
+inline SearchConfig search_config(const std::string& strategy, Language language, int rounds) {
+  SearchConfig c;
+  c.strategy = strategy;
+  c.language = language;
+  c.max_rounds = rounds;
+  return c;
+}
 
 // A candidate answer in the format parse_candidate reads.
 inline std::string answer(const std::string& marker, const std::string& tag = "") {

@@ -221,10 +221,7 @@ struct Fixture {
 };
 
 SearchConfig evolve_config(int rounds) {
-  SearchConfig c;
-  c.strategy = "evolve";
-  c.language = Language::cpp;
-  c.max_rounds = rounds;
+  SearchConfig c = test::search_config("evolve", Language::cpp, rounds);
   c.evolve_islands = 2;
   c.evolve_migration_interval = 4;
   c.evolve_inspirations = 1;

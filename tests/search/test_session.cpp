@@ -45,13 +45,7 @@ struct Fixture {
   NoWorldModel wm;
 };
 
-SearchConfig config(int rounds) {
-  SearchConfig c;
-  c.strategy = "greedy";
-  c.language = Language::cpp;
-  c.max_rounds = rounds;
-  return c;
-}
+SearchConfig config(int rounds) { return test::search_config("greedy", Language::cpp, rounds); }
 
 std::vector<std::string> script() {
   return {test::answer("passed 3.0", "a"), test::answer("compile_error", "b"), "no code here",

@@ -49,6 +49,9 @@ class FakeContext final : public SearchContext {
   }
   std::vector<EvalResult> evaluate_batch(std::vector<Solution>& candidates,
                                          const std::vector<std::string>& actions) override {
+    if (static_cast<int>(candidates.size()) > rounds_left())
+      throw std::logic_error("fake context: a batch past the round budget");
+    batch_sizes.push_back(candidates.size());
     std::vector<EvalResult> out;
     for (std::size_t i = 0; i < candidates.size(); ++i) out.push_back(evaluate(candidates[i], actions.at(i)));
     return out;
@@ -119,6 +122,7 @@ class FakeContext final : public SearchContext {
   std::vector<Solution> known;  // add_solution's
   std::vector<Event> events;
   Json state;
+  std::vector<std::size_t> batch_sizes;  // of each evaluate_batch call
 
  private:
   EvalResult run(Solution& s, const std::string& action, bool counted) {

@@ -112,37 +112,44 @@ struct SearchTrace {
 
 // Drives `search` on `problem` until it reaches `target` (and has made at
 // least `min_evaluations`), runs out of configurations, or has made `cap`
-// evaluations. Measurements carry noise drawn from `noise_seed` and the
-// configuration, so every search sees the same measurement for the same
-// configuration.
+// evaluations, asking `batch` configurations at a time (never more than the
+// cap leaves) and telling their results in order. Measurements carry noise
+// drawn from `noise_seed` and the configuration, so every search sees the
+// same measurement for the same configuration.
 inline SearchTrace run_search(core::ConfigSearch& search, const SyntheticProblem& problem,
-                              std::uint64_t noise_seed, double target, int cap, int min_evaluations = 0) {
+                              std::uint64_t noise_seed, double target, int cap, int min_evaluations = 0,
+                              int batch = 1) {
   SearchTrace t;
   t.evaluations_to_target = cap + 1;
   double best_measured = std::numeric_limits<double>::infinity(), best_true = 0;
-  for (int e = 1; e <= cap && (t.evaluations_to_target > cap || e <= min_evaluations); ++e) {
-    std::optional<util::Vars> config = search.ask();
-    if (!config) break;
-    std::optional<double> truth = problem.latency(*config);
-    if (!truth) {
-      search.tell_failure(*config);
-    } else {
-      std::uint64_t h = noise_seed * 0x9E3779B97F4A7C15ull;
-      for (const auto& [k, v] : *config) h = (h ^ static_cast<std::uint64_t>(v)) * 0x100000001B3ull;
-      std::mt19937_64 rng(h);
-      const double u1 = (static_cast<double>(rng() >> 11) + 0.5) * 0x1.0p-53;
-      const double u2 = static_cast<double>(rng() >> 11) * 0x1.0p-53;
-      const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * 3.141592653589793 * u2);
-      const double measured = *truth * std::exp(problem.noise * z);
-      search.tell(*config, measured);
-      if (measured < best_measured) {
-        best_measured = measured;
-        best_true = *truth;
+  int e = 0;
+  while (e < cap && (t.evaluations_to_target > cap || e < min_evaluations)) {
+    const std::vector<core::Proposal> proposals = search.ask_batch(std::min(batch, cap - e));
+    if (proposals.empty()) break;
+    for (const auto& p : proposals) {
+      ++e;
+      const util::Vars& config = p.config;
+      std::optional<double> truth = problem.latency(config);
+      if (!truth) {
+        search.tell_failure(config);
+      } else {
+        std::uint64_t h = noise_seed * 0x9E3779B97F4A7C15ull;
+        for (const auto& [k, v] : config) h = (h ^ static_cast<std::uint64_t>(v)) * 0x100000001B3ull;
+        std::mt19937_64 rng(h);
+        const double u1 = (static_cast<double>(rng() >> 11) + 0.5) * 0x1.0p-53;
+        const double u2 = static_cast<double>(rng() >> 11) * 0x1.0p-53;
+        const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * 3.141592653589793 * u2);
+        const double measured = *truth * std::exp(problem.noise * z);
+        search.tell(config, measured);
+        if (measured < best_measured) {
+          best_measured = measured;
+          best_true = *truth;
+        }
+        if (*truth <= target && t.evaluations_to_target > cap) t.evaluations_to_target = e;
       }
-      if (*truth <= target && t.evaluations_to_target > cap) t.evaluations_to_target = e;
+      t.best_true.push_back(best_true);
+      t.failures.push_back(search.failures());
     }
-    t.best_true.push_back(best_true);
-    t.failures.push_back(search.failures());
   }
   return t;
 }

@@ -28,6 +28,14 @@ void grid_data(int per_side, Eigen::MatrixXd& X, Eigen::VectorXd& y) {
     }
 }
 
+// A model fitted to the bowl on a per_side x per_side grid (X, y: its data).
+GaussianProcess fitted_on_grid(int per_side, Eigen::MatrixXd& X, Eigen::VectorXd& y) {
+  grid_data(per_side, X, y);
+  GaussianProcess gp;
+  gp.fit(X, y);
+  return gp;
+}
+
 }  // namespace
 
 TEST_CASE("gp: Matern 5/2 correlation") {
@@ -45,9 +53,7 @@ TEST_CASE("gp: Matern 5/2 correlation") {
 TEST_CASE("gp: the fit interpolates its training points and variance shrinks at data") {
   Eigen::MatrixXd X;
   Eigen::VectorXd y;
-  grid_data(5, X, y);
-  GaussianProcess gp;
-  gp.fit(X, y);
+  const GaussianProcess gp = fitted_on_grid(5, X, y);
   REQUIRE(gp.fitted());
   CHECK(gp.size() == 25);
   CHECK(std::isfinite(gp.log_marginal_likelihood()));
@@ -174,4 +180,57 @@ TEST_CASE("gp: expected improvement from a fitted model is near zero where the m
   const double ei_unseen = expected_improvement(u.mean[0], std::sqrt(u.variance[0]), best);
   CHECK(ei_worst < 1e-6);
   CHECK(ei_unseen > 1e3 * ei_worst);
+}
+
+TEST_CASE("gp: a believed point keeps the mean everywhere and takes the uncertainty around it") {
+  Eigen::MatrixXd X;
+  Eigen::VectorXd y;
+  GaussianProcess gp = fitted_on_grid(3, X, y);
+  Eigen::MatrixXd probe(4, 2);
+  probe << 0.25, 0.25,  // the point believed
+      0.3, 0.25,        // next to it
+      0.95, 0.95,       // far away, near data
+      0.75, 0.25;       // between data, farther from it
+  const auto before = gp.predict(probe);
+  const double lml = gp.log_marginal_likelihood(), loo = gp.loo_rmse();
+  const GpHyper hyper = gp.hyper();
+
+  GaussianProcess believer = gp;
+  const Eigen::VectorXd believed = believer.believe(probe.topRows(1));
+  REQUIRE(believed.size() == 1);
+  CHECK(believed[0] == doctest::Approx(before.mean[0]));
+  CHECK(believer.believed() == 1);
+  CHECK(believer.size() == gp.size() + 1);
+  const auto after = believer.predict(probe);
+  for (int i = 0; i < 4; ++i) {
+    CAPTURE(i);
+    CHECK(after.mean[i] == doctest::Approx(before.mean[i]).epsilon(1e-6));
+    CHECK(after.variance[i] <= before.variance[i] + 1e-12);
+  }
+  // At the believed point the uncertainty is nearly gone; the farther from
+  // it, the less it shrinks.
+  CHECK(after.variance[0] < 0.01 * before.variance[0]);
+  CHECK(after.variance[1] < 0.5 * before.variance[1]);
+  CHECK(after.variance[1] / before.variance[1] < after.variance[3] / before.variance[3]);
+  // What was fitted to real data stays as it was.
+  CHECK(believer.hyper().length_scales == hyper.length_scales);
+  CHECK(believer.log_marginal_likelihood() == lml);
+  CHECK(believer.loo_rmse() == loo);
+  // So its expected improvement there drops to what the mean alone promises.
+  const double best = y.minCoeff();
+  CHECK(expected_improvement(after.mean[0], std::sqrt(after.variance[0]), best) <
+        expected_improvement(before.mean[0], std::sqrt(before.variance[0]), best));
+
+  // Believing nothing changes nothing; a refit forgets what was believed.
+  CHECK(believer.believe(Eigen::MatrixXd(0, 2)).size() == 0);
+  believer.fit(X, y);
+  CHECK(believer.believed() == 0);
+  CHECK(believer.size() == gp.size());
+
+  GaussianProcess empty;
+  CHECK_THROWS_AS(empty.believe(probe), ks::Error);
+  CHECK_THROWS_AS(gp.believe(Eigen::MatrixXd::Zero(1, 3)), ks::Error);
+  Eigen::MatrixXd nan = probe.topRows(1);
+  nan(0, 0) = std::nan("");
+  CHECK_THROWS_AS(gp.believe(nan), ks::Error);
 }

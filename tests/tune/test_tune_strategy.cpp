@@ -7,8 +7,10 @@
 #include "core/run_events.hpp"
 #include "core/tune/params.hpp"
 #include "core/tune/tune_strategy.hpp"
+#include "core/tune/tuner.hpp"
 #include "ksearch/error.hpp"
 #include "tune/fake_context.hpp"
+#include "tune/tunable_task.hpp"
 
 using ks::EvalResult;
 using ks::EvalStatus;
@@ -17,86 +19,10 @@ using ks::LaunchPlan;
 using ks::Solution;
 using ks::util::Vars;
 using ks::test::FakeContext;
+using ks::test::make_tunable_task;
+using ks::test::tunable_eval;
 
 namespace {
-
-// Two benchmark shapes whose best BLOCK differs (64 for "small", 256 for
-// "large"; 128 is the best single value) and a correctness shape "tiny"
-// (N = 256) that rules out BLOCK = 512 through the constraint N >= BLOCK.
-ks::TaskSpec make_task(bool with_params = true) {
-  ks::TaskSpec t;
-  t.name = "test/tunable";
-  t.languages = {ks::Language::cuda};
-  t.dims = {"N"};
-  auto workload = [](const char* name, std::int64_t n, bool bench) {
-    ks::WorkloadSpec w;
-    w.name = name;
-    w.dims = {{"N", n}};
-    w.benchmark = bench;
-    return w;
-  };
-  t.workloads = {workload("tiny", 256, false), workload("small", 1024, true), workload("large", 65536, true)};
-  ks::TensorSpec x, y;
-  x.name = "x";
-  x.shape = {"N"};
-  y.name = "y";
-  y.shape = {"N"};
-  y.is_output = true;
-  t.tensors = {x, y};
-  Solution ref;
-  ref.name = "reference";
-  ref.language = ks::Language::cuda;
-  ref.sources = {{"ref.cu", "extern \"C\" __global__ void ref() {}"}};
-  t.references[ks::Language::cuda] = ref;
-  Solution sp;
-  sp.name = "tunable start";
-  sp.language = ks::Language::cuda;
-  sp.sources = {{"kernel.cu", "extern \"C\" __global__ void k() {}"}};
-  sp.launch_plan = LaunchPlan::from_json(Json::parse(
-      R"j({"kernels": [{"name": "k", "grid": ["cdiv(N, BLOCK)"], "block": ["BLOCK"], "args": []}]})j"));
-  if (with_params)
-    sp.params = Json::parse(R"({
-        "space": {"BLOCK": {"values": [32, 64, 128, 256, 512]}, "VEC": {"values": [1, 2, 4, 8]}},
-        "constraints": ["BLOCK >= VEC * 32", "N >= BLOCK"]})");
-  t.starting_points = {sp};
-  return t;
-}
-
-// Evaluates like a real backend would see it: per workload, the resolved
-// values decide the latency; VEC = 8 fails to compile.
-EvalResult fake_eval(const ks::Task& task, const Solution& s) {
-  EvalResult r;
-  for (const auto& w : task.spec().workloads) {
-    ks::WorkloadResult wr;
-    wr.name = w.name;
-    wr.benchmark = w.benchmark;
-    ks::util::Vars dims(w.dims.begin(), w.dims.end());
-    ks::util::Vars v;
-    try {
-      v = ks::core::resolve_param_values(s.params, w.name, dims);
-    } catch (const ks::Error& e) {
-      r.status = EvalStatus::invalid;
-      r.log = e.what();
-      return r;
-    }
-    if (v.count("VEC") && v.at("VEC") == 8) {
-      r.status = EvalStatus::compile_error;
-      r.log = "too many registers";
-      return r;
-    }
-    if (w.benchmark) {
-      const double b = v.count("BLOCK") ? std::log2(double(v.at("BLOCK"))) : 5;
-      const double vec = v.count("VEC") ? std::log2(double(v.at("VEC"))) : 0;
-      const double centre = w.name == "small" ? 6 : 8, scale = w.name == "small" ? 1 : 10;
-      wr.timing.mean_ms = scale * std::exp(0.3 * (b - centre) * (b - centre) + 0.1 * (vec - 1) * (vec - 1));
-      wr.timing.count = 10;
-    }
-    r.workloads.push_back(wr);
-  }
-  r.status = EvalStatus::passed;
-  r.compute_summary();
-  return r;
-}
 
 ks::SearchConfig config(int rounds, std::uint64_t seed = 7) {
   ks::SearchConfig c;
@@ -116,14 +42,14 @@ ks::util::Vars values_of(const Solution& s) {
 }  // namespace
 
 TEST_CASE("tune strategy: evaluates the starting point, never repeats, skips failures, adds per-shape values") {
-  FakeContext ctx(make_task(), config(30), fake_eval);
+  FakeContext ctx(make_tunable_task(), config(30), tunable_eval);
   auto strategy = ks::core::make_tune_strategy();
   CHECK(strategy->name() == "tune");
   strategy->run(ctx);
 
   REQUIRE(ctx.attempts.size() >= 3);
   // The starting point comes first, as given.
-  Solution start = make_task().starting_points[0];
+  Solution start = make_tunable_task().starting_points[0];
   start.task = "test/tunable";
   start.finalize();
   CHECK(ctx.attempts[0].solution.id == start.id);
@@ -195,7 +121,7 @@ TEST_CASE("tune strategy: evaluates the starting point, never repeats, skips fai
 TEST_CASE("tune strategy: respects the round budget and keeps the last round for per-shape values") {
   for (int rounds : {1, 2, 3, 5, 8}) {
     CAPTURE(rounds);
-    FakeContext ctx(make_task(), config(rounds), fake_eval);
+    FakeContext ctx(make_tunable_task(), config(rounds), tunable_eval);
     ks::core::make_tune_strategy()->run(ctx);
     // 10 admissible configurations: the budget runs out before the space does.
     CHECK(ctx.rounds_used() == rounds);
@@ -209,9 +135,132 @@ TEST_CASE("tune strategy: respects the round budget and keeps the last round for
   }
 }
 
+TEST_CASE("tune strategy: evaluates batches together, each candidate a round of its own") {
+  // Automatic: 4 at a time. 10 admissible configurations, the starting
+  // point's among them: 9 more in batches of 4, 4 and 1, then per-shape values.
+  FakeContext ctx(make_tunable_task(), config(30), tunable_eval);
+  ks::core::make_tune_strategy()->run(ctx);
+  CHECK(ctx.batch_sizes == std::vector<std::size_t>{4, 4});  // a batch of one goes through evaluate()
+  CHECK(ctx.rounds_used() == 11);
+  CHECK(ctx.rounds_used() == static_cast<int>(ctx.attempts.size()));
+  CHECK(ctx.find_event("tune_start")->data.at("batch").as_int() == 4);
+  std::vector<std::int64_t> index, size, pending;
+  std::set<Vars> configs;
+  for (const auto& e : ctx.events) {
+    if (e.type != "tune_round") continue;
+    index.push_back(e.data.at("batch").as_int());
+    size.push_back(e.data.at("batch_size").as_int());
+    pending.push_back(e.data.at("pending").as_int());
+  }
+  CHECK(index == std::vector<std::int64_t>{1, 1, 1, 1, 2, 2, 2, 2, 3});
+  CHECK(size == std::vector<std::int64_t>{4, 4, 4, 4, 4, 4, 4, 4, 1});
+  CHECK(pending == std::vector<std::int64_t>{0, 1, 2, 3, 0, 1, 2, 3, 0});
+  // Every configuration once, in the order the events name them.
+  std::size_t round = 0;
+  for (std::size_t i = 1; i + 1 < ctx.attempts.size(); ++i) {
+    CHECK(configs.insert(values_of(ctx.attempts[i].solution)).second);
+    while (round < ctx.events.size() && ctx.events[round].type != "tune_round") ++round;
+    REQUIRE(round < ctx.events.size());
+    CHECK(ctx.events[round].data.at("solution").as_string() == ctx.attempts[i].solution.id);
+    ++round;
+  }
+  CHECK(configs.size() == 9);
+  CHECK(ctx.attempts.back().solution.params.contains("per_workload"));
+  CHECK(ctx.state.at("batch").as_int() == 4);
+  CHECK(ctx.state.at("batches").as_int() == 3);
+
+  // --parallel sets the batch, unless tune_batch does.
+  ks::SearchConfig c = config(30);
+  c.parallel = 3;
+  FakeContext three(make_tunable_task(), c, tunable_eval);
+  ks::core::make_tune_strategy()->run(three);
+  CHECK(three.batch_sizes == std::vector<std::size_t>{3, 3, 3});
+  CHECK(three.find_event("tune_start")->data.at("batch").as_int() == 3);
+  c.tune_batch = 2;
+  FakeContext two(make_tunable_task(), c, tunable_eval);
+  ks::core::make_tune_strategy()->run(two);
+  CHECK(two.batch_sizes == std::vector<std::size_t>{2, 2, 2, 2});
+  CHECK(ks::core::tune_batch_size(c) == 2);
+  c.tune_batch = 0;
+  c.parallel = 1;
+  CHECK(ks::core::tune_batch_size(c) == ks::core::kDefaultTuneBatch);
+
+  // The run's last round is never part of a batch: with 5 rounds the
+  // starting point takes one, a batch three, and the last is decided alone
+  // (here: per-shape values, due by then).
+  FakeContext five(make_tunable_task(), config(5), tunable_eval);
+  ks::core::make_tune_strategy()->run(five);
+  CHECK(five.batch_sizes == std::vector<std::size_t>{3});
+  CHECK(five.rounds_used() == 5);
+  CHECK(five.attempts.back().solution.params.contains("per_workload"));
+}
+
+TEST_CASE("tune strategy: batches of one make the sequential tuner's choices") {
+  ks::SearchConfig c = config(12);
+  c.tune_batch = 1;
+  c.parallel = 4;  // tune_batch decides
+  FakeContext ctx(make_tunable_task(), c, tunable_eval);
+  ks::core::make_tune_strategy()->run(ctx);
+  CHECK(ctx.batch_sizes.empty());
+  const Json& start = ctx.find_event("tune_start")->data;
+  CHECK(start.at("batch").as_int() == 1);
+
+  // The tuner on its own, as the strategy sets it up (docs/tuning.md): every
+  // workload's dimensions, 16 stalled rounds at 0.5 %, 11 rounds after the
+  // starting point plus its result, the seed the strategy reports; told the
+  // starting point's result, then asked and told one configuration at a time.
+  const ks::TaskSpec spec = make_tunable_task();
+  ks::core::TunerOptions o;
+  for (const auto& w : spec.workloads) o.workload_dims.emplace_back(w.dims.begin(), w.dims.end());
+  o.stall_evaluations = 16;
+  o.min_improvement = 0.005;
+  o.max_evaluations = 12;
+  ks::core::Tuner tuner(ks::core::ParamSpace::from_json(spec.starting_points[0].params), o,
+                        static_cast<std::uint64_t>(start.at("seed").as_int()));
+  REQUIRE(ctx.attempts[0].result.passed());
+  tuner.tell({{"BLOCK", 32}, {"VEC", 1}}, ctx.attempts[0].result.latency_ms);
+  std::vector<const Json*> rounds;
+  for (const auto& e : ctx.events)
+    if (e.type == "tune_round") rounds.push_back(&e.data);
+  REQUIRE(rounds.size() == 9);  // the space is exhausted within the budget
+  std::set<std::string> phases;
+  for (std::size_t i = 0; i < rounds.size(); ++i) {
+    CAPTURE(i);
+    const auto& a = ctx.attempts.at(i + 1);
+    const auto next = tuner.ask();
+    REQUIRE(next);
+    CHECK(*next == values_of(a.solution));
+    CHECK(tuner.last_decision().phase == rounds[i]->at("phase").as_string());
+    CHECK(rounds[i]->at("batch_size").as_int() == 1);
+    CHECK(rounds[i]->at("pending").as_int() == 0);
+    phases.insert(tuner.last_decision().phase);
+    if (a.result.passed()) tuner.tell(*next, a.result.latency_ms);
+    else tuner.tell_failure(*next);
+  }
+  CHECK(phases.count("seed"));
+  CHECK(phases.count("model"));
+}
+
+TEST_CASE("tune strategy: the batch setting is checked and recorded") {
+  ks::SearchConfig c = config(10);
+  c.tune_batch = -1;
+  CHECK_THROWS_WITH_AS(c.validate(), doctest::Contains("tune_batch must be between 0 (automatic) and 64, is -1"),
+                       ks::Error);
+  c.tune_batch = 65;
+  CHECK_THROWS_AS(c.validate(), ks::Error);
+  c.tune_batch = 3;
+  CHECK(ks::SearchConfig::from_json(c.to_json()).tune_batch == 3);
+  c.tune_batch = 0;
+  CHECK(ks::SearchConfig::from_json(c.to_json()).tune_batch == 0);
+  // A manifest written before batches: that run tuned one at a time, and so does its resume.
+  Json old = c.to_json();
+  old.erase("tune_batch");
+  CHECK(ks::SearchConfig::from_json(old).tune_batch == 1);
+}
+
 TEST_CASE("tune strategy: deterministic given the evaluation results") {
   auto run = [](std::uint64_t seed) {
-    FakeContext ctx(make_task(), config(7, seed), fake_eval);
+    FakeContext ctx(make_tunable_task(), config(7, seed), tunable_eval);
     ks::core::make_tune_strategy()->run(ctx);
     std::vector<std::string> ids;
     for (const auto& a : ctx.attempts) ids.push_back(a.solution.id);
@@ -226,8 +275,8 @@ TEST_CASE("tune strategy: deterministic given the evaluation results") {
 }
 
 TEST_CASE("tune strategy: tunes the run's best solution without evaluating it again") {
-  FakeContext ctx(make_task(), config(6), fake_eval);
-  Solution best = make_task().starting_points[0];
+  FakeContext ctx(make_tunable_task(), config(6), tunable_eval);
+  Solution best = make_tunable_task().starting_points[0];
   best.name = "r3-improve";
   best.params["values"] = Json::obj({{"BLOCK", 64}, {"VEC", 1}});
   ctx.set_best(best);
@@ -243,9 +292,9 @@ TEST_CASE("tune strategy: tunes the run's best solution without evaluating it ag
 }
 
 TEST_CASE("tune strategy: a failing starting point is still tuned, its configuration never retried") {
-  ks::TaskSpec task = make_task();
+  ks::TaskSpec task = make_tunable_task();
   task.starting_points[0].params["values"] = Json::obj({{"BLOCK", 256}, {"VEC", 8}});  // fails to compile
-  FakeContext ctx(task, config(30), fake_eval);
+  FakeContext ctx(task, config(30), tunable_eval);
   ks::core::make_tune_strategy()->run(ctx);
   REQUIRE(ctx.attempts.size() > 2);
   CHECK(ctx.attempts[0].result.status == EvalStatus::compile_error);
@@ -259,7 +308,7 @@ TEST_CASE("tune strategy: a failing starting point is still tuned, its configura
 TEST_CASE("tune strategy: random search through the same strategy") {
   ks::core::TuneStrategyOptions o;
   o.method = "random";
-  FakeContext ctx(make_task(), config(30), fake_eval);
+  FakeContext ctx(make_tunable_task(), config(30), tunable_eval);
   ks::core::make_tune_strategy(o)->run(ctx);
   CHECK(ctx.find_event("tune_start")->data.at("method").as_string() == "random");
   CHECK(ctx.rounds_used() == 11);  // the same 10 configurations plus per-shape values
@@ -267,7 +316,7 @@ TEST_CASE("tune strategy: random search through the same strategy") {
 
 TEST_CASE("tune strategy: nothing to tune") {
   // A base without parameters: evaluated, then a clear event.
-  FakeContext plain(make_task(false), config(5), fake_eval);
+  FakeContext plain(make_tunable_task(false), config(5), tunable_eval);
   ks::core::make_tune_strategy()->run(plain);
   CHECK(plain.attempts.size() == 1);
   REQUIRE(plain.find_event("tune_skipped"));
@@ -275,9 +324,9 @@ TEST_CASE("tune strategy: nothing to tune") {
         std::string::npos);
 
   // No passing solution and no starting point: an error that says so.
-  ks::TaskSpec empty = make_task();
+  ks::TaskSpec empty = make_tunable_task();
   empty.starting_points.clear();
-  FakeContext none(empty, config(5), fake_eval);
+  FakeContext none(empty, config(5), tunable_eval);
   try {
     ks::core::make_tune_strategy()->run(none);
     FAIL("expected an error");
@@ -288,7 +337,7 @@ TEST_CASE("tune strategy: nothing to tune") {
 
   // A malformed declaration in a task is refused when the task is checked,
   // naming the solution (LLM-written ones are checked by the strategy).
-  ks::TaskSpec broken = make_task();
+  ks::TaskSpec broken = make_tunable_task();
   broken.starting_points[0].params = Json::parse(R"({"space": {"B": {"values": []}}})");
   try {
     broken.validate();

@@ -164,7 +164,8 @@ std::string Session::stop_reason() const {
   if (!rec_stop_.empty()) return rec_stop_;
   if (config_.max_cost_usd > 0 && usage_.cost_usd >= config_.max_cost_usd) return "max_cost";
   if (llm_seq_ >= journal_llm_.size() && llm_.exhausted()) return "llm_exhausted";
-  if (config_.max_wall_s > 0 && !replaying_evals() && !following_evaluations() && elapsed_s() >= config_.max_wall_s)
+  if (config_.max_wall_s > 0 && !finishing_batch_ && !replaying_evals() && !following_evaluations() &&
+      elapsed_s() >= config_.max_wall_s)
     return "max_wall_time";
   if (rounds_used_ >= config_.max_rounds) return "max_rounds";
   return "";
@@ -762,6 +763,14 @@ std::vector<EvalResult> Session::evaluate_batch(std::vector<Solution>& candidate
       stop_for_cancel("evaluator");
     }
   }
+  // The wall-time budget is checked between rounds: a batch started before
+  // it ran out is journaled whole, as a single round would be (its results
+  // are measured; dropping them would only make a resume measure them again).
+  finishing_batch_ = true;
+  struct Reset {
+    bool& flag;
+    ~Reset() { flag = false; }
+  } reset{finishing_batch_};
   std::vector<EvalResult> out;
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     std::optional<EvalResult> lr;

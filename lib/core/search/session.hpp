@@ -193,6 +193,7 @@ class Session final : public SearchContext {
 
   int rounds_used_ = 0;
   bool cancelled_ = false;
+  bool finishing_batch_ = false;  // journaling a batch that started before the wall-time budget ran out
   bool prompt_mismatch_noted_ = false;
   std::uint64_t snapshot_version_ = 0;
   bool snapshot_written_ = false;

@@ -118,6 +118,7 @@ Json SearchConfig::to_json() const {
                     {"debug_rounds_label", debug_rounds_label},
                     {"parallel", parallel},
                     {"tune_rounds", tune_rounds},
+                    {"tune_batch", tune_batch},
                     {"evolve_islands", evolve_islands},
                     {"evolve_island_size", evolve_island_size},
                     {"evolve_migration_interval", evolve_migration_interval},
@@ -159,6 +160,9 @@ SearchConfig SearchConfig::from_json(const Json& j) {
   c.debug_rounds_label = static_cast<int>(r.optional_int("debug_rounds_label", c.debug_rounds_label));
   c.parallel = static_cast<int>(r.optional_int("parallel", c.parallel));
   c.tune_rounds = static_cast<int>(r.optional_int("tune_rounds", c.tune_rounds));
+  // Absent in a manifest written before tune evaluated batches: that run
+  // tuned one configuration at a time, and its resume must too.
+  c.tune_batch = static_cast<int>(r.optional_int("tune_batch", 1));
   // Absent in a manifest written before the evolve strategy: the defaults.
   c.evolve_islands = static_cast<int>(r.optional_int("evolve_islands", c.evolve_islands));
   c.evolve_island_size = static_cast<int>(r.optional_int("evolve_island_size", c.evolve_island_size));
@@ -214,6 +218,8 @@ void SearchConfig::validate() const {
   if (wm_edit_retries < 1) bad(fmt::format("wm_edit_retries must be >= 1, is {}", wm_edit_retries));
   if (parallel < 1) bad(fmt::format("parallel must be >= 1, is {}", parallel));
   if (tune_rounds < 0) bad(fmt::format("tune_rounds must be >= 0, is {}", tune_rounds));
+  if (tune_batch < 0 || tune_batch > core::kMaxTuneBatch)
+    bad(fmt::format("tune_batch must be between 0 (automatic) and {}, is {}", core::kMaxTuneBatch, tune_batch));
   // Bounded so that a manifest cannot make the strategy allocate without limit.
   if (evolve_islands < 1 || evolve_islands > 64)
     bad(fmt::format("evolve_islands must be between 1 and 64, is {}", evolve_islands));

@@ -135,10 +135,9 @@ void GaussianProcess::fit_fixed(const Eigen::MatrixXd& X, const Eigen::VectorXd&
   finish(hyper);
 }
 
-void GaussianProcess::finish(const GpHyper& h) {
-  hyper_ = h;
-  Eigen::MatrixXd K = matern52(X_, X_, h.length_scales);
-  K.diagonal().array() += h.noise_ratio;
+Eigen::LLT<Eigen::MatrixXd> GaussianProcess::factorise() {
+  Eigen::MatrixXd K = matern52(X_, X_, hyper_.length_scales);
+  K.diagonal().array() += hyper_.noise_ratio;
   Eigen::LLT<Eigen::MatrixXd> llt(K);
   // Add jitter until it factorises; the noise floor keeps this short.
   for (double jitter = 1e-10; llt.info() != Eigen::Success && jitter < 1.0; jitter *= 10) {
@@ -150,6 +149,13 @@ void GaussianProcess::finish(const GpHyper& h) {
     throw Error(Status::internal, "gaussian process: kernel matrix is not positive definite");
   L_ = llt.matrixL();
   alpha_ = llt.solve(ys_);
+  return llt;
+}
+
+void GaussianProcess::finish(const GpHyper& h) {
+  hyper_ = h;
+  believed_ = 0;
+  const Eigen::LLT<Eigen::MatrixXd> llt = factorise();
   signal_var_ = std::max(ys_.dot(alpha_) / n_, kMinSignalVar);
   lml_ = profiled_lml(hyper_).value_or(-std::numeric_limits<double>::infinity());
 
@@ -176,6 +182,26 @@ GaussianProcess::Prediction GaussianProcess::predict(const Eigen::MatrixXd& Xs) 
                    .matrix()
                    .transpose();
   return p;
+}
+
+Eigen::VectorXd GaussianProcess::believe(const Eigen::MatrixXd& Xp) {
+  if (!fitted()) throw Error(Status::state, "gaussian process: believe() before fit()");
+  if (Xp.cols() != X_.cols())
+    throw Error(Status::invalid_argument,
+                fmt::format("gaussian process: {} input dimensions, model has {}", Xp.cols(), X_.cols()));
+  if (!Xp.allFinite()) throw Error(Status::invalid_argument, "gaussian process: inputs must be finite");
+  if (Xp.rows() == 0) return Eigen::VectorXd();
+  // Standardised predictive means: what the rows are believed to measure.
+  const Eigen::VectorXd believed = matern52(Xp, X_, hyper_.length_scales) * alpha_;
+  const Eigen::Index n = X_.rows(), m = Xp.rows();
+  X_.conservativeResize(n + m, Eigen::NoChange);
+  X_.bottomRows(m) = Xp;
+  ys_.conservativeResize(n + m);
+  ys_.tail(m) = believed;
+  n_ = static_cast<int>(n + m);
+  believed_ += static_cast<int>(m);
+  factorise();
+  return (believed.array() * y_scale_ + y_mean_).matrix();
 }
 
 double expected_improvement(double mean, double sd, double best, double xi) {

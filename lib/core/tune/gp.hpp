@@ -4,6 +4,7 @@
 // by maximising it (coarse grid, then per-dimension refinement).
 #pragma once
 
+#include <Eigen/Cholesky>
 #include <Eigen/Core>
 #include <optional>
 
@@ -30,6 +31,20 @@ class GaussianProcess {
   };
   Prediction predict(const Eigen::MatrixXd& Xs) const;
 
+  // Kriging believer, for choosing several points before any is measured:
+  // takes each row of Xp as observed at the model's predictive mean there,
+  // and returns those means (in units of y). The mean stays where it was
+  // everywhere (an observation equal to its prediction moves nothing); the
+  // uncertainty near the rows shrinks as if they had been measured, so
+  // expected improvement stops favouring them and their neighbours. The
+  // hyperparameters, the standardisation and the signal variance stay those
+  // of the real data, and so do log_marginal_likelihood() and loo_rmse().
+  // Throws ks::Error(Status::state) before a fit, and
+  // ks::Error(Status::invalid_argument) for rows of the wrong width or
+  // non-finite values.
+  Eigen::VectorXd believe(const Eigen::MatrixXd& Xp);
+  int believed() const { return believed_; }  // rows taken by believe() since the last fit
+
   bool fitted() const { return n_ > 0; }
   int size() const { return n_; }
   const GpHyper& hyper() const { return hyper_; }
@@ -49,6 +64,9 @@ class GaussianProcess {
   std::optional<double> profiled_lml(const GpHyper& h) const;
   void set_data(const Eigen::MatrixXd& X, const Eigen::VectorXd& y);
   void finish(const GpHyper& h);
+  // Factorises K / signal_var + noise_ratio I of the current inputs (adding
+  // jitter until it factorises), keeps L_ and solves for alpha_.
+  Eigen::LLT<Eigen::MatrixXd> factorise();
 
   Eigen::MatrixXd X_;
   Eigen::VectorXd ys_;      // standardised targets
@@ -59,6 +77,7 @@ class GaussianProcess {
   Eigen::MatrixXd L_;       // Cholesky factor of K/signal_var + noise_ratio I
   Eigen::VectorXd alpha_;   // (K/signal_var + noise_ratio I)^-1 ys
   double lml_ = 0, loo_rmse_ = 0;
+  int believed_ = 0;
 };
 
 // Matern 5/2 correlation between the rows of A and B under `length_scales`.

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -220,6 +221,7 @@ void TuneStrategy::run(SearchContext& ctx) {
     }
   }
 
+  const int batch = tune_batch_size(ctx.config());
   const auto admissible = search->admissible_count();
   const auto* tuner = dynamic_cast<const Tuner*>(search.get());
   events::TuneStart start;
@@ -234,10 +236,12 @@ void TuneStrategy::run(SearchContext& ctx) {
   start.initial_samples = tuner ? tuner->initial_samples() : 0;
   start.seed = static_cast<std::int64_t>(seed);
   start.stall_rounds = options_.stall_rounds;
+  start.batch = batch;
   if (base_config) start.base_config = describe(space, *base_config);
   if (base_eval.passed()) start.base_latency_ms = base_eval.latency_ms;
   emit(ctx, start);
 
+  std::int64_t batches = 0;  // evaluated so far
   auto state = [&](const std::string& phase) {
     const std::optional<util::Vars> best = search->best();
     ctx.set_state(Json::obj(
@@ -249,7 +253,9 @@ void TuneStrategy::run(SearchContext& ctx) {
          {"since_improvement", search->evaluations_since_improvement()},
          {"best_config", best ? Json(describe(space, *best)) : Json()},
          {"best_latency_ms", best ? Json(search->best_objective()) : Json()},
-         {"stop", to_string(search->stop_reason())}}));
+         {"stop", to_string(search->stop_reason())},
+         {"batch", batch},
+         {"batches", batches}}));
   };
 
   std::string stop_reason;
@@ -263,32 +269,58 @@ void TuneStrategy::run(SearchContext& ctx) {
       stop_reason = "last round kept for per-shape values";
       break;
     }
-    const std::optional<util::Vars> config = search->ask();
-    if (!config) {
+    // A batch never spends the run's last round while per-shape values may
+    // still become due: that round is decided alone, with every result known.
+    int count = std::min(batch, ctx.rounds_left());
+    if (count > 1 && count == ctx.rounds_left() && benchmark_names_.size() >= 2) --count;
+    const std::vector<Proposal> proposals = search->ask_batch(count);
+    if (proposals.empty()) {
       stop_reason = to_string(search->stop_reason());
       break;
     }
-    const TunerDecision decision = search->last_decision();
-    Solution candidate = make_candidate(base, space, *config, Json(), "tune: " + describe(space, *config));
-    const EvalResult r = ctx.evaluate(candidate, candidate.name);
-    const double before = search->best_objective();
-    if (r.passed() && r.latency_ms > 0) {
-      search->tell(*config, r.latency_ms);
-      record(*config, r);
-    } else {
-      search->tell_failure(*config);
+    ++batches;
+    std::vector<Solution> candidates;
+    std::vector<std::string> actions;
+    for (const auto& p : proposals) {
+      candidates.push_back(make_candidate(base, space, p.config, Json(), "tune: " + describe(space, p.config)));
+      actions.push_back(candidates.back().name);
     }
-    events::TuneRound round{describe(space, *config), candidate.id, decision.phase, decision.candidates,
-                            std::string(to_string(r.status)), std::nullopt, search->best_objective() < before,
-                            std::nullopt};
-    if (r.passed()) round.latency_ms = r.latency_ms;
-    if (decision.phase == "model" || decision.phase == "exploit") {
-      round.model = events::TuneRound::Model{finite(decision.expected_improvement), finite(decision.feasibility),
-                                             finite(decision.predicted), finite(decision.predicted_log_sd), Json()};
-      if (tuner && tuner->surrogate()) round.model->surrogate = surrogate_json(*tuner->surrogate());
+    // One candidate goes through evaluate(), as before batches existed; a
+    // batch is compiled together and measured one after another, and the
+    // run records each of its candidates as a round of its own.
+    std::vector<EvalResult> results;
+    if (candidates.size() == 1) results.push_back(ctx.evaluate(candidates.front(), actions.front()));
+    else results = ctx.evaluate_batch(candidates, actions);
+    for (std::size_t i = 0; i < proposals.size(); ++i) {
+      const util::Vars& config = proposals[i].config;
+      const TunerDecision& decision = proposals[i].decision;
+      const EvalResult& r = results.at(i);
+      const double before = search->best_objective();
+      if (r.passed() && r.latency_ms > 0) {
+        search->tell(config, r.latency_ms);
+        record(config, r);
+      } else {
+        search->tell_failure(config);
+      }
+      events::TuneRound round{describe(space, config),
+                              candidates[i].id,
+                              decision.phase,
+                              decision.candidates,
+                              std::string(to_string(r.status)),
+                              std::nullopt,
+                              search->best_objective() < before,
+                              std::nullopt,
+                              events::TuneRound::Batch{batches, static_cast<std::int64_t>(proposals.size()),
+                                                       decision.pending}};
+      if (r.passed()) round.latency_ms = r.latency_ms;
+      if (decision.phase == "model" || decision.phase == "exploit") {
+        round.model = events::TuneRound::Model{finite(decision.expected_improvement), finite(decision.feasibility),
+                                               finite(decision.predicted), finite(decision.predicted_log_sd), Json()};
+        if (tuner && tuner->surrogate()) round.model->surrogate = surrogate_json(*tuner->surrogate());
+      }
+      emit(ctx, round);
+      state(decision.phase);
     }
-    emit(ctx, round);
-    state(decision.phase);
   }
 
   const std::optional<util::Vars> best = search->best();
@@ -324,6 +356,12 @@ void TuneStrategy::run(SearchContext& ctx) {
 }
 
 }  // namespace
+
+int tune_batch_size(const SearchConfig& config) {
+  if (config.tune_batch > 0) return std::min(config.tune_batch, kMaxTuneBatch);
+  if (config.parallel > 1) return std::min(config.parallel, kMaxTuneBatch);
+  return kDefaultTuneBatch;
+}
 
 std::unique_ptr<SearchStrategy> make_tune_strategy() { return make_tune_strategy(TuneStrategyOptions{}); }
 

@@ -2,8 +2,10 @@
 // solution (or, when nothing has passed yet, the task's first starting point
 // in the run's language, evaluated first), explores the parameters that
 // solution declares with the model-guided Tuner, one evaluated candidate per
-// round, and finally tries per-shape values where the best configuration
-// differs between benchmark workloads. See docs/tuning.md.
+// round, several rounds at a time (a batch is compiled together and measured
+// one after another: SearchConfig::tune_batch), and finally tries per-shape
+// values where the best configuration differs between benchmark workloads.
+// See docs/tuning.md.
 //
 // The same strategy serves the tune phase after an LLM search
 // (--tune-rounds N): the engine runs it with the remaining round budget.
@@ -15,6 +17,15 @@
 #include "ksearch/strategy.hpp"
 
 namespace ks::core {
+
+// Configurations evaluated together (SearchConfig::tune_batch): at most
+// kMaxTuneBatch; automatic is `parallel` when above 1, else
+// kDefaultTuneBatch, which keeps a GPU host's compile workers busy while
+// leaving the model a decision every few rounds (docs/tuning.md, "Batches").
+inline constexpr int kDefaultTuneBatch = 4;
+inline constexpr int kMaxTuneBatch = 64;
+// The batch size a run's configuration asks for (before the rounds left cap it).
+int tune_batch_size(const SearchConfig& config);
 
 struct TuneStrategyOptions {
   // Stop after this many rounds without a gain of min_improvement (0 = only

@@ -67,9 +67,22 @@ std::optional<util::Vars> ConfigSearch::ask() {
     stop_ = TuneStop::exhausted;
     return std::nullopt;
   }
+  decision_.pending = pending();
   tried_.insert(*p);
   pending_.insert(*p);
   return space_.to_vars(*p);
+}
+
+std::vector<Proposal> ConfigSearch::ask_batch(int count) {
+  if (count < 1) throw Error(Status::invalid_argument, fmt::format("tune: a batch needs at least one configuration, "
+                                                                    "asked for {}", count));
+  std::vector<Proposal> out;
+  while (static_cast<int>(out.size()) < count) {
+    std::optional<util::Vars> config = ask();
+    if (!config) break;
+    out.push_back({std::move(*config), decision_});
+  }
+  return out;
 }
 
 void ConfigSearch::tell(const util::Vars& config, double objective) {
@@ -307,28 +320,49 @@ std::optional<GridPoint> Tuner::model_choice(const std::vector<GridPoint>& pool)
     for (std::size_t j = 0; j < d; ++j) X(i, static_cast<Eigen::Index>(j)) = f[j];
     y[i] = std::log(r.objective);
   }
-  // A full hyperparameter search when the data has grown by a quarter,
-  // otherwise a local refinement from the last choice.
-  const bool full = !hyper_ || n >= full_fit_points_ + std::max<Eigen::Index>(3, full_fit_points_ / 4);
-  gp_.fit(X, y, full ? nullptr : &*hyper_);
-  if (full) full_fit_points_ = static_cast<int>(n);
-  hyper_ = gp_.hyper();
-  SurrogateInfo info;
-  info.points = static_cast<int>(n);
-  info.length_scales.assign(gp_.hyper().length_scales.data(),
-                            gp_.hyper().length_scales.data() + gp_.hyper().length_scales.size());
-  info.noise_ratio = gp_.hyper().noise_ratio;
-  info.log_marginal_likelihood = gp_.log_marginal_likelihood();
-  info.loo_rmse = gp_.loo_rmse();
-  surrogate_ = std::move(info);
-
-  Eigen::MatrixXd Xs(static_cast<Eigen::Index>(pool.size()), static_cast<Eigen::Index>(d));
-  for (std::size_t k = 0; k < pool.size(); ++k) {
-    const std::vector<double> f = space().features(pool[k]);
-    for (std::size_t j = 0; j < d; ++j) Xs(static_cast<Eigen::Index>(k), static_cast<Eigen::Index>(j)) = f[j];
+  // A later choice of the same batch (points pending, no result told since
+  // the last fit) keeps that fit: the data is the same.
+  if (pending() == 0 || fit_points_ != static_cast<int>(n)) {
+    // A full hyperparameter search when the data has grown by a quarter,
+    // otherwise a local refinement from the last choice.
+    const bool full = !hyper_ || n >= full_fit_points_ + std::max<Eigen::Index>(3, full_fit_points_ / 4);
+    gp_.fit(X, y, full ? nullptr : &*hyper_);
+    if (full) full_fit_points_ = static_cast<int>(n);
+    fit_points_ = static_cast<int>(n);
+    hyper_ = gp_.hyper();
+    SurrogateInfo info;
+    info.points = static_cast<int>(n);
+    info.length_scales.assign(gp_.hyper().length_scales.data(),
+                              gp_.hyper().length_scales.data() + gp_.hyper().length_scales.size());
+    info.noise_ratio = gp_.hyper().noise_ratio;
+    info.log_marginal_likelihood = gp_.log_marginal_likelihood();
+    info.loo_rmse = gp_.loo_rmse();
+    surrogate_ = std::move(info);
   }
-  const GaussianProcess::Prediction pred = gp_.predict(Xs);
-  const double best_y = y.minCoeff();
+  auto features_of = [&](const auto& points) {
+    Eigen::MatrixXd F(static_cast<Eigen::Index>(points.size()), static_cast<Eigen::Index>(d));
+    Eigen::Index k = 0;
+    for (const GridPoint& p : points) {
+      const std::vector<double> f = space().features(p);
+      for (std::size_t j = 0; j < d; ++j) F(k, static_cast<Eigen::Index>(j)) = f[j];
+      ++k;
+    }
+    return F;
+  };
+  // Kriging believer: points asked but not yet told (earlier members of
+  // this batch) count as measured at the model's prediction, which leaves
+  // the predicted means as they are and shrinks the uncertainty around
+  // them, so expected improvement looks elsewhere; what they are believed
+  // to measure also counts towards the best so far.
+  double best_y = y.minCoeff();
+  const GaussianProcess* model = &gp_;
+  GaussianProcess believer;
+  if (pending() > 0) {
+    believer = gp_;
+    best_y = std::min(best_y, believer.believe(features_of(pending_points())).minCoeff());
+    model = &believer;
+  }
+  const GaussianProcess::Prediction pred = model->predict(features_of(pool));
 
   std::size_t pick = 0, exploit = 0;
   double pick_score = -1, pick_ei = 0, exploit_score = std::numeric_limits<double>::infinity();

@@ -9,6 +9,10 @@
 //   }
 //   // tuner.best(), tuner.stop_reason()
 //
+// Several configurations may be asked before their results are told (a
+// batch measured together: ask_batch): each later choice treats the ones
+// still pending as measured at the model's prediction (kriging believer).
+//
 // Tuner: a space-filling seed design (maximin Latin hypercube over value
 // ranks, repaired to admissible points), then a Gaussian-process surrogate of
 // log objective with expected improvement, discounted near known failures.
@@ -60,6 +64,16 @@ struct TunerDecision {
   double feasibility = 1;          // chance of not failing, from nearby failures
   double predicted = 0;            // model/exploit: predicted objective (0 when no model)
   double predicted_log_sd = 0;     // model/exploit: predictive standard deviation of log objective
+  // Configurations asked before this one whose results were not told yet
+  // (earlier members of its batch); the model took them as measured at its
+  // prediction.
+  int pending = 0;
+};
+
+// One configuration of a batch, with why it was chosen.
+struct Proposal {
+  util::Vars config;
+  TunerDecision decision;
 };
 
 // The surrogate as last fitted, for logs: how well it explains the data.
@@ -83,8 +97,15 @@ class ConfigSearch {
 
   // The next configuration: admissible, never asked or told before. nullopt
   // once the search is done; stop_reason() says why. Several asks before the
-  // matching tells are allowed (pending points are not proposed again).
+  // matching tells are allowed: pending points are not proposed again, and
+  // the model takes them as measured at its prediction (kriging believer),
+  // so the next choice looks elsewhere.
   std::optional<util::Vars> ask();
+  // Up to `count` distinct configurations to measure together (fewer when
+  // the search ends first; stop_reason() then says why), each with its
+  // decision: ask() repeated. ask_batch(1) is ask(). Throws
+  // ks::Error(invalid_argument) for a count below 1.
+  std::vector<Proposal> ask_batch(int count);
   // The measured objective (lower is better, positive and finite) of a
   // configuration, asked or not (e.g. a starting point measured beforehand).
   // Throws ks::Error(invalid_argument) for a configuration outside the space
@@ -123,6 +144,8 @@ class ConfigSearch {
   bool tried(const GridPoint& p) const { return tried_.count(p) > 0; }
   // Every point asked or told so far.
   const std::set<GridPoint>& tried_points() const { return tried_; }
+  // Points asked whose results are not told yet.
+  const std::set<GridPoint>& pending_points() const { return pending_; }
   // Every admissible point, when the grid is enumerated.
   const std::optional<std::vector<GridPoint>>& all_admissible() const { return all_; }
   // Untried points to score: all of them when there are few, else a random
@@ -175,6 +198,7 @@ class Tuner final : public ConfigSearch {
   GaussianProcess gp_;
   std::optional<GpHyper> hyper_;  // warm start for the next fit
   int full_fit_points_ = 0;       // data size at the last full hyperparameter search
+  int fit_points_ = -1;           // data size at the last fit (a later choice of one batch reuses it)
   std::optional<SurrogateInfo> surrogate_;
 };
 

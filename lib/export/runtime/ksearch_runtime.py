@@ -2075,6 +2075,27 @@ def _gemm_product(torch, A, B, compute, d_dtype):
         return torch.bmm(A.to(f32), B.to(f32))
 
 
+def _gemm_into(torch, A, B, D, compute):
+    """D = op(A) @ op(B) written by the matmul itself, without an f32 intermediate, where D is dense and
+    PyTorch can: operands of D's dtype, or f16/bf16 ones into an f32 D with out_dtype. False where it
+    cannot (then run_gemm takes the general path)."""
+    if not D.is_contiguous():
+        return False
+    f32 = torch.float32
+    kind = A.device.type
+    with _MatmulPrecision(torch, compute == "tf32"):
+        try:
+            if A.dtype == D.dtype:
+                torch.bmm(A, B, out=D)
+                return True
+            if D.dtype == f32 and _OUT_DTYPE_MATMUL.get(kind, True):
+                torch.bmm(A, B, out_dtype=f32, out=D)
+                return True
+        except (TypeError, RuntimeError, NotImplementedError):
+            return False
+    return False
+
+
 def run_gemm(g, a, b, c, d, bias=None):
     """Runs GEMM step `g` (a ResolvedGemm) with PyTorch on the current stream: a, b, c, d and bias are
     one-dimensional tensors over the buffers (each of its buffer's dtype; c may be d), read through
@@ -2093,8 +2114,12 @@ def run_gemm(g, a, b, c, d, bias=None):
     B = matrix(b, g.n, g.k, g.ldb, g.stride_b).transpose(1, 2) if g.trans_b else \
         matrix(b, g.k, g.n, g.ldb, g.stride_b)
     D = matrix(d, g.m, g.n, g.ldd, g.stride_d)
-    acc = _gemm_product(torch, A, B, g.compute, D.dtype)
     alpha, beta = _f32_value(g.alpha), _f32_value(g.beta)
+    # The common step (no scaling, no C, no epilogue) straight into D: an f32 intermediate of D's size
+    # costs a pass over memory as large as the GEMM's own output.
+    if alpha == 1.0 and beta == 0.0 and g.epilogue == "none" and _gemm_into(torch, A, B, D, g.compute):
+        return d
+    acc = _gemm_product(torch, A, B, g.compute, D.dtype)
     if alpha != 1.0:
         acc = acc * alpha
     if beta != 0.0:

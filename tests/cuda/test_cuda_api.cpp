@@ -3,8 +3,10 @@
 // failure; NVRTC and the toolkit headers are found.
 #include <doctest/doctest.h>
 
+#include <cstdlib>
 #include <filesystem>
 
+#include "eval/cuda/cublaslt.hpp"
 #include "eval/cuda/cuda_api.hpp"
 #include "eval/cuda/cuda_backend.hpp"
 #include "eval/cuda/cuda_device.hpp"
@@ -49,6 +51,17 @@ TEST_CASE("cuda api: a missing driver library is named") {
   std::string msg;
   CHECK(status_of([] { cuda::load_driver("/nonexistent/libcuda.so.1"); }, &msg) == Status::no_device);
   CHECK(contains(msg, "no CUDA driver: /nonexistent/libcuda.so.1 not found"));
+}
+
+TEST_CASE("cuda api: without cuBLASLt, a plan's GEMM step is refused with what was tried") {
+  // The process's first (and only) attempt: nothing else in this binary loads cuBLASLt.
+  ::setenv("KSEARCH_LIBCUBLASLT", "/nonexistent/libcublasLt.so.13", 1);
+  std::string msg;
+  CHECK(status_of([] { cuda::cublaslt(); }, &msg) == Status::no_device);
+  CHECK(contains(msg, "cuBLASLt could not be loaded, and this launch plan has a GEMM step"));
+  CHECK(contains(msg, "/nonexistent/libcublasLt.so.13"));
+  CHECK(status_of([] { cuda::CublasLtHandle h; }, &msg) == Status::no_device);  // the failure is kept
+  ::unsetenv("KSEARCH_LIBCUBLASLT");
 }
 
 TEST_CASE("cuda api: the toolkit's stub driver loads but has no device") {

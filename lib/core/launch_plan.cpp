@@ -176,7 +176,7 @@ P::Kernel read_launch(const Json& j, const std::string& where) {
   util::FieldReader r(j, "launch plan: " + where);
   P::Kernel k;
   if (const Json* w = j.find("when"); w && !w->is_null()) k.when = read_expr(*w, where + ".when");
-  if (j.find("gemm")) {
+  if (const Json* g = j.find("gemm"); g && !g->is_null()) {
     r.allow({"gemm", "when"});
     k.gemm = read_gemm(*j.find("gemm"), where + ".gemm");
     return k;

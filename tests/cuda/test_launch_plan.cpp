@@ -518,3 +518,22 @@ TEST_CASE("launch plan: a step's \"when\" leaves it out, keeping the others' pla
                                                 "when": "M >"}]})js"),
                  "launch plan: kernels[0].when: expression \"M >\""));
 }
+
+TEST_CASE("launch plan: C read in place takes D's layout, and a batch's outputs may not overlap") {
+  // c omitted (or d): ldc and stride_c follow ldd and stride_d.
+  auto g = resolve_gemm(one_gemm(R"js("ldd": "2*N", "batch": "B", "beta": 1)js")).launches[0].gemm;
+  REQUIRE(g);
+  CHECK(g->c == "y");
+  CHECK(g->ldc == 256);
+  CHECK(g->ldc == g->ldd);
+  CHECK(g->stride_c == g->stride_d);
+  CHECK(gemm_error(one_gemm(R"js("ldd": "2*N", "ldc": "N", "beta": 1)js")) ==
+        "launch plan: kernels[0] (GEMM step): c is d (`y`), read in place, so ldc and stride_c must be ldd and "
+        "stride_d (256 and 16384), not 128 and 16384");
+  // Stacked outputs, or side by side within D's rows: both fine.
+  CHECK(resolve_gemm(one_gemm(R"js("batch": 2, "n": 32, "ldd": 128, "stride_d": 32)js")).launches.size() == 1);
+  CHECK(resolve_gemm(one_gemm(R"js("batch": 2, "stride_d": "M*N")js")).launches.size() == 1);
+  CHECK(gemm_error(one_gemm(R"js("batch": 2, "stride_d": 0)js")) ==
+        "launch plan: kernels[0] (GEMM step): stride_d = 0 makes the batch's outputs overlap (m = 64, n = 128, ldd = "
+        "128); stack them (stride_d >= 8192) or place them side by side in D's rows");
+}

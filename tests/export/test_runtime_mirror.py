@@ -657,7 +657,7 @@ gemm_plans = [
     # Valid: defaults; f16 to f32 output, transposed, batched with dense strides; every field set.
     {"kernels": [{"gemm": gemm()}]},
     {"kernels": [{"gemm": gemm(d="y", trans_a=True, trans_b=True, batch="B")}]},
-    {"kernels": [{"gemm": gemm(a="x32", b="w32", c="o32", d="o32", bias="bias32", lda="K + 8", ldb="2 * N", ldc="N",
+    {"kernels": [{"gemm": gemm(a="x32", b="w32", c="y", d="o32", bias="bias32", lda="K + 8", ldb="2 * N", ldc="N",
                                ldd="N + 1", batch="B", stride_a="M * (K + 8)", stride_b=0, stride_c="M * N",
                                stride_d="M * (N + 1)", alpha=0.5, beta="1.0 / K", epilogue="relu_bias",
                                compute="tf32", algo="K % 7")}]},
@@ -706,6 +706,9 @@ gemm_plans = [
     {"kernels": [{"gemm": gemm(ldc="N - 1", beta=1)}]},
     {"kernels": [{"gemm": gemm(ldd="N / 2.5")}]},
     {"kernels": [{"gemm": gemm(stride_d="0 - 1", batch=2)}]},
+    {"kernels": [{"gemm": gemm(ldd="2 * N", ldc="N", beta=1)}]},
+    {"kernels": [{"gemm": gemm(batch=2, stride_d=0)}]},
+    {"kernels": [{"gemm": gemm(batch=2, n=32, ldd=128, stride_d=32)}]},
     {"kernels": [{"gemm": gemm(alpha="1 / 0")}]},
     {"kernels": [{"gemm": gemm(beta="nosuch")}]},
     {"kernels": [{"gemm": gemm(algo=64)}]},
@@ -795,7 +798,7 @@ expect("C++: a batched, strided GEMM step with every field set resolves to those
        g["algo"] == 4 and g["compute"] == "tf32" and g["epilogue"] == "relu_bias" and
        g["bytes"] == [str(4 * (64 * 40 + 63 * 40 + 32)), str(4 * (31 * 256 + 128)),
                       str(4 * (64 * 128 + 63 * 128 + 128)), str(4 * (64 * 129 + 63 * 129 + 128)), str(4 * 128)] and
-       g["describe"] == "cuBLASLt GEMM 2 x 64x128x32 x32 @ w32 -> o32 + 0.03125 * o32 epilogue relu_bias compute tf32 "
+       g["describe"] == "cuBLASLt GEMM 2 x 64x128x32 x32 @ w32 -> o32 + 0.03125 * y epilogue relu_bias compute tf32 "
                         "algo 4", str(g))
 huge = tool({"mode": "plan", "plan": gemm_plans[6], "tensors": GEMM_TENSORS, "dtypes": GEMM_DTYPES, "limits": H100,
              "catalog": {"kernels": K_CPP}, "cases": [{"vars": gemm_vars[0], "scalars": {}}]})["results"][0]

@@ -31,21 +31,23 @@ __device__ __forceinline__ MaxSum combine(MaxSum a, MaxSum b) {
 
 __device__ __forceinline__ MaxSum add(MaxSum acc, float v) { return combine(acc, MaxSum{v, 1.0f}); }
 
-__device__ MaxSum block_combine(MaxSum v) {
-  __shared__ MaxSum warp_parts[BLOCK / 32];
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    MaxSum o{__shfl_xor_sync(0xffffffffu, v.m, offset), __shfl_xor_sync(0xffffffffu, v.s, offset)};
-    v = combine(v, o);
-  }
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) warp_parts[warp] = v;
-  __syncthreads();
-  v = lane < BLOCK / 32 ? warp_parts[lane] : MaxSum{__int_as_float(0xff800000), 0.0f};
+// The maximum and sum over a warp's lanes, then over a block's warps.
+__device__ MaxSum warp_combine(MaxSum v) {
   for (int offset = 16; offset > 0; offset >>= 1) {
     MaxSum o{__shfl_xor_sync(0xffffffffu, v.m, offset), __shfl_xor_sync(0xffffffffu, v.s, offset)};
     v = combine(v, o);
   }
   return v;
+}
+
+__device__ MaxSum block_combine(MaxSum v) {
+  __shared__ MaxSum warp_parts[BLOCK / 32];
+  v = warp_combine(v);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) warp_parts[warp] = v;
+  __syncthreads();
+  v = lane < BLOCK / 32 ? warp_parts[lane] : MaxSum{__int_as_float(0xff800000), 0.0f};
+  return warp_combine(v);
 }
 
 // VEC floats moved by one load or store instruction.
@@ -61,12 +63,10 @@ union Pack {
   float f[VEC];
 };
 
-extern "C" __global__ void __launch_bounds__(BLOCK)
-softmax_online(const float* __restrict__ x, float* __restrict__ y, int R, int C) {
-  const long long row = blockIdx.x;
-  if (row >= R) return;
-  const float* xr = x + row * C;
-  float* yr = y + row * C;
+// Both passes over one row by THREADS threads, this one `tid` (a block's
+// threads, or a warp's lanes); Reduce combines their partial maxima and sums.
+template <int THREADS, MaxSum (*Reduce)(MaxSum)>
+__device__ __forceinline__ void softmax_row(const float* __restrict__ xr, float* __restrict__ yr, int C, int tid) {
   // Rows start 4*C bytes apart, so wide accesses are aligned when C % VEC == 0.
   const bool wide = VEC > 1 && C % VEC == 0;
   const vec_t* xv = reinterpret_cast<const vec_t*>(xr);
@@ -74,20 +74,20 @@ softmax_online(const float* __restrict__ x, float* __restrict__ y, int R, int C)
 
   MaxSum acc{__int_as_float(0xff800000), 0.0f};
   if (wide) {
-    for (int i = threadIdx.x; i < C / VEC; i += BLOCK) {
+    for (int i = tid; i < C / VEC; i += THREADS) {
       Pack p;
       p.v = xv[i];
 #pragma unroll
       for (int k = 0; k < VEC; ++k) acc = add(acc, p.f[k]);
     }
   } else {
-    for (int c = threadIdx.x; c < C; c += BLOCK) acc = add(acc, xr[c]);
+    for (int c = tid; c < C; c += THREADS) acc = add(acc, xr[c]);
   }
-  const MaxSum total = block_combine(acc);
+  const MaxSum total = Reduce(acc);
   const float inv = 1.0f / total.s;
 
   if (wide) {
-    for (int i = threadIdx.x; i < C / VEC; i += BLOCK) {
+    for (int i = tid; i < C / VEC; i += THREADS) {
       Pack p;
       p.v = xv[i];
 #pragma unroll
@@ -95,55 +95,25 @@ softmax_online(const float* __restrict__ x, float* __restrict__ y, int R, int C)
       yv[i] = p.v;
     }
   } else {
-    for (int c = threadIdx.x; c < C; c += BLOCK) yr[c] = __expf(xr[c] - total.m) * inv;
+    for (int c = tid; c < C; c += THREADS) yr[c] = __expf(xr[c] - total.m) * inv;
   }
+}
+
+extern "C" __global__ void __launch_bounds__(BLOCK)
+softmax_online(const float* __restrict__ x, float* __restrict__ y, int R, int C) {
+  const long long row = blockIdx.x;
+  if (row >= R) return;
+  softmax_row<BLOCK, block_combine>(x + row * C, y + row * C, C, threadIdx.x);
 }
 
 // One warp per row (WARP_ROWS=1, for rows of at most 2048 values): BLOCK / 32
 // rows per block, no shared memory and no block barrier; the second pass
 // finds the row in L1. Where a row is short, a block per row leaves most of
 // its threads idle.
-__device__ __forceinline__ MaxSum warp_combine(MaxSum v) {
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    MaxSum o{__shfl_xor_sync(0xffffffffu, v.m, offset), __shfl_xor_sync(0xffffffffu, v.s, offset)};
-    v = combine(v, o);
-  }
-  return v;
-}
 
 extern "C" __global__ void __launch_bounds__(BLOCK)
 softmax_warp_rows(const float* __restrict__ x, float* __restrict__ y, int R, int C) {
   const long long row = (long long)blockIdx.x * (BLOCK / 32) + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
   if (row >= R) return;  // the whole warp leaves together
-  const float* xr = x + row * C;
-  float* yr = y + row * C;
-  const bool wide = VEC > 1 && C % VEC == 0;
-  const vec_t* xv = reinterpret_cast<const vec_t*>(xr);
-  vec_t* yv = reinterpret_cast<vec_t*>(yr);
-
-  MaxSum acc{__int_as_float(0xff800000), 0.0f};
-  if (wide) {
-    for (int i = lane; i < C / VEC; i += 32) {
-      Pack p;
-      p.v = xv[i];
-#pragma unroll
-      for (int k = 0; k < VEC; ++k) acc = add(acc, p.f[k]);
-    }
-  } else {
-    for (int c = lane; c < C; c += 32) acc = add(acc, xr[c]);
-  }
-  const MaxSum total = warp_combine(acc);
-  const float inv = 1.0f / total.s;
-  if (wide) {
-    for (int i = lane; i < C / VEC; i += 32) {
-      Pack p;
-      p.v = xv[i];
-#pragma unroll
-      for (int k = 0; k < VEC; ++k) p.f[k] = __expf(p.f[k] - total.m) * inv;
-      yv[i] = p.v;
-    }
-  } else {
-    for (int c = lane; c < C; c += 32) yr[c] = __expf(xr[c] - total.m) * inv;
-  }
+  softmax_row<32, warp_combine>(x + row * C, y + row * C, C, threadIdx.x % 32);
 }

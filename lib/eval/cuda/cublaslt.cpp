@@ -99,6 +99,26 @@ std::uint32_t alignment(CUdeviceptr p, std::int64_t batch, std::int64_t stride, 
 
 }  // namespace
 
+GemmPointers gemm_operands(const ResolvedGemm& g, const std::function<GemmBuffer(const std::string&)>& buffer,
+                           const std::string& where) {
+  GemmPointers p;
+  const std::pair<const std::string*, std::uint64_t> need[] = {
+      {&g.a, g.bytes_a()}, {&g.b, g.bytes_b()}, {&g.c, g.bytes_c()}, {&g.d, g.bytes_d()}, {&g.bias, g.bytes_bias()}};
+  CUdeviceptr* slots[] = {&p.a, &p.b, &p.c, &p.d, &p.bias};
+  for (std::size_t i = 0; i < 5; ++i) {
+    const auto& [name, bytes] = need[i];
+    if (name->empty()) continue;
+    const GemmBuffer buf = buffer(*name);
+    if (buf.size_known && bytes > buf.bytes)
+      throw Error(Status::invalid_argument,
+                  fmt::format("{}: {} reaches {} bytes into `{}`, which has {}; check m, n, k, the leading "
+                              "dimensions, batch and strides",
+                              where, g.describe(), bytes, *name, buf.bytes));
+    *slots[i] = buf.addr;
+  }
+  return p;
+}
+
 const CublasLtApi& cublaslt() {
   static std::once_flag once;
   static std::unique_ptr<CublasLtApi> api;  // never freed: steps may run until exit

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -20,6 +21,24 @@ struct CublasLtApi;
 // The process's cuBLASLt: $KSEARCH_LIBCUBLASLT, else libcublasLt.so.13 or .12
 // from the loader path or the toolkit. Throws ks::Error(Status::no_device).
 const CublasLtApi& cublaslt();
+
+// One operand's buffer as the executor knows it: its address and size
+// (unchecked only where the size is unknown: a caller's buffer given without).
+struct GemmBuffer {
+  CUdeviceptr addr = 0;
+  std::uint64_t bytes = 0;
+  bool size_known = true;
+};
+
+// The pointers of a GEMM step's operands, each checked to hold the extent the
+// step reaches (ResolvedGemm::bytes_*). `buffer` finds a buffer by name.
+// Throws ks::Error(Status::invalid_argument): "<where>: cuBLASLt GEMM ...
+// reaches N bytes into `x`, which has M; ...".
+struct GemmPointers {
+  CUdeviceptr a = 0, b = 0, c = 0, d = 0, bias = 0;
+};
+GemmPointers gemm_operands(const ResolvedGemm& g, const std::function<GemmBuffer(const std::string&)>& buffer,
+                           const std::string& where);
 
 // A cuBLASLt handle, for the GEMM steps of one program.
 class CublasLtHandle {
@@ -45,9 +64,7 @@ inline constexpr std::size_t kGemmWorkspaceBytes = std::size_t{32} << 20;
 // launches it.
 class GemmStep {
  public:
-  struct Pointers {
-    CUdeviceptr a = 0, b = 0, c = 0, d = 0, bias = 0;
-  };
+  using Pointers = GemmPointers;
   // Throws ks::Error(Status::invalid_argument) when cuBLASLt has no algorithm
   // for the GEMM. An `algo` past the algorithms it offers takes the last.
   GemmStep(const CublasLtHandle& handle, const ResolvedGemm& gemm, const Pointers& p, std::size_t workspace_bytes);

@@ -162,21 +162,14 @@ void CudaProgram::bind(const Bindings& b) {
 std::unique_ptr<GemmStep> CudaProgram::bind_gemm(const ResolvedGemm& g, const std::string& step,
                                                  const std::function<Buffer(const std::string&)>& buffer_of) {
   const std::string where = fmt::format("launch plan: {} (GEMM step)", step);
-  GemmStep::Pointers p;
-  const std::pair<const std::string*, std::uint64_t> need[] = {
-      {&g.a, g.bytes_a()}, {&g.b, g.bytes_b()}, {&g.c, g.bytes_c()}, {&g.d, g.bytes_d()}, {&g.bias, g.bytes_bias()}};
-  CUdeviceptr* slots[] = {&p.a, &p.b, &p.c, &p.d, &p.bias};
-  for (std::size_t i = 0; i < 5; ++i) {
-    const auto& [name, bytes] = need[i];
-    if (name->empty()) continue;
-    const Buffer buf = buffer_of(*name);
-    if (bytes > buf.bytes)
-      plan_error(fmt::format("{}: {} reaches {} bytes into `{}`, which has {}; check m, n, k, the leading "
-                             "dimensions, batch and strides",
-                             where, g.describe(), bytes, *name, buf.bytes));
-    *slots[i] = buf.addr;
-  }
   try {
+    const GemmStep::Pointers p = gemm_operands(
+        g,
+        [&](const std::string& name) {
+          const Buffer buf = buffer_of(name);
+          return GemmBuffer{buf.addr, buf.bytes};
+        },
+        where);
     if (!cublas_) {
       cublas_ = std::make_unique<CublasLtHandle>();
       gemm_workspace_ = device_.alloc(kGemmWorkspaceBytes);
@@ -184,7 +177,8 @@ std::unique_ptr<GemmStep> CudaProgram::bind_gemm(const ResolvedGemm& g, const st
     }
     return std::make_unique<GemmStep>(*cublas_, g, p, kGemmWorkspaceBytes);
   } catch (const Error& e) {
-    plan_error(fmt::format("{}: {}", where, e.what()));
+    const std::string what = e.what();
+    plan_error(what.rfind(where, 0) == 0 ? what : fmt::format("{}: {}", where, what));
   }
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <thread>
 #include <set>
 
 #include "core/inputs.hpp"
@@ -376,21 +377,18 @@ GemmStep& HostKernel::gemm_step(const ResolvedGemm& g, const std::string& step,
                                 const std::function<std::uint64_t(const std::string&, const std::string&)>& pointer_of,
                                 const HostLaunch& l) {
   const std::string what = fmt::format("the GEMM step {}", step);
-  GemmStep::Pointers p;
-  const std::pair<const std::string*, std::uint64_t> need[] = {
-      {&g.a, g.bytes_a()}, {&g.b, g.bytes_b()}, {&g.c, g.bytes_c()}, {&g.d, g.bytes_d()}, {&g.bias, g.bytes_bias()}};
-  CUdeviceptr* slots[] = {&p.a, &p.b, &p.c, &p.d, &p.bias};
-  for (std::size_t i = 0; i < 5; ++i) {
-    const auto& [name, bytes] = need[i];
-    if (name->empty()) continue;
-    *slots[i] = static_cast<CUdeviceptr>(pointer_of(*name, what));
-    std::uint64_t have = 0;
-    if (auto it = l.buffers.find(*name); it != l.buffers.end() && it->second.ptr) have = it->second.bytes;
-    else if (auto s = scratch_.find(*name); s != scratch_.end()) have = s->second.bytes;
-    if (have && bytes > have)
-      throw Error(Status::invalid_argument, fmt::format("{}: {} reaches {} bytes into \"{}\", which has {}", what,
-                                                        g.describe(), bytes, *name, have));
-  }
+  const GemmStep::Pointers p = gemm_operands(
+      g,
+      [&](const std::string& name) {
+        // The caller's buffer is checked where the caller gave its size; this kernel's own scratch always.
+        GemmBuffer buf{static_cast<CUdeviceptr>(pointer_of(name, what)), 0, false};
+        if (auto it = l.buffers.find(name); it != l.buffers.end() && it->second.ptr)
+          buf.bytes = it->second.bytes, buf.size_known = it->second.bytes != 0;
+        else if (auto s = scratch_.find(name); s != scratch_.end())
+          buf.bytes = s->second.bytes, buf.size_known = true;
+        return buf;
+      },
+      what);
   // Descriptors and the algorithm are made once per GEMM and buffers. The
   // description has the transposes, epilogue, compute and algo; the dtypes
   // are keyed too (a variant's scratch buffer may have another).
@@ -410,8 +408,10 @@ GemmStep& HostKernel::gemm_step(const ResolvedGemm& g, const std::string& step,
 }
 
 std::uint64_t HostKernel::gemm_workspace(void* stream) {
-  // One per stream: GEMM steps on two streams may run at once.
-  auto& w = gemm_workspaces_[stream];
+  // One per stream: GEMM steps on two streams may run at once. The per-thread
+  // default stream (CU_STREAM_PER_THREAD) is a stream of each thread.
+  const bool per_thread = stream == reinterpret_cast<void*>(CU_STREAM_PER_THREAD);
+  auto& w = gemm_workspaces_[{stream, per_thread ? std::this_thread::get_id() : std::thread::id()}];
   if (!w) {
     const DriverApi& api = driver();
     CUdeviceptr p = 0;

@@ -15,6 +15,8 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "eval/backend.hpp"
@@ -105,7 +107,7 @@ class HostKernel {
   std::map<std::string, Scratch> scratch_;
   std::unique_ptr<CublasLtHandle> cublas_;  // made at the first GEMM step
   std::map<std::string, std::unique_ptr<GemmStep>> gemm_steps_;
-  std::map<void*, std::uint64_t> gemm_workspaces_;  // by CUstream
+  std::map<std::pair<void*, std::thread::id>, std::uint64_t> gemm_workspaces_;  // by CUstream (and thread)
 };
 
 }  // namespace ks::eval::cuda

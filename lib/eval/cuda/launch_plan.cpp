@@ -465,8 +465,10 @@ struct Resolver {
     };
     r.lda = ld(g.lda, "lda", r.trans_a ? r.m : r.k);
     r.ldb = ld(g.ldb, "ldb", r.trans_b ? r.k : r.n);
-    r.ldc = ld(g.ldc, "ldc", r.n);
     r.ldd = ld(g.ldd, "ldd", r.n);
+    // C read in place (c is d) has D's layout: cuBLASLt computes in place only with one layout.
+    const bool c_is_d = r.c == r.d;
+    r.ldc = c_is_d && !g.ldc ? r.ldd : ld(g.ldc, "ldc", r.n);
     auto stride = [&](const std::optional<Expr>& e, const char* key, std::int64_t dense) {
       if (!e) return dense;
       std::int64_t v = eval_int(*e, fmt::format("{}.{}", where, key));
@@ -475,8 +477,19 @@ struct Resolver {
     };
     r.stride_a = stride(g.stride_a, "stride_a", (r.trans_a ? r.k : r.m) * r.lda);
     r.stride_b = stride(g.stride_b, "stride_b", (r.trans_b ? r.n : r.k) * r.ldb);
-    r.stride_c = stride(g.stride_c, "stride_c", r.m * r.ldc);
     r.stride_d = stride(g.stride_d, "stride_d", r.m * r.ldd);
+    r.stride_c = stride(g.stride_c, "stride_c", c_is_d ? r.stride_d : r.m * r.ldc);
+    if (c_is_d && (r.ldc != r.ldd || r.stride_c != r.stride_d))
+      fail(where, fmt::format("c is d (`{}`), read in place, so ldc and stride_c must be ldd and stride_d ({} and {}), "
+                              "not {} and {}",
+                              r.d, r.ldd, r.stride_d, r.ldc, r.stride_c));
+    // The batch's outputs may not overlap: items stacked (each after the
+    // last row of the one before) or side by side within D's rows.
+    if (r.batch > 1 && r.stride_d < (r.m - 1) * r.ldd + r.n &&
+        !(r.stride_d >= r.n && (r.batch - 1) * r.stride_d + r.n <= r.ldd))
+      fail(where, fmt::format("stride_d = {} makes the batch's outputs overlap (m = {}, n = {}, ldd = {}); stack them "
+                              "(stride_d >= {}) or place them side by side in D's rows",
+                              r.stride_d, r.m, r.n, r.ldd, (r.m - 1) * r.ldd + r.n));
     r.alpha = g.alpha ? eval_double(*g.alpha, where + ".alpha") : 1.0;
     r.beta = g.beta ? eval_double(*g.beta, where + ".beta") : 0.0;
     r.epilogue = t.epilogue;

@@ -815,7 +815,7 @@ def _parse_launch(value, where, reading):
     k = PlanLaunch()
     w = value.get("when")
     k.when = None if w is None else _parse_expr(w, where + ".when", reading)
-    if "gemm" in value:
+    if value.get("gemm") is not None:
         _allow(value, ("gemm", "when"), what)
         k.gemm = _parse_gemm(value["gemm"], where + ".gemm", reading)
         k.kernel = "cuBLASLt GEMM"
@@ -1262,8 +1262,10 @@ class _Resolver:
 
         r.lda = ld(g.lda, "lda", r.m if r.trans_a else r.k)
         r.ldb = ld(g.ldb, "ldb", r.k if r.trans_b else r.n)
-        r.ldc = ld(g.ldc, "ldc", r.n)
         r.ldd = ld(g.ldd, "ldd", r.n)
+        # C read in place (c is d) has D's layout: cuBLASLt computes in place only with one layout.
+        c_is_d = r.c == r.d
+        r.ldc = r.ldd if c_is_d and g.ldc is None else ld(g.ldc, "ldc", r.n)
 
         def stride(e, key, dense):
             if e is None:
@@ -1275,8 +1277,18 @@ class _Resolver:
 
         r.stride_a = stride(g.stride_a, "stride_a", (r.k if r.trans_a else r.m) * r.lda)
         r.stride_b = stride(g.stride_b, "stride_b", (r.n if r.trans_b else r.k) * r.ldb)
-        r.stride_c = stride(g.stride_c, "stride_c", r.m * r.ldc)
         r.stride_d = stride(g.stride_d, "stride_d", r.m * r.ldd)
+        r.stride_c = stride(g.stride_c, "stride_c", r.stride_d if c_is_d else r.m * r.ldc)
+        if c_is_d and (r.ldc != r.ldd or r.stride_c != r.stride_d):
+            _plan_fail(where, "c is d (`%s`), read in place, so ldc and stride_c must be ldd and stride_d (%d and %d), "
+                              "not %d and %d" % (r.d, r.ldd, r.stride_d, r.ldc, r.stride_c))
+        # The batch's outputs may not overlap: items stacked (each after the last row of the one before) or
+        # side by side within D's rows.
+        if r.batch > 1 and r.stride_d < (r.m - 1) * r.ldd + r.n and \
+                not (r.stride_d >= r.n and (r.batch - 1) * r.stride_d + r.n <= r.ldd):
+            _plan_fail(where, "stride_d = %d makes the batch's outputs overlap (m = %d, n = %d, ldd = %d); stack them "
+                              "(stride_d >= %d) or place them side by side in D's rows"
+                       % (r.stride_d, r.m, r.n, r.ldd, (r.m - 1) * r.ldd + r.n))
         r.alpha = self.eval_double(g.alpha, where + ".alpha") if g.alpha is not None else 1.0
         r.beta = self.eval_double(g.beta, where + ".beta") if g.beta is not None else 0.0
         r.epilogue, r.compute = g.epilogue, g.compute

@@ -422,9 +422,9 @@ TEST_CASE("launch plan: a strided, batched GEMM step with every field set") {
   CHECK(huge->bytes_a() == std::numeric_limits<std::uint64_t>::max());
   CHECK(huge->bytes_b() == (2 * 32 * 128 + 31 * 128 + 128) * 2);
 
-  auto tf32 = resolve_gemm(R"js({"kernels": [{"gemm": {"a": "y32", "b": "y32", "d": "y32", "m": 8, "n": 8, "k": 8,
+  auto tf32 = resolve_gemm(R"js({"kernels": [{"gemm": {"a": "y32", "b": "y32", "d": "c32", "m": 8, "n": 8, "k": 8,
                                                         "compute": "tf32", "trans_b": true, "algo": 63}}]})js");
-  CHECK(tf32.launches[0].gemm->describe() == "cuBLASLt GEMM 8x8x8 y32 @ y32^T -> y32 compute tf32 algo 63");
+  CHECK(tf32.launches[0].gemm->describe() == "cuBLASLt GEMM 8x8x8 y32 @ y32^T -> c32 compute tf32 algo 63");
 }
 
 TEST_CASE("launch plan: a GEMM step's buffers, dtypes, sizes and algo are checked") {
@@ -446,8 +446,8 @@ TEST_CASE("launch plan: a GEMM step's buffers, dtypes, sizes and algo are checke
   CHECK(contains(gemm_error(one_gemm(R"js("a": "xb", "b": "wb")js")), "a bf16, b bf16, d f16: a GEMM step takes"));
   CHECK(contains(gemm_error(R"js({"kernels": [{"gemm": {"a": "y32", "b": "y32", "d": "y", "m": 1, "n": 1, "k": 1}}]})js"),
                  "a f32, b f32, d f16"));
-  CHECK(contains(gemm_error(R"js({"kernels": [{"gemm": {"a": "idx", "b": "idx", "d": "idx", "m": 1, "n": 1, "k": 1}}]})js"),
-                 "a i32, b i32, d i32"));
+  CHECK(contains(gemm_error(R"js({"kernels": [{"gemm": {"a": "idx", "b": "idx", "d": "y32", "m": 1, "n": 1, "k": 1}}]})js"),
+                 "a i32, b i32, d f32"));
   CHECK(gemm_error(one_gemm(R"js("compute": "tf32")js")) ==
         "launch plan: kernels[0] (GEMM step): compute \"tf32\" is for f32 operands; these are f16");
   CHECK(gemm_error(one_gemm(R"js("m": "M - 64")js")) ==
@@ -533,6 +533,9 @@ TEST_CASE("launch plan: C read in place takes D's layout, and a batch's outputs 
   // Stacked outputs, or side by side within D's rows: both fine.
   CHECK(resolve_gemm(one_gemm(R"js("batch": 2, "n": 32, "ldd": 128, "stride_d": 32)js")).launches.size() == 1);
   CHECK(resolve_gemm(one_gemm(R"js("batch": 2, "stride_d": "M*N")js")).launches.size() == 1);
+  CHECK(gemm_error(one_gemm(R"js("d": "x")js")) ==
+        "launch plan: kernels[0] (GEMM step): d `x` is also a: the step would read and write it at once; write D to "
+        "another buffer");
   CHECK(gemm_error(one_gemm(R"js("batch": 2, "stride_d": 0)js")) ==
         "launch plan: kernels[0] (GEMM step): stride_d = 0 makes the batch's outputs overlap (m = 64, n = 128, ldd = "
         "128); stack them (stride_d >= 8192) or place them side by side in D's rows");

@@ -708,6 +708,8 @@ gemm_plans = [
     {"kernels": [{"gemm": gemm(stride_d="0 - 1", batch=2)}]},
     {"kernels": [{"gemm": gemm(ldd="2 * N", ldc="N", beta=1)}]},
     {"kernels": [{"gemm": gemm(batch=2, stride_d=0)}]},
+    {"kernels": [{"gemm": gemm(d="w")}]},
+    {"kernels": [{"gemm": gemm(d="o16", bias="o16", epilogue="bias")}]},
     {"kernels": [{"gemm": gemm(batch=2, n=32, ldd=128, stride_d=32)}]},
     {"kernels": [{"gemm": gemm(alpha="1 / 0")}]},
     {"kernels": [{"gemm": gemm(beta="nosuch")}]},

@@ -429,6 +429,13 @@ struct Resolver {
     r.a_type = operand(r.a, "a", where);
     r.b_type = operand(r.b, "b", where);
     r.d_type = operand(r.d, "d", where);
+    // Every operand starts at its buffer's start: D in a buffer it also reads from would be read and
+    // written at once (C in place is the exception cuBLASLt allows).
+    for (const auto& [name, role] : {std::pair{&r.a, "a"}, std::pair{&r.b, "b"}, std::pair{&r.bias, "bias"}})
+      if (*name == r.d)
+        fail(where, fmt::format("d `{}` is also {}: the step would read and write it at once; write D to another "
+                                "buffer",
+                                r.d, role));
     if (r.c != r.d && operand(r.c, "c", where) != r.d_type)
       fail(where, fmt::format("c `{}` is {} but d `{}` is {}; they must match", r.c, to_string(operand(r.c, "c", where)),
                               r.d, to_string(r.d_type)));

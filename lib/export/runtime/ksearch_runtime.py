@@ -1221,6 +1221,12 @@ class _Resolver:
         r.a_type = self.operand(r.a, "a", where)
         r.b_type = self.operand(r.b, "b", where)
         r.d_type = self.operand(r.d, "d", where)
+        # Every operand starts at its buffer's start: D in a buffer it also reads from would be read and
+        # written at once (C in place is the exception cuBLASLt allows).
+        for name, role in ((r.a, "a"), (r.b, "b"), (r.bias, "bias")):
+            if name == r.d:
+                _plan_fail(where, "d `%s` is also %s: the step would read and write it at once; write D to another "
+                                  "buffer" % (r.d, role))
         if r.c != r.d:
             c_type = self.operand(r.c, "c", where)
             if c_type != r.d_type:

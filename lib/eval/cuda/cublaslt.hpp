@@ -30,13 +30,14 @@ struct GemmBuffer {
   bool size_known = true;
 };
 
+struct GemmPointers {
+  CUdeviceptr a = 0, b = 0, c = 0, d = 0, bias = 0;
+};
+
 // The pointers of a GEMM step's operands, each checked to hold the extent the
 // step reaches (ResolvedGemm::bytes_*). `buffer` finds a buffer by name.
 // Throws ks::Error(Status::invalid_argument): "<where>: cuBLASLt GEMM ...
 // reaches N bytes into `x`, which has M; ...".
-struct GemmPointers {
-  CUdeviceptr a = 0, b = 0, c = 0, d = 0, bias = 0;
-};
 GemmPointers gemm_operands(const ResolvedGemm& g, const std::function<GemmBuffer(const std::string&)>& buffer,
                            const std::string& where);
 

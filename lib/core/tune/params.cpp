@@ -197,14 +197,10 @@ std::vector<std::string> param_defines(const util::Vars& values) {
 }
 
 util::Vars compiled_values(const Json& params, const util::Vars& values) {
-  const Json* space = params.is_object() ? params.find("space") : nullptr;
-  if (!space || !space->is_object()) return values;
+  const ParamSpace space = ParamSpace::from_json(params);
   util::Vars out;
-  for (const auto& [name, v] : values) {
-    const Json* decl = space->find(name);
-    const Json* po = decl && decl->is_object() ? decl->find("plan_only") : nullptr;
-    if (!(po && po->is_bool() && po->as_bool())) out[name] = v;
-  }
+  for (const auto& [name, v] : values)
+    if (const ParamDecl* d = space.find(name); !(d && d->plan_only)) out[name] = v;
   return out;
 }
 

@@ -10,8 +10,6 @@
 
 #include <algorithm>
 #include <array>
-#include <mutex>
-#include <optional>
 #include <vector>
 
 #include "eval/cuda/cuda_api.hpp"
@@ -120,18 +118,8 @@ GemmPointers gemm_operands(const ResolvedGemm& g, const std::function<GemmBuffer
 }
 
 const CublasLtApi& cublaslt() {
-  static std::once_flag once;
-  static std::unique_ptr<CublasLtApi> api;  // never freed: steps may run until exit
-  static std::optional<Error> failure;
-  std::call_once(once, [] {
-    try {
-      api = load_cublaslt();
-    } catch (const Error& e) {
-      failure.emplace(e);
-    }
-  });
-  if (failure) throw *failure;
-  return *api;
+  static Loaded<CublasLtApi> slot;  // never freed: steps may run until exit
+  return get_loaded(slot, [] { return load_cublaslt(); });
 }
 
 CublasLtHandle::CublasLtHandle() {

@@ -157,27 +157,6 @@ std::unique_ptr<NvrtcApi> load_nvrtc(const std::string& path) {
 
 namespace {
 
-// Loads once and keeps either the table or the reason it failed.
-template <typename Api>
-struct Loaded {
-  std::once_flag once;
-  std::unique_ptr<Api> api;
-  std::optional<Error> failure;
-};
-
-template <typename Api, typename LoadFn>
-const Api& get_loaded(Loaded<Api>& slot, LoadFn load) {
-  std::call_once(slot.once, [&] {
-    try {
-      slot.api = load();
-    } catch (const Error& e) {
-      slot.failure.emplace(e);
-    }
-  });
-  if (slot.failure) throw *slot.failure;
-  return *slot.api;
-}
-
 Loaded<DriverApi>& driver_slot() {
   static Loaded<DriverApi> slot;
   return slot;

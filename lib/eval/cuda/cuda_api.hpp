@@ -14,11 +14,14 @@
 
 #include <initializer_list>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "eval/backend.hpp"
+#include "ksearch/error.hpp"
 
 namespace ks::eval::cuda {
 
@@ -113,6 +116,28 @@ void check(CUresult r, const char* call, std::string_view what = {});
 
 // Checks an NVRTC call; throws ks::Error(Status::internal) naming it.
 void check_nvrtc(nvrtcResult r, const char* call);
+
+// Loads once and keeps either the table or the reason it failed: every later
+// call returns the same table or throws the same error.
+template <typename Api>
+struct Loaded {
+  std::once_flag once;
+  std::unique_ptr<Api> api;
+  std::optional<Error> failure;
+};
+
+template <typename Api, typename LoadFn>
+const Api& get_loaded(Loaded<Api>& slot, LoadFn load) {
+  std::call_once(slot.once, [&] {
+    try {
+      slot.api = load();
+    } catch (const Error& e) {
+      slot.failure.emplace(e);
+    }
+  });
+  if (slot.failure) throw *slot.failure;
+  return *slot.api;
+}
 
 // Opens a toolkit library with dlopen: `path` when given, else $`env_var`
 // when set, else each of `names` from the loader path, then under $CUDA_HOME,

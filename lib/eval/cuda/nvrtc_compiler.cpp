@@ -327,6 +327,13 @@ std::vector<std::string> CudaCompiler::nvrtc_options(const CompileRequest& reque
   opts.emplace_back("-lineinfo");
   // ptxas reports registers, spills and shared memory per kernel into the log.
   opts.emplace_back("--ptxas-options=-v");
+  // ptxas compiles the module's kernels on up to 8 threads. Each kernel's
+  // code is the same as on one thread (compared section by section for the
+  // TriMul starting kernel); only the cubin's note of the options differs.
+  // A fixed count keeps the options, and so the cache keys, the same on
+  // every machine. NVRTC's own -split-compile is not used: it splits NVVM,
+  // whose output then depends on thread timing (docs/cuda-backend.md).
+  opts.emplace_back("--ptxas-options=--split-compile=8");
   for (const auto& dir : toolkit_include_dirs()) opts.push_back("-I" + dir);
   for (const auto& dir : options_.include_dirs) opts.push_back("-I" + dir);
   for (const auto& f : request.flags) opts.push_back(f);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/rng/rng_stream.hpp"
+#include "eval/digest.hpp"
 #include "ksearch/evaluator.hpp"
 #include "ksearch/types.hpp"
 #include "util/expr.hpp"
@@ -245,6 +246,11 @@ class Device {
   virtual void poison(Buffer b, std::size_t bytes) = 0;
   virtual CompareStats compare(Buffer out, Buffer ref, DType dtype, std::size_t count,
                                const Tolerance& tol) = 0;
+  // A keyed digest of the first `bytes` bytes of `b` (eval/digest.hpp): equal
+  // digests mean unchanged bytes, except with probability 2^-64 for a change
+  // made without knowing this device's key. The default downloads the
+  // buffer in pieces; devices that can, digest in place.
+  virtual std::uint64_t digest(Buffer b, std::size_t bytes);
   // Evicts the last-level cache (GPU L2: a write over a buffer >= 2x its size).
   virtual void flush_cache() = 0;
   virtual void synchronize() = 0;
@@ -271,6 +277,9 @@ class Device {
   // False once an error has left the device unusable (a sticky CUDA error:
   // the context must be recreated, so the worker must be replaced).
   virtual bool usable() const { return true; }
+
+ protected:
+  const std::uint64_t digest_key_ = new_digest_key();  // digest()'s; never leaves the object
 };
 
 // The RNG stream of a tensor (see core/rng/rng_stream.hpp).

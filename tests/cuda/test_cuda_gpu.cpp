@@ -153,6 +153,23 @@ extern "C" __global__ void scale(const float* x, float* y, int n) {
     expect_passes(*ev, *task, "an incorrect kernel");
   }
 
+  SUBCASE("modifies its input") {
+    // The check compares digests of x (4004 bytes: a partial last word) and
+    // draws x again only to say what changed.
+    EvalResult r = ev->evaluate(*task, cuda(R"(
+extern "C" __global__ void scale(const float* x, float* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = 2.0f * x[i];
+  if (i == 1000) const_cast<float*>(x)[i] = 0.5f;
+})",
+                                            kScalePlan));
+    INFO(messages(r));
+    CHECK(r.status == EvalStatus::incorrect);
+    CHECK(contains(messages(r), "modified input \"x\""));
+    CHECK(contains(messages(r), "x[1000]"));
+    expect_passes(*ev, *task, "a kernel that modified its input");
+  }
+
   SUBCASE("illegal address") {
     EvalResult r = ev->evaluate(*task, cuda(R"(
 extern "C" __global__ void scale(const float* x, float* y, int n) {

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "eval/compare.hpp"
+#include "eval/digest.hpp"
 #include "eval/host/call_plan.hpp"
 #include "eval/host/guarded_memory.hpp"
 #include "eval/host/host_compiler.hpp"
@@ -137,6 +138,45 @@ TEST_CASE("host device: generated inputs are deterministic and follow their dist
   CHECK(info.backend == "host");
   CHECK(info.peak_flops > 0);
   CHECK(info.l2_bytes > 0);
+}
+
+TEST_CASE("digests: any change of the bytes changes the digest; pieces of whole words add up") {
+  std::vector<unsigned char> bytes(4099);  // a partial last word
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<unsigned char>(i * 7 + 3);
+  const std::uint64_t key = new_digest_key();
+  auto digest = [&](const std::vector<unsigned char>& b) {
+    return digest_finish(digest_sum(b.data(), b.size(), key, 0), key, b.size());
+  };
+  const std::uint64_t d = digest(bytes);
+  // Pieces that start on whole words, as Device::digest downloads them.
+  CHECK(digest_finish(digest_sum(bytes.data(), 1024, key, 0) + digest_sum(bytes.data() + 1024, 3075, key, 128), key,
+                      4099) == d);
+  for (std::size_t at : {std::size_t{0}, std::size_t{517}, std::size_t{4098}})
+    for (int bit = 0; bit < 8; ++bit) {
+      auto changed = bytes;
+      changed[at] ^= static_cast<unsigned char>(1u << bit);
+      CHECK(digest(changed) != d);
+    }
+  auto swapped = bytes;  // the same words in another order
+  std::swap_ranges(swapped.begin(), swapped.begin() + 8, swapped.begin() + 8);
+  CHECK(digest(swapped) != d);
+  auto longer = bytes;  // a zero byte more: the same words, another length
+  longer.push_back(0);
+  CHECK(digest(longer) != d);
+  const std::uint64_t other = key ^ 1;
+  CHECK(digest_finish(digest_sum(bytes.data(), bytes.size(), other, 0), other, bytes.size()) != d);
+
+  // A device digests in place; the default downloads in pieces. Both see a
+  // change and its undoing.
+  HostDevice host;
+  Buffer b = host.alloc(bytes.size());
+  host.upload(b, bytes.data(), bytes.size());
+  const std::uint64_t before = host.digest(b, b.bytes);
+  static_cast<unsigned char*>(b.host_ptr())[2000] ^= 0x10;
+  CHECK(host.digest(b, b.bytes) != before);
+  static_cast<unsigned char*>(b.host_ptr())[2000] ^= 0x10;
+  CHECK(host.digest(b, b.bytes) == before);
+  host.free(b);
 }
 
 TEST_CASE("host device: the speed-of-light peak assumes the fastest arithmetic the CPU offers") {

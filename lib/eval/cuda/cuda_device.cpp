@@ -434,6 +434,7 @@ void CudaDevice::load_runtime_kernels() {
       runtime_functions_[sym] = f;
     }
     compare_result_ = alloc(sizeof(CompareResult));
+    digest_result_ = alloc(sizeof(std::uint64_t));
   });
 }
 
@@ -525,6 +526,32 @@ CompareStats CudaDevice::compare(Buffer out, Buffer ref, DType dtype, std::size_
     st.first_bad_ref = load_element(rv, dtype, 0);
   }
   return st;
+}
+
+std::uint64_t CudaDevice::digest(Buffer b, std::size_t bytes) {
+  require_usable();
+  bytes = std::min(bytes, b.bytes);
+  const std::size_t words = bytes / 8;
+  std::uint64_t sum = 0;
+  if (words > 0) {
+    CUfunction f = runtime_kernel("ks_digest");
+    make_current();
+    check(api_.cuMemsetD8Async(digest_result_.addr, 0, sizeof(std::uint64_t), stream_), "cuMemsetD8Async",
+          "digest setup");
+    CUdeviceptr p = b.addr, res = digest_result_.addr;
+    unsigned long long n = words, key = digest_key_;
+    void* params[] = {&p, &n, &key, &res};
+    auto blocks = static_cast<unsigned>(std::min<std::size_t>((words + kRuntimeBlock - 1) / kRuntimeBlock, 4096));
+    check(api_.cuLaunchKernel(f, blocks, 1, 1, kRuntimeBlock, 1, 1, 0, stream_, params, nullptr),
+          "cuLaunchKernel", "input digest");
+    download(&sum, digest_result_, sizeof sum);
+  }
+  if (bytes % 8) {  // the last, partial word: its term on the host
+    unsigned char tail[8] = {};
+    download(tail, Buffer{b.addr + words * 8, bytes % 8}, bytes % 8);
+    sum += digest_sum(tail, bytes % 8, digest_key_, words);
+  }
+  return digest_finish(sum, digest_key_, bytes);
 }
 
 void CudaDevice::flush_cache() {

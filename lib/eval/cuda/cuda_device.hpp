@@ -62,6 +62,7 @@ class CudaDevice final : public Device {
   void poison(Buffer b, std::size_t bytes) override;
   CompareStats compare(Buffer out, Buffer ref, DType dtype, std::size_t count,
                        const Tolerance& tol) override;
+  std::uint64_t digest(Buffer b, std::size_t bytes) override;
   void flush_cache() override;
   void synchronize() override;
   void label(Buffer b, std::string_view name) override;
@@ -137,6 +138,7 @@ class CudaDevice final : public Device {
   CUmodule runtime_module_ = nullptr;
   std::map<std::string, CUfunction> runtime_functions_;
   Buffer compare_result_;
+  Buffer digest_result_;  // one 64-bit sum
   Buffer flush_buffer_;
   unsigned flush_value_ = 0;
 };

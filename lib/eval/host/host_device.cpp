@@ -234,6 +234,11 @@ CompareStats HostDevice::compare(Buffer out, Buffer ref, DType dtype, std::size_
   return compare_elements(out.host_ptr(), ref.host_ptr(), dtype, n, tol);
 }
 
+std::uint64_t HostDevice::digest(Buffer b, std::size_t bytes) {
+  bytes = std::min(bytes, b.bytes);
+  return digest_finish(digest_sum(b.host_ptr(), bytes, digest_key_, 0), digest_key_, bytes);
+}
+
 void HostDevice::flush_cache() {
   // MADV_DONTFORK: a process forked from this one (without exec) has the
   // pointer but not the pages, and allocates its own.

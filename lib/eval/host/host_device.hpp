@@ -63,6 +63,7 @@ class HostDevice final : public Device {
   void poison(Buffer b, std::size_t bytes) override;
   CompareStats compare(Buffer out, Buffer ref, DType dtype, std::size_t count,
                        const Tolerance& tol) override;
+  std::uint64_t digest(Buffer b, std::size_t bytes) override;
   // Reads and writes one byte per cache line of a buffer twice the size of
   // the last-level cache, with ordinary stores (memset may use streaming
   // stores that bypass the cache and evict nothing).

@@ -67,6 +67,7 @@ std::string sandbox_of(ks_sandbox_mode v, const char* field);
 std::string divergence_of(ks_replay_divergence v, const char* field);
 ks_prompt_kind prompt_kind_to_c(PromptKind k);
 ks_eval_status eval_status_to_c(EvalStatus s);
+ks_stop_reason stop_reason_to_c(StopReason r);
 EvalStatus eval_status_of(ks_eval_status s, const char* field);
 
 // Version checks of the option structs: each struct's size per version; 0

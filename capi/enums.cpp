@@ -22,6 +22,8 @@ constexpr std::array kReplayDivergence{"stop", "skip"};
 constexpr std::array kPromptKind{"wm_init", "wm_propose", "wm_refine", "wm_too_hard", "generate", "debug", "improve"};
 constexpr std::array kEvalStatus{"passed",  "compile_error", "runtime_error",     "incorrect",   "timeout",
                                  "crashed", "invalid",       "generation_failed", "memory_limit"};
+constexpr std::array kStopReason{"max_rounds",    "strategy_done", "cancelled",       "interrupted",    "max_cost",
+                                 "max_wall_time", "llm_exhausted", "replay_diverged", "recording_ended"};
 
 static_assert(kStrategy.size() == KS_STRATEGY_COUNT);
 static_assert(kLanguage.size() == KS_LANGUAGE_COUNT);
@@ -33,6 +35,7 @@ static_assert(kCommandInput.size() == KS_COMMAND_INPUT_COUNT);
 static_assert(kReplayDivergence.size() == KS_REPLAY_DIVERGENCE_COUNT);
 static_assert(kPromptKind.size() == KS_PROMPT_KIND_COUNT);
 static_assert(kEvalStatus.size() == KS_EVAL_STATUS_COUNT);
+static_assert(kStopReason.size() == KS_STOP_REASON_COUNT);
 
 // The C++ enums the C ones mirror: the same order, so a cast converts.
 static_assert(static_cast<int>(PromptKind::improve) + 1 == KS_PROMPT_KIND_COUNT);
@@ -47,6 +50,10 @@ static_assert(static_cast<int>(Language::python) + 1 == KS_LANGUAGE_COUNT &&
               static_cast<int>(Language::cuda) == KS_LANGUAGE_CUDA &&
               static_cast<int>(Language::triton) == KS_LANGUAGE_TRITON);
 static_assert(static_cast<int>(OpenAiApi::responses) + 1 == KS_API_KIND_COUNT);
+static_assert(static_cast<int>(StopReason::recording_ended) + 1 == KS_STOP_REASON_COUNT &&
+              static_cast<int>(StopReason::max_rounds) == KS_STOP_MAX_ROUNDS &&
+              static_cast<int>(StopReason::interrupted) == KS_STOP_INTERRUPTED &&
+              static_cast<int>(StopReason::recording_ended) == KS_STOP_RECORDING_ENDED);
 
 template <std::size_t N>
 const char* name_of(const std::array<const char*, N>& table, int v) {
@@ -92,6 +99,7 @@ std::string sandbox_of(ks_sandbox_mode v, const char* field) { return checked(kS
 std::string divergence_of(ks_replay_divergence v, const char* field) { return checked(kReplayDivergence, v, field); }
 ks_prompt_kind prompt_kind_to_c(PromptKind k) { return static_cast<ks_prompt_kind>(static_cast<int>(k)); }
 ks_eval_status eval_status_to_c(EvalStatus s) { return static_cast<ks_eval_status>(static_cast<int>(s)); }
+ks_stop_reason stop_reason_to_c(StopReason r) { return static_cast<ks_stop_reason>(static_cast<int>(r)); }
 EvalStatus eval_status_of(ks_eval_status s, const char* field) {
   return *eval_status_from_string(checked(kEvalStatus, s, field));
 }
@@ -112,6 +120,7 @@ const char* ks_command_input_name(ks_command_input v) { return name_of(kCommandI
 const char* ks_replay_divergence_name(ks_replay_divergence v) { return name_of(kReplayDivergence, v); }
 const char* ks_prompt_kind_name(ks_prompt_kind v) { return name_of(kPromptKind, v); }
 const char* ks_eval_status_name(ks_eval_status v) { return name_of(kEvalStatus, v); }
+const char* ks_stop_reason_name(ks_stop_reason v) { return name_of(kStopReason, v); }
 
 ks_status ks_strategy_parse(const char* n, ks_strategy* out) { return parse("ks_strategy_parse", kStrategy, n, out); }
 ks_status ks_language_parse(const char* n, ks_language* out) { return parse("ks_language_parse", kLanguage, n, out); }
@@ -134,6 +143,9 @@ ks_status ks_prompt_kind_parse(const char* n, ks_prompt_kind* out) {
 }
 ks_status ks_eval_status_parse(const char* n, ks_eval_status* out) {
   return parse("ks_eval_status_parse", kEvalStatus, n, out);
+}
+ks_status ks_stop_reason_parse(const char* n, ks_stop_reason* out) {
+  return parse("ks_stop_reason_parse", kStopReason, n, out);
 }
 
 }  // extern "C"

@@ -71,7 +71,7 @@ ks_status make_result(SearchOutcome outcome, ks_result** out) {
     r->solution = r->outcome.best->solution.to_json().dump(2);
   }
   r->json = r->outcome.to_json().dump(2);
-  bool cancelled = r->outcome.stop_reason == "cancelled";
+  bool cancelled = r->outcome.stop_reason == StopReason::cancelled;
   *out = r.release();
   if (cancelled) return fail(KS_E_CANCELLED, "the run was stopped by a callback or its cancel token; it can be resumed");
   return KS_OK;
@@ -216,7 +216,10 @@ double ks_result_best_speedup(const ks_result* r) { return r && r->outcome.best 
 int ks_result_best_round(const ks_result* r) { return r && r->outcome.best ? r->outcome.best->round : 0; }
 int ks_result_rounds(const ks_result* r) { return r ? r->outcome.rounds : 0; }
 const char* ks_result_run_dir(const ks_result* r) { return r ? r->run_dir.c_str() : ""; }
-const char* ks_result_stop_reason(const ks_result* r) { return r ? r->outcome.stop_reason.c_str() : ""; }
+const char* ks_result_stop_reason(const ks_result* r) { return r ? to_string(r->outcome.stop_reason) : ""; }
+ks_stop_reason ks_result_stop_reason_code(const ks_result* r) {
+  return r ? stop_reason_to_c(r->outcome.stop_reason) : KS_STOP_MAX_ROUNDS;
+}
 const char* ks_result_task(const ks_result* r) { return r ? r->task.c_str() : ""; }
 
 size_t ks_result_source_count(const ks_result* r) {

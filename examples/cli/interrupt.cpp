@@ -34,7 +34,7 @@ void mark_stopped(const std::filesystem::path& dir) {
     auto m = Json::try_parse(read_file(file, std::size_t{64} << 20, false));
     if (!m || !m->is_object() || m->get_string("status") != "running") return;
     (*m)["status"] = "stopped";
-    (*m)["stop_reason"] = "interrupted";
+    (*m)["stop_reason"] = ks::to_string(ks::StopReason::interrupted);
     (*m)["finished"] = utc_timestamp();
     write_file_atomic(file, m->dump(2) + "\n");
   } catch (const std::exception&) {

@@ -87,7 +87,7 @@ void print_divergence(std::FILE* out, const SearchOutcome& o) {
                                                               : "and went on live";
   say(out, "\nksearch: the run left its recording {} {}.\n{}\n", d.get_string("source"), how,
       d.get_string("message"));
-  if (stopped && o.stop_reason == "replay_diverged") {
+  if (stopped && o.stop_reason == ks::StopReason::replay_diverged) {
     if (d.get_string("evaluations") == "recorded")
       say(out, "To go on from there with a model: ksearch resume {} --llm ... (--model ...)\n",
           o.run_dir.string());
@@ -195,7 +195,7 @@ Json read_baseline_latencies(const std::string& path) {
 
 void print_summary(std::FILE* out, const SearchOutcome& o) {
   std::string recorded = o.recorded_rounds > 0 ? fmt::format(", {} taken from the recording", o.recorded_rounds) : "";
-  say(out, "\nksearch: {} after {} rounds ({} replayed{}) in {:.1f} s on {}\n", o.stop_reason, o.rounds,
+  say(out, "\nksearch: {} after {} rounds ({} replayed{}) in {:.1f} s on {}\n", ks::to_string(o.stop_reason), o.rounds,
       o.replayed_rounds, recorded, o.wall_s, o.device.name.empty() ? o.device.backend : o.device.name);
   if (o.usage.input_tokens || o.usage.output_tokens)
     say(out, "LLM: {} tokens in, {} out ({} reasoning), ${:.4f}\n", o.usage.input_tokens, o.usage.output_tokens,

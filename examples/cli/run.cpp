@@ -206,8 +206,8 @@ LlmChoice llm_choice_from_args(const Args& a) {
 }
 
 int finish(const SearchOutcome& out, Json extra) {
-  const int code = out.stop_reason == "cancelled"         ? kExitInterrupted
-                   : out.stop_reason == "replay_diverged" ? kExitReplayDiverged
+  const int code = out.stop_reason == ks::StopReason::cancelled         ? kExitInterrupted
+                   : out.stop_reason == ks::StopReason::replay_diverged ? kExitReplayDiverged
                    : out.best                             ? kExitOk
                                                           : kExitNoPassingKernel;
   if (json_output()) {

@@ -108,6 +108,20 @@ typedef enum ks_eval_status {
 } ks_eval_status;
 #define KS_EVAL_STATUS_COUNT 9
 
+/* Why a search stopped (ks_result_stop_reason_code). */
+typedef enum ks_stop_reason {
+  KS_STOP_MAX_ROUNDS = 0,      /* the round budget is spent */
+  KS_STOP_STRATEGY_DONE = 1,   /* the strategy ended by itself */
+  KS_STOP_CANCELLED = 2,       /* ks_search_cancel, a callback's stop, the CLI's first Ctrl-C or SIGTERM */
+  KS_STOP_INTERRUPTED = 3,     /* the CLI's second Ctrl-C (only ever in a run folder's manifest) */
+  KS_STOP_MAX_COST = 4,        /* the cost budget is spent */
+  KS_STOP_MAX_WALL_TIME = 5,   /* the wall-time budget is spent */
+  KS_STOP_LLM_EXHAUSTED = 6,   /* an offline, recorded or scripted model has no answer left */
+  KS_STOP_REPLAY_DIVERGED = 7, /* a replay met a request its recording does not answer */
+  KS_STOP_RECORDING_ENDED = 8  /* a replay passed the end of its recording */
+} ks_stop_reason;
+#define KS_STOP_REASON_COUNT 9
+
 KS_API const char *ks_strategy_name(ks_strategy value);
 KS_API const char *ks_language_name(ks_language value);
 KS_API const char *ks_backend_name(ks_backend value);
@@ -118,6 +132,7 @@ KS_API const char *ks_command_input_name(ks_command_input value);
 KS_API const char *ks_replay_divergence_name(ks_replay_divergence value);
 KS_API const char *ks_prompt_kind_name(ks_prompt_kind value);
 KS_API const char *ks_eval_status_name(ks_eval_status value);
+KS_API const char *ks_stop_reason_name(ks_stop_reason value);
 
 /* The value named `name` (as the name functions spell it) in *out;
  * KS_E_INVALID_ARGUMENT, with the known names in the message, otherwise. */
@@ -131,6 +146,7 @@ KS_API ks_status ks_command_input_parse(const char *name, ks_command_input *out)
 KS_API ks_status ks_replay_divergence_parse(const char *name, ks_replay_divergence *out);
 KS_API ks_status ks_prompt_kind_parse(const char *name, ks_prompt_kind *out);
 KS_API ks_status ks_eval_status_parse(const char *name, ks_eval_status *out);
+KS_API ks_status ks_stop_reason_parse(const char *name, ks_stop_reason *out);
 
 #ifdef __cplusplus
 }

@@ -272,8 +272,10 @@ KS_API double ks_result_best_speedup(const ks_result *result);
 KS_API int ks_result_best_round(const ks_result *result);
 KS_API int ks_result_rounds(const ks_result *result);
 KS_API const char *ks_result_run_dir(const ks_result *result);
-/* "max_rounds", "cancelled", "max_cost", "max_wall_time", "llm_exhausted", "strategy_done". */
+/* Why the search stopped: ks_stop_reason_name's name of ks_result_stop_reason_code ("" for NULL). */
 KS_API const char *ks_result_stop_reason(const ks_result *result);
+/* Why the search stopped (KS_STOP_MAX_ROUNDS for NULL, with nothing to say). */
+KS_API ks_stop_reason ks_result_stop_reason_code(const ks_result *result);
 KS_API const char *ks_result_task(const ks_result *result);
 /* The best solution: its source files, launch plan and id ("" without a best). */
 KS_API size_t ks_result_source_count(const ks_result *result);

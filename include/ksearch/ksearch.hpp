@@ -87,7 +87,8 @@ class Result {
   std::string best_solution_id() const { return ks_result_best_solution_id(get()); }
   std::string best_solution_json() const { return ks_result_best_solution_json(get()); }
   std::string json() const { return ks_result_json(get()); }
-  bool cancelled() const { return stop_reason() == "cancelled"; }
+  ks_stop_reason stop_reason_code() const { return ks_result_stop_reason_code(get()); }
+  bool cancelled() const { return stop_reason_code() == KS_STOP_CANCELLED; }
   const ks_result* get() const noexcept { return r_.get(); }
 
  private:

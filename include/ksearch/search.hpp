@@ -107,7 +107,7 @@ struct KS_API SearchOptions {
 
 struct KS_API SearchOutcome {
   std::filesystem::path run_dir;
-  std::string stop_reason;
+  StopReason stop_reason = StopReason::strategy_done;
   std::optional<BestSolution> best;
   int rounds = 0;
   int replayed_rounds = 0;     // rounds answered from the journal (resume)

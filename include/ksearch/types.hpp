@@ -202,6 +202,24 @@ enum class EvalStatus {
 KS_API const char* to_string(EvalStatus s);
 KS_API std::optional<EvalStatus> eval_status_from_string(std::string_view s);
 
+// Why a search stopped: SearchOutcome::stop_reason, the manifest's
+// "stop_reason", ks_result_stop_reason. The one list; ks_stop_reason in
+// ks_enums.h mirrors it value for value.
+enum class StopReason {
+  max_rounds,       // the round budget is spent
+  strategy_done,    // the strategy ended by itself
+  cancelled,        // asked to stop (ks_search_cancel, a callback, the CLI's first Ctrl-C or SIGTERM)
+  interrupted,      // the CLI's second Ctrl-C: written to the manifest as the process ends at once
+  max_cost,         // the cost budget is spent
+  max_wall_time,    // the wall-time budget is spent
+  llm_exhausted,    // an offline, recorded or scripted model has no answer left
+  replay_diverged,  // a replay met a request its recording does not answer, and stops there
+  recording_ended,  // a replay passed the end of its recording
+};
+
+KS_API const char* to_string(StopReason r);
+KS_API std::optional<StopReason> stop_reason_from_string(std::string_view s);
+
 struct KS_API TimingStats {
   double mean_ms = 0;
   double median_ms = 0;

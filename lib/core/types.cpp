@@ -44,6 +44,9 @@ constexpr auto kScoreModeNames = core::enum_names<ScoreMode::vs_baseline>({"late
 constexpr auto kEvalStatusNames = core::enum_names<EvalStatus::memory_limit>(
     {"passed", "compile_error", "runtime_error", "incorrect", "timeout", "crashed", "invalid", "generation_failed",
      "memory_limit"});
+constexpr auto kStopReasonNames = core::enum_names<StopReason::recording_ended>(
+    {"max_rounds", "strategy_done", "cancelled", "interrupted", "max_cost", "max_wall_time", "llm_exhausted",
+     "replay_diverged", "recording_ended"});
 constexpr auto kToleranceRuleNames =
     core::enum_names<Tolerance::Rule::abs_or_rel>({"ref_relative", "out_relative", "abs_or_rel"});
 }  // namespace
@@ -123,6 +126,12 @@ const char* to_string(EvalStatus s) { return core::enum_name(kEvalStatusNames, s
 
 std::optional<EvalStatus> eval_status_from_string(std::string_view s) {
   return core::enum_value<EvalStatus>(kEvalStatusNames, s);
+}
+
+const char* to_string(StopReason r) { return core::enum_name(kStopReasonNames, r); }
+
+std::optional<StopReason> stop_reason_from_string(std::string_view s) {
+  return core::enum_value<StopReason>(kStopReasonNames, s);
 }
 
 // ---------------------------------------------------------------------------

@@ -566,9 +566,9 @@ SearchOutcome execute(Parts& parts, RunStore& store, const SearchConfig& config,
 // feedback workloads (K-Search's final evaluation). A resumed run whose best
 // was already evaluated keeps that result.
 std::optional<EvalResult> final_evaluation(Parts& parts, RunStore& store, const std::optional<BestSolution>& best,
-                                           const std::string& reason) {
+                                           StopReason reason) {
   const TaskSpec& spec = parts.task->spec();
-  if (!best || reason == "cancelled" || !spec.has_feedback_subset()) return std::nullopt;
+  if (!best || reason == StopReason::cancelled || !spec.has_feedback_subset()) return std::nullopt;
   if (auto done = store.final_eval(); done && done->solution_id == best->solution.id) {
     store.write_final_eval(*done);  // best/ may have been rebuilt since
     return done;
@@ -609,8 +609,9 @@ SearchOutcome execute_session(Parts& parts, RunStore& store, const SearchConfig&
   session.set_environment(parts.environment);
   if (parts.recording) session.follow(std::move(*parts.recording));
   std::shared_ptr<SearchStrategy> strategy = parts.strategy ? parts.strategy : make_strategy(config.strategy);
-  std::string reason = session.run(*strategy);
-  if (config.tune_rounds > 0 && config.strategy != "tune" && (reason == "max_rounds" || reason == "strategy_done")) {
+  StopReason reason = session.run(*strategy);
+  if (config.tune_rounds > 0 && config.strategy != "tune" &&
+      (reason == StopReason::max_rounds || reason == StopReason::strategy_done)) {
     session.add_rounds(config.tune_rounds);
     auto tune = make_strategy("tune");
     reason = session.run(*tune);
@@ -641,9 +642,10 @@ SearchOutcome execute_session(Parts& parts, RunStore& store, const SearchConfig&
     }
   }
   Json m = store.manifest();
-  bool stopped = reason == "cancelled" || reason == "replay_diverged" || reason == "recording_ended";
+  bool stopped = reason == StopReason::cancelled || reason == StopReason::replay_diverged ||
+                 reason == StopReason::recording_ended;
   m["status"] = stopped ? "stopped" : "finished";
-  m["stop_reason"] = reason;
+  m["stop_reason"] = to_string(reason);
   if (!out.divergence.is_null()) m["replay_divergence"] = out.divergence;
   m["finished"] = utc_timestamp();
   m["totals"] = session.totals();
@@ -655,7 +657,7 @@ SearchOutcome execute_session(Parts& parts, RunStore& store, const SearchConfig&
 
 Json SearchOutcome::to_json() const {
   Json j = Json::obj({{"run_dir", run_dir.string()},
-                      {"stop_reason", stop_reason},
+                      {"stop_reason", to_string(stop_reason)},
                       {"rounds", rounds},
                       {"replayed_rounds", replayed_rounds},
                       {"recorded_rounds", recorded_rounds},

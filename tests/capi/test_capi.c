@@ -251,6 +251,7 @@ static void test_search(const char *task, const char *work) {
   CHECK(ks_result_best_latency_ms(result) > 0.0);
   CHECK(ks_result_rounds(result) == 3);
   CHECK(strcmp(ks_result_stop_reason(result), "max_rounds") == 0);
+  CHECK(ks_result_stop_reason_code(result) == KS_STOP_MAX_ROUNDS);
   CHECK(ks_result_source_count(result) == 1);
   CHECK(strstr(ks_result_source_content(result, 0), "3.0f * x[i]") != NULL);
   CHECK(strstr(ks_result_launch_plan_json(result), "scale3") != NULL);
@@ -509,6 +510,7 @@ static void test_stops(const char *task, const char *work) {
   CHECK(result != NULL);
   CHECK(ks_result_rounds(result) == 1); /* the stopping call is not a round */
   CHECK(strcmp(ks_result_stop_reason(result), "cancelled") == 0);
+  CHECK(ks_result_stop_reason_code(result) == KS_STOP_CANCELLED);
   ks_result_destroy(result);
 }
 
@@ -723,6 +725,7 @@ static void test_options(void) {
   CHECK(strcmp(ks_prompt_kind_name(KS_PROMPT_WM_TOO_HARD), "wm_too_hard") == 0);
   CHECK(strcmp(ks_eval_status_name(KS_EVAL_MEMORY_LIMIT), "memory_limit") == 0);
   CHECK(strcmp(ks_eval_status_name((ks_eval_status)-1), "") == 0);
+  CHECK(strcmp(ks_stop_reason_name(KS_STOP_RECORDING_ENDED), "recording_ended") == 0);
   {
     ks_strategy st = KS_STRATEGY_AUTO;
     ks_eval_status es = KS_EVAL_PASSED;

@@ -256,7 +256,7 @@ std::string run_evolve(const std::filesystem::path& dir, int rounds, std::size_t
   RunStore store = create ? RunStore::create(dir, Json::object()) : RunStore::open(dir);
   core::Session s(f.task, f.evaluator, llm, f.wm, store, evolve_config(rounds));
   auto strategy = make_strategy("evolve");
-  return s.run(*strategy);
+  return to_string(s.run(*strategy));
 }
 
 }  // namespace
@@ -268,7 +268,7 @@ TEST_CASE("evolve strategy: islands in turn, fixes, migrations, and the populati
   RunStore store = RunStore::create(dir, Json::object());
   core::Session s(f.task, f.evaluator, llm, f.wm, store, evolve_config(9));
   auto strategy = make_strategy("evolve");
-  CHECK(s.run(*strategy) == "max_rounds");
+  CHECK(s.run(*strategy) == StopReason::max_rounds);
   CHECK(s.rounds_used() == 9);
   REQUIRE(s.best());
   CHECK(s.best()->eval.latency_ms == doctest::Approx(0.5));

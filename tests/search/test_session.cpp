@@ -87,7 +87,7 @@ TEST_CASE("session: rounds, failures and the best solution are journaled") {
     return true;
   });
   ToyStrategy toy;
-  CHECK(s.run(toy) == "max_rounds");
+  CHECK(s.run(toy) == StopReason::max_rounds);
   CHECK(s.rounds_used() == 6);
   CHECK(f.evaluator.evaluations == 4);  // two rounds had no usable candidate
   REQUIRE(s.best().has_value());
@@ -206,7 +206,7 @@ TEST_CASE("session: a replay that reaches the journal's end restores a missing b
   RunStore store = RunStore::open(dir);
   Session s(f.task, f.evaluator, llm, f.wm, store, config(6));
   ToyStrategy toy;
-  CHECK(s.run(toy) == "max_rounds");
+  CHECK(s.run(toy) == StopReason::max_rounds);
   REQUIRE(store.best().has_value());
   CHECK(store.best()->round == 5);
 }
@@ -231,7 +231,7 @@ TEST_CASE("session: after a stop nothing more reaches the journal, so a resume c
     RunStore store = RunStore::create(dir, Json::object());
     Session s(f.task, f.evaluator, llm, f.wm, store, config(6), [](const RoundReport& r) { return r.round < 2; });
     TidyingStrategy t;
-    CHECK(s.run(t) == "cancelled");
+    CHECK(s.run(t) == StopReason::cancelled);
     CHECK(llm.used() == 2);
     for (const auto& e : store.events()) CHECK(e["type"].as_string() != "tidy_up");
   }
@@ -242,7 +242,7 @@ TEST_CASE("session: after a stop nothing more reaches the journal, so a resume c
   RunStore store = RunStore::open(dir);
   Session s(f.task, f.evaluator, llm, f.wm, store, config(6));
   ToyStrategy toy;
-  CHECK(s.run(toy) == "max_rounds");
+  CHECK(s.run(toy) == StopReason::max_rounds);
   CHECK(s.rounds_used() == 6);
   CHECK(s.replayed_evaluations() == 2);
   std::vector<std::int64_t> seqs;
@@ -265,7 +265,7 @@ TEST_CASE("session: a policy that cancels ends the run without a failed round") 
   RunStore store = RunStore::create(dir, Json::object());
   Session s(f.task, f.evaluator, llm, f.wm, store, config(6));
   ToyStrategy toy;
-  CHECK(s.run(toy) == "cancelled");
+  CHECK(s.run(toy) == StopReason::cancelled);
   CHECK(s.rounds_used() == 1);
   CHECK(store.transcript().size() == 1);
 }
@@ -294,7 +294,7 @@ TEST_CASE("session: the progress callback stops the run cleanly") {
   RunStore store = RunStore::create(dir, Json::object());
   Session s(f.task, f.evaluator, llm, f.wm, store, config(6), [](const RoundReport& r) { return r.round < 2; });
   ToyStrategy toy;
-  CHECK(s.run(toy) == "cancelled");
+  CHECK(s.run(toy) == StopReason::cancelled);
   CHECK(s.rounds_used() == 2);
 }
 
@@ -308,7 +308,7 @@ TEST_CASE("session: the cost budget stops new LLM requests") {
   c.max_cost_usd = 1.0;
   Session s(f.task, f.evaluator, llm, f.wm, store, c);
   ToyStrategy toy;
-  CHECK(s.run(toy) == "max_cost");
+  CHECK(s.run(toy) == StopReason::max_cost);
   CHECK(llm.used() == 2);
 }
 

@@ -145,7 +145,7 @@ TEST_CASE("replay: a run folder reproduced with its settings gives the same file
   Session s(f.task, f.evaluator, llm, f.wm, store, config(6));
   s.follow(from_run(src));
   Chooser chooser;
-  CHECK(s.run(chooser) == "max_rounds");
+  CHECK(s.run(chooser) == StopReason::max_rounds);
   CHECK(f.evaluator.evaluations == 0);
   CHECK(s.recording_answers_used() == 6);
   CHECK(s.recording_evaluations_used() == 6);
@@ -169,7 +169,7 @@ TEST_CASE("replay: another setting stops where the search asks for another kind,
   Session s(f.task, f.evaluator, llm, f.wm, store, config(6, 4));
   s.follow(from_run(src));
   Chooser chooser;
-  CHECK(s.run(chooser) == "replay_diverged");
+  CHECK(s.run(chooser) == StopReason::replay_diverged);
   CHECK(s.rounds_used() == 1);
   const Json& d = s.divergence();
   CHECK(d.get_string("what") == "kind");
@@ -206,7 +206,7 @@ TEST_CASE("replay: a prompt that differs is a divergence, unless prompt changes 
     Session s(f.task, f.evaluator, llm, f.wm, store, changed);
     s.follow(from_run(src));
     Chooser chooser;
-    CHECK(s.run(chooser) == "replay_diverged");
+    CHECK(s.run(chooser) == StopReason::replay_diverged);
     CHECK(s.rounds_used() == 0);
     CHECK(s.divergence().get_string("what") == "prompt");
     CHECK(s.divergence().get_string("detail") == "line 3:\n  recorded: label 5\n  now:      label 9");
@@ -221,7 +221,7 @@ TEST_CASE("replay: a prompt that differs is a divergence, unless prompt changes 
   r.check_prompts = false;
   s.follow(r);
   Chooser chooser;
-  CHECK(s.run(chooser) == "max_rounds");
+  CHECK(s.run(chooser) == StopReason::max_rounds);
   CHECK(f.evaluator.evaluations == 0);
   CHECK(events_of(store, "replay_prompt_changed").size() == 1);  // noted once
   CHECK(file(dst / "attempts.jsonl") == file(src / "attempts.jsonl"));
@@ -240,7 +240,7 @@ TEST_CASE("replay: a candidate the recording did not evaluate there is a diverge
   Session s(f.task, f.evaluator, llm, f.wm, store, changed);
   s.follow(from_run(src));
   Chooser chooser;
-  CHECK(s.run(chooser) == "replay_diverged");
+  CHECK(s.run(chooser) == StopReason::replay_diverged);
   CHECK(s.divergence().get_string("what") == "evaluation");
   CHECK(s.divergence().get_int("attempt") == 0);
   CHECK(s.divergence().get_string("recorded") == RunStore::open_read_only(src).attempts()[0].solution.id);
@@ -259,7 +259,7 @@ TEST_CASE("replay: a partial recording is reproduced up to where it stops, and n
     RunStore store = RunStore::create(src, Json::object());
     Session s(f.task, f.evaluator, llm, f.wm, store, config(6), [](const RoundReport& r) { return r.round < 3; });
     Chooser chooser;
-    REQUIRE(s.run(chooser) == "cancelled");
+    REQUIRE(s.run(chooser) == StopReason::cancelled);
   }
   Fixture f;
   test::ScriptedLlm llm({});
@@ -267,7 +267,7 @@ TEST_CASE("replay: a partial recording is reproduced up to where it stops, and n
   Session s(f.task, f.evaluator, llm, f.wm, store, config(6));
   s.follow(from_run(src));
   Chooser chooser;
-  CHECK(s.run(chooser) == "recording_ended");
+  CHECK(s.run(chooser) == StopReason::recording_ended);
   CHECK(s.rounds_used() == 3);
   CHECK(s.divergence().is_null());
   for (const char* name : {"attempts.jsonl", "transcript.jsonl", "best.json"})
@@ -300,7 +300,7 @@ TEST_CASE("replay: live mode goes on with the model and the evaluator where the 
   Session s(f.task, f.evaluator, llm, f.wm, store, config(5, 1));
   s.follow(from_run(src, Recording::Mode::live));
   Chooser chooser;
-  CHECK(s.run(chooser) == "max_rounds");
+  CHECK(s.run(chooser) == StopReason::max_rounds);
   const Json& d = s.divergence();
   CHECK(d.get_string("what") == "kind");
   CHECK(d.get_int("after_round") == 2);
@@ -333,7 +333,7 @@ TEST_CASE("replay: skip mode answers each request with the next recorded answer 
   Chooser chooser;
   // generate (3.0 ms: slow) -> debug, skipping answer 2 (improve) -> 1.5 ms: fast ->
   // improve, answer 4 -> 1.2 ms: fast -> improve: none left, the run stops.
-  CHECK(s.run(chooser) == "recording_ended");
+  CHECK(s.run(chooser) == StopReason::recording_ended);
   CHECK(s.rounds_used() == 3);
   CHECK(f.evaluator.evaluations == 3);  // a transcript holds no evaluations
   auto skipped = events_of(store, "replay_skipped");
@@ -366,7 +366,7 @@ TEST_CASE("replay: a transcript measured again on another machine stops where a 
   Session s(task, slower, llm, wm, store, config(6, 2));
   s.follow(r);
   Chooser chooser;
-  CHECK(s.run(chooser) == "replay_diverged");
+  CHECK(s.run(chooser) == StopReason::replay_diverged);
   CHECK(slower.evaluations == 2);
   const Json& d = s.divergence();
   CHECK(d.get_string("evaluations") == "measured_again");
@@ -393,7 +393,7 @@ TEST_CASE("replay: a reproduction resumed with a larger budget follows its recor
     Session s(f.task, f.evaluator, llm, f.wm, store, config(3));
     s.follow(from_run(src));
     Chooser chooser;
-    REQUIRE(s.run(chooser) == "max_rounds");
+    REQUIRE(s.run(chooser) == StopReason::max_rounds);
   }
   Fixture f;
   test::ScriptedLlm llm({});
@@ -401,7 +401,7 @@ TEST_CASE("replay: a reproduction resumed with a larger budget follows its recor
   Session s(f.task, f.evaluator, llm, f.wm, store, config(6));
   s.follow(from_run(src));
   Chooser chooser;
-  CHECK(s.run(chooser) == "max_rounds");
+  CHECK(s.run(chooser) == StopReason::max_rounds);
   CHECK(s.replayed_evaluations() == 3);
   CHECK(s.recording_evaluations_used() == 3);
   CHECK(f.evaluator.evaluations == 0);

@@ -122,7 +122,7 @@ TEST_CASE("lenient world-model edits: the events record each repair and the tota
     RunStore store = RunStore::create(dir, Json::object());
     Session s(r.task, r.evaluator, llm, *r.wm, store, config(3, true));
     auto strategy = core::make_world_model_strategy();
-    CHECK(s.run(*strategy) == "max_rounds");
+    CHECK(s.run(*strategy) == StopReason::max_rounds);
     CHECK(llm.asked == std::vector<PromptKind>{PromptKind::wm_init, PromptKind::generate, PromptKind::improve,
                                                PromptKind::wm_refine, PromptKind::wm_refine, PromptKind::generate});
 
@@ -158,7 +158,7 @@ TEST_CASE("lenient world-model edits: the events record each repair and the tota
   RunStore store = RunStore::open(dir);
   Session s(r.task, r.evaluator, llm, *r.wm, store, config(5, true));
   auto strategy = core::make_world_model_strategy();
-  CHECK(s.run(*strategy) == "max_rounds");
+  CHECK(s.run(*strategy) == StopReason::max_rounds);
   CHECK(s.replayed_llm_calls() == 6);
   CHECK(llm.asked == std::vector<PromptKind>{PromptKind::improve, PromptKind::wm_refine, PromptKind::generate});
   CHECK(events_of(store, "world_model_edited").size() == 3);

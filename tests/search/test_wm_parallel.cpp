@@ -148,7 +148,7 @@ Run run_wm(const std::filesystem::path& dir, int rounds, int parallel, ProgressC
   Session s(task, evaluator, llm, *wm, store, wm_config(rounds, parallel), std::move(progress));
   auto strategy = core::make_world_model_strategy();
   Run r;
-  r.stop = s.run(*strategy);
+  r.stop = to_string(s.run(*strategy));
   r.events = journal_events(store);
   for (const auto& a : store.attempts()) r.attempts.push_back(a.solution.id + " " + a.action);
   r.tree = wm->to_json();

@@ -84,7 +84,9 @@ class FakeContext final : public SearchContext {
   int rounds_used() const override { return rounds_used_; }
   int rounds_left() const override { return config_.max_rounds - rounds_used_; }
   bool should_stop() const override { return rounds_left() <= 0; }
-  std::string stop_reason() const override { return should_stop() ? "max_rounds" : ""; }
+  std::optional<StopReason> stop_reason() const override {
+    return should_stop() ? std::optional<StopReason>(StopReason::max_rounds) : std::nullopt;
+  }
 
   const std::optional<BestSolution>& best() const override { return best_; }
   std::optional<Solution> find_solution(const std::string& id) const override {

@@ -58,7 +58,7 @@ std::string run_tune(RunStore& store, TunableEvaluator& evaluator, const SearchC
   test::NoWorldModel wm;
   core::Session session(task, evaluator, llm, wm, store, config, std::move(progress));
   auto strategy = core::make_tune_strategy();
-  return session.run(*strategy);
+  return to_string(session.run(*strategy));
 }
 
 // What two runs of one search share: the journal without its times, the

@@ -37,12 +37,12 @@ KS_NAMESPACE_BEGIN
 // Thrown by SearchContext calls made after the run has been told to stop.
 class KS_API SearchStopped : public std::exception {
  public:
-  explicit SearchStopped(std::string reason) : reason_(std::move(reason)) {}
-  const char* what() const noexcept override { return reason_.c_str(); }
-  const std::string& reason() const { return reason_; }
+  explicit SearchStopped(StopReason reason) : reason_(reason) {}
+  const char* what() const noexcept override { return to_string(reason_); }
+  StopReason reason() const { return reason_; }
 
  private:
-  std::string reason_;
+  StopReason reason_;
 };
 
 // What a strategy works with. Implemented by the engine (lib/engine), and by
@@ -90,9 +90,10 @@ class KS_API SearchContext {
   virtual int rounds_left() const = 0;
   // True once the round, cost or time budget is spent or the user asked to stop.
   virtual bool should_stop() const = 0;
-  // Why the run should stop: "" while it may go on, else "max_rounds",
-  // "max_cost", "max_wall_time", "llm_exhausted" or "cancelled".
-  virtual std::string stop_reason() const = 0;
+  // Why the run should stop: nothing while it may go on, else max_rounds,
+  // max_cost, max_wall_time, llm_exhausted, cancelled, replay_diverged or
+  // recording_ended (strategy_done is the session's, once the strategy returns).
+  virtual std::optional<StopReason> stop_reason() const = 0;
 
   virtual const std::optional<BestSolution>& best() const = 0;
   // A solution the run has seen (attempted or seeded), by id.

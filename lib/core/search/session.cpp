@@ -159,24 +159,23 @@ Json Session::totals() const {
   return j;
 }
 
-std::string Session::stop_reason() const {
-  if (cancelled_) return "cancelled";
-  if (!rec_stop_.empty()) return rec_stop_;
-  if (config_.max_cost_usd > 0 && usage_.cost_usd >= config_.max_cost_usd) return "max_cost";
-  if (llm_seq_ >= journal_llm_.size() && llm_.exhausted()) return "llm_exhausted";
+std::optional<StopReason> Session::stop_reason() const {
+  if (cancelled_) return StopReason::cancelled;
+  if (rec_stop_) return rec_stop_;
+  if (config_.max_cost_usd > 0 && usage_.cost_usd >= config_.max_cost_usd) return StopReason::max_cost;
+  if (llm_seq_ >= journal_llm_.size() && llm_.exhausted()) return StopReason::llm_exhausted;
   if (config_.max_wall_s > 0 && !finishing_batch_ && !replaying_evals() && !following_evaluations() &&
       elapsed_s() >= config_.max_wall_s)
-    return "max_wall_time";
-  if (rounds_used_ >= config_.max_rounds) return "max_rounds";
-  return "";
+    return StopReason::max_wall_time;
+  if (rounds_used_ >= config_.max_rounds) return StopReason::max_rounds;
+  return std::nullopt;
 }
 
 void Session::ensure_running() const {
-  std::string why = stop_reason();
-  if (!why.empty()) throw SearchStopped(why);
+  if (auto why = stop_reason()) throw SearchStopped(*why);
 }
 
-std::string Session::run(SearchStrategy& strategy) {
+StopReason Session::run(SearchStrategy& strategy) {
   append(events::RunStarted{strategy.name(), static_cast<std::int64_t>(journal_llm_.size()),
                             static_cast<std::int64_t>(journal_evals_.size())});
   if (rec_ && !rec_announced_) {
@@ -200,9 +199,8 @@ std::string Session::run(SearchStrategy& strategy) {
     // The strategy was unwound at its first action after the stop; nothing
     // it did after the stop reached the journal.
   }
-  std::string reason = stop_reason();
-  if (reason.empty()) reason = "strategy_done";
-  append(events::RunFinished{reason, totals()});
+  const StopReason reason = stop_reason().value_or(StopReason::strategy_done);
+  append(events::RunFinished{to_string(reason), totals()});
   return reason;
 }
 
@@ -390,9 +388,9 @@ void Session::leave_recording(events::Divergence report, bool in_journal) {
     return;
   }
   if (stop) {
-    rec_stop_ = "replay_diverged";
+    rec_stop_ = StopReason::replay_diverged;
     append(events::ReplayDiverged{std::move(report)});
-    throw SearchStopped(rec_stop_);
+    throw SearchStopped(*rec_stop_);
   }
   rec_left_ = true;
   append(events::ReplayWentLive{std::move(report)});
@@ -409,9 +407,9 @@ void Session::recording_ended(const std::string& what, bool in_journal) {
     append(events::ReplayWentLive{std::move(ev)});
     return;
   }
-  rec_stop_ = "recording_ended";
+  rec_stop_ = StopReason::recording_ended;
   append(events::ReplayRecordingEnded{std::move(ev)});
-  throw SearchStopped(rec_stop_);
+  throw SearchStopped(*rec_stop_);
 }
 
 std::optional<Json> Session::recorded_answer(const LlmRequest& req, std::size_t seq) {
@@ -532,7 +530,7 @@ LlmResponse Session::llm(const LlmRequest& request) {
     if (e.status() != Status::cancelled) throw;
     cancelled_ = true;
     append(events::CancelRequested{"llm policy", static_cast<std::int64_t>(seq), std::nullopt});
-    throw SearchStopped("cancelled");
+    throw SearchStopped(StopReason::cancelled);
   }
   cap_answer(r);
   store_.append_transcript(llm_entry(seq, request, r));
@@ -561,7 +559,7 @@ std::vector<LlmResponse> Session::llm_batch(const std::vector<LlmRequest>& reque
       if (e.status() != Status::cancelled) throw;
       cancelled_ = true;
       append(events::CancelRequested{"llm policy", std::nullopt, std::nullopt});
-      throw SearchStopped("cancelled");
+      throw SearchStopped(StopReason::cancelled);
     }
   }
   std::vector<LlmResponse> out(requests.size());
@@ -797,7 +795,7 @@ void Session::stop_for_cancel(const std::string& by) {
   // Not part of the deterministic event sequence: a resumed run does not cancel.
   cancelled_ = true;
   append(events::CancelRequested{by, std::nullopt, std::nullopt});
-  throw SearchStopped("cancelled");
+  throw SearchStopped(StopReason::cancelled);
 }
 
 EvalResult Session::record_failed_round(const std::string& action, const std::string& why,

@@ -63,9 +63,8 @@ class Session final : public SearchContext {
           SearchConfig config, ProgressCallback progress = {});
 
   // Runs the strategy to its end (or resumes it from the journal) and returns
-  // why it stopped: "max_rounds", "cancelled", "max_cost", "max_wall_time",
-  // "llm_exhausted" or "strategy_done".
-  std::string run(SearchStrategy& strategy);
+  // why it stopped: stop_reason(), else strategy_done.
+  StopReason run(SearchStrategy& strategy);
 
   // Follows a recording (before run()); see Recording.
   void follow(Recording recording);
@@ -109,8 +108,8 @@ class Session final : public SearchContext {
   void add_solution(const Solution& solution) override;
   int rounds_used() const override { return rounds_used_; }
   int rounds_left() const override { return std::max(0, config_.max_rounds - rounds_used_); }
-  bool should_stop() const override { return !stop_reason().empty(); }
-  std::string stop_reason() const override;
+  bool should_stop() const override { return stop_reason().has_value(); }
+  std::optional<StopReason> stop_reason() const override;
   const std::optional<BestSolution>& best() const override { return best_; }
   std::optional<Solution> find_solution(const std::string& id) const override;
   std::optional<EvalResult> find_eval(const std::string& id) const override;
@@ -213,7 +212,7 @@ class Session final : public SearchContext {
   std::optional<Recording> rec_;
   std::size_t rec_next_ = 0;        // next recorded answer
   bool rec_left_ = false;           // the run went live after leaving the recording
-  std::string rec_stop_;            // "replay_diverged" / "recording_ended" once the replay stopped
+  std::optional<StopReason> rec_stop_;  // replay_diverged or recording_ended once the replay stopped
   bool rec_prompt_noted_ = false;
   bool rec_announced_ = false;
   int rec_answers_used_ = 0;

@@ -197,7 +197,7 @@ class WorldModelStrategy final : public SearchStrategy {
         // Between cycles the run ends here. Inside one, the context's next
         // call would throw: no edit is made on partial evidence.
         for (const Slot& s : slots_)
-          if (s.phase != Slot::Phase::idle) throw SearchStopped(ctx.stop_reason());
+          if (s.phase != Slot::Phase::idle) throw SearchStopped(ctx.stop_reason().value_or(StopReason::cancelled));
         return;
       }
       if (!start_work(ctx)) {

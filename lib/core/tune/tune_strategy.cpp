@@ -261,8 +261,7 @@ void TuneStrategy::run(SearchContext& ctx) {
   std::string stop_reason;
   for (;;) {
     if (ctx.should_stop() || ctx.rounds_left() <= 0) {
-      const std::string why = ctx.stop_reason();
-      stop_reason = "run stopped: " + (why.empty() ? std::string("max_rounds") : why);
+      stop_reason = std::string("run stopped: ") + to_string(ctx.stop_reason().value_or(StopReason::max_rounds));
       break;
     }
     if (ctx.rounds_left() == 1 && !per_shape_values(*search, space).empty()) {

@@ -286,8 +286,19 @@ void TaskSpec::validate() const {
       invalid(*this, fmt::format("the baseline for \"{}\" is written in \"{}\"", to_string(lang), to_string(b.language)));
     check_solution(*this, b, fmt::format("the {} baseline", to_string(lang)));
   }
-  if (score == ScoreMode::vs_baseline && baselines.empty())
-    invalid(*this, "\"score\": \"vs_baseline\" needs a baseline solution (\"baselines\")");
+  if (score == ScoreMode::vs_baseline && baselines.empty() && baseline_latencies.is_null())
+    invalid(*this, "\"score\": \"vs_baseline\" needs a baseline solution (\"baselines\") or baseline latencies "
+                   "(\"baseline_latencies\")");
+  if (!baseline_latencies.is_null()) {
+    if (!baseline_latencies.is_object()) invalid(*this, "\"baseline_latencies\" must map hardware names to objects");
+    for (const auto& [hw, per] : baseline_latencies.as_object()) {
+      if (!per.is_object()) invalid(*this, fmt::format("baseline_latencies[\"{}\"] must map workloads to ms", hw));
+      for (const auto& [w, ms] : per.as_object())
+        if (!ms.is_number() || !(ms.as_number() > 0) || !find_workload(w))
+          invalid(*this, fmt::format("baseline_latencies[\"{}\"][\"{}\"] must be a positive latency of a workload "
+                                     "of the task", hw, w));
+    }
+  }
   for (std::size_t i = 0; i < starting_points.size(); ++i) {
     const Solution& sp = starting_points[i];
     check_solution(*this, sp, sp.name.empty() ? fmt::format("starting point {}", i + 1)
@@ -344,6 +355,8 @@ Json TaskSpec::to_json() const {
   if (!feedback_workloads.empty()) j["feedback_workloads"] = feedback;
   if (score != ScoreMode::latency) j["score"] = to_string(score);
   if (!baselines.empty()) j["baselines"] = bases;
+  if (!baseline_latencies.is_null()) j["baseline_latencies"] = baseline_latencies;
+  if (!baseline_origin.is_null()) j["baseline_origin"] = baseline_origin;
   if (!python.is_null()) j["python"] = python;
   if (!weakened_references.empty()) {
     Json weakened = Json::array();
@@ -410,6 +423,11 @@ TaskSpec TaskSpec::from_json(const Json& j) {
       t.baselines[*lang] = Solution::from_json(v);
     }
   }
+  if (const Json* bl = j.find("baseline_latencies"); bl && !bl->is_null()) {
+    if (!bl->is_object()) invalid(t, "\"baseline_latencies\" must map hardware names to {workload: ms} objects");
+    t.baseline_latencies = *bl;
+  }
+  if (const Json* bo = j.find("baseline_origin")) t.baseline_origin = *bo;
   if (const Json* o = j.find("oracle")) t.oracle = *o;
   if (const Json* py = j.find("python")) t.python = *py;
   if (const Json* wr = j.find("weakened_references"); wr && !wr->is_null()) {
@@ -418,7 +436,7 @@ TaskSpec TaskSpec::from_json(const Json& j) {
   }
   r.allow({"name", "description", "languages", "dims", "tensors", "workloads", "tolerance", "flops",
            "bytes", "references", "prompts", "starting_points", "targets", "feedback_workloads", "score",
-           "baselines", "oracle", "weakened_references", "python"});
+           "baselines", "baseline_latencies", "baseline_origin", "oracle", "weakened_references", "python"});
   return t;
 }
 

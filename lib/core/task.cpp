@@ -496,21 +496,22 @@ namespace {
 // FlashInfer-Bench's own builders (tvm-ffi, torch extensions), not NVRTC.
 Solution flashinfer_solution(const Json& j, const TaskSpec& task) {
   util::FieldReader r(j, "FlashInfer-Bench solution");
-  const Json& spec = j.at("spec");
+  const Json& spec = j["spec"];
   if (!spec.is_object()) throw Error(Status::invalid_argument, "FlashInfer-Bench solution: \"spec\" is not an object");
   util::FieldReader sr(spec, "FlashInfer-Bench solution spec");
   const std::string lang = sr.required_string("language");
   const auto l = language_from_string(lang);
   if (!l || !language_is_python(*l))
     throw Error(Status::invalid_argument,
-                fmt::format("a FlashInfer-Bench {} solution is built by FlashInfer-Bench's own builders (tvm-ffi or "
-                            "PyTorch extensions), which libksearch does not run; it evaluates triton and python "
-                            "Solutions as they are, and CUDA as NVRTC source with a launch plan",
-                            lang));
+                fmt::format("FlashInfer-Bench solution \"{}\": spec.language \"{}\" is not one libksearch runs: a cuda "
+                            "or cpp Solution is built by FlashInfer-Bench's own builders (tvm-ffi or PyTorch "
+                            "extensions); libksearch evaluates triton and python Solutions as they are, and CUDA as "
+                            "NVRTC source with a launch plan",
+                            j.get_string("name"), lang));
   const std::string definition = r.required_string("definition");
   const std::string own = task.name.rfind("flashinfer/", 0) == 0 ? task.name.substr(11) : task.name;
   if (definition != own)
-    throw Error(Status::invalid_argument, fmt::format("this FlashInfer-Bench solution is for definition \"{}\", and "
+    throw Error(Status::invalid_argument, fmt::format("this FlashInfer-Bench solution's \"definition\" is \"{}\", and "
                                                       "the task is {} (definition \"{}\")",
                                                       definition, task.name, own));
   Solution s;
@@ -520,7 +521,19 @@ Solution flashinfer_solution(const Json& j, const TaskSpec& task) {
   s.language = *l;
   for (const auto& f : r.required_array("sources")) {
     util::FieldReader fr(f, "FlashInfer-Bench solution source");
-    s.sources.push_back({fr.required_string("path"), fr.required_string("content")});
+    const std::string& path = fr.required_string("path");
+    // FlashInfer-Bench's rule: relative paths without "..", each once.
+    const std::filesystem::path p(path);
+    const bool climbs = std::any_of(p.begin(), p.end(), [](const std::filesystem::path& c) { return c == ".."; });
+    if (path.empty() || p.is_absolute() || climbs)
+      throw Error(Status::invalid_argument,
+                  fmt::format("FlashInfer-Bench solution: sources[{}].path \"{}\" must be a relative path without "
+                              "\"..\"", s.sources.size(), path));
+    for (const auto& earlier : s.sources)
+      if (earlier.path == path)
+        throw Error(Status::invalid_argument,
+                    fmt::format("FlashInfer-Bench solution: sources[{}].path \"{}\" appears twice", s.sources.size(), path));
+    s.sources.push_back({path, fr.required_string("content")});
   }
   if (s.sources.empty()) throw Error(Status::invalid_argument, "FlashInfer-Bench solution: \"sources\" is empty");
   s.entry_point = sr.required_string("entry_point");

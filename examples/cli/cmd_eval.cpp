@@ -154,7 +154,8 @@ std::string baseline_line(const Json& b) {
   for (const auto& [source, n] : b["counts"].as_object()) {
     std::string what = source;
     if (source == "traces")
-      what = fmt::format("from traces of {} ({})", b["origin"].get_string("solution"), b["origin"].get_string("dataset"));
+      what = fmt::format("from traces of {} ({})", b["origin"].get_string("solution"),
+                         b["origin"].get_string("dataset"));
     else if (source == "imported") what = "from --baseline-latencies";
     else if (source == "measured") what = "measured here";  // the per-workload "solution" says which
     else if (source == "none") what = "unknown";
@@ -221,8 +222,9 @@ int cmd_eval(int argc, char** argv) {
          "metrics: per problem the speedup over PyTorch eager and torch.compile, then fast_p for p in {0, 0.5, 0.8, "
          "1, 1.5, 2} and the geometric-mean speedup (exit 0 only when every problem is correct, else 4).\n\n" +
              std::string(kExitCodesHelp),
-         with_task_sources({{"task", "NAME|PATH", "Built-in task, example task name (see `ksearch tasks`), or a task file / folder.",
-           "", false},
+         with_task_sources({{"task", "NAME|PATH",
+                             "Built-in task, example task name (see `ksearch tasks`), or a task file / folder.", "",
+                             false},
           {"solution", "FILE|DIR", "The solution to evaluate (see above for what a run folder offers).", "", false},
           {"problem", "TASK=FILE", "A problem and its solution, for a fast_p table (repeatable).", "", true},
           {"problems", "LIST", "A file of \"TASK SOLUTION_FILE\" lines, for a fast_p table (repeatable).", "", true},

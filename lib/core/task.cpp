@@ -511,9 +511,10 @@ Solution flashinfer_solution(const Json& j, const TaskSpec& task) {
   const std::string definition = r.required_string("definition");
   const std::string own = task.name.rfind("flashinfer/", 0) == 0 ? task.name.substr(11) : task.name;
   if (definition != own)
-    throw Error(Status::invalid_argument, fmt::format("this FlashInfer-Bench solution's \"definition\" is \"{}\", and "
-                                                      "the task is {} (definition \"{}\")",
-                                                      definition, task.name, own));
+    throw Error(Status::invalid_argument,
+                fmt::format("this FlashInfer-Bench solution (its \"definition\") is for definition \"{}\", and "
+                            "the task is {} (definition \"{}\")",
+                            definition, task.name, own));
   Solution s;
   s.name = j.get_string("name");
   s.task = task.name;
@@ -532,7 +533,8 @@ Solution flashinfer_solution(const Json& j, const TaskSpec& task) {
     for (const auto& earlier : s.sources)
       if (earlier.path == path)
         throw Error(Status::invalid_argument,
-                    fmt::format("FlashInfer-Bench solution: sources[{}].path \"{}\" appears twice", s.sources.size(), path));
+                    fmt::format("FlashInfer-Bench solution: sources[{}].path \"{}\" appears twice", s.sources.size(),
+                                path));
     s.sources.push_back({path, fr.required_string("content")});
   }
   if (s.sources.empty()) throw Error(Status::invalid_argument, "FlashInfer-Bench solution: \"sources\" is empty");

@@ -427,8 +427,8 @@ Json workloads_record(const TaskSpec& spec, const FeedbackSelection& selection) 
 // otherwise.
 std::string evaluation_device(const EvaluatorConfig& ec, Evaluator& ev, Language lang) {
   std::string why;
-  const bool gpu = lang == Language::cuda || lang == Language::triton ||
-                   (lang == Language::python && (ec.backend == "cuda" || (ec.backend == "auto" && cuda_available(&why))));
+  const bool python_on_gpu = ec.backend == "cuda" || (ec.backend == "auto" && cuda_available(&why));
+  const bool gpu = lang == Language::cuda || lang == Language::triton || (lang == Language::python && python_on_gpu);
   return gpu ? ev.device().name : eval::host::host_device_info().name;
 }
 

@@ -211,7 +211,8 @@ Json baseline_sources(const TaskSpec& spec, const EvalOptions& options, const st
                      {"trace", origin["traces"][trace_key.value_or("")].get_string(w.name)}});
     } else if (baseline) {
       const bool from_dataset = origin.get_bool("measure_here");
-      e = Json::obj({{"source", "measured"}, {"solution", baseline->name}, {"origin", from_dataset ? "dataset" : "task"}});
+      e = Json::obj(
+          {{"source", "measured"}, {"solution", baseline->name}, {"origin", from_dataset ? "dataset" : "task"}});
     } else {
       e = Json::obj({{"source", "none"}});
     }

@@ -435,7 +435,7 @@ TEST_CASE("import: a published FlashInfer-Bench Solution JSON is read as it is, 
   CHECK(error_of("\"language\": \"python\"", "\"language\": \"tilelang\"").find("spec.language \"tilelang\"") !=
         std::string::npos);
   CHECK(error_of("\"definition\": \"scale_d64\"", "\"definition\": \"gemm_n4096\"")
-            .find("\"definition\" is \"gemm_n4096\"") != std::string::npos);
+            .find("(its \"definition\") is for definition \"gemm_n4096\"") != std::string::npos);
   CHECK(error_of("\"entry_point\": \"kernel.py::scale_rows\",", "").find("entry_point") != std::string::npos);
   CHECK(error_of("\"path\": \"helpers.py\"", "\"path\": \"../helpers.py\"").find("..") != std::string::npos);
   CHECK(error_of("\"sources\": [", "\"sourcez\": [").find("sources") != std::string::npos);

@@ -155,7 +155,8 @@ void apply_trace_baselines(TaskSpec& spec, const fs::path& root, const std::stri
                            const DatasetOptions& options) {
   if (options.baseline_solution == "none") {
     if (options.measure_baseline)
-      throw Error(Status::invalid_argument, "--measure-baseline needs a baseline solution, not --baseline-solution none");
+      throw Error(Status::invalid_argument,
+                  "--measure-baseline needs a baseline solution, not --baseline-solution none");
     return;
   }
   const TraceIndex traces = read_traces(root, definition);

@@ -408,13 +408,15 @@ Json recorded_sources(TaskSources s, const Task& task) {
 }
 
 // Which workloads the search evaluates each round and which the final
-// evaluation covers, and how the first were chosen.
+// evaluation covers (every one; it runs only when the first are a subset),
+// and how the first were chosen.
 Json workloads_record(const TaskSpec& spec, const FeedbackSelection& selection) {
   std::vector<std::string> all;
   for (const auto& w : spec.workloads) all.push_back(w.name);
   const bool subset = spec.has_feedback_subset();
   Json j = Json::obj({{"feedback", util::string_array(subset ? spec.feedback_workloads : all)},
-                      {"final", util::string_array(subset ? all : std::vector<std::string>{})},
+                      {"final", util::string_array(all)},
+                      {"final_evaluation", subset},
                       {"chosen_by", !selection.workloads.empty() ? "pinned"
                                     : !selection.policy.empty()  ? selection.policy
                                                                  : "task"}});

@@ -378,6 +378,7 @@ TEST_CASE("search: pinned feedback workloads each round, every workload in the f
   const Json m = store.manifest();
   CHECK(m["workloads"]["feedback"] == util::string_array(pinned));
   CHECK(m["workloads"]["final"].as_array().size() == 8);
+  CHECK(m["workloads"].get_bool("final_evaluation"));
   CHECK(m["workloads"].get_string("chosen_by") == "pinned");
   CHECK(m["task"]["sources"]["feedback"]["workloads"] == util::string_array(pinned));
   const Json& b = m["baseline"];

@@ -82,6 +82,8 @@ void check_version(const char* what, std::uint32_t version, std::uint32_t known_
 // The options, in C++ form. Throw ks::Error naming the field at fault.
 LlmChoice llm_choice_of(const ks_llm_options& o, double max_cost_usd, const char* prefix);
 void apply_eval_options(const ks_eval_options& o, EvaluatorConfig& out, const char* prefix);
+// Version 5's dataset, baseline and feedback fields as TaskSources.
+TaskSources task_sources_of(const ks_search_options& o);
 // The replay's settings and model (not its callbacks).
 ReplayOptions replay_options_of(const ks_replay_options& o);
 

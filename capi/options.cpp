@@ -76,19 +76,21 @@ constexpr std::uint32_t kLatestVersion<ks_world_model_options> = 2;
 // Version 2 appended weak_check, version 3 continue_from_solution: an older
 // struct ends where the next version's field begins. Version 4 is the first
 // with the version 2 world_model (the layout above before it), and appended
-// continue_from_world_model, start_from_starting_point and remeasure.
+// continue_from_world_model, start_from_starting_point and remeasure; version
+// 5 the dataset and feedback fields.
 template <>
 std::size_t struct_size<ks_search_options>(std::uint32_t version) {
   switch (version) {
     case 1: return offsetof(SearchOptionsV3, weak_check);
     case 2: return offsetof(SearchOptionsV3, continue_from_solution);
     case 3: return sizeof(SearchOptionsV3);
-    case 4: return sizeof(ks_search_options);
+    case 4: return offsetof(ks_search_options, dataset);
+    case 5: return sizeof(ks_search_options);
     default: return 0;
   }
 }
 template <>
-constexpr std::uint32_t kLatestVersion<ks_search_options> = 4;
+constexpr std::uint32_t kLatestVersion<ks_search_options> = 5;
 constexpr std::uint32_t kFirstSearchOptionsWithWorldModelV2 = 4;
 
 // Between the layouts: the fields before world_model and the block after it
@@ -361,6 +363,21 @@ void apply_eval_options(const ks_eval_options& o, EvaluatorConfig& e, const char
   }
 }
 
+// Version 5's dataset and feedback fields (the CLI's --dataset, ...).
+TaskSources task_sources_of(const ks_search_options& o) {
+  TaskSources t;
+  if (o.dataset) t.dataset = o.dataset;
+  if (o.baseline_solution) t.baseline_solution = o.baseline_solution;
+  t.measure_baseline = o.measure_baseline != 0;
+  t.feedback.workloads = string_array(o.feedback_workloads, o.feedback_workload_count, "options.feedback_workloads");
+  if (o.feedback_policy) t.feedback.policy = o.feedback_policy;
+  t.feedback.count = o.feedback_count;
+  t.feedback.seed = o.feedback_seed;
+  if (!t.feedback.policy.empty() && t.feedback.count < 1)
+    throw Error(Status::invalid_argument, "options.feedback_count must be at least 1 with a feedback_policy");
+  return t;
+}
+
 }  // namespace ks::capi
 
 using namespace ks::capi;
@@ -455,6 +472,7 @@ ks_status ks_search_options_init(ks_search_options* o, uint32_t version) {
     o->start_from_starting_point = d.start_from_starting_point ? 1 : 0;
     o->remeasure = d.remeasure ? 1 : 0;
   }
+  if (version >= 5) o->feedback_count = ks::FeedbackSelection{}.count;
   return s;
 }
 

@@ -130,8 +130,10 @@ ks_status ks_search_run(const ks_search_options* given, ks_result** out) {
     if (o->version >= 2) so.weak_check = o->weak_check != 0;  // version 1 has no field: the default
     if (o->run_dir) so.run_dir = o->run_dir;
     if (o->kernelbench_dir) so.kernelbench_dir = o->kernelbench_dir;
+    if (o->version >= 5) so.task_sources = task_sources_of(*o);
+    so.task_sources.kernelbench_dir = so.kernelbench_dir;
     if (o->version >= 3 && o->continue_from_solution) {
-      ks::TaskSpec spec = ks::load_task(so.task, {so.kernelbench_dir})->spec();
+      ks::TaskSpec spec = ks::load_task(so.task, so.task_sources)->spec();
       if (!so.infer_language) spec.languages = {so.config.language};
       try {
         so.config.continue_from_solution = ks::load_solution_file(o->continue_from_solution, spec);

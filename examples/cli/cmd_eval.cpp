@@ -140,6 +140,30 @@ int eval_problems(const Args& a, const EvaluatorConfig& cfg) {
 }
 
 
+// The command's options with the task-source ones after --task and --solution.
+std::vector<OptionSpec> with_task_sources(std::vector<OptionSpec> options) {
+  auto sources = task_source_options();
+  options.insert(options.begin() + 2, sources.begin(), sources.end());
+  return options;
+}
+
+// One line on where the baseline latencies of an evaluation came from.
+std::string baseline_line(const Json& b) {
+  if (b.is_null() || !b["counts"].is_object()) return {};
+  std::string out;
+  for (const auto& [source, n] : b["counts"].as_object()) {
+    std::string what = source;
+    if (source == "traces")
+      what = fmt::format("from traces of {} ({})", b["origin"].get_string("solution"),
+                         b["origin"].get_string("dataset"));
+    else if (source == "imported") what = "from --baseline-latencies";
+    else if (source == "measured") what = "measured here";  // the per-workload "solution" says which
+    else if (source == "none") what = "unknown";
+    out += fmt::format("{}{} workload{} {}", out.empty() ? "" : "; ", n.as_int(), n.as_int() == 1 ? "" : "s", what);
+  }
+  return out;
+}
+
 }  // namespace
 
 // A solution named by what a run folder holds: a solution file
@@ -198,8 +222,9 @@ int cmd_eval(int argc, char** argv) {
          "metrics: per problem the speedup over PyTorch eager and torch.compile, then fast_p for p in {0, 0.5, 0.8, "
          "1, 1.5, 2} and the geometric-mean speedup (exit 0 only when every problem is correct, else 4).\n\n" +
              std::string(kExitCodesHelp),
-         {{"task", "NAME|PATH", "Built-in task, example task name (see `ksearch tasks`), or a task file / folder.",
-           "", false},
+         with_task_sources({{"task", "NAME|PATH",
+                             "Built-in task, example task name (see `ksearch tasks`), or a task file / folder.", "",
+                             false},
           {"solution", "FILE|DIR", "The solution to evaluate (see above for what a run folder offers).", "", false},
           {"problem", "TASK=FILE", "A problem and its solution, for a fast_p table (repeatable).", "", true},
           {"problems", "LIST", "A file of \"TASK SOLUTION_FILE\" lines, for a fast_p table (repeatable).", "", true},
@@ -251,7 +276,7 @@ int cmd_eval(int argc, char** argv) {
           {"server-idle", "S", "With --server: a server started now exits after S seconds without a request, "
                                "ending its workers.",
            "600", false},
-          {"stop-server", "", "Stop the evaluation server for these settings (if one runs) and exit.", "", false}});
+          {"stop-server", "", "Stop the evaluation server for these settings (if one runs) and exit.", "", false}}));
   if (!a.parse(argc, argv)) {
     throw UsageError(a.error());
   }
@@ -306,7 +331,7 @@ int cmd_eval(int argc, char** argv) {
   }
   if (many) return eval_problems(a, cfg);
 
-  auto task = load_task(a.get("task"));
+  auto task = load_task(a.get("task"), task_sources_from_args(a, 0));
   if (set == "feedback") {
     o.only_workloads = task->spec().feedback_workloads;
     if (o.only_workloads.empty())
@@ -318,12 +343,14 @@ int cmd_eval(int argc, char** argv) {
                                                       a.get("solution"), to_string(solution.language)));
   auto evaluator = make_cli_evaluator(a, cfg);
   EvalResult r = evaluator->evaluate(*task, solution);
+  const Json baseline = baseline_sources(task->spec(), o, r.device, solution.language);
 
   const int code = r.passed() ? kExitOk : kExitCandidateFailed;
   if (a.has("json")) {
     Json j = r.to_json();
     j["task"] = task->name();
     j["solution_name"] = solution.name;
+    if (!baseline.is_null()) j["baseline"] = baseline;
     j["exit_code"] = code;
     std::printf("%s\n", j.dump(2).c_str());
   } else {
@@ -331,6 +358,7 @@ int cmd_eval(int argc, char** argv) {
         r.device.empty() ? cfg.backend : r.device,
         r.passed() && r.latency_ms > 0 ? "passed, " + eval_headline(r) : r.summary());
     if (!r.workloads.empty()) print_eval_table(stdout, r);
+    if (const std::string line = baseline_line(baseline); !line.empty()) say("baseline: {}\n", line);
     if (r.status == EvalStatus::compile_error || (!r.passed() && r.workloads.empty() && !r.log.empty()))
       say("\n{}\n", r.log);
     else if (r.passed() && !r.log.empty())

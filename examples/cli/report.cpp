@@ -219,6 +219,12 @@ void print_summary(std::FILE* out, const SearchOutcome& o) {
           pw->size() == 1 ? "" : "s");
   }
   print_eval_table(out, b.eval);
+  if (!o.feedback_workloads.empty()) {
+    std::string names;
+    for (const auto& w : o.feedback_workloads) names += (names.empty() ? "" : ", ") + w;
+    say(out, "\nThe search evaluated {} feedback workload{} each round: {}\n", o.feedback_workloads.size(),
+        o.feedback_workloads.size() == 1 ? "" : "s", names);
+  }
   if (o.final_eval) {
     say(out, "\nFinal evaluation of the best kernel on every workload: {}\n",
         o.final_eval->passed() ? eval_headline(*o.final_eval) : o.final_eval->summary());

@@ -19,7 +19,7 @@ namespace ks::cli {
 namespace {
 
 std::vector<OptionSpec> search_options() {
-  return {
+  std::vector<OptionSpec> out = {
       {"task", "NAME|PATH", "Built-in task (see `ksearch tasks`) or a task file / folder.", "", false},
       {"kernelbench", "DIR", "A KernelBench checkout: kernelbench/levelN/... tasks are its problems, run by a PyTorch "
                              "reference oracle (sets $KSEARCH_KERNELBENCH).", "$KSEARCH_KERNELBENCH", false},
@@ -134,6 +134,9 @@ std::vector<OptionSpec> search_options() {
       {"json", "", "Print the outcome as one JSON document on stdout, errors too; the start line and the line per "
                    "round go to stderr.", "", false},
   };
+  auto sources = task_source_options();
+  out.insert(out.begin() + 2, sources.begin(), sources.end());  // after --task and --kernelbench
+  return out;
 }
 
 }  // namespace
@@ -291,8 +294,9 @@ int cmd_run(int argc, char** argv) {
   c.max_cost_usd = a.get_double("max-cost", 0);
   c.max_wall_s = a.get_double("max-wall-time", 0);
   c.model = a.get("model");
+  o.task_sources = task_sources_from_args(a, c.seed);
   if (a.has("continue-from-solution")) {
-    c.continue_from_solution = load_solution(a.get("continue-from-solution"), load_task(o.task)->spec(),
+    c.continue_from_solution = load_solution(a.get("continue-from-solution"), load_task(o.task, o.task_sources)->spec(),
                                              o.infer_language ? "" : std::string(to_string(c.language)));
     if (o.infer_language) {  // the kernel's language is the run's
       c.language = c.continue_from_solution->language;

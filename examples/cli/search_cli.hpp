@@ -2,6 +2,7 @@
 // progress lines, Ctrl-C/SIGTERM handling and the exit status.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
 #include <string>
 
@@ -16,6 +17,12 @@ namespace ks::cli {
 // file, best.json, an attempt folder, best/, or a run folder (its best
 // solution); with `language` ("" for the task's order) read as that one.
 Solution load_solution(const std::string& arg, const TaskSpec& spec, const std::string& language);
+
+// --dataset, --baseline-solution, --measure-baseline and the --feedback-*
+// options (task_args.cpp), and what they ask for; `default_seed` seeds
+// --feedback-policy random without --feedback-seed.
+std::vector<OptionSpec> task_source_options();
+TaskSources task_sources_from_args(const Args& a, std::uint64_t default_seed);
 
 // --llm SPEC with its openai options (--model, --base-url, ...) and --on-divergence.
 LlmChoice llm_choice_from_args(const Args& a);

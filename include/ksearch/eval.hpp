@@ -10,6 +10,7 @@
 
 #include "ksearch/evaluator.hpp"
 #include "ksearch/export.h"
+#include "ksearch/task.hpp"
 
 KS_NAMESPACE_BEGIN
 
@@ -63,6 +64,26 @@ KS_API std::string sandbox_description();
 // 2.11.0 (CUDA 13.0, GPU usable), Triton 3.6.0", or "unavailable: <why>"
 // (asked once per process).
 KS_API std::string python_description();
+
+// Where each timed workload's baseline latency comes from when `task` is
+// scored against a baseline on `device` (a name as EvalResult::device gives
+// it) for candidates in `language`: {"device", "workloads": {"<workload>":
+// {"source": "imported" (EvalOptions::baseline_latencies), "traces"
+// (TaskSpec::baseline_latencies: "hardware", "solution", "trace" FILE:LINE,
+// "ms"), "measured" (the task's baseline solution, measured on this device:
+// "solution", "origin" "dataset" or "task") or "none"}}, "counts": {source:
+// n}, "origin": TaskSpec::baseline_origin}. Null for a task scored on latency.
+KS_API Json baseline_sources(const TaskSpec& task, const EvalOptions& options, const std::string& device,
+                             Language language);
+
+// Throws ks::Error(Status::invalid_argument) when a timed workload among
+// `workloads` (empty: all) of a task whose baseline latencies come from
+// traces has none on `device` and none can be measured: the message names
+// the card, the cards the traces cover, the workloads, and the ways out
+// (measuring the dataset's baseline solution here when libksearch can run
+// it, a table of latencies, or libksearch's own baseline kernel).
+KS_API void check_baseline_coverage(const TaskSpec& task, const EvalOptions& options, const std::string& device,
+                                    Language language, const std::vector<std::string>& workloads = {});
 
 // The host memory limit that memory_limit_bytes = 0 stands for: half of the
 // machine's RAM.

@@ -129,8 +129,10 @@ KS_API ks_status ks_tune_options_init(ks_tune_options *options, uint32_t version
  * where they match), and holds ks_world_model_options version 2: the nested
  * struct grew, so every field after `world_model` moved; a program built with
  * version 3 or older passes its version, and the library reads (and its init
- * writes) that older layout, with `world_model` at version 1 and strict edits. */
-#define KS_SEARCH_OPTIONS_VERSION 4
+ * writes) that older layout, with `world_model` at version 1 and strict edits.
+ * Version 5 appended the FlashInfer-Trace dataset and feedback-workload
+ * fields (`dataset` to `feedback_seed`); an older version gets none. */
+#define KS_SEARCH_OPTIONS_VERSION 5
 
 typedef struct ks_search_options {
   uint32_t version;               /* KS_SEARCH_OPTIONS_VERSION */
@@ -187,6 +189,29 @@ typedef struct ks_search_options {
    * 1, and continue_from_world_model's kernels are known by their code only
    * [--remeasure]. */
   int remeasure;
+  /* Version 5. NULL, or a FlashInfer-Trace checkout: task "flashinfer/<definition>"
+   * is that definition of it, with its workloads (named by UUID) [--dataset]. */
+  const char *dataset;
+  /* Version 5. NULL: for a dataset's definition, the baseline latencies come
+   * from the PASSED traces of its flashinfer_wrapper* solution, per card,
+   * when the dataset has one; a solution name: that one's; "none": no
+   * traces (docs/tasks/flashinfer.md) [--baseline-solution]. */
+  const char *baseline_solution;
+  /* Version 5. 0; 1: measure that solution (python or triton, from the
+   * dataset's solutions/) here where its traces lack the card or a workload
+   * [--measure-baseline]. */
+  int measure_baseline;
+  /* Version 5. feedback_workload_count names of the workloads the search
+   * evaluates each round (UUIDs for a dataset); the best kernel is then
+   * evaluated on every workload [--feedback-workloads]. */
+  const char *const *feedback_workloads;
+  size_t feedback_workload_count;
+  /* Version 5. NULL: the task's own feedback subset; "first" or "random":
+   * that many (`feedback_count`) of the timed workloads, the first ones or
+   * drawn with `feedback_seed` [--feedback-policy]. */
+  const char *feedback_policy;
+  int feedback_count;             /* 5 [--feedback-count] */
+  uint64_t feedback_seed;         /* 0 [--feedback-seed] */
 } ks_search_options;
 
 /* Fills *options, and each nested struct, with the defaults for `version`

@@ -16,6 +16,7 @@
 #include "ksearch/llm_policies.hpp"
 #include "ksearch/strategy.hpp"
 #include "ksearch/task.hpp"
+#include "ksearch/tasks.hpp"
 #include "ksearch/world_model.hpp"
 
 KS_NAMESPACE_BEGIN
@@ -67,6 +68,12 @@ using StartCallback = std::function<void(const SearchStart&)>;
 struct KS_API SearchOptions {
   std::string task;                    // built-in name or task file path
   std::filesystem::path kernelbench_dir;  // for kernelbench/... names; empty: $KSEARCH_KERNELBENCH
+  // How `task` is found and set up: a FlashInfer-Trace dataset, its
+  // baseline solution's traces, the feedback subset (ksearch/tasks.hpp).
+  // Its kernelbench_dir is used when the one above is empty. Recorded in
+  // the manifest, the feedback subset as the workloads chosen, so resume
+  // and replay load the same task.
+  TaskSources task_sources;
   std::shared_ptr<Task> custom_task;   // used instead of `task` when set
   SearchConfig config;
   LlmChoice llm;
@@ -133,6 +140,9 @@ struct KS_API SearchOutcome {
   // the best kernel is then evaluated on every workload (also in
   // <run>/final_eval.json and <run>/best/final_eval.json).
   std::optional<EvalResult> final_eval;
+  // The workloads the search evaluated each round when they were a subset
+  // (then final_eval covers every workload); empty otherwise.
+  std::vector<std::string> feedback_workloads;
   // The weak-check detection's report (WeakCheckReport::to_json), as the
   // run's manifest holds it: a resume or a replay, which do not run the
   // check, keep the recorded one; null for a run made before it existed.

@@ -44,6 +44,18 @@ struct KS_API TaskSpec {
   // The solution whose latencies vs_baseline divides by, per language; its
   // description says what it is. Measured once per device and cached.
   std::map<Language, Solution> baselines;
+  // Baseline latencies known without measuring, per card, in the form of
+  // EvalOptions::baseline_latencies ({"<hardware>": {"<workload>": ms}}):
+  // e.g. what a FlashInfer-Trace dataset's traces record for FlashInfer's
+  // own kernels. Used after the options' table and before `baselines` is
+  // measured. Null: none.
+  Json baseline_latencies;
+  // Where baseline_latencies came from, for manifests and eval output:
+  // {"kind": "traces", "dataset", "solution", "hardware": [keys],
+  // "traces": {"<hardware>": {"<workload>": "traces/...jsonl:LINE"}},
+  // "measure_here": whether `baselines` holds that solution, to be
+  // measured on a card the traces do not cover}. Null: none.
+  Json baseline_origin;
   // Solutions that must NOT pass the check: the reference with one term
   // dropped (the bias, a residual, a scale), written by the task's author.
   // The weak-check detection (ksearch/weak_check.hpp) evaluates them

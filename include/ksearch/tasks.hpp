@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -26,10 +27,53 @@ struct KS_API TaskInfo {
 // listing the known names, or Status::invalid_argument naming the malformed field.
 KS_API std::unique_ptr<Task> load_task(const std::string& name_or_path);
 
-// Where task names may also resolve, beside the built-in suites.
+// Which of a task's workloads a search evaluates each round (its feedback
+// subset; the best kernel is then evaluated on all). K-Search's
+// --feedback-workloads, and its unpinned choice of 5.
+struct KS_API FeedbackSelection {
+  // Pinned workloads by name (a dataset's workload names are their UUIDs),
+  // in this order; an unknown one is an error listing the valid names.
+  std::vector<std::string> workloads;
+  // Without pinned workloads: "" keeps the task's own subset; "first" takes
+  // the first `count` timed workloads in the task's order; "random" draws
+  // `count` of them with `seed` (as K-Search's random.sample, but seeded).
+  std::string policy;
+  int count = 5;
+  std::uint64_t seed = 0;
+
+  bool empty() const { return workloads.empty() && policy.empty(); }
+  Json to_json() const;
+  static FeedbackSelection from_json(const Json& j);  // throws ks::Error naming a bad field
+};
+
+// The workload names `selection` picks from `task`'s (empty: the task's own
+// subset, unchanged). Throws ks::Error(Status::invalid_argument) for an
+// unknown workload (naming it and listing the valid ones) or policy.
+KS_API std::vector<std::string> select_feedback_workloads(const TaskSpec& task, const FeedbackSelection& selection);
+
+// Where task names may also resolve, beside the built-in suites, and how a
+// task is set up once found.
 struct KS_API TaskSources {
   // A KernelBench checkout for kernelbench/levelN/... names; empty: $KSEARCH_KERNELBENCH.
   std::filesystem::path kernelbench_dir;
+  // A FlashInfer-Trace checkout: flashinfer/<definition> names load that
+  // definition from it (its workloads, with their UUIDs as names), as its
+  // path DIR/definitions/<op_type>/<definition>.json does.
+  std::filesystem::path dataset;
+  // For a definition of a dataset (by name with `dataset`, or by path):
+  // the solution whose PASSED traces give each workload's baseline latency
+  // on this card (the fastest), by name; empty: FlashInfer's wrapper for the
+  // definition (flashinfer_wrapper*), when the dataset has one; "none": no
+  // traces. docs/tasks/flashinfer.md, "Baselines from traces".
+  std::string baseline_solution;
+  // Measure that solution here (from DIR/solutions; python or triton) where
+  // the traces lack this card or a workload.
+  bool measure_baseline = false;
+  // Replaces the task's feedback subset when not empty.
+  FeedbackSelection feedback;
+
+  Json to_json() const;
+  static TaskSources from_json(const Json& j);
 };
 KS_API std::unique_ptr<Task> load_task(const std::string& name_or_path, const TaskSources& sources);
 

@@ -286,8 +286,19 @@ void TaskSpec::validate() const {
       invalid(*this, fmt::format("the baseline for \"{}\" is written in \"{}\"", to_string(lang), to_string(b.language)));
     check_solution(*this, b, fmt::format("the {} baseline", to_string(lang)));
   }
-  if (score == ScoreMode::vs_baseline && baselines.empty())
-    invalid(*this, "\"score\": \"vs_baseline\" needs a baseline solution (\"baselines\")");
+  if (score == ScoreMode::vs_baseline && baselines.empty() && baseline_latencies.is_null())
+    invalid(*this, "\"score\": \"vs_baseline\" needs a baseline solution (\"baselines\") or baseline latencies "
+                   "(\"baseline_latencies\")");
+  if (!baseline_latencies.is_null()) {
+    if (!baseline_latencies.is_object()) invalid(*this, "\"baseline_latencies\" must map hardware names to objects");
+    for (const auto& [hw, per] : baseline_latencies.as_object()) {
+      if (!per.is_object()) invalid(*this, fmt::format("baseline_latencies[\"{}\"] must map workloads to ms", hw));
+      for (const auto& [w, ms] : per.as_object())
+        if (!ms.is_number() || !(ms.as_number() > 0) || !find_workload(w))
+          invalid(*this, fmt::format("baseline_latencies[\"{}\"][\"{}\"] must be a positive latency of a workload "
+                                     "of the task", hw, w));
+    }
+  }
   for (std::size_t i = 0; i < starting_points.size(); ++i) {
     const Solution& sp = starting_points[i];
     check_solution(*this, sp, sp.name.empty() ? fmt::format("starting point {}", i + 1)
@@ -344,6 +355,8 @@ Json TaskSpec::to_json() const {
   if (!feedback_workloads.empty()) j["feedback_workloads"] = feedback;
   if (score != ScoreMode::latency) j["score"] = to_string(score);
   if (!baselines.empty()) j["baselines"] = bases;
+  if (!baseline_latencies.is_null()) j["baseline_latencies"] = baseline_latencies;
+  if (!baseline_origin.is_null()) j["baseline_origin"] = baseline_origin;
   if (!python.is_null()) j["python"] = python;
   if (!weakened_references.empty()) {
     Json weakened = Json::array();
@@ -410,6 +423,11 @@ TaskSpec TaskSpec::from_json(const Json& j) {
       t.baselines[*lang] = Solution::from_json(v);
     }
   }
+  if (const Json* bl = j.find("baseline_latencies"); bl && !bl->is_null()) {
+    if (!bl->is_object()) invalid(t, "\"baseline_latencies\" must map hardware names to {workload: ms} objects");
+    t.baseline_latencies = *bl;
+  }
+  if (const Json* bo = j.find("baseline_origin")) t.baseline_origin = *bo;
   if (const Json* o = j.find("oracle")) t.oracle = *o;
   if (const Json* py = j.find("python")) t.python = *py;
   if (const Json* wr = j.find("weakened_references"); wr && !wr->is_null()) {
@@ -418,7 +436,7 @@ TaskSpec TaskSpec::from_json(const Json& j) {
   }
   r.allow({"name", "description", "languages", "dims", "tensors", "workloads", "tolerance", "flops",
            "bytes", "references", "prompts", "starting_points", "targets", "feedback_workloads", "score",
-           "baselines", "oracle", "weakened_references", "python"});
+           "baselines", "baseline_latencies", "baseline_origin", "oracle", "weakened_references", "python"});
   return t;
 }
 
@@ -478,23 +496,25 @@ namespace {
 // FlashInfer-Bench's own builders (tvm-ffi, torch extensions), not NVRTC.
 Solution flashinfer_solution(const Json& j, const TaskSpec& task) {
   util::FieldReader r(j, "FlashInfer-Bench solution");
-  const Json& spec = j.at("spec");
+  const Json& spec = j["spec"];
   if (!spec.is_object()) throw Error(Status::invalid_argument, "FlashInfer-Bench solution: \"spec\" is not an object");
   util::FieldReader sr(spec, "FlashInfer-Bench solution spec");
   const std::string lang = sr.required_string("language");
   const auto l = language_from_string(lang);
   if (!l || !language_is_python(*l))
     throw Error(Status::invalid_argument,
-                fmt::format("a FlashInfer-Bench {} solution is built by FlashInfer-Bench's own builders (tvm-ffi or "
-                            "PyTorch extensions), which libksearch does not run; it evaluates triton and python "
-                            "Solutions as they are, and CUDA as NVRTC source with a launch plan",
-                            lang));
+                fmt::format("FlashInfer-Bench solution \"{}\": spec.language \"{}\" is not one libksearch runs: a cuda "
+                            "or cpp Solution is built by FlashInfer-Bench's own builders (tvm-ffi or PyTorch "
+                            "extensions); libksearch evaluates triton and python Solutions as they are, and CUDA as "
+                            "NVRTC source with a launch plan",
+                            j.get_string("name"), lang));
   const std::string definition = r.required_string("definition");
   const std::string own = task.name.rfind("flashinfer/", 0) == 0 ? task.name.substr(11) : task.name;
   if (definition != own)
-    throw Error(Status::invalid_argument, fmt::format("this FlashInfer-Bench solution is for definition \"{}\", and "
-                                                      "the task is {} (definition \"{}\")",
-                                                      definition, task.name, own));
+    throw Error(Status::invalid_argument,
+                fmt::format("this FlashInfer-Bench solution (its \"definition\") is for definition \"{}\", and "
+                            "the task is {} (definition \"{}\")",
+                            definition, task.name, own));
   Solution s;
   s.name = j.get_string("name");
   s.task = task.name;
@@ -502,7 +522,20 @@ Solution flashinfer_solution(const Json& j, const TaskSpec& task) {
   s.language = *l;
   for (const auto& f : r.required_array("sources")) {
     util::FieldReader fr(f, "FlashInfer-Bench solution source");
-    s.sources.push_back({fr.required_string("path"), fr.required_string("content")});
+    const std::string& path = fr.required_string("path");
+    // FlashInfer-Bench's rule: relative paths without "..", each once.
+    const std::filesystem::path p(path);
+    const bool climbs = std::any_of(p.begin(), p.end(), [](const std::filesystem::path& c) { return c == ".."; });
+    if (path.empty() || p.is_absolute() || climbs)
+      throw Error(Status::invalid_argument,
+                  fmt::format("FlashInfer-Bench solution: sources[{}].path \"{}\" must be a relative path without "
+                              "\"..\"", s.sources.size(), path));
+    for (const auto& earlier : s.sources)
+      if (earlier.path == path)
+        throw Error(Status::invalid_argument,
+                    fmt::format("FlashInfer-Bench solution: sources[{}].path \"{}\" appears twice", s.sources.size(),
+                                path));
+    s.sources.push_back({path, fr.required_string("content")});
   }
   if (s.sources.empty()) throw Error(Status::invalid_argument, "FlashInfer-Bench solution: \"sources\" is empty");
   s.entry_point = sr.required_string("entry_point");

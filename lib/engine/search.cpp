@@ -16,6 +16,7 @@
 #include "core/run_events.hpp"
 #include "core/search/session.hpp"
 #include "engine/warm_start.hpp"
+#include "eval/host/host_device.hpp"
 #include "eval/python/python_program.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/run_store.hpp"
@@ -393,6 +394,46 @@ void check_language(const Task& task, Language lang) {
 SearchOutcome execute_session(Parts& parts, RunStore& store, const SearchConfig& config,
                               const ProgressCallback& progress);
 
+// How the task was set up, for resume and replay: the dataset by its
+// absolute path, and a chosen feedback subset as the workloads it chose (a
+// random draw is not made again).
+Json recorded_sources(TaskSources s, const Task& task) {
+  std::error_code ec;
+  if (!s.dataset.empty()) s.dataset = fs::absolute(s.dataset, ec);
+  if (!s.feedback.empty()) {
+    s.feedback = FeedbackSelection{};
+    s.feedback.workloads = task.spec().feedback_workloads;
+  }
+  return s.to_json();
+}
+
+// Which workloads the search evaluates each round and which the final
+// evaluation covers (every one; it runs only when the first are a subset),
+// and how the first were chosen.
+Json workloads_record(const TaskSpec& spec, const FeedbackSelection& selection) {
+  std::vector<std::string> all;
+  for (const auto& w : spec.workloads) all.push_back(w.name);
+  const bool subset = spec.has_feedback_subset();
+  Json j = Json::obj({{"feedback", util::string_array(subset ? spec.feedback_workloads : all)},
+                      {"final", util::string_array(all)},
+                      {"final_evaluation", subset},
+                      {"chosen_by", !selection.workloads.empty() ? "pinned"
+                                    : !selection.policy.empty()  ? selection.policy
+                                                                 : "task"}});
+  if (!selection.empty()) j["selection"] = selection.to_json();
+  return j;
+}
+
+// The name of the device candidates in `lang` run on (EvalResult::device):
+// the GPU for cuda and triton, and for python where it runs there; the CPU
+// otherwise.
+std::string evaluation_device(const EvaluatorConfig& ec, Evaluator& ev, Language lang) {
+  std::string why;
+  const bool python_on_gpu = ec.backend == "cuda" || (ec.backend == "auto" && cuda_available(&why));
+  const bool gpu = lang == Language::cuda || lang == Language::triton || (lang == Language::python && python_on_gpu);
+  return gpu ? ev.device().name : eval::host::host_device_info().name;
+}
+
 // Whether the world-model search of a new run starts from the task's
 // starting point: the built-in strategy building its own tree, nothing else
 // to start from, a starting point in the run's language, and a budget that
@@ -618,6 +659,7 @@ SearchOutcome execute_session(Parts& parts, RunStore& store, const SearchConfig&
   }
   if (feedback_only) eo.only_workloads.clear();
   SearchOutcome out;
+  if (feedback_only) out.feedback_workloads = spec.feedback_workloads;
   out.run_dir = store.dir();
   out.stop_reason = reason;
   out.best = session.best();
@@ -671,6 +713,7 @@ Json SearchOutcome::to_json() const {
     j["best"] = Json::obj({{"round", best->round}, {"solution", best->solution.to_json()}, {"eval", best->eval.to_json()}});
   }
   if (final_eval) j["final_eval"] = final_eval->to_json();
+  if (!feedback_workloads.empty()) j["feedback_workloads"] = util::string_array(feedback_workloads);
   if (!divergence.is_null()) j["divergence"] = divergence;
   if (!weak_check.is_null()) j["weak_check"] = weak_check;
   return j;
@@ -692,8 +735,9 @@ SearchOutcome run_search(const SearchOptions& options) {
   }
   util::register_environment_secrets(options.llm.openai.api_key_env);
   Parts parts;
-  parts.task = options.custom_task ? options.custom_task
-                                   : std::shared_ptr<Task>(load_task(options.task, {options.kernelbench_dir}));
+  TaskSources sources = options.task_sources;
+  if (!options.kernelbench_dir.empty()) sources.kernelbench_dir = options.kernelbench_dir;
+  parts.task = options.custom_task ? options.custom_task : std::shared_ptr<Task>(load_task(options.task, sources));
   SearchConfig config = options.config;
   if (options.infer_language) {
     // A task written in one native language (cuda or cpp) runs in it; the
@@ -750,6 +794,14 @@ SearchOutcome run_search(const SearchOptions& options) {
                                              : std::shared_ptr<Evaluator>(make_evaluator(options.evaluator));
   parts.world_model = options.custom_world_model;
   parts.strategy = options.custom_strategy;
+  // Scores against a dataset's traces need them for this card: said before
+  // anything is spent (the evaluator says so again at the first score).
+  Json baseline = Json();
+  if (!options.custom_evaluator) {
+    const std::string device = evaluation_device(options.evaluator, *parts.evaluator, config.language);
+    check_baseline_coverage(parts.task->spec(), parts.evaluator->options(), device, config.language);
+    baseline = baseline_sources(parts.task->spec(), parts.evaluator->options(), device, config.language);
+  }
   check_llm(*parts.llm);
   fs::path dir = options.run_dir.empty() ? default_run_dir(parts.task->name()) : options.run_dir;
   // A folder that holds a run is refused before the weak check spends
@@ -774,7 +826,9 @@ SearchOutcome run_search(const SearchOptions& options) {
                                                  {"kernelbench_dir", options.kernelbench_dir.empty()
                                                                          ? std::string()
                                                                          : fs::absolute(options.kernelbench_dir).string()},
-                                                 {"fingerprint", task_fingerprint(*parts.task)}})},
+                                                 {"fingerprint", task_fingerprint(*parts.task)},
+                                                 {"sources", recorded_sources(sources, *parts.task)}})},
+                             {"workloads", workloads_record(parts.task->spec(), sources.feedback)},
                              {"config", config.to_json()},
                              {"llm", options.llm.kind == "custom"
                                          ? Json::obj({{"kind", "custom"}, {"describe", parts.llm->describe()}})
@@ -783,6 +837,7 @@ SearchOutcome run_search(const SearchOptions& options) {
                              {"device", parts.evaluator->device().to_json()},
                              {"weak_check", weak.to_json()},
                              {"status", "running"}});
+  if (!baseline.is_null()) manifest["baseline"] = baseline;
   if (parts.strategy) manifest["custom_strategy"] = true;
   if (parts.world_model) manifest["custom_world_model"] = true;
   RunStore store = RunStore::create(dir, manifest);
@@ -817,7 +872,9 @@ void check_run_manifest(const Json& m, const fs::path& dir, const char* verb) {
 
 std::shared_ptr<Task> load_recorded_task(const Json& m) {
   const Json& tj = m["task"];
-  auto task = std::shared_ptr<Task>(load_task(tj.get_string("reference"), {tj.get_string("kernelbench_dir")}));
+  TaskSources sources = TaskSources::from_json(tj["sources"]);
+  sources.kernelbench_dir = tj.get_string("kernelbench_dir");
+  auto task = std::shared_ptr<Task>(load_task(tj.get_string("reference"), sources));
   if (task_fingerprint(*task) != tj.get_string("fingerprint"))
     throw Error(Status::state, fmt::format("task \"{}\" changed since the run started (its specification differs); "
                                            "replaying it would mix results of two different tasks", task->name()));

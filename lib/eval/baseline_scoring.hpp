@@ -26,6 +26,11 @@ namespace ks::eval {
 // EvalOptions::baseline_latencies for how device keys match).
 std::optional<double> imported_baseline_ms(const Json& table, const std::string& device, const std::string& workload);
 
+// The solution whose latencies a candidate in `language` is scored
+// against: the task's baseline in that language, else (a dataset's baseline
+// to measure here) its only one; null when there is none.
+const Solution* baseline_solution_for(const TaskSpec& spec, Language language);
+
 class BaselineScoring final : public Evaluator {
  public:
   BaselineScoring(std::unique_ptr<Evaluator> inner, std::filesystem::path cache_dir);

@@ -128,8 +128,72 @@ fs::path example_tasks_dir() {
 
 std::unique_ptr<Task> load_task(const std::string& name_or_path) { return load_task(name_or_path, TaskSources{}); }
 
+namespace {
+
+// A task whose spec differs from another's in its feedback subset only; its
+// prompts (which a task may compute) stay the other's.
+class ReselectedTask final : public Task {
+ public:
+  ReselectedTask(std::unique_ptr<Task> inner, std::vector<std::string> feedback)
+      : inner_(std::move(inner)), spec_(inner_->spec()) {
+    spec_.feedback_workloads = std::move(feedback);
+    spec_.validate();
+  }
+  const TaskSpec& spec() const override { return spec_; }
+  std::string prompt(Language lang) const override { return inner_->prompt(lang); }
+
+ private:
+  std::unique_ptr<Task> inner_;
+  TaskSpec spec_;
+};
+
+bool is_dataset_setting(const TaskSources& s) { return !s.baseline_solution.empty() || s.measure_baseline; }
+
+std::unique_ptr<Task> find_task(const std::string& name_or_path, const TaskSources& sources);
+
+}  // namespace
+
 std::unique_ptr<Task> load_task(const std::string& name_or_path, const TaskSources& sources) {
+  auto task = find_task(name_or_path, sources);
+  if (sources.feedback.empty()) return task;
+  auto feedback = select_feedback_workloads(task->spec(), sources.feedback);
+  if (auto* plain = dynamic_cast<SpecTask*>(task.get())) {
+    TaskSpec spec = plain->spec();
+    spec.feedback_workloads = std::move(feedback);
+    return std::make_unique<SpecTask>(std::move(spec));
+  }
+  return std::make_unique<ReselectedTask>(std::move(task), std::move(feedback));
+}
+
+namespace {
+
+std::unique_ptr<Task> find_task(const std::string& name_or_path, const TaskSources& sources) {
   if (name_or_path.empty()) throw Error(Status::invalid_argument, "load_task: empty task name");
+#if KS_HAVE_FLASHINFER_SUITE
+  const tasks::flashinfer::DatasetOptions dataset_options{sources.baseline_solution, sources.measure_baseline};
+  // A definition of a FlashInfer-Trace checkout, by name in the given
+  // dataset or by its path (DIR/definitions/<op_type>/<name>.json).
+  if (!sources.dataset.empty()) {
+    if (name_or_path.rfind(tasks::flashinfer::kPrefix, 0) != 0)
+      throw Error(Status::invalid_argument,
+                  fmt::format("a dataset ({}) gives flashinfer/<definition> tasks, not \"{}\"",
+                              sources.dataset.string(), name_or_path));
+    const auto file = tasks::flashinfer::find_definition(
+        sources.dataset, name_or_path.substr(std::string_view(tasks::flashinfer::kPrefix).size()));
+    return std::make_unique<SpecTask>(tasks::flashinfer::load_definition(file, dataset_options));
+  }
+  if (tasks::flashinfer::is_definition_file(name_or_path))
+    return std::make_unique<SpecTask>(tasks::flashinfer::load_definition(name_or_path, dataset_options));
+#else
+  if (!sources.dataset.empty())
+    throw Error(Status::not_found,
+                fmt::format("this build of libksearch has no flashinfer suite to read {}", sources.dataset.string()));
+#endif
+  if (is_dataset_setting(sources))
+    throw Error(Status::invalid_argument,
+                fmt::format("a baseline solution from traces applies to definitions of a FlashInfer-Trace dataset "
+                            "(--dataset DIR, or DIR/definitions/<op_type>/<name>.json), not to \"{}\"",
+                            name_or_path));
 #if KS_HAVE_KERNELBENCH_SUITE
   // With a KernelBench checkout configured, its problems take precedence
   // over the native tasks of the same names.
@@ -142,11 +206,6 @@ std::unique_ptr<Task> load_task(const std::string& name_or_path, const TaskSourc
     if (!task) throw Error(Status::internal, fmt::format("built-in task \"{}\" could not be created", name_or_path));
     return task;
   }
-#if KS_HAVE_FLASHINFER_SUITE
-  // A definition of a FlashInfer-Trace checkout (DIR/definitions/<op_type>/<name>.json).
-  if (tasks::flashinfer::is_definition_file(name_or_path))
-    return std::make_unique<SpecTask>(tasks::flashinfer::load_definition(name_or_path));
-#endif
   if (is_task_path(name_or_path)) return std::make_unique<SpecTask>(load_task_file(name_or_path));
   // An example by its folder name ("matmul") or task name ("examples/matmul").
   fs::path examples = example_tasks_dir();
@@ -164,6 +223,8 @@ std::unique_ptr<Task> load_task(const std::string& name_or_path, const TaskSourc
                           "tasks: {}; a task file is a path to a task.json or a folder holding one)",
                           name_or_path, known.empty() ? "none" : known));
 }
+
+}  // namespace
 
 std::vector<TaskInfo> list_dataset_tasks(const fs::path& dataset_dir) {
 #if KS_HAVE_FLASHINFER_SUITE

@@ -157,6 +157,37 @@ static void greedy_options(ks_search_options *o, const char *task, const char *r
 
 static void test_replay(const char *work, const char *best_id);
 
+/* Version 5's feedback fields: the pinned workload is the only one each
+ * round evaluates (the manifest says which were feedback), and an unknown
+ * one is an error naming it. */
+static void test_feedback_options(const char *task, const char *work) {
+  ks_search_options o;
+  ks_result *result = NULL;
+  struct model m;
+  char run_dir[4096];
+  const char *pinned[] = {"large"};
+  const char *unknown[] = {"huge"};
+  ks_status s;
+
+  CHECK(ks_search_options_init(&o, KS_SEARCH_OPTIONS_VERSION) == KS_OK);
+  CHECK(o.feedback_count == 5 && o.feedback_workloads == NULL && o.dataset == NULL && o.measure_baseline == 0);
+  memset(&m, 0, sizeof m);
+  snprintf(run_dir, sizeof run_dir, "%s/feedback", work);
+  greedy_options(&o, task, run_dir, &m);
+  o.budget.max_rounds = 1;
+  o.weak_check = 0;
+  o.feedback_workloads = unknown;
+  o.feedback_workload_count = 1;
+  CHECK(ks_search_run(&o, &result) == KS_E_INVALID_ARGUMENT);
+  CHECK(strstr(ks_last_error_message(), "has no workload \"huge\"") != NULL);
+  o.feedback_workloads = pinned;
+  s = ks_search_run(&o, &result);
+  if (s != KS_OK) fprintf(stderr, "ks_search_run: %s: %s\n", ks_status_string(s), ks_last_error_message());
+  CHECK(s == KS_OK);
+  CHECK(manifest_has(run_dir, "\"chosen_by\": \"pinned\""));
+  ks_result_destroy(result);
+}
+
 /* world_model.lenient_edits reaches the run's configuration; a program built
  * with the version 3 header runs with its layout, strict. */
 static void test_world_model_options(const char *task, const char *work) {
@@ -679,8 +710,13 @@ static void test_options(void) {
     CHECK(v3.o.version == 2 && v3.o.weak_check == 1);
     CHECK(((const unsigned char *)&v3.o.continue_from_solution)[0] == 0x5a);
   }
+  /* Version 4 ends before the dataset fields. */
+  memset(&o, 0x5a, sizeof o);
+  CHECK(ks_search_options_init(&o, 4) == KS_OK);
+  CHECK(o.version == 4 && o.remeasure == 0);
+  CHECK(((const unsigned char *)&o.dataset)[0] == 0x5a);
   CHECK(ks_search_options_init(&o, KS_SEARCH_OPTIONS_VERSION + 1) == KS_E_VERSION);
-  CHECK(strstr(ks_last_error_message(), "knows 1..4") != NULL);
+  CHECK(strstr(ks_last_error_message(), "knows 1..5") != NULL);
   CHECK(ks_search_options_init(&o, KS_SEARCH_OPTIONS_VERSION) == KS_OK);
 
   /* ks_world_model_options on its own: version 1 ends before lenient_edits. */
@@ -866,6 +902,7 @@ int main(int argc, char **argv) {
   test_evaluate(argv[1]);
   test_search(argv[1], argv[2]);
   test_world_model_options(argv[1], argv[2]);
+  test_feedback_options(argv[1], argv[2]);
   test_stops(argv[1], argv[2]);
   test_language_from_task(argv[1], argv[2]);
   test_world_model_import(argv[1], argv[2]);

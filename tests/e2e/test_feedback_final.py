@@ -99,4 +99,27 @@ check(gfinal["status"] == "passed" and len(gfinal["workloads"]) == 8,
 for d in sorted((gdir / "attempts").iterdir()):
     ev = json.loads((d / "eval.json").read_text())
     check(len(ev["workloads"]) == 6, f"{d.name} was evaluated on the six feedback workloads")
+
+# The dataset's options through the CLI (tests/fixtures/flashinfer_trace_baselines): a definition by
+# name in --dataset, pinned --feedback-workloads for --workloads feedback, an unknown UUID, and a card
+# its traces do not cover (this CPU) with the way out.
+fixture = src / "tests/fixtures/flashinfer_trace_baselines"
+u = "0a1b2c3d-0000-4000-8000-00000000000"
+scale_sol = work / "scale_rows.md"
+scale_sol.write_text("```cpp kernel.cpp\n#include <cstdint>\nvoid scale_rows(const float* x, float scale, float* y, "
+                     "std::int64_t batch) {\n  for (std::int64_t i = 0; i < batch * 64; ++i) y[i] = scale * x[i];\n}\n"
+                     "```\n```json launch_plan\n{\"calls\": [{\"fn\": \"scale_rows\", \"args\": [\"x\", \"scale\", "
+                     "\"y\", \"batch_size\"]}]}\n```\n")
+ds = ["--dataset", str(fixture), "--task", "flashinfer/scale_d64", "--solution", str(scale_sol), "--max-time", "0.05",
+      "--cache-dir", str(work / "cache")]
+pinned = json.loads(run([args.ksearch, "eval", *ds, "--workloads", "feedback", "--feedback-workloads", f"{u}3,{u}1",
+                         "--baseline-solution", "none", "--json"]))
+check([w["name"] for w in pinned["workloads"]] == [f"{u}1", f"{u}3"], "eval --feedback-workloads pins the feedback set")
+bad = subprocess.run([args.ksearch, "eval", *ds, "--workloads", "feedback", "--feedback-workloads", "nope"], env=env,
+                     capture_output=True, text=True)
+check(bad.returncode == 2 and 'has no workload "nope"' in bad.stderr and f"{u}8" in bad.stderr,
+      "an unknown feedback workload is named, with the valid ones")
+uncovered = subprocess.run([args.ksearch, "eval", *ds, "--workload", f"{u}1"], env=env, capture_output=True, text=True)
+check(uncovered.returncode != 0 and "cover NVIDIA_B200, NVIDIA_H100, not this card" in uncovered.stderr
+      and "--measure-baseline" in uncovered.stderr, "a card the traces do not cover is named, with the way out")
 print("PASS")

@@ -381,7 +381,7 @@ class SearchOptions(_Options):
     _struct, _init, _version = "ks_search_options", "ks_search_options_init", "KS_SEARCH_OPTIONS_VERSION"
     _nested = {"budget": BudgetOptions, "world_model": WorldModelOptions, "tune": TuneOptions,
                "eval": EvalOptions, "llm": LlmOptions}
-    _bools = ("language_from_task", "weak_check", "start_from_starting_point", "remeasure")
+    _bools = ("language_from_task", "weak_check", "start_from_starting_point", "remeasure", "measure_baseline")
     _callbacks = ("progress", "event")
     _special = ("cancel",)
     task: Optional[str]
@@ -405,6 +405,13 @@ class SearchOptions(_Options):
     continue_from_world_model: Optional[PathLike]
     start_from_starting_point: bool
     remeasure: bool
+    dataset: Optional[PathLike]
+    baseline_solution: Optional[str]
+    measure_baseline: bool
+    feedback_workloads: List[str]
+    feedback_policy: Optional[str]
+    feedback_count: int
+    feedback_seed: int
 
 
 class ResumeOptions(_Options):

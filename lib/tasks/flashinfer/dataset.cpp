@@ -11,6 +11,7 @@
 #include "ksearch/error.hpp"
 #include "tasks/flashinfer/flashinfer.hpp"
 #include "tasks/flashinfer/suite_common.hpp"
+#include "tasks/flashinfer/traces.hpp"
 #include "util/fs.hpp"
 
 namespace ks::tasks::flashinfer {
@@ -302,7 +303,7 @@ bool is_definition_file(const fs::path& path) {
   }
 }
 
-TaskSpec load_definition(const fs::path& definition_json) {
+TaskSpec load_definition(const fs::path& definition_json, const DatasetOptions& options) {
   const Definition d = read_definition(definition_json);
   TaskSpec spec;
   std::vector<TensorSpec> tensors = definition_tensors(d);
@@ -340,6 +341,7 @@ TaskSpec load_definition(const fs::path& definition_json) {
     spec.workloads = read_workloads(d, spec.tensors);
   }
   spec.feedback_workloads = spread_subset(d, spec.workloads);
+  apply_trace_baselines(spec, d.root, d.name, options);
   spec.base_dir = d.root;
   spec.targets = Json::obj({{"dataset", d.root.string()}, {"definition", d.name}});
   try {
@@ -348,6 +350,29 @@ TaskSpec load_definition(const fs::path& definition_json) {
     throw Error(e.status(), fmt::format("FlashInfer definition {}: {}", d.file.string(), e.what()));
   }
   return spec;
+}
+
+fs::path find_definition(const fs::path& dir, const std::string& name) {
+  std::error_code ec;
+  const fs::path defs = dir / "definitions";
+  if (!fs::is_directory(defs, ec))
+    throw Error(Status::not_found, fmt::format("{} is not a FlashInfer-Trace dataset: it has no definitions/ folder",
+                                               dir.string()));
+  if (name.empty() || name.find('/') != std::string::npos || name.find("..") != std::string::npos)
+    throw Error(Status::invalid_argument, fmt::format("\"{}\" is not a definition name", name));
+  std::vector<std::string> names;
+  for (const auto& op : fs::directory_iterator(defs, ec)) {
+    if (!op.is_directory(ec)) continue;
+    const fs::path f = op.path() / (name + ".json");
+    if (fs::is_regular_file(f, ec)) return f;
+    for (const auto& e : fs::directory_iterator(op.path(), ec))
+      if (e.path().extension() == ".json") names.push_back(e.path().stem().string());
+  }
+  std::sort(names.begin(), names.end());
+  std::string known;
+  for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
+  throw Error(Status::not_found, fmt::format("the dataset {} has no definition \"{}\" (its definitions: {})",
+                                             dir.string(), name, known.empty() ? "none" : known));
 }
 
 std::vector<TaskInfo> list_dataset(const fs::path& dir) {

@@ -6,7 +6,7 @@
 
 It reads the run folder (docs/search.md) and needs neither the library nor a
 GPU, so it runs anywhere the folder is, also while a search writes it. One W&B
-step per counted round, under K-Search's metric names:
+step per counted round, under names modelled on K-Search's:
 
     {task}/generate/{score}       the round's score (null if it failed), named as K-Search names it:
                                   inv_latency_ms (1 / geometric-mean latency) or, for tasks scored
@@ -836,9 +836,11 @@ def main(argv=None) -> int:
     ap.add_argument("--ksearch-names", action="store_true",
                     help="log exactly what K-Search's --wandb logs, under its names (project default "
                          "$WANDB_PROJECT else flashinfer-bench, run name $RUN_NAME)")
-    ap.add_argument("--project", help="W&B project (default $WANDB_PROJECT, else ksearch)")
+    ap.add_argument("--project", help="W&B project (default $WANDB_PROJECT, else ksearch; with --ksearch-names "
+                                      "flashinfer-bench)")
     ap.add_argument("--entity", help="W&B entity (team or user)")
-    ap.add_argument("--name", help="W&B run name (default: the run folder's name)")
+    ap.add_argument("--name", help="W&B run name (default: the run folder's name; with --ksearch-names $RUN_NAME, "
+                                   "else W&B's)")
     ap.add_argument("--id", dest="run_id", help="W&B run id, to continue that W&B run (resume=allow)")
     ap.add_argument("--tag", action="append", default=[], help="W&B tag; may be repeated")
     ap.add_argument("--wandb-dir", help="where W&B keeps its local files (default $WANDB_DIR or ./wandb)")

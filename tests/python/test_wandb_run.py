@@ -13,13 +13,12 @@ import socket
 import subprocess
 import sys
 import shutil
-import tempfile
 import time
 import unittest
 from pathlib import Path
 
-from test_tracking import (ANSWERS, HAVE_WANDB, KSEARCH, SERVER, SOURCE, TASK, TRANSCRIPT, Server, artifacts,
-                           greedy_cmd, history, jsonl, md5_b64, wandb_records)
+from test_tracking import (ANSWERS, HAVE_WANDB, KSEARCH, SOURCE, TASK, TRANSCRIPT, Server, artifacts,
+                           cli_work_folder, config_of, greedy_cmd, history, jsonl, md5_b64, wandb_records)
 
 from ksearch import tracking  # noqa: E402  (test_tracking put the package on sys.path)
 
@@ -30,16 +29,6 @@ def wm_cmd(run_dir, rounds=10):
     return [KSEARCH, "run", "--task", str(TASK), "--language", "cpp", "--llm", f"replay:{TRANSCRIPT}",
             "--max-rounds", str(rounds), "--wm-stagnation-window", "2", "--timing-cap", "0.2", "--quiet",
             "--run-dir", str(run_dir)]
-
-
-def config_of(records):
-    config = {}
-    for r in records:
-        if r.WhichOneof("record_type") == "run":
-            config.update({i.key: json.loads(i.value_json) for i in r.run.config.update})
-        if r.WhichOneof("record_type") == "config":
-            config.update({i.key: json.loads(i.value_json) for i in r.config.update})
-    return config
 
 
 def run_record(records):
@@ -72,9 +61,7 @@ def closed_port():
 class WandbRunTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        if not KSEARCH or not SERVER:
-            raise unittest.SkipTest("KSEARCH_CLI and KSEARCH_TEST_SERVER must name the built programs")
-        cls.work = Path(tempfile.mkdtemp(prefix="ksearch-wandb-run-"))
+        cls.work = cli_work_folder("ksearch-wandb-run-")
         # The LLM key is in the run's environment: the logger must never get it.
         cls.env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_") and k != "RUN_NAME"}
         cls.env.update(KSEARCH_CACHE_DIR=str(cls.work / "cache"), OPENAI_API_KEY="sk-test-wandb-run-secret",

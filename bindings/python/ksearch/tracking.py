@@ -538,7 +538,8 @@ class WandbSink:
             config = wandb_config(m, run_dir)
         self.run = wandb.init(project=project, entity=entity, name=name, id=run_id,
                               resume="allow" if run_id else None, config=config,
-                              dir=wandb_dir, job_type="ksearch-search", tags=list(tags) or None)
+                              dir=wandb_dir, job_type=None if ksearch_names else "ksearch-search",
+                              tags=list(tags) or None)
         # A resumed W&B run continues after the last step it holds.
         self.first_step = int(getattr(self.run, "step", 0) or 0) if run_id else 0
         self.url = getattr(self.run, "url", None)  # None offline

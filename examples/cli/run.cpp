@@ -259,7 +259,7 @@ int cmd_run(int argc, char** argv) {
          "is asked once (GET /models), and the task's check is tried on candidates that compute nothing (a "
          "warning when one passes; --no-weak-check skips this). Ctrl-C or SIGTERM stops after the current round; a second one stops at once. "
          "\n\n" + std::string(kExitCodesHelp),
-         search_options());
+         with_wandb_options(search_options()));
   if (!a.parse(argc, argv)) throw UsageError(a.error());
   if (a.help_requested()) {
     std::printf("%s", a.help_text().c_str());
@@ -329,6 +329,7 @@ int cmd_run(int argc, char** argv) {
     throw Error(Status::invalid_argument, "--timing-cap must be positive");
   o.run_dir = a.get("run-dir");
   o.weak_check = !a.has("no-weak-check");
+  o.wandb = wandb_from_args(a);
   bool quiet = a.has("quiet");
   Interrupts interrupts;
   o.progress = progress_printer(quiet, interrupts);
@@ -343,7 +344,7 @@ int cmd_resume(int argc, char** argv) {
          "measured twice) and the search goes on with the run's recorded configuration. A replay goes on following "
          "its recording; a reproduction (`ksearch replay`) that stopped where it left its recording continues "
          "live from there when given a model (--llm ...).\n\n" + std::string(kExitCodesHelp),
-         {{"max-rounds", "N", "The run's total round budget, the rounds already done included: 30 on a run that "
+         with_wandb_options({{"max-rounds", "N", "The run's total round budget, the rounds already done included: 30 on a run that "
                               "did 20 runs 10 more. Larger or smaller than the recorded budget; below the rounds "
                               "done is refused.", "as recorded", false},
           {"llm", "SPEC", "Answer new prompts with another policy (e.g. replay:FILE); kept for later resumes.",
@@ -356,7 +357,7 @@ int cmd_resume(int argc, char** argv) {
           {"api-key-env", "NAME", "With --llm openai: the key's environment variable.", "OPENAI_API_KEY", false},
           {"quiet", "", "Print only the final summary (with --json: nothing but the JSON).", "", false},
           {"json", "", "Print the outcome as one JSON document on stdout, errors too; progress goes to stderr.", "",
-           false}});
+           false}}));
   if (!a.parse(argc, argv)) throw UsageError(a.error());
   if (a.help_requested()) {
     std::printf("%s", a.help_text().c_str());
@@ -367,6 +368,7 @@ int cmd_resume(int argc, char** argv) {
   r.max_rounds = a.get_int("max-rounds", 0);
   if (a.has("llm")) r.llm = llm_choice_from_args(a);
   else (void)openai_config_from_args(a);  // checked even when unused
+  r.wandb = wandb_from_args(a);
   bool quiet = a.has("quiet");
   Interrupts interrupts;
   r.progress = progress_printer(quiet, interrupts);

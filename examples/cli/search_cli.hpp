@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "args.hpp"
 #include "interrupt.hpp"
@@ -44,5 +45,10 @@ StartCallback start_printer(bool quiet, Interrupts& interrupts, std::string llm)
 // status (exit_codes.hpp): 0 with a passing kernel, 3 without, 5 when a
 // replay stopped where it left its recording, 130 when interrupted.
 int finish(const SearchOutcome& out, Json extra = Json());
+
+// `options` with --wandb, --wandb-project and --run-name (wandb_flags.cpp).
+std::vector<OptionSpec> with_wandb_options(std::vector<OptionSpec> options);
+// Those flags as the run's WandbOptions; the last two without --wandb are a UsageError.
+WandbOptions wandb_from_args(const Args& a);
 
 }  // namespace ks::cli

@@ -65,6 +65,24 @@ struct KS_API SearchStart {
 };
 using StartCallback = std::function<void(const SearchStart&)>;
 
+// Logging the run to Weights & Biases under K-Search's names (its --wandb,
+// --wandb-project, --run-name; docs/search.md, "Weights & Biases from the
+// run"). The run starts $KSEARCH_PYTHON (else python3) with the ksearch.tracking
+// program built into the library, which follows the run folder and needs the
+// wandb package; the library never loads Python itself. The logger gets an
+// environment of its own (W&B's WANDB_* settings, no LLM key) and is ended
+// when the run ends, also on an error. W&B being unreachable or not installed
+// is a one-line warning on stderr, never a failed search.
+struct KS_API WandbOptions {
+  bool enabled = false;
+  std::string project;     // empty: $WANDB_PROJECT, else "flashinfer-bench" (K-Search's default)
+  std::string run_name;    // empty: $RUN_NAME, else W&B's generated name
+  // After the run, how long the logger may take to finish (uploading in
+  // online mode) before it is stopped; what it wrote stays in W&B's local
+  // folder for `wandb sync`.
+  double finish_timeout_s = 120;
+};
+
 struct KS_API SearchOptions {
   std::string task;                    // built-in name or task file path
   std::filesystem::path kernelbench_dir;  // for kernelbench/... names; empty: $KSEARCH_KERNELBENCH
@@ -110,6 +128,7 @@ struct KS_API SearchOptions {
   // folder is made in (runs/ by default). run_search reads it into
   // config.continue_from_world_model (docs/world-model.md, "Warm start").
   std::string continue_from_world_model;
+  WandbOptions wandb;                  // off by default
 };
 
 struct KS_API SearchOutcome {
@@ -179,6 +198,8 @@ struct KS_API ResumeOptions {
   std::shared_ptr<SearchStrategy> custom_strategy;       // needed when the run used one
   std::shared_ptr<WorldModel> custom_world_model;
   StartCallback on_start;              // optional
+  // Logs the whole run, the rounds before the resume too, as a new W&B run.
+  WandbOptions wandb;
 };
 
 // Resumes a run folder with its recorded configuration: the journal is

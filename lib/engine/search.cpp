@@ -15,6 +15,7 @@
 
 #include "core/run_events.hpp"
 #include "core/search/session.hpp"
+#include "engine/wandb_logger.hpp"
 #include "engine/warm_start.hpp"
 #include "eval/host/host_device.hpp"
 #include "eval/python/python_program.hpp"
@@ -733,6 +734,7 @@ SearchOutcome run_search(const SearchOptions& options) {
   } else {
     options.config.validate();
   }
+  engine::check_wandb_options(options.wandb);
   util::register_environment_secrets(options.llm.openai.api_key_env);
   Parts parts;
   TaskSources sources = options.task_sources;
@@ -841,6 +843,8 @@ SearchOutcome run_search(const SearchOptions& options) {
   if (parts.strategy) manifest["custom_strategy"] = true;
   if (parts.world_model) manifest["custom_world_model"] = true;
   RunStore store = RunStore::create(dir, manifest);
+  // Declared after the store: it finishes (the run's last rounds logged) before the lock is released.
+  auto wandb = engine::start_wandb_logger(options.wandb, store.dir(), options.llm.openai.api_key_env);
   if (options.on_start) options.on_start(SearchStart{store.dir(), parts.task->name(), config, parts.llm->describe(), 0});
   return execute(parts, store, config, Hooks{options.progress, options.on_event, options.cancel});
 }
@@ -904,6 +908,7 @@ SearchConfig recorded_config(const Json& manifest) {
 }
 
 SearchOutcome resume_search(const fs::path& run_dir, const ResumeOptions& options) {
+  engine::check_wandb_options(options.wandb);
   RunStore store = RunStore::open(run_dir);
   Json m = store.manifest();
   check_run_manifest(m, run_dir, "resumes");
@@ -999,6 +1004,7 @@ SearchOutcome resume_search(const fs::path& run_dir, const ResumeOptions& option
   m["resumed"] = m.get_int("resumed") + 1;
   m["last_resumed"] = utc_timestamp();
   store.write_manifest(m);
+  auto wandb = engine::start_wandb_logger(options.wandb, store.dir(), LlmChoice::from_json(m["llm"]).openai.api_key_env);
   if (options.on_start)
     options.on_start(SearchStart{store.dir(), parts.task->name(), config, parts.llm->describe(), rounds_done(store)});
   return execute(parts, store, config, Hooks{options.progress, options.on_event, options.cancel});

@@ -180,6 +180,7 @@ Subprocess::Subprocess(const SpawnOptions& opts) {
     if (in[0] >= 0 && ::dup2(in[0], 0) < 0) child_fail(status_pipe[1], errno);
     if (out[1] >= 0 && ::dup2(out[1], 1) < 0) child_fail(status_pipe[1], errno);
     if (err[1] >= 0 && ::dup2(err[1], 2) < 0) child_fail(status_pipe[1], errno);
+    if (opts.stdout_to_stderr && out[1] < 0 && ::dup2(2, 1) < 0) child_fail(status_pipe[1], errno);
     // Close every other inherited descriptor, whatever its CLOEXEC flag (a
     // child holding another worker's pipe would keep it from seeing its
     // parent hang up).

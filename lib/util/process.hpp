@@ -29,6 +29,9 @@ struct SpawnOptions {
   bool pipe_stdin = true;
   bool pipe_stdout = true;
   bool pipe_stderr = true;                        // false: stderr goes to the parent's stderr
+  // With pipe_stdout false: the child's stdout goes where its stderr goes, not
+  // to the parent's stdout (which may carry the program's own output, e.g. JSON).
+  bool stdout_to_stderr = false;
   // Ask the kernel to SIGKILL the child when the thread that spawned it dies.
   // Only safe when the spawning thread outlives the child (synchronous use).
   bool die_with_parent_thread = false;

@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <signal.h>
+#include <sys/wait.h>
 
 #include <thread>
 
@@ -66,4 +67,18 @@ TEST_CASE("process: the destructor ends the whole process group") {
 TEST_CASE("process: environment additions reach the child") {
   auto r = ks::util::run_command({.argv = {"sh", "-c", "echo $KS_TEST_VAR"}, .env_set = {{"KS_TEST_VAR", "42"}}}, "", 10);
   CHECK(r.out == "42\n");
+}
+
+TEST_CASE("process: stdout_to_stderr sends the child's stdout where its stderr goes") {
+  // A helper whose chatter must not reach the program's stdout (ksearch run --json with --wandb).
+  ks::util::Subprocess p({.argv = {"sh", "-c", "echo out; echo err >&2"}, .pipe_stdin = false, .pipe_stdout = false,
+                          .stdout_to_stderr = true});
+  std::string err;
+  while (ks::util::read_some(p.stderr_fd(), err, 1 << 16, std::chrono::seconds(10))) {
+  }
+  CHECK(err == "out\nerr\n");
+  auto status = p.wait_for(std::chrono::seconds(10));
+  REQUIRE(status);
+  CHECK(WIFEXITED(*status));
+  CHECK(WEXITSTATUS(*status) == 0);
 }

@@ -141,6 +141,17 @@ def artifacts(records):
     return [r.artifact for r in records if r.WhichOneof("record_type") == "artifact"]
 
 
+def config_of(records):
+    """The W&B run's config, as its run and config records set it."""
+    config = {}
+    for r in records:
+        if r.WhichOneof("record_type") == "run":
+            config.update({i.key: json.loads(i.value_json) for i in r.run.config.update})
+        if r.WhichOneof("record_type") == "config":
+            config.update({i.key: json.loads(i.value_json) for i in r.config.update})
+    return config
+
+
 def csv_rows(path):
     """The complete rows of a CSV being written (a row may span lines: count parsed rows)."""
     try:
@@ -158,12 +169,17 @@ def md5_b64(text):
     return base64.b64encode(hashlib.md5(text.encode()).digest()).decode()
 
 
+def cli_work_folder(prefix):
+    """A fresh folder for a test class that drives the CLI; skips the class without the built programs."""
+    if not KSEARCH or not SERVER:
+        raise unittest.SkipTest("KSEARCH_CLI and KSEARCH_TEST_SERVER must name the built programs")
+    return Path(tempfile.mkdtemp(prefix=prefix))
+
+
 class TrackingTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        if not KSEARCH or not SERVER:
-            raise unittest.SkipTest("KSEARCH_CLI and KSEARCH_TEST_SERVER must name the built programs")
-        cls.work = Path(tempfile.mkdtemp(prefix="ksearch-tracking-"))
+        cls.work = cli_work_folder("ksearch-tracking-")
         cls.env = dict(os.environ, KSEARCH_CACHE_DIR=str(cls.work / "cache"), OPENAI_API_KEY="sk-test-tracking")
         # A world-model run from the checked-in transcript (tree snapshots, passing and failing rounds).
         cls.wm = cls.work / "wm"
@@ -353,12 +369,7 @@ class TrackingTest(unittest.TestCase):
         self.assertGreaterEqual(len(arts), 3)
         for art in arts:  # the tree the round's action came from
             self.assertIn("wm/world_model.json", {e.path for e in art.manifest.contents})
-        config = {}
-        for r in records:
-            if r.WhichOneof("record_type") == "run":
-                config.update({i.key: json.loads(i.value_json) for i in r.run.config.update})
-            if r.WhichOneof("record_type") == "config":
-                config.update({i.key: json.loads(i.value_json) for i in r.config.update})
+        config = config_of(records)
         self.assertEqual(config["task"], "tests/scale3")
         self.assertEqual(config["max_opt_rounds"], 10)
         self.assertEqual(config["enable_world_model"], True)

@@ -6,7 +6,7 @@
 
 It reads the run folder (docs/search.md) and needs neither the library nor a
 GPU, so it runs anywhere the folder is, also while a search writes it. One W&B
-step per counted round, under K-Search's metric names:
+step per counted round, under names modelled on K-Search's:
 
     {task}/generate/{score}       the round's score (null if it failed), named as K-Search names it:
                                   inv_latency_ms (1 / geometric-mean latency) or, for tasks scored
@@ -21,6 +21,18 @@ launch plan, raw_code.txt (the model's answer from transcript.jsonl),
 wm/world_model.json (the tree the round's action came from) and
 eval/round_summary.txt beside eval/eval.json. The config comes from the
 manifest (K-Search's keys, plus the full configuration under "ksearch").
+
+With --ksearch-names the W&B run is the one K-Search's own --wandb makes, name
+for name (docs/search.md, "K-Search's names"): project $WANDB_PROJECT else
+"flashinfer-bench", run name $RUN_NAME, K-Search's config keys, per counted
+round {task}/generate/{score_name} and {task}/generate/best_{score_name} at
+step=round with K-Search's task and score names, and per passing round a
+"generated-code" artifact r{round}_code (world_model strategy) or
+{task[:32]}_r{round}_{solution[-32:]}_code (the others) holding clean/<files>,
+raw/raw_code.txt, wm/world_model.json (world_model strategy only) and
+eval/round_summary.txt. `ksearch run --wandb` starts this program with
+--in-run: it follows the run until its standard input closes, and a W&B
+problem is a one-line warning (exit status 3), never a failed search.
 
 W&B settings come from its usual environment (WANDB_API_KEY, WANDB_MODE=offline,
 WANDB_DIR, WANDB_PROJECT, ...) or the options. Without `wandb` installed the CSV
@@ -39,6 +51,7 @@ import csv
 import json
 import os
 import re
+import select
 import signal
 import stat
 import sys
@@ -47,7 +60,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple
 
-__all__ = ["RunFolder", "Round", "Replay", "CsvSink", "WandbSink", "wandb_config", "main"]
+__all__ = ["RunFolder", "Round", "Replay", "CsvSink", "WandbSink", "wandb_config", "ksearch_task_name",
+           "ksearch_score", "ksearch_wandb_config", "main"]
 
 # EvalResult.score (higher is better) by its score_mode, under K-Search's names.
 SCORE_NAMES = {"latency": "inv_latency_ms", "vs_baseline": "vs_baseline"}
@@ -385,35 +399,157 @@ def wandb_config(m: dict, run_dir: Path) -> dict:
     }
 
 
+# K-Search's W&B names (its --wandb; docs/search.md, "K-Search's names").
+KSEARCH_PROJECT = "flashinfer-bench"
+
+
+def ksearch_task_name(name: str) -> str:
+    """K-Search's {task} for a libksearch task name: the task object's name in K-Search, which is the
+    FlashInfer definition, "gpumode_trimul" or "kernelbench_l{level}_p{problem_id}"; other tasks keep
+    their name with '/' as '_' (a '/' would nest W&B's panel sections)."""
+    if name.startswith("flashinfer/"):
+        return _safe_name(name[len("flashinfer/"):])
+    if name in ("gpumode/trimul", "gpumode/trimul-upstream"):
+        return "gpumode_trimul"
+    m = re.fullmatch(r"kernelbench/level(\d+)/(\d+)_.*", name)
+    if m:
+        return f"kernelbench_l{int(m.group(1))}_p{int(m.group(2))}"
+    return _safe_name(name.replace("/", "_"))
+
+
+def _positive(x) -> Optional[float]:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if v > 0 else None
+
+
+def ksearch_score(task: str, ev: dict, attempt: dict) -> Tuple[str, Optional[float]]:
+    """(score_name, value) as K-Search's task would report this evaluation; value None unless it passed.
+    Always higher is better:
+      mean_vs_baseline     mean over benchmark workloads of baseline / kernel latency (a task scored
+                           against its baseline: FlashInfer-Bench; EvalResult.vs_baseline)
+      mean_speedup_vs_ref  FlashInfer-Bench without a baseline latency: the arithmetic mean over
+                           benchmark workloads of reference / kernel latency
+      speedup_over_eager   KernelBench: reference (PyTorch eager) / kernel latency
+      inv_latency_ms       GPUMode TriMul and every other task: 1 / the geometric-mean latency"""
+    passed = attempt.get("status") == "passed"
+    vs_base = _positive(ev.get("vs_baseline"))
+    if ev.get("score_mode") == "vs_baseline" and (vs_base or not passed):
+        return "mean_vs_baseline", vs_base if passed else None
+    if task.startswith("flashinfer/"):
+        ratios = []
+        for w in ev.get("workloads") or []:
+            mean, ref = _positive((w.get("timing") or {}).get("mean_ms")), _positive(w.get("reference_ms"))
+            if w.get("benchmark", True) and mean and ref:
+                ratios.append(ref / mean)
+        value = sum(ratios) / len(ratios) if ratios else _positive(attempt.get("speedup"))
+        return "mean_speedup_vs_ref", value if passed else None
+    if task.startswith("kernelbench/"):
+        return "speedup_over_eager", _positive(attempt.get("speedup")) if passed else None
+    lat = _positive(attempt.get("latency_ms"))
+    return "inv_latency_ms", 1.0 / lat if passed and lat else None
+
+
+def _ksearch_task_config(task: dict) -> dict:
+    """K-Search's task.get_config_for_logging(), for the keys libksearch has."""
+    name = task.get("name", "")
+    if name.startswith("flashinfer/"):
+        return {"task_source": "flashinfer", "task_path": task.get("reference") or None,
+                "definition": ksearch_task_name(name)}
+    if name.startswith("gpumode/"):
+        return {"task_type": "gpu_mode", "task_name": ksearch_task_name(name)}
+    m = re.fullmatch(r"kernelbench/level(\d+)/((\d+)_.*)", name)
+    if m:
+        return {"task_type": "kernelbench", "task_name": ksearch_task_name(name), "problem_name": m.group(2),
+                "level": int(m.group(1)), "problem_id": int(m.group(3))}
+    return {"task_type": "ksearch", "task_name": ksearch_task_name(name)}
+
+
+def ksearch_wandb_config(m: dict, run_dir: Path) -> dict:
+    """The config K-Search's generate_and_evaluate gives wandb.init, then the whole configuration."""
+    cfg = m.get("config") or {}
+    dev = m.get("device") or {}
+    task = m.get("task") or {}
+    sol = cfg.get("continue_from_solution")
+    wm = cfg.get("continue_from_world_model")
+    return {
+        "task": _ksearch_task_config(task),
+        "generator": {"model_name": cfg.get("model", ""), "language": cfg.get("language", ""),
+                      "target_gpu": dev.get("name", dev.get("backend", ""))},
+        "max_opt_rounds": cfg.get("max_rounds"),
+        "continue_from_solution": (sol.get("name") or sol.get("id")) if isinstance(sol, dict) else sol,
+        "continue_from_world_model": wm.get("source") if isinstance(wm, dict) else wm,
+        "enable_world_model": cfg.get("strategy") == "world_model",
+        "wm_stagnation_window": cfg.get("wm_stagnation_window"),
+        "wm_max_difficulty": cfg.get("wm_max_difficulty"),
+        # A run folder keeps every evaluation and the best solution; the final evaluation covers every workload.
+        "save_results": True,
+        "save_solutions": True,
+        "num_eval_workload": None,
+        "artifacts_dir": str(run_dir),
+        "ksearch": wandb_config(m, run_dir)["ksearch"],
+    }
+
+
+class WandbMissing(RuntimeError):
+    """The wandb package cannot be imported."""
+
+
 class WandbSink:
-    """One W&B run per run folder: a step per counted round, an artifact per passing round."""
+    """One W&B run per run folder: a step per counted round, an artifact per passing round. With
+    ksearch_names, under K-Search's names only (ksearch_task_name, ksearch_score, ksearch_wandb_config)."""
 
     def __init__(self, folder: RunFolder, project: Optional[str] = None, entity: Optional[str] = None,
                  name: Optional[str] = None, run_id: Optional[str] = None, tags: Iterable[str] = (),
-                 wandb_dir: Optional[str] = None):
+                 wandb_dir: Optional[str] = None, ksearch_names: bool = False):
         try:
             import wandb  # noqa: F401
         except ImportError:
-            raise RuntimeError("the W&B bridge needs the wandb package: pip install wandb "
+            raise WandbMissing("the W&B bridge needs the wandb package: pip install wandb "
                                "(the CSV works without it)") from None
         import wandb
         self.wandb = wandb
         self.folder = folder
+        self.ksearch_names = ksearch_names
         m = folder.manifest()
-        self.task = (m.get("task") or {}).get("name", "") or "task"
+        self.task_full = (m.get("task") or {}).get("name", "") or "task"
+        self.task = ksearch_task_name(self.task_full) if ksearch_names else self.task_full
         self.prefix = f"{self.task}/generate"
+        self.world_model = (m.get("config") or {}).get("strategy") == "world_model"
+        self.language = (m.get("config") or {}).get("language", "")
+        dev = m.get("device") or {}
+        self.target_gpu = dev.get("name", dev.get("backend", ""))
+        self.ks_best: Optional[Tuple[str, float]] = None  # (score_name, score) of K-Search's best so far
         self.transcript_pos = 0
         self.artifacts = 0
         self.steps = 0
-        self.run = wandb.init(project=project or os.environ.get("WANDB_PROJECT") or "ksearch", entity=entity,
-                              name=name or folder.path.resolve().name, id=run_id,
-                              resume="allow" if run_id else None, config=wandb_config(m, folder.path.resolve()),
-                              dir=wandb_dir, job_type="ksearch-search", tags=list(tags) or None)
+        run_dir = folder.path.resolve()
+        if ksearch_names:
+            # K-Search: --wandb-project else $WANDB_PROJECT else "flashinfer-bench"; --run-name else $RUN_NAME
+            # else W&B's own generated name.
+            project = project or os.environ.get("WANDB_PROJECT") or KSEARCH_PROJECT
+            name = name or os.environ.get("RUN_NAME") or None
+            config = ksearch_wandb_config(m, run_dir)
+        else:
+            project = project or os.environ.get("WANDB_PROJECT") or "ksearch"
+            name = name or run_dir.name
+            config = wandb_config(m, run_dir)
+        self.run = wandb.init(project=project, entity=entity, name=name, id=run_id,
+                              resume="allow" if run_id else None, config=config,
+                              dir=wandb_dir, job_type=None if ksearch_names else "ksearch-search",
+                              tags=list(tags) or None)
         # A resumed W&B run continues after the last step it holds.
         self.first_step = int(getattr(self.run, "step", 0) or 0) if run_id else 0
+        self.url = getattr(self.run, "url", None)  # None offline
+        self.local_dir = str(Path(self.run.dir).parent)  # what `wandb sync` uploads
 
     def add(self, r: Round) -> None:
         if not r.counted or r.round < self.first_step:
+            return
+        if self.ksearch_names:
+            self._add_ksearch(r)
             return
         p = self.prefix
         name = SCORE_NAMES.get(r.eval.get("score_mode", "latency"), "score")
@@ -438,6 +574,52 @@ class WandbSink:
         if r.passed:
             self.run.log_artifact(self._artifact(r))
             self.artifacts += 1
+
+    def _add_ksearch(self, r: Round) -> None:
+        """K-Search's two scalars at step=round: the round's score (None unless it passed) and the best so far
+        (under best_score, None, before the first pass), and the artifact of a passing round."""
+        score_name, score = ksearch_score(self.task_full, r.eval, r.attempt)
+        if score is not None and (self.ks_best is None or score > self.ks_best[1]):
+            self.ks_best = (score_name, score)
+        best_key = f"{self.prefix}/best_{self.ks_best[0]}" if self.ks_best else f"{self.prefix}/best_score"
+        self.run.log({f"{self.prefix}/{score_name}": score, best_key: self.ks_best[1] if self.ks_best else None},
+                     step=r.round)
+        self.steps += 1
+        if r.passed:
+            self.run.log_artifact(self._ksearch_artifact(r, score_name, score))
+            self.artifacts += 1
+
+    def _ksearch_artifact(self, r: Round, score_name: str, score: Optional[float]):
+        a, ev = r.attempt, r.eval
+        sol = a.get("solution_id", "")
+        if self.world_model:
+            name = f"r{r.round}_code"
+        else:
+            name = f"{_safe_name(self.task[:32])}_r{r.round}_{_safe_name(sol[-32:])}_code"
+        meta = {"definition": self.task, "round": r.round, "solution": sol, "language": self.language,
+                "target_gpu": self.target_gpu}
+        if self.world_model:
+            meta["wm_enabled"] = True
+        art = self.wandb.Artifact(name, type="generated-code", metadata=meta)
+        sources = []
+        for path, file in self.folder.sources(a):
+            text = file.read_text(encoding="utf-8", errors="replace")
+            sources.append((path, text))
+            art.add_file(str(file), name="clean/" + path.lstrip("/").replace("..", "__"))
+        plan = self.folder.file(self.folder.attempt_rel(a) / "launch_plan.json")
+        if plan is not None:  # a CUDA kernel's launch plan is part of its code
+            art.add_file(str(plan), name="clean/launch_plan.json")
+        raw = self._raw_answer(r, sources)
+        with art.new_file("raw/raw_code.txt", encoding="utf-8") as f:
+            f.write(raw or "")  # K-Search writes "" where there is no model answer (the tune strategy)
+        if self.world_model:
+            # The tree the round's action came from; "" before the first snapshot, as K-Search writes.
+            wm = self.folder.file(Path("world_model") / f"v{r.wm_version:06d}.json") if r.wm_version else None
+            with art.new_file("wm/world_model.json", encoding="utf-8") as f:
+                f.write(wm.read_text(encoding="utf-8", errors="replace") if wm is not None else "")
+        with art.new_file("eval/round_summary.txt", encoding="utf-8") as f:
+            f.write(ksearch_round_summary(ev, a, score_name, score, self.world_model))
+        return art
 
     def _raw_answer(self, r: Round, sources: List[Tuple[str, str]]) -> Optional[str]:
         """The model's answer that held this round's code: the first code answer at or after the last match
@@ -493,6 +675,30 @@ class WandbSink:
         self.run.finish(exit_code=exit_code)
 
 
+def _num(x) -> Optional[float]:
+    return float(x) if isinstance(x, (int, float)) and x > 0 else None
+
+
+def ksearch_round_summary(ev: dict, a: dict, score_name: str, score: Optional[float], world_model: bool) -> str:
+    """eval/round_summary.txt as K-Search writes it: key=value lines in world-model mode, its
+    perf_summary_lines(prefix="round") in the base generator's."""
+    passed = a.get("status") == "passed"
+    lat, vs_base, speedup = _num(a.get("latency_ms")), _num(ev.get("vs_baseline")), _num(a.get("speedup"))
+    if world_model:
+        return (f"status={a.get('status')}\nscore_name={score_name}\nscore_value={score}\n"
+                f"mean_vs_baseline_factor={vs_base}\nspeedup_factor={speedup}\nlatency_ms={lat}\n")
+    lines = []
+    if passed and lat:
+        lines.append(f"- round_mean_latency_ms: {lat:.4f}")
+    if passed and vs_base:
+        lines.append(f"- round_vs_baseline: {vs_base:.3f}x")
+    if passed and speedup:
+        lines.append(f"- round_speedup_vs_ref: {speedup:.3f}x")
+    if passed and score:
+        lines.append(f"- round_score: {score:.4f}")
+    return "\n".join(lines) + "\n"
+
+
 def round_summary(r: Round, task: str) -> str:
     a, ev = r.attempt, r.eval
     lines = [f"task: {task}", f"round: {r.round}", f"action: {a.get('action', '')}",
@@ -515,20 +721,36 @@ def round_summary(r: Round, task: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _wait_for_stdin(timeout: float) -> bool:
+    """Waits up to `timeout` s for standard input; False once it is closed (the run that started this
+    program has ended). Whatever arrives is only a wake-up."""
+    try:
+        ready, _, _ = select.select([0], [], [], timeout)
+        return not ready or os.read(0, 4096) != b""
+    except InterruptedError:
+        return True
+    except OSError:
+        return False
+
+
 def replay(run_dir, csv_path=None, use_wandb: bool = False, follow: bool = False, poll_s: float = 5.0,
-           project=None, entity=None, name=None, run_id=None, tags=(), wandb_dir=None, quiet: bool = False) -> dict:
-    """Replays a run folder into a CSV and/or W&B; with follow, keeps tailing it until the run ends.
-    Returns counts: {"attempts", "steps", "artifacts"}."""
+           project=None, entity=None, name=None, run_id=None, tags=(), wandb_dir=None, quiet: bool = False,
+           ksearch_names: bool = False, until_stdin_closes: bool = False) -> dict:
+    """Replays a run folder into a CSV and/or W&B; with follow, keeps tailing it until the run ends
+    (until_stdin_closes: until standard input closes, looking again when a byte arrives or every
+    poll_s). Returns counts: {"attempts", "steps", "artifacts"}."""
     folder = RunFolder(run_dir)
     sinks = []
     csv_sink = CsvSink(csv_path, folder) if csv_path else None
     if csv_sink:
         sinks.append(csv_sink)
-    wb = WandbSink(folder, project, entity, name, run_id, tags, wandb_dir) if use_wandb else None
+    wb = WandbSink(folder, project, entity, name, run_id, tags, wandb_dir, ksearch_names) if use_wandb else None
     if wb:
         sinks.append(wb)
     rep = Replay(folder)
     stop = {"now": False}
+    follow = follow or until_stdin_closes
+    stdin_open = until_stdin_closes
 
     def on_signal(signum, frame):
         stop["now"] = True
@@ -538,8 +760,11 @@ def replay(run_dir, csv_path=None, use_wandb: bool = False, follow: bool = False
     exit_code = 0
     try:
         while True:
-            m = folder.manifest()
-            running = m.get("status") == "running" and folder.writer_alive() is not False
+            if until_stdin_closes:
+                running = stdin_open
+            else:
+                m = folder.manifest()
+                running = m.get("status") == "running" and folder.writer_alive() is not False
             batch = rep.poll(final=not running)
             for r in batch:
                 for s in sinks:
@@ -551,7 +776,11 @@ def replay(run_dir, csv_path=None, use_wandb: bool = False, follow: bool = False
                           + f" (best {r.best_latency_ms:.4g} ms)", file=sys.stderr)
             if not follow or stop["now"] or (not running and not batch):
                 break
-            if not batch:
+            if batch:
+                continue
+            if until_stdin_closes:
+                stdin_open = _wait_for_stdin(poll_s)
+            else:
                 time.sleep(poll_s)
     except BaseException:
         exit_code = 1
@@ -563,7 +792,39 @@ def replay(run_dir, csv_path=None, use_wandb: bool = False, follow: bool = False
             csv_sink.close()
         if wb:
             wb.finish(folder.manifest().get("status", ""), exit_code)
-    return {"attempts": count, "steps": wb.steps if wb else 0, "artifacts": wb.artifacts if wb else 0}
+    return {"attempts": count, "steps": wb.steps if wb else 0, "artifacts": wb.artifacts if wb else 0,
+            "wandb_dir": wb.local_dir if wb else None, "wandb_url": wb.url if wb else None}
+
+
+LATER = "python3 -m ksearch.tracking RUN --wandb --ksearch-names"
+
+
+def in_run(a) -> int:
+    """--in-run: started by `ksearch run --wandb`. The search never fails because of W&B: a problem is one
+    line on stderr and exit status 3."""
+    def warn(what: str) -> int:
+        print(f"ksearch: --wandb: {what}; the search goes on without W&B (log the run afterwards with "
+              f"`{LATER.replace('RUN', a.run)}`)", file=sys.stderr, flush=True)
+        return 3
+
+    try:
+        counts = replay(a.run, use_wandb=True, poll_s=a.poll, project=a.project, entity=a.entity, name=a.name,
+                        run_id=a.run_id, tags=a.tag, wandb_dir=a.wandb_dir, quiet=True, ksearch_names=True,
+                        until_stdin_closes=True)
+    except WandbMissing:
+        return warn(f"the wandb package is not installed for {sys.executable} (pip install wandb, or set "
+                    "$KSEARCH_PYTHON to a Python that has it)")
+    except Exception as e:  # W&B unreachable, not logged in, a full disk, ...
+        text = " ".join(str(e).split()) or type(e).__name__
+        return warn(f"W&B failed: {text[:300]}")
+    where = counts["wandb_url"] or counts["wandb_dir"]
+    line = f"ksearch: W&B: {counts['steps']} rounds, {counts['artifacts']} code artifacts logged"
+    if counts["wandb_url"] is None and counts["wandb_dir"]:
+        line += f" offline in {where} (upload: wandb sync {where})"
+    elif where:
+        line += f" to {where}"
+    print(line, file=sys.stderr, flush=True)
+    return 0
 
 
 def main(argv=None) -> int:
@@ -573,21 +834,31 @@ def main(argv=None) -> int:
     ap.add_argument("run", help="the run folder")
     ap.add_argument("--csv", metavar="FILE", help="write one row per attempt to FILE (no wandb needed)")
     ap.add_argument("--wandb", action="store_true", help="log to Weights & Biases (pip install wandb)")
-    ap.add_argument("--project", help="W&B project (default $WANDB_PROJECT, else ksearch)")
+    ap.add_argument("--ksearch-names", action="store_true",
+                    help="log exactly what K-Search's --wandb logs, under its names (project default "
+                         "$WANDB_PROJECT else flashinfer-bench, run name $RUN_NAME)")
+    ap.add_argument("--project", help="W&B project (default $WANDB_PROJECT, else ksearch; with --ksearch-names "
+                                      "flashinfer-bench)")
     ap.add_argument("--entity", help="W&B entity (team or user)")
-    ap.add_argument("--name", help="W&B run name (default: the run folder's name)")
+    ap.add_argument("--name", help="W&B run name (default: the run folder's name; with --ksearch-names $RUN_NAME, "
+                                   "else W&B's)")
     ap.add_argument("--id", dest="run_id", help="W&B run id, to continue that W&B run (resume=allow)")
     ap.add_argument("--tag", action="append", default=[], help="W&B tag; may be repeated")
     ap.add_argument("--wandb-dir", help="where W&B keeps its local files (default $WANDB_DIR or ./wandb)")
     ap.add_argument("--follow", action="store_true", help="keep tailing the folder until the run ends (Ctrl-C stops)")
     ap.add_argument("--poll", type=float, default=5.0, metavar="S", help="seconds between looks with --follow (5)")
     ap.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    ap.add_argument("--in-run", action="store_true",
+                    help="as `ksearch run --wandb` starts it: --wandb --ksearch-names, following the run until "
+                         "standard input closes; a W&B problem is a one-line warning and exit status 3")
     a = ap.parse_args(argv)
+    if a.in_run:
+        return in_run(a)
     if not a.csv and not a.wandb:
         ap.error("give --csv FILE, --wandb, or both")
     try:
         counts = replay(a.run, a.csv, a.wandb, a.follow, a.poll, a.project, a.entity, a.name, a.run_id, a.tag,
-                        a.wandb_dir, a.quiet)
+                        a.wandb_dir, a.quiet, a.ksearch_names)
     except (FileNotFoundError, RuntimeError, ValueError) as e:
         print(f"ksearch.tracking: {e}", file=sys.stderr)
         return 1

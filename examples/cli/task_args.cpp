@@ -26,6 +26,10 @@ std::vector<OptionSpec> task_source_options() {
       {"feedback-policy", "first|random", "Without --feedback-workloads: the first --feedback-count timed workloads, "
                                           "or that many drawn with --feedback-seed (recorded in the run).",
        "the task's own subset", false},
+      {"feedback-trace-policy", "first|random",
+       "K-Search's flag name, read as --feedback-policy (in K-Search it picks which trace's log the prompt shows; "
+       "libksearch shows every workload's outcome, and picks the feedback workloads with it).",
+       "", false},
       {"feedback-count", "N", "Workloads --feedback-policy picks.", "5", false},
       {"feedback-seed", "N", "Seed of --feedback-policy random.", "--seed, else 0", false},
   };
@@ -45,10 +49,15 @@ TaskSources task_sources_from_args(const Args& a, std::uint64_t default_seed) {
   }
   if (a.has("feedback-workloads") && s.feedback.workloads.empty())
     throw Error(Status::invalid_argument, "--feedback-workloads needs workload names");
-  s.feedback.policy = a.get("feedback-policy");
-  if (a.has("feedback-policy") && s.feedback.policy != "first" && s.feedback.policy != "random")
+  // --feedback-trace-policy: K-Search's name, so its scripts run unchanged.
+  const char* policy_flag = a.has("feedback-trace-policy") ? "feedback-trace-policy" : "feedback-policy";
+  if (a.has("feedback-trace-policy") && a.has("feedback-policy") &&
+      a.get("feedback-trace-policy") != a.get("feedback-policy"))
+    throw Error(Status::invalid_argument, "--feedback-policy and --feedback-trace-policy (its other name) disagree");
+  s.feedback.policy = a.get(policy_flag);
+  if (a.has(policy_flag) && s.feedback.policy != "first" && s.feedback.policy != "random")
     throw Error(Status::invalid_argument,
-                fmt::format("--feedback-policy must be first or random, found \"{}\"", s.feedback.policy));
+                fmt::format("--{} must be first or random, found \"{}\"", policy_flag, s.feedback.policy));
   if (!s.feedback.workloads.empty() && !s.feedback.policy.empty())
     throw Error(Status::invalid_argument, "--feedback-workloads and --feedback-policy cannot be combined");
   if ((a.has("feedback-count") || a.has("feedback-seed")) && s.feedback.policy.empty())

@@ -115,6 +115,11 @@ ds = ["--dataset", str(fixture), "--task", "flashinfer/scale_d64", "--solution",
 pinned = json.loads(run([args.ksearch, "eval", *ds, "--workloads", "feedback", "--feedback-workloads", f"{u}3,{u}1",
                          "--baseline-solution", "none", "--json"]))
 check([w["name"] for w in pinned["workloads"]] == [f"{u}1", f"{u}3"], "eval --feedback-workloads pins the feedback set")
+first = [json.loads(run([args.ksearch, "eval", *ds, "--workloads", "feedback", flag, "first", "--feedback-count", "2",
+                         "--baseline-solution", "none", "--json"]))["workloads"] for flag in ("--feedback-policy",
+                                                                                         "--feedback-trace-policy")]
+check([w["name"] for w in first[0]] == [w["name"] for w in first[1]] and len(first[0]) == 2,
+      "--feedback-trace-policy (K-Search's name) picks as --feedback-policy does")
 bad = subprocess.run([args.ksearch, "eval", *ds, "--workloads", "feedback", "--feedback-workloads", "nope"], env=env,
                      capture_output=True, text=True)
 check(bad.returncode == 2 and 'has no workload "nope"' in bad.stderr and f"{u}8" in bad.stderr,

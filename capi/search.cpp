@@ -130,7 +130,14 @@ ks_status ks_search_run(const ks_search_options* given, ks_result** out) {
     if (o->version >= 2) so.weak_check = o->weak_check != 0;  // version 1 has no field: the default
     if (o->run_dir) so.run_dir = o->run_dir;
     if (o->kernelbench_dir) so.kernelbench_dir = o->kernelbench_dir;
-    if (o->version >= 5) so.task_sources = task_sources_of(*o);
+    if (o->version >= 5) {
+      so.task_sources = task_sources_of(*o);
+      so.wandb.enabled = o->wandb != 0;
+      if (o->wandb_project) so.wandb.project = o->wandb_project;
+      if (o->run_name) so.wandb.run_name = o->run_name;
+      if (!so.wandb.enabled && (o->wandb_project || o->run_name))
+        throw ks::Error(ks::Status::invalid_argument, "options.wandb_project and options.run_name need options.wandb");
+    }
     so.task_sources.kernelbench_dir = so.kernelbench_dir;
     if (o->version >= 3 && o->continue_from_solution) {
       ks::TaskSpec spec = ks::load_task(so.task, so.task_sources)->spec();

@@ -131,7 +131,8 @@ KS_API ks_status ks_tune_options_init(ks_tune_options *options, uint32_t version
  * version 3 or older passes its version, and the library reads (and its init
  * writes) that older layout, with `world_model` at version 1 and strict edits.
  * Version 5 appended the FlashInfer-Trace dataset and feedback-workload
- * fields (`dataset` to `feedback_seed`); an older version gets none. */
+ * fields (`dataset` to `feedback_seed`) and the W&B ones (`wandb` to
+ * `run_name`); an older version gets none. */
 #define KS_SEARCH_OPTIONS_VERSION 5
 
 typedef struct ks_search_options {
@@ -212,6 +213,13 @@ typedef struct ks_search_options {
   const char *feedback_policy;
   int feedback_count;             /* 5 [--feedback-count] */
   uint64_t feedback_seed;         /* 0 [--feedback-seed] */
+  /* Version 5. 0; 1: log the run to Weights & Biases as it goes, under
+   * K-Search's names, through a `python3 -m ksearch.tracking` child
+   * ($KSEARCH_PYTHON) that gets no LLM key; W&B missing or unreachable is a
+   * warning, never a failed search (docs/search.md) [--wandb]. */
+  int wandb;
+  const char *wandb_project;      /* NULL: $WANDB_PROJECT, else "flashinfer-bench" [--wandb-project] */
+  const char *run_name;           /* NULL: $RUN_NAME, else W&B's generated name [--run-name] */
 } ks_search_options;
 
 /* Fills *options, and each nested struct, with the defaults for `version`

@@ -795,6 +795,10 @@ static void test_options(void) {
     CHECK(ks_search_run(&o, &res) == KS_E_INVALID_ARGUMENT);
     CHECK(strstr(ks_last_error_message(), "options.eval.seeds") != NULL);
     o.eval.seeds = 2;
+    o.run_name = "named";
+    CHECK(ks_search_run(&o, &res) == KS_E_INVALID_ARGUMENT);
+    CHECK(strstr(ks_last_error_message(), "options.run_name need options.wandb") != NULL);
+    o.run_name = NULL;
     o.eval.options_json = "{\"min_reps\": 3, \"no_such_setting\": 1}";
     CHECK(ks_search_run(&o, &res) == KS_E_INVALID_ARGUMENT);
     CHECK(strstr(ks_last_error_message(), "unknown setting \"no_such_setting\"") != NULL);

@@ -381,7 +381,8 @@ class SearchOptions(_Options):
     _struct, _init, _version = "ks_search_options", "ks_search_options_init", "KS_SEARCH_OPTIONS_VERSION"
     _nested = {"budget": BudgetOptions, "world_model": WorldModelOptions, "tune": TuneOptions,
                "eval": EvalOptions, "llm": LlmOptions}
-    _bools = ("language_from_task", "weak_check", "start_from_starting_point", "remeasure", "measure_baseline")
+    _bools = ("language_from_task", "weak_check", "start_from_starting_point", "remeasure", "measure_baseline",
+              "wandb")
     _callbacks = ("progress", "event")
     _special = ("cancel",)
     task: Optional[str]
@@ -412,6 +413,9 @@ class SearchOptions(_Options):
     feedback_policy: Optional[str]
     feedback_count: int
     feedback_seed: int
+    wandb: bool
+    wandb_project: Optional[str]
+    run_name: Optional[str]
 
 
 class ResumeOptions(_Options):

@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "core/rng/rng_stream.hpp"
-#include "eval/digest.hpp"
 #include "ksearch/evaluator.hpp"
 #include "ksearch/types.hpp"
 #include "util/expr.hpp"
@@ -224,6 +223,8 @@ class Program {
     return {};
   }
 };
+
+std::uint64_t new_digest_key();  // eval/digest.hpp
 
 // The evaluation device: memory, input generation, comparison, cache
 // flushing, and loading programs.

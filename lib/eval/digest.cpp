@@ -33,7 +33,7 @@ std::uint64_t new_digest_key() {
   if (::getrandom(&k, sizeof k, 0) != static_cast<ssize_t>(sizeof k))
     // No entropy source (never on Linux >= 3.17): still a key that differs
     // per process and per moment, which is all a kernel must not know.
-    k = digest_mix(static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+    k = ks_mix64(static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
                    reinterpret_cast<std::uintptr_t>(&k));
   return k;
 }

@@ -8,25 +8,19 @@
 // object. lib/eval/cuda/kernels/runtime.cu computes the same terms.
 #pragma once
 
+#include <math.h>  // ks_rng.h calls math functions unqualified
+
 #include <cstddef>
 #include <cstdint>
+
+#include "core/rng/ks_rng.h"  // ks_mix64, which the GPU's ks_digest uses too
 
 namespace ks::eval {
 
 inline constexpr std::uint64_t kDigestStep = 0x9E3779B97F4A7C15ull;  // 2^64 / golden ratio
 
-// MurmurHash3's 64-bit finalizer: every input bit reaches every output bit.
-constexpr std::uint64_t digest_mix(std::uint64_t v) {
-  v ^= v >> 33;
-  v *= 0xFF51AFD7ED558CCDull;
-  v ^= v >> 33;
-  v *= 0xC4CEB9FE1A85EC53ull;
-  v ^= v >> 33;
-  return v;
-}
-
-constexpr std::uint64_t digest_term(std::uint64_t key, std::uint64_t index, std::uint64_t word) {
-  return digest_mix(word ^ (key + index * kDigestStep));
+inline std::uint64_t digest_term(std::uint64_t key, std::uint64_t index, std::uint64_t word) {
+  return ks_mix64(word ^ (key + index * kDigestStep));
 }
 
 // The sum of the terms of `bytes` bytes at `data`, whose first word has
@@ -34,8 +28,8 @@ constexpr std::uint64_t digest_term(std::uint64_t key, std::uint64_t index, std:
 std::uint64_t digest_sum(const void* data, std::size_t bytes, std::uint64_t key, std::uint64_t first_word);
 
 // The digest of a buffer of `bytes` bytes whose terms sum to `sum`.
-constexpr std::uint64_t digest_finish(std::uint64_t sum, std::uint64_t key, std::uint64_t bytes) {
-  return sum + digest_mix(~key ^ (bytes * kDigestStep));
+inline std::uint64_t digest_finish(std::uint64_t sum, std::uint64_t key, std::uint64_t bytes) {
+  return sum + ks_mix64(~key ^ (bytes * kDigestStep));
 }
 
 // A fresh random key (getrandom).

@@ -12,6 +12,7 @@
 
 #include "core/inputs.hpp"
 #include "eval/compare.hpp"
+#include "eval/digest.hpp"
 #include "eval/cuda/embedded.hpp"
 #include "eval/cuda/nvrtc_compiler.hpp"
 #include "eval/python/python_program.hpp"

@@ -19,6 +19,7 @@
 #include "core/inputs.hpp"
 #include "core/rng/ks_rng.h"
 #include "eval/compare.hpp"
+#include "eval/digest.hpp"
 #include "eval/host/guarded_memory.hpp"
 
 namespace ks::eval::host {

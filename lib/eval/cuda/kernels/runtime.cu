@@ -232,20 +232,11 @@ KS_COMPARE(f8e5m2, KsF8E5M2, unsigned char)
 // Digests (lib/eval/digest.hpp, term for term): the sum of one keyed term
 // per whole 8-byte word; the host adds the partial last word and the length.
 
-__device__ __forceinline__ ks_u64_t ks_digest_mix(ks_u64_t v) {
-  v ^= v >> 33;
-  v *= 0xFF51AFD7ED558CCDull;
-  v ^= v >> 33;
-  v *= 0xC4CEB9FE1A85EC53ull;
-  v ^= v >> 33;
-  return v;
-}
-
 extern "C" __global__ void ks_digest(const ks_u64_t* words, ks_u64_t n, ks_u64_t key, ks_u64_t* result) {
   const ks_u64_t step = (ks_u64_t)gridDim.x * blockDim.x;
   ks_u64_t sum = 0;
   for (ks_u64_t i = (ks_u64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step)
-    sum += ks_digest_mix(words[i] ^ (key + i * 0x9E3779B97F4A7C15ull));
+    sum += ks_mix64(words[i] ^ (key + i * 0x9E3779B97F4A7C15ull));
   for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_down_sync(0xffffffffu, sum, offset);
   if ((threadIdx.x & 31) == 0 && sum) atomicAdd(result, sum);
 }

@@ -38,7 +38,7 @@ __all__ = ["RayEvaluator", "NoEvaluatorError", "LocalCluster", "connect", "list_
 
 RECORD_FILE = "ray.json"  # in the run folder: the cluster this run evaluated on
 _POOL_ARGS = ("backend", "host_slots", "family", "settings", "eval_options", "cache_dir", "max_attempts",
-              "timeout_s", "straggler_factor")
+              "timeout_s", "straggler_factor", "max_slots")
 
 
 def default_run_dir(task: str) -> str:

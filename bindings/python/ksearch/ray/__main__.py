@@ -82,6 +82,9 @@ def _cluster_args(p: argparse.ArgumentParser, resume: bool = False) -> None:
                                     "host:MACHINE:CPU. Actors of another family are not used. Default: the family "
                                     "with the most actors, GPUs before hosts" + (", or as recorded" if resume else "")
                                     + ".")
+    g.add_argument("--max-slots", type=_positive(int),
+                   help="Use at most this many actors (GPUs or host slots), the first by node name. Default: all"
+                        + (", or as recorded" if resume else "") + ".")
     g.add_argument("--eval-timeout", type=_positive(float), dest="timeout_s",
                    help="Seconds one evaluation may take before its actor is stopped and the candidate goes to "
                         "another (a hang guard). Default: 1800.")
@@ -215,7 +218,8 @@ def _llm(a: argparse.Namespace) -> Any:
 
 
 def _pool_args(a: argparse.Namespace) -> Dict[str, Any]:
-    out = {k: getattr(a, k) for k in ("host_slots", "family", "timeout_s", "max_attempts", "straggler_factor")
+    out = {k: getattr(a, k) for k in ("host_slots", "family", "timeout_s", "max_attempts", "straggler_factor",
+                                      "max_slots")
            if getattr(a, k, None) is not None}
     return out
 

@@ -142,6 +142,8 @@ class RayEvaluator:
     cache_dir:      the cache root on every node (None: the node's
                     $KSEARCH_CACHE_DIR or ~/.cache/ksearch); each actor uses
                     <root>/ray/<node>-<slot>.
+    max_slots:      use at most this many slots (the first by node name), e.g.
+                    to compare one GPU with all.
     record_path:    a JSON file kept up to date with the slots in use, those
                     excluded and the candidates lost (the run folder's ray.json).
     on_dispatch:    called with (solution_id, slot description) as each
@@ -153,13 +155,14 @@ class RayEvaluator:
                  eval_options: Optional[Dict[str, Any]] = None, cache_dir: Optional[str] = None,
                  max_attempts: int = 2, timeout_s: float = 1800.0, straggler_factor: float = 3.0,
                  max_restarts: int = 3, rescan_s: float = 30.0, start_timeout_s: float = 600.0,
+                 max_slots: Optional[int] = None,
                  record_path: Optional[os.PathLike] = None,
                  on_dispatch: Optional[Callable[[str, Dict[str, Any]], Any]] = None,
                  log: Optional[Callable[[str], Any]] = None):
         if backend not in ("auto", "cuda", "host"):
             raise ValueError(f"backend must be auto, cuda or host, not {backend!r}")
         for name, v, low in (("host_slots", host_slots, 1), ("max_attempts", max_attempts, 1),
-                             ("max_restarts", max_restarts, 0)):
+                             ("max_restarts", max_restarts, 0), ("max_slots", 1 if max_slots is None else max_slots, 1)):
             if not isinstance(v, int) or isinstance(v, bool) or v < low:
                 raise ValueError(f"{name} must be an integer of at least {low}, is {v!r}")
         for name, f in (("timeout_s", timeout_s), ("start_timeout_s", start_timeout_s), ("rescan_s", rescan_s)):
@@ -179,6 +182,7 @@ class RayEvaluator:
         self.timeout_s = float(timeout_s)
         self.straggler_factor = float(straggler_factor)
         self.max_restarts = max_restarts
+        self.max_slots = max_slots
         self.rescan_s = float(rescan_s)
         self.start_timeout_s = float(start_timeout_s)
         self.record_path = Path(record_path) if record_path else None
@@ -204,14 +208,15 @@ class RayEvaluator:
 
     # -- Slots and actors -------------------------------------------------------------
     def _expected_slots(self) -> List[_Slot]:
-        out = []
-        for n in _alive_nodes(self._ray):
+        out: List[_Slot] = []
+        # By node name: with max_slots, the same nodes are chosen every time.
+        for n in sorted(_alive_nodes(self._ray), key=lambda n: (n.get("NodeName", ""), n["NodeID"])):
             gpus = int(n.get("Resources", {}).get("GPU", 0))
             if self.backend != "host" and gpus > 0:
                 out += [_Slot(n, f"gpu{i}", True) for i in range(gpus)]
             elif self.backend != "cuda":
                 out += [_Slot(n, f"host{i}", False) for i in range(self.host_slots)]
-        return out
+        return out[:self.max_slots] if self.max_slots else out
 
     def _start(self, slot: _Slot) -> None:
         slot.starts += 1

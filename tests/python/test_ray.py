@@ -266,6 +266,13 @@ class ClusterSearchTest(unittest.TestCase):
                 os.killpg(driver.pid, signal.SIGKILL)
                 driver.wait()
             driver.stdout.close()
+        # Ray ends the actors of a driver that is gone.
+        old_actors = [s["pid"] for s in json.loads((run_dir / "ray.json").read_text())["slots"]]
+        self.assertEqual(len(old_actors), 2)
+        deadline = time.monotonic() + 120
+        while any(_alive(p) for p in old_actors) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        self.assertFalse(any(_alive(p) for p in old_actors), "the dead driver's actors are gone")
         before = {e["solution_id"] for e in events(run_dir) if e["type"] == "evaluated"}
         self.assertGreaterEqual(len(before), 2)
         self.assertLess(len(before), 8)
@@ -347,6 +354,10 @@ class UnitTest(unittest.TestCase):
         p = _actor.probe_node()
         self.assertIsInstance(p["gpus"], list)
         self.assertTrue(p["cpu"])
+
+
+def _alive(pid):
+    return _local._alive(pid)
 
 
 def _cmdline(pid):

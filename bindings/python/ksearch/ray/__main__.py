@@ -41,28 +41,25 @@ def _size(text: str, opt: str) -> int:
     return int(value)
 
 
-def _positive(kind: Any) -> Any:
+def _number(kind: Any, zero_ok: bool) -> Any:
+    """An argparse type: a finite `kind` above 0 (or at least 0 with zero_ok)."""
     def parse(text: str) -> Any:
         try:
             v = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"needs a {kind.__name__}, got {text!r}") from None
-        if not v > 0 or (isinstance(v, float) and not math.isfinite(v)):
-            raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
+        if (v < 0 if zero_ok else not v > 0) or (isinstance(v, float) and not math.isfinite(v)):
+            raise argparse.ArgumentTypeError(f"must {'not be negative' if zero_ok else 'be positive'}, got {text!r}")
         return v
     return parse
+
+
+def _positive(kind: Any) -> Any:
+    return _number(kind, zero_ok=False)
 
 
 def _nonneg(kind: Any) -> Any:
-    def parse(text: str) -> Any:
-        try:
-            v = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"needs a {kind.__name__}, got {text!r}") from None
-        if v < 0 or (isinstance(v, float) and not math.isfinite(v)):
-            raise argparse.ArgumentTypeError(f"must not be negative, got {text!r}")
-        return v
-    return parse
+    return _number(kind, zero_ok=True)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -174,6 +171,11 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _given(a: argparse.Namespace, names: Dict[str, str]) -> Dict[str, Any]:
+    """The options given on the command line (not None), by field name: {option dest: field}."""
+    return {field: getattr(a, dest) for dest, field in names.items() if getattr(a, dest, None) is not None}
+
+
 def _llm(a: argparse.Namespace) -> Any:
     import ksearch
     spec = a.llm or "openai"
@@ -200,15 +202,13 @@ def _llm(a: argparse.Namespace) -> Any:
         if not spec.startswith("replay:"):
             raise UsageError("--on-divergence applies to --llm replay:TRANSCRIPT only")
         o.replay_on_divergence = a.on_divergence
-    for flag, field in (("model", "model"), ("base_url", "base_url"), ("api", "api"),
-                        ("reasoning_effort", "reasoning_effort"), ("api_key_env", "api_key_env"),
-                        ("temperature", "temperature"), ("max_output_tokens", "max_output_tokens"),
-                        ("request_timeout", "request_timeout_s"), ("connect_timeout", "connect_timeout_s"),
-                        ("proxy", "proxy"), ("max_retries", "max_retries"), ("max_concurrency", "max_concurrency"),
-                        ("price_file", "price_file")):
-        v = getattr(a, flag, None)
-        if v is not None:
-            setattr(o, field, v)
+    for field, v in _given(a, {"model": "model", "base_url": "base_url", "api": "api",
+                               "reasoning_effort": "reasoning_effort", "api_key_env": "api_key_env",
+                               "temperature": "temperature", "max_output_tokens": "max_output_tokens",
+                               "request_timeout": "request_timeout_s", "connect_timeout": "connect_timeout_s",
+                               "proxy": "proxy", "max_retries": "max_retries", "max_concurrency": "max_concurrency",
+                               "price_file": "price_file"}).items():
+        setattr(o, field, v)
     for h in getattr(a, "header", []) or []:
         if ":" not in h or h.startswith(":"):
             raise UsageError(f"--header {h!r} must look like 'Name: value'")
@@ -218,10 +218,8 @@ def _llm(a: argparse.Namespace) -> Any:
 
 
 def _pool_args(a: argparse.Namespace) -> Dict[str, Any]:
-    out = {k: getattr(a, k) for k in ("host_slots", "family", "timeout_s", "max_attempts", "straggler_factor",
-                                      "max_slots")
-           if getattr(a, k, None) is not None}
-    return out
+    return _given(a, {k: k for k in ("host_slots", "family", "timeout_s", "max_attempts", "straggler_factor",
+                                      "max_slots")})
 
 
 def _search_fields(a: argparse.Namespace) -> Dict[str, Any]:
@@ -236,33 +234,22 @@ def _search_fields(a: argparse.Namespace) -> Dict[str, Any]:
         f["language_from_task"] = True
     if a.strategy:
         f["strategy"] = a.strategy
-    budget: Dict[str, Any] = {}
-    if a.max_rounds is not None:
-        budget["max_rounds"] = a.max_rounds
-    if a.max_cost is not None:
-        budget["max_cost_usd"] = a.max_cost
-    if a.max_wall_time is not None:
-        budget["max_wall_s"] = a.max_wall_time
+    budget = _given(a, {"max_rounds": "max_rounds", "max_cost": "max_cost_usd", "max_wall_time": "max_wall_s"})
     if a.max_answer_size is not None:
         budget["max_answer_bytes"] = _size(a.max_answer_size, "--max-answer-size")
     if budget:
         f["budget"] = budget
-    wm: Dict[str, Any] = {}
-    if a.wm_stagnation_window is not None:
-        wm["stagnation_window"] = a.wm_stagnation_window
-    if a.wm_max_difficulty is not None:
-        if not 1 <= a.wm_max_difficulty <= 5:
-            raise UsageError("--wm-max-difficulty must be 1 to 5")
-        wm["max_difficulty"] = a.wm_max_difficulty
+    wm = _given(a, {"wm_stagnation_window": "stagnation_window", "wm_max_difficulty": "max_difficulty"})
+    if not 1 <= wm.get("max_difficulty", 1) <= 5:
+        raise UsageError("--wm-max-difficulty must be 1 to 5")
     if a.wm_lenient_edits:
         wm["lenient_edits"] = True
     if wm:
         f["world_model"] = wm
     if a.tune_rounds is not None:
         f["tune"] = {"rounds": a.tune_rounds}
-    for flag in ("parallel", "seed", "run_dir", "continue_from_solution", "continue_from_world_model"):
-        if getattr(a, flag) is not None:
-            f[flag] = getattr(a, flag)
+    f.update(_given(a, {k: k for k in ("parallel", "seed", "run_dir", "continue_from_solution",
+                                        "continue_from_world_model")}))
     if a.no_starting_point:
         f["start_from_starting_point"] = False
     if a.remeasure:
@@ -277,20 +264,12 @@ def _search_fields(a: argparse.Namespace) -> Dict[str, Any]:
 def _eval_settings(a: argparse.Namespace) -> Dict[str, Any]:
     """The actors' Evaluator fields and the evaluation settings that win over
     the callback's defaults."""
-    settings: Dict[str, Any] = {}
-    if a.sandbox:
-        settings["sandbox"] = a.sandbox
-    if a.cuda_arch:
-        settings["cuda_arch"] = a.cuda_arch
+    settings = _given(a, {"sandbox": "sandbox", "cuda_arch": "cuda_arch"})
     if a.memory_limit:
         settings["memory_limit_bytes"] = _size(a.memory_limit, "--memory-limit")
-    options: Dict[str, Any] = {}
-    if a.timing_cap is not None:
-        options["max_time_per_workload_s"] = a.timing_cap
-    if a.seeds is not None:
-        if not 2 <= a.seeds <= 64:
-            raise UsageError("--seeds must be 2 to 64 (two input sets are checked per workload)")
-        options["seeds_per_workload"] = a.seeds
+    options = _given(a, {"timing_cap": "max_time_per_workload_s", "seeds": "seeds_per_workload"})
+    if not 2 <= options.get("seeds_per_workload", 2) <= 64:
+        raise UsageError("--seeds must be 2 to 64 (two input sets are checked per workload)")
     if a.baseline_latencies:
         try:
             with open(a.baseline_latencies) as fh:

@@ -84,6 +84,7 @@ def main():
         if not address:
             env = dict(os.environ)
             env["PYTHONPATH"] = str(SOURCE / "bindings" / "python") + os.pathsep + env.get("PYTHONPATH", "")
+            env["KSEARCH_CACHE_DIR"] = str(work / "cache")
             cluster = ksearch.ray.LocalCluster(work / "cluster", env=env)
             cluster.add_node("node2")
             address = cluster.address
@@ -109,7 +110,7 @@ def main():
                               f"step {step_s:.2f}s d={row['d_s']:.3f}s  {row['cand_per_h']:.0f}/h  "
                               f"slots busy {100 * row['busy_fraction']:.0f}%", flush=True)
         d = statistics.median(r["d_s"] for r in rows)
-        print(f"\ndriver time per candidate d = {d:.3f} s (median); the model with it:")
+        print(f"\ndriver time per candidate d = {d:.3f} s (median); the model with it (run folders in {work}):")
         for r in rows:
             k = math.ceil(r["P"] / r["G"])
             r["predicted_cand_per_h"] = 3600 * r["P"] / (r["L_s"] + k * r["E_s"] + r["P"] * d)

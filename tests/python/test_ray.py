@@ -64,6 +64,7 @@ def setUpModule():
         return
     WORK = Path(tempfile.mkdtemp(prefix="ksearch-ray-"))
     ENV = node_env()
+    ENV["KSEARCH_CACHE_DIR"] = str(WORK / "cache")  # the actors' caches, not the user's
     CLUSTER = _local.LocalCluster(WORK / "cluster", env=ENV)
     try:
         CLUSTER.add_node("node2", resources={"node2": 1})

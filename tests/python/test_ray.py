@@ -162,15 +162,32 @@ class ClusterSearchTest(unittest.TestCase):
             self.assertNotIn("credentials_on_nodes", pool.record)
         del ray
 
-    def test_compiled_artifacts_travel_to_another_node(self):
+    def request(self, tag):
+        """An evaluator callback's request for a correct scale3 kernel, as the library makes one."""
         task = ksearch.load_task(TASK)
-        solution = {"name": "shipped", "task": task.name, "language": "cpp",
+        solution = {"name": tag, "task": task.name, "language": "cpp",
                     "sources": [{"path": "kernel.cpp", "content":
-                                 "#include <cstdint>\n// shipped\nvoid scale3(const float* x, float* y, "
+                                 f"#include <cstdint>\n// {tag}\nvoid scale3(const float* x, float* y, "
                                  "std::int64_t n) {\n  for (std::int64_t i = 0; i < n; ++i) y[i] = 3.0f * x[i];\n}\n"}],
                     "launch_plan": {"calls": [{"fn": "scale3", "args": ["x", "y", "N"]}]}}
-        req = ksearch.EvalRequest(task.name, json.dumps(task.spec), json.dumps(solution), "shipped0001",
-                                  ksearch.Language.CPP, json.dumps({"only_workloads": []}))
+        return ksearch.EvalRequest(task.name, json.dumps(task.spec), json.dumps(solution), f"{tag}0001",
+                                   ksearch.Language.CPP, json.dumps({"only_workloads": []}))
+
+    def test_a_hung_evaluation_is_retried_then_a_crashed_result(self):
+        # A timeout far below one evaluation: every actor "hangs" on it.
+        with ksearch.ray.RayEvaluator(CLUSTER.address, backend="host", timeout_s=0.05, straggler_factor=0,
+                                      max_attempts=2) as pool:
+            out = pool.batch_callback([self.request("hung")])[0]
+            self.assertEqual(len(pool.record["lost"]), 2)
+        self.assertEqual(out["status"], "crashed")
+        self.assertIn("lost 2 times", out["log"])
+        lost = out["metrics"]["ray_lost"]
+        self.assertEqual(len(lost), 2)
+        self.assertNotEqual(lost[0]["node"], lost[1]["node"])  # the retry went elsewhere
+        self.assertTrue(all("no result after" in e["why"] for e in lost))
+
+    def test_compiled_artifacts_travel_to_another_node(self):
+        req = self.request("shipped")
         with ksearch.ray.RayEvaluator(CLUSTER.address, backend="host", straggler_factor=0,
                                       eval_options={"max_time_per_workload_s": 0.05}) as pool:
             first = pool.batch_callback([req])[0]["metrics"]

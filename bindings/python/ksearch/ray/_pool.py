@@ -405,8 +405,8 @@ class RayEvaluator:
                 if now - started > self.timeout_s:
                     del inflight[ref]
                     s = self._slots[key]
-                    self._drop(s, f"no result after {self.timeout_s:.0f} s")
-                    self._lose(i, s, f"no result after {self.timeout_s:.0f} s (actor stopped)", items, results,
+                    self._drop(s, f"no result after {self.timeout_s:g} s")
+                    self._lose(i, s, f"no result after {self.timeout_s:g} s (actor stopped)", items, results,
                                lost, pending, inflight)
         self._write_record()
         return [r for r in results if r is not None]

@@ -9,6 +9,9 @@ cmake/install-deps.sh
 # The W&B bridge's tests need the wandb package from PyPI; they skip without it.
 python3 -c "import wandb" 2>/dev/null || python3 -m pip install --quiet wandb ||
   echo "run_tests: could not pip install wandb; the W&B bridge tests will skip"
+# ksearch.ray's tests (a Ray cluster on loopback) need ray from PyPI; they skip without it.
+python3 -c "import ray" 2>/dev/null || python3 -m pip install --quiet ray ||
+  echo "run_tests: could not pip install ray; the Ray cluster tests will skip"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DKS_WERROR=ON
 cmake --build build -j"$(nproc)"
 # Where the tests run: the host, whether candidates can be sandboxed, CUDA.

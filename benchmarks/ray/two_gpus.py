@@ -18,9 +18,11 @@ Needs only Ray and the ksearch package with its library built with CUDA
 import argparse
 import json
 import os
+import signal
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 
 SOURCE = Path(__file__).resolve().parents[2]
@@ -42,8 +44,14 @@ def search(ksearch, address, work, name, slots, a):
         m = json.loads((d / "eval.json").read_text()).get("metrics", {})
         key = f"{m.get('ray_node')}/{m.get('ray_slot')}"
         nodes[key] = nodes.get(key, 0) + 1
+    # Past the first step (the actors' cold start: their workers, the task's reference outputs and
+    # latencies): the rate a long search runs at, from the journal's times of the later results.
+    times = sorted(datetime.fromisoformat(json.loads(line)["time"].replace("Z", "+00:00")).timestamp()
+                   for line in (work / name / "attempts.jsonl").read_text().splitlines() if line.strip())
+    later = times[a.parallel - 1:] if len(times) > a.parallel else []
+    steady = 3600 * (len(later) - 1) / (later[-1] - later[0]) if len(later) > 1 and later[-1] > later[0] else None
     return {"gpus": n, "rounds": rounds, "wall_s": wall, "cand_per_h": 3600 * rounds / wall, "best_ms": best,
-            "stop_reason": stop, "per_gpu": nodes}
+            "stop_reason": stop, "per_gpu": nodes, "steady_cand_per_h": steady}
 
 
 def main():
@@ -57,6 +65,8 @@ def main():
                                                     "evaluation (use with --task examples/matmul).")
     a = ap.parse_args()
     a.backend = "host" if a.host_nodes else "cuda"
+    # A timeout's SIGTERM unwinds like Ctrl-C, so the cluster below is stopped, not left running.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     import ksearch
     import ksearch.ray
     from ksearch.ray._actor import _cuda_devices
@@ -92,6 +102,9 @@ def main():
     ratio = every["cand_per_h"] / one["cand_per_h"]
     print(f"ratio {every['gpus']} / 1: {ratio:.2f}x  ({gpus[0]['name']}, task {a.task}, "
           f"parallel {a.parallel}, run folders in {work})")
+    if one["steady_cand_per_h"] and every["steady_cand_per_h"]:
+        print(f"after the first step (cold actors): {one['steady_cand_per_h']:.0f}/h vs "
+              f"{every['steady_cand_per_h']:.0f}/h, ratio {every['steady_cand_per_h'] / one['steady_cand_per_h']:.2f}x")
     if a.out:
         Path(a.out).write_text(json.dumps({"one": one, "all": every, "ratio": ratio, "gpus": gpus[:count],
                                            "task": a.task, "parallel": a.parallel}, indent=1))

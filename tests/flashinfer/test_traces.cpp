@@ -100,6 +100,14 @@ std::string message_of(const std::function<void()>& f) {
   return "(no error)";
 }
 
+// The error reading `good` with `from` replaced by `to` gives.
+std::string import_error(std::string text, const TaskSpec& t, const std::string& from, const std::string& to) {
+  const auto at = text.find(from);
+  REQUIRE_MESSAGE(at != std::string::npos, from);
+  text.replace(at, from.size(), to);
+  return message_of([&] { parse_solution_text(text, t); });
+}
+
 fs::path copy_fixture(const std::string& name) {
   fs::path dir = test::scratch_dir(name);
   fs::copy(kFixture, dir, fs::copy_options::recursive);
@@ -426,13 +434,7 @@ TEST_CASE("import: a published FlashInfer-Bench Solution JSON is read as it is, 
   CHECK(s.sources.size() == 2);
   // Malformed ones.
   const std::string good = util::read_file(kFixture / "published/scale_rows_python.json");
-  auto error_of = [&](const std::string& from, const std::string& to) {
-    std::string text = good;
-    const auto at = text.find(from);
-    REQUIRE_MESSAGE(at != std::string::npos, from);
-    text.replace(at, from.size(), to);
-    return message_of([&] { parse_solution_text(text, t); });
-  };
+  auto error_of = [&](const std::string& from, const std::string& to) { return import_error(good, t, from, to); };
   // A cuda Solution's entry file is C++ or CUDA, as FlashInfer-Bench requires.
   CHECK(error_of("\"language\": \"python\"", "\"language\": \"cuda\"")
             .find("spec.entry_point \"kernel.py::scale_rows\" names kernel.py, and the entry file of a cpp or cuda "
@@ -498,13 +500,7 @@ TEST_CASE("import: cpp and cuda Solutions become a Python module that builds the
 
   // Malformed ones name the field.
   const std::string good = util::read_file(kFixture / "published/scale_rows_cuda_kernel_old.json");
-  auto error_of = [&](const std::string& from, const std::string& to) {
-    std::string text = good;
-    const auto at = text.find(from);
-    REQUIRE_MESSAGE(at != std::string::npos, from);
-    text.replace(at, from.size(), to);
-    return message_of([&] { parse_solution_text(text, t); });
-  };
+  auto error_of = [&](const std::string& from, const std::string& to) { return import_error(good, t, from, to); };
   CHECK(error_of("\"language\": \"cuda\"", "\"language\": \"tilelang\"")
             .find("spec.language \"tilelang\" is not one libksearch runs") != std::string::npos);
   CHECK(error_of("\"language\": \"cuda\"", "\"language\": \"rust\"")

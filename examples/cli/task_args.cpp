@@ -18,8 +18,9 @@ std::vector<OptionSpec> task_source_options() {
        "For a dataset's definition: the solution whose PASSED traces give each workload's baseline latency on this "
        "card (the fastest); none: no traces (the task's own baseline kernel).",
        "the definition's flashinfer_wrapper* solution, when the dataset has one", false},
-      {"measure-baseline", "", "Measure the baseline solution (DIR/solutions, python or triton) here where its "
-                               "traces lack this card or a workload.", "", false},
+      {"measure-baseline", "",
+       "Measure the baseline solution (DIR/solutions; python, triton, cpp or cuda) here where its traces lack this "
+       "card or a workload.", "", false},
       {"feedback-workloads", "NAME,...", "The workloads the search evaluates each round (UUIDs for a dataset), "
                                          "comma-separated or repeated; the best kernel is then evaluated on all.",
        "the task's own subset", true},

@@ -66,7 +66,7 @@ struct KS_API TaskSources {
   // definition (flashinfer_wrapper*), when the dataset has one; "none": no
   // traces. docs/tasks/flashinfer.md, "Baselines from traces".
   std::string baseline_solution;
-  // Measure that solution here (from DIR/solutions; python or triton) where
+  // Measure that solution here (from DIR/solutions; python, triton, cpp or cuda) where
   // the traces lack this card or a workload.
   bool measure_baseline = false;
   // Replaces the task's feedback subset when not empty.

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <set>
 
+#include "core/fib_solution.hpp"
 #include "core/response/parse.hpp"
 #include "core/rng/structured.hpp"
 #include "core/solution_files.hpp"
@@ -487,76 +488,6 @@ std::string Task::prompt(Language lang) const {
               fmt::format("task \"{}\" has no prompt for language \"{}\"", s.name, to_string(lang)));
 }
 
-namespace {
-
-// A FlashInfer-Bench Solution (name, definition, author, spec {language,
-// target_hardware, entry_point, dependencies, destination_passing_style},
-// sources): its triton and python solutions are evaluated as they are, called
-// the way FlashInfer-Bench calls them. Its cuda and cpp solutions are built by
-// FlashInfer-Bench's own builders (tvm-ffi, torch extensions), not NVRTC.
-Solution flashinfer_solution(const Json& j, const TaskSpec& task) {
-  util::FieldReader r(j, "FlashInfer-Bench solution");
-  const Json& spec = j["spec"];
-  if (!spec.is_object()) throw Error(Status::invalid_argument, "FlashInfer-Bench solution: \"spec\" is not an object");
-  util::FieldReader sr(spec, "FlashInfer-Bench solution spec");
-  const std::string lang = sr.required_string("language");
-  const auto l = language_from_string(lang);
-  if (!l || !language_is_python(*l))
-    throw Error(Status::invalid_argument,
-                fmt::format("FlashInfer-Bench solution \"{}\": spec.language \"{}\" is not one libksearch runs: a cuda "
-                            "or cpp Solution is built by FlashInfer-Bench's own builders (tvm-ffi or PyTorch "
-                            "extensions); libksearch evaluates triton and python Solutions as they are, and CUDA as "
-                            "NVRTC source with a launch plan",
-                            j.get_string("name"), lang));
-  const std::string definition = r.required_string("definition");
-  const std::string own = task.name.rfind("flashinfer/", 0) == 0 ? task.name.substr(11) : task.name;
-  if (definition != own)
-    throw Error(Status::invalid_argument,
-                fmt::format("this FlashInfer-Bench solution (its \"definition\") is for definition \"{}\", and "
-                            "the task is {} (definition \"{}\")",
-                            definition, task.name, own));
-  Solution s;
-  s.name = j.get_string("name");
-  s.task = task.name;
-  s.description = j.get_string("description");
-  s.language = *l;
-  for (const auto& f : r.required_array("sources")) {
-    util::FieldReader fr(f, "FlashInfer-Bench solution source");
-    const std::string& path = fr.required_string("path");
-    // FlashInfer-Bench's rule: relative paths without "..", each once.
-    const std::filesystem::path p(path);
-    const bool climbs = std::any_of(p.begin(), p.end(), [](const std::filesystem::path& c) { return c == ".."; });
-    if (path.empty() || p.is_absolute() || climbs)
-      throw Error(Status::invalid_argument,
-                  fmt::format("FlashInfer-Bench solution: sources[{}].path \"{}\" must be a relative path without "
-                              "\"..\"", s.sources.size(), path));
-    for (const auto& earlier : s.sources)
-      if (earlier.path == path)
-        throw Error(Status::invalid_argument,
-                    fmt::format("FlashInfer-Bench solution: sources[{}].path \"{}\" appears twice", s.sources.size(),
-                                path));
-    s.sources.push_back({path, fr.required_string("content")});
-  }
-  if (s.sources.empty()) throw Error(Status::invalid_argument, "FlashInfer-Bench solution: \"sources\" is empty");
-  s.entry_point = sr.required_string("entry_point");
-  // FlashInfer-Bench's default: the harness allocates the outputs and passes them after the inputs.
-  s.destination_passing = true;
-  if (const Json* d = spec.find("destination_passing_style")) {
-    if (!d->is_bool())
-      throw Error(Status::invalid_argument,
-                  "FlashInfer-Bench solution: spec.destination_passing_style must be true or false");
-    s.destination_passing = d->as_bool();
-  }
-  // target_hardware is not used in verification, and dependencies are for the
-  // cuda and cpp builders: FlashInfer-Bench ignores both for these languages.
-  sr.allow({"language", "target_hardware", "entry_point", "dependencies", "destination_passing_style", "binding"});
-  r.allow({"name", "definition", "author", "description", "spec", "sources"});
-  // The entry point is checked as any solution's (one "::", a file it has).
-  return Solution::from_json(s.to_json());
-}
-
-}  // namespace
-
 Solution parse_solution_text(std::string_view text, const TaskSpec& spec) {
   // Solution JSON first: an object with "sources".
   std::size_t first = text.find_first_not_of(" \t\r\n");
@@ -564,7 +495,7 @@ Solution parse_solution_text(std::string_view text, const TaskSpec& spec) {
   if (first != std::string_view::npos && text[first] == '{') {
     std::string err;
     if (auto j = Json::try_parse(text, &err); j && j->is_object() && j->contains("sources")) {
-      if (j->contains("spec") && !j->contains("language")) return flashinfer_solution(*j, spec);
+      if (j->contains("spec") && !j->contains("language")) return core::import_flashinfer_solution(*j, spec);
       Solution s = Solution::from_json(*j);
       if (s.task.empty()) s.task = spec.name;
       return s;

@@ -116,6 +116,10 @@ struct Artifact {
   // CUDA: how NVRTC used precompiled headers: "used" (read one), "created"
   // (wrote one), "" (neither, or a cache hit: no NVRTC run).
   std::string pch;
+  // Python: loading it builds a C++/CUDA extension (an imported FlashInfer-Bench
+  // cpp or cuda Solution), which may take up to compile_timeout_s beyond
+  // run_timeout_s and runs compilers (fork and exec).
+  bool builds_at_load = false;
 };
 
 // What to compile. Tunable parameter values become -D macros and plan variables.
@@ -212,6 +216,7 @@ class Program {
   struct ProcessFacts {
     double start_s = 0;
     double first_calls_s = 0;
+    double build_s = 0;  // building an extension when loaded (not in start_s)
     long stream_escapes = 0;
     std::string buffers;  // "descriptors" (CUDA VMM) or "ipc" (legacy CUDA IPC); "" elsewhere
   };

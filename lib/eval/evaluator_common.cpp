@@ -181,8 +181,10 @@ void add_compile_info(EvalResult& result, const PreparedSolution& prepared) {
     if (!b.artifact.log.empty() && log.find(b.artifact.log) == std::string::npos) log += b.artifact.log;
   }
   if (!result.metrics.is_object()) result.metrics = Json::object();
-  // A Python candidate compiles in its first calls (Triton's JIT, autotuning).
-  if (result.metrics.contains("first_calls_s")) compile_s += result.metrics.at("first_calls_s").as_number();
+  // A Python candidate compiles in its first calls (Triton's JIT, autotuning),
+  // or when loaded (an imported C++/CUDA Solution's extension build).
+  for (const char* k : {"first_calls_s", "extension_build_s"})
+    if (result.metrics.contains(k)) compile_s += result.metrics.at(k).as_number();
   result.metrics["compile_s"] = compile_s;
   result.metrics["compile_cache_hits"] = hits;
   result.metrics["builds"] = static_cast<int>(prepared.builds.size());

@@ -803,10 +803,15 @@ EvalResult EvaluationFlow::run(const TaskSpec& task, const RunRequest& req, Flow
   // Programs load once per build and are reused across workloads.
   std::map<int, std::unique_ptr<Program>> cand_programs, ref_programs;
   auto program_for = [&](std::map<int, std::unique_ptr<Program>>& cache, const PreparedSolution& p,
-                         const PreparedSolution::Build& b) -> Program& {
+                         const PreparedSolution::Build& b, const std::string& workload) -> Program& {
     int idx = static_cast<int>(&b - p.builds.data());
     auto& slot = cache[idx];
     if (!slot) {
+      // A build when loaded (an imported C++/CUDA Solution) is compile work:
+      // it gets compile_timeout_s beyond the workload's run_timeout_s.
+      if (b.artifact.builds_at_load)
+        events.phase(workload, FlowPhase{"load", "loading the candidate: building its C++/CUDA extension",
+                                         req.options.compile_timeout_s});
       auto phase = clock.enter(Phase::load);
       slot = device_.load(b.artifact, p.solution);
     }
@@ -839,11 +844,11 @@ EvalResult EvaluationFlow::run(const TaskSpec& task, const RunRequest& req, Flow
       failure.reset();
       reference_step.clear();
       try {
-        Program& cand = program_for(cand_programs, req.candidate, cand_build);
+        Program& cand = program_for(cand_programs, req.candidate, cand_build, name);
         Program* ref = nullptr;
         if (!oracle) {
           StepScope step(reference_step, "loading the reference");
-          ref = &program_for(ref_programs, req.reference, ref_build);
+          ref = &program_for(ref_programs, req.reference, ref_build, name);
         }
         WorkloadRun run(device_, refs_, info_, task, *w, req, cand, cand_build, ref, ref_build, r, result.metrics,
                         reference_step, events, clock);
@@ -912,11 +917,13 @@ EvalResult EvaluationFlow::run(const TaskSpec& task, const RunRequest& req, Flow
     const auto f = program->process_facts();
     facts.start_s += f.start_s;
     facts.first_calls_s += f.first_calls_s;
+    facts.build_s += f.build_s;
     facts.stream_escapes += f.stream_escapes;
     if (!f.buffers.empty()) facts.buffers = f.buffers;
   }
   if (facts.start_s > 0) result.metrics["process_start_s"] = facts.start_s;
   if (facts.first_calls_s > 0) result.metrics["first_calls_s"] = facts.first_calls_s;
+  if (facts.build_s > 0) result.metrics["extension_build_s"] = facts.build_s;
   if (facts.stream_escapes > 0) result.metrics["stream_escapes"] = static_cast<std::int64_t>(facts.stream_escapes);
   if (!facts.buffers.empty()) result.metrics["gpu_buffers"] = facts.buffers;
   const auto& c = refs_.counters();

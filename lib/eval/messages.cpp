@@ -92,7 +92,8 @@ Json artifact_to_json(const Artifact& a) {
                     {"log", a.log},
                     {"compile_s", a.compile_s},
                     {"cache_hit", a.cache_hit},
-                    {"pch", a.pch}});
+                    {"pch", a.pch},
+                    {"builds_at_load", a.builds_at_load}});
 }
 
 Artifact artifact_from_json(const Json& j) {
@@ -108,6 +109,7 @@ Artifact artifact_from_json(const Json& j) {
   a.compile_s = j.get_number("compile_s");
   a.cache_hit = j.get_bool("cache_hit");
   a.pch = j.get_string("pch");
+  a.builds_at_load = j.get_bool("builds_at_load");
   return a;
 }
 

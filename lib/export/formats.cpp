@@ -10,12 +10,14 @@
 #include <map>
 #include <set>
 
+#include "core/fib_solution.hpp"
 #include "export/bundle.hpp"
 #include "export/embedded.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/solution_export.hpp"
 #include "ksearch/version.h"
 #include "util/fs.hpp"
+#include "util/json_fields.hpp"
 
 KS_NAMESPACE_BEGIN
 namespace {
@@ -381,6 +383,25 @@ ExportResult export_python(const TaskSpec& task, const Solution& solution, const
     return r;
   }
   if (o.format == "flashinfer" && task.name.rfind("flashinfer/", 0) == 0 && !c.contains("adapter") && cls.empty()) {
+    // An imported cpp or cuda Solution goes back as the Solution it was:
+    // its sources unchanged, spec.binding and destination_passing_style
+    // written out (an old-schema one is built by today's FlashInfer-Bench as
+    // it was then). The options given replace its name, author and hardware.
+    if (auto fib = core::extension_solution_of(solution)) {
+      if (!o.name.empty()) (*fib)["name"] = o.name;
+      if (!o.author.empty() && o.author != ExportOptions{}.author) (*fib)["author"] = o.author;
+      if (!o.target_hardware.empty()) (*fib->find("spec"))["target_hardware"] = util::string_array(o.target_hardware);
+      const Json& spec = fib->at("spec");
+      ExportResult r = python_result(solution, task, o, "flashinfer", fib->dump(2) + "\n",
+                                     fib->get_string("name", "solution") + ".json");
+      r.manifest["language"] = spec.at("language");
+      r.notes.push_back(fmt::format("the imported {} Solution, sources unchanged; entry point {}, binding {}, {} style",
+                                    spec.get_string("language"), spec.get_string("entry_point"),
+                                    spec.get_string("binding"),
+                                    spec.get_bool("destination_passing_style") ? "destination-passing"
+                                                                               : "value-returning"));
+      return r;
+    }
     std::string entry = solution.entry_point;
     if (entry.empty()) entry = solution.sources.front().path + "::" + (function.empty() ? "run" : function);
     const auto sep = entry.find("::");

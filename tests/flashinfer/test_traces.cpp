@@ -12,12 +12,14 @@
 #include <map>
 #include <set>
 
+#include "core/fib_solution.hpp"
 #include "eval/baseline_scoring.hpp"
 #include "eval/host/host_device.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/eval.hpp"
 #include "ksearch/run_store.hpp"
 #include "ksearch/search.hpp"
+#include "ksearch/solution_export.hpp"
 #include "ksearch/sys/evaluator.hpp"
 #include "ksearch/sys/llm_policy.hpp"
 #include "ksearch/tasks.hpp"
@@ -96,6 +98,14 @@ std::string message_of(const std::function<void()>& f) {
     return e.what();
   }
   return "(no error)";
+}
+
+// The error reading `good` with `from` replaced by `to` gives.
+std::string import_error(std::string text, const TaskSpec& t, const std::string& from, const std::string& to) {
+  const auto at = text.find(from);
+  REQUIRE_MESSAGE(at != std::string::npos, from);
+  text.replace(at, from.size(), to);
+  return message_of([&] { parse_solution_text(text, t); });
 }
 
 fs::path copy_fixture(const std::string& name) {
@@ -199,7 +209,7 @@ TEST_CASE("traces: a card the traces do not cover is an error naming it, the car
   auto other = load_task(kDefinition.string(), s);
   const std::string cuda = message_of([&] { check_baseline_coverage(other->spec(), {}, "NVIDIA H200", Language::cpp); });
   CHECK(cuda.find("other_kernel (solutions/scale/other_kernel.json) cannot be measured here") != std::string::npos);
-  CHECK(cuda.find("spec.language \"cuda\"") != std::string::npos);
+  CHECK(cuda.find("spec.language \"tilelang\"") != std::string::npos);
   s.measure_baseline = true;
   CHECK_THROWS_WITH_AS(load_task(kDefinition.string(), s), doctest::Contains("--measure-baseline: other_kernel"), Error);
 }
@@ -424,15 +434,11 @@ TEST_CASE("import: a published FlashInfer-Bench Solution JSON is read as it is, 
   CHECK(s.sources.size() == 2);
   // Malformed ones.
   const std::string good = util::read_file(kFixture / "published/scale_rows_python.json");
-  auto error_of = [&](const std::string& from, const std::string& to) {
-    std::string text = good;
-    const auto at = text.find(from);
-    REQUIRE_MESSAGE(at != std::string::npos, from);
-    text.replace(at, from.size(), to);
-    return message_of([&] { parse_solution_text(text, t); });
-  };
-  CHECK(error_of("\"language\": \"python\"", "\"language\": \"cuda\"").find("spec.language \"cuda\" is not one "
-                                                                            "libksearch runs") != std::string::npos);
+  auto error_of = [&](const std::string& from, const std::string& to) { return import_error(good, t, from, to); };
+  // A cuda Solution's entry file is C++ or CUDA, as FlashInfer-Bench requires.
+  CHECK(error_of("\"language\": \"python\"", "\"language\": \"cuda\"")
+            .find("spec.entry_point \"kernel.py::scale_rows\" names kernel.py, and the entry file of a cpp or cuda "
+                  "Solution is a .cu, .cpp, .cc, .cxx or .c file") != std::string::npos);
   CHECK(error_of("\"language\": \"python\"", "\"language\": \"tilelang\"").find("spec.language \"tilelang\"") !=
         std::string::npos);
   CHECK(error_of("\"definition\": \"scale_d64\"", "\"definition\": \"gemm_n4096\"")
@@ -442,8 +448,98 @@ TEST_CASE("import: a published FlashInfer-Bench Solution JSON is read as it is, 
   CHECK(error_of("\"sources\": [", "\"sourcez\": [").find("sources") != std::string::npos);
   CHECK(message_of([&] { parse_solution_text(good.substr(0, good.size() / 2), t); })
             .find("looks like solution JSON, but it is not valid JSON") != std::string::npos);
-  CHECK(message_of([&] { load_solution_file(kFixture / "solutions/scale/other_kernel.json", t); })
-            .find("spec.language \"cuda\"") != std::string::npos);
+}
+
+namespace {
+
+Json fixture_json(const std::string& file) { return Json::parse(util::read_file(kFixture / file)); }
+
+}  // namespace
+
+TEST_CASE("import: cpp and cuda Solutions become a Python module that builds them, per binding and schema") {
+  auto task = load_task(kDefinition.string());
+  const TaskSpec& t = task->spec();
+  // K-Search's schema: no binding, no destination_passing_style, a
+  // PYBIND11_MODULE whose run returns the outputs.
+  const Json old = fixture_json("published/scale_rows_cuda_kernel_old.json");
+  Solution s = load_solution_file(kFixture / "published/scale_rows_cuda_kernel_old.json", t);
+  CHECK(s.language == Language::python);
+  CHECK(s.name == "scale_rows_cuda_old_schema");
+  CHECK(s.task == kTask);
+  REQUIRE(s.sources.size() == 1);
+  CHECK(s.sources[0].path == "fib_extension.py");
+  CHECK(s.entry_point == "fib_extension.py::run");
+  CHECK(s.destination_passing == false);
+  const std::string& module = s.sources[0].content;
+  CHECK(module.find("cpp_extension.load(") != std::string::npos);
+  CHECK(module.find("SOLUTION = _json.loads(\"{") != std::string::npos);
+  auto fib = core::extension_solution_of(s);
+  REQUIRE(fib);
+  CHECK(fib->at("sources").dump() == old.at("sources").dump());  // every file as it was
+  CHECK(fib->at("spec").get_string("binding") == "torch");
+  CHECK(fib->at("spec").get_bool("destination_passing_style", true) == false);
+  CHECK(fib->at("spec").get_string("entry_point") == "main.cpp::run");
+  CHECK(fib->get_string("author") == "someone else");
+
+  // binding torch, destination-passing by default.
+  Solution torch = load_solution_file(kFixture / "published/scale_rows_cpp_torch.json", t);
+  CHECK(torch.destination_passing == true);
+  CHECK(torch.entry_point == "fib_extension.py::run");
+  CHECK(core::extension_solution_of(torch)->at("spec").get_string("binding") == "torch");
+  CHECK(torch.id != s.id);
+
+  // No binding and no PYBIND11_MODULE: FlashInfer-Bench's default, tvm-ffi.
+  Solution tvm = load_solution_file(kFixture / "published/scale_rows_cuda_tvm_ffi.json", t);
+  CHECK(tvm.destination_passing == true);
+  CHECK(core::extension_solution_of(tvm)->at("spec").get_string("binding") == "tvm-ffi");
+
+  // An edited module is an ordinary Python solution (exported as one).
+  Solution edited = s;
+  edited.sources[0].content += "# tuned\n";
+  CHECK_FALSE(core::extension_solution_of(edited));
+
+  // Malformed ones name the field.
+  const std::string good = util::read_file(kFixture / "published/scale_rows_cuda_kernel_old.json");
+  auto error_of = [&](const std::string& from, const std::string& to) { return import_error(good, t, from, to); };
+  CHECK(error_of("\"language\": \"cuda\"", "\"language\": \"tilelang\"")
+            .find("spec.language \"tilelang\" is not one libksearch runs") != std::string::npos);
+  CHECK(error_of("\"language\": \"cuda\"", "\"language\": \"rust\"")
+            .find("spec.language \"rust\" is not one FlashInfer-Bench has") != std::string::npos);
+  CHECK(error_of("\"main.cpp::run\"", "\"binding.cpp::run\"")
+            .find("spec.entry_point \"binding.cpp::run\" names binding.cpp, which is not among its "
+                  "sources[].path") != std::string::npos);
+  CHECK(error_of("\"main.cpp::run\"", "\"main.cpp:run\"").find("exactly one \"::\"") != std::string::npos);
+  CHECK(error_of("\"main.cpp::run\"", "\"main.cpp::run::again\"").find("exactly one \"::\"") !=
+        std::string::npos);
+  CHECK(error_of("\"main.cpp::run\"", "\"kernel.h::run\"").find("the entry file of a cpp or cuda Solution") !=
+        std::string::npos);
+  CHECK(error_of("\"main.cpp::run\"", "\"main.cpp::1run\"").find("does not end in a function name") !=
+        std::string::npos);
+  CHECK(error_of("\"dependencies\": []", "\"dependencies\": [], \"binding\": \"pybind\"")
+            .find("spec.binding \"pybind\" is not one FlashInfer-Bench has") != std::string::npos);
+  CHECK(error_of("\"dependencies\": []", "\"dependencies\": [], \"destination_passing_style\": 1")
+            .find("spec.destination_passing_style must be true or false") != std::string::npos);
+}
+
+TEST_CASE("export: an imported cpp or cuda Solution goes back as that Solution, binding and style written out") {
+  auto task = load_task(kDefinition.string());
+  Solution s = load_solution_file(kFixture / "published/scale_rows_cuda_kernel_old.json", task->spec());
+  ExportOptions o;
+  o.format = "flashinfer";
+  ExportResult r = export_solution(*task, s, o);
+  CHECK(r.default_file_name == "scale_rows_cuda_old_schema.json");
+  const Json out = Json::parse(r.content);
+  Json expected = fixture_json("published/scale_rows_cuda_kernel_old.json");
+  (*expected.find("spec"))["binding"] = "torch";
+  (*expected.find("spec"))["destination_passing_style"] = false;
+  CHECK(out.dump() == expected.dump());
+  // Read again, it is the same solution.
+  CHECK(parse_solution_text(r.content, task->spec()).id == s.id);
+  // A new-schema Solution comes back as it was written.
+  Solution torch = load_solution_file(kFixture / "published/scale_rows_cpp_torch.json", task->spec());
+  Json torch_json = fixture_json("published/scale_rows_cpp_torch.json");
+  (*torch_json.find("spec"))["destination_passing_style"] = true;
+  CHECK(Json::parse(export_solution(*task, torch, o).content).dump() == torch_json.dump());
 }
 
 TEST_CASE("import: the published Solution runs on the CPU and is scored against the measured FlashInfer solution") {
@@ -471,4 +567,63 @@ TEST_CASE("import: the published Solution runs on the CPU and is scored against 
   const Json src = baseline_sources(task->spec(), ev->options(), r.device, sol.language);
   CHECK(src["workloads"][uuid(1)].get_string("source") == "measured");
   CHECK(src["workloads"][uuid(1)].get_string("solution") == "flashinfer_wrapper_5ca1e");
+}
+
+TEST_CASE("import: a cpp Solution with a PyTorch binding is built and run on the CPU, its build reused") {
+  const char* py = std::getenv("KSEARCH_PYTHON");
+  if (!py || !*py || std::string(py) == "NONE") {
+    MESSAGE("skipped: no Python with PyTorch ($KSEARCH_PYTHON)");
+    return;
+  }
+  TaskSources src;
+  src.baseline_solution = "none";  // the traces are of GPUs; scored by latency here
+  auto task = load_task(kDefinition.string(), src);
+  EvaluatorConfig c;
+  c.backend = "host";
+  c.cache_dir = test::scratch_dir("traces_extension_cache");
+  c.options.max_time_per_workload_s = 0.02;
+  c.options.only_workloads = {uuid(1), uuid(3)};
+  auto evaluate = [&](const Solution& s) {
+    auto ev = make_evaluator(c);  // a new evaluator and worker each time: only the cache is shared
+    EvalResult r = ev->evaluate(*task, s);
+    INFO(r.to_json().dump(1));
+    return r;
+  };
+  // Destination-passing (binding torch): built when its module is imported,
+  // the build's time counted as compile time.
+  Solution dps = load_solution_file(kFixture / "published/scale_rows_cpp_torch.json", task->spec());
+  EvalResult first = evaluate(dps);
+  REQUIRE(first.passed());
+  const double built = first.metrics.get_number("extension_build_s");
+  CHECK(built > 1.0);  // g++ over torch/extension.h
+  CHECK(first.metrics.get_number("compile_s") >= built);
+  // Evaluated again: the build is found in the solution's own extension folder.
+  EvalResult again = evaluate(dps);
+  REQUIRE(again.passed());
+  CHECK(again.metrics.get_number("extension_build_s") < built / 2);
+
+  // The older schema: run returns the output.
+  Solution returning = load_solution_file(kFixture / "published/scale_rows_cpp_pybind_returning.json", task->spec());
+  CHECK(returning.destination_passing == false);
+  CHECK(evaluate(returning).passed());
+
+  // A source that does not compile: compile_error with the compiler's line.
+  Json broken = fixture_json("published/scale_rows_cpp_torch.json");
+  (*broken.find("sources"))[0]["content"] = "#pragma once\nthis is not C++;\n";
+  Solution bad = parse_solution_text(broken.dump(), task->spec());
+  EvalResult b = evaluate(bad);
+  INFO(b.to_json().dump(1));
+  CHECK(b.status == EvalStatus::compile_error);
+  CHECK(b.to_json().dump().find("did not build") != std::string::npos);
+  CHECK(b.to_json().dump().find("scale.h:2") != std::string::npos);
+
+  // binding tvm-ffi without the tvm_ffi package: what is missing and the way out.
+  if (std::system((std::string(py) + " -c 'import tvm_ffi' 2>/dev/null").c_str()) != 0) {
+    Solution tvm = load_solution_file(kFixture / "published/scale_rows_cuda_tvm_ffi.json", task->spec());
+    EvalResult t = evaluate(tvm);
+    CHECK(t.status == EvalStatus::compile_error);
+    const std::string text = t.to_json().dump();
+    CHECK(text.find("spec.binding \\\"tvm-ffi\\\" needs the Python package apache-tvm-ffi") != std::string::npos);
+    CHECK(text.find("re-export the Solution with spec.binding \\\"torch\\\"") != std::string::npos);
+  }
 }

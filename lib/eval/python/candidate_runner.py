@@ -31,6 +31,7 @@ import os
 import socket
 import struct
 import sys
+import time
 import traceback
 import types
 
@@ -437,6 +438,7 @@ class Candidate:
         self.kept = None  # what the last timed call returned
         self.flush_buf = None
         self.call_args = None  # the convention's arguments of the last checked call
+        self.build_s = None  # an imported C++/CUDA Solution's module: the time its build took
 
     def load(self):
         global torch
@@ -482,6 +484,7 @@ class Candidate:
         module = types.ModuleType(name)
         module.__file__ = main_path
         sys.modules[name] = module
+        started = time.monotonic()
         try:
             exec(code, module.__dict__)
         except Failed:
@@ -494,6 +497,8 @@ class Candidate:
                 raise Failed("memory_limit", f"out of memory while importing {main_path}: {describe_exception(e)}")
             raise Failed("runtime_error", f"{main_path} raised an exception when imported: {describe_exception(e)}",
                          candidate_frames(traceback.format_exc(), self.files))
+        if self.entry.get("extension"):
+            self.build_s = time.monotonic() - started
         if "class" in self.entry:
             # KernelBench's convention: the module is built by the evaluator (bind).
             name = self.entry["class"]
@@ -1007,7 +1012,8 @@ def serve(isolation):
                 spec["seccomp"] = bytes.fromhex(spec.get("seccomp", ""))
                 candidate = Candidate(spec)
                 candidate.load()
-                channel.answer(OP_OK, token, "+seccomp" if candidate.filtered else "")
+                build = "" if candidate.build_s is None else f";build_s={candidate.build_s!r}"
+                channel.answer(OP_OK, token, ("+seccomp" if candidate.filtered else "") + build)
             elif op == OP_BIND:
                 candidate.bind(json.loads(text))
                 channel.answer(OP_OK, token)

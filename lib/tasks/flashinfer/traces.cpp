@@ -184,8 +184,11 @@ void apply_trace_baselines(TaskSpec& spec, const fs::path& root, const std::stri
                     fmt::format("it is a {} solution, which this task does not run", to_string(s.language)));
       s.name = name;
       runnable = std::move(s);
+      // The Solution's own language: a cuda one runs as the Python module that builds it.
+      const Json* fib_spec = it->second.json.find("spec");
       measure = fmt::format("--measure-baseline measures {} ({} solution {}) here instead", name,
-                            to_string(runnable->language),
+                            fib_spec ? fib_spec->get_string("language", to_string(runnable->language))
+                                 : std::string(to_string(runnable->language)),
                             it->second.file.lexically_relative(root).generic_string());
     } catch (const Error& e) {
       measure = fmt::format("{} ({}) cannot be measured here: {}", name,

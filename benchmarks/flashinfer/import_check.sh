@@ -33,9 +33,9 @@ verdict() {  # verdict OK TEXT
 # eval NAME SOLUTION TASK WORKLOADS: runs ksearch eval, prints the summary, sets $status and $build_s.
 evaluate() {
   timeout 280 "$ks" eval --task "$3" --solution "$2" --workloads "$4" --json --cache-dir "$cache" \
-    > "$out/$1.json" 2> "$out/$1.log"
+    > "$out/$1.eval.json" 2> "$out/$1.log"
   rc=$?
-  summary=$("$py" - "$out/$1.json" <<'PY'
+  summary=$("$py" - "$out/$1.eval.json" <<'PY'
 import json, sys
 try:
     r = json.load(open(sys.argv[1]))

@@ -220,10 +220,13 @@ class PythonProgram final : public Program {
     if (answer.error) throw RunError(runner_failure(answer.text, memory_limit_));
     // "...;build_s=S": the time its module spent building an extension, a
     // compile time rather than the process's start.
+    // The candidate's process writes that answer: the figure is bounded by
+    // the wall time the parent measured, so neither phase can go negative.
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     if (const auto at = answer.text.find(";build_s="); at != std::string::npos)
-      facts_.build_s = std::max(0.0, std::strtod(answer.text.c_str() + at + 9, nullptr));
-    facts_.start_s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() - facts_.build_s;
+      facts_.build_s = std::clamp(std::strtod(answer.text.c_str() + at + 9, nullptr), 0.0, elapsed);
+    if (!(facts_.build_s >= 0)) facts_.build_s = 0;  // NaN
+    facts_.start_s = elapsed - facts_.build_s;
   }
 
   ProcessFacts process_facts() const override { return facts_; }

@@ -405,7 +405,9 @@ TEST_CASE("python candidates: a FlashInfer-Bench Solution is read as FlashInfer-
   refused(solution("", "other_definition"), "for definition \"other_definition\"");
   std::string cuda = solution("");
   cuda.replace(cuda.find("\"python\""), 8, "\"cuda\"");
-  refused(cuda, "built by FlashInfer-Bench's own builders");
+  // A cpp or cuda Solution imports (docs/tasks/flashinfer.md, "Solutions from elsewhere") when its
+  // entry file is a C or C++ source; a Python one under language cuda is named as what it is.
+  refused(cuda, "the entry file of a cpp or cuda Solution is a .cu, .cpp, .cc, .cxx or .c file");
   std::string elsewhere = solution("");
   elsewhere.replace(elsewhere.find("main.py::run"), 12, "other.py::run");
   refused(elsewhere, "names other.py, which is not among the solution's sources");

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "core/embedded.hpp"
+#include "core/entry_point.hpp"
 #include "ksearch/error.hpp"
 #include "util/json_fields.hpp"
 
@@ -30,21 +31,17 @@ std::string loader_module(const Json& fib) {
   return text;
 }
 
-bool c_identifier(std::string_view s) {
-  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
-  return std::all_of(s.begin(), s.end(),
-                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
-}
 
 // FlashInfer-Bench's rules for a cpp or cuda Solution's entry point: exactly
 // one "::", a C, C++ or CUDA file among the sources, then the function name.
 std::string extension_symbol(const std::string& entry, const std::vector<SourceFile>& sources) {
-  const auto sep = entry.find("::");
-  if (sep == std::string::npos || entry.find("::", sep + 2) != std::string::npos)
+  const auto parts = split_entry_point(entry);
+  if (!parts)
     bad(fmt::format("FlashInfer-Bench solution: spec.entry_point \"{}\" must be FILE::FUNCTION with exactly one "
                     "\"::\", e.g. main.cpp::run",
                     entry));
-  const std::string file = entry.substr(0, sep), symbol = entry.substr(sep + 2);
+  const std::string& file = parts->file;
+  const std::string& symbol = parts->function;
   static constexpr std::array<std::string_view, 5> kCompiled = {".cu", ".cpp", ".cc", ".cxx", ".c"};
   const std::string ext = std::filesystem::path(file).extension().string();
   if (std::find(kCompiled.begin(), kCompiled.end(), ext) == kCompiled.end())
@@ -55,7 +52,7 @@ std::string extension_symbol(const std::string& entry, const std::vector<SourceF
     bad(fmt::format("FlashInfer-Bench solution: spec.entry_point \"{}\" names {}, which is not among its "
                     "sources[].path",
                     entry, file));
-  if (!c_identifier(symbol))
+  if (!is_identifier(symbol))
     bad(fmt::format("FlashInfer-Bench solution: spec.entry_point \"{}\" does not end in a function name", entry));
   return symbol;
 }

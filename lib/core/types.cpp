@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cmath>
 
+#include "core/entry_point.hpp"
 #include "core/enum_names.hpp"
 #include "ksearch/error.hpp"
 #include "util/json_fields.hpp"
@@ -480,19 +481,15 @@ namespace {
 // has, a Python identifier; for Python languages only.
 void check_entry_point(const Solution& s) {
   const std::string& e = s.entry_point;
-  const auto sep = e.find("::");
   auto bad = [&](const std::string& why) {
     throw Error(Status::invalid_argument, fmt::format("solution: entry point \"{}\" {}", e, why));
   };
   if (!language_is_python(s.language)) bad(fmt::format("is for triton and python solutions, not {}", to_string(s.language)));
-  if (sep == std::string::npos || e.find("::", sep + 2) != std::string::npos)
-    bad("must be FILE::FUNCTION with exactly one \"::\", e.g. main.py::run");
-  const std::string file = e.substr(0, sep), function = e.substr(sep + 2);
-  bool ident = !function.empty() && !std::isdigit(static_cast<unsigned char>(function[0]));
-  for (char c : function) ident = ident && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
-  if (!ident) bad("does not end in a Python function name");
-  if (std::none_of(s.sources.begin(), s.sources.end(), [&](const SourceFile& f) { return f.path == file; }))
-    bad(fmt::format("names {}, which is not among the solution's sources", file));
+  const auto parts = core::split_entry_point(e);
+  if (!parts) bad("must be FILE::FUNCTION with exactly one \"::\", e.g. main.py::run");
+  if (!core::is_identifier(parts->function)) bad("does not end in a Python function name");
+  if (std::none_of(s.sources.begin(), s.sources.end(), [&](const SourceFile& f) { return f.path == parts->file; }))
+    bad(fmt::format("names {}, which is not among the solution's sources", parts->file));
 }
 
 }  // namespace

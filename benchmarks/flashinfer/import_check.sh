@@ -4,11 +4,13 @@
 #
 #   benchmarks/flashinfer/import_check.sh BUILD_DIR OUT_DIR [SOLUTION.json TASK]
 #
-# Without SOLUTION: writes two Solutions of solutions/gqa_decode_cuda/ (a plain warp-per-head GQA decode kernel
+# Without SOLUTION: writes three Solutions of solutions/gqa_decode_cuda/ (a plain warp-per-head GQA decode kernel
 # written for this check) for flashinfer/gqa_paged_decode_h32_kv4_d128_ps1: gqa_cuda_torch.json (binding torch,
-# destination-passing) and gqa_cuda_old_schema.json (K-Search's schema: kernel.h, kernel.cu, main.cpp with a
-# PYBIND11_MODULE whose run returns the outputs; no binding field). Each is evaluated on the task's feedback
-# workloads with `ksearch eval --json`; the first again, which must find its build (extension_build_s small);
+# destination-passing), gqa_cuda_old_schema.json (K-Search's schema: kernel.h, kernel.cu, main.cpp with a
+# PYBIND11_MODULE whose run returns the outputs; no binding field) and gqa_cuda_tvm_ffi.json (no binding field:
+# FlashInfer-Bench's default, tvm-ffi, with TVM_FFI_DLL_EXPORT_TYPED_FUNC in main.cu: tvm-ffi compiles a .cpp with
+# the C++ compiler, without CUDA's headers; needs the apache-tvm-ffi package, else it is reported as SKIP). Each is evaluated on the task's feedback workloads with `ksearch eval --json`; the
+# torch and tvm-ffi ones again, which must find their builds (the extension library not linked again);
 # `ksearch export --format flashinfer` of each must give the Solution back with binding and style written out.
 # With SOLUTION and TASK: that Solution (e.g. one of K-Search's published results) on that task, all workloads.
 # Needs $KSEARCH_PYTHON (default python3) with a CUDA build of PyTorch, nvcc and ninja. Prints PASS/FAIL lines
@@ -68,10 +70,10 @@ task=flashinfer/gqa_paged_decode_h32_kv4_d128_ps1
 import json, sys
 from pathlib import Path
 src, out = Path(sys.argv[1]), Path(sys.argv[2])
-def files(main):
+def files(main, name="main.cpp"):
     return [{"path": "kernel.h", "content": (src / "kernel.h").read_text()},
             {"path": "kernel.cu", "content": (src / "kernel.cu").read_text()},
-            {"path": "main.cpp", "content": (src / main).read_text()}]
+            {"path": name, "content": (src / main).read_text()}]
 base = {"definition": "gqa_paged_decode_h32_kv4_d128_ps1", "author": "libksearch import_check"}
 new = dict(base, name="gqa_cuda_torch", description="warp per (request, q head); binding torch, destination-passing",
            spec={"language": "cuda", "target_hardware": ["NVIDIA_H100"], "entry_point": "main.cpp::run",
@@ -81,29 +83,47 @@ old = dict(base, name="gqa_cuda_old_schema", description="the same kernel in K-S
            spec={"language": "cuda", "target_hardware": ["NVIDIA_H100"], "entry_point": "main.cpp::run",
                  "dependencies": []},
            sources=files("main_returning.cpp"))
-for s in (new, old):
+tvm = dict(base, name="gqa_cuda_tvm_ffi", description="the same kernel bound with tvm-ffi (the default binding)",
+           spec={"language": "cuda", "target_hardware": ["NVIDIA_H100"], "entry_point": "main.cu::run",
+                 "dependencies": []},
+           sources=files("main_tvm_ffi.cu", "main.cu"))
+for s in (new, old, tvm):
     (out / (s["name"] + ".json")).write_text(json.dumps(s, indent=2) + "\n")
 PY
 rm -rf "$cache"
-for name in gqa_cuda_torch gqa_cuda_old_schema; do
+names="gqa_cuda_torch gqa_cuda_old_schema"
+if "$py" -c "import tvm_ffi.cpp" 2>/dev/null; then
+  names="$names gqa_cuda_tvm_ffi"
+else
+  echo "SKIP: gqa_cuda_tvm_ffi ($py cannot import tvm_ffi: pip install apache-tvm-ffi)"
+fi
+# The extension libraries built in the cache, with their modification times.
+libraries() { find "$cache" -name 'fib_*.so' -printf '%p %T@\n' 2>/dev/null | sort; }
+for name in $names; do
   echo "$name:"
   evaluate "$name" "$out/$name.json" "$task" feedback
   verdict "$([ "$status" = passed ] && echo 1)" "$name: ksearch eval on the feedback workloads (log: $out/$name.log)"
-  [ "$name" = gqa_cuda_torch ] && first_build=$build_s
   "$ks" export --format flashinfer --task "$task" --solution "$out/$name.json" -o "$out/$name.export.json" \
     > "$out/$name.export.log" 2>&1
   same=$("$py" - "$out/$name.json" "$out/$name.export.json" <<'PY'
 import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:3])
-a["spec"].setdefault("binding", "torch")  # the older schema: written out by the export
-a["spec"].setdefault("destination_passing_style", False)
+# Written out by the export: the binding and the style. Without a binding, a PYBIND11_MODULE means the older
+# schema (torch, run returns the outputs); else FlashInfer-Bench's defaults (tvm-ffi, destination-passing).
+pybind = "PYBIND11_MODULE" in a["sources"][-1]["content"]
+a["spec"].setdefault("binding", "torch" if pybind else "tvm-ffi")
+a["spec"].setdefault("destination_passing_style", not pybind)
 print(1 if a == b else 0)
 PY
 )
   verdict "$same" "$name: ksearch export --format flashinfer gives the Solution back (binding, style written out)"
 done
-echo "gqa_cuda_torch again (its build in the cache):"
-evaluate again "$out/gqa_cuda_torch.json" "$task" feedback
-verdict "$([ "$status" = passed ] && "$py" -c "import sys; sys.exit(0 if float('$build_s') < max(5.0, float('$first_build') / 4) else 1)" && echo 1)" \
-  "the second evaluation reused the build (${build_s} s against ${first_build} s)"
+for name in $names; do
+  [ "$name" = gqa_cuda_old_schema ] && continue
+  echo "$name again (its build in the cache):"
+  before=$(libraries)
+  evaluate "$name.again" "$out/$name.json" "$task" feedback
+  verdict "$([ "$status" = passed ] && [ "$(libraries)" = "$before" ] && echo 1)" \
+    "$name: the second evaluation reused the build (no library linked again; reported build time ${build_s} s)"
+done
 exit $((fails > 0))

@@ -52,7 +52,11 @@ def _build():
                                         extra_include_paths=[folder], build_directory=folder)
             module = tvm_ffi.load_module(library)
         except Exception as e:
-            raise ImportError(f"{what} did not build: {_errors(str(e), folder)}") from None
+            hint = ""
+            if "fatal error: cuda" in str(e) and any(p.endswith(".cpp") for p in compiled):
+                hint = ("\n(tvm-ffi compiles .cpp files with the C++ compiler, without CUDA's include path, as "
+                        "FlashInfer-Bench's builder does: code that includes CUDA headers goes in a .cu file)")
+            raise ImportError(f"{what} did not build: {_errors(str(e), folder)}{hint}") from None
     else:
         from torch.utils import cpp_extension
         # FlashInfer-Bench's builders link cuBLAS when a source includes it.

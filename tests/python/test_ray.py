@@ -368,6 +368,13 @@ class UnitTest(unittest.TestCase):
         self.assertEqual(_actor.family_of({"backend": "host", "machine": "x86_64", "cpu": "EPYC"}),
                          "host:x86_64:EPYC")
 
+    def test_a_work_folder_too_long_for_rays_sockets(self):
+        # Ray's Unix socket paths under the folder would pass 107 bytes: said at once, nothing started.
+        deep = Path(tempfile.gettempdir()) / ("d" * 60)
+        with self.assertRaisesRegex(ValueError, "too long for Ray's socket paths"):
+            _local.LocalCluster(deep)
+        self.assertFalse(deep.exists())
+
     def test_probe_without_a_gpu(self):
         p = _actor.probe_node()
         self.assertIsInstance(p["gpus"], list)

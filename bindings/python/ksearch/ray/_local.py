@@ -125,6 +125,13 @@ class LocalCluster:
                  object_store_bytes: int = 80 * 1024 * 1024, head_env: Optional[Mapping[str, str]] = None,
                  ray_bin: Optional[str] = None):
         self.work_dir = Path(work_dir).resolve()
+        # Ray puts Unix sockets under <work_dir>/ray/session_<time>_<pid>/sockets/; a longer
+        # path than a socket address holds (107 bytes) makes the head fail to start.
+        longest = len(str(self.work_dir / "ray")) + len("/session_2026-01-01_00-00-00_000000_4194304/sockets/plasma_store")
+        if longest > 107:
+            raise ValueError(f"LocalCluster: the work folder {str(self.work_dir)!r} is too long for Ray's socket "
+                             f"paths ({longest} > 107 bytes under it); use one at most "
+                             f"{len(str(self.work_dir)) - (longest - 107)} characters long")
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.env = dict(os.environ if env is None else env)
         # Nodes start without the driver's credentials: their actors (and the
@@ -184,13 +191,17 @@ class LocalCluster:
         self.nodes[name] = node
         return node
 
-    def alive_nodes(self) -> int:
+    def alive_nodes(self, timeout_s: float = 120.0) -> int:
         """Nodes the head counts as alive (asked with `ray` in a subprocess, so
-        this process need not be connected)."""
+        this process need not be connected); 0 when the head does not answer
+        within timeout_s."""
         code = ("import ray, sys; ray.init(address=sys.argv[1], _node_ip_address=sys.argv[2], log_to_driver=False, logging_level='ERROR'); "
                 "print(sum(1 for n in ray.nodes() if n['Alive']))")
-        out = subprocess.run([sys.executable, "-c", code, self.address, self.head_ip], capture_output=True, text=True,
-                             env=self.env, timeout=120)
+        try:
+            out = subprocess.run([sys.executable, "-c", code, self.address, self.head_ip], capture_output=True,
+                                 text=True, env=self.env, timeout=timeout_s)
+        except subprocess.TimeoutExpired:  # no head answering yet (or any more): the caller looks again
+            return 0
         try:
             return int(out.stdout.strip().splitlines()[-1])
         except (ValueError, IndexError):
@@ -202,7 +213,8 @@ class LocalCluster:
             for node in self.nodes.values():
                 if node.proc.poll() is not None:
                     raise RuntimeError(f"ray node {node.name!r} exited ({node.proc.returncode}); see {node.log_path}")
-            if self.alive_nodes() >= count:
+            # Asked for at most 60 s at a time, so a node that exits meanwhile is seen.
+            if self.alive_nodes(timeout_s=max(10.0, min(60.0, deadline - time.monotonic()))) >= count:
                 return
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the cluster at {self.address} did not reach {count} nodes in {timeout_s} s")

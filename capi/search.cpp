@@ -12,9 +12,9 @@ thread_local std::string g_last_error;
 SearchConfig config_of(const ks_search_options& o) {
   SearchConfig c;
   if (o.strategy == KS_STRATEGY_AUTO)
-    c.strategy = o.llm.source == KS_LLM_OFFLINE ? "tune" : "world_model";
+    c.strategy = o.llm.source == KS_LLM_OFFLINE ? ks::StrategyKind::tune : ks::StrategyKind::world_model;
   else
-    c.strategy = strategy_name_checked(o.strategy, "options.strategy");
+    c.strategy = strategy_of(o.strategy, "options.strategy");
   c.language = language_of(o.language, "options.language");
   c.parallel = o.parallel;
   c.seed = o.seed;
@@ -181,7 +181,7 @@ ks_status ks_search_resume(const char* run_dir, const ks_resume_options* o, ks_r
       check_version("ks_resume_options", o->version, KS_RESUME_OPTIONS_VERSION, o->version == 1);
       if (o->llm) {
         ks::LlmChoice c = llm_choice_of(*o->llm, 0, "options.llm");
-        if (c.kind == "custom") r.custom_llm = c.custom;
+        if (c.kind == ks::LlmSource::custom) r.custom_llm = c.custom;
         else r.llm = c;
       }
       // The C ABI's rule: a larger value raises the budget; a smaller one

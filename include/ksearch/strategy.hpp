@@ -16,6 +16,7 @@
 #include "ksearch/llm.hpp"
 #include "ksearch/task.hpp"
 #include "ksearch/types.hpp"
+#include "ksearch/vocabulary.hpp"
 #include "ksearch/world_model.hpp"
 
 KS_NAMESPACE_BEGIN
@@ -65,7 +66,11 @@ struct KS_API WorldModelImport {
 
 // Configuration of one search run. Names follow the original's CLI flags.
 struct KS_API SearchConfig {
-  std::string strategy = "world_model";  // world_model | greedy | evolve | tune
+  StrategyKind strategy = StrategyKind::world_model;
+  // A host's own strategy (SearchOptions::custom_strategy): its name, which
+  // the manifest's "strategy" records instead of a built-in one's; empty
+  // for the built-in strategies. run_search sets it.
+  std::string custom_strategy_name;
   Language language = Language::cuda;
   int max_rounds = 20;                   // a round is one evaluated candidate
   int wm_stagnation_window = 5;          // cycle ends after this many rounds without improvement
@@ -133,6 +138,8 @@ struct KS_API SearchConfig {
   // 1, and continue_from_world_model's kernels are known by their code only.
   bool remeasure = false;
 
+  // custom_strategy_name when set, else to_string(strategy).
+  std::string strategy_name() const;
   // Throws ks::Error(Status::invalid_argument) naming the first bad field.
   void validate() const;
   Json to_json() const;
@@ -178,6 +185,8 @@ KS_NAMESPACE_END
 
 KS_NAMESPACE_BEGIN
 
+// A built-in strategy.
+KS_API std::unique_ptr<SearchStrategy> make_strategy(StrategyKind kind);
 // Built-in strategies by name: "world_model", "greedy", "evolve", "tune". Throws
 // ks::Error(Status::not_found) listing the known names.
 KS_API std::unique_ptr<SearchStrategy> make_strategy(const std::string& name);

@@ -45,15 +45,15 @@ std::vector<std::string> split_words(const std::string& s) {
 LlmChoice LlmChoice::parse(const std::string& spec) {
   LlmChoice c;
   if (spec == "openai" || spec.empty()) {
-    c.kind = "openai";
+    c.kind = LlmSource::openai;
   } else if (spec == "offline") {
-    c.kind = "offline";
+    c.kind = LlmSource::offline;
   } else if (spec.rfind("replay:", 0) == 0) {
-    c.kind = "replay";
+    c.kind = LlmSource::replay;
     c.replay_path = spec.substr(7);
     if (c.replay_path.empty()) throw Error(Status::invalid_argument, "--llm replay: needs a transcript path (replay:PATH)");
   } else if (spec.rfind("command:", 0) == 0) {
-    c.kind = "command";
+    c.kind = LlmSource::command;
     c.command.argv = split_words(spec.substr(8));
     if (c.command.argv.empty())
       throw Error(Status::invalid_argument, "--llm command: needs a program (command:PROGRAM ARGS)");
@@ -65,32 +65,32 @@ LlmChoice LlmChoice::parse(const std::string& spec) {
 }
 
 Json LlmChoice::to_json() const {
-  Json j = Json::obj({{"kind", kind}});
-  if (kind == "openai") j["openai"] = openai.to_json();
-  if (kind == "replay") {
+  Json j = Json::obj({{"kind", to_string(kind)}});
+  if (kind == LlmSource::openai) j["openai"] = openai.to_json();
+  if (kind == LlmSource::replay) {
     j["replay_path"] = fs::absolute(replay_path).string();
-    j["on_divergence"] = on_divergence;
+    j["on_divergence"] = to_string(on_divergence);
   }
-  if (kind == "command") {
+  if (kind == LlmSource::command) {
     Json argv = Json::array();
     for (const auto& a : command.argv) argv.push_back(a);
     j["command"] = Json::obj({{"argv", argv}, {"timeout_s", command.timeout_s},
                               {"input", command.input == CommandConfig::Input::json ? "json" : "plain"},
                               {"max_concurrency", command.max_concurrency}});
   }
-  if (kind == "custom" && custom) j["describe"] = custom->describe();
+  if (kind == LlmSource::custom && custom) j["describe"] = custom->describe();
   return j;
 }
 
 LlmChoice LlmChoice::from_json(const Json& j) {
   LlmChoice c;
-  c.kind = j.get_string("kind", "openai");
-  if (c.kind == "openai" && j.contains("openai")) c.openai = OpenAiConfig::from_json(j["openai"]);
-  if (c.kind == "replay") {
+  c.kind = parse_llm_source(j.get_string("kind", "openai"), "LLM kind");
+  if (c.kind == LlmSource::openai && j.contains("openai")) c.openai = OpenAiConfig::from_json(j["openai"]);
+  if (c.kind == LlmSource::replay) {
     c.replay_path = j.get_string("replay_path");
-    c.on_divergence = j.get_string("on_divergence", "stop");
+    c.on_divergence = parse_replay_divergence(j.get_string("on_divergence", "stop"));
   }
-  if (c.kind == "command") {
+  if (c.kind == LlmSource::command) {
     const Json& cmd = j["command"];
     for (const auto& a : cmd["argv"].is_array() ? cmd["argv"].as_array() : Json::Array{})
       c.command.argv.push_back(a.as_string());
@@ -103,13 +103,15 @@ LlmChoice LlmChoice::from_json(const Json& j) {
 }
 
 std::unique_ptr<LlmPolicy> make_llm_policy(const LlmChoice& choice) {
-  if (choice.kind == "openai") return make_openai_policy(choice.openai);
-  if (choice.kind == "replay") return make_replay_policy(choice.replay_path);
-  if (choice.kind == "command") return make_command_policy(choice.command);
-  if (choice.kind == "offline") return std::make_unique<OfflinePolicy>();
-  if (choice.kind == "custom")
-    throw Error(Status::invalid_argument, "a custom LLM policy must be passed as an object, not made by name");
-  throw Error(Status::invalid_argument, fmt::format("unknown LLM kind \"{}\"", choice.kind));
+  switch (choice.kind) {
+    case LlmSource::openai: return make_openai_policy(choice.openai);
+    case LlmSource::replay: return make_replay_policy(choice.replay_path);
+    case LlmSource::command: return make_command_policy(choice.command);
+    case LlmSource::offline: return std::make_unique<OfflinePolicy>();
+    case LlmSource::custom:
+      throw Error(Status::invalid_argument, "a custom LLM policy must be passed as an object, not made by name");
+  }
+  throw Error(Status::invalid_argument, fmt::format("LLM kind {} is not an LlmSource", static_cast<int>(choice.kind)));
 }
 
 KS_NAMESPACE_END

@@ -44,13 +44,6 @@ std::shared_ptr<LlmPolicy> recording_only_policy(std::string source) {
   return std::make_shared<RecordingOnlyPolicy>(std::move(source));
 }
 
-core::Recording::Mode replay_mode(const std::string& s) {
-  if (s == "stop") return core::Recording::Mode::stop;
-  if (s == "skip") return core::Recording::Mode::skip;
-  if (s == "live") return core::Recording::Mode::live;
-  throw Error(Status::invalid_argument, fmt::format("on_divergence must be stop, skip or live, not \"{}\"", s));
-}
-
 // Another run folder as a recording: its answers and its evaluations.
 core::Recording recording_from_run(const RunStore& src, core::Recording::Mode mode, bool check_prompts) {
   core::Recording r;

@@ -19,9 +19,6 @@ namespace ks::engine {
 // (and says so). `source` names the recording in messages.
 std::shared_ptr<LlmPolicy> recording_only_policy(std::string source);
 
-// "stop", "skip" or "live"; anything else is ks::Error(invalid_argument).
-core::Recording::Mode replay_mode(const std::string& s);
-
 // Another run folder as a recording: its answers and its evaluations.
 core::Recording recording_from_run(const RunStore& src, core::Recording::Mode mode, bool check_prompts);
 

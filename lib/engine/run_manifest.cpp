@@ -83,7 +83,7 @@ Json RunManifest::to_json() const {
                              {"source_created", replay->source_created},
                              {"source_config", replay->source_config},
                              {"config_changes", replay->config_changes},
-                             {"on_divergence", replay->on_divergence},
+                             {"on_divergence", to_string(replay->on_divergence)},
                              {"check_prompts", replay->check_prompts}});
   if (resumed > 0) j["resumed"] = resumed;
   if (!last_resumed.empty()) j["last_resumed"] = last_resumed;
@@ -126,7 +126,7 @@ RunManifest RunManifest::from_json(const Json& j) {
     rr.source_created = r->get_string("source_created");
     rr.source_config = (*r)["source_config"];
     rr.config_changes = (*r)["config_changes"];
-    rr.on_divergence = r->get_string("on_divergence", "stop");
+    rr.on_divergence = parse_replay_divergence(r->get_string("on_divergence", "stop"), "replay.on_divergence");
     rr.check_prompts = r->get_bool("check_prompts", true);
     m.replay = std::move(rr);
   }

@@ -12,6 +12,7 @@
 
 #include "ksearch/eval.hpp"
 #include "ksearch/json.hpp"
+#include "ksearch/vocabulary.hpp"
 
 namespace ks::engine {
 
@@ -31,7 +32,7 @@ struct ReplayRecord {
   std::string source_created;
   Json source_config;           // its "config"
   Json config_changes;          // ReplayOptions::config_changes
-  std::string on_divergence = "stop";  // stop | skip | live
+  ReplayDivergence on_divergence = ReplayDivergence::stop;
   bool check_prompts = true;
 };
 

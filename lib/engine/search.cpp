@@ -143,7 +143,7 @@ std::string evaluation_device(const EvaluatorConfig& ec, Evaluator& ev, Language
 // to start from, a starting point in the run's language, and a budget that
 // leaves a round for the search after it.
 bool uses_starting_point(const SearchConfig& config, const Parts& parts) {
-  if (parts.strategy || config.strategy != "world_model") return false;
+  if (parts.strategy || config.strategy != StrategyKind::world_model) return false;
   if (config.continue_from_solution || config.continue_from_world_model) return false;
   if (parts.world_model && parts.world_model->initialized()) return false;
   if (config.max_rounds < 2) return false;
@@ -338,10 +338,10 @@ SearchOutcome execute_session(Parts& parts, RunStore& store, const SearchConfig&
   if (parts.recording) session.follow(std::move(*parts.recording));
   std::shared_ptr<SearchStrategy> strategy = parts.strategy ? parts.strategy : make_strategy(config.strategy);
   StopReason reason = session.run(*strategy);
-  if (config.tune_rounds > 0 && config.strategy != "tune" &&
+  if (config.tune_rounds > 0 && config.strategy != StrategyKind::tune &&
       (reason == StopReason::max_rounds || reason == StopReason::strategy_done)) {
     session.add_rounds(config.tune_rounds);
-    auto tune = make_strategy("tune");
+    auto tune = make_strategy(StrategyKind::tune);
     reason = session.run(*tune);
   }
   if (feedback_only) eo.only_workloads.clear();
@@ -410,7 +410,7 @@ Json SearchOutcome::to_json() const {
 SearchOutcome run_search(const SearchOptions& options) {
   if (options.custom_strategy) {
     SearchConfig checked = options.config;  // a custom strategy's name need not be a built-in one
-    checked.strategy = "world_model";
+    checked.strategy = StrategyKind::world_model;
     checked.validate();
     if (checked.continue_from_solution)
       throw Error(Status::invalid_argument,
@@ -445,10 +445,10 @@ SearchOutcome run_search(const SearchOptions& options) {
     if (config.continue_from_world_model)
       throw Error(Status::invalid_argument,
                   "continue_from_world_model is given twice (SearchOptions and SearchConfig); give one");
-    if (config.strategy != "world_model")
+    if (config.strategy != StrategyKind::world_model)
       throw Error(Status::invalid_argument, fmt::format("continue_from_world_model is read by the world_model "
                                                         "strategy, not by {}",
-                                                        config.strategy));
+                                                        to_string(config.strategy)));
     // "auto" looks beside where this run's folder is made.
     const fs::path dir = options.run_dir.empty() ? default_run_dir(parts.task->name()) : options.run_dir;
     const fs::path runs = dir.parent_path().empty() ? fs::path(".") : dir.parent_path();
@@ -462,17 +462,17 @@ SearchOutcome run_search(const SearchOptions& options) {
   }
   config.validate();  // again: the language may have changed above
   check_language(*parts.task, config.language);
-  if (options.llm.kind == "offline" && options.config.strategy != "tune")
-    throw Error(Status::invalid_argument,
-                fmt::format("--llm offline needs --strategy tune (the {} strategy asks an LLM)", options.config.strategy));
-  if (options.llm.kind == "replay") {
+  if (options.llm.kind == LlmSource::offline && options.config.strategy != StrategyKind::tune)
+    throw Error(Status::invalid_argument, fmt::format("--llm offline needs --strategy tune (the {} strategy asks an LLM)",
+                                                      to_string(options.config.strategy)));
+  if (options.llm.kind == LlmSource::replay) {
     // The session answers from the transcript itself, so that where the
     // search leaves it, it can say where and why.
     parts.recording =
-        engine::recording_from_transcript(options.llm.replay_path, engine::replay_mode(options.llm.on_divergence), 0);
+        engine::recording_from_transcript(options.llm.replay_path, options.llm.on_divergence, 0);
     parts.llm = engine::recording_only_policy(options.llm.replay_path.string());
   } else {
-    parts.llm = options.llm.kind == "custom"
+    parts.llm = options.llm.kind == LlmSource::custom
                     ? options.llm.custom
                     : std::shared_ptr<LlmPolicy>(
                           make_llm_policy(engine::with_transport_caps(options.llm, options.config.max_answer_bytes)));
@@ -499,7 +499,7 @@ SearchOutcome run_search(const SearchOptions& options) {
   if (RunStore::exists(dir)) RunStore::create(dir, Json::object());
   const WeakCheckReport weak = weak_check_before_run(options, parts, config.language);
   if (config.model.empty()) config.model = parts.llm->describe();
-  if (parts.strategy) config.strategy = parts.strategy->name();
+  if (parts.strategy) config.custom_strategy_name = parts.strategy->name();
   // Decided once, here, and kept in the manifest: resume and replay start
   // the same way whatever machine they run on.
   engine::decide_recorded_evaluations(config, task_fingerprint(*parts.task), parts.evaluator->device());
@@ -518,7 +518,7 @@ SearchOutcome run_search(const SearchOptions& options) {
       recorded_sources(sources, *parts.task)};
   manifest.workloads = workloads_record(parts.task->spec(), sources.feedback);
   manifest.config = config.to_json();
-  manifest.llm = options.llm.kind == "custom" ? Json::obj({{"kind", "custom"}, {"describe", parts.llm->describe()}})
+  manifest.llm = options.llm.kind == LlmSource::custom ? Json::obj({{"kind", "custom"}, {"describe", parts.llm->describe()}})
                                               : options.llm.to_json();
   manifest.evaluator = options.evaluator;
   manifest.device = parts.evaluator->device().to_json();
@@ -568,7 +568,7 @@ SearchConfig recorded_config(const engine::RunManifest& manifest) {
   const std::string name = j.get_string("strategy");
   j["strategy"] = "world_model";
   SearchConfig config = SearchConfig::from_json(j);
-  config.strategy = name;
+  config.custom_strategy_name = name;
   return config;
 }
 
@@ -615,17 +615,17 @@ SearchOutcome resume_search(const fs::path& run_dir, const ResumeOptions& option
                                                    run_dir.string(), source.string(), e.what()));
       }
     }();
-    auto mode = engine::replay_mode(rr.on_divergence);
-    if (new_model && mode == core::Recording::Mode::stop) {
-      mode = core::Recording::Mode::live;
-      rr.on_divergence = "live";
+    auto mode = rr.on_divergence;
+    if (new_model && mode == ReplayDivergence::stop) {
+      mode = ReplayDivergence::live;
+      rr.on_divergence = ReplayDivergence::live;
     }
     parts.recording = engine::recording_from_run(src, mode, rr.check_prompts);
     if (options.llm) m.llm = options.llm->to_json();
     LlmChoice choice = options.llm ? *options.llm : LlmChoice::from_json(m.llm);
     util::register_environment_secrets(choice.openai.api_key_env);
     if (options.custom_llm) parts.llm = options.custom_llm;
-    else if (choice.kind == "custom")
+    else if (choice.kind == LlmSource::custom)
       throw Error(Status::invalid_argument,
                   "this run continued with an LLM policy supplied by the host program; pass it again to resume");
     else parts.llm = make_llm_policy(engine::with_transport_caps(choice, config.max_answer_bytes));
@@ -636,18 +636,18 @@ SearchOutcome resume_search(const fs::path& run_dir, const ResumeOptions& option
     util::register_environment_secrets(choice.openai.api_key_env);
     // Later resumes go on with the policy given now (a replay that went on
     // skipping must not go back to stopping where it diverged).
-    if (options.llm && choice.kind != "custom") m.llm = choice.to_json();
+    if (options.llm && choice.kind != LlmSource::custom) m.llm = choice.to_json();
     if (options.custom_llm) {
       parts.llm = options.custom_llm;
-    } else if (choice.kind == "custom") {
+    } else if (choice.kind == LlmSource::custom) {
       throw Error(Status::invalid_argument,
                   "this run used an LLM policy supplied by the host program; pass it again to resume");
-    } else if (choice.kind == "replay") {
+    } else if (choice.kind == LlmSource::replay) {
       // The run's own recording is followed from its start, in step with
       // the journal; a transcript given only now answers after the journal.
-      bool same = recorded.kind == "replay" && fs::absolute(recorded.replay_path) == fs::absolute(choice.replay_path);
-      parts.recording = engine::recording_from_transcript(choice.replay_path, engine::replay_mode(choice.on_divergence),
-                                                          same ? 0 : store.transcript().size());
+      bool same = recorded.kind == LlmSource::replay && fs::absolute(recorded.replay_path) == fs::absolute(choice.replay_path);
+      parts.recording =
+          engine::recording_from_transcript(choice.replay_path, choice.on_divergence, same ? 0 : store.transcript().size());
       parts.llm = engine::recording_only_policy(choice.replay_path.string());
     } else {
       parts.llm = make_llm_policy(engine::with_transport_caps(choice, config.max_answer_bytes));
@@ -701,22 +701,22 @@ SearchOutcome replay_search(const fs::path& recorded_run, const ReplayOptions& o
   }
   SearchConfig config = SearchConfig::from_json(cj);
   engine::check_recorded_decisions(config, recorded_manifest, recorded_run);
-  auto mode = engine::replay_mode(options.on_divergence);
+  const ReplayDivergence mode = options.on_divergence;
   const bool has_model = options.custom_llm || options.llm;
-  if (mode == core::Recording::Mode::live && !has_model)
+  if (mode == ReplayDivergence::live && !has_model)
     throw Error(Status::invalid_argument,
                 "on_divergence live needs a model to continue with where the run leaves its recording (--llm ...)");
   Parts parts;
   parts.task = load_recorded_task(sm.task);
   parts.recording = engine::recording_from_run(src, mode, options.check_prompts);
   LlmChoice choice;
-  choice.kind = "offline";  // a replay without a model never asks one
+  choice.kind = LlmSource::offline;  // a replay without a model never asks one
   if (options.llm) choice = *options.llm;
   util::register_environment_secrets(choice.openai.api_key_env);
   if (options.custom_llm) parts.llm = options.custom_llm;
-  else if (choice.kind == "custom" || choice.kind == "replay")
+  else if (choice.kind == LlmSource::custom || choice.kind == LlmSource::replay)
     throw Error(Status::invalid_argument,
-                fmt::format("replay: a model to continue with cannot be of kind {}", choice.kind));
+                fmt::format("replay: a model to continue with cannot be of kind {}", to_string(choice.kind)));
   else parts.llm = make_llm_policy(engine::with_transport_caps(choice, config.max_answer_bytes));
   // Measured only where the run leaves its recording (lazily): no backend check.
   parts.evaluator = lazy_evaluator(sm.evaluator, sm.device, options.custom_evaluator);
@@ -742,7 +742,7 @@ SearchOutcome replay_search(const fs::path& recorded_run, const ReplayOptions& o
                                   sm.created,
                                   sm.config,
                                   options.config_changes,
-                                  to_string(mode),
+                                  mode,
                                   options.check_prompts};
   fs::path dir = options.run_dir.empty() ? default_run_dir(parts.task->name()) : options.run_dir;
   RunStore store = RunStore::create(dir, m.to_json());

@@ -62,7 +62,7 @@ TEST_CASE("a later version's members and a replay record survive a rewrite") {
                            {"check_prompts", false}});
   auto m = engine::RunManifest::from_json(j);
   REQUIRE(m.replay.has_value());
-  CHECK(m.replay->on_divergence == "live");
+  CHECK(m.replay->on_divergence == ReplayDivergence::live);
   CHECK_FALSE(m.replay->check_prompts);
   m.status = "running";
   const Json back = m.to_json();

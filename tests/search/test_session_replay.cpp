@@ -81,7 +81,7 @@ struct Fixture {
 
 SearchConfig config(int rounds, int threshold_ms = 2) {
   SearchConfig c;
-  c.strategy = "greedy";
+  c.strategy = StrategyKind::greedy;
   c.language = Language::cpp;
   c.max_rounds = rounds;
   c.wm_stagnation_window = threshold_ms;

@@ -71,7 +71,7 @@ std::map<PromptKind, std::vector<std::string>> script() {
 
 SearchConfig config(int rounds, bool lenient) {
   SearchConfig c;
-  c.strategy = "world_model";
+  c.strategy = StrategyKind::world_model;
   c.language = Language::cpp;
   c.max_rounds = rounds;
   c.wm_stagnation_window = 1;  // a cycle ends at its first attempt that does not improve

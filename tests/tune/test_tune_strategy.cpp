@@ -26,7 +26,7 @@ namespace {
 
 ks::SearchConfig config(int rounds, std::uint64_t seed = 7) {
   ks::SearchConfig c;
-  c.strategy = "tune";
+  c.strategy = ks::StrategyKind::tune;
   c.max_rounds = rounds;
   c.seed = seed;
   return c;

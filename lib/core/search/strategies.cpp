@@ -10,11 +10,18 @@ KS_NAMESPACE_BEGIN
 
 std::vector<std::string> strategy_names() { return {"world_model", "greedy", "evolve", "tune"}; }
 
+std::unique_ptr<SearchStrategy> make_strategy(StrategyKind kind) {
+  switch (kind) {
+    case StrategyKind::world_model: return core::make_world_model_strategy();
+    case StrategyKind::greedy: return core::make_greedy_strategy();
+    case StrategyKind::evolve: return core::make_evolve_strategy();
+    case StrategyKind::tune: return core::make_tune_strategy();
+  }
+  throw Error(Status::invalid_argument, fmt::format("strategy {} is not a StrategyKind", static_cast<int>(kind)));
+}
+
 std::unique_ptr<SearchStrategy> make_strategy(const std::string& name) {
-  if (name == "world_model") return core::make_world_model_strategy();
-  if (name == "greedy") return core::make_greedy_strategy();
-  if (name == "evolve") return core::make_evolve_strategy();
-  if (name == "tune") return core::make_tune_strategy();
+  if (auto kind = strategy_kind_from_string(name)) return make_strategy(*kind);
   throw Error(Status::not_found,
               fmt::format("unknown strategy \"{}\" (known: world_model, greedy, evolve, tune)", name));
 }
@@ -107,7 +114,7 @@ WorldModelImport WorldModelImport::from_json(const Json& j) {
 // SearchConfig
 
 Json SearchConfig::to_json() const {
-  return Json::obj({{"strategy", strategy},
+  return Json::obj({{"strategy", strategy_name()},
                     {"language", to_string(language)},
                     {"max_rounds", max_rounds},
                     {"wm_stagnation_window", wm_stagnation_window},
@@ -143,7 +150,7 @@ Json SearchConfig::to_json() const {
 SearchConfig SearchConfig::from_json(const Json& j) {
   util::FieldReader r(j, "search configuration");
   SearchConfig c;
-  c.strategy = j.get_string("strategy", c.strategy);
+  c.strategy = parse_strategy_kind(j.get_string("strategy", "world_model"), "strategy");
   auto lang = language_from_string(j.get_string("language", "cuda"));
   if (!lang) throw Error(Status::invalid_argument, "search configuration: unknown language");
   c.language = *lang;
@@ -209,6 +216,10 @@ SearchConfig SearchConfig::from_json(const Json& j) {
   return c;
 }
 
+std::string SearchConfig::strategy_name() const {
+  return custom_strategy_name.empty() ? to_string(strategy) : custom_strategy_name;
+}
+
 void SearchConfig::validate() const {
   auto bad = [](const std::string& m) { throw Error(Status::invalid_argument, m); };
   if (max_rounds < 0) bad(fmt::format("max_rounds must be >= 0, is {}", max_rounds));
@@ -240,8 +251,8 @@ void SearchConfig::validate() const {
   if (!(max_cost_usd >= 0)) bad(fmt::format("max_cost_usd must be a number >= 0, is {}", max_cost_usd));
   if (!(max_wall_s >= 0)) bad(fmt::format("max_wall_s must be a number >= 0, is {}", max_wall_s));
   if (max_answer_bytes < 1) bad("max_answer_bytes must be >= 1");
-  if (continue_from_solution && strategy != "world_model")
-    bad(fmt::format("continue_from_solution is read by the world_model strategy, not by {}", strategy));
+  if (continue_from_solution && strategy != StrategyKind::world_model)
+    bad(fmt::format("continue_from_solution is read by the world_model strategy, not by {}", strategy_name()));
   if (continue_from_solution && continue_from_solution->language != language)
     bad(fmt::format("continue_from_solution is a {} solution, and the run's language is {}",
                     to_string(continue_from_solution->language), to_string(language)));
@@ -260,8 +271,8 @@ void SearchConfig::validate() const {
                     "one of the given {}",
                     to_string(continue_from_solution_eval->eval.status), continue_from_solution_eval->eval.solution_id,
                     continue_from_solution->id));
-  if (continue_from_world_model && strategy != "world_model")
-    bad(fmt::format("continue_from_world_model is read by the world_model strategy, not by {}", strategy));
+  if (continue_from_world_model && strategy != StrategyKind::world_model)
+    bad(fmt::format("continue_from_world_model is read by the world_model strategy, not by {}", strategy_name()));
   if (continue_from_world_model)
     for (const auto& s : continue_from_world_model->solutions) {
       if (s.recorded && s.recorded->adopted &&
@@ -272,9 +283,8 @@ void SearchConfig::validate() const {
         bad(fmt::format("continue_from_world_model holds the {} solution {}, and the run's language is {}",
                         to_string(s.solution.language), s.solution.id, to_string(language)));
     }
-  bool known = false;
-  for (const auto& n : strategy_names()) known = known || n == strategy;
-  if (!known) bad(fmt::format("unknown strategy \"{}\" (known: world_model, greedy, evolve, tune)", strategy));
+  if (!strategy_kind_from_string(to_string(strategy)))  // a value cast from outside the set
+    bad(fmt::format("strategy {} is not a StrategyKind", static_cast<int>(strategy)));
 }
 
 KS_NAMESPACE_END

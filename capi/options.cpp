@@ -397,17 +397,17 @@ ks_status ks_budget_options_init(ks_budget_options* o, uint32_t version) {
 ks_status ks_world_model_options_init(ks_world_model_options* o, uint32_t version) {
   if (ks_status s = init_struct("ks_world_model_options_init", o, version); s != KS_OK) return s;
   ks::SearchConfig d;
-  o->stagnation_window = d.wm_stagnation_window;
-  o->max_difficulty = d.wm_max_difficulty;
-  o->edit_retries = d.wm_edit_retries;
-  o->max_chars = d.wm_max_chars;
-  if (version >= 2) o->lenient_edits = d.wm_lenient_edits ? 1 : 0;
+  o->stagnation_window = d.world_model.stagnation_window;
+  o->max_difficulty = d.world_model.max_difficulty;
+  o->edit_retries = d.world_model.edit_retries;
+  o->max_chars = d.world_model.max_chars;
+  if (version >= 2) o->lenient_edits = d.world_model.lenient_edits ? 1 : 0;
   return KS_OK;
 }
 
 ks_status ks_tune_options_init(ks_tune_options* o, uint32_t version) {
   if (ks_status s = init_struct("ks_tune_options_init", o, version); s != KS_OK) return s;
-  o->rounds = ks::SearchConfig{}.tune_rounds;
+  o->rounds = ks::SearchConfig{}.tune.rounds;
   return KS_OK;
 }
 

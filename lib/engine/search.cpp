@@ -338,9 +338,9 @@ SearchOutcome execute_session(Parts& parts, RunStore& store, const SearchConfig&
   if (parts.recording) session.follow(std::move(*parts.recording));
   std::shared_ptr<SearchStrategy> strategy = parts.strategy ? parts.strategy : make_strategy(config.strategy);
   StopReason reason = session.run(*strategy);
-  if (config.tune_rounds > 0 && config.strategy != StrategyKind::tune &&
+  if (config.tune.rounds > 0 && config.strategy != StrategyKind::tune &&
       (reason == StopReason::max_rounds || reason == StopReason::strategy_done)) {
-    session.add_rounds(config.tune_rounds);
+    session.add_rounds(config.tune.rounds);
     auto tune = make_strategy(StrategyKind::tune);
     reason = session.run(*tune);
   }
@@ -595,7 +595,7 @@ SearchOutcome resume_search(const fs::path& run_dir, const ResumeOptions& option
                   fmt::format("--max-rounds {} is below the {} rounds this run has already done; it is the run's total "
                               "round budget (recorded: {}), so give {} or more (or leave it out to keep {})",
                               options.max_rounds, done, config.max_rounds, done, config.max_rounds));
-    if (config.tune_rounds > 0)
+    if (config.tune.rounds > 0)
       throw Error(Status::invalid_argument,
                   "this run has a tune phase after its search; its round budget cannot change on resume");
     config.max_rounds = options.max_rounds;

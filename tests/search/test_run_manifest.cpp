@@ -6,6 +6,7 @@
 
 #include "engine/run_manifest.hpp"
 #include "ksearch/error.hpp"
+#include "ksearch/strategy.hpp"
 
 using namespace ks;
 
@@ -86,4 +87,37 @@ TEST_CASE("a manifest that cannot be resumed or replayed says why") {
   custom["task"]["custom"] = true;
   CHECK_THROWS_WITH_AS(engine::RunManifest::from_json(custom).check_replayable("/runs/r", "resumes"),
                        doctest::Contains("resume it through the same program's API"), Error);
+}
+
+TEST_CASE("SearchConfig's nested knobs keep the manifest's flat names, both ways") {
+  // A manifest's "config" as every version so far wrote it.
+  const Json flat = Json::parse(R"({"strategy":"evolve","max_rounds":9,"wm_stagnation_window":3,
+    "wm_max_difficulty":2,"wm_edit_retries":4,"wm_lenient_edits":true,"wm_max_chars":1234,
+    "tune_rounds":6,"tune_batch":2,"evolve_islands":5,"evolve_island_size":7,"evolve_migration_interval":3,
+    "evolve_migration_size":2,"evolve_archive_size":11,"evolve_inspirations":1,"evolve_exploit_ratio":0.25})");
+  const SearchConfig c = SearchConfig::from_json(flat);
+  CHECK(c.strategy == StrategyKind::evolve);
+  CHECK(c.world_model.stagnation_window == 3);
+  CHECK(c.world_model.max_difficulty == 2);
+  CHECK(c.world_model.edit_retries == 4);
+  CHECK(c.world_model.lenient_edits);
+  CHECK(c.world_model.max_chars == 1234);
+  CHECK(c.tune.rounds == 6);
+  CHECK(c.tune.batch == 2);
+  CHECK(c.evolve.islands == 5);
+  CHECK(c.evolve.island_size == 7);
+  CHECK(c.evolve.migration_interval == 3);
+  CHECK(c.evolve.migration_size == 2);
+  CHECK(c.evolve.archive_size == 11);
+  CHECK(c.evolve.inspirations == 1);
+  CHECK(c.evolve.exploit_ratio == 0.25);
+  const Json back = c.to_json();
+  for (const auto& [key, value] : flat.as_object()) {
+    INFO(key);
+    CHECK(back[key] == value);
+  }
+  // No nested member is written: a reader of an older version finds the flat names only.
+  CHECK_FALSE(back.contains("world_model"));
+  CHECK_FALSE(back.contains("tune"));
+  CHECK_FALSE(back.contains("evolve"));
 }

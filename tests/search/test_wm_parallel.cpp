@@ -114,7 +114,7 @@ SearchConfig wm_config(int rounds, int parallel) {
   c.language = Language::cpp;
   c.max_rounds = rounds;
   c.parallel = parallel;
-  c.wm_stagnation_window = 2;
+  c.world_model.stagnation_window = 2;
   return c;
 }
 

@@ -60,11 +60,12 @@ char* copy_out(const std::string& s);
 
 // The closed sets, between their C and C++ forms; each throws
 // Error(invalid_argument) naming `field` for a value outside the set.
-const char* strategy_name_checked(ks_strategy v, const char* field);
+// strategy_of refuses KS_STRATEGY_AUTO, which the caller resolves first.
+StrategyKind strategy_of(ks_strategy v, const char* field);
 Language language_of(ks_language v, const char* field);
-std::string backend_of(ks_backend v, const char* field);
-std::string sandbox_of(ks_sandbox_mode v, const char* field);
-std::string divergence_of(ks_replay_divergence v, const char* field);
+EvalBackend backend_of(ks_backend v, const char* field);
+SandboxMode sandbox_of(ks_sandbox_mode v, const char* field);
+ReplayDivergence divergence_of(ks_replay_divergence v, const char* field);
 ks_prompt_kind prompt_kind_to_c(PromptKind k);
 ks_eval_status eval_status_to_c(EvalStatus s);
 ks_stop_reason stop_reason_to_c(StopReason r);

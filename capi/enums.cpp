@@ -7,6 +7,7 @@
 #include "capi_internal.hpp"
 #include "ksearch/llm.hpp"
 #include "ksearch/types.hpp"
+#include "ksearch/vocabulary.hpp"
 
 namespace ks::capi {
 namespace {
@@ -55,6 +56,27 @@ static_assert(static_cast<int>(StopReason::recording_ended) + 1 == KS_STOP_REASO
               static_cast<int>(StopReason::interrupted) == KS_STOP_INTERRUPTED &&
               static_cast<int>(StopReason::recording_ended) == KS_STOP_RECORDING_ENDED);
 
+// ksearch/vocabulary.hpp's sets, value for value where both sides have it.
+static_assert(static_cast<int>(StrategyKind::world_model) == KS_STRATEGY_WORLD_MODEL &&
+              static_cast<int>(StrategyKind::greedy) == KS_STRATEGY_GREEDY &&
+              static_cast<int>(StrategyKind::tune) == KS_STRATEGY_TUNE &&
+              static_cast<int>(StrategyKind::evolve) == KS_STRATEGY_EVOLVE && KS_STRATEGY_COUNT == 5);
+static_assert(static_cast<int>(EvalBackend::automatic) == KS_BACKEND_AUTO &&
+              static_cast<int>(EvalBackend::cuda) == KS_BACKEND_CUDA &&
+              static_cast<int>(EvalBackend::host) == KS_BACKEND_HOST && KS_BACKEND_COUNT == 3);
+static_assert(static_cast<int>(SandboxMode::automatic) == KS_SANDBOX_AUTO &&
+              static_cast<int>(SandboxMode::required) == KS_SANDBOX_ON &&
+              static_cast<int>(SandboxMode::off) == KS_SANDBOX_OFF && KS_SANDBOX_MODE_COUNT == 3);
+// KS_LLM_CALLBACK and KS_LLM_BATCH_CALLBACK are both LlmSource::custom.
+static_assert(static_cast<int>(LlmSource::openai) == KS_LLM_OPENAI &&
+              static_cast<int>(LlmSource::offline) == KS_LLM_OFFLINE &&
+              static_cast<int>(LlmSource::replay) == KS_LLM_REPLAY &&
+              static_cast<int>(LlmSource::command) == KS_LLM_COMMAND && KS_LLM_SOURCE_COUNT == 6);
+// live has no C value: a transcript (KS_LLM_REPLAY) cannot go live, and
+// ks_replay_options asks for it by giving options.llm.
+static_assert(static_cast<int>(ReplayDivergence::stop) == KS_REPLAY_STOP &&
+              static_cast<int>(ReplayDivergence::skip) == KS_REPLAY_SKIP && KS_REPLAY_DIVERGENCE_COUNT == 2);
+
 template <std::size_t N>
 const char* name_of(const std::array<const char*, N>& table, int v) {
   return v >= 0 && static_cast<std::size_t>(v) < N ? table[static_cast<std::size_t>(v)] : "";
@@ -90,13 +112,27 @@ const char* checked(const std::array<const char*, N>& table, int v, const char* 
 
 }  // namespace
 
-const char* strategy_name_checked(ks_strategy v, const char* field) { return checked(kStrategy, v, field); }
+StrategyKind strategy_of(ks_strategy v, const char* field) {
+  checked(kStrategy, v, field);
+  if (v == KS_STRATEGY_AUTO)
+    throw Error(Status::invalid_argument, fmt::format("{} is KS_STRATEGY_AUTO, which names no strategy here", field));
+  return static_cast<StrategyKind>(v);
+}
 Language language_of(ks_language v, const char* field) {
   return *language_from_string(checked(kLanguage, v, field));
 }
-std::string backend_of(ks_backend v, const char* field) { return checked(kBackend, v, field); }
-std::string sandbox_of(ks_sandbox_mode v, const char* field) { return checked(kSandbox, v, field); }
-std::string divergence_of(ks_replay_divergence v, const char* field) { return checked(kReplayDivergence, v, field); }
+EvalBackend backend_of(ks_backend v, const char* field) {
+  checked(kBackend, v, field);
+  return static_cast<EvalBackend>(v);
+}
+SandboxMode sandbox_of(ks_sandbox_mode v, const char* field) {
+  checked(kSandbox, v, field);
+  return static_cast<SandboxMode>(v);
+}
+ReplayDivergence divergence_of(ks_replay_divergence v, const char* field) {
+  checked(kReplayDivergence, v, field);
+  return static_cast<ReplayDivergence>(v);
+}
 ks_prompt_kind prompt_kind_to_c(PromptKind k) { return static_cast<ks_prompt_kind>(static_cast<int>(k)); }
 ks_eval_status eval_status_to_c(EvalStatus s) { return static_cast<ks_eval_status>(static_cast<int>(s)); }
 ks_stop_reason stop_reason_to_c(StopReason r) { return static_cast<ks_stop_reason>(static_cast<int>(r)); }

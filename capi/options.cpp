@@ -205,14 +205,14 @@ ReplayOptions replay_options_of(const ks_replay_options& o) {
   if (o.config_changes_json) r.config_changes = json_object_field(o.config_changes_json, "options.config_changes_json");
   if (o.llm) {
     LlmChoice c = llm_choice_of(*o.llm, 0, "options.llm");
-    if (c.kind == "replay" || c.kind == "offline")
+    if (c.kind == LlmSource::replay || c.kind == LlmSource::offline)
       throw Error(Status::invalid_argument,
                   "options.llm names the model to go on with live: KS_LLM_OPENAI, KS_LLM_COMMAND or a callback");
-    if (c.kind == "custom") r.custom_llm = c.custom;
+    if (c.kind == LlmSource::custom) r.custom_llm = c.custom;
     else r.llm = c;
   }
   r.on_divergence = divergence_of(o.on_divergence, "options.on_divergence");
-  if (o.llm && r.on_divergence == "stop") r.on_divergence = "live";
+  if (o.llm && r.on_divergence == ReplayDivergence::stop) r.on_divergence = ReplayDivergence::live;
   r.check_prompts = o.allow_prompt_changes == 0;
   return r;
 }
@@ -229,7 +229,7 @@ LlmChoice llm_choice_of(const ks_llm_options& o, double max_cost_usd, const char
                             p, ks_llm_source_name(o.source)));
   switch (o.source) {
     case KS_LLM_OPENAI: {
-      c.kind = "openai";
+      c.kind = LlmSource::openai;
       OpenAiConfig& a = c.openai;
       a.model = str(o.model);
       if (a.model.empty())
@@ -269,16 +269,16 @@ LlmChoice llm_choice_of(const ks_llm_options& o, double max_cost_usd, const char
       if (o.extra_body_json) a.extra_body = json_object_field(o.extra_body_json, p + ".extra_body_json");
       break;
     }
-    case KS_LLM_OFFLINE: c.kind = "offline"; break;
+    case KS_LLM_OFFLINE: c.kind = LlmSource::offline; break;
     case KS_LLM_REPLAY:
-      c.kind = "replay";
+      c.kind = LlmSource::replay;
       if (!o.replay_path || !*o.replay_path)
         throw Error(Status::invalid_argument, p + ".replay_path is required with KS_LLM_REPLAY");
       c.replay_path = o.replay_path;
       c.on_divergence = divergence_of(o.replay_on_divergence, (p + ".replay_on_divergence").c_str());
       break;
     case KS_LLM_COMMAND:
-      c.kind = "command";
+      c.kind = LlmSource::command;
       c.command.argv = string_array(o.command_argv, o.command_argc, p + ".command_argv");
       if (c.command.argv.empty() || c.command.argv[0].empty())
         throw Error(Status::invalid_argument, p + ".command_argv must name a program (command_argc >= 1)");
@@ -289,14 +289,14 @@ LlmChoice llm_choice_of(const ks_llm_options& o, double max_cost_usd, const char
       break;
     case KS_LLM_CALLBACK:
       if (!o.callback) throw Error(Status::invalid_argument, p + ".source is KS_LLM_CALLBACK but " + p + ".callback is NULL");
-      c.kind = "custom";
+      c.kind = LlmSource::custom;
       c.custom = llm_callback_policy(o.callback, o.user_data);
       break;
     case KS_LLM_BATCH_CALLBACK:
       if (!o.batch_callback)
         throw Error(Status::invalid_argument,
                     p + ".source is KS_LLM_BATCH_CALLBACK but " + p + ".batch_callback is NULL");
-      c.kind = "custom";
+      c.kind = LlmSource::custom;
       c.custom = llm_batch_callback_policy(o.batch_callback, o.user_data);
       break;
     default:
@@ -309,7 +309,7 @@ LlmChoice llm_choice_of(const ks_llm_options& o, double max_cost_usd, const char
 void apply_eval_options(const ks_eval_options& o, EvaluatorConfig& e, const char* prefix) {
   const std::string p = prefix;
   need_version(prefix, o.version);
-  e.backend = backend_of(o.backend, (p + ".backend").c_str());
+  e.backend = to_string(backend_of(o.backend, (p + ".backend").c_str()));  // EvaluatorConfig's field is still a name
   if (o.device_count > 0 && !o.devices)
     throw Error(Status::invalid_argument, fmt::format("{}.devices is NULL but device_count is {}", p, o.device_count));
   e.devices.assign(o.devices, o.devices + o.device_count);
@@ -318,7 +318,7 @@ void apply_eval_options(const ks_eval_options& o, EvaluatorConfig& e, const char
   e.in_process = o.in_process != 0;
   e.cache_dir = str(o.cache_dir);
   e.cuda_arch = str(o.cuda_arch);
-  e.sandbox = sandbox_of(o.sandbox, (p + ".sandbox").c_str());
+  e.sandbox = to_string(sandbox_of(o.sandbox, (p + ".sandbox").c_str()));
   e.memory_limit_bytes = o.memory_limit_bytes;
   e.worker_path = str(o.worker_path);
   if (o.compile_workers < 0) throw Error(Status::invalid_argument, p + ".compile_workers must be >= 0");
@@ -397,17 +397,17 @@ ks_status ks_budget_options_init(ks_budget_options* o, uint32_t version) {
 ks_status ks_world_model_options_init(ks_world_model_options* o, uint32_t version) {
   if (ks_status s = init_struct("ks_world_model_options_init", o, version); s != KS_OK) return s;
   ks::SearchConfig d;
-  o->stagnation_window = d.wm_stagnation_window;
-  o->max_difficulty = d.wm_max_difficulty;
-  o->edit_retries = d.wm_edit_retries;
-  o->max_chars = d.wm_max_chars;
-  if (version >= 2) o->lenient_edits = d.wm_lenient_edits ? 1 : 0;
+  o->stagnation_window = d.world_model.stagnation_window;
+  o->max_difficulty = d.world_model.max_difficulty;
+  o->edit_retries = d.world_model.edit_retries;
+  o->max_chars = d.world_model.max_chars;
+  if (version >= 2) o->lenient_edits = d.world_model.lenient_edits ? 1 : 0;
   return KS_OK;
 }
 
 ks_status ks_tune_options_init(ks_tune_options* o, uint32_t version) {
   if (ks_status s = init_struct("ks_tune_options_init", o, version); s != KS_OK) return s;
-  o->rounds = ks::SearchConfig{}.tune_rounds;
+  o->rounds = ks::SearchConfig{}.tune.rounds;
   return KS_OK;
 }
 

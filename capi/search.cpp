@@ -12,9 +12,9 @@ thread_local std::string g_last_error;
 SearchConfig config_of(const ks_search_options& o) {
   SearchConfig c;
   if (o.strategy == KS_STRATEGY_AUTO)
-    c.strategy = o.llm.source == KS_LLM_OFFLINE ? "tune" : "world_model";
+    c.strategy = o.llm.source == KS_LLM_OFFLINE ? ks::StrategyKind::tune : ks::StrategyKind::world_model;
   else
-    c.strategy = strategy_name_checked(o.strategy, "options.strategy");
+    c.strategy = strategy_of(o.strategy, "options.strategy");
   c.language = language_of(o.language, "options.language");
   c.parallel = o.parallel;
   c.seed = o.seed;
@@ -27,13 +27,13 @@ SearchConfig config_of(const ks_search_options& o) {
   // came with version 4 of the options around it.
   check_version("options.world_model", o.world_model.version, KS_WORLD_MODEL_OPTIONS_VERSION,
                 o.world_model.version == (o.version >= 4 ? 2u : 1u));
-  c.wm_stagnation_window = o.world_model.stagnation_window;
-  c.wm_max_difficulty = o.world_model.max_difficulty;
-  c.wm_edit_retries = o.world_model.edit_retries;
-  c.wm_max_chars = static_cast<std::size_t>(o.world_model.max_chars);
-  if (o.world_model.version >= 2) c.wm_lenient_edits = o.world_model.lenient_edits != 0;
+  c.world_model.stagnation_window = o.world_model.stagnation_window;
+  c.world_model.max_difficulty = o.world_model.max_difficulty;
+  c.world_model.edit_retries = o.world_model.edit_retries;
+  c.world_model.max_chars = static_cast<std::size_t>(o.world_model.max_chars);
+  if (o.world_model.version >= 2) c.world_model.lenient_edits = o.world_model.lenient_edits != 0;
   check_version("options.tune", o.tune.version, KS_TUNE_OPTIONS_VERSION, o.tune.version == 1);
-  c.tune_rounds = o.tune.rounds;
+  c.tune.rounds = o.tune.rounds;
   if (o.llm.source != KS_LLM_OPENAI && o.llm.model) c.model = o.llm.model;  // a label for the run
   return c;
 }
@@ -181,7 +181,7 @@ ks_status ks_search_resume(const char* run_dir, const ks_resume_options* o, ks_r
       check_version("ks_resume_options", o->version, KS_RESUME_OPTIONS_VERSION, o->version == 1);
       if (o->llm) {
         ks::LlmChoice c = llm_choice_of(*o->llm, 0, "options.llm");
-        if (c.kind == "custom") r.custom_llm = c.custom;
+        if (c.kind == ks::LlmSource::custom) r.custom_llm = c.custom;
         else r.llm = c;
       }
       // The C ABI's rule: a larger value raises the budget; a smaller one

@@ -65,9 +65,9 @@ struct Measured {
 Measured run_once(const Settings& s, int tune_batch, const fs::path& dir) {
   ks::SearchOptions o;
   o.task = s.task;
-  o.config.strategy = "tune";
+  o.config.strategy = ks::StrategyKind::tune;
   o.config.max_rounds = s.rounds;
-  o.config.tune_batch = tune_batch;
+  o.config.tune.batch = tune_batch;
   o.config.seed = s.seed;
   if (s.language.empty()) {
     o.infer_language = true;

@@ -159,13 +159,13 @@ int cmd_replay(int argc, char** argv) {
   if (!a.has("llm")) (void)openai_config_from_args(a);  // checked even when unused
   if (a.has("llm")) {
     o.llm = llm_choice_from_args(a);
-    if (o.llm->kind == "replay" || o.llm->kind == "offline")
+    if (o.llm->kind == ks::LlmSource::replay || o.llm->kind == ks::LlmSource::offline)
       throw Error(Status::invalid_argument,
                   "--llm for `ksearch replay` names a model to continue with: openai or command:PROGRAM ARGS");
   }
-  o.on_divergence = a.get("on-divergence", o.llm ? "live" : "stop");
-  if (o.on_divergence != "stop" && o.on_divergence != "skip" && o.on_divergence != "live")
-    throw Error(Status::invalid_argument, "--on-divergence must be stop, skip or live");
+  auto divergence = ks::replay_divergence_from_string(a.get("on-divergence", o.llm ? "live" : "stop"));
+  if (!divergence) throw Error(Status::invalid_argument, "--on-divergence must be stop, skip or live");
+  o.on_divergence = *divergence;
   o.check_prompts = !a.has("allow-prompt-changes");
   bool quiet = a.has("quiet");
   Interrupts interrupts;
@@ -178,7 +178,7 @@ int cmd_replay(int argc, char** argv) {
     say(progress_stream(),
         "ksearch: replaying {} (recorded answers and evaluations; nothing is asked or measured while the run "
         "follows them) | settings {} | where it leaves the recording: {}\n",
-        source.string(), changes.empty() ? "as recorded" : "changed: " + changes, o.on_divergence);
+        source.string(), changes.empty() ? "as recorded" : "changed: " + changes, to_string(o.on_divergence));
     std::fflush(progress_stream());
   }
   SearchOutcome out = replay_search(source, o);

@@ -10,7 +10,7 @@
 namespace ks::cli {
 
 void print_start(std::FILE* out, const SearchStart& s, const std::string& llm) {
-  say(out, "ksearch: task {} | strategy {} | language {} | {} rounds{} | llm {}\n", s.task, s.config.strategy,
+  say(out, "ksearch: task {} | strategy {} | language {} | {} rounds{} | llm {}\n", s.task, s.config.strategy_name(),
       to_string(s.config.language), s.config.max_rounds,
       s.rounds_done ? fmt::format(" ({} done)", s.rounds_done) : "", llm);
   say(out, "ksearch: run folder {}\n", s.run_dir.string());
@@ -72,7 +72,7 @@ void print_replay_notice(std::FILE* out, const LlmChoice& llm) {
       "for another kind of answer than the recording holds, {}. To reproduce a run folder exactly "
       "(recorded evaluations too), use `ksearch replay RUN_DIR`.\n",
       llm.replay_path.string(),
-      llm.on_divergence == "skip"
+      llm.on_divergence == ks::ReplayDivergence::skip
           ? "each request gets the next recorded answer of its kind (--on-divergence skip)"
           : "the run stops there and says where and why (--on-divergence skip goes on instead)");
   std::fflush(out);

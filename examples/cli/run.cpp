@@ -190,15 +190,16 @@ OpenAiConfig openai_config_from_args(const Args& a) {
 LlmChoice llm_choice_from_args(const Args& a) {
   LlmChoice c = LlmChoice::parse(a.get("llm", "openai"));
   if (a.has("on-divergence")) {
-    if (c.kind != "replay")
+    if (c.kind != ks::LlmSource::replay)
       throw Error(Status::invalid_argument, "--on-divergence applies to --llm replay:TRANSCRIPT only");
-    c.on_divergence = a.get("on-divergence");
-    if (c.on_divergence != "stop" && c.on_divergence != "skip")
+    auto d = ks::replay_divergence_from_string(a.get("on-divergence"));
+    if (!d || *d == ks::ReplayDivergence::live)
       throw Error(Status::invalid_argument, "--on-divergence must be stop or skip with --llm replay:");
+    c.on_divergence = *d;
   }
   OpenAiConfig o = openai_config_from_args(a);
-  if (c.kind == "command" && a.has("max-concurrency")) c.command.max_concurrency = o.max_concurrency;
-  if (c.kind == "openai") {
+  if (c.kind == ks::LlmSource::command && a.has("max-concurrency")) c.command.max_concurrency = o.max_concurrency;
+  if (c.kind == ks::LlmSource::openai) {
     if (o.model.empty())
       throw Error(Status::invalid_argument,
                   "--model is required with --llm openai (or use --llm offline --strategy tune, or --llm replay:FILE)");
@@ -240,14 +241,14 @@ StartCallback start_printer(bool quiet, Interrupts& interrupts, std::string llm)
     interrupts.set_run_dir(s.run_dir);
     if (!quiet) print_start(progress_stream(), s, llm);
     // Said even when quiet: a recorded evaluation is taken on trust.
-    if (s.rounds_done == 0 && s.config.strategy == "world_model") print_warm_start(stderr, s.config);
+    if (s.rounds_done == 0 && s.config.strategy == ks::StrategyKind::world_model) print_warm_start(stderr, s.config);
   };
 }
 
 std::string llm_text(const LlmChoice& c) {
-  if (c.kind == "openai") return fmt::format("openai:{} at {}", c.openai.model, c.openai.base_url);
-  if (c.kind == "replay") return "replay:" + c.replay_path.string();
-  return c.kind;
+  if (c.kind == ks::LlmSource::openai) return fmt::format("openai:{} at {}", c.openai.model, c.openai.base_url);
+  if (c.kind == ks::LlmSource::replay) return "replay:" + c.replay_path.string();
+  return to_string(c.kind);
 }
 
 int cmd_run(int argc, char** argv) {
@@ -271,25 +272,25 @@ int cmd_run(int argc, char** argv) {
   o.task = a.get("task");
   if (o.task.empty()) throw UsageError("--task is required (see `ksearch tasks`)");
   SearchConfig& c = o.config;
-  c.strategy = a.get("strategy", c.strategy);
+  if (a.has("strategy")) c.strategy = ks::parse_strategy_kind(a.get("strategy"), "strategy");
   auto lang = language_from_string(a.get("language", "cuda"));
   if (!lang) throw Error(Status::invalid_argument, "--language must be cuda, cpp, triton or python");
   c.language = *lang;
   o.infer_language = !a.has("language");
   c.max_rounds = a.get_int("max-rounds", c.max_rounds);
-  c.wm_stagnation_window = a.get_int("wm-stagnation-window", c.wm_stagnation_window);
-  c.wm_max_difficulty = a.get_int("wm-max-difficulty", c.wm_max_difficulty);
-  c.wm_lenient_edits = a.has("wm-lenient-edits");
+  c.world_model.stagnation_window = a.get_int("wm-stagnation-window", c.world_model.stagnation_window);
+  c.world_model.max_difficulty = a.get_int("wm-max-difficulty", c.world_model.max_difficulty);
+  c.world_model.lenient_edits = a.has("wm-lenient-edits");
   c.parallel = a.get_int("parallel", c.parallel);
-  c.tune_rounds = a.get_int("tune-rounds", c.tune_rounds);
-  c.tune_batch = a.get_int("tune-batch", c.tune_batch);
-  c.evolve_islands = a.get_int("evolve-islands", c.evolve_islands);
-  c.evolve_island_size = a.get_int("evolve-island-size", c.evolve_island_size);
-  c.evolve_migration_interval = a.get_int("evolve-migration-interval", c.evolve_migration_interval);
-  c.evolve_migration_size = a.get_int("evolve-migration-size", c.evolve_migration_size);
-  c.evolve_archive_size = a.get_int("evolve-archive-size", c.evolve_archive_size);
-  c.evolve_inspirations = a.get_int("evolve-inspirations", c.evolve_inspirations);
-  c.evolve_exploit_ratio = a.get_double("evolve-exploit-ratio", c.evolve_exploit_ratio);
+  c.tune.rounds = a.get_int("tune-rounds", c.tune.rounds);
+  c.tune.batch = a.get_int("tune-batch", c.tune.batch);
+  c.evolve.islands = a.get_int("evolve-islands", c.evolve.islands);
+  c.evolve.island_size = a.get_int("evolve-island-size", c.evolve.island_size);
+  c.evolve.migration_interval = a.get_int("evolve-migration-interval", c.evolve.migration_interval);
+  c.evolve.migration_size = a.get_int("evolve-migration-size", c.evolve.migration_size);
+  c.evolve.archive_size = a.get_int("evolve-archive-size", c.evolve.archive_size);
+  c.evolve.inspirations = a.get_int("evolve-inspirations", c.evolve.inspirations);
+  c.evolve.exploit_ratio = a.get_double("evolve-exploit-ratio", c.evolve.exploit_ratio);
   c.seed = static_cast<std::uint64_t>(a.get_int("seed", 0));
   c.max_cost_usd = a.get_double("max-cost", 0);
   c.max_wall_s = a.get_double("max-wall-time", 0);
@@ -310,7 +311,7 @@ int cmd_run(int argc, char** argv) {
   c.start_from_starting_point = !a.has("no-starting-point");
   c.remeasure = a.has("remeasure");
   o.llm = llm_choice_from_args(a);
-  if (o.llm.kind == "offline" && !a.has("strategy")) c.strategy = "tune";
+  if (o.llm.kind == ks::LlmSource::offline && !a.has("strategy")) c.strategy = ks::StrategyKind::tune;
   o.evaluator.backend = a.get("backend", "auto");
   o.evaluator.devices = a.get_int_all("device");
   o.evaluator.in_process = a.has("in-process");
@@ -334,7 +335,7 @@ int cmd_run(int argc, char** argv) {
   Interrupts interrupts;
   o.progress = progress_printer(quiet, interrupts);
   o.on_start = start_printer(quiet, interrupts, llm_text(o.llm));
-  if (o.llm.kind == "replay") print_replay_notice(stderr, o.llm);
+  if (o.llm.kind == ks::LlmSource::replay) print_replay_notice(stderr, o.llm);
   return finish(run_search(o));
 }
 

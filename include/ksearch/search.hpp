@@ -17,6 +17,7 @@
 #include "ksearch/strategy.hpp"
 #include "ksearch/task.hpp"
 #include "ksearch/tasks.hpp"
+#include "ksearch/vocabulary.hpp"
 #include "ksearch/world_model.hpp"
 
 KS_NAMESPACE_BEGIN
@@ -28,17 +29,17 @@ using EventCallback = std::function<void(const Json& event)>;
 
 // How prompts are answered.
 struct KS_API LlmChoice {
-  // openai | replay | command | offline | custom
-  std::string kind = "openai";
+  LlmSource kind = LlmSource::openai;  // the manifest's "kind": openai | replay | command | offline | custom
   OpenAiConfig openai;
   std::filesystem::path replay_path;
-  // kind "replay": what happens where the search asks for another kind of
-  // answer than the transcript holds next: "stop" (the run stops and says
-  // why) or "skip" (each request gets the next recorded answer of its kind;
-  // the answers passed over are never used). See docs/search.md, "Replay".
-  std::string on_divergence = "stop";
+  // kind replay: what happens where the search asks for another kind of
+  // answer than the transcript holds next: stop (the run stops and says
+  // why) or skip (each request gets the next recorded answer of its kind;
+  // the answers passed over are never used); live is refused (a transcript
+  // has no model to go on with). See docs/search.md, "Replay".
+  ReplayDivergence on_divergence = ReplayDivergence::stop;
   CommandConfig command;
-  // kind "custom": a policy supplied by the host (C callback, Python, C++).
+  // kind custom: a policy supplied by the host (C callback, Python, C++).
   std::shared_ptr<LlmPolicy> custom;
 
   // Parses the CLI form: "openai", "offline", "replay:PATH", "command:PROGRAM ARGS..."
@@ -49,8 +50,8 @@ struct KS_API LlmChoice {
   static LlmChoice from_json(const Json& j);
 };
 
-// The policy behind a choice ("offline": one that refuses every request,
-// for the tune strategy).
+// The policy behind a choice (offline: one that refuses every request, for
+// the tune strategy).
 KS_API std::unique_ptr<LlmPolicy> make_llm_policy(const LlmChoice& choice);
 
 // What a run starts with, reported once its folder exists and the checks
@@ -215,11 +216,11 @@ struct KS_API ReplayOptions {
   // Changes to the recorded configuration, as SearchConfig JSON fields
   // ({"wm_stagnation_window": 3}); a field SearchConfig does not have is an error.
   Json config_changes = Json::object();
-  // Where the search leaves the recording: "stop" (say where and why, and
-  // stop), "skip" (take recorded answers by kind and recorded evaluations
-  // by solution id, measure the rest) or "live" (continue with `llm` or
+  // Where the search leaves the recording: stop (say where and why, and
+  // stop), skip (take recorded answers by kind and recorded evaluations by
+  // solution id, measure the rest) or live (continue with `llm` or
   // `custom_llm` and the live evaluator).
-  std::string on_divergence = "stop";
+  ReplayDivergence on_divergence = ReplayDivergence::stop;
   // A prompt that differs from the recorded one (same kind) is a divergence;
   // false: the recorded answer is used and the difference noted once.
   bool check_prompts = true;

@@ -16,6 +16,7 @@
 #include "ksearch/llm.hpp"
 #include "ksearch/task.hpp"
 #include "ksearch/types.hpp"
+#include "ksearch/vocabulary.hpp"
 #include "ksearch/world_model.hpp"
 
 KS_NAMESPACE_BEGIN
@@ -63,43 +64,66 @@ struct KS_API WorldModelImport {
   static WorldModelImport from_json(const Json& j);
 };
 
-// Configuration of one search run. Names follow the original's CLI flags.
-struct KS_API SearchConfig {
-  std::string strategy = "world_model";  // world_model | greedy | evolve | tune
-  Language language = Language::cuda;
-  int max_rounds = 20;                   // a round is one evaluated candidate
-  int wm_stagnation_window = 5;          // cycle ends after this many rounds without improvement
-  int wm_max_difficulty = 4;             // difficulty gate for action selection (1..5)
-  int wm_edit_retries = 3;               // attempts per world-model edit before the deterministic fallback
+// The world_model strategy's knobs (SearchConfig::world_model). The
+// manifest and ReplayOptions::config_changes name them wm_<field>
+// ("wm_stagnation_window"), as the CLI's flags do.
+struct KS_API WorldModelOptions {
+  int stagnation_window = 5;             // cycle ends after this many rounds without improvement
+  int max_difficulty = 4;                // difficulty gate for action selection (1..5)
+  int edit_retries = 3;                  // attempts per world-model edit before the deterministic fallback
   // Lenient world-model edits: an answer that breaks a rule is repaired where
   // that is safe (numbers clamped, unknown fields dropped, ops that break a
   // rule skipped), each repair recorded, instead of rejected whole (the
   // default). docs/world-model.md, "Lenient edits".
-  bool wm_lenient_edits = false;
-  std::size_t wm_max_chars = 50000;      // compact world-model budget in code-generation prompts
-  int debug_rounds_label = 5;            // "Debug-and-improve round k/N" label in prompts
-  int parallel = 1;                      // candidates at once (greedy); cycles at once (world_model)
-  int tune_rounds = 0;                   // tune phase after an LLM search (0 = none)
+  bool lenient_edits = false;
+  std::size_t max_chars = 50000;         // compact world-model budget in code-generation prompts
+};
+
+// The tune strategy's knobs (SearchConfig::tune); JSON: tune_<field>.
+struct KS_API TuneOptions {
+  int rounds = 0;                        // tune phase after an LLM search (0 = none)
   // Configurations the tune strategy evaluates together (compiled at once,
   // measured one after another; each is a round): 0 = automatic, `parallel`
   // when above 1, else 4; 1 = one at a time. A manifest without the field
   // (a run made before batches) reads as 1. docs/tuning.md, "Batches".
-  int tune_batch = 0;
-  // The evolve strategy (docs/search.md, "Evolve"): islands of passing
-  // kernels, each up to evolve_island_size; every evolve_migration_interval
-  // generations each island sends copies of its best evolve_migration_size
-  // kernels to the next island (a ring); an elite archive of up to
-  // evolve_archive_size kernels, the best of each feature cell (approach,
-  // code size); prompts show the parent and up to evolve_inspirations other
-  // kernels; a parent is the island's best with probability
-  // evolve_exploit_ratio, else a random member of the island.
-  int evolve_islands = 3;
-  int evolve_island_size = 8;
-  int evolve_migration_interval = 4;
-  int evolve_migration_size = 1;
-  int evolve_archive_size = 12;
-  int evolve_inspirations = 2;
-  double evolve_exploit_ratio = 0.7;
+  int batch = 0;
+};
+
+// The evolve strategy's knobs (SearchConfig::evolve; docs/search.md,
+// "Evolve"); JSON: evolve_<field>. Islands of passing kernels, each up to
+// island_size; every migration_interval generations each island sends
+// copies of its best migration_size kernels to the next island (a ring); an
+// elite archive of up to archive_size kernels, the best of each feature cell
+// (approach, code size); prompts show the parent and up to inspirations
+// other kernels; a parent is the island's best with probability
+// exploit_ratio, else a random member of the island.
+struct KS_API EvolveOptions {
+  int islands = 3;
+  int island_size = 8;
+  int migration_interval = 4;
+  int migration_size = 1;
+  int archive_size = 12;
+  int inspirations = 2;
+  double exploit_ratio = 0.7;
+};
+
+// Configuration of one search run. Names follow the original's CLI flags.
+struct KS_API SearchConfig {
+  StrategyKind strategy = StrategyKind::world_model;
+  // A host's own strategy (SearchOptions::custom_strategy): its name, which
+  // the manifest's "strategy" records instead of a built-in one's; empty
+  // for the built-in strategies. run_search sets it.
+  std::string custom_strategy_name;
+  Language language = Language::cuda;
+  int max_rounds = 20;                   // a round is one evaluated candidate
+  // The world_model strategy's knobs (ks_world_model_options).
+  WorldModelOptions world_model;
+  // The tune strategy's, and the tune phase after an LLM search (ks_tune_options).
+  TuneOptions tune;
+  // The evolve strategy's.
+  EvolveOptions evolve;
+  int debug_rounds_label = 5;            // "Debug-and-improve round k/N" label in prompts
+  int parallel = 1;                      // candidates at once (greedy); cycles at once (world_model)
   std::uint64_t seed = 0;
   double max_cost_usd = 0;               // 0 = unlimited
   double max_wall_s = 0;                 // 0 = unlimited; checked between rounds only
@@ -133,6 +157,8 @@ struct KS_API SearchConfig {
   // 1, and continue_from_world_model's kernels are known by their code only.
   bool remeasure = false;
 
+  // custom_strategy_name when set, else to_string(strategy).
+  std::string strategy_name() const;
   // Throws ks::Error(Status::invalid_argument) naming the first bad field.
   void validate() const;
   Json to_json() const;
@@ -178,6 +204,8 @@ KS_NAMESPACE_END
 
 KS_NAMESPACE_BEGIN
 
+// A built-in strategy.
+KS_API std::unique_ptr<SearchStrategy> make_strategy(StrategyKind kind);
 // Built-in strategies by name: "world_model", "greedy", "evolve", "tune". Throws
 // ks::Error(Status::not_found) listing the known names.
 KS_API std::unique_ptr<SearchStrategy> make_strategy(const std::string& name);

@@ -1,5 +1,9 @@
-// run_search / resume_search: wiring a task, an evaluator, an LLM policy, the
-// world model and a strategy to a run folder, and recording what was used.
+// run_search / resume_search / replay_search: wiring a task, an evaluator,
+// an LLM policy, the world model and a strategy to a run folder, and
+// recording what was used. The pieces live beside it: the LLM choice
+// (llm_choice.hpp), the wrappers around the evaluator and policy
+// (wrappers.hpp), the recordings a replay follows (recording.hpp) and the
+// manifest's type and codec (run_manifest.hpp).
 #include "ksearch/search.hpp"
 
 #include <fmt/format.h>
@@ -9,14 +13,15 @@
 #include <cctype>
 #include <chrono>
 #include <cstdio>
-#include <functional>
-#include <mutex>
-#include <sstream>
 
 #include "core/run_events.hpp"
 #include "core/search/session.hpp"
+#include "engine/llm_choice.hpp"
+#include "engine/recording.hpp"
+#include "engine/run_manifest.hpp"
 #include "engine/wandb_logger.hpp"
 #include "engine/warm_start.hpp"
+#include "engine/wrappers.hpp"
 #include "eval/host/host_device.hpp"
 #include "eval/python/python_program.hpp"
 #include "ksearch/error.hpp"
@@ -32,108 +37,6 @@
 KS_NAMESPACE_BEGIN
 
 namespace fs = std::filesystem;
-
-// ---------------------------------------------------------------------------
-// LLM choice
-
-namespace {
-
-// Answers nothing: the tune strategy needs no model, and any other strategy
-// learns at its first prompt that none is configured.
-class OfflinePolicy final : public LlmPolicy {
- public:
-  LlmResponse complete(const LlmRequest& req) override {
-    LlmResponse r;
-    r.ok = false;
-    r.error = fmt::format("no LLM is configured (--llm offline) but the strategy asked for a {} answer; "
-                          "use --strategy tune or configure a model", to_string(req.kind));
-    return r;
-  }
-  std::string describe() const override { return "offline"; }
-};
-
-std::vector<std::string> split_words(const std::string& s) {
-  std::vector<std::string> out;
-  std::istringstream in(s);
-  std::string w;
-  while (in >> w) out.push_back(w);
-  return out;
-}
-
-}  // namespace
-
-LlmChoice LlmChoice::parse(const std::string& spec) {
-  LlmChoice c;
-  if (spec == "openai" || spec.empty()) {
-    c.kind = "openai";
-  } else if (spec == "offline") {
-    c.kind = "offline";
-  } else if (spec.rfind("replay:", 0) == 0) {
-    c.kind = "replay";
-    c.replay_path = spec.substr(7);
-    if (c.replay_path.empty()) throw Error(Status::invalid_argument, "--llm replay: needs a transcript path (replay:PATH)");
-  } else if (spec.rfind("command:", 0) == 0) {
-    c.kind = "command";
-    c.command.argv = split_words(spec.substr(8));
-    if (c.command.argv.empty())
-      throw Error(Status::invalid_argument, "--llm command: needs a program (command:PROGRAM ARGS)");
-  } else {
-    throw Error(Status::invalid_argument,
-                fmt::format("unknown --llm \"{}\" (expected openai, offline, replay:PATH or command:PROGRAM ARGS)", spec));
-  }
-  return c;
-}
-
-Json LlmChoice::to_json() const {
-  Json j = Json::obj({{"kind", kind}});
-  if (kind == "openai") j["openai"] = openai.to_json();
-  if (kind == "replay") {
-    j["replay_path"] = fs::absolute(replay_path).string();
-    j["on_divergence"] = on_divergence;
-  }
-  if (kind == "command") {
-    Json argv = Json::array();
-    for (const auto& a : command.argv) argv.push_back(a);
-    j["command"] = Json::obj({{"argv", argv}, {"timeout_s", command.timeout_s},
-                              {"input", command.input == CommandConfig::Input::json ? "json" : "plain"},
-                              {"max_concurrency", command.max_concurrency}});
-  }
-  if (kind == "custom" && custom) j["describe"] = custom->describe();
-  return j;
-}
-
-LlmChoice LlmChoice::from_json(const Json& j) {
-  LlmChoice c;
-  c.kind = j.get_string("kind", "openai");
-  if (c.kind == "openai" && j.contains("openai")) c.openai = OpenAiConfig::from_json(j["openai"]);
-  if (c.kind == "replay") {
-    c.replay_path = j.get_string("replay_path");
-    c.on_divergence = j.get_string("on_divergence", "stop");
-  }
-  if (c.kind == "command") {
-    const Json& cmd = j["command"];
-    for (const auto& a : cmd["argv"].is_array() ? cmd["argv"].as_array() : Json::Array{})
-      c.command.argv.push_back(a.as_string());
-    c.command.timeout_s = cmd.get_number("timeout_s", 600);
-    c.command.input = cmd.get_string("input", "plain") == "json" ? CommandConfig::Input::json
-                                                                 : CommandConfig::Input::plain;
-    c.command.max_concurrency = static_cast<int>(cmd.get_number("max_concurrency", 1));
-  }
-  return c;
-}
-
-std::unique_ptr<LlmPolicy> make_llm_policy(const LlmChoice& choice) {
-  if (choice.kind == "openai") return make_openai_policy(choice.openai);
-  if (choice.kind == "replay") return make_replay_policy(choice.replay_path);
-  if (choice.kind == "command") return make_command_policy(choice.command);
-  if (choice.kind == "offline") return std::make_unique<OfflinePolicy>();
-  if (choice.kind == "custom")
-    throw Error(Status::invalid_argument, "a custom LLM policy must be passed as an object, not made by name");
-  throw Error(Status::invalid_argument, fmt::format("unknown LLM kind \"{}\"", choice.kind));
-}
-
-// ---------------------------------------------------------------------------
-// Manifest helpers
 
 namespace {
 
@@ -156,206 +59,6 @@ struct Hooks {
   EventCallback on_event;
   std::shared_ptr<CancelToken> cancel;
 };
-
-// With a cancel token, every LLM call and evaluation is checked against it
-// before and after: one that was cut short (or returned after the cancel)
-// throws Status::cancelled, so the session journals nothing of it.
-void check_cancel(const CancelToken& t, const char* what) {
-  if (t.cancelled()) throw Error(Status::cancelled, fmt::format("the run was cancelled ({})", what));
-}
-
-class CancellableLlm final : public LlmPolicy {
- public:
-  CancellableLlm(std::shared_ptr<LlmPolicy> inner, std::shared_ptr<CancelToken> token)
-      : inner_(std::move(inner)), token_(std::move(token)) {}
-  LlmResponse complete(const LlmRequest& r) override {
-    check_cancel(*token_, "before an LLM call");
-    LlmResponse out = inner_->complete(r);
-    check_cancel(*token_, "during an LLM call");
-    return out;
-  }
-  std::vector<LlmResponse> complete_batch(const std::vector<LlmRequest>& r) override {
-    check_cancel(*token_, "before an LLM call");
-    auto out = inner_->complete_batch(r);
-    check_cancel(*token_, "during an LLM call");
-    return out;
-  }
-  std::string describe() const override { return inner_->describe(); }
-  bool exhausted() const override { return inner_->exhausted(); }
-  LlmUsage total_usage() const override { return inner_->total_usage(); }
-  void cancel() override { inner_->cancel(); }
-
- private:
-  std::shared_ptr<LlmPolicy> inner_;
-  std::shared_ptr<CancelToken> token_;
-};
-
-class CancellableEvaluator final : public Evaluator {
- public:
-  CancellableEvaluator(std::shared_ptr<Evaluator> inner, std::shared_ptr<CancelToken> token)
-      : inner_(std::move(inner)), token_(std::move(token)) {}
-  EvalResult evaluate(const Task& task, const Solution& s) override {
-    check_cancel(*token_, "before an evaluation");
-    EvalResult r = inner_->evaluate(task, s);
-    check_cancel(*token_, "during an evaluation");
-    return r;
-  }
-  std::vector<EvalResult> evaluate_batch(const Task& task, const std::vector<Solution>& s) override {
-    check_cancel(*token_, "before an evaluation");
-    auto r = inner_->evaluate_batch(task, s);
-    check_cancel(*token_, "during an evaluation");
-    return r;
-  }
-  DeviceInfo device() const override { return inner_->device(); }
-  EvalOptions& options() override { return inner_->options(); }
-  void cancel() override { inner_->cancel(); }
-
- private:
-  std::shared_ptr<Evaluator> inner_;
-  std::shared_ptr<CancelToken> token_;
-};
-
-// ---------------------------------------------------------------------------
-// Replay parts
-
-// Stands for the model while a replay follows its recording: the session
-// answers from the recording, so this is asked only once the run has left it.
-class RecordingOnlyPolicy final : public LlmPolicy {
- public:
-  explicit RecordingOnlyPolicy(std::string source) : source_(std::move(source)) {}
-  LlmResponse complete(const LlmRequest& req) override {
-    throw Error(Status::llm, fmt::format("{} has no answer for this {} request (the run has left the recording); "
-                                         "resume it with --llm to continue with a model",
-                                         source_, to_string(req.kind)));
-  }
-  std::string describe() const override { return "replay:" + source_; }
-
- private:
-  std::string source_;
-};
-
-// The evaluator of a reproduction: made on first use, so replaying recorded
-// evaluations needs no GPU (and starts no worker). Until then it reports the
-// recorded device, which the recorded prompts named.
-class LazyEvaluator final : public Evaluator {
- public:
-  LazyEvaluator(std::function<std::shared_ptr<Evaluator>()> make, DeviceInfo recorded)
-      : make_(std::move(make)), recorded_(std::move(recorded)) {}
-  EvalResult evaluate(const Task& task, const Solution& s) override { return get().evaluate(task, s); }
-  std::vector<EvalResult> evaluate_batch(const Task& task, const std::vector<Solution>& s) override {
-    return get().evaluate_batch(task, s);
-  }
-  DeviceInfo device() const override { return real_ ? real_->device() : recorded_; }
-  EvalOptions& options() override { return get().options(); }
-  // From another thread: the evaluator made (or about to be) hears of it.
-  void cancel() override {
-    std::lock_guard lock(mu_);
-    cancelled_ = true;
-    if (real_) real_->cancel();
-  }
-
- private:
-  Evaluator& get() {
-    std::lock_guard lock(mu_);
-    if (!real_) {
-      real_ = make_();
-      if (cancelled_) real_->cancel();
-    }
-    return *real_;
-  }
-  std::function<std::shared_ptr<Evaluator>()> make_;
-  DeviceInfo recorded_;
-  std::mutex mu_;
-  bool cancelled_ = false;
-  std::shared_ptr<Evaluator> real_;
-};
-
-core::Recording::Mode replay_mode(const std::string& s) {
-  if (s == "stop") return core::Recording::Mode::stop;
-  if (s == "skip") return core::Recording::Mode::skip;
-  if (s == "live") return core::Recording::Mode::live;
-  throw Error(Status::invalid_argument, fmt::format("on_divergence must be stop, skip or live, not \"{}\"", s));
-}
-
-// The "decision" events of a run folder, for explaining a divergence.
-std::vector<Json> recorded_decisions(const std::vector<core::events::RunEvent>& events) {
-  std::vector<Json> out;
-  for (const auto& e : events)
-    if (const auto* d = std::get_if<core::events::Decision>(&e.payload); d && e.journal_seq)
-      out.push_back(d->fields);
-  return out;
-}
-
-// Another run folder as a recording: its answers and its evaluations.
-core::Recording recording_from_run(const RunStore& src, core::Recording::Mode mode, bool check_prompts) {
-  core::Recording r;
-  r.source = fs::absolute(src.dir()).lexically_normal().string();
-  r.answers = src.transcript();
-  r.has_evaluations = true;
-  r.attempts = src.attempts();
-  const auto events = core::events::decode_all(src.events());
-  r.strategy_events = 0;
-  for (const auto& e : events)
-    if (e.journal_seq) ++r.strategy_events;
-  r.decisions = recorded_decisions(events);
-  r.mode = mode;
-  r.check_prompts = check_prompts;
-  return r;
-}
-
-// A transcript as a recording: answers only, the candidates are measured
-// again. When it is a run folder's transcript, that run's decisions come
-// along, so a divergence can be explained on both runs' timings.
-core::Recording recording_from_transcript(const fs::path& path, core::Recording::Mode mode, std::size_t joins_at) {
-  if (mode == core::Recording::Mode::live)
-    throw Error(Status::invalid_argument,
-                "a replay transcript cannot go live (there is no model to continue with): use on_divergence stop or "
-                "skip, or replay the run folder with `ksearch replay RUN --llm ...`");
-  core::Recording r;
-  r.source = path.string();
-  for (const auto& e : read_transcript(path)) r.answers.push_back(e.to_json());
-  r.mode = mode;
-  r.joins_at = joins_at;
-  std::error_code ec;
-  fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
-  if (path.filename() == "transcript.jsonl" && fs::exists(dir / "manifest.json", ec)) {
-    try {
-      r.decisions = recorded_decisions(core::events::decode_all(RunStore::open_read_only(dir).events()));
-    } catch (const std::exception&) {
-      // Only an explanation aid; the answers are what the replay needs.
-    }
-  }
-  return r;
-}
-
-Json evaluator_config_json(const EvaluatorConfig& e) {
-  Json devices = Json::array();
-  for (int d : e.devices) devices.push_back(d);
-  return Json::obj({{"backend", e.backend},
-                    {"devices", devices},
-                    {"in_process", e.in_process},
-                    {"cache_dir", e.cache_dir.string()},
-                    {"compile_workers", e.compile_workers},
-                    {"cuda_arch", e.cuda_arch},
-                    {"sandbox", e.sandbox},
-                    {"memory_limit_bytes", static_cast<std::int64_t>(e.memory_limit_bytes)},
-                    {"options", e.options.to_json()}});
-}
-
-EvaluatorConfig evaluator_config_from_json(const Json& j) {
-  EvaluatorConfig e;
-  e.backend = j.get_string("backend", "auto");
-  if (j["devices"].is_array())
-    for (const auto& d : j["devices"].as_array()) e.devices.push_back(static_cast<int>(d.as_int()));
-  e.in_process = j.get_bool("in_process");
-  e.cache_dir = j.get_string("cache_dir");
-  e.compile_workers = static_cast<int>(j.get_int("compile_workers"));
-  e.cuda_arch = j.get_string("cuda_arch");
-  e.sandbox = j.get_string("sandbox", "auto");
-  e.memory_limit_bytes = static_cast<std::uint64_t>(std::max<std::int64_t>(0, j.get_int("memory_limit_bytes")));
-  if (j["options"].is_object()) e.options = EvalOptions::from_json(j["options"]);
-  return e;
-}
 
 std::string task_fingerprint(const Task& t) { return engine::task_fingerprint(t.spec()); }
 
@@ -440,7 +143,7 @@ std::string evaluation_device(const EvaluatorConfig& ec, Evaluator& ev, Language
 // to start from, a starting point in the run's language, and a budget that
 // leaves a round for the search after it.
 bool uses_starting_point(const SearchConfig& config, const Parts& parts) {
-  if (parts.strategy || config.strategy != "world_model") return false;
+  if (parts.strategy || config.strategy != StrategyKind::world_model) return false;
   if (config.continue_from_solution || config.continue_from_world_model) return false;
   if (parts.world_model && parts.world_model->initialized()) return false;
   if (config.max_rounds < 2) return false;
@@ -455,8 +158,8 @@ class HookedRun {
   HookedRun(Parts& parts, RunStore& store, const Hooks& hooks) : store_(store) {
     if (hooks.on_event) store.set_event_listener(hooks.on_event);
     if (!hooks.cancel) return;
-    parts.llm = std::make_shared<CancellableLlm>(parts.llm, hooks.cancel);
-    parts.evaluator = std::make_shared<CancellableEvaluator>(parts.evaluator, hooks.cancel);
+    parts.llm = engine::cancellable_llm(parts.llm, hooks.cancel);
+    parts.evaluator = engine::cancellable_evaluator(parts.evaluator, hooks.cancel);
     // Unsubscribed (waiting for a handler that is running) before the parts go.
     sub_.emplace(hooks.cancel.get(), [llm = parts.llm, ev = parts.evaluator] {
       llm->cancel();
@@ -521,15 +224,6 @@ void check_backend(const EvaluatorConfig& ec, bool custom_evaluator, const Task&
   }
 }
 
-// Before the first LLM call: the policy must be able to answer (the endpoint
-// is up and takes the key, the program exists). A check that could not be
-// made is a warning.
-void check_llm(LlmPolicy& llm) {
-  std::string warning = llm.check_ready();
-  if (!warning.empty())  // it may quote what the endpoint answered
-    std::fprintf(stderr, "ksearch: warning: %s\n", util::terminal_safe(warning).c_str());
-}
-
 // Before the first LLM request: whether the task's check tells a kernel that
 // computes nothing from the reference (ksearch/weak_check.hpp). A weak check
 // is said, not refused (the task's author may know), and recorded in the
@@ -575,14 +269,6 @@ WeakCheckReport weak_check_before_run(const SearchOptions& options, Parts& parts
   return r;
 }
 
-// The transports must carry an answer of max_answer_bytes (JSON escaping can
-// double it); the session then refuses anything longer, whoever sent it.
-LlmChoice with_transport_caps(LlmChoice c, std::size_t max_answer_bytes) {
-  c.openai.max_response_bytes = std::max(c.openai.max_response_bytes, 2 * max_answer_bytes + (std::size_t{1} << 20));
-  c.command.max_output_bytes = std::max(c.command.max_output_bytes, max_answer_bytes + 1);
-  return c;
-}
-
 // Runs the strategy (and the tune phase) in a session and records the end.
 // A run that ends in an error says so in its manifest: left "running", it
 // would look like a run still going (or killed) to `ksearch show`.
@@ -592,11 +278,11 @@ SearchOutcome execute(Parts& parts, RunStore& store, const SearchConfig& config,
     return execute_session(parts, store, config, hooks.progress);
   } catch (const std::exception& e) {
     try {
-      Json m = store.manifest();
-      m["status"] = "failed";
-      m["error"] = e.what();
-      m["finished"] = utc_timestamp();
-      store.write_manifest(m);
+      auto m = engine::RunManifest::from_json(store.manifest());
+      m.status = "failed";
+      m.error = e.what();
+      m.finished = utc_timestamp();
+      store.write_manifest(m.to_json());
     } catch (const std::exception&) {
       // The folder itself is the problem; the first error is the one to report.
     }
@@ -652,10 +338,10 @@ SearchOutcome execute_session(Parts& parts, RunStore& store, const SearchConfig&
   if (parts.recording) session.follow(std::move(*parts.recording));
   std::shared_ptr<SearchStrategy> strategy = parts.strategy ? parts.strategy : make_strategy(config.strategy);
   StopReason reason = session.run(*strategy);
-  if (config.tune_rounds > 0 && config.strategy != "tune" &&
+  if (config.tune.rounds > 0 && config.strategy != StrategyKind::tune &&
       (reason == StopReason::max_rounds || reason == StopReason::strategy_done)) {
-    session.add_rounds(config.tune_rounds);
-    auto tune = make_strategy("tune");
+    session.add_rounds(config.tune.rounds);
+    auto tune = make_strategy(StrategyKind::tune);
     reason = session.run(*tune);
   }
   if (feedback_only) eo.only_workloads.clear();
@@ -673,7 +359,8 @@ SearchOutcome execute_session(Parts& parts, RunStore& store, const SearchConfig&
   out.wall_s = session.elapsed_s();
   out.device = parts.evaluator->device();
   out.final_eval = final_evaluation(parts, store, out.best, reason);
-  out.weak_check = store.manifest()["weak_check"];
+  auto m = engine::RunManifest::from_json(store.manifest());
+  out.weak_check = m.weak_check;
   for (const auto& a : store.attempts()) {
     // A counted round, or the evaluation a warm start adopted (round 0): the
     // improvement is then the one over the kernel the run was given.
@@ -684,15 +371,15 @@ SearchOutcome execute_session(Parts& parts, RunStore& store, const SearchConfig&
       break;
     }
   }
-  Json m = store.manifest();
+  m = engine::RunManifest::from_json(store.manifest());  // the session has updated it
   bool stopped = reason == StopReason::cancelled || reason == StopReason::replay_diverged ||
                  reason == StopReason::recording_ended;
-  m["status"] = stopped ? "stopped" : "finished";
-  m["stop_reason"] = to_string(reason);
-  if (!out.divergence.is_null()) m["replay_divergence"] = out.divergence;
-  m["finished"] = utc_timestamp();
-  m["totals"] = session.totals();
-  store.write_manifest(m);
+  m.status = stopped ? "stopped" : "finished";
+  m.stop_reason = to_string(reason);
+  if (!out.divergence.is_null()) m.replay_divergence = out.divergence;
+  m.finished = utc_timestamp();
+  m.totals = session.totals();
+  store.write_manifest(m.to_json());
   return out;
 }
 
@@ -723,7 +410,7 @@ Json SearchOutcome::to_json() const {
 SearchOutcome run_search(const SearchOptions& options) {
   if (options.custom_strategy) {
     SearchConfig checked = options.config;  // a custom strategy's name need not be a built-in one
-    checked.strategy = "world_model";
+    checked.strategy = StrategyKind::world_model;
     checked.validate();
     if (checked.continue_from_solution)
       throw Error(Status::invalid_argument,
@@ -758,10 +445,10 @@ SearchOutcome run_search(const SearchOptions& options) {
     if (config.continue_from_world_model)
       throw Error(Status::invalid_argument,
                   "continue_from_world_model is given twice (SearchOptions and SearchConfig); give one");
-    if (config.strategy != "world_model")
+    if (config.strategy != StrategyKind::world_model)
       throw Error(Status::invalid_argument, fmt::format("continue_from_world_model is read by the world_model "
                                                         "strategy, not by {}",
-                                                        config.strategy));
+                                                        to_string(config.strategy)));
     // "auto" looks beside where this run's folder is made.
     const fs::path dir = options.run_dir.empty() ? default_run_dir(parts.task->name()) : options.run_dir;
     const fs::path runs = dir.parent_path().empty() ? fs::path(".") : dir.parent_path();
@@ -775,19 +462,20 @@ SearchOutcome run_search(const SearchOptions& options) {
   }
   config.validate();  // again: the language may have changed above
   check_language(*parts.task, config.language);
-  if (options.llm.kind == "offline" && options.config.strategy != "tune")
-    throw Error(Status::invalid_argument,
-                fmt::format("--llm offline needs --strategy tune (the {} strategy asks an LLM)", options.config.strategy));
-  if (options.llm.kind == "replay") {
+  if (options.llm.kind == LlmSource::offline && options.config.strategy != StrategyKind::tune)
+    throw Error(Status::invalid_argument, fmt::format("--llm offline needs --strategy tune (the {} strategy asks an LLM)",
+                                                      to_string(options.config.strategy)));
+  if (options.llm.kind == LlmSource::replay) {
     // The session answers from the transcript itself, so that where the
     // search leaves it, it can say where and why.
-    parts.recording = recording_from_transcript(options.llm.replay_path, replay_mode(options.llm.on_divergence), 0);
-    parts.llm = std::make_shared<RecordingOnlyPolicy>(options.llm.replay_path.string());
+    parts.recording =
+        engine::recording_from_transcript(options.llm.replay_path, options.llm.on_divergence, 0);
+    parts.llm = engine::recording_only_policy(options.llm.replay_path.string());
   } else {
-    parts.llm = options.llm.kind == "custom"
+    parts.llm = options.llm.kind == LlmSource::custom
                     ? options.llm.custom
                     : std::shared_ptr<LlmPolicy>(
-                          make_llm_policy(with_transport_caps(options.llm, options.config.max_answer_bytes)));
+                          make_llm_policy(engine::with_transport_caps(options.llm, options.config.max_answer_bytes)));
   }
   if (!parts.llm) throw Error(Status::invalid_argument, "LLM kind \"custom\" needs a policy object");
   check_backend(options.evaluator, options.custom_evaluator != nullptr, *parts.task, config.language);
@@ -804,45 +492,42 @@ SearchOutcome run_search(const SearchOptions& options) {
     check_baseline_coverage(parts.task->spec(), parts.evaluator->options(), device, config.language);
     baseline = baseline_sources(parts.task->spec(), parts.evaluator->options(), device, config.language);
   }
-  check_llm(*parts.llm);
+  engine::check_llm(*parts.llm);
   fs::path dir = options.run_dir.empty() ? default_run_dir(parts.task->name()) : options.run_dir;
   // A folder that holds a run is refused before the weak check spends
   // anything on it (create says why).
   if (RunStore::exists(dir)) RunStore::create(dir, Json::object());
   const WeakCheckReport weak = weak_check_before_run(options, parts, config.language);
   if (config.model.empty()) config.model = parts.llm->describe();
-  if (parts.strategy) config.strategy = parts.strategy->name();
+  if (parts.strategy) config.custom_strategy_name = parts.strategy->name();
   // Decided once, here, and kept in the manifest: resume and replay start
   // the same way whatever machine they run on.
   engine::decide_recorded_evaluations(config, task_fingerprint(*parts.task), parts.evaluator->device());
   config.start_from_starting_point = config.start_from_starting_point && uses_starting_point(config, parts);
 
-  Json manifest = Json::obj({{"format", "ksearch-run"},
-                             {"format_version", 1},
-                             {"library_version", KS_VERSION_STRING},
-                             {"created", utc_timestamp()},
-                             {"host", hostname()},
-                             {"task", Json::obj({{"name", parts.task->name()},
-                                                 {"reference", options.custom_task ? "" : task_reference(options.task)},
-                                                 {"custom", static_cast<bool>(options.custom_task)},
-                                                 {"kernelbench_dir", options.kernelbench_dir.empty()
-                                                                         ? std::string()
-                                                                         : fs::absolute(options.kernelbench_dir).string()},
-                                                 {"fingerprint", task_fingerprint(*parts.task)},
-                                                 {"sources", recorded_sources(sources, *parts.task)}})},
-                             {"workloads", workloads_record(parts.task->spec(), sources.feedback)},
-                             {"config", config.to_json()},
-                             {"llm", options.llm.kind == "custom"
-                                         ? Json::obj({{"kind", "custom"}, {"describe", parts.llm->describe()}})
-                                         : options.llm.to_json()},
-                             {"evaluator", evaluator_config_json(options.evaluator)},
-                             {"device", parts.evaluator->device().to_json()},
-                             {"weak_check", weak.to_json()},
-                             {"status", "running"}});
-  if (!baseline.is_null()) manifest["baseline"] = baseline;
-  if (parts.strategy) manifest["custom_strategy"] = true;
-  if (parts.world_model) manifest["custom_world_model"] = true;
-  RunStore store = RunStore::create(dir, manifest);
+  engine::RunManifest manifest;
+  manifest.library_version = KS_VERSION_STRING;
+  manifest.created = utc_timestamp();
+  manifest.host = hostname();
+  manifest.task = engine::TaskRecord{
+      parts.task->name(),
+      options.custom_task ? "" : task_reference(options.task),
+      static_cast<bool>(options.custom_task),
+      options.kernelbench_dir.empty() ? std::string() : fs::absolute(options.kernelbench_dir).string(),
+      task_fingerprint(*parts.task),
+      recorded_sources(sources, *parts.task)};
+  manifest.workloads = workloads_record(parts.task->spec(), sources.feedback);
+  manifest.config = config.to_json();
+  manifest.llm = options.llm.kind == LlmSource::custom ? Json::obj({{"kind", "custom"}, {"describe", parts.llm->describe()}})
+                                              : options.llm.to_json();
+  manifest.evaluator = options.evaluator;
+  manifest.device = parts.evaluator->device().to_json();
+  manifest.weak_check = weak.to_json();
+  manifest.status = "running";
+  manifest.baseline = baseline;
+  manifest.custom_strategy = static_cast<bool>(parts.strategy);
+  manifest.custom_world_model = static_cast<bool>(parts.world_model);
+  RunStore store = RunStore::create(dir, manifest.to_json());
   // Declared after the store: it finishes (the run's last rounds logged) before the lock is released.
   auto wandb = engine::start_wandb_logger(options.wandb, store.dir(), options.llm.openai.api_key_env);
   if (options.on_start) options.on_start(SearchStart{store.dir(), parts.task->name(), config, parts.llm->describe(), 0});
@@ -857,29 +542,11 @@ int rounds_done(const RunStore& store) {
   return done;
 }
 
-// A run folder's manifest, checked before anything is replayed from it.
-void check_run_manifest(const Json& m, const fs::path& dir, const char* verb) {
-  if (m.get_string("format") != "ksearch-run")
-    throw Error(Status::invalid_argument, fmt::format("{}: manifest.json is not a ksearch run", dir.string()));
-  // A later format may record the run differently; replaying it with this
-  // library's rules could mix two runs' meanings.
-  if (m.get_int("format_version", 1) != 1)
-    throw Error(Status::invalid_argument,
-                fmt::format("{}: manifest.json has run format_version {}; this libksearch {} format 1", dir.string(),
-                            m["format_version"].dump(), verb));
-  if (m["task"].get_bool("custom"))
-    throw Error(Status::invalid_argument,
-                fmt::format("{} was made with a task object supplied by the host program; {} it through the same "
-                            "program's API",
-                            dir.string(), verb == std::string("resumes") ? "resume" : "replay"));
-}
-
-std::shared_ptr<Task> load_recorded_task(const Json& m) {
-  const Json& tj = m["task"];
-  TaskSources sources = TaskSources::from_json(tj["sources"]);
-  sources.kernelbench_dir = tj.get_string("kernelbench_dir");
-  auto task = std::shared_ptr<Task>(load_task(tj.get_string("reference"), sources));
-  if (task_fingerprint(*task) != tj.get_string("fingerprint"))
+std::shared_ptr<Task> load_recorded_task(const engine::TaskRecord& tr) {
+  TaskSources sources = TaskSources::from_json(tr.sources);
+  sources.kernelbench_dir = tr.kernelbench_dir;
+  auto task = std::shared_ptr<Task>(load_task(tr.reference, sources));
+  if (task_fingerprint(*task) != tr.fingerprint)
     throw Error(Status::state, fmt::format("task \"{}\" changed since the run started (its specification differs); "
                                            "replaying it would mix results of two different tasks", task->name()));
   return task;
@@ -887,35 +554,36 @@ std::shared_ptr<Task> load_recorded_task(const Json& m) {
 
 std::shared_ptr<Evaluator> lazy_evaluator(const EvaluatorConfig& ec, const Json& recorded_device,
                                           std::shared_ptr<Evaluator> custom) {
-  return std::make_shared<LazyEvaluator>(
+  return engine::lazy_evaluator(
       [ec, custom]() { return custom ? custom : std::shared_ptr<Evaluator>(make_evaluator(ec)); },
       DeviceInfo::from_json(recorded_device));
 }
 
-}  // namespace
-
 // A run made with the host's own strategy records that strategy's name,
 // which no built-in answers to: the rest of the configuration is checked as
 // usual.
-SearchConfig recorded_config(const Json& manifest) {
-  if (!manifest.get_bool("custom_strategy")) return SearchConfig::from_json(manifest["config"]);
-  Json j = manifest["config"];
+SearchConfig recorded_config(const engine::RunManifest& manifest) {
+  if (!manifest.custom_strategy) return SearchConfig::from_json(manifest.config);
+  Json j = manifest.config;
   const std::string name = j.get_string("strategy");
   j["strategy"] = "world_model";
   SearchConfig config = SearchConfig::from_json(j);
-  config.strategy = name;
+  config.custom_strategy_name = name;
   return config;
 }
+
+}  // namespace
 
 SearchOutcome resume_search(const fs::path& run_dir, const ResumeOptions& options) {
   engine::check_wandb_options(options.wandb);
   RunStore store = RunStore::open(run_dir);
-  Json m = store.manifest();
-  check_run_manifest(m, run_dir, "resumes");
+  const Json recorded_manifest = store.manifest();
+  auto m = engine::RunManifest::from_json(recorded_manifest);
+  m.check_replayable(run_dir, "resumes");
   SearchConfig config = recorded_config(m);
-  engine::check_recorded_decisions(config, m, run_dir);
+  engine::check_recorded_decisions(config, recorded_manifest, run_dir);
   Parts parts;
-  parts.task = load_recorded_task(m);
+  parts.task = load_recorded_task(m.task);
   // max_rounds is the run's total round budget: it may grow or shrink, but
   // not below the rounds already done (they cannot be undone).
   if (options.max_rounds < 0)
@@ -927,18 +595,18 @@ SearchOutcome resume_search(const fs::path& run_dir, const ResumeOptions& option
                   fmt::format("--max-rounds {} is below the {} rounds this run has already done; it is the run's total "
                               "round budget (recorded: {}), so give {} or more (or leave it out to keep {})",
                               options.max_rounds, done, config.max_rounds, done, config.max_rounds));
-    if (config.tune_rounds > 0)
+    if (config.tune.rounds > 0)
       throw Error(Status::invalid_argument,
                   "this run has a tune phase after its search; its round budget cannot change on resume");
     config.max_rounds = options.max_rounds;
   }
-  EvaluatorConfig ec = evaluator_config_from_json(m["evaluator"]);
+  const EvaluatorConfig& ec = m.evaluator;
   const bool new_model = options.custom_llm || options.llm;
-  if (m["replay"].is_object()) {
+  if (m.replay) {
     // A reproduction of another run folder goes on following it; a model
     // given now lets it continue live where it left the recording.
-    Json& rj = m["replay"];
-    fs::path source = rj.get_string("source");
+    engine::ReplayRecord& rr = *m.replay;
+    fs::path source = rr.source;
     RunStore src = [&] {
       try {
         return RunStore::open_read_only(source);
@@ -947,42 +615,42 @@ SearchOutcome resume_search(const fs::path& run_dir, const ResumeOptions& option
                                                    run_dir.string(), source.string(), e.what()));
       }
     }();
-    auto mode = replay_mode(rj.get_string("on_divergence", "stop"));
-    if (new_model && mode == core::Recording::Mode::stop) {
-      mode = core::Recording::Mode::live;
-      rj["on_divergence"] = "live";
+    auto mode = rr.on_divergence;
+    if (new_model && mode == ReplayDivergence::stop) {
+      mode = ReplayDivergence::live;
+      rr.on_divergence = ReplayDivergence::live;
     }
-    parts.recording = recording_from_run(src, mode, rj.get_bool("check_prompts", true));
-    if (options.llm) m["llm"] = options.llm->to_json();
-    LlmChoice choice = options.llm ? *options.llm : LlmChoice::from_json(m["llm"]);
+    parts.recording = engine::recording_from_run(src, mode, rr.check_prompts);
+    if (options.llm) m.llm = options.llm->to_json();
+    LlmChoice choice = options.llm ? *options.llm : LlmChoice::from_json(m.llm);
     util::register_environment_secrets(choice.openai.api_key_env);
     if (options.custom_llm) parts.llm = options.custom_llm;
-    else if (choice.kind == "custom")
+    else if (choice.kind == LlmSource::custom)
       throw Error(Status::invalid_argument,
                   "this run continued with an LLM policy supplied by the host program; pass it again to resume");
-    else parts.llm = make_llm_policy(with_transport_caps(choice, config.max_answer_bytes));
-    parts.evaluator = lazy_evaluator(ec, m["device"], options.custom_evaluator);
+    else parts.llm = make_llm_policy(engine::with_transport_caps(choice, config.max_answer_bytes));
+    parts.evaluator = lazy_evaluator(ec, m.device, options.custom_evaluator);
   } else {
-    LlmChoice recorded = LlmChoice::from_json(m["llm"]);
+    LlmChoice recorded = LlmChoice::from_json(m.llm);
     LlmChoice choice = options.llm ? *options.llm : recorded;
     util::register_environment_secrets(choice.openai.api_key_env);
     // Later resumes go on with the policy given now (a replay that went on
     // skipping must not go back to stopping where it diverged).
-    if (options.llm && choice.kind != "custom") m["llm"] = choice.to_json();
+    if (options.llm && choice.kind != LlmSource::custom) m.llm = choice.to_json();
     if (options.custom_llm) {
       parts.llm = options.custom_llm;
-    } else if (choice.kind == "custom") {
+    } else if (choice.kind == LlmSource::custom) {
       throw Error(Status::invalid_argument,
                   "this run used an LLM policy supplied by the host program; pass it again to resume");
-    } else if (choice.kind == "replay") {
+    } else if (choice.kind == LlmSource::replay) {
       // The run's own recording is followed from its start, in step with
       // the journal; a transcript given only now answers after the journal.
-      bool same = recorded.kind == "replay" && fs::absolute(recorded.replay_path) == fs::absolute(choice.replay_path);
-      parts.recording = recording_from_transcript(choice.replay_path, replay_mode(choice.on_divergence),
-                                                  same ? 0 : store.transcript().size());
-      parts.llm = std::make_shared<RecordingOnlyPolicy>(choice.replay_path.string());
+      bool same = recorded.kind == LlmSource::replay && fs::absolute(recorded.replay_path) == fs::absolute(choice.replay_path);
+      parts.recording =
+          engine::recording_from_transcript(choice.replay_path, choice.on_divergence, same ? 0 : store.transcript().size());
+      parts.llm = engine::recording_only_policy(choice.replay_path.string());
     } else {
-      parts.llm = make_llm_policy(with_transport_caps(choice, config.max_answer_bytes));
+      parts.llm = make_llm_policy(engine::with_transport_caps(choice, config.max_answer_bytes));
     }
     check_backend(ec, options.custom_evaluator != nullptr, *parts.task, config.language);
     if (!options.custom_evaluator) parts.environment = python_environment(config.language);
@@ -991,20 +659,20 @@ SearchOutcome resume_search(const fs::path& run_dir, const ResumeOptions& option
   }
   parts.strategy = options.custom_strategy;
   parts.world_model = options.custom_world_model;
-  if (m.get_bool("custom_strategy") && !parts.strategy)
+  if (m.custom_strategy && !parts.strategy)
     throw Error(Status::invalid_argument,
                 "this run used a search strategy supplied by the host program; pass it again to resume");
-  if (m.get_bool("custom_world_model") && !parts.world_model)
+  if (m.custom_world_model && !parts.world_model)
     throw Error(Status::invalid_argument,
                 "this run used a world model supplied by the host program; pass it again to resume");
-  check_llm(*parts.llm);
-  m["config"] = config.to_json();
-  m["status"] = "running";
-  if (m.contains("error")) m.erase("error");  // an earlier attempt's failure
-  m["resumed"] = m.get_int("resumed") + 1;
-  m["last_resumed"] = utc_timestamp();
-  store.write_manifest(m);
-  auto wandb = engine::start_wandb_logger(options.wandb, store.dir(), LlmChoice::from_json(m["llm"]).openai.api_key_env);
+  engine::check_llm(*parts.llm);
+  m.config = config.to_json();
+  m.status = "running";
+  m.error.clear();  // an earlier attempt's failure
+  m.resumed += 1;
+  m.last_resumed = utc_timestamp();
+  store.write_manifest(m.to_json());
+  auto wandb = engine::start_wandb_logger(options.wandb, store.dir(), LlmChoice::from_json(m.llm).openai.api_key_env);
   if (options.on_start)
     options.on_start(SearchStart{store.dir(), parts.task->name(), config, parts.llm->describe(), rounds_done(store)});
   return execute(parts, store, config, Hooks{options.progress, options.on_event, options.cancel});
@@ -1012,10 +680,11 @@ SearchOutcome resume_search(const fs::path& run_dir, const ResumeOptions& option
 
 SearchOutcome replay_search(const fs::path& recorded_run, const ReplayOptions& options) {
   RunStore src = RunStore::open_read_only(recorded_run);
-  Json sm = src.manifest();
-  check_run_manifest(sm, recorded_run, "replays");
+  const Json recorded_manifest = src.manifest();
+  const auto sm = engine::RunManifest::from_json(recorded_manifest);
+  sm.check_replayable(recorded_run, "replays");
   // The recorded configuration, with the changes asked for.
-  Json cj = sm["config"];
+  Json cj = sm.config;
   if (!options.config_changes.is_object())
     throw Error(Status::invalid_argument, "replay: config_changes must be a JSON object of search settings");
   for (const auto& [key, value] : options.config_changes.as_object()) {
@@ -1031,47 +700,52 @@ SearchOutcome replay_search(const fs::path& recorded_run, const ReplayOptions& o
     if (cj.contains("start_from_starting_point")) cj["start_from_starting_point"] = false;
   }
   SearchConfig config = SearchConfig::from_json(cj);
-  engine::check_recorded_decisions(config, sm, recorded_run);
-  auto mode = replay_mode(options.on_divergence);
+  engine::check_recorded_decisions(config, recorded_manifest, recorded_run);
+  const ReplayDivergence mode = options.on_divergence;
   const bool has_model = options.custom_llm || options.llm;
-  if (mode == core::Recording::Mode::live && !has_model)
+  if (mode == ReplayDivergence::live && !has_model)
     throw Error(Status::invalid_argument,
                 "on_divergence live needs a model to continue with where the run leaves its recording (--llm ...)");
   Parts parts;
-  parts.task = load_recorded_task(sm);
-  parts.recording = recording_from_run(src, mode, options.check_prompts);
+  parts.task = load_recorded_task(sm.task);
+  parts.recording = engine::recording_from_run(src, mode, options.check_prompts);
   LlmChoice choice;
-  choice.kind = "offline";  // a replay without a model never asks one
+  choice.kind = LlmSource::offline;  // a replay without a model never asks one
   if (options.llm) choice = *options.llm;
   util::register_environment_secrets(choice.openai.api_key_env);
   if (options.custom_llm) parts.llm = options.custom_llm;
-  else if (choice.kind == "custom" || choice.kind == "replay")
+  else if (choice.kind == LlmSource::custom || choice.kind == LlmSource::replay)
     throw Error(Status::invalid_argument,
-                fmt::format("replay: a model to continue with cannot be of kind {}", choice.kind));
-  else parts.llm = make_llm_policy(with_transport_caps(choice, config.max_answer_bytes));
-  EvaluatorConfig ec = evaluator_config_from_json(sm["evaluator"]);
+                fmt::format("replay: a model to continue with cannot be of kind {}", to_string(choice.kind)));
+  else parts.llm = make_llm_policy(engine::with_transport_caps(choice, config.max_answer_bytes));
   // Measured only where the run leaves its recording (lazily): no backend check.
-  parts.evaluator = lazy_evaluator(ec, sm["device"], options.custom_evaluator);
-  check_llm(*parts.llm);
+  parts.evaluator = lazy_evaluator(sm.evaluator, sm.device, options.custom_evaluator);
+  engine::check_llm(*parts.llm);
 
-  Json m = sm;
-  for (const char* k : {"totals", "stop_reason", "finished", "error", "resumed", "last_resumed", "replay_divergence"})
-    m.erase(k);
-  m["library_version"] = KS_VERSION_STRING;
-  m["created"] = utc_timestamp();
-  m["host"] = hostname();
-  m["config"] = config.to_json();
-  m["llm"] = options.custom_llm ? Json::obj({{"kind", "custom"}, {"describe", parts.llm->describe()}})
-                                : choice.to_json();
-  m["status"] = "running";
-  m["replay"] = Json::obj({{"source", fs::absolute(recorded_run).lexically_normal().string()},
-                           {"source_created", sm.get_string("created")},
-                           {"source_config", sm["config"]},
-                           {"config_changes", options.config_changes},
-                           {"on_divergence", to_string(mode)},
-                           {"check_prompts", options.check_prompts}});
+  engine::RunManifest m = sm;
+  // What the recorded run's end and resumes wrote is not this run's.
+  m.totals = Json();
+  m.stop_reason.clear();
+  m.finished.clear();
+  m.error.clear();
+  m.resumed = 0;
+  m.last_resumed.clear();
+  m.replay_divergence = Json();
+  m.library_version = KS_VERSION_STRING;
+  m.created = utc_timestamp();
+  m.host = hostname();
+  m.config = config.to_json();
+  m.llm = options.custom_llm ? Json::obj({{"kind", "custom"}, {"describe", parts.llm->describe()}})
+                             : choice.to_json();
+  m.status = "running";
+  m.replay = engine::ReplayRecord{fs::absolute(recorded_run).lexically_normal().string(),
+                                  sm.created,
+                                  sm.config,
+                                  options.config_changes,
+                                  mode,
+                                  options.check_prompts};
   fs::path dir = options.run_dir.empty() ? default_run_dir(parts.task->name()) : options.run_dir;
-  RunStore store = RunStore::create(dir, m);
+  RunStore store = RunStore::create(dir, m.to_json());
   if (options.on_start) options.on_start(SearchStart{store.dir(), parts.task->name(), config, parts.llm->describe(), 0});
   return execute(parts, store, config, Hooks{options.progress, options.on_event, options.cancel});
 }

@@ -356,10 +356,10 @@ TEST_CASE("search: pinned feedback workloads each round, every workload in the f
   o.task_sources.dataset = data;
   const std::vector<std::string> pinned = {uuid(6), uuid(1), uuid(3)};
   o.task_sources.feedback.workloads = pinned;
-  o.config.strategy = "greedy";
+  o.config.strategy = StrategyKind::greedy;
   o.config.language = Language::cpp;
   o.config.max_rounds = 2;
-  o.llm.kind = "custom";
+  o.llm.kind = LlmSource::custom;
   o.llm.custom = std::make_shared<FixedModel>();
   o.evaluator.backend = "host";
   o.evaluator.cache_dir = test::scratch_dir("traces_search_cache");
@@ -419,11 +419,11 @@ TEST_CASE("search: pinned feedback workloads each round, every workload in the f
 TEST_CASE("search: a card the traces do not cover stops the run before anything is asked") {
   SearchOptions o;
   o.task = kDefinition.string();
-  o.config.strategy = "greedy";
+  o.config.strategy = StrategyKind::greedy;
   o.config.language = Language::cpp;
   o.config.max_rounds = 2;
   auto model = std::make_shared<FixedModel>();
-  o.llm.kind = "custom";
+  o.llm.kind = LlmSource::custom;
   o.llm.custom = model;
   o.evaluator.backend = "host";
   o.evaluator.cache_dir = test::scratch_dir("traces_uncovered_cache");

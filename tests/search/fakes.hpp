@@ -110,7 +110,7 @@ class MarkerEvaluator : public FakeDeviceEvaluator {
 // A run's configuration with the fields every search test sets.
 inline SearchConfig search_config(const std::string& strategy, Language language, int rounds) {
   SearchConfig c;
-  c.strategy = strategy;
+  c.strategy = parse_strategy_kind(strategy);
   c.language = language;
   c.max_rounds = rounds;
   return c;

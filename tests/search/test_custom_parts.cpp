@@ -98,7 +98,7 @@ TEST_CASE("a host's strategy, world model, LLM policy and evaluator run in run_s
   o.task = (test::source_dir() / "tests/fixtures/tasks/scale3").string();
   o.config.language = Language::cpp;
   o.config.max_rounds = 2;
-  o.llm.kind = "custom";
+  o.llm.kind = LlmSource::custom;
   o.llm.custom = model;
   o.custom_evaluator = evaluator;
   o.custom_strategy = strategy;

@@ -222,9 +222,9 @@ struct Fixture {
 
 SearchConfig evolve_config(int rounds) {
   SearchConfig c = test::search_config("evolve", Language::cpp, rounds);
-  c.evolve_islands = 2;
-  c.evolve_migration_interval = 4;
-  c.evolve_inspirations = 1;
+  c.evolve.islands = 2;
+  c.evolve.migration_interval = 4;
+  c.evolve.inspirations = 1;
   c.seed = 5;
   return c;
 }
@@ -366,19 +366,19 @@ TEST_CASE("evolve strategy: a resume replays to the identical state; a changed s
 TEST_CASE("evolve: options are validated") {
   SearchConfig c = evolve_config(5);
   c.validate();
-  c.evolve_islands = 0;
+  c.evolve.islands = 0;
   CHECK_THROWS_WITH_AS(c.validate(), doctest::Contains("evolve_islands must be between 1 and 64"), Error);
   c = evolve_config(5);
-  c.evolve_exploit_ratio = 1.5;
+  c.evolve.exploit_ratio = 1.5;
   CHECK_THROWS_WITH_AS(c.validate(), doctest::Contains("evolve_exploit_ratio"), Error);
   c = evolve_config(5);
-  c.evolve_migration_size = 100;
+  c.evolve.migration_size = 100;
   CHECK_THROWS_WITH_AS(c.validate(), doctest::Contains("evolve_migration_size"), Error);
   // The manifest's form round-trips; a manifest without the fields reads the defaults.
   c = evolve_config(5);
-  c.evolve_archive_size = 7;
-  CHECK(SearchConfig::from_json(c.to_json()).evolve_archive_size == 7);
+  c.evolve.archive_size = 7;
+  CHECK(SearchConfig::from_json(c.to_json()).evolve.archive_size == 7);
   Json old = c.to_json();
   old.erase("evolve_archive_size");
-  CHECK(SearchConfig::from_json(old).evolve_archive_size == SearchConfig{}.evolve_archive_size);
+  CHECK(SearchConfig::from_json(old).evolve.archive_size == SearchConfig{}.evolve.archive_size);
 }

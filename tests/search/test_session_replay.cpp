@@ -47,7 +47,7 @@ class Chooser : public SearchStrategy {
           e = ctx.record_failed_round("chooser", err.what(), r.text);
         }
       }
-      double threshold = cfg.wm_stagnation_window;
+      double threshold = cfg.world_model.stagnation_window;
       bool fast = e.passed() && e.latency_ms <= threshold;
       next = fast ? PromptKind::improve : PromptKind::debug;
       ctx.event("decision", Json::obj({{"decision", fast ? "fast" : "slow"},
@@ -81,10 +81,10 @@ struct Fixture {
 
 SearchConfig config(int rounds, int threshold_ms = 2) {
   SearchConfig c;
-  c.strategy = "greedy";
+  c.strategy = StrategyKind::greedy;
   c.language = Language::cpp;
   c.max_rounds = rounds;
-  c.wm_stagnation_window = threshold_ms;
+  c.world_model.stagnation_window = threshold_ms;
   return c;
 }
 

@@ -71,11 +71,11 @@ std::map<PromptKind, std::vector<std::string>> script() {
 
 SearchConfig config(int rounds, bool lenient) {
   SearchConfig c;
-  c.strategy = "world_model";
+  c.strategy = StrategyKind::world_model;
   c.language = Language::cpp;
   c.max_rounds = rounds;
-  c.wm_stagnation_window = 1;  // a cycle ends at its first attempt that does not improve
-  c.wm_lenient_edits = lenient;
+  c.world_model.stagnation_window = 1;  // a cycle ends at its first attempt that does not improve
+  c.world_model.lenient_edits = lenient;
   return c;
 }
 
@@ -188,14 +188,14 @@ TEST_CASE("lenient world-model edits: the strict default rejects the same init a
 
 TEST_CASE("lenient world-model edits: the setting is in the configuration's JSON, off by default") {
   SearchConfig c;
-  CHECK_FALSE(c.wm_lenient_edits);
+  CHECK_FALSE(c.world_model.lenient_edits);
   CHECK(c.to_json()["wm_lenient_edits"].as_bool() == false);
-  c.wm_lenient_edits = true;
-  CHECK(SearchConfig::from_json(c.to_json()).wm_lenient_edits);
+  c.world_model.lenient_edits = true;
+  CHECK(SearchConfig::from_json(c.to_json()).world_model.lenient_edits);
   // A configuration written before the setting existed reads as strict.
   Json old = c.to_json();
   old.erase("wm_lenient_edits");
-  CHECK_FALSE(SearchConfig::from_json(old).wm_lenient_edits);
+  CHECK_FALSE(SearchConfig::from_json(old).world_model.lenient_edits);
   Json bad = c.to_json();
   bad["wm_lenient_edits"] = "yes";
   CHECK_THROWS_WITH(SearchConfig::from_json(bad), doctest::Contains("wm_lenient_edits must be true or false"));

@@ -110,11 +110,11 @@ class BatchEvaluator : public test::MarkerEvaluator {
 
 SearchConfig wm_config(int rounds, int parallel) {
   SearchConfig c;
-  c.strategy = "world_model";
+  c.strategy = StrategyKind::world_model;
   c.language = Language::cpp;
   c.max_rounds = rounds;
   c.parallel = parallel;
-  c.wm_stagnation_window = 2;
+  c.world_model.stagnation_window = 2;
   return c;
 }
 

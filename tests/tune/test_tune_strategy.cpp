@@ -26,7 +26,7 @@ namespace {
 
 ks::SearchConfig config(int rounds, std::uint64_t seed = 7) {
   ks::SearchConfig c;
-  c.strategy = "tune";
+  c.strategy = ks::StrategyKind::tune;
   c.max_rounds = rounds;
   c.seed = seed;
   return c;
@@ -176,12 +176,12 @@ TEST_CASE("tune strategy: evaluates batches together, each candidate a round of 
   ks::core::make_tune_strategy()->run(three);
   CHECK(three.batch_sizes == std::vector<std::size_t>{3, 3, 3});
   CHECK(three.find_event("tune_start")->data.at("batch").as_int() == 3);
-  c.tune_batch = 2;
+  c.tune.batch = 2;
   FakeContext two(make_tunable_task(), c, tunable_eval);
   ks::core::make_tune_strategy()->run(two);
   CHECK(two.batch_sizes == std::vector<std::size_t>{2, 2, 2, 2});
   CHECK(ks::core::tune_batch_size(c) == 2);
-  c.tune_batch = 0;
+  c.tune.batch = 0;
   c.parallel = 1;
   CHECK(ks::core::tune_batch_size(c) == ks::core::kDefaultTuneBatch);
 
@@ -197,7 +197,7 @@ TEST_CASE("tune strategy: evaluates batches together, each candidate a round of 
 
 TEST_CASE("tune strategy: batches of one make the sequential tuner's choices") {
   ks::SearchConfig c = config(12);
-  c.tune_batch = 1;
+  c.tune.batch = 1;
   c.parallel = 4;  // tune_batch decides
   FakeContext ctx(make_tunable_task(), c, tunable_eval);
   ks::core::make_tune_strategy()->run(ctx);
@@ -243,19 +243,19 @@ TEST_CASE("tune strategy: batches of one make the sequential tuner's choices") {
 
 TEST_CASE("tune strategy: the batch setting is checked and recorded") {
   ks::SearchConfig c = config(10);
-  c.tune_batch = -1;
+  c.tune.batch = -1;
   CHECK_THROWS_WITH_AS(c.validate(), doctest::Contains("tune_batch must be between 0 (automatic) and 64, is -1"),
                        ks::Error);
-  c.tune_batch = 65;
+  c.tune.batch = 65;
   CHECK_THROWS_AS(c.validate(), ks::Error);
-  c.tune_batch = 3;
-  CHECK(ks::SearchConfig::from_json(c.to_json()).tune_batch == 3);
-  c.tune_batch = 0;
-  CHECK(ks::SearchConfig::from_json(c.to_json()).tune_batch == 0);
+  c.tune.batch = 3;
+  CHECK(ks::SearchConfig::from_json(c.to_json()).tune.batch == 3);
+  c.tune.batch = 0;
+  CHECK(ks::SearchConfig::from_json(c.to_json()).tune.batch == 0);
   // A manifest written before batches: that run tuned one at a time, and so does its resume.
   Json old = c.to_json();
   old.erase("tune_batch");
-  CHECK(ks::SearchConfig::from_json(old).tune_batch == 1);
+  CHECK(ks::SearchConfig::from_json(old).tune.batch == 1);
 }
 
 TEST_CASE("tune strategy: deterministic given the evaluation results") {

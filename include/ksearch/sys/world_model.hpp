@@ -100,7 +100,7 @@ struct KS_API EditRules {
   // Actions that concurrent cycles are working on (--parallel): deleting
   // one is an error, since its cycle will attach its kernel there.
   std::vector<std::string> in_progress;
-  // SearchConfig::wm_lenient_edits: repair what can be repaired safely
+  // SearchConfig::world_model.lenient_edits: repair what can be repaired safely
   // (numbers clamped, unknown fields dropped, an op that breaks a rule or
   // exceeds max_new_nodes skipped) instead of rejecting the answer. A damaged
   // root or attached kernel, an answer that does not parse and a purpose rule

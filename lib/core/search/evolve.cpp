@@ -13,13 +13,13 @@ namespace ks::core {
 
 EvolveParams EvolveParams::from(const SearchConfig& c) {
   EvolveParams p;
-  p.islands = c.evolve_islands;
-  p.island_size = c.evolve_island_size;
-  p.migration_interval = c.evolve_migration_interval;
-  p.migration_size = c.evolve_migration_size;
-  p.archive_size = c.evolve_archive_size;
-  p.inspirations = c.evolve_inspirations;
-  p.exploit_ratio = c.evolve_exploit_ratio;
+  p.islands = c.evolve.islands;
+  p.island_size = c.evolve.island_size;
+  p.migration_interval = c.evolve.migration_interval;
+  p.migration_size = c.evolve.migration_size;
+  p.archive_size = c.evolve.archive_size;
+  p.inspirations = c.evolve.inspirations;
+  p.exploit_ratio = c.evolve.exploit_ratio;
   return p;
 }
 

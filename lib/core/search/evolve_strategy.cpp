@@ -203,7 +203,7 @@ class EvolveStrategy final : public SearchStrategy {
     in.codegen.device = ctx.device_description();
     in.codegen.debug_rounds_label = cfg.debug_rounds_label;
     in.island = ch.island;
-    in.islands = cfg.evolve_islands;
+    in.islands = cfg.evolve.islands;
     in.generation = generation;
     in.mode = ch.mode;
     // The kernels the prompt shows, alive until it is built.

@@ -52,15 +52,6 @@ std::string decision_outcome(const Json& d) { return d.get_string("decision") + 
 
 }  // namespace
 
-const char* to_string(Recording::Mode m) {
-  switch (m) {
-    case Recording::Mode::stop: return "stop";
-    case Recording::Mode::skip: return "skip";
-    case Recording::Mode::live: return "live";
-  }
-  return "stop";
-}
-
 Session::Session(const Task& task, Evaluator& evaluator, LlmPolicy& llm, WorldModel& world_model,
                  RunStore& store, SearchConfig config, ProgressCallback progress)
     : task_(task),
@@ -687,7 +678,7 @@ void Session::report(const std::string& action, const Solution& s, const EvalRes
   RoundReport rep;
   rep.round = rounds_used_;
   rep.max_rounds = config_.max_rounds;
-  rep.strategy = config_.strategy;
+  rep.strategy = config_.strategy_name();
   rep.action = util::redact(action);
   rep.solution_id = s.id;
   rep.status = r.status;

@@ -28,6 +28,7 @@
 #include "ksearch/evaluator.hpp"
 #include "ksearch/llm.hpp"
 #include "ksearch/run_store.hpp"
+#include "ksearch/vocabulary.hpp"
 #include "ksearch/strategy.hpp"
 #include "ksearch/task.hpp"
 #include "ksearch/world_model.hpp"
@@ -40,7 +41,7 @@ struct Recording {
   // with the next recorded answer of its kind (skipping the others) and
   // take recorded evaluations by solution id; or go on with the live model
   // and evaluator.
-  enum class Mode { stop, skip, live };
+  using Mode = ReplayDivergence;  // ksearch/vocabulary.hpp: stop, skip, live
 
   std::string source;               // the run folder or transcript, for messages
   std::vector<Json> answers;        // transcript entries, in order
@@ -55,7 +56,6 @@ struct Recording {
   std::size_t joins_at = 0;
 };
 
-const char* to_string(Recording::Mode m);
 
 class Session final : public SearchContext {
  public:

@@ -10,11 +10,18 @@ KS_NAMESPACE_BEGIN
 
 std::vector<std::string> strategy_names() { return {"world_model", "greedy", "evolve", "tune"}; }
 
+std::unique_ptr<SearchStrategy> make_strategy(StrategyKind kind) {
+  switch (kind) {
+    case StrategyKind::world_model: return core::make_world_model_strategy();
+    case StrategyKind::greedy: return core::make_greedy_strategy();
+    case StrategyKind::evolve: return core::make_evolve_strategy();
+    case StrategyKind::tune: return core::make_tune_strategy();
+  }
+  throw Error(Status::invalid_argument, fmt::format("strategy {} is not a StrategyKind", static_cast<int>(kind)));
+}
+
 std::unique_ptr<SearchStrategy> make_strategy(const std::string& name) {
-  if (name == "world_model") return core::make_world_model_strategy();
-  if (name == "greedy") return core::make_greedy_strategy();
-  if (name == "evolve") return core::make_evolve_strategy();
-  if (name == "tune") return core::make_tune_strategy();
+  if (auto kind = strategy_kind_from_string(name)) return make_strategy(*kind);
   throw Error(Status::not_found,
               fmt::format("unknown strategy \"{}\" (known: world_model, greedy, evolve, tune)", name));
 }
@@ -107,25 +114,25 @@ WorldModelImport WorldModelImport::from_json(const Json& j) {
 // SearchConfig
 
 Json SearchConfig::to_json() const {
-  return Json::obj({{"strategy", strategy},
+  return Json::obj({{"strategy", strategy_name()},
                     {"language", to_string(language)},
                     {"max_rounds", max_rounds},
-                    {"wm_stagnation_window", wm_stagnation_window},
-                    {"wm_max_difficulty", wm_max_difficulty},
-                    {"wm_edit_retries", wm_edit_retries},
-                    {"wm_lenient_edits", wm_lenient_edits},
-                    {"wm_max_chars", static_cast<std::int64_t>(wm_max_chars)},
+                    {"wm_stagnation_window", world_model.stagnation_window},
+                    {"wm_max_difficulty", world_model.max_difficulty},
+                    {"wm_edit_retries", world_model.edit_retries},
+                    {"wm_lenient_edits", world_model.lenient_edits},
+                    {"wm_max_chars", static_cast<std::int64_t>(world_model.max_chars)},
                     {"debug_rounds_label", debug_rounds_label},
                     {"parallel", parallel},
-                    {"tune_rounds", tune_rounds},
-                    {"tune_batch", tune_batch},
-                    {"evolve_islands", evolve_islands},
-                    {"evolve_island_size", evolve_island_size},
-                    {"evolve_migration_interval", evolve_migration_interval},
-                    {"evolve_migration_size", evolve_migration_size},
-                    {"evolve_archive_size", evolve_archive_size},
-                    {"evolve_inspirations", evolve_inspirations},
-                    {"evolve_exploit_ratio", evolve_exploit_ratio},
+                    {"tune_rounds", tune.rounds},
+                    {"tune_batch", tune.batch},
+                    {"evolve_islands", evolve.islands},
+                    {"evolve_island_size", evolve.island_size},
+                    {"evolve_migration_interval", evolve.migration_interval},
+                    {"evolve_migration_size", evolve.migration_size},
+                    {"evolve_archive_size", evolve.archive_size},
+                    {"evolve_inspirations", evolve.inspirations},
+                    {"evolve_exploit_ratio", evolve.exploit_ratio},
                     {"seed", static_cast<std::int64_t>(seed)},
                     {"max_cost_usd", max_cost_usd},
                     {"max_wall_s", max_wall_s},
@@ -143,35 +150,36 @@ Json SearchConfig::to_json() const {
 SearchConfig SearchConfig::from_json(const Json& j) {
   util::FieldReader r(j, "search configuration");
   SearchConfig c;
-  c.strategy = j.get_string("strategy", c.strategy);
+  c.strategy = parse_strategy_kind(j.get_string("strategy", "world_model"), "strategy");
   auto lang = language_from_string(j.get_string("language", "cuda"));
   if (!lang) throw Error(Status::invalid_argument, "search configuration: unknown language");
   c.language = *lang;
   c.max_rounds = static_cast<int>(r.optional_int("max_rounds", c.max_rounds));
-  c.wm_stagnation_window = static_cast<int>(r.optional_int("wm_stagnation_window", c.wm_stagnation_window));
-  c.wm_max_difficulty = static_cast<int>(r.optional_int("wm_max_difficulty", c.wm_max_difficulty));
-  c.wm_edit_retries = static_cast<int>(r.optional_int("wm_edit_retries", c.wm_edit_retries));
+  WorldModelOptions& w = c.world_model;
+  w.stagnation_window = static_cast<int>(r.optional_int("wm_stagnation_window", w.stagnation_window));
+  w.max_difficulty = static_cast<int>(r.optional_int("wm_max_difficulty", w.max_difficulty));
+  w.edit_retries = static_cast<int>(r.optional_int("wm_edit_retries", w.edit_retries));
   if (const Json* lenient = j.find("wm_lenient_edits"); lenient && !lenient->is_null()) {
     if (!lenient->is_bool())
       throw Error(Status::invalid_argument, "search configuration: wm_lenient_edits must be true or false");
-    c.wm_lenient_edits = lenient->as_bool();
+    w.lenient_edits = lenient->as_bool();
   }
-  c.wm_max_chars = static_cast<std::size_t>(r.optional_int("wm_max_chars", static_cast<std::int64_t>(c.wm_max_chars)));
+  w.max_chars = static_cast<std::size_t>(r.optional_int("wm_max_chars", static_cast<std::int64_t>(w.max_chars)));
   c.debug_rounds_label = static_cast<int>(r.optional_int("debug_rounds_label", c.debug_rounds_label));
   c.parallel = static_cast<int>(r.optional_int("parallel", c.parallel));
-  c.tune_rounds = static_cast<int>(r.optional_int("tune_rounds", c.tune_rounds));
+  c.tune.rounds = static_cast<int>(r.optional_int("tune_rounds", c.tune.rounds));
   // Absent in a manifest written before tune evaluated batches: that run
   // tuned one configuration at a time, and its resume must too.
-  c.tune_batch = static_cast<int>(r.optional_int("tune_batch", 1));
+  c.tune.batch = static_cast<int>(r.optional_int("tune_batch", 1));
   // Absent in a manifest written before the evolve strategy: the defaults.
-  c.evolve_islands = static_cast<int>(r.optional_int("evolve_islands", c.evolve_islands));
-  c.evolve_island_size = static_cast<int>(r.optional_int("evolve_island_size", c.evolve_island_size));
-  c.evolve_migration_interval =
-      static_cast<int>(r.optional_int("evolve_migration_interval", c.evolve_migration_interval));
-  c.evolve_migration_size = static_cast<int>(r.optional_int("evolve_migration_size", c.evolve_migration_size));
-  c.evolve_archive_size = static_cast<int>(r.optional_int("evolve_archive_size", c.evolve_archive_size));
-  c.evolve_inspirations = static_cast<int>(r.optional_int("evolve_inspirations", c.evolve_inspirations));
-  c.evolve_exploit_ratio = r.optional_number("evolve_exploit_ratio", c.evolve_exploit_ratio);
+  c.evolve.islands = static_cast<int>(r.optional_int("evolve_islands", c.evolve.islands));
+  c.evolve.island_size = static_cast<int>(r.optional_int("evolve_island_size", c.evolve.island_size));
+  c.evolve.migration_interval =
+      static_cast<int>(r.optional_int("evolve_migration_interval", c.evolve.migration_interval));
+  c.evolve.migration_size = static_cast<int>(r.optional_int("evolve_migration_size", c.evolve.migration_size));
+  c.evolve.archive_size = static_cast<int>(r.optional_int("evolve_archive_size", c.evolve.archive_size));
+  c.evolve.inspirations = static_cast<int>(r.optional_int("evolve_inspirations", c.evolve.inspirations));
+  c.evolve.exploit_ratio = r.optional_number("evolve_exploit_ratio", c.evolve.exploit_ratio);
   c.seed = static_cast<std::uint64_t>(r.optional_int("seed", 0));
   c.max_cost_usd = r.optional_number("max_cost_usd", 0);
   c.max_wall_s = r.optional_number("max_wall_s", 0);
@@ -209,39 +217,44 @@ SearchConfig SearchConfig::from_json(const Json& j) {
   return c;
 }
 
+std::string SearchConfig::strategy_name() const {
+  return custom_strategy_name.empty() ? to_string(strategy) : custom_strategy_name;
+}
+
 void SearchConfig::validate() const {
   auto bad = [](const std::string& m) { throw Error(Status::invalid_argument, m); };
   if (max_rounds < 0) bad(fmt::format("max_rounds must be >= 0, is {}", max_rounds));
-  if (wm_stagnation_window < 1) bad(fmt::format("wm_stagnation_window must be >= 1, is {}", wm_stagnation_window));
-  if (wm_max_difficulty < 1 || wm_max_difficulty > 5)
-    bad(fmt::format("wm_max_difficulty must be between 1 and 5, is {}", wm_max_difficulty));
-  if (wm_edit_retries < 1) bad(fmt::format("wm_edit_retries must be >= 1, is {}", wm_edit_retries));
+  if (world_model.stagnation_window < 1)
+    bad(fmt::format("wm_stagnation_window must be >= 1, is {}", world_model.stagnation_window));
+  if (world_model.max_difficulty < 1 || world_model.max_difficulty > 5)
+    bad(fmt::format("wm_max_difficulty must be between 1 and 5, is {}", world_model.max_difficulty));
+  if (world_model.edit_retries < 1) bad(fmt::format("wm_edit_retries must be >= 1, is {}", world_model.edit_retries));
   if (parallel < 1) bad(fmt::format("parallel must be >= 1, is {}", parallel));
-  if (tune_rounds < 0) bad(fmt::format("tune_rounds must be >= 0, is {}", tune_rounds));
-  if (tune_batch < 0 || tune_batch > core::kMaxTuneBatch)
-    bad(fmt::format("tune_batch must be between 0 (automatic) and {}, is {}", core::kMaxTuneBatch, tune_batch));
+  if (tune.rounds < 0) bad(fmt::format("tune_rounds must be >= 0, is {}", tune.rounds));
+  if (tune.batch < 0 || tune.batch > core::kMaxTuneBatch)
+    bad(fmt::format("tune_batch must be between 0 (automatic) and {}, is {}", core::kMaxTuneBatch, tune.batch));
   // Bounded so that a manifest cannot make the strategy allocate without limit.
-  if (evolve_islands < 1 || evolve_islands > 64)
-    bad(fmt::format("evolve_islands must be between 1 and 64, is {}", evolve_islands));
-  if (evolve_island_size < 1 || evolve_island_size > 1000)
-    bad(fmt::format("evolve_island_size must be between 1 and 1000, is {}", evolve_island_size));
-  if (evolve_migration_interval < 1)
-    bad(fmt::format("evolve_migration_interval must be >= 1, is {}", evolve_migration_interval));
-  if (evolve_migration_size < 0 || evolve_migration_size > evolve_island_size)
-    bad(fmt::format("evolve_migration_size must be between 0 and evolve_island_size ({}), is {}", evolve_island_size,
-                    evolve_migration_size));
-  if (evolve_archive_size < 1 || evolve_archive_size > 1000)
-    bad(fmt::format("evolve_archive_size must be between 1 and 1000, is {}", evolve_archive_size));
-  if (evolve_inspirations < 0 || evolve_inspirations > 16)
-    bad(fmt::format("evolve_inspirations must be between 0 and 16, is {}", evolve_inspirations));
-  if (!(evolve_exploit_ratio >= 0 && evolve_exploit_ratio <= 1))
-    bad(fmt::format("evolve_exploit_ratio must be a number between 0 and 1, is {}", evolve_exploit_ratio));
+  if (evolve.islands < 1 || evolve.islands > 64)
+    bad(fmt::format("evolve_islands must be between 1 and 64, is {}", evolve.islands));
+  if (evolve.island_size < 1 || evolve.island_size > 1000)
+    bad(fmt::format("evolve_island_size must be between 1 and 1000, is {}", evolve.island_size));
+  if (evolve.migration_interval < 1)
+    bad(fmt::format("evolve_migration_interval must be >= 1, is {}", evolve.migration_interval));
+  if (evolve.migration_size < 0 || evolve.migration_size > evolve.island_size)
+    bad(fmt::format("evolve_migration_size must be between 0 and evolve_island_size ({}), is {}", evolve.island_size,
+                    evolve.migration_size));
+  if (evolve.archive_size < 1 || evolve.archive_size > 1000)
+    bad(fmt::format("evolve_archive_size must be between 1 and 1000, is {}", evolve.archive_size));
+  if (evolve.inspirations < 0 || evolve.inspirations > 16)
+    bad(fmt::format("evolve_inspirations must be between 0 and 16, is {}", evolve.inspirations));
+  if (!(evolve.exploit_ratio >= 0 && evolve.exploit_ratio <= 1))
+    bad(fmt::format("evolve_exploit_ratio must be a number between 0 and 1, is {}", evolve.exploit_ratio));
   // Written so that NaN fails too: a NaN budget would silently mean "unlimited".
   if (!(max_cost_usd >= 0)) bad(fmt::format("max_cost_usd must be a number >= 0, is {}", max_cost_usd));
   if (!(max_wall_s >= 0)) bad(fmt::format("max_wall_s must be a number >= 0, is {}", max_wall_s));
   if (max_answer_bytes < 1) bad("max_answer_bytes must be >= 1");
-  if (continue_from_solution && strategy != "world_model")
-    bad(fmt::format("continue_from_solution is read by the world_model strategy, not by {}", strategy));
+  if (continue_from_solution && strategy != StrategyKind::world_model)
+    bad(fmt::format("continue_from_solution is read by the world_model strategy, not by {}", strategy_name()));
   if (continue_from_solution && continue_from_solution->language != language)
     bad(fmt::format("continue_from_solution is a {} solution, and the run's language is {}",
                     to_string(continue_from_solution->language), to_string(language)));
@@ -260,8 +273,8 @@ void SearchConfig::validate() const {
                     "one of the given {}",
                     to_string(continue_from_solution_eval->eval.status), continue_from_solution_eval->eval.solution_id,
                     continue_from_solution->id));
-  if (continue_from_world_model && strategy != "world_model")
-    bad(fmt::format("continue_from_world_model is read by the world_model strategy, not by {}", strategy));
+  if (continue_from_world_model && strategy != StrategyKind::world_model)
+    bad(fmt::format("continue_from_world_model is read by the world_model strategy, not by {}", strategy_name()));
   if (continue_from_world_model)
     for (const auto& s : continue_from_world_model->solutions) {
       if (s.recorded && s.recorded->adopted &&
@@ -272,9 +285,8 @@ void SearchConfig::validate() const {
         bad(fmt::format("continue_from_world_model holds the {} solution {}, and the run's language is {}",
                         to_string(s.solution.language), s.solution.id, to_string(language)));
     }
-  bool known = false;
-  for (const auto& n : strategy_names()) known = known || n == strategy;
-  if (!known) bad(fmt::format("unknown strategy \"{}\" (known: world_model, greedy, evolve, tune)", strategy));
+  if (!strategy_kind_from_string(to_string(strategy)))  // a value cast from outside the set
+    bad(fmt::format("strategy {} is not a StrategyKind", static_cast<int>(strategy)));
 }
 
 KS_NAMESPACE_END

@@ -59,7 +59,7 @@ Json stagnation_decision(const SearchContext& ctx, int cycle, const CycleTracker
                          const std::optional<EvalResult>& last_eval, const std::optional<Solution>& cycle_best,
                          const std::optional<EvalResult>& cycle_best_eval, const std::optional<Solution>& base,
                          const std::optional<EvalResult>& base_eval) {
-  const int window = std::max(1, ctx.config().wm_stagnation_window);
+  const int window = std::max(1, ctx.config().world_model.stagnation_window);
   const int round = ctx.rounds_used();
   const bool ends = tracker.stagnant();
   const bool has_base = base && base_eval && base_eval->passed() && base_eval->score > 0;
@@ -211,7 +211,7 @@ class WorldModelStrategy final : public SearchStrategy {
  private:
   SelectionPolicy selection_policy(const SearchContext& ctx) const {
     SelectionPolicy p;
-    p.max_difficulty = ctx.config().wm_max_difficulty;
+    p.max_difficulty = ctx.config().world_model.max_difficulty;
     p.in_progress = in_progress(nullptr);
     return p;
   }
@@ -243,8 +243,8 @@ class WorldModelStrategy final : public SearchStrategy {
     job.kind = kind;
     job.in = std::move(in);
     job.rules.round = ctx.rounds_used();
-    job.rules.lenient = ctx.config().wm_lenient_edits;
-    job.max_tries = std::max(1, ctx.config().wm_edit_retries);
+    job.rules.lenient = ctx.config().world_model.lenient_edits;
+    job.max_tries = std::max(1, ctx.config().world_model.edit_retries);
     return job;
   }
 
@@ -471,7 +471,7 @@ class WorldModelStrategy final : public SearchStrategy {
     const double base_score = c.base_eval && c.base_eval->passed() ? c.base_eval->score : 0;
     emit(ctx, events::CycleStarted{c.number, node_id, c.action.title, c.action.difficulty, c.action.score,
                                    c.action.parent_solution_id});
-    c.tracker = CycleTracker(cfg.wm_stagnation_window, base_score);
+    c.tracker = CycleTracker(cfg.world_model.stagnation_window, base_score);
     s.cycle = std::move(c);
     s.phase = Slot::Phase::attempting;
   }
@@ -563,7 +563,7 @@ class WorldModelStrategy final : public SearchStrategy {
     in.task = &ctx.task();
     in.language = cfg.language;
     in.device = ctx.device_description();
-    in.world_model = ctx.world_model().render_compact(cfg.wm_max_chars);
+    in.world_model = ctx.world_model().render_compact(cfg.world_model.max_chars);
     in.attempt = c.attempt;
     in.debug_rounds_label = cfg.debug_rounds_label;
     in.action = c.action;

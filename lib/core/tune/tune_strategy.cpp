@@ -357,7 +357,7 @@ void TuneStrategy::run(SearchContext& ctx) {
 }  // namespace
 
 int tune_batch_size(const SearchConfig& config) {
-  if (config.tune_batch > 0) return std::min(config.tune_batch, kMaxTuneBatch);
+  if (config.tune.batch > 0) return std::min(config.tune.batch, kMaxTuneBatch);
   if (config.parallel > 1) return std::min(config.parallel, kMaxTuneBatch);
   return kDefaultTuneBatch;
 }

@@ -3,7 +3,7 @@
 // in the run's language, evaluated first), explores the parameters that
 // solution declares with the model-guided Tuner, one evaluated candidate per
 // round, several rounds at a time (a batch is compiled together and measured
-// one after another: SearchConfig::tune_batch), and finally tries per-shape
+// one after another: SearchConfig::tune.batch), and finally tries per-shape
 // values where the best configuration differs between benchmark workloads.
 // See docs/tuning.md.
 //
@@ -18,7 +18,7 @@
 
 namespace ks::core {
 
-// Configurations evaluated together (SearchConfig::tune_batch): at most
+// Configurations evaluated together (SearchConfig::tune.batch): at most
 // kMaxTuneBatch; automatic is `parallel` when above 1, else
 // kDefaultTuneBatch, which keeps a GPU host's compile workers busy while
 // leaving the model a decision every few rounds (docs/tuning.md, "Batches").

@@ -725,8 +725,9 @@ FlowPhase FlowPhase::from_json(const Json& j) {
 }
 
 double timing_allowance_s(const EvalOptions& options) {
-  // The warm-up runs until 25 ms have passed; a second covers it, poisoning
-  // and flushing before the first timed call, and the last call past the cap.
+  // The warm-up runs for at most 25 ms past its first calls (kCandidateWarmUp,
+  // kReferenceWarmUp); a second covers it, poisoning and flushing before the
+  // first timed call, and the last call past the cap.
   return RepetitionController::limits_from(options).wall_cap_s + 1.0;
 }
 

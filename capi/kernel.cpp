@@ -105,7 +105,7 @@ ks_status ks_kernel_load(const ks_kernel_load_options* o, ks_kernel** out) {
     h->solution_id = s.id;
     h->task = k->task().name;
     h->plan = s.launch_plan.to_json().dump(2);
-    h->params = s.params.dump(2);
+    h->params = s.params.to_json().dump(2);
     for (const auto& t : k->task().tensors) h->dtypes.push_back(ks::to_string(t.dtype));
     h->kernel = std::move(k);
     *out = h.release();

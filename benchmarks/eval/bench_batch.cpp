@@ -28,7 +28,7 @@ std::vector<Solution> configurations(const TaskSpec& spec) {
   for (int block : {128, 256, 512, 1024})
     for (int vec : {1, 2, 4}) {
       Solution s = start;
-      s.params["values"] = Json::obj({{"BLOCK", block}, {"VEC", vec}});
+      s.params.values = {{"BLOCK", block}, {"VEC", vec}};
       s.name = fmt::format("BLOCK={} VEC={}", block, vec);
       out.push_back(s.finalize());
     }

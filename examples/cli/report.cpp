@@ -210,13 +210,15 @@ void print_summary(std::FILE* out, const SearchOutcome& o) {
     say(out, "Improvement: {:.2f}x over the first passing kernel (round {}, {:.4f} ms)\n",
         o.first_pass_latency_ms / b.eval.latency_ms, o.first_pass_round, o.first_pass_latency_ms);
   // A tuned kernel: the configuration found (per-shape values too, if any).
-  if (const Json* values = b.solution.params.find("values"); values && values->is_object() && !values->empty()) {
-    std::string config;
-    for (const auto& [name, v] : values->as_object()) config += fmt::format("{}{}={}", config.empty() ? "" : " ", name, v.dump());
+  if (const ks::Params& params = b.solution.params; !params.values.empty()) {
+    std::string config;  // in declaration order, as the tuner writes "values"
+    for (const auto& d : params.space)
+      if (auto it = params.values.find(d.name); it != params.values.end())
+        config += fmt::format("{}{}={}", config.empty() ? "" : " ", d.name, it->second);
     say(out, "Configuration: {}\n", config);
-    if (const Json* pw = b.solution.params.find("per_workload"); pw && pw->is_object() && !pw->empty())
-      say(out, "  with per-shape values for {} workload{} (best/solution.json, \"per_workload\")\n", pw->size(),
-          pw->size() == 1 ? "" : "s");
+    if (const auto& pw = params.per_workload; !pw.empty())
+      say(out, "  with per-shape values for {} workload{} (best/solution.json, \"per_workload\")\n", pw.size(),
+          pw.size() == 1 ? "" : "s");
   }
   print_eval_table(out, b.eval);
   if (!o.feedback_workloads.empty()) {

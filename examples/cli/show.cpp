@@ -57,7 +57,7 @@ const AttemptRecord& find_attempt(const std::vector<AttemptRecord>& attempts, co
 std::string plan_text(const Solution& s) {
   std::string t;
   if (!s.launch_plan.empty()) t += s.launch_plan.to_json().dump(2) + "\n";
-  if (!s.params.is_null()) t += "params: " + s.params.dump(2) + "\n";
+  if (const ks::Json p = s.params.to_json(); !p.is_null()) t += "params: " + p.dump(2) + "\n";
   return t;
 }
 

@@ -38,7 +38,7 @@ typedef struct ks_eval_request {
  * names the workloads to evaluate (during the search the task's feedback
  * subset where it has one, every workload in the final evaluation; empty:
  * all), "seeds_per_workload", the timing caps and the rest. A host that
- * evaluates with another libksearch passes it on as ks_eval_options.settings_json.
+ * evaluates with another libksearch passes it on as ks_eval_options.options_json.
  * Valid only during the callback that received the request, from any thread;
  * NULL for a pointer that is not a request of a callback in progress. */
 KS_API const char *ks_eval_request_options_json(const ks_eval_request *request);

@@ -12,6 +12,7 @@
 #include "ksearch/export.h"
 #include "ksearch/json.hpp"
 #include "ksearch/launch_plan.hpp"
+#include "ksearch/params.hpp"
 
 KS_NAMESPACE_BEGIN
 
@@ -164,7 +165,7 @@ struct KS_API Solution {
   Language language = Language::cuda;
   std::vector<SourceFile> sources;
   LaunchPlan launch_plan; // see docs/launch-plan.md; empty() when none
-  Json params;            // tunable parameter declarations, null when none
+  Params params;          // tunable parameters (docs/tuning.md); empty() when none
   std::string description;
   // Python languages only: where the suite calls the solution when the
   // solution says so itself, as a FlashInfer-Bench Solution does with

@@ -137,12 +137,11 @@ void check_workload_values(const TaskSpec& t, const WorkloadSpec& w) {
 void check_solution(const TaskSpec& t, const Solution& s, const std::string& what) {
   // A task's solutions are read, not recorded: a plan off the schema is an error now.
   if (!s.launch_plan.readable()) invalid(t, fmt::format("{}: {}", what, s.launch_plan.problem()));
-  if (s.params.is_null()) return;
+  if (s.params.empty()) return;
   core::ParamSpace space;
   try {
-    space = core::ParamSpace::from_json(s.params);
-    for (const auto& w : t.workloads)
-      core::resolve_param_values(s.params, w.name, util::Vars(w.dims.begin(), w.dims.end()));
+    space = core::ParamSpace(s.params);
+    for (const auto& w : t.workloads) space.resolve(s.params, w.name, util::Vars(w.dims.begin(), w.dims.end()));
   } catch (const Error& e) {
     invalid(t, fmt::format("{}: {}", what, e.what()));
   }

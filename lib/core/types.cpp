@@ -446,7 +446,7 @@ std::string Solution::compute_id() const {
     field(f->content);
   }
   field(launch_plan.to_json().dump());
-  field(params.dump());
+  field(params.to_json().dump());  // "null" without params
   // Only when set, so the ids of every solution without them stay as they were.
   if (!entry_point.empty()) field("entry_point=" + entry_point);
   if (destination_passing) field(*destination_passing ? "destination_passing=1" : "destination_passing=0");
@@ -468,7 +468,7 @@ Json Solution::to_json() const {
                       {"language", to_string(language)},
                       {"sources", files},
                       {"launch_plan", launch_plan.to_json()}});
-  if (!params.is_null()) j["params"] = params;
+  if (Json p = params.to_json(); !p.is_null()) j["params"] = std::move(p);
   if (!description.empty()) j["description"] = description;
   if (!entry_point.empty()) j["entry_point"] = entry_point;
   if (destination_passing) j["destination_passing_style"] = *destination_passing;
@@ -516,7 +516,9 @@ Solution Solution::from_json(const Json& j) {
   // its id); evaluating it reports the problem. New plans are checked when
   // read (the candidate parser, task files).
   if (const Json* p = j.find("launch_plan")) s.launch_plan = LaunchPlan::as_written(*p, s.language);
-  if (const Json* p = j.find("params")) s.params = *p;
+  // Params likewise: unreadable ones fail the solution's evaluation, as they
+  // did when params were read only there.
+  if (const Json* p = j.find("params")) s.params = Params::as_written(*p);
   s.entry_point = j.get_string("entry_point");
   if (const Json* d = j.find("destination_passing_style")) {
     if (!d->is_bool()) throw Error(Status::invalid_argument, "solution: \"destination_passing_style\" must be true or false");

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <optional>
 
 #include "core/tune/params.hpp"
 #if KS_HAVE_CUDA_BACKEND
@@ -122,6 +123,14 @@ std::variant<PreparedSolution, EvalResult> prepare_solution(const TaskSpec& task
     return r;
   };
   std::map<util::Vars, int> by_params;
+  // The solution's parameters are read once (Solution::params); each workload
+  // resolves its values from them.
+  std::optional<core::ParamSpace> space;
+  try {
+    space.emplace(solution.params);
+  } catch (const Error& e) {
+    return failed(Failure{.status = EvalStatus::compile_error, .message = e.what()});
+  }
   for (const auto& name : workloads) {
     const WorkloadSpec* w = task.find_workload(name);
     if (!w) throw Error(Status::invalid_argument, fmt::format("task \"{}\" has no workload \"{}\"", task.name, name));
@@ -129,7 +138,7 @@ std::variant<PreparedSolution, EvalResult> prepare_solution(const TaskSpec& task
     for (const auto& [k, v] : w->dims) dims[k] = v;
     util::Vars values;
     try {
-      values = core::resolve_param_values(solution.params, name, dims);
+      values = space->resolve(solution.params, name, dims);
     } catch (const Error& e) {
       return failed(Failure{.status = EvalStatus::compile_error, .message = e.what()});
     }

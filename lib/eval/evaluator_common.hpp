@@ -56,8 +56,9 @@ using CompileFn = std::function<Artifact(const CompileRequest&)>;
 CompileRequest make_compile_request(const TaskSpec& task, const Solution& solution, const util::Vars& values,
                                     const EvalOptions& options, const std::string& arch, const std::string& cache_dir);
 
-// Compiles `solution` for `workloads`: resolves tunable parameter values per
-// workload (resolve_param_values), compiles each distinct set once. Returns
+// Compiles `solution` for `workloads`: resolves each workload's tunable
+// parameter values from the solution's params (ParamSpace::resolve), compiles
+// each distinct set once. Returns
 // the prepared solution, or a finished compile_error result (bad parameters,
 // compiler errors, compile timeouts).
 std::variant<PreparedSolution, EvalResult> prepare_solution(const TaskSpec& task, const Solution& solution,

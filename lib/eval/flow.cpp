@@ -86,7 +86,6 @@ std::string describe_seed(int k, int n, bool recheck) {
   return fmt::format("input seed {} of {}", k + 1, n);
 }
 
-// The per-workload work, holding what the steps share.
 // How long timing warms up: at least min_calls calls, then until `seconds`
 // have passed (at most 50 calls). The candidate has just run this workload's
 // checked calls (two seeds at least) in this process: its module is loaded,
@@ -100,18 +99,39 @@ struct WarmUp {
 constexpr WarmUp kCandidateWarmUp{2, 0.005};
 constexpr WarmUp kReferenceWarmUp{1, 0.025};
 
+// What every workload of one evaluation shares: the device and its cached
+// reference outputs, the task and the request, and where progress, phase
+// times and the result's metrics go.
+struct WorkloadContext {
+  Device& device;
+  ReferenceStore& refs;
+  const DeviceInfo& info;
+  const TaskSpec& task;
+  const RunRequest& req;
+  FlowEvents& events;
+  PhaseClock& clock;
+  Json& metrics;  // the whole result's ("reference_runs", ...)
+};
+
+// A program loaded from one build of a prepared solution.
+struct LoadedBuild {
+  Program* program;  // null for an oracle task's reference: the oracle supplies its outputs
+  const PreparedSolution::Build& build;
+};
+
+// The work on one workload, holding what its steps share.
 class WorkloadRun {
  public:
-  WorkloadRun(Device& device, ReferenceStore& refs, const DeviceInfo& info, const TaskSpec& task,
-              const WorkloadSpec& w, const RunRequest& req, Program& cand,
-              const PreparedSolution::Build& cand_build, Program* ref,
-              const PreparedSolution::Build& ref_build, WorkloadResult& result, Json& metrics,
-              std::string& reference_step, FlowEvents& events, PhaseClock& clock)
-      : device_(device), refs_(refs), info_(info), task_(task), w_(w), req_(req), cand_(cand),
-        cand_build_(cand_build), ref_(ref), ref_build_(ref_build), r_(result), metrics_(metrics),
-        reference_step_(reference_step), events_(events), clock_(clock), allocs_(device), external_(device) {
+  // `reference_step` names the step of the task's reference in progress, for
+  // the caller's handler: a failure there is not the candidate's.
+  WorkloadRun(const WorkloadContext& ctx, const WorkloadSpec& w, LoadedBuild candidate, LoadedBuild reference,
+              WorkloadResult& result, std::string& reference_step)
+      : device_(ctx.device), refs_(ctx.refs), info_(ctx.info), task_(ctx.task), w_(w), req_(ctx.req),
+        cand_(*candidate.program), cand_build_(candidate.build), ref_(reference.program), ref_build_(reference.build),
+        r_(result), metrics_(ctx.metrics), reference_step_(reference_step), events_(ctx.events), clock_(ctx.clock),
+        allocs_(ctx.device), external_(ctx.device) {
     for (const auto& [k, v] : w.dims) dims_[k] = v;
-    if (auto it = req.oracle.find(w.name); it != req.oracle.end()) oracle_ = &it->second;
+    if (auto it = req_.oracle.find(w.name); it != req_.oracle.end()) oracle_ = &it->second;
   }
 
   void prepare();
@@ -705,8 +725,9 @@ FlowPhase FlowPhase::from_json(const Json& j) {
 }
 
 double timing_allowance_s(const EvalOptions& options) {
-  // The warm-up runs until 25 ms have passed; a second covers it, poisoning
-  // and flushing before the first timed call, and the last call past the cap.
+  // The warm-up runs for at most 25 ms past its first calls (kCandidateWarmUp,
+  // kReferenceWarmUp); a second covers it, poisoning and flushing before the
+  // first timed call, and the last call past the cap.
   return RepetitionController::limits_from(options).wall_cap_s + 1.0;
 }
 
@@ -799,6 +820,7 @@ EvalResult EvaluationFlow::run(const TaskSpec& task, const RunRequest& req, Flow
   phases_ = PhaseTimes{};
   const auto counters_before = refs_.counters();
   const int seeds = req.options.seeds_per_workload;
+  const WorkloadContext ctx{device_, refs_, info_, task, req, events, clock, result.metrics};
 
   // Programs load once per build and are reused across workloads.
   std::map<int, std::unique_ptr<Program>> cand_programs, ref_programs;
@@ -850,8 +872,7 @@ EvalResult EvaluationFlow::run(const TaskSpec& task, const RunRequest& req, Flow
           StepScope step(reference_step, "loading the reference");
           ref = &program_for(ref_programs, req.reference, ref_build, name);
         }
-        WorkloadRun run(device_, refs_, info_, task, *w, req, cand, cand_build, ref, ref_build, r, result.metrics,
-                        reference_step, events, clock);
+        WorkloadRun run(ctx, *w, {&cand, cand_build}, {ref, ref_build}, r, reference_step);
         run.prepare();
         for (int k = 0; k < seeds && !failure; ++k)
           failure = run.check(ks_rng_derive_seed(w->seed, static_cast<ks_u64>(k)), describe_seed(k, seeds, false));

@@ -13,6 +13,7 @@
 #include <thread>
 #include <utility>
 
+#include "eval/deadline.hpp"
 #include "eval/evaluator_common.hpp"
 #include "eval/flow.hpp"
 #include "eval/host/host_compiler.hpp"
@@ -130,22 +131,13 @@ class RunSlot {
     r.solution_id = req.candidate.solution.id;
     r.device = info_.name;
     std::string current;  // the workload in progress
-    // Deadlines: run_timeout_s per workload for the candidate's own work,
-    // plus each timing's allowance (its caps) when it starts; the task's
-    // reference runs on a clock of its own, and the candidate's clock
-    // resumes where it stopped.
-    const double limit = req.options.run_timeout_s;
-    auto deadline = after(limit + kLoadGraceS);
-    double allowed = 0;          // the candidate's time for the current workload so far
-    double candidate_left = 0;   // what was left of it when the reference took over
-    double reference_allowed = 0;
-    FlowPhase phase;             // the step in progress
+    Deadline deadline(req.options.run_timeout_s, kLoadGraceS, Clock::now());
     for (;;) {
       Json frame;
       WorkerProcess::Received got;
       std::string corrupt;  // why the stream from the worker cannot be read any more
       try {
-        got = worker_->receive(frame, deadline, &cancelled_);
+        got = worker_->receive(frame, deadline.at(), &cancelled_);
       } catch (const Error& e) {
         // Bytes that are no frame: something in the worker (a candidate, on
         // the host) wrote to the protocol's descriptor. The stream cannot be
@@ -163,23 +155,9 @@ class RunSlot {
         }
         if (auto* started = std::get_if<msg::WorkloadStarted>(&reply)) {
           current = started->workload;
-          deadline = after(limit);
-          allowed = limit;
-          phase = FlowPhase{"", "starting the workload"};
+          deadline.workload_started(Clock::now());
         } else if (auto* p = std::get_if<msg::Phase>(&reply)) {
-          FlowPhase next = std::move(p->phase);
-          const auto now = Clock::now();
-          if (next.reference) {
-            if (!phase.reference)
-              candidate_left = std::max(0.0, std::chrono::duration<double>(deadline - now).count());
-            reference_allowed = limit + next.extra_s;
-            deadline = after(reference_allowed);
-          } else {
-            if (phase.reference) deadline = after(candidate_left);
-            deadline += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(next.extra_s));
-            allowed += next.extra_s;
-          }
-          phase = std::move(next);
+          deadline.enter(std::move(p->phase), Clock::now());
         } else if (auto* timed = std::get_if<msg::ReferenceTimed>(&reply)) {
           out.reference_times[timed->workload] = timed->timing;
         } else if (auto* finished_workload = std::get_if<msg::WorkloadFinished>(&reply)) {
@@ -222,59 +200,72 @@ class RunSlot {
         throw Error(Status::cancelled, "the evaluation was cancelled; its worker process was killed");
       }
       // The worker died or hung: record it against the workload in progress.
-      const bool hung = got == WorkerProcess::Received::timed_out;
-      std::string how = worker_->kill_and_describe();
-      const bool memory_limit = !hung && worker_->hit_memory_limit();
-      if (!corrupt.empty())
-        how = fmt::format("killed, because something in it (the candidate?) corrupted the worker protocol: "
-                          "{}; a kernel must not write to file descriptors it did not open",
-                          corrupt);
-      reset();
-      ++restarts_;
-      if (!current.empty() && phase.reference) {
-        // The task's reference hung or took the worker down: not the candidate's doing.
-        std::string what =
-            hung ? fmt::format("did not finish within {:.3g} s while {}; the worker was killed", reference_allowed,
-                               phase.detail)
-                 : fmt::format("ended the worker while {}: {}", phase.detail, how);
-        throw Error(hung ? Status::timeout : Status::subprocess,
-                    fmt::format("task \"{}\", workload \"{}\": the task's reference {}; the task or the evaluator "
-                                "is at fault, not the candidate",
-                                task.name, current, what));
-      }
-      EvalStatus status = hung ? EvalStatus::timeout : memory_limit ? EvalStatus::memory_limit : EvalStatus::crashed;
-      const std::string extra =
-          allowed > limit ? fmt::format(" (run_timeout_s of {:.3g} s plus {:.3g} s for timing)", limit, allowed - limit)
-                          : "";
-      std::string message =
-          hung ? (current.empty()
-                      ? fmt::format("loading the candidate did not finish within {:.3g} s; the worker was killed",
-                                    limit + kLoadGraceS)
-                      : fmt::format("did not finish within {:.3g} s{}; the worker was killed while {} (an endless "
-                                    "loop, a deadlock, or a kernel far too slow for this workload)",
-                                    allowed, extra, phase.detail))
-          : memory_limit
-               ? fmt::format("the candidate reached the memory limit of {} MiB per host candidate while running this "
-                             "{}{} (an allocation failed); use less memory, or raise the limit (--memory-limit): {}",
-                             memory_limit_bytes_ >> 20, current.empty() ? "candidate" : "workload",
-                             current.empty() ? "" : " (" + phase.detail + ")", how)
-               : fmt::format("the worker process {} while running this {}{}: {}", corrupt.empty() ? "died" : "ended",
-                             current.empty() ? "candidate" : "workload",
-                             current.empty() ? "" : " (" + phase.detail + ")", how);
-      if (!current.empty()) {
-        WorkloadResult w;
-        w.name = current;
-        const WorkloadSpec* spec = task.find_workload(current);
-        w.benchmark = spec && spec->benchmark;
-        Failure{status, message}.record(w);
-        r.workloads.push_back(w);
-      }
-      Failure{status, hung ? message : "worker " + how}.record(r);
-      r.metrics = Json::obj({{"worker_restarted", true}});
+      record_lost_worker(out, task, current, deadline, got == WorkerProcess::Received::timed_out, corrupt);
       return out;
     }
   }
 
+ private:
+  // The worker died or hung (`hung`) while `current` ran ("": while loading
+  // the candidate): the result says so, with what the step was allowed; a
+  // reference that did it throws instead. `corrupt`: why the stream from the
+  // worker could not be read, when that ended it.
+  void record_lost_worker(Outcome& out, const TaskSpec& task, const std::string& current, const Deadline& deadline,
+                          bool hung, const std::string& corrupt) {
+    EvalResult& r = out.result;
+    std::string how = worker_->kill_and_describe();
+    const bool memory_limit = !hung && worker_->hit_memory_limit();
+    if (!corrupt.empty())
+      how = fmt::format("killed, because something in it (the candidate?) corrupted the worker protocol: "
+                        "{}; a kernel must not write to file descriptors it did not open",
+                        corrupt);
+    reset();
+    ++restarts_;
+    const FlowPhase& phase = deadline.step();
+    if (!current.empty() && phase.reference) {
+      // The task's reference hung or took the worker down: not the candidate's doing.
+      std::string what =
+          hung ? fmt::format("did not finish within {:.3g} s while {}; the worker was killed",
+                             deadline.reference_allowed_s(), phase.detail)
+               : fmt::format("ended the worker while {}: {}", phase.detail, how);
+      throw Error(hung ? Status::timeout : Status::subprocess,
+                  fmt::format("task \"{}\", workload \"{}\": the task's reference {}; the task or the evaluator "
+                              "is at fault, not the candidate",
+                              task.name, current, what));
+    }
+    EvalStatus status = hung ? EvalStatus::timeout : memory_limit ? EvalStatus::memory_limit : EvalStatus::crashed;
+    const double limit = deadline.limit_s(), allowed = deadline.allowed_s();
+    const std::string extra =
+        allowed > limit ? fmt::format(" (run_timeout_s of {:.3g} s plus {:.3g} s for timing)", limit, allowed - limit)
+                        : "";
+    std::string message =
+        hung ? (current.empty()
+                    ? fmt::format("loading the candidate did not finish within {:.3g} s; the worker was killed",
+                                  deadline.load_allowed_s())
+                    : fmt::format("did not finish within {:.3g} s{}; the worker was killed while {} (an endless "
+                                  "loop, a deadlock, or a kernel far too slow for this workload)",
+                                  allowed, extra, phase.detail))
+        : memory_limit
+             ? fmt::format("the candidate reached the memory limit of {} MiB per host candidate while running this "
+                           "{}{} (an allocation failed); use less memory, or raise the limit (--memory-limit): {}",
+                           memory_limit_bytes_ >> 20, current.empty() ? "candidate" : "workload",
+                           current.empty() ? "" : " (" + phase.detail + ")", how)
+             : fmt::format("the worker process {} while running this {}{}: {}", corrupt.empty() ? "died" : "ended",
+                           current.empty() ? "candidate" : "workload",
+                           current.empty() ? "" : " (" + phase.detail + ")", how);
+    if (!current.empty()) {
+      WorkloadResult w;
+      w.name = current;
+      const WorkloadSpec* spec = task.find_workload(current);
+      w.benchmark = spec && spec->benchmark;
+      Failure{status, message}.record(w);
+      r.workloads.push_back(w);
+    }
+    Failure{status, hung ? message : "worker " + how}.record(r);
+    r.metrics = Json::obj({{"worker_restarted", true}});
+  }
+
+ public:
   int restarts() const { return restarts_; }
   pid_t pid() const { return worker_ ? worker_->pid() : -1; }
 

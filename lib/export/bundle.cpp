@@ -189,7 +189,7 @@ Json make_bundle(const TaskSpec& task, const Solution& solution, const BundleOpt
     workloads.push_back(std::move(wj));
   }
   Json constraints = Json::array();
-  const core::ParamSpace space = core::ParamSpace::from_json(sol.params);
+  const core::ParamSpace space(sol.params);
   for (const auto& c : space.constraints()) constraints.push_back(c.text());
 
   const eval::cuda::NvrtcApi& api = eval::cuda::nvrtc();

@@ -42,7 +42,7 @@ Solution cuda(std::string source, const std::string& plan, Json params = Json())
   s.language = Language::cuda;
   s.sources = {{"kernel.cu", std::move(source)}};
   s.launch_plan = ks::LaunchPlan::from_json(Json::parse(plan));
-  s.params = std::move(params);
+  s.params = ks::Params::from_json(params);
   return s.finalize();
 }
 

@@ -45,7 +45,7 @@ TEST_CASE("softmax task: the task file is a valid task") {
   CHECK(spec.references.at(Language::cuda).sources.at(0).content.find("softmax_reference") != std::string::npos);
   CHECK(spec.prompts.at(Language::cuda).find("row softmax") != std::string::npos);
   REQUIRE(spec.starting_points.size() == 1);
-  auto space = core::ParamSpace::from_json(spec.starting_points[0].params);
+  auto space = core::ParamSpace(spec.starting_points[0].params);
   CHECK(space.grid_size() == 24);  // BLOCK x VEC, and WARP_ROWS (plan-only: no compilation of its own)
   CHECK(space.find("WARP_ROWS")->plan_only);
 }
@@ -70,7 +70,7 @@ TEST_CASE("softmax task: reference and starting kernel compile in every configur
   CHECK(a.kernels == std::vector<std::string>{"softmax_reference"});
 
   const Solution& start = spec.starting_points[0];
-  auto space = core::ParamSpace::from_json(start.params);
+  auto space = core::ParamSpace(start.params);
   int compiled = 0;
   for (auto block : space.find("BLOCK")->values)
     for (auto vec : space.find("VEC")->values) {

@@ -322,15 +322,15 @@ TEST_CASE("evaluator: tunable parameters compile once per distinct value set") {
       "static_assert(STEP >= 1, \"STEP\");\n"
       "for (std::int64_t i0 = 0; i0 < n; i0 += STEP)\n"
       "  for (std::int64_t i = i0; i < i0 + STEP && i < n; ++i) z[i] = x[i] + 2.0f * y[i];");
-  s.params = Json::parse(R"({"space": {"STEP": {"values": [1, 4, 16]}}, "values": {"STEP": 4},
-                             "per_workload": {"b1": {"STEP": 16}}})");
+  s.params = ks::Params::from_json(Json::parse(R"({"space": {"STEP": {"values": [1, 4, 16]}}, "values": {"STEP": 4},
+                                                 "per_workload": {"b1": {"STEP": 16}}})"));
   s.finalize();
   EvalResult r = ev->evaluate(task, s);
   INFO(r.to_json().dump(2));
   CHECK(r.status == EvalStatus::passed);
   CHECK(r.metrics.get_int("builds") == 2);
 
-  s.params = Json::parse(R"({"space": {"STEP": {"values": [1, 4, 16]}}, "values": {"STEP": 5}})");
+  s.params = ks::Params::from_json(Json::parse(R"({"space": {"STEP": {"values": [1, 4, 16]}}, "values": {"STEP": 5}})"));
   s.finalize();
   EvalResult bad = ev->evaluate(task, s);
   CHECK(bad.status == EvalStatus::compile_error);

@@ -47,7 +47,7 @@ TEST_CASE("parse: fenced source and launch plan") {
   CHECK(s.sources[0].path == "kernel.cu");
   CHECK(s.sources[0].content == kKernel);
   CHECK(s.launch_plan.kernels.at(0).name == "row_softmax");
-  CHECK(s.params.is_null());
+  CHECK(s.params.empty());
   CHECK(s.language == Language::cuda);
   CHECK(s.description == "Each block handles one row; a warp reduction finds the max.");
   CHECK(s.id == s.compute_id());
@@ -146,11 +146,11 @@ TEST_CASE("parse: tunable parameters inside the plan or in their own block") {
     Solution s = parse_candidate(std::string("```cuda\n") + kKernel + "```\n```json launch_plan\n" + plan + "\n```\n",
                                  Language::cuda);
     CHECK_FALSE(s.launch_plan.to_json().contains("params"));
-    CHECK(s.params.at("space").contains("BLOCK"));
+    CHECK(s.params.find("BLOCK") != nullptr);
   }
   SUBCASE("in a params block, also wrapped in {\"params\": ...}") {
     Solution s = parse_candidate(fenced_answer() + "```json params\n{\"params\": " + space + "}\n```\n", Language::cuda);
-    CHECK(s.params.at("constraints").size() == 1);
+    CHECK(s.params.constraints.size() == 1);
   }
   SUBCASE("declared twice") {
     std::string plan = R"({"kernels": [{"name": "k"}], "params": )" + space + "}";
@@ -266,7 +266,7 @@ TEST_CASE("format_candidate: parse gives back what was formatted") {
   s.description = "Two kernels: a partial max and a normalisation.";
   s.sources = {{"kernel.cu", kKernel}, {"notes.cuh", "// a fence in a comment:\n```\n#define X 1\n"}};
   s.launch_plan = LaunchPlan::from_json(ks::Json::parse(kPlan));
-  s.params = ks::Json::parse(R"({"space": {"BLOCK": {"values": [64, 128]}}})");
+  s.params = ks::Params::from_json(ks::Json::parse(R"({"space": {"BLOCK": {"values": [64, 128]}}})"));
   s.finalize();
   std::string text = format_candidate(s);
   CHECK(contains(text, "```json launch_plan"));

@@ -43,7 +43,7 @@ void check_against_cpu(const ks_emu::KernelTable& table, const Solution& solutio
     util::Vars dims(w.dims.begin(), w.dims.end());
     if (!params.empty()) {
       std::string why;
-      REQUIRE_MESSAGE(core::ParamSpace::from_json(solution.params).admissible(params, dims, &why), why);
+      REQUIRE_MESSAGE(core::ParamSpace(solution.params).admissible(params, dims, &why), why);
     }
     const TrimulInputs in = generate_trimul_inputs(spec(), w);
     std::vector<float> ref(in.output_size());
@@ -76,19 +76,19 @@ TEST_CASE("trimul emulated: the tunable starting kernel meets the tolerance at s
   SUBCASE("defaults") {
     ks_emu::KernelTable table;
     ks_emu_register_tunable_default(table);
-    check_against_cpu(table, start, core::ParamSpace::from_json(start.params).defaults(), tol, tol);
+    check_against_cpu(table, start, core::ParamSpace(start.params).defaults(), tol, tol);
   }
   SUBCASE("every GEMM a cuBLASLt step (emulated), with the projection's gating kernel") {
     ks_emu::KernelTable table;
     ks_emu_register_tunable_default(table);
-    util::Vars v = core::ParamSpace::from_json(start.params).defaults();
+    util::Vars v = core::ParamSpace(start.params).defaults();
     v["PROJ_GEMM"] = v["TRI_GEMM"] = v["OUT_GEMM"] = 1;
     check_against_cpu(table, start, v, tol, tol, 2);
   }
   SUBCASE("the triangle alone a GEMM step") {
     ks_emu::KernelTable table;
     ks_emu_register_tunable_default(table);
-    util::Vars v = core::ParamSpace::from_json(start.params).defaults();
+    util::Vars v = core::ParamSpace(start.params).defaults();
     v["TRI_GEMM"] = 1;
     check_against_cpu(table, start, v, tol, tol, 2);
   }

@@ -64,7 +64,7 @@ TEST_CASE("trimul gpu: the CUDA reference and the shipped kernels agree with the
   // FP32 against double: far tighter than the task's tolerance.
   candidates.push_back({trimul_reference_solution(), {}, 1e-3, 1e-3, nullptr});
   const Solution start = trimul_starting_point();
-  candidates.push_back({start, core::ParamSpace::from_json(start.params).defaults(),
+  candidates.push_back({start, core::ParamSpace(start.params).defaults(),
                         spec.tolerance.atol, spec.tolerance.rtol, nullptr});
   for (const char* file : {"v1_naive_fp32.md", "v2_tiled_fp32.md", "v3_tensor_cores_fp16.md",
                            "v4_pipelined_fp16.md"}) {

@@ -90,7 +90,7 @@ TEST_CASE("trimul kernels: the FP32 reference compiles for sm_90a and matches it
 TEST_CASE("trimul kernels: the starting kernel compiles at admissible parameter points") {
   if (!compiler()) return;
   const Solution start = trimul_starting_point();
-  const auto space = core::ParamSpace::from_json(start.params);
+  const auto space = core::ParamSpace(start.params);
   REQUIRE(!space.empty());
   // Three GEMM choices and their cuBLASLt algorithms (plan-only), then the code's parameters.
   CHECK(space.grid_size() == 2u * 2 * 2 * 4 * 4 * 2 * 2 * 2 * 2 * 2 * 3 * 3);
@@ -128,7 +128,7 @@ TEST_CASE("trimul kernels: the starting kernel compiles at admissible parameter 
 }
 
 TEST_CASE("trimul kernels: the constraints exclude shapes the starting kernel cannot handle") {
-  const auto space = core::ParamSpace::from_json(trimul_starting_point().params);
+  const auto space = core::ParamSpace(trimul_starting_point().params);
   const util::Vars values = space.defaults();
   std::string why;
   CHECK_FALSE(space.admissible(values, {{"B", 1}, {"N", 36}, {"C", 128}, {"H", 128}}, &why));

@@ -239,7 +239,7 @@ TEST_CASE("trimul spec: reference, starting point and prompt") {
   const Solution& start = spec().starting_points[0];
   CHECK(start.name.find("starting point") != std::string::npos);
   CHECK(start.description.find("not a tuned result") != std::string::npos);
-  CHECK(start.params.find("space") != nullptr);
+  CHECK_FALSE(start.params.space.empty());
   CHECK(start.id == start.compute_id());
 
   const std::string& prompt = spec().prompts.at(Language::cuda);

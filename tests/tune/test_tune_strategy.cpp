@@ -33,10 +33,7 @@ ks::SearchConfig config(int rounds, std::uint64_t seed = 7) {
 }
 
 ks::util::Vars values_of(const Solution& s) {
-  ks::util::Vars v;
-  if (const Json* j = s.params.find("values"))
-    for (const auto& [k, x] : j->as_object()) v[k] = x.as_int();
-  return v;
+  return s.params.values;
 }
 
 }  // namespace
@@ -79,10 +76,10 @@ TEST_CASE("tune strategy: evaluates the starting point, never repeats, skips fai
   // The last round: the best single configuration plus per-shape values.
   const auto& last = ctx.attempts.back();
   CHECK(values_of(last.solution) == ks::util::Vars{{"BLOCK", 128}, {"VEC", 2}});
-  const Json& pw = last.solution.params.at("per_workload");
-  CHECK(pw.at("small").at("BLOCK").as_int() == 64);
-  CHECK(pw.at("large").at("BLOCK").as_int() == 256);
-  CHECK_FALSE(pw.contains("tiny"));
+  const auto& pw = last.solution.params.per_workload;
+  CHECK(pw.at("small").at("BLOCK") == 64);
+  CHECK(pw.at("large").at("BLOCK") == 256);
+  CHECK_FALSE(pw.count("tiny"));
   CHECK(last.result.passed());
   REQUIRE(ctx.best());
   CHECK(ctx.best()->solution.id == last.solution.id);  // faster than any single configuration
@@ -128,8 +125,8 @@ TEST_CASE("tune strategy: respects the round budget and keeps the last round for
     CHECK(ctx.rounds_used() == static_cast<int>(ctx.attempts.size()));
     // Per-shape values, when tried, take the last round.
     for (std::size_t i = 0; i + 1 < ctx.attempts.size(); ++i)
-      CHECK_FALSE(ctx.attempts[i].solution.params.contains("per_workload"));
-    if (rounds == 8) CHECK(ctx.attempts.back().solution.params.contains("per_workload"));
+      CHECK_FALSE(ctx.attempts[i].solution.params.per_workload.size() > 0);
+    if (rounds == 8) CHECK(ctx.attempts.back().solution.params.per_workload.size() > 0);
     // One round only evaluates the starting point, and says why nothing was tuned.
     if (rounds == 1) CHECK(ctx.find_event("tune_skipped") != nullptr);
   }
@@ -165,7 +162,7 @@ TEST_CASE("tune strategy: evaluates batches together, each candidate a round of 
     ++round;
   }
   CHECK(configs.size() == 9);
-  CHECK(ctx.attempts.back().solution.params.contains("per_workload"));
+  CHECK(ctx.attempts.back().solution.params.per_workload.size() > 0);
   CHECK(ctx.state.at("batch").as_int() == 4);
   CHECK(ctx.state.at("batches").as_int() == 3);
 
@@ -192,7 +189,7 @@ TEST_CASE("tune strategy: evaluates batches together, each candidate a round of 
   ks::core::make_tune_strategy()->run(five);
   CHECK(five.batch_sizes == std::vector<std::size_t>{3});
   CHECK(five.rounds_used() == 5);
-  CHECK(five.attempts.back().solution.params.contains("per_workload"));
+  CHECK(five.attempts.back().solution.params.per_workload.size() > 0);
 }
 
 TEST_CASE("tune strategy: batches of one make the sequential tuner's choices") {
@@ -215,7 +212,7 @@ TEST_CASE("tune strategy: batches of one make the sequential tuner's choices") {
   o.stall_evaluations = 16;
   o.min_improvement = 0.005;
   o.max_evaluations = 12;
-  ks::core::Tuner tuner(ks::core::ParamSpace::from_json(spec.starting_points[0].params), o,
+  ks::core::Tuner tuner(ks::core::ParamSpace(spec.starting_points[0].params), o,
                         static_cast<std::uint64_t>(start.at("seed").as_int()));
   REQUIRE(ctx.attempts[0].result.passed());
   tuner.tell({{"BLOCK", 32}, {"VEC", 1}}, ctx.attempts[0].result.latency_ms);
@@ -278,7 +275,7 @@ TEST_CASE("tune strategy: tunes the run's best solution without evaluating it ag
   FakeContext ctx(make_tunable_task(), config(6), tunable_eval);
   Solution best = make_tunable_task().starting_points[0];
   best.name = "r3-improve";
-  best.params["values"] = Json::obj({{"BLOCK", 64}, {"VEC", 1}});
+  best.params.values = {{"BLOCK", 64}, {"VEC", 1}};
   ctx.set_best(best);
   const std::string best_id = ctx.best()->solution.id;
   ks::core::make_tune_strategy()->run(ctx);
@@ -293,7 +290,7 @@ TEST_CASE("tune strategy: tunes the run's best solution without evaluating it ag
 
 TEST_CASE("tune strategy: a failing starting point is still tuned, its configuration never retried") {
   ks::TaskSpec task = make_tunable_task();
-  task.starting_points[0].params["values"] = Json::obj({{"BLOCK", 256}, {"VEC", 8}});  // fails to compile
+  task.starting_points[0].params.values = {{"BLOCK", 256}, {"VEC", 8}};  // fails to compile
   FakeContext ctx(task, config(30), tunable_eval);
   ks::core::make_tune_strategy()->run(ctx);
   REQUIRE(ctx.attempts.size() > 2);
@@ -338,7 +335,7 @@ TEST_CASE("tune strategy: nothing to tune") {
   // A malformed declaration in a task is refused when the task is checked,
   // naming the solution (LLM-written ones are checked by the strategy).
   ks::TaskSpec broken = make_tunable_task();
-  broken.starting_points[0].params = Json::parse(R"({"space": {"B": {"values": []}}})");
+  broken.starting_points[0].params = ks::Params::as_written(Json::parse(R"({"space": {"B": {"values": []}}})"));
   try {
     broken.validate();
     FAIL("expected an error");

@@ -47,9 +47,9 @@ inline ks::TaskSpec make_tunable_task(bool with_params = true) {
   sp.launch_plan = ks::LaunchPlan::from_json(ks::Json::parse(
       R"j({"kernels": [{"name": "k", "grid": ["cdiv(N, BLOCK)"], "block": ["BLOCK"], "args": []}]})j"));
   if (with_params)
-    sp.params = ks::Json::parse(R"({
+    sp.params = ks::Params::from_json(ks::Json::parse(R"({
         "space": {"BLOCK": {"values": [32, 64, 128, 256, 512]}, "VEC": {"values": [1, 2, 4, 8]}},
-        "constraints": ["BLOCK >= VEC * 32", "N >= BLOCK"]})");
+        "constraints": ["BLOCK >= VEC * 32", "N >= BLOCK"]})"));
   t.starting_points = {sp};
   return t;
 }

@@ -10,7 +10,6 @@
 #include <optional>
 
 #include "core/response/json_extract.hpp"
-#include "core/tune/params.hpp"
 #include "ksearch/error.hpp"
 #include "util/text.hpp"
 
@@ -422,8 +421,13 @@ Json checked_params(Json params, const std::string& where) {
     fail(fmt::format("The tunable parameters ({}) must be a JSON object with \"space\" "
                      "(and optionally \"constraints\").",
                      where));
+  // The declarations are checked now; the values when the candidate is
+  // evaluated, as they always were (an answer is not refused for them).
+  Json declarations = params;
+  declarations.erase("values");
+  declarations.erase("per_workload");
   try {
-    ParamSpace::from_json(params);
+    Params::from_json(declarations);
   } catch (const Error& e) {
     fail(fmt::format("The tunable parameters ({}) are invalid: {}", where, e.what()));
   }
@@ -648,7 +652,7 @@ Solution parse_candidate(std::string_view answer, Language language) {
   } catch (const Error& e) {
     fail(e.what());
   }
-  s.params = std::move(params);
+  s.params = Params::as_written(params);
 
   for (const auto& c : items)
     if (c.role == Role::description) s.description = std::string(trim(c.block->content));
@@ -705,7 +709,7 @@ std::string format_candidate(const Solution& solution) {
   const char* lang = solution.language == Language::cuda ? "cuda" : "cpp";
   for (const auto& f : solution.sources) append_block(out, fmt::format("{} {}", lang, f.path), f.content);
   append_block(out, fmt::format("json {}", plan_label(solution.language)), solution.launch_plan.to_json().dump(2) + "\n");
-  if (!solution.params.is_null()) append_block(out, "json params", solution.params.dump(2) + "\n");
+  if (const Json p = solution.params.to_json(); !p.is_null()) append_block(out, "json params", p.dump(2) + "\n");
   while (!out.empty() && out.back() == '\n') out.pop_back();
   out += '\n';
   return out;

@@ -7,7 +7,7 @@
 // once and evaluates them together. See docs/search.md, "Evolve".
 #include <fmt/format.h>
 
-#include "core/response/parse.hpp"
+#include "core/search/code_answer.hpp"
 #include "core/search/evolve.hpp"
 #include "core/search/prompts.hpp"
 #include "core/search/strategies.hpp"
@@ -105,19 +105,14 @@ class EvolveStrategy final : public SearchStrategy {
         const int island = choices[u].island;
         std::string label = fmt::format("{} gen {} island {}", to_string(reqs[u].kind), generation, island + 1);
         const LlmResponse& r = resps[u];
-        if (!r.ok) {
-          // An outage: count the round, keep the island's evidence as it was.
-          ctx.record_failed_round(label, "the LLM request failed: " + r.error, r.text);
+        CodeAnswer answer = read_code_answer(ctx, label, r);
+        if (!answer.candidate) {
+          // An outage keeps the island's evidence as it was.
+          if (answer.unreadable)
+            failures[static_cast<std::size_t>(island)] = Failure{std::nullopt, *answer.unreadable, r.text};
           continue;
         }
-        std::string why;
-        std::optional<Solution> read = read_candidate(r.text, cfg.language, &why);
-        if (!read) {
-          EvalResult failed = ctx.record_failed_round(label, why, r.text);
-          failures[static_cast<std::size_t>(island)] = Failure{std::nullopt, failed, r.text};
-          continue;
-        }
-        Solution cand = std::move(*read);
+        Solution cand = std::move(*answer.candidate);
         cand.parent_id = choices[u].parent ? choices[u].parent->solution_id : "";
         cand.name = fmt::format("r{}-evolve-i{}", ctx.rounds_used() + static_cast<int>(cands.size()) + 1, island + 1);
         cands.push_back(std::move(cand));

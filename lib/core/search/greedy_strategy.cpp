@@ -3,7 +3,7 @@
 // `parallel` candidates at a time. The baseline K-Search is compared with.
 #include <fmt/format.h>
 
-#include "core/response/parse.hpp"
+#include "core/search/code_answer.hpp"
 #include "core/search/prompts.hpp"
 #include "core/search/strategies.hpp"
 #include "ksearch/error.hpp"
@@ -68,19 +68,16 @@ class GreedyStrategy final : public SearchStrategy {
         std::string label = fmt::format("{} step {}{}", to_string(reqs[static_cast<std::size_t>(i)].kind), step,
                                         k > 1 ? fmt::format(" sample {}", i + 1) : "");
         const LlmResponse& r = resps[static_cast<std::size_t>(i)];
-        if (!r.ok) {
-          // An outage: count the round, but keep the evidence of the last real attempt.
-          ctx.record_failed_round(label, "the LLM request failed: " + r.error, r.text);
+        CodeAnswer answer = read_code_answer(ctx, label, r);
+        if (!answer.candidate) {
+          // An outage keeps the evidence of the last real attempt.
+          if (answer.unreadable) {
+            last_eval = std::move(answer.unreadable);
+            last_raw = r.text;
+          }
           continue;
         }
-        std::string why;
-        std::optional<Solution> read = read_candidate(r.text, cfg.language, &why);
-        if (!read) {
-          last_eval = ctx.record_failed_round(label, why, r.text);
-          last_raw = r.text;
-          continue;
-        }
-        Solution cand = std::move(*read);
+        Solution cand = std::move(*answer.candidate);
         cand.parent_id = best ? best->solution.id : "";
         cand.name = fmt::format("r{}-greedy", ctx.rounds_used() + static_cast<int>(cands.size()) + 1);
         cands.push_back(std::move(cand));

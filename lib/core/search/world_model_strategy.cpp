@@ -16,6 +16,7 @@
 
 #include "core/response/parse.hpp"
 #include "core/run_events.hpp"
+#include "core/search/code_answer.hpp"
 #include "core/search/cycle.hpp"
 #include "core/search/prompts.hpp"
 #include "core/search/strategies.hpp"
@@ -584,26 +585,23 @@ class WorldModelStrategy final : public SearchStrategy {
   // failed or the answer did not parse (each a failed round).
   static std::optional<Solution> take_code_answer(SearchContext& ctx, Cycle& c, const LlmRequest& req,
                                                   const LlmResponse& resp) {
-    const std::string label = attempt_label(c, req);
-    if (!resp.ok) {
+    CodeAnswer answer = read_code_answer(ctx, attempt_label(c, req), resp);
+    if (answer.outage()) {
       // An outage is no evidence about the action: it uses a round but does
       // not count towards the cycle's stagnation.
-      ctx.record_failed_round(label, "the LLM request failed: " + resp.error, resp.text);
       c.resend = req;
       return std::nullopt;
     }
     c.last.reset();
     c.last_eval.reset();
     c.last_raw.clear();
-    std::string parse_error;
-    std::optional<Solution> read = read_candidate(resp.text, ctx.config().language, &parse_error);
-    if (!read) {
-      c.last_eval = ctx.record_failed_round(label, parse_error, resp.text);
+    if (!answer.candidate) {
+      c.last_eval = std::move(answer.unreadable);
       c.last_raw = resp.text;
       c.tracker.observe(false, 0);
       return std::nullopt;
     }
-    Solution cand = std::move(*read);
+    Solution cand = std::move(*answer.candidate);
     cand.parent_id = c.base ? c.base->id : "";
     c.pending_kind = req.kind;
     return cand;

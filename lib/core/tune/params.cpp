@@ -10,95 +10,20 @@
 #include "util/json_fields.hpp"
 
 namespace ks::core {
-namespace {
 
-[[noreturn]] void invalid(const std::string& what) {
-  throw Error(Status::invalid_argument, "params: " + what);
-}
-
-bool is_identifier(std::string_view s) {
-  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
-  return std::all_of(s.begin(), s.end(),
-                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
-}
-
-ParamDecl parse_decl(const std::string& name, const Json& j) {
-  if (!is_identifier(name)) invalid(fmt::format("\"{}\" is not a valid parameter name (use a C identifier)", name));
-  util::FieldReader r(j, fmt::format("params: parameter \"{}\"", name));
-  ParamDecl d;
-  d.name = name;
-  if (const Json* v = j.find("values")) {
-    if (!v->is_array() || v->empty())
-      invalid(fmt::format("parameter \"{}\": \"values\" must be a non-empty array of integers", name));
-    for (const auto& x : v->as_array()) {
-      if (!x.is_number()) invalid(fmt::format("parameter \"{}\": values must be integers", name));
-      try {
-        d.values.push_back(x.as_int());
-      } catch (const Error&) {
-        invalid(fmt::format("parameter \"{}\": value {} is not an integer", name, x.as_number()));
-      }
-    }
-    std::vector<std::int64_t> sorted = d.values;
-    std::sort(sorted.begin(), sorted.end());
-    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
-      invalid(fmt::format("parameter \"{}\": values repeat", name));
-    r.allow({"values", "default", "plan_only"});
-  } else if (j.contains("min") || j.contains("max")) {
-    std::int64_t lo = r.required_int("min"), hi = r.required_int("max");
-    std::int64_t step = r.optional_int("step", 1);
-    if (step <= 0) invalid(fmt::format("parameter \"{}\": step must be positive", name));
-    if (hi < lo) invalid(fmt::format("parameter \"{}\": max ({}) is below min ({})", name, hi, lo));
-    std::int64_t span = 0;
-    if (__builtin_sub_overflow(hi, lo, &span) || span / step >= 100000)
-      invalid(fmt::format("parameter \"{}\": range has more than 100000 values", name));
-    // Counting steps rather than adding to the value keeps a range that ends
-    // near INT64_MAX from overflowing.
-    for (std::int64_t i = 0; i <= span / step; ++i) d.values.push_back(lo + i * step);
-    r.allow({"min", "max", "step", "default", "plan_only"});
-  } else {
-    invalid(fmt::format("parameter \"{}\" needs \"values\": [...] or \"min\"/\"max\"[/\"step\"]", name));
-  }
-  d.default_value = d.values.front();
-  if (const Json* def = j.find("default"); def && !def->is_null()) {
-    std::int64_t v = r.required_int("default");
-    if (std::find(d.values.begin(), d.values.end(), v) == d.values.end())
-      invalid(fmt::format("parameter \"{}\": default {} is not one of its values", name, v));
-    d.default_value = v;
-  }
-  if (const Json* po = j.find("plan_only"); po && !po->is_null()) {
-    if (!po->is_bool()) invalid(fmt::format("parameter \"{}\": \"plan_only\" must be true or false", name));
-    d.plan_only = po->as_bool();
-  }
-  return d;
-}
-
-}  // namespace
-
-ParamSpace ParamSpace::from_json(const Json& params) {
-  ParamSpace s;
-  if (params.is_null()) return s;
-  util::FieldReader r(params, "params");
-  r.allow({"space", "constraints", "values", "per_workload"});
-  if (const Json* space = params.find("space"); space && !space->is_null()) {
-    if (!space->is_object()) invalid("\"space\" must map parameter names to declarations");
-    for (const auto& [name, decl] : space->as_object()) {
-      if (s.find(name)) invalid(fmt::format("parameter \"{}\" is declared twice", name));
-      s.params_.push_back(parse_decl(name, decl));
+ParamSpace::ParamSpace(const Params& params) {
+  if (!params.readable()) throw Error(Status::invalid_argument, params.problem());
+  params_ = params.space;
+  for (const auto& c : params.constraints) {
+    try {
+      constraints_.push_back(util::Expr::parse(c));
+    } catch (const Error& e) {
+      throw Error(Status::invalid_argument, fmt::format("params: constraint: {}", e.what()));
     }
   }
-  if (const Json* cs = params.find("constraints"); cs && !cs->is_null()) {
-    if (!cs->is_array()) invalid("\"constraints\" must be an array of expressions");
-    for (const auto& c : cs->as_array()) {
-      if (!c.is_string()) invalid("each constraint must be an expression string");
-      try {
-        s.constraints_.push_back(util::Expr::parse(c.as_string()));
-      } catch (const Error& e) {
-        invalid(fmt::format("constraint: {}", e.what()));
-      }
-    }
-  }
-  return s;
 }
+
+ParamSpace ParamSpace::from_json(const Json& params) { return ParamSpace(Params::from_json(params)); }
 
 std::uint64_t ParamSpace::grid_size() const {
   std::uint64_t n = 1;
@@ -161,33 +86,20 @@ bool ParamSpace::admissible(const util::Vars& values, const util::Vars& dims, st
   return true;
 }
 
-util::Vars resolve_param_values(const Json& params, std::string_view workload, const util::Vars& dims) {
-  ParamSpace space = ParamSpace::from_json(params);
-  util::Vars values = space.defaults();
-  auto apply = [&](const Json* j, const std::string& where) {
-    if (!j || j->is_null()) return;
-    if (!j->is_object()) invalid(fmt::format("{} must map parameter names to integers", where));
-    for (const auto& [k, v] : j->as_object()) {
-      if (!space.find(k)) invalid(fmt::format("{} sets undeclared parameter \"{}\"", where, k));
-      if (!v.is_number()) invalid(fmt::format("{}: \"{}\" must be an integer", where, k));
-      try {
-        values[k] = v.as_int();
-      } catch (const Error&) {
-        invalid(fmt::format("{}: \"{}\" must be an integer", where, k));
-      }
-    }
-  };
-  if (params.is_object()) {
-    apply(params.find("values"), "\"values\"");
-    if (const Json* pw = params.find("per_workload"); pw && !pw->is_null()) {
-      if (!pw->is_object()) invalid("\"per_workload\" must map workload names to parameter values");
-      apply(pw->find(workload), fmt::format("\"per_workload\".\"{}\"", workload));
-    }
-  }
+util::Vars ParamSpace::resolve(const Params& params, std::string_view workload, const util::Vars& dims) const {
+  util::Vars values = defaults();
+  for (const auto& [k, v] : params.values) values[k] = v;
+  if (auto pw = params.per_workload.find(workload); pw != params.per_workload.end())
+    for (const auto& [k, v] : pw->second) values[k] = v;
   std::string why;
-  if (!space.admissible(values, dims, &why))
-    invalid(workload.empty() ? why : fmt::format("workload \"{}\": {}", workload, why));
+  if (!admissible(values, dims, &why))
+    throw Error(Status::invalid_argument,
+                "params: " + (workload.empty() ? why : fmt::format("workload \"{}\": {}", workload, why)));
   return values;
+}
+
+util::Vars resolve_param_values(const Params& params, std::string_view workload, const util::Vars& dims) {
+  return ParamSpace(params).resolve(params, workload, dims);
 }
 
 std::vector<std::string> param_defines(const util::Vars& values) {
@@ -196,11 +108,10 @@ std::vector<std::string> param_defines(const util::Vars& values) {
   return out;
 }
 
-util::Vars compiled_values(const Json& params, const util::Vars& values) {
-  const ParamSpace space = ParamSpace::from_json(params);
+util::Vars compiled_values(const Params& params, const util::Vars& values) {
   util::Vars out;
   for (const auto& [name, v] : values)
-    if (const ParamDecl* d = space.find(name); !(d && d->plan_only)) out[name] = v;
+    if (const ParamDecl* d = params.find(name); !(d && d->plan_only)) out[name] = v;
   return out;
 }
 

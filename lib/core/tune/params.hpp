@@ -11,6 +11,8 @@
 // A parameter's value reaches the device code as a macro (-DBLOCK=128) and
 // the plan's expressions as a variable. Constraints may also name workload
 // dimensions; those are checked per workload.
+// The declarations are read once, by ks::Params (ksearch/params.hpp); this
+// is what the tuner and the evaluator do with them.
 #pragma once
 
 #include <cstdint>
@@ -19,22 +21,21 @@
 #include <vector>
 
 #include "ksearch/json.hpp"
+#include "ksearch/params.hpp"
 #include "util/expr.hpp"
 
 namespace ks::core {
 
-struct ParamDecl {
-  std::string name;
-  std::vector<std::int64_t> values;  // every allowed value, ascending for ranges
-  std::int64_t default_value = 0;
-  bool plan_only = false;  // read by the plan's expressions only: not a macro, so no new compilation
-};
+using ParamDecl = Params::Decl;
 
 class ParamSpace {
  public:
-  // Parses the "params" object of a solution (null or absent "space" gives an
-  // empty space). Throws ks::Error(Status::invalid_argument) naming the bad
-  // parameter or constraint.
+  ParamSpace() = default;
+  // The space `params` declares, its constraints parsed. Throws
+  // ks::Error(Status::invalid_argument) with the problem of unreadable
+  // params (Params::as_written) or naming a constraint that does not parse.
+  explicit ParamSpace(const Params& params);
+  // Reads a "params" object (Params::from_json) and gives its space.
   static ParamSpace from_json(const Json& params);
 
   const std::vector<ParamDecl>& params() const { return params_; }
@@ -50,20 +51,24 @@ class ParamSpace {
   // checked when `dims` is non-empty. Returns false and sets *why otherwise.
   bool admissible(const util::Vars& values, const util::Vars& dims, std::string* why = nullptr) const;
 
+  // The values `params` (whose space this is) uses for one workload:
+  // per_workload[workload], else "values", else the defaults; each missing
+  // parameter takes its default. Throws when the result is not admissible
+  // for `dims`.
+  util::Vars resolve(const Params& params, std::string_view workload, const util::Vars& dims) const;
+
  private:
   std::vector<ParamDecl> params_;
   std::vector<util::Expr> constraints_;
 };
 
-// The values a solution uses for one workload: per_workload[workload], else
-// "values", else the defaults; each missing parameter takes its default.
-// Throws when the result is not admissible for `dims`.
-util::Vars resolve_param_values(const Json& params, std::string_view workload, const util::Vars& dims);
+// ParamSpace(params).resolve(params, workload, dims), for a single workload.
+util::Vars resolve_param_values(const Params& params, std::string_view workload, const util::Vars& dims);
 
 // The values that reach the code as macros: all but the plan-only ones
 // ("plan_only": true in their declaration), which the plan alone reads (a
 // GEMM step's algorithm, a step's "when"); changing those compiles nothing.
-util::Vars compiled_values(const Json& params, const util::Vars& values);
+util::Vars compiled_values(const Params& params, const util::Vars& values);
 
 // {"-DBLOCK=128", "-DVEC=4"}: how values reach device and host code.
 std::vector<std::string> param_defines(const util::Vars& values);

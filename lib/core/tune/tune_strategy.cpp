@@ -51,11 +51,16 @@ Solution make_candidate(const Solution& base, const ParamSpace& space, const uti
   Solution c = base;
   c.parent_id = base.id;
   c.name = std::move(name);
-  c.params["values"] = values_json(space, values);
+  // The base's params as written with "values" and "per_workload" replaced:
+  // the JSON (and so the ids) recorded runs hold, whatever order the base
+  // wrote its values in.
+  Json params = base.params.to_json();
+  params["values"] = values_json(space, values);
   if (per_workload.is_object() && !per_workload.empty())
-    c.params["per_workload"] = per_workload;
+    params["per_workload"] = per_workload;
   else
-    c.params.erase("per_workload");
+    params.erase("per_workload");
+  c.params = Params::from_json(params);
   c.finalize();
   return c;
 }
@@ -170,7 +175,7 @@ void TuneStrategy::run(SearchContext& ctx) {
   Solution base = choose_base(ctx, base_eval, evaluated);
   ParamSpace space;
   try {
-    space = ParamSpace::from_json(base.params);
+    space = ParamSpace(base.params);
   } catch (const Error& e) {
     throw Error(Status::invalid_argument, fmt::format("tune: solution \"{}\": {}", base.name, e.what()));
   }
@@ -192,10 +197,9 @@ void TuneStrategy::run(SearchContext& ctx) {
   // The base's own configuration is a measured point, unless it already
   // carries per-shape values (then its latency belongs to no single one).
   std::optional<util::Vars> base_config;
-  const Json* base_pw = base.params.find("per_workload");
-  if (!base_pw || base_pw->is_null() || base_pw->empty()) {
+  if (base.params.per_workload.empty()) {
     try {
-      base_config = resolve_param_values(base.params, "", {});
+      base_config = space.resolve(base.params, "", {});
     } catch (const Error&) {
       base_config.reset();  // an inadmissible base says nothing about the space
     }

@@ -93,14 +93,13 @@ HostKernel::HostKernel(HostKernelConfig config) : cfg_(std::move(config)) {
   // each workload that has its own. Compiling them now keeps NVRTC out of
   // the launches.
   std::set<util::Vars> sets;
-  sets.insert(core::resolve_param_values(s.params, "", {}));
-  if (const Json* pw = s.params.find("per_workload"); pw && pw->is_object()) {
-    for (const auto& [name, unused] : pw->as_object()) {
-      const WorkloadSpec* w = cfg_.task.find_workload(name);
-      if (!w) continue;  // tuned for a workload this task no longer has
-      util::Vars dims(w->dims.begin(), w->dims.end());
-      sets.insert(core::resolve_param_values(s.params, name, dims));
-    }
+  space_ = core::ParamSpace(s.params);
+  sets.insert(space_.resolve(s.params, "", {}));
+  for (const auto& [name, unused] : s.params.per_workload) {
+    const WorkloadSpec* w = cfg_.task.find_workload(name);
+    if (!w) continue;  // tuned for a workload this task no longer has
+    util::Vars dims(w->dims.begin(), w->dims.end());
+    sets.insert(space_.resolve(s.params, name, dims));
   }
   std::lock_guard lock(mu_);
   try {
@@ -208,12 +207,11 @@ HostResolved HostKernel::resolve_locked(const HostLaunch& l, Module** module_out
   }
   util::Vars values;
   try {
-    values = core::resolve_param_values(cfg_.solution.params, out.workload, dims);
+    values = space_.resolve(cfg_.solution.params, out.workload, dims);
   } catch (const Error& e) {
     throw Error(Status::invalid_argument, fmt::format("the tuned parameters do not fit these dimensions: {}", e.what()));
   }
-  const Json* pw = cfg_.solution.params.find("per_workload");
-  if (!(pw && pw->is_object() && pw->contains(out.workload))) out.workload.clear();  // the general values were used
+  if (!cfg_.solution.params.per_workload.count(out.workload)) out.workload.clear();  // the general values were used
   out.params = std::map<std::string, std::int64_t>(values.begin(), values.end());
 
   Module& m = module_for(values);

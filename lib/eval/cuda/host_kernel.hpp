@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/tune/params.hpp"
 #include "eval/backend.hpp"
 #include "eval/cuda/launch_plan.hpp"
 #include "ksearch/task.hpp"
@@ -97,6 +98,7 @@ class HostKernel {
   std::uint64_t gemm_workspace(void* stream);
 
   HostKernelConfig cfg_;
+  core::ParamSpace space_;  // the solution's, read once
   LaunchPlan plan_;
   std::string arch_;
   std::unique_ptr<Compiler> compiler_;

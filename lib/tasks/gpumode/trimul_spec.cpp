@@ -168,7 +168,7 @@ Solution trimul_starting_point() {
       "Starting point for tuning, not a tuned result: LayerNorm to fp16, fp16 mma.sync GEMMs "
       "with a cp.async pipeline for the projections, the triangle product and the output "
       "projection; tile sizes, pipeline depth and vector width are parameters.");
-  s.params = Json::parse(embedded::trimul_tunable_params_json);
+  s.params = Params::from_json(Json::parse(embedded::trimul_tunable_params_json));
   return s.finalize();
 }
 

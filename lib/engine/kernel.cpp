@@ -4,7 +4,9 @@
 
 #include <fmt/format.h>
 
+#if KS_HAVE_CUDA_BACKEND
 #include "eval/cuda/host_kernel.hpp"
+#endif
 #include "ksearch/error.hpp"
 #include "ksearch/run_store.hpp"
 #include "ksearch/tasks.hpp"
@@ -14,6 +16,7 @@ KS_NAMESPACE_BEGIN
 
 namespace fs = std::filesystem;
 
+#if KS_HAVE_CUDA_BACKEND
 struct Kernel::Impl {
   std::unique_ptr<eval::cuda::HostKernel> host;
 };
@@ -38,6 +41,9 @@ std::vector<std::string> strings_of(const Json& j) {
 }
 
 }  // namespace
+#else
+struct Kernel::Impl {};  // no Kernel is ever made: load() throws
+#endif
 
 Json ResolvedKernelPlan::to_json() const {
   auto dim3 = [](const std::array<unsigned, 3>& d) { return Json::arr({d[0], d[1], d[2]}); };
@@ -65,6 +71,20 @@ Json ResolvedKernelPlan::to_json() const {
 Kernel::Kernel() : impl_(std::make_unique<Impl>()) {}
 Kernel::~Kernel() = default;
 
+#if !KS_HAVE_CUDA_BACKEND
+std::unique_ptr<Kernel> Kernel::load(const KernelSource&, const KernelOptions&) {
+  throw Error(Status::no_device,
+              "this build of libksearch has no CUDA backend (configured with KS_WITH_CUDA=OFF), so it cannot load "
+              "kernels");
+}
+// Unreachable: without a Kernel there is nothing to call these on.
+ResolvedKernelPlan Kernel::resolve(const KernelLaunch&) { throw Error(Status::no_device, "no CUDA backend"); }
+void Kernel::launch(const KernelLaunch&) { throw Error(Status::no_device, "no CUDA backend"); }
+const Solution& Kernel::solution() const { throw Error(Status::no_device, "no CUDA backend"); }
+const TaskSpec& Kernel::task() const { throw Error(Status::no_device, "no CUDA backend"); }
+const std::string& Kernel::arch() const { throw Error(Status::no_device, "no CUDA backend"); }
+std::size_t Kernel::module_count() const { return 0; }
+#else
 std::unique_ptr<Kernel> Kernel::load(const KernelSource& src, const KernelOptions& options) {
   const int given = (src.solution ? 1 : 0) + (src.solution_file.empty() ? 0 : 1) + (src.solution_text.empty() ? 0 : 1);
   if (given > 1 || (given == 0 && src.run_dir.empty()))
@@ -135,5 +155,6 @@ const Solution& Kernel::solution() const { return impl_->host->solution(); }
 const TaskSpec& Kernel::task() const { return impl_->host->task(); }
 const std::string& Kernel::arch() const { return impl_->host->arch(); }
 std::size_t Kernel::module_count() const { return impl_->host->module_count(); }
+#endif
 
 KS_NAMESPACE_END

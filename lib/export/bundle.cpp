@@ -7,11 +7,13 @@
 
 #include "core/inputs.hpp"
 #include "core/tune/params.hpp"
+#include "eval/evaluator_common.hpp"
+#if KS_HAVE_CUDA_BACKEND
 #include "eval/cuda/cubin.hpp"
 #include "eval/cuda/cuda_api.hpp"
 #include "eval/cuda/launch_plan.hpp"
 #include "eval/cuda/nvrtc_compiler.hpp"
-#include "eval/evaluator_common.hpp"
+#endif
 #include "ksearch/error.hpp"
 #include "ksearch/version.h"
 #include "util/fs.hpp"
@@ -19,6 +21,7 @@
 #include "util/text.hpp"
 
 namespace ks::exporter {
+#if KS_HAVE_CUDA_BACKEND
 namespace {
 
 namespace fs = std::filesystem;
@@ -87,6 +90,7 @@ Json build_json(const Solution& sol, const PreparedSolution::Build& b, const std
 }
 
 }  // namespace
+#endif
 
 std::string json_for_python(const Json& j) {
   std::string text = j.dump(1);
@@ -103,6 +107,13 @@ std::string json_for_python(const Json& j) {
 
 Json make_bundle(const TaskSpec& task, const Solution& solution, const BundleOptions& o,
                  std::vector<std::string>* notes) {
+#if !KS_HAVE_CUDA_BACKEND
+  // An export holds the cubins the CUDA backend's compiler builds.
+  (void)task, (void)solution, (void)o, (void)notes;
+  throw Error(Status::no_device,
+              "this build of libksearch has no CUDA backend (configured with KS_WITH_CUDA=OFF), so it cannot build "
+              "the cubins an export holds");
+#else
   if (solution.language != Language::cuda)
     throw Error(Status::invalid_argument,
                 fmt::format("only CUDA solutions (NVRTC device code plus a launch plan) can be exported; this one "
@@ -219,6 +230,7 @@ Json make_bundle(const TaskSpec& task, const Solution& solution, const BundleOpt
                             {"toolkit_include_dirs", strings(eval::cuda::toolkit_include_dirs())}})},
        {"builds", builds},
        {"default_build", default_build}});
+#endif
 }
 
 Json bundle_summary(const Json& bundle) {

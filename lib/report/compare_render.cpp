@@ -9,7 +9,7 @@
 #include <functional>
 
 #include "ksearch/report.hpp"
-#include "report/assets.inc"
+#include "report/assets.hpp"
 #include "report/html.hpp"
 #include "report/tree_view.hpp"
 
@@ -501,7 +501,7 @@ std::string render_compare_report(const Json& data) {
                     best_chart(data, "best_score", false, "best score") + "</div>\n" +
                     html_table(by_round_table(data, "best_score", fmt_score), "score-by-round") + "</section>\n";
   const std::string body = report::fill(
-      report::asset(KS_COMPARE_PAGE, KS_COMPARE_PAGE_size),
+      std::string(report::assets::compare_page),
       {{"SUMMARY", summary_html(data)},
        {"WARNINGS", warnings_html(data["warnings"])},
        {"LATENCY_LEGEND", legend(data)},

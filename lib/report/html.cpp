@@ -1,6 +1,6 @@
 #include "report/html.hpp"
 
-#include "report/assets.inc"
+#include "report/assets.hpp"
 
 #include <fmt/format.h>
 
@@ -61,8 +61,8 @@ std::string fill(const std::string& page, const std::vector<std::pair<std::strin
 }
 
 std::string html_page(std::string_view title, const std::string& body) {
-  return fill(asset(KS_PAGE_SHELL, KS_PAGE_SHELL_size),
-              {{"TITLE", esc(title)}, {"CSS", asset(KS_REPORT_CSS, KS_REPORT_CSS_size)}, {"BODY", body}});
+  return fill(std::string(assets::page_shell),
+              {{"TITLE", esc(title)}, {"CSS", std::string(assets::report_css)}, {"BODY", body}});
 }
 
 std::string ms(double v) { return v > 0 ? fmt::format("{:.4g} ms", v) : "-"; }

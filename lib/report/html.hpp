@@ -26,11 +26,6 @@ std::string script_json(const Json& j);
 // placeholder is left as it is.
 std::string fill(const std::string& page, const std::vector<std::pair<std::string, std::string>>& values);
 
-// An embedded asset (cmake/KsEmbedFiles.cmake) as text.
-inline std::string asset(const unsigned char* bytes, std::size_t size) {
-  return std::string(reinterpret_cast<const char*>(bytes), size);
-}
-
 // A whole page: the shell every report page shares (lib/report/assets/
 // shell.html: the head with the report's CSS, the title as heading) around
 // `body`. The title is plain text (escaped here); the body is HTML.

@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "ksearch/report.hpp"
-#include "report/assets.inc"
+#include "report/assets.hpp"
 #include "report/html.hpp"
 #include "report/tree_view.hpp"
 
@@ -15,7 +15,6 @@ namespace ks {
 
 namespace {
 
-using report::asset;
 using report::esc;
 using report::fill;
 using report::ms;
@@ -142,8 +141,8 @@ std::string render_run_report(const std::filesystem::path& run_dir, const Report
   Json data = run_report_data(run_dir, options);
   const Json& best = data["best"];
   std::string title = "ksearch report: " + str_field(data["run"], "task", run_dir.filename().string());
-  const std::string body = fill(asset(KS_REPORT_PAGE, KS_REPORT_PAGE_size),
-                                {{"JS", asset(KS_REPORT_JS, KS_REPORT_JS_size)},
+  const std::string body = fill(std::string(report::assets::report_page),
+                                {{"JS", std::string(report::assets::report_js)},
                                  {"DATA", script_json(data)},
                                  {"SUMMARY", summary_html(data)},
                                  {"WARNINGS", warnings_html(data["warnings"])},

@@ -61,19 +61,14 @@ void write_string(std::string& out, std::string_view s) {
   for (std::size_t i = 0; i < s.size();) {
     unsigned char c = static_cast<unsigned char>(s[i]);
     if (c >= 0x80) {
-      std::size_t n = util::utf8_sequence(s, i);
-      if (n == 2 && c == 0xC2 && static_cast<unsigned char>(s[i + 1]) <= 0x9F) {
-        out += fmt::format("\\u{:04x}", static_cast<unsigned>(static_cast<unsigned char>(s[i + 1])));
+      // A C1 control (C2 80..C2 9F) is escaped like a C0 one.
+      const unsigned next = i + 1 < s.size() ? static_cast<unsigned char>(s[i + 1]) : 0;
+      if (c == 0xC2 && next >= 0x80 && next <= 0x9F) {
+        out += fmt::format("\\u{:04x}", next);
         i += 2;
         continue;
       }
-      if (n == 0) {
-        out += "\xEF\xBF\xBD";
-        ++i;
-      } else {
-        out.append(s.substr(i, n));
-        i += n;
-      }
+      i += util::append_utf8_or_replacement(out, s, i);
       continue;
     }
     ++i;

@@ -28,6 +28,16 @@ bool is_valid_utf8(std::string_view s) {
   return true;
 }
 
+std::size_t append_utf8_or_replacement(std::string& out, std::string_view s, std::size_t i) {
+  const std::size_t n = utf8_sequence(s, i);
+  if (n == 0) {
+    out += "\xEF\xBF\xBD";
+    return 1;
+  }
+  out.append(s.substr(i, n));
+  return n;
+}
+
 namespace {
 
 // The C1 control U+0080..U+009F encoded in UTF-8 (C2 80..C2 9F), as its code.
@@ -100,14 +110,7 @@ std::string terminal_safe(std::string_view s) {
       ++i;
       continue;
     }
-    std::size_t n = utf8_sequence(s, i);
-    if (n == 0) {
-      out += "\xEF\xBF\xBD";
-      ++i;
-    } else {
-      out.append(s.substr(i, n));
-      i += n;
-    }
+    i += append_utf8_or_replacement(out, s, i);
   }
   return out;
 }

@@ -13,6 +13,9 @@ namespace ks::util {
 // surrogate, a code point above U+10FFFF).
 std::size_t utf8_sequence(std::string_view s, std::size_t i);
 bool is_valid_utf8(std::string_view s);
+// Appends the UTF-8 sequence starting at s[i] to `out`, or U+FFFD when none
+// starts there; returns how many bytes of `s` it took (at least 1).
+std::size_t append_utf8_or_replacement(std::string& out, std::string_view s, std::size_t i);
 
 // `text` without what a terminal would act on instead of showing: escape
 // sequences (CSI, OSC, DCS and the other ESC forms, whole), C0 controls but

@@ -9,7 +9,9 @@
 
 #include "emu/plan_runner.hpp"
 #include "eval/compare.hpp"
+#if KS_HAVE_CUDA_BACKEND
 #include "eval/cuda/cuda_backend.hpp"
+#endif
 #include "ksearch/error.hpp"
 #include "support/test_util.hpp"
 #include "tasks/flashinfer/flashinfer.hpp"
@@ -80,6 +82,10 @@ std::string compare_outputs(const TaskSpec& task, const HostTensors& got, const 
 
 std::string check_compiles(const TaskSpec& task, const Solution& s) {
   static std::unique_ptr<eval::Compiler> compiler = []() -> std::unique_ptr<eval::Compiler> {
+#if !KS_HAVE_CUDA_BACKEND
+    MESSAGE("skipped NVRTC checks: this build has no CUDA backend (KS_WITH_CUDA=OFF)");
+    return nullptr;
+#else
     eval::CudaCompilerOptions opt;
     opt.arch = "sm_90a";
     opt.cache_dir = scratch_dir("flashinfer_nvrtc_cache").string();
@@ -89,6 +95,7 @@ std::string check_compiles(const TaskSpec& task, const Solution& s) {
       MESSAGE("skipped NVRTC checks: " << e.what());
       return nullptr;
     }
+#endif
   }();
   if (!compiler) return "";
   eval::CompileRequest req;

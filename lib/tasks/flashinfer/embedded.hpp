@@ -1,6 +1,6 @@
 // Kernel sources, launch plans and prompts of the flashinfer suite, kept as
 // ordinary files beside this header (kernels/, prompt/) and compiled into the
-// library by CMake (../embed_files.cmake).
+// library by CMake (ks_embed_files, cmake/KsEmbed.cmake).
 #pragma once
 
 #include <string_view>

@@ -1,6 +1,6 @@
 // Kernel sources, launch plans and the prompt of gpumode/trimul, kept as
 // ordinary files beside this header (kernels/, prompt/) and compiled into the
-// library by CMake (embed_files.cmake), so an installed library needs no data files.
+// library by CMake (ks_embed_files, cmake/KsEmbed.cmake), so an installed library needs no data files.
 #pragma once
 
 #include <string_view>

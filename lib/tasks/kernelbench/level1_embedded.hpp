@@ -1,6 +1,6 @@
 // Kernel sources and prompt text of the KernelBench tasks, kept as ordinary
 // files beside this header (kernels/, prompt/) and compiled into the library
-// by CMake (lib/tasks/embed_files.cmake).
+// by CMake (ks_embed_files, cmake/KsEmbed.cmake).
 #pragma once
 
 #include <string_view>

@@ -24,7 +24,6 @@
 #include "eval/host/host_device.hpp"
 #include "eval/worker_client.hpp"
 #include "ksearch/error.hpp"
-#include "util/fs.hpp"
 
 namespace {
 
@@ -97,7 +96,7 @@ int main(int argc, char** argv) {
     }
   }
   try {
-    util::make_dirs(cache);
+    std::filesystem::create_directories(cache);
     const Solution s = vadd();
     CompileRequest req;
     req.solution = s;

@@ -52,8 +52,8 @@
 #include "eval/sandbox.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/eval.hpp"
+#include "ksearch/io.hpp"
 #include "ksearch/tasks.hpp"
-#include "util/fs.hpp"
 
 namespace {
 
@@ -354,7 +354,7 @@ int main(int argc, char** argv) {
       fmt::print("\n");
     }
   }
-  if (!json_out.empty()) util::write_file_atomic(json_out, Json::obj({{"cases", report}}).dump(1));
+  if (!json_out.empty()) ks::write_file_atomic(json_out, Json::obj({{"cases", report}}).dump(1));
   std::error_code ec;
   if (temporary) fs::remove_all(cache, ec);
   if (failures) fmt::print(stderr, "bench_phases: {} problem(s) (see above)\n", failures);

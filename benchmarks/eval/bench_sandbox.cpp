@@ -23,7 +23,6 @@
 #include "ksearch/error.hpp"
 #include "ksearch/eval.hpp"
 #include "ksearch/tasks.hpp"
-#include "util/fs.hpp"
 
 namespace {
 

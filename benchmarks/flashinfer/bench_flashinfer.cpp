@@ -24,9 +24,9 @@
 
 #include "ksearch/error.hpp"
 #include "ksearch/eval.hpp"
+#include "ksearch/io.hpp"
 #include "ksearch/tasks.hpp"
 #include "tasks/flashinfer/flashinfer.hpp"
-#include "util/fs.hpp"
 
 namespace {
 
@@ -148,7 +148,7 @@ int main(int argc, char** argv) {
                "with references cached\n");
     for (const auto& r : report.as_array())
       fmt::print("  {:<70} {:.2f} s\n", r.get_string("task"), r.get_number("references_cached_s"));
-    if (!json.empty()) util::write_file_atomic(json, Json::obj({{"device", dev.to_json()}, {"tasks", report}}).dump(1));
+    if (!json.empty()) ks::write_file_atomic(json, Json::obj({{"device", dev.to_json()}, {"tasks", report}}).dump(1));
   } catch (const Error& e) {
     fmt::print(stderr, "bench_flashinfer: {}\n", e.what());
     return 1;

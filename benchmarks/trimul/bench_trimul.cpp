@@ -26,8 +26,8 @@
 
 #include "ksearch/error.hpp"
 #include "ksearch/eval.hpp"
+#include "ksearch/io.hpp"
 #include "ksearch/tasks.hpp"
-#include "util/fs.hpp"
 
 namespace {
 
@@ -174,7 +174,7 @@ int main(int argc, char** argv) {
                             {"benchmarks", rows},
                             {"cold", cold.result.to_json()},
                             {"references_cached", refs_cached.result.to_json()}});
-      util::write_file_atomic(a.json, out.dump(1));
+      ks::write_file_atomic(a.json, out.dump(1));
     }
   } catch (const Error& e) {
     fmt::print(stderr, "bench_trimul: {}\n", e.what());

@@ -14,7 +14,7 @@
 #include "ksearch/export.h"
 #include "ksearch/json.hpp"
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 
 struct KS_API ReportOptions {
   // Longest piece of the best kernel's source shown per file; a longer file
@@ -87,4 +87,4 @@ KS_API std::string render_compare_report(const Json& compare_data);
 // The comparison as plain-text tables: runs, labels, the best so far by round.
 KS_API std::string render_compare_text(const Json& compare_data);
 
-}  // namespace ks
+KS_NAMESPACE_END

@@ -21,7 +21,7 @@
 #include "ksearch/run_store.hpp"
 #include "report/tree_view.hpp"
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 
 namespace fs = std::filesystem;
 using report::num_field;
@@ -459,4 +459,4 @@ Json compare_runs_data(const std::vector<CompareRun>& runs, const CompareOptions
                     {"warnings", warnings}});
 }
 
-}  // namespace ks
+KS_NAMESPACE_END

@@ -13,7 +13,7 @@
 #include "report/html.hpp"
 #include "report/tree_view.hpp"
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 
 namespace {
 
@@ -532,4 +532,4 @@ std::string render_compare_text(const Json& data) {
   return out;
 }
 
-}  // namespace ks
+KS_NAMESPACE_END

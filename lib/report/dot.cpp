@@ -79,8 +79,12 @@ std::string tree_dot(const Json& world_model, const std::string& title, const st
 
 }  // namespace report
 
+}  // namespace ks
+
+KS_NAMESPACE_BEGIN
+
 std::string world_model_dot(const Json& world_model, const std::string& title) {
   return report::tree_dot(world_model, title, {});
 }
 
-}  // namespace ks
+KS_NAMESPACE_END

@@ -11,7 +11,7 @@
 #include "report/html.hpp"
 #include "report/tree_view.hpp"
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 
 namespace {
 
@@ -152,4 +152,4 @@ std::string render_run_report(const std::filesystem::path& run_dir, const Report
   return report::html_page(title, body);
 }
 
-}  // namespace ks
+KS_NAMESPACE_END

@@ -17,7 +17,7 @@
 #include "report/tree_view.hpp"
 #include "util/fs.hpp"
 
-namespace ks {
+KS_NAMESPACE_BEGIN
 
 namespace fs = std::filesystem;
 using report::num_field;
@@ -496,4 +496,4 @@ std::string run_world_model_dot(const fs::path& run_dir, std::optional<std::uint
                           it != at.end() ? it->second.second : std::set<std::string>{});
 }
 
-}  // namespace ks
+KS_NAMESPACE_END

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "capi_internal.hpp"
+#include "ksearch/sys/evaluator.hpp"
+#include "ksearch/sys/llm_policy.hpp"
 
 // Opaque handle definitions (global namespace, as declared in the headers).
 struct ks_llm_answer {

@@ -17,6 +17,8 @@
 #include "ksearch/eval.hpp"
 #include "ksearch/ksearch.h"
 #include "ksearch/search.hpp"
+#include "ksearch/sys/evaluator.hpp"
+#include "ksearch/sys/llm_policy.hpp"
 
 // Opaque handle definitions (global namespace, as declared in the headers).
 struct ks_result {

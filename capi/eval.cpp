@@ -1,6 +1,7 @@
 // Tasks and single evaluations through the C ABI.
 #include "capi_internal.hpp"
 #include "ksearch/tasks.hpp"
+#include "ksearch/sys/evaluator.hpp"
 
 struct ks_task {
   std::unique_ptr<ks::Task> task;

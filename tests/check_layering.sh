@@ -11,6 +11,8 @@
 #   benchmarks  benchmarks/ include public headers, and internals only as
 #               benchmarks/internal_includes.txt lists them
 #   examples    examples/ include public headers only
+#   sys         the stable headers (include/ksearch/*.hpp) do not include
+#               the extension interfaces (ksearch/sys/)
 #   table       every public header has one row in the owner table, and the
 #               files a row names exist
 # Usage: check_layering.sh [ROOT]   (default: the checkout holding this script)
@@ -164,6 +166,13 @@ printf '%s\n' "$allow" | while read -r f p; do
   [ -n "$f" ] || continue
   grep -qE "^[[:space:]]*#[[:space:]]*include[[:space:]]*\"$p\"" "$f" 2>/dev/null ||
     echo "[benchmarks] benchmarks/internal_includes.txt lists $f including $p, which it does not" >>"$out"
+done
+
+# The stable headers stay apart from the extension interfaces (0.3).
+for h in include/ksearch/*.hpp; do
+  grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"ksearch/sys/' "$h" | while IFS=: read -r line text; do
+    echo "[sys] $h:$line: a stable header includes an extension interface: $text" >>"$out"
+  done
 done
 
 # The owner table: one row per public header; the files it names exist.

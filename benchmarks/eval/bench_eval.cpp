@@ -30,6 +30,7 @@
 #include "ksearch/error.hpp"
 #include "ksearch/eval.hpp"
 #include "ksearch/tasks.hpp"
+#include "ksearch/sys/evaluator.hpp"
 #include "util/fs.hpp"
 
 namespace {

@@ -54,6 +54,7 @@
 #include "ksearch/eval.hpp"
 #include "ksearch/io.hpp"
 #include "ksearch/tasks.hpp"
+#include "ksearch/sys/evaluator.hpp"
 
 namespace {
 

@@ -26,6 +26,7 @@
 #include "ksearch/eval.hpp"
 #include "ksearch/io.hpp"
 #include "ksearch/tasks.hpp"
+#include "ksearch/sys/evaluator.hpp"
 #include "tasks/flashinfer/flashinfer.hpp"
 
 namespace {

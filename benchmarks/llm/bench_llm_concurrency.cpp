@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ksearch/llm_policies.hpp"
+#include "ksearch/sys/llm_policy.hpp"
 #include "support/openai_server.hpp"
 
 namespace {

@@ -16,6 +16,7 @@
 #include "ksearch/metrics.hpp"
 #include "ksearch/run_store.hpp"
 #include "ksearch/tasks.hpp"
+#include "ksearch/sys/evaluator.hpp"
 #include "report.hpp"
 #include "search_cli.hpp"
 #include "term.hpp"

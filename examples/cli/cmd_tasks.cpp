@@ -12,6 +12,7 @@
 #include "ksearch/eval.hpp"
 #include "ksearch/tasks.hpp"
 #include "ksearch/weak_check.hpp"
+#include "ksearch/sys/evaluator.hpp"
 
 namespace ks::cli {
 

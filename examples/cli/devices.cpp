@@ -7,6 +7,7 @@
 #include "commands.hpp"
 #include "exit_codes.hpp"
 #include "ksearch/eval.hpp"
+#include "ksearch/sys/evaluator.hpp"
 
 namespace ks::cli {
 

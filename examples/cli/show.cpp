@@ -13,6 +13,7 @@
 #include "ksearch/report.hpp"
 #include "ksearch/run_store.hpp"
 #include "ksearch/world_model.hpp"
+#include "ksearch/sys/world_model.hpp"
 #include "report.hpp"
 #include "term.hpp"
 

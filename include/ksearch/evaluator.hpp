@@ -64,7 +64,7 @@ struct KS_API DeviceInfo {
   static DeviceInfo from_json(const Json& j);  // missing fields keep their defaults
 };
 
-KS_NAMESPACE_END
+// The extension interface evaluators implement: ksearch/sys/evaluator.hpp.
+class Evaluator;
 
-// The interface evaluators implement, for code that includes this header for it.
-#include "ksearch/sys/evaluator.hpp"
+KS_NAMESPACE_END

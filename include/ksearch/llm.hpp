@@ -57,7 +57,7 @@ struct KS_API LlmResponse {
   static LlmResponse from_json(const Json& j);
 };
 
-KS_NAMESPACE_END
+// The extension interface the policies implement: ksearch/sys/llm_policy.hpp.
+class LlmPolicy;
 
-// The interface the policies implement, for code that includes this header for it.
-#include "ksearch/sys/llm_policy.hpp"
+KS_NAMESPACE_END

@@ -195,14 +195,8 @@ struct KS_API RoundReport {
 // Return false to stop the run after this round.
 using ProgressCallback = std::function<bool(const RoundReport&)>;
 
+// The extension interface a strategy implements: ksearch/sys/search_strategy.hpp.
 class SearchStrategy;
-
-KS_NAMESPACE_END
-
-// The extension interfaces, for code that includes this header for them.
-#include "ksearch/sys/search_strategy.hpp"
-
-KS_NAMESPACE_BEGIN
 
 // A built-in strategy.
 KS_API std::unique_ptr<SearchStrategy> make_strategy(StrategyKind kind);

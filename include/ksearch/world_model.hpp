@@ -6,9 +6,10 @@
 #include <memory>
 
 #include "ksearch/export.h"
-#include "ksearch/sys/world_model.hpp"
 
 KS_NAMESPACE_BEGIN
+
+class WorldModel;
 
 // The default implementation.
 KS_API std::unique_ptr<WorldModel> make_tree_world_model();

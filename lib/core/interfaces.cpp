@@ -5,6 +5,8 @@
 #include "ksearch/error.hpp"
 #include "ksearch/evaluator.hpp"
 #include "ksearch/llm.hpp"
+#include "ksearch/sys/evaluator.hpp"
+#include "ksearch/sys/llm_policy.hpp"
 #include "util/json_fields.hpp"
 #include "util/secrets.hpp"
 #include "util/text.hpp"

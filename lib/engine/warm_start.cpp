@@ -12,6 +12,7 @@
 #include "ksearch/run_store.hpp"
 #include "ksearch/search.hpp"
 #include "ksearch/world_model.hpp"
+#include "ksearch/sys/world_model.hpp"
 #include "util/fs.hpp"
 #include "util/sha256.hpp"
 

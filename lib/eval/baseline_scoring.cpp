@@ -9,6 +9,7 @@
 #include "eval/phases.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/eval.hpp"
+#include "ksearch/sys/evaluator.hpp"
 #include "util/fs.hpp"
 #include "util/sha256.hpp"
 

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "ksearch/evaluator.hpp"
+#include "ksearch/sys/evaluator.hpp"
 
 namespace ks::eval {
 

@@ -26,6 +26,7 @@
 #include "eval/sandbox.hpp"
 #include "eval/worker_client.hpp"
 #include "ksearch/error.hpp"
+#include "ksearch/sys/evaluator.hpp"
 #include "util/fs.hpp"
 #include "util/sha256.hpp"
 

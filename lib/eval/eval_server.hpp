@@ -15,6 +15,7 @@
 #include <string>
 
 #include "ksearch/eval.hpp"
+#include "ksearch/sys/evaluator.hpp"
 
 namespace ks::eval {
 

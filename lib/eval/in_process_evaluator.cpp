@@ -16,6 +16,7 @@
 #include "eval/process_evaluator.hpp"
 #include "eval/reference_store.hpp"
 #include "ksearch/error.hpp"
+#include "ksearch/sys/evaluator.hpp"
 #include "util/fs.hpp"
 #if KS_HAVE_CUDA_BACKEND
 #include "eval/cuda/cuda_backend.hpp"

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "ksearch/eval.hpp"
+#include "ksearch/sys/evaluator.hpp"
 
 namespace ks::eval {
 

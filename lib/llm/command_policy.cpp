@@ -14,6 +14,7 @@
 
 #include "ksearch/error.hpp"
 #include "ksearch/llm_policies.hpp"
+#include "ksearch/sys/llm_policy.hpp"
 #include "util/process.hpp"
 
 KS_NAMESPACE_BEGIN

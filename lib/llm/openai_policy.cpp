@@ -12,6 +12,7 @@
 
 #include "ksearch/error.hpp"
 #include "ksearch/llm_policies.hpp"
+#include "ksearch/sys/llm_policy.hpp"
 #include "llm/http.hpp"
 #include "llm/openai_wire.hpp"
 #include "util/json_fields.hpp"

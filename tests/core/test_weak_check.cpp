@@ -10,6 +10,7 @@
 #include "core/weak_check/candidates.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/weak_check.hpp"
+#include "ksearch/sys/evaluator.hpp"
 
 using namespace ks;
 namespace weak = ks::core::weak;

@@ -21,6 +21,7 @@
 #include "ksearch/error.hpp"
 #include "ksearch/eval.hpp"
 #include "ksearch/task.hpp"
+#include "ksearch/sys/evaluator.hpp"
 
 using namespace ks;
 

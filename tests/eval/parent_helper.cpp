@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "fixtures.hpp"
+#include "ksearch/sys/evaluator.hpp"
 
 int main(int argc, char** argv) {
   if (argc != 2) {

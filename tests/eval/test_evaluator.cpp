@@ -11,6 +11,7 @@
 #include "fixtures.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/eval.hpp"
+#include "ksearch/sys/evaluator.hpp"
 #include "support/test_util.hpp"
 
 using namespace ks;

@@ -14,6 +14,7 @@
 #include "eval/protocol.hpp"
 #include "fixtures.hpp"
 #include "ksearch/eval.hpp"
+#include "ksearch/sys/evaluator.hpp"
 #include "support/test_util.hpp"
 
 using namespace ks;

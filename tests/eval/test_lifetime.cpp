@@ -15,6 +15,7 @@
 #include "fixtures.hpp"
 #include "support/test_util.hpp"
 #include "util/process.hpp"
+#include "ksearch/sys/evaluator.hpp"
 
 namespace {
 

@@ -12,6 +12,7 @@
 
 #include "fixtures.hpp"
 #include "ksearch/eval.hpp"
+#include "ksearch/sys/evaluator.hpp"
 #include "phase_checks.hpp"
 #include "support/test_util.hpp"
 #include "util/fs.hpp"

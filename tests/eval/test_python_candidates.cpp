@@ -23,6 +23,7 @@
 #include "eval/python/python_program.hpp"
 #include "fixtures.hpp"
 #include "ksearch/eval.hpp"
+#include "ksearch/sys/evaluator.hpp"
 #include "phase_checks.hpp"
 #include "support/test_util.hpp"
 

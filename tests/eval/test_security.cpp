@@ -20,6 +20,7 @@
 #include "fixtures.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/eval.hpp"
+#include "ksearch/sys/evaluator.hpp"
 #include "support/test_util.hpp"
 #include "util/fs.hpp"
 #include "util/process.hpp"

@@ -27,6 +27,7 @@
 #include "flashinfer_test_util.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/eval.hpp"
+#include "ksearch/sys/evaluator.hpp"
 #include "support/test_util.hpp"
 #include "tasks/flashinfer/flashinfer.hpp"
 

@@ -6,6 +6,7 @@
 
 #include "ksearch/error.hpp"
 #include "ksearch/llm_policies.hpp"
+#include "ksearch/sys/llm_policy.hpp"
 
 using namespace ks;
 

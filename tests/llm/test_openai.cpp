@@ -10,6 +10,7 @@
 
 #include "ksearch/error.hpp"
 #include "ksearch/llm_policies.hpp"
+#include "ksearch/sys/llm_policy.hpp"
 #include "llm/openai_wire.hpp"
 #include "support/openai_server.hpp"
 #include "support/test_util.hpp"

@@ -5,6 +5,7 @@
 
 #include "ksearch/error.hpp"
 #include "ksearch/llm_policies.hpp"
+#include "ksearch/sys/llm_policy.hpp"
 #include "support/test_util.hpp"
 #include "util/fs.hpp"
 

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "ksearch/llm_policies.hpp"
+#include "ksearch/sys/llm_policy.hpp"
 #include "support/openai_server.hpp"
 #include "support/test_util.hpp"
 #include "util/fs.hpp"

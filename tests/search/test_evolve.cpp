@@ -12,6 +12,7 @@
 #include "core/search/session.hpp"
 #include "core/search/strategies.hpp"
 #include "ksearch/error.hpp"
+#include "ksearch/sys/search_strategy.hpp"
 #include "search/fakes.hpp"
 #include "support/test_util.hpp"
 #include "util/fs.hpp"

@@ -2,6 +2,7 @@
 
 #include "core/search/prompts.hpp"
 #include "search/fakes.hpp"
+#include "ksearch/sys/world_model.hpp"
 
 using namespace ks;
 using namespace ks::core;

@@ -7,6 +7,7 @@
 #include "core/response/parse.hpp"
 #include "core/search/session.hpp"
 #include "ksearch/error.hpp"
+#include "ksearch/sys/search_strategy.hpp"
 #include "search/fakes.hpp"
 #include "support/test_util.hpp"
 #include "util/fs.hpp"

@@ -9,6 +9,8 @@
 #include "core/search/session.hpp"
 #include "core/search/strategies.hpp"
 #include "ksearch/error.hpp"
+#include "ksearch/sys/llm_policy.hpp"
+#include "ksearch/sys/world_model.hpp"
 #include "search/fakes.hpp"
 #include "support/test_util.hpp"
 

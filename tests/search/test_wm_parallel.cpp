@@ -11,6 +11,8 @@
 #include "core/search/strategies.hpp"
 #include "search/fakes.hpp"
 #include "support/test_util.hpp"
+#include "ksearch/sys/llm_policy.hpp"
+#include "ksearch/sys/world_model.hpp"
 
 using namespace ks;
 using ks::core::Session;

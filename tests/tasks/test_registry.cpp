@@ -6,6 +6,7 @@
 #include "ksearch/error.hpp"
 #include "ksearch/eval.hpp"
 #include "ksearch/tasks.hpp"
+#include "ksearch/sys/evaluator.hpp"
 #include "support/test_util.hpp"
 
 using namespace ks;

@@ -7,6 +7,7 @@
 #include "ksearch/eval.hpp"
 #include "ksearch/tasks.hpp"
 #include "ksearch/weak_check.hpp"
+#include "ksearch/sys/evaluator.hpp"
 #include "support/test_util.hpp"
 
 using namespace ks;

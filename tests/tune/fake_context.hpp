@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "ksearch/strategy.hpp"
+#include "ksearch/sys/search_strategy.hpp"
+#include "ksearch/sys/world_model.hpp"
 
 namespace ks::test {
 

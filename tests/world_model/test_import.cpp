@@ -7,6 +7,7 @@
 #include "core/world_model/import.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/world_model.hpp"
+#include "ksearch/sys/world_model.hpp"
 
 using ks::Json;
 using ks::core::wm::normalize_ksearch_world_model;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "wm_fixtures.hpp"
+#include "ksearch/sys/world_model.hpp"
 
 using namespace wmtest;
 using ks::EditRules;

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "ksearch/error.hpp"
+#include "ksearch/sys/world_model.hpp"
 #include "wm_fixtures.hpp"
 
 using namespace wmtest;

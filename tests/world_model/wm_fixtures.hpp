@@ -11,6 +11,7 @@
 
 #include "ksearch/json.hpp"
 #include "ksearch/world_model.hpp"
+#include "ksearch/sys/world_model.hpp"
 
 namespace wmtest {
 

@@ -31,6 +31,7 @@
 #include "ksearch/task.hpp"
 #include "ksearch/types.hpp"
 #include "ksearch/world_model.hpp"
+#include "ksearch/sys/world_model.hpp"
 
 KS_NAMESPACE_BEGIN
 

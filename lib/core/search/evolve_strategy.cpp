@@ -12,6 +12,7 @@
 #include "core/search/prompts.hpp"
 #include "core/search/strategies.hpp"
 #include "ksearch/error.hpp"
+#include "ksearch/sys/search_strategy.hpp"
 #include "util/json_fields.hpp"
 
 namespace ks::core {

@@ -7,6 +7,7 @@
 #include "core/search/prompts.hpp"
 #include "core/search/strategies.hpp"
 #include "ksearch/error.hpp"
+#include "ksearch/sys/search_strategy.hpp"
 
 namespace ks::core {
 namespace {

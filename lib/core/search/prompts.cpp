@@ -1,6 +1,7 @@
 #include "core/search/prompts.hpp"
 
 #include "core/response/parse.hpp"
+#include "ksearch/sys/world_model.hpp"
 
 #include <fmt/format.h>
 

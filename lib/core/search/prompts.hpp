@@ -10,6 +10,7 @@
 #include "ksearch/task.hpp"
 #include "ksearch/types.hpp"
 #include "ksearch/world_model.hpp"
+#include "ksearch/sys/world_model.hpp"
 
 namespace ks::core {
 

@@ -4,6 +4,10 @@
 
 #include "core/run_events.hpp"
 #include "ksearch/error.hpp"
+#include "ksearch/sys/evaluator.hpp"
+#include "ksearch/sys/llm_policy.hpp"
+#include "ksearch/sys/search_strategy.hpp"
+#include "ksearch/sys/world_model.hpp"
 #include "util/secrets.hpp"
 #include "util/sha256.hpp"
 

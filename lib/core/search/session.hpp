@@ -32,6 +32,10 @@
 #include "ksearch/strategy.hpp"
 #include "ksearch/task.hpp"
 #include "ksearch/world_model.hpp"
+#include "ksearch/sys/evaluator.hpp"
+#include "ksearch/sys/llm_policy.hpp"
+#include "ksearch/sys/search_strategy.hpp"
+#include "ksearch/sys/world_model.hpp"
 
 namespace ks::core {
 

@@ -4,6 +4,8 @@
 #include "core/search/strategies.hpp"
 #include "core/tune/tune_strategy.hpp"
 #include "ksearch/error.hpp"
+#include "ksearch/sys/search_strategy.hpp"
+#include "ksearch/sys/world_model.hpp"
 #include "util/json_fields.hpp"
 
 KS_NAMESPACE_BEGIN

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "ksearch/strategy.hpp"
+#include "ksearch/sys/search_strategy.hpp"
 
 namespace ks::core {
 

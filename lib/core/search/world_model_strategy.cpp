@@ -21,6 +21,8 @@
 #include "core/search/prompts.hpp"
 #include "core/search/strategies.hpp"
 #include "ksearch/error.hpp"
+#include "ksearch/sys/search_strategy.hpp"
+#include "ksearch/sys/world_model.hpp"
 
 namespace ks::core {
 namespace {

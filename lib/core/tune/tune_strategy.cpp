@@ -10,6 +10,7 @@
 #include "core/run_events.hpp"
 #include "core/tune/tuner.hpp"
 #include "ksearch/error.hpp"
+#include "ksearch/sys/search_strategy.hpp"
 
 namespace ks::core {
 namespace {

@@ -18,6 +18,7 @@
 #include "core/inputs.hpp"
 #include "core/weak_check/candidates.hpp"
 #include "ksearch/error.hpp"
+#include "ksearch/sys/evaluator.hpp"
 #include "util/expr.hpp"
 
 KS_NAMESPACE_BEGIN

@@ -9,6 +9,7 @@
 #include "core/response/json_extract.hpp"
 #include "core/world_model/selection.hpp"
 #include "ksearch/error.hpp"
+#include "ksearch/sys/world_model.hpp"
 
 namespace ks::core::wm {
 

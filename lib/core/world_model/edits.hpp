@@ -11,6 +11,7 @@
 
 #include "core/world_model/tree.hpp"
 #include "ksearch/world_model.hpp"
+#include "ksearch/sys/world_model.hpp"
 
 namespace ks::core::wm {
 

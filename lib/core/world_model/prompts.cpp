@@ -6,6 +6,7 @@
 #include "core/world_model/render.hpp"
 #include "core/world_model/selection.hpp"
 #include "ksearch/error.hpp"
+#include "ksearch/sys/world_model.hpp"
 
 namespace ks::core::wm {
 

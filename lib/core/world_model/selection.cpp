@@ -1,4 +1,5 @@
 #include "core/world_model/selection.hpp"
+#include "ksearch/sys/world_model.hpp"
 
 #include <algorithm>
 

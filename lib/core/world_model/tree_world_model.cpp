@@ -13,6 +13,7 @@
 #include "core/world_model/tree.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/world_model.hpp"
+#include "ksearch/sys/world_model.hpp"
 
 KS_NAMESPACE_BEGIN
 

@@ -6,6 +6,7 @@
 #include "ksearch/error.hpp"
 #include "ksearch/eval.hpp"
 #include "ksearch/tasks.hpp"
+#include "ksearch/sys/evaluator.hpp"
 
 int main(int argc, char** argv) {
   if (argc != 2) {

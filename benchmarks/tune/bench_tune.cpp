@@ -24,8 +24,8 @@
 #include <string>
 #include <vector>
 
-#include "core/tune/tune_strategy.hpp"
-#include "core/tune/tuner.hpp"
+#include "search/tune/tune_strategy.hpp"
+#include "search/tune/tuner.hpp"
 #include "tune/synthetic.hpp"
 
 namespace {

@@ -13,7 +13,7 @@
 #include "core/response/parse.hpp"
 #include "core/rng/structured.hpp"
 #include "core/solution_files.hpp"
-#include "core/tune/params.hpp"
+#include "core/param_space.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/run_store.hpp"
 #include "util/expr.hpp"

@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "core/search/session.hpp"
+#include "search/session.hpp"
 #include "ksearch/llm.hpp"
 #include "ksearch/run_store.hpp"
 

@@ -15,7 +15,7 @@
 #include <cstdio>
 
 #include "core/run_events.hpp"
-#include "core/search/session.hpp"
+#include "search/session.hpp"
 #include "engine/llm_choice.hpp"
 #include "engine/recording.hpp"
 #include "engine/run_manifest.hpp"

@@ -7,7 +7,7 @@
 #include <map>
 
 #include "core/response/parse.hpp"
-#include "core/world_model/import.hpp"
+#include "search/world_model/import.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/run_store.hpp"
 #include "ksearch/search.hpp"

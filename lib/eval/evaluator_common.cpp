@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <optional>
 
-#include "core/tune/params.hpp"
+#include "core/param_space.hpp"
 #if KS_HAVE_CUDA_BACKEND
 #include "eval/cuda/cuda_backend.hpp"
 #endif

@@ -6,7 +6,7 @@
 #include <filesystem>
 
 #include "core/inputs.hpp"
-#include "core/tune/params.hpp"
+#include "core/param_space.hpp"
 #include "eval/evaluator_common.hpp"
 #if KS_HAVE_CUDA_BACKEND
 #include "eval/cuda/cubin.hpp"

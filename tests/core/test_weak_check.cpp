@@ -7,7 +7,7 @@
 
 #include <functional>
 
-#include "core/weak_check/candidates.hpp"
+#include "search/weak_check/candidates.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/weak_check.hpp"
 #include "ksearch/sys/evaluator.hpp"

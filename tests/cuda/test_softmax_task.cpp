@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "core/tune/params.hpp"
+#include "core/param_space.hpp"
 #include "eval/cuda/cuda_api.hpp"
 #include "eval/cuda/nvrtc_compiler.hpp"
 #include "ksearch/error.hpp"

@@ -1,11 +1,11 @@
-// The weak-check detection's CUDA candidates (lib/core/weak_check): they
+// The weak-check detection's CUDA candidates (lib/search/weak_check): they
 // compile with NVRTC for sm_90a (no GPU needed) and their launch plans bind
 // to the module on every workload, for the softmax example and for outputs
 // of every element width. Running them needs a GPU; the host tests run the
 // same logic (tests/tasks/test_weak_check_tasks.cpp).
 #include <doctest/doctest.h>
 
-#include "core/weak_check/candidates.hpp"
+#include "search/weak_check/candidates.hpp"
 #include "eval/cuda/cubin.hpp"
 #include "eval/cuda/cuda_api.hpp"
 #include "eval/cuda/launch_plan.hpp"

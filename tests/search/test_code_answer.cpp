@@ -3,7 +3,7 @@
 // evidence; a candidate takes none here (its evaluation will).
 #include <doctest/doctest.h>
 
-#include "core/search/code_answer.hpp"
+#include "search/code_answer.hpp"
 #include "tune/fake_context.hpp"
 #include "tune/tunable_task.hpp"
 

@@ -1,6 +1,6 @@
 #include <doctest/doctest.h>
 
-#include "core/search/cycle.hpp"
+#include "search/cycle.hpp"
 
 using ks::core::CycleTracker;
 

@@ -8,9 +8,9 @@
 #include <functional>
 #include <set>
 
-#include "core/search/evolve.hpp"
-#include "core/search/session.hpp"
-#include "core/search/strategies.hpp"
+#include "search/evolve.hpp"
+#include "search/session.hpp"
+#include "search/strategies.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/sys/search_strategy.hpp"
 #include "search/fakes.hpp"

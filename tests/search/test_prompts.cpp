@@ -1,6 +1,6 @@
 #include <doctest/doctest.h>
 
-#include "core/search/prompts.hpp"
+#include "search/prompts.hpp"
 #include "search/fakes.hpp"
 #include "ksearch/sys/world_model.hpp"
 

@@ -5,7 +5,7 @@
 #include <doctest/doctest.h>
 
 #include "core/response/parse.hpp"
-#include "core/search/session.hpp"
+#include "search/session.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/sys/search_strategy.hpp"
 #include "search/fakes.hpp"

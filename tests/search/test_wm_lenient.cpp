@@ -6,8 +6,8 @@
 
 #include <map>
 
-#include "core/search/session.hpp"
-#include "core/search/strategies.hpp"
+#include "search/session.hpp"
+#include "search/strategies.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/sys/llm_policy.hpp"
 #include "ksearch/sys/world_model.hpp"

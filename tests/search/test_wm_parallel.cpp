@@ -7,8 +7,8 @@
 #include <regex>
 #include <set>
 
-#include "core/search/session.hpp"
-#include "core/search/strategies.hpp"
+#include "search/session.hpp"
+#include "search/strategies.hpp"
 #include "search/fakes.hpp"
 #include "support/test_util.hpp"
 #include "ksearch/sys/llm_policy.hpp"

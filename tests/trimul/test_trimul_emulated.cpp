@@ -6,7 +6,7 @@
 #include <doctest/doctest.h>
 
 #include "core/response/parse.hpp"
-#include "core/tune/params.hpp"
+#include "core/param_space.hpp"
 #include "support/test_util.hpp"
 #include "tasks/gpumode/trimul.hpp"
 #include "trimul_test_util.hpp"

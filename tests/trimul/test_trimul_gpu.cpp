@@ -10,7 +10,7 @@
 #include <memory>
 
 #include "core/response/parse.hpp"
-#include "core/tune/params.hpp"
+#include "core/param_space.hpp"
 #include "eval/backend.hpp"
 #include "eval/cuda/cuda_backend.hpp"
 #include "support/test_util.hpp"

@@ -8,7 +8,7 @@
 #include <filesystem>
 
 #include "core/response/parse.hpp"
-#include "core/tune/params.hpp"
+#include "core/param_space.hpp"
 #include "eval/cuda/cuda_backend.hpp"
 #include "ksearch/error.hpp"
 #include "support/test_util.hpp"

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "core/tune/tuner.hpp"
+#include "search/tune/tuner.hpp"
 #include "ksearch/json.hpp"
 
 namespace ks::test {

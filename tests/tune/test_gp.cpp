@@ -4,7 +4,7 @@
 #include <cmath>
 #include <random>
 
-#include "core/tune/gp.hpp"
+#include "search/tune/gp.hpp"
 #include "ksearch/error.hpp"
 
 using ks::core::expected_improvement;

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "core/tune/params.hpp"
+#include "core/param_space.hpp"
 #include "ksearch/error.hpp"
 #include "util/expr.hpp"
 

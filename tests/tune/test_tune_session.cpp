@@ -1,5 +1,5 @@
 // The tune strategy in the journaling session the engine runs it in
-// (lib/core/search/session.hpp): its batches go through evaluate_batch, a run
+// (lib/search/session.hpp): its batches go through evaluate_batch, a run
 // stopped inside a batch and resumed ends exactly as the uninterrupted run,
 // and a wall-time budget that runs out during a batch keeps the batch.
 #include <doctest/doctest.h>
@@ -7,8 +7,8 @@
 #include <chrono>
 #include <thread>
 
-#include "core/search/session.hpp"
-#include "core/tune/tune_strategy.hpp"
+#include "search/session.hpp"
+#include "search/tune/tune_strategy.hpp"
 #include "search/fakes.hpp"
 #include "support/test_util.hpp"
 #include "tune/tunable_task.hpp"

@@ -5,9 +5,9 @@
 #include <set>
 
 #include "core/run_events.hpp"
-#include "core/tune/params.hpp"
-#include "core/tune/tune_strategy.hpp"
-#include "core/tune/tuner.hpp"
+#include "core/param_space.hpp"
+#include "search/tune/tune_strategy.hpp"
+#include "search/tune/tuner.hpp"
 #include "ksearch/error.hpp"
 #include "tune/fake_context.hpp"
 #include "tune/tunable_task.hpp"

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <set>
 
-#include "core/tune/space.hpp"
-#include "core/tune/tuner.hpp"
+#include "search/tune/space.hpp"
+#include "search/tune/tuner.hpp"
 #include "ksearch/error.hpp"
 #include "tune/synthetic.hpp"
 

@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "core/tune/params.hpp"
+#include "core/param_space.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/task.hpp"
 #include "ksearch/types.hpp"

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "core/world_model/import.hpp"
+#include "search/world_model/import.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/world_model.hpp"
 #include "ksearch/sys/world_model.hpp"

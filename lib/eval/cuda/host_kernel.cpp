@@ -10,7 +10,7 @@
 #include <set>
 
 #include "core/inputs.hpp"
-#include "core/tune/params.hpp"
+#include "core/param_space.hpp"
 #include "eval/cuda/cuda_api.hpp"
 #include "eval/cuda/cuda_backend.hpp"
 #include "eval/cuda/cuda_device.hpp"

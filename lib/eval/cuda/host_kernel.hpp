@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/tune/params.hpp"
+#include "core/param_space.hpp"
 #include "eval/backend.hpp"
 #include "eval/cuda/launch_plan.hpp"
 #include "ksearch/task.hpp"

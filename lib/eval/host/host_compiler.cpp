@@ -10,7 +10,7 @@
 #include <mutex>
 #include <sstream>
 
-#include "core/tune/params.hpp"
+#include "core/param_space.hpp"
 #include "eval/host/call_plan.hpp"
 #include "eval/host/host_device.hpp"
 #include "eval/include_check.hpp"

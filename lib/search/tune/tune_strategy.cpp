@@ -1,0 +1,385 @@
+#include "search/tune/tune_strategy.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include "core/run_events.hpp"
+#include "search/tune/tuner.hpp"
+#include "ksearch/error.hpp"
+#include "ksearch/sys/search_strategy.hpp"
+
+namespace ks::core {
+namespace {
+
+using events::emit;
+
+// A number for the event log: a non-finite one is written as null.
+std::optional<double> finite(double x) { return std::isfinite(x) ? std::optional<double>(x) : std::nullopt; }
+
+// "BLOCK=128 VEC=4", parameters in declaration order.
+std::string describe(const ParamSpace& space, const util::Vars& values) {
+  std::string out;
+  for (const auto& p : space.params())
+    if (auto it = values.find(p.name); it != values.end())
+      out += fmt::format("{}{}={}", out.empty() ? "" : " ", p.name, it->second);
+  return out;
+}
+
+Json values_json(const ParamSpace& space, const util::Vars& values) {
+  Json j = Json::object();
+  for (const auto& p : space.params())
+    if (auto it = values.find(p.name); it != values.end()) j[p.name] = it->second;
+  return j;
+}
+
+// FNV-1a: folds the base solution into the seed, so tuning another base
+// explores differently while the same base always replays the same way.
+std::uint64_t hash_text(std::string_view s) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+Solution make_candidate(const Solution& base, const ParamSpace& space, const util::Vars& values,
+                        const Json& per_workload, std::string name) {
+  Solution c = base;
+  c.parent_id = base.id;
+  c.name = std::move(name);
+  // The base's params as written with "values" and "per_workload" replaced:
+  // the JSON (and so the ids) recorded runs hold, whatever order the base
+  // wrote its values in.
+  Json params = base.params.to_json();
+  params["values"] = values_json(space, values);
+  if (per_workload.is_object() && !per_workload.empty())
+    params["per_workload"] = per_workload;
+  else
+    params.erase("per_workload");
+  c.params = Params::from_json(params);
+  c.finalize();
+  return c;
+}
+
+// Mean latency of every passed, timed benchmark workload.
+std::map<std::string, double> workload_latencies(const EvalResult& r) {
+  std::map<std::string, double> out;
+  for (const auto& w : r.workloads)
+    if (w.benchmark && w.status == EvalStatus::passed && w.timing.mean_ms > 0) out[w.name] = w.timing.mean_ms;
+  return out;
+}
+
+Json surrogate_json(const SurrogateInfo& s) {
+  Json ls = Json::array();
+  for (double l : s.length_scales) ls.push_back(l);
+  return Json::obj({{"points", s.points},
+                    {"length_scales", std::move(ls)},
+                    {"noise_ratio", s.noise_ratio},
+                    {"log_marginal_likelihood", s.log_marginal_likelihood},
+                    {"loo_rmse_log", s.loo_rmse}});
+}
+
+class TuneStrategy final : public SearchStrategy {
+ public:
+  explicit TuneStrategy(TuneStrategyOptions options) : options_(std::move(options)) {}
+  std::string name() const override { return "tune"; }
+  void run(SearchContext& ctx) override;
+
+ private:
+  struct Measured {
+    util::Vars config;
+    std::map<std::string, double> latency_ms;  // per benchmark workload
+  };
+
+  Solution choose_base(SearchContext& ctx, EvalResult& base_eval, bool& evaluated) const;
+  // Per benchmark workload, values that beat the overall best there by
+  // variant_min_gain; an empty object when no workload needs its own.
+  Json per_shape_values(const ConfigSearch& search, const ParamSpace& space) const;
+  void record(const util::Vars& config, const EvalResult& r);
+
+  TuneStrategyOptions options_;
+  std::vector<Measured> measured_;
+  std::vector<std::string> benchmark_names_;
+};
+
+Solution TuneStrategy::choose_base(SearchContext& ctx, EvalResult& base_eval, bool& evaluated) const {
+  if (const auto& best = ctx.best()) {
+    base_eval = best->eval;
+    evaluated = true;
+    return best->solution;
+  }
+  const TaskSpec& spec = ctx.task().spec();
+  const Language lang = ctx.config().language;
+  for (const auto& sp : spec.starting_points) {
+    if (sp.language != lang) continue;
+    Solution base = sp;
+    if (base.task.empty()) base.task = spec.name;
+    base.finalize();
+    evaluated = false;
+    return base;
+  }
+  if (spec.starting_points.empty())
+    throw Error(Status::invalid_argument,
+                fmt::format("tune: nothing to tune: the run has no passing solution and task \"{}\" has no "
+                            "starting point (give the task a tunable starting kernel, or run an LLM strategy "
+                            "first with --tune-rounds)",
+                            spec.name));
+  throw Error(Status::invalid_argument,
+              fmt::format("tune: task \"{}\" has no starting point in language {} (its starting points are "
+                          "in {})",
+                          spec.name, to_string(lang), to_string(spec.starting_points.front().language)));
+}
+
+void TuneStrategy::record(const util::Vars& config, const EvalResult& r) {
+  measured_.push_back({config, workload_latencies(r)});
+}
+
+Json TuneStrategy::per_shape_values(const ConfigSearch& search, const ParamSpace& space) const {
+  Json out = Json::object();
+  const std::optional<util::Vars> overall = search.best();
+  if (!overall || benchmark_names_.size() < 2) return out;
+  const Measured* overall_m = nullptr;
+  for (const auto& m : measured_)
+    if (m.config == *overall) overall_m = &m;
+  if (!overall_m) return out;
+  for (const auto& w : benchmark_names_) {
+    auto base_it = overall_m->latency_ms.find(w);
+    if (base_it == overall_m->latency_ms.end()) continue;
+    const Measured* best = nullptr;
+    double best_ms = base_it->second;
+    for (const auto& m : measured_) {
+      auto it = m.latency_ms.find(w);
+      if (it != m.latency_ms.end() && it->second < best_ms) {
+        best_ms = it->second;
+        best = &m;
+      }
+    }
+    if (best && best->config != *overall && best_ms < base_it->second * (1.0 - options_.variant_min_gain))
+      out[w] = values_json(space, best->config);
+  }
+  return out;
+}
+
+void TuneStrategy::run(SearchContext& ctx) {
+  measured_.clear();
+  benchmark_names_.clear();
+  const TaskSpec& spec = ctx.task().spec();
+  for (const WorkloadSpec* w : spec.benchmark_workloads()) benchmark_names_.push_back(w->name);
+
+  EvalResult base_eval;
+  bool evaluated = false;
+  Solution base = choose_base(ctx, base_eval, evaluated);
+  ParamSpace space;
+  try {
+    space = ParamSpace(base.params);
+  } catch (const Error& e) {
+    throw Error(Status::invalid_argument, fmt::format("tune: solution \"{}\": {}", base.name, e.what()));
+  }
+  if (!evaluated) {
+    if (ctx.should_stop()) return;
+    base_eval = ctx.evaluate(base, "tune: evaluate starting point");
+  }
+  if (space.empty()) {
+    emit(ctx, events::TuneSkipped{base.id, "the solution declares no tunable parameters"});
+    return;
+  }
+
+  TunerOptions topts;
+  for (const auto& w : spec.workloads) topts.workload_dims.emplace_back(w.dims.begin(), w.dims.end());
+  topts.stall_evaluations = options_.stall_rounds;
+  topts.min_improvement = options_.min_improvement;
+  topts.initial_samples = options_.initial_samples;
+
+  // The base's own configuration is a measured point, unless it already
+  // carries per-shape values (then its latency belongs to no single one).
+  std::optional<util::Vars> base_config;
+  if (base.params.per_workload.empty()) {
+    try {
+      base_config = space.resolve(base.params, "", {});
+    } catch (const Error&) {
+      base_config.reset();  // an inadmissible base says nothing about the space
+    }
+  }
+  const int rounds = ctx.rounds_left();
+  if (rounds <= 0 || ctx.should_stop()) {
+    emit(ctx, events::TuneSkipped{base.id, "no rounds left to tune in"});
+    return;
+  }
+  // The rounds left plus the base's own result; a practically unlimited run gives an unlimited tuner.
+  topts.max_evaluations = rounds >= std::numeric_limits<int>::max() - 1 ? 0 : rounds + (base_config ? 1 : 0);
+
+  const std::uint64_t seed = ctx.config().seed ^ hash_text(base.id);
+  std::unique_ptr<ConfigSearch> search = make_config_search(options_.method, space, topts, seed);
+  if (base_config) {
+    if (!search->space().admissible(search->space().to_point(*base_config))) {
+      base_config.reset();
+    } else if (base_eval.passed() && base_eval.latency_ms > 0) {
+      search->tell(*base_config, base_eval.latency_ms);
+      record(*base_config, base_eval);
+    } else {
+      search->tell_failure(*base_config);
+    }
+  }
+
+  const int batch = tune_batch_size(ctx.config());
+  const auto admissible = search->admissible_count();
+  const auto* tuner = dynamic_cast<const Tuner*>(search.get());
+  events::TuneStart start;
+  start.base = base.id;
+  start.base_name = base.name;
+  start.method = search->name();
+  for (const auto& p : space.params()) start.params.push_back({p.name, static_cast<std::int64_t>(p.values.size())});
+  start.constraints = static_cast<std::int64_t>(space.constraints().size());
+  start.grid_size = space.grid_size() <= std::uint64_t{1} << 62 ? Json(space.grid_size())
+                                                                 : Json(static_cast<double>(space.grid_size()));
+  start.admissible = admissible ? Json(*admissible) : Json();
+  start.initial_samples = tuner ? tuner->initial_samples() : 0;
+  start.seed = static_cast<std::int64_t>(seed);
+  start.stall_rounds = options_.stall_rounds;
+  start.batch = batch;
+  if (base_config) start.base_config = describe(space, *base_config);
+  if (base_eval.passed()) start.base_latency_ms = base_eval.latency_ms;
+  emit(ctx, start);
+
+  std::int64_t batches = 0;  // evaluated so far
+  auto state = [&](const std::string& phase) {
+    const std::optional<util::Vars> best = search->best();
+    ctx.set_state(Json::obj(
+        {{"strategy", "tune"},
+         {"base", base.id},
+         {"phase", phase},
+         {"evaluations", search->evaluations()},
+         {"failures", search->failures()},
+         {"since_improvement", search->evaluations_since_improvement()},
+         {"best_config", best ? Json(describe(space, *best)) : Json()},
+         {"best_latency_ms", best ? Json(search->best_objective()) : Json()},
+         {"stop", to_string(search->stop_reason())},
+         {"batch", batch},
+         {"batches", batches}}));
+  };
+
+  std::string stop_reason;
+  for (;;) {
+    if (ctx.should_stop() || ctx.rounds_left() <= 0) {
+      stop_reason = std::string("run stopped: ") + to_string(ctx.stop_reason().value_or(StopReason::max_rounds));
+      break;
+    }
+    if (ctx.rounds_left() == 1 && !per_shape_values(*search, space).empty()) {
+      stop_reason = "last round kept for per-shape values";
+      break;
+    }
+    // A batch never spends the run's last round while per-shape values may
+    // still become due: that round is decided alone, with every result known.
+    int count = std::min(batch, ctx.rounds_left());
+    if (count > 1 && count == ctx.rounds_left() && benchmark_names_.size() >= 2) --count;
+    const std::vector<Proposal> proposals = search->ask_batch(count);
+    if (proposals.empty()) {
+      stop_reason = to_string(search->stop_reason());
+      break;
+    }
+    ++batches;
+    std::vector<Solution> candidates;
+    std::vector<std::string> actions;
+    for (const auto& p : proposals) {
+      candidates.push_back(make_candidate(base, space, p.config, Json(), "tune: " + describe(space, p.config)));
+      actions.push_back(candidates.back().name);
+    }
+    // One candidate goes through evaluate(), as before batches existed; a
+    // batch is compiled together and measured one after another, and the
+    // run records each of its candidates as a round of its own.
+    std::vector<EvalResult> results;
+    if (candidates.size() == 1) results.push_back(ctx.evaluate(candidates.front(), actions.front()));
+    else results = ctx.evaluate_batch(candidates, actions);
+    for (std::size_t i = 0; i < proposals.size(); ++i) {
+      const util::Vars& config = proposals[i].config;
+      const TunerDecision& decision = proposals[i].decision;
+      const EvalResult& r = results.at(i);
+      const double before = search->best_objective();
+      if (r.passed() && r.latency_ms > 0) {
+        search->tell(config, r.latency_ms);
+        record(config, r);
+      } else {
+        search->tell_failure(config);
+      }
+      events::TuneRound round{describe(space, config),
+                              candidates[i].id,
+                              decision.phase,
+                              decision.candidates,
+                              std::string(to_string(r.status)),
+                              std::nullopt,
+                              search->best_objective() < before,
+                              std::nullopt,
+                              events::TuneRound::Batch{batches, static_cast<std::int64_t>(proposals.size()),
+                                                       decision.pending}};
+      if (r.passed()) round.latency_ms = r.latency_ms;
+      if (decision.phase == "model" || decision.phase == "exploit") {
+        round.model = events::TuneRound::Model{finite(decision.expected_improvement), finite(decision.feasibility),
+                                               finite(decision.predicted), finite(decision.predicted_log_sd), Json()};
+        if (tuner && tuner->surrogate()) round.model->surrogate = surrogate_json(*tuner->surrogate());
+      }
+      emit(ctx, round);
+      state(decision.phase);
+    }
+  }
+
+  const std::optional<util::Vars> best = search->best();
+  events::TuneStop stop{stop_reason, search->evaluations(), search->failures(), std::nullopt, std::nullopt,
+                        std::nullopt};
+  if (best) {
+    stop.best_config = describe(space, *best);
+    stop.best_latency_ms = finite(search->best_objective());
+  }
+  if (base_eval.passed()) stop.base_latency_ms = base_eval.latency_ms;
+  emit(ctx, stop);
+  state("done");
+
+  // Per-shape values: every evaluation timed each benchmark workload, so the
+  // best configuration per shape is known without further search.
+  const Json per_shape = per_shape_values(*search, space);
+  if (!best || per_shape.empty()) return;
+  events::TuneVariants variants{describe(space, *best), per_shape, std::nullopt, ""};
+  if (ctx.should_stop() || ctx.rounds_left() <= 0) {
+    variants.why = "no round left";
+    emit(ctx, variants);
+    return;
+  }
+  Solution candidate =
+      make_candidate(base, space, *best, per_shape,
+                     fmt::format("tune: {} + per-shape values for {} of {} shapes", describe(space, *best),
+                                 per_shape.size(), benchmark_names_.size()));
+  const EvalResult r = ctx.evaluate(candidate, candidate.name);
+  variants.evaluation = events::TuneVariants::Evaluation{candidate.id, std::string(to_string(r.status)),
+                                                         std::nullopt, finite(search->best_objective())};
+  if (r.passed()) variants.evaluation->latency_ms = r.latency_ms;
+  emit(ctx, variants);
+}
+
+}  // namespace
+
+int tune_batch_size(const SearchConfig& config) {
+  if (config.tune.batch > 0) return std::min(config.tune.batch, kMaxTuneBatch);
+  if (config.parallel > 1) return std::min(config.parallel, kMaxTuneBatch);
+  return kDefaultTuneBatch;
+}
+
+std::unique_ptr<SearchStrategy> make_tune_strategy() { return make_tune_strategy(TuneStrategyOptions{}); }
+
+std::unique_ptr<SearchStrategy> make_tune_strategy(TuneStrategyOptions options) {
+  if (options.stall_rounds < 0 || options.initial_samples < 0 ||
+      !(options.min_improvement >= 0 && options.min_improvement < 1) ||
+      !(options.variant_min_gain >= 0 && options.variant_min_gain < 1))
+    throw Error(Status::invalid_argument,
+                "tune: strategy options out of range (stall_rounds and initial_samples >= 0, "
+                "min_improvement and variant_min_gain in [0, 1))");
+  if (options.method != "gp-ei" && options.method != "random")
+    throw Error(Status::not_found,
+                fmt::format("tune: unknown search method \"{}\" (known: gp-ei, random)", options.method));
+  return std::make_unique<TuneStrategy>(std::move(options));
+}
+
+}  // namespace ks::core

@@ -15,6 +15,10 @@
 #               the extension interfaces (ksearch/sys/)
 #   table       every public header has one row in the owner table, and the
 #               files a row names exist
+#   room        a header ksearch/X.hpp owned by a lib/ component is implemented
+#               in lib/<owner>/X.cpp (or lib/<owner>/.../X.cpp), and its row
+#               names that file, unless the row says "header only" or "one
+#               file per"; sys/ interfaces name where they are implemented
 # Usage: check_layering.sh [ROOT]   (default: the checkout holding this script)
 set -eu
 root=${1:-"$(dirname "$0")/.."}
@@ -190,6 +194,15 @@ printf '%s\n' "$owners" | while read -r h o; do
 done
 grep -E '^\| `ksearch/' docs/architecture.md | grep -oE '`(lib|capi)/[^`]+`' | tr -d '`' | sort -u | while read -r p; do
   [ -e "$p" ] || echo "[table] the owner table names $p, which does not exist" >>"$out"
+done
+
+grep -E '^\| `ksearch/[^`/]+\.hpp` \| [a-z]+ \|' docs/architecture.md | while IFS= read -r row; do
+  h=$(echo "$row" | sed -E 's/^\| `ksearch\/([^`]+)\.hpp`.*/\1/')
+  o=$(echo "$row" | sed -E 's/^\| `[^`]+` \| ([a-z]+) \|.*/\1/')
+  [ -d "lib/$o" ] || continue
+  case $row in *"header only"*|*"one file per"*) continue;; esac
+  echo "$row" | grep -qE "\`lib/$o/([^\`]*/)?$h\.cpp\`" ||
+    echo "[room] ksearch/$h.hpp: its row in the owner table names no lib/$o/$h.cpp, the header's room" >>"$out"
 done
 
 if [ -s "$out" ]; then

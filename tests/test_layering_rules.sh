@@ -39,6 +39,8 @@ plant components lib/core/types.cpp '#include "engine/wandb_logger.hpp"'
 plant components lib/llm/http.cpp '#include "eval/stats.hpp"'
 plant search lib/eval/stats.cpp '#include "search/session.hpp"'
 plant search lib/export/bundle.cpp '#include "search/tune/tuner.hpp"'
+plant search lib/tasks/task_file.cpp '#include "ksearch/strategy.hpp"'
+plant components lib/core/types.cpp '#include "search/session.hpp"'
 plant owners lib/eval/stats.cpp '#include "ksearch/report.hpp"'
 plant owners lib/core/types.cpp '#include "ksearch/eval.hpp"'
 plant owners lib/util/fs.cpp '#include "ksearch/unlisted.hpp"'
@@ -62,6 +64,10 @@ else
   echo "ok [table]: a header without a row fails"
 fi
 rm "$work/include/ksearch/new_header.hpp"
+# A header whose row names no room of its name.
+: >"$work/include/ksearch/roomless.hpp"
+plant room docs/architecture.md '| `ksearch/roomless.hpp` | core | `lib/core/io.cpp` |' ksearch/roomless.hpp
+rm "$work/include/ksearch/roomless.hpp"
 
 [ "$failures" = 0 ] || { echo "$failures planted violations went unnoticed"; exit 1; }
 echo "every planted violation fails the check, naming its rule"

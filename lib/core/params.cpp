@@ -1,6 +1,6 @@
 // The params codec: the one reader of a solution's "params" schema
 // (docs/tuning.md). It checks shapes and names; whether values are allowed
-// for a workload is checked where they are resolved (core/tune/params.hpp).
+// for a workload is checked where they are resolved (core/param_space.hpp).
 #include "ksearch/params.hpp"
 
 #include <fmt/format.h>

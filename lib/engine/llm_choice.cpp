@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "ksearch/error.hpp"
+#include "ksearch/sys/llm_policy.hpp"
 #include "util/text.hpp"
 
 KS_NAMESPACE_BEGIN

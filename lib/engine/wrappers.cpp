@@ -6,6 +6,8 @@
 #include <mutex>
 
 #include "ksearch/error.hpp"
+#include "ksearch/sys/evaluator.hpp"
+#include "ksearch/sys/llm_policy.hpp"
 
 namespace ks::engine {
 namespace {

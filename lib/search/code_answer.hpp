@@ -7,6 +7,7 @@
 #include <string>
 
 #include "ksearch/strategy.hpp"
+#include "ksearch/sys/search_strategy.hpp"
 
 namespace ks::core {
 

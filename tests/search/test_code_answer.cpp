@@ -1,4 +1,4 @@
-// The strategies' one failed-round path (core/search/code_answer.hpp): an
+// The strategies' one failed-round path (search/code_answer.hpp): an
 // outage and an unreadable answer each take a round, only the latter is
 // evidence; a candidate takes none here (its evaluation will).
 #include <doctest/doctest.h>

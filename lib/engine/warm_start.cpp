@@ -107,7 +107,8 @@ WorldModelImport import_run(const fs::path& dir, std::optional<Json> snapshot, c
   const std::vector<AttemptRecord> attempts = run.attempts();
   // What that run imported itself: kernels it knew by their code only.
   std::optional<WorldModelImport> earlier;
-  if (const Json& c = run.manifest()["config"]; c.is_object() && c["continue_from_world_model"].is_object()) {
+  const Json manifest = run.manifest();  // by value: `c` below refers into it
+  if (const Json& c = manifest["config"]; c.is_object() && c["continue_from_world_model"].is_object()) {
     try {
       earlier = WorldModelImport::from_json(c["continue_from_world_model"]);
     } catch (const Error& e) {

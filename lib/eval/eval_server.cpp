@@ -515,7 +515,9 @@ int serve_evaluations(const EvaluatorConfig& config, const ServerPaths& paths, d
     return 1;
   }
   if (::flock(lock, LOCK_EX | LOCK_NB) != 0) return 0;  // another server serves this configuration
-  if (!paths.log.empty()) ::truncate(paths.log.c_str(), 0);  // what earlier starts wrote (its stderr appends)
+  // What earlier starts wrote (its stderr appends); a log that cannot be
+  // truncated only keeps their lines.
+  if (!paths.log.empty() && ::truncate(paths.log.c_str(), 0) != 0) errno = 0;
   const std::string pid = std::to_string(::getpid()) + "\n";
   if (::ftruncate(lock, 0) != 0 || ::pwrite(lock, pid.data(), pid.size(), 0) < 0) {
     // The pid is for people; the lock is what counts.

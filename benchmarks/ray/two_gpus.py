@@ -25,6 +25,11 @@ hour for each GPU alone and for all N, the warm-ups' times, and the ratio (the i
 bar: >= 1.8 with 2 GPUs); docs/ray.md says what to expect
 (T_step = L + ceil(P/G) * E + P * d).
 
+--only gpu0,all (names: gpuI, all) measures just those configurations and
+adds them to the --out file, so a benchmark longer than one sitting (a
+device call's time limit) runs in parts on the same machine; the ratio is
+printed once the file holds every configuration.
+
 Needs only Ray and the ksearch package with its library built with CUDA
 (bindings/python on PYTHONPATH with $KSEARCH_LIBRARY, or pip-installed).
 """
@@ -94,7 +99,8 @@ def main():
                                                      "--parallel with the scripted model, 0 with tune, whose warm-up "
                                                      "would compile the timed search's first configurations).")
     ap.add_argument("--gpus", type=int, help="GPUs to use (default: every one this machine has).")
-    ap.add_argument("--out", help="Write the numbers as JSON here.")
+    ap.add_argument("--out", help="Write the numbers as JSON here (with --only: added to what the file holds).")
+    ap.add_argument("--only", help="Measure only these configurations, comma-separated: gpuI (GPU I alone), all.")
     ap.add_argument("--host-nodes", type=int, help="A dry run without GPUs: this many CPU-only nodes, host "
                                                     "evaluation (with --task tests/fixtures/tasks/scale3, or examples/matmul and --model tune).")
     a = ap.parse_args()
@@ -140,26 +146,40 @@ def main():
     # Each GPU alone, each in a cluster of its own (cards of one model still differ, and a ratio
     # against one of them alone would carry that card's difference), the run on every GPU between
     # them, so a drift over the benchmark's time weighs on both sides.
-    singles = {}
-    singles["gpu0"] = measure("gpu0", [0])
-    every = measure("all", list(range(count)))
-    for i in range(1, count):
-        singles[f"gpu{i}"] = measure(f"gpu{i}", [i])
-    single_rates = [r["cand_per_h"] for r in singles.values()]
-    mean_single = sum(single_rates) / len(single_rates)
-    ratio = every["cand_per_h"] / mean_single
-    print(f"ratio {every['gpus']} / 1: {ratio:.2f}x against the mean of each GPU alone ({mean_single:.0f}/h), "
-          f"{every['cand_per_h'] / max(single_rates):.2f}x against the fastest alone ({max(single_rates):.0f}/h)  "
-          f"({gpus[0]['name']}, {a.model} model, task {a.task}, parallel {a.parallel}, warm-up {a.warm_rounds} "
-          f"candidates, run folders in {work})")
-    if every["steady_cand_per_h"] and all(r["steady_cand_per_h"] for r in singles.values()):
-        steady_single = sum(r["steady_cand_per_h"] for r in singles.values()) / len(singles)
-        print(f"after the first step: {steady_single:.0f}/h alone (mean) vs {every['steady_cand_per_h']:.0f}/h, "
-              f"ratio {every['steady_cand_per_h'] / steady_single:.2f}x")
+    order = ["gpu0", "all"] + [f"gpu{i}" for i in range(1, count)]
+    wanted = order if not a.only else [n.strip() for n in a.only.split(",") if n.strip()]
+    unknown = [n for n in wanted if n not in order]
+    if unknown:
+        print(f"two_gpus: --only {','.join(unknown)}: not one of {','.join(order)}", file=sys.stderr)
+        return 2
+    done = {}
+    if a.only and a.out and Path(a.out).exists():
+        done = json.loads(Path(a.out).read_text()).get("configs", {})
+    for name in [n for n in order if n in wanted]:
+        done[name] = measure(name, list(range(count)) if name == "all" else [int(name[3:])])
+    result = {"configs": done, "gpus": gpus[:count], "task": a.task, "model": a.model, "parallel": a.parallel,
+              "warm_rounds": a.warm_rounds}
+    missing = [n for n in order if n not in done]
+    if missing:
+        print(f"two_gpus: no ratio yet; still to measure: {','.join(missing)}")
+    else:
+        singles = {n: done[n] for n in order if n != "all"}
+        every = done["all"]
+        single_rates = [r["cand_per_h"] for r in singles.values()]
+        mean_single = sum(single_rates) / len(single_rates)
+        result["ratio"] = ratio = every["cand_per_h"] / mean_single
+        result["ratio_vs_fastest"] = every["cand_per_h"] / max(single_rates)
+        print(f"ratio {every['gpus']} / 1: {ratio:.2f}x against the mean of each GPU alone ({mean_single:.0f}/h), "
+              f"{result['ratio_vs_fastest']:.2f}x against the fastest alone ({max(single_rates):.0f}/h)  "
+              f"({gpus[0]['name']}, {a.model} model, task {a.task}, parallel {a.parallel}, warm-up {a.warm_rounds} "
+              f"candidates, run folders in {work})")
+        if every["steady_cand_per_h"] and all(r["steady_cand_per_h"] for r in singles.values()):
+            steady_single = sum(r["steady_cand_per_h"] for r in singles.values()) / len(singles)
+            result["steady_ratio"] = every["steady_cand_per_h"] / steady_single
+            print(f"after the first step: {steady_single:.0f}/h alone (mean) vs {every['steady_cand_per_h']:.0f}/h, "
+                  f"ratio {result['steady_ratio']:.2f}x")
     if a.out:
-        Path(a.out).write_text(json.dumps({"single": singles, "all": every, "ratio": ratio, "gpus": gpus[:count],
-                                           "task": a.task, "model": a.model, "parallel": a.parallel,
-                                           "warm_rounds": a.warm_rounds}, indent=1))
+        Path(a.out).write_text(json.dumps(result, indent=1))
     return 0
 
 

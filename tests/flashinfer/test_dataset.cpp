@@ -117,6 +117,23 @@ TEST_CASE("dataset: a definition with a reference solution file becomes a task w
   CHECK(t.prompts.at(Language::cpp).find("return scale * x[index.long()]") != std::string::npos);
 }
 
+TEST_CASE("dataset: a workloads file's last line counts without a newline; blank lines keep the line numbers") {
+  const fs::path dir = copy_fixture("dataset_last_line");
+  const fs::path wl = dir / "workloads/gather/gather_scale_d64.jsonl";
+  std::string text = util::read_file(wl);
+  REQUIRE(text.size() > 1);
+  REQUIRE(text.back() == '\n');
+  text.pop_back();                   // a file written without a final newline: still 8 workloads
+  util::write_file_atomic(wl, "\n" + text);  // and a blank first line
+  CHECK(load_task((dir / "definitions/gather/gather_scale_d64.json").string())->spec().workloads.size() == 8);
+  CHECK(list_dataset_tasks(dir)[0].description.find("8 workloads") != std::string::npos);
+  // A broken line is named by its line in the file, the blank one counted.
+  edit(wl, "\"gather-0001-fixture\"", "\"gather-0000-fixture\"");
+  CHECK_THROWS_WITH_AS(load_task((dir / "definitions/gather/gather_scale_d64.json").string()),
+                       doctest::Contains("gather_scale_d64.jsonl line 3: workload \"gather-0000-fixture\" appears twice"),
+                       Error);
+}
+
 TEST_CASE("dataset: a definition without a native reference says so and where to put one") {
   try {
     load_task((kFixture / "definitions/rmsnorm/rmsnorm_h128.json").string());

@@ -127,6 +127,24 @@ fs::path dataset_file(const Definition& d, const std::string& where, const std::
   return full;
 }
 
+// The lines of a workloads file, blank ones included so that indices are line
+// numbers. Unlike a run's journal (util::read_lines), where a last line
+// without '\n' is a torn write, a dataset is the user's data: its last line
+// counts whether or not it ends in a newline.
+std::vector<std::string> workload_lines(const fs::path& file) {
+  const std::string text = util::read_file(file);
+  std::vector<std::string> lines;
+  for (std::size_t start = 0; start < text.size();) {
+    std::size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    lines.emplace_back(text, start, end - start);
+    start = end + 1;
+  }
+  return lines;
+}
+
+bool blank(const std::string& line) { return line.find_first_not_of(" \t\r") == std::string::npos; }
+
 std::vector<WorkloadSpec> read_workloads(const Definition& d, const std::vector<TensorSpec>& tensors) {
   const fs::path file = d.root / "workloads" / d.op_type / (d.name + ".jsonl");
   std::error_code ec;
@@ -135,10 +153,10 @@ std::vector<WorkloadSpec> read_workloads(const Definition& d, const std::vector<
                 fmt::format("FlashInfer definition {}: no workloads file at {}", d.file.string(), file.string()));
   std::vector<WorkloadSpec> out;
   std::set<std::string> names;
-  const auto lines = util::read_lines(file);
+  const auto lines = workload_lines(file);
   for (std::size_t n = 0; n < lines.size(); ++n) {
     const std::string where = fmt::format("{} line {}", file.string(), n + 1);
-    if (lines[n].find_first_not_of(" \t\r") == std::string::npos) continue;
+    if (blank(lines[n])) continue;
     std::string err;
     auto line = Json::try_parse(lines[n], &err);
     if (!line || !line->is_object()) throw Error(Status::parse, fmt::format("{}: not a JSON object: {}", where, err));
@@ -394,7 +412,10 @@ std::vector<TaskInfo> list_dataset(const fs::path& dir) {
       const Definition d = read_definition(f);
       const fs::path wl = d.root / "workloads" / d.op_type / (d.name + ".jsonl");
       std::size_t count = 0;
-      if (fs::is_regular_file(wl, ec)) count = util::read_lines(wl).size();
+      if (fs::is_regular_file(wl, ec)) {
+        const auto lines = workload_lines(wl);
+        count = static_cast<std::size_t>(std::count_if(lines.begin(), lines.end(), [](const auto& l) { return !blank(l); }));
+      }
       std::string reference = "none (see ksearch run --task on it)";
       if (make_spec(d.name)) reference = "built-in";
       else if (fs::is_regular_file(d.root / "ksearch" / "references" / d.op_type / (d.name + ".json"), ec))

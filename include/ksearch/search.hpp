@@ -104,9 +104,10 @@ struct KS_API SearchOptions {
   // Cancels the run from another thread (see CancelToken); null: none.
   std::shared_ptr<CancelToken> cancel;
   // Parts the host brings (null: the built-in ones). A custom strategy is
-  // run instead of config.strategy; a custom world model is what the
-  // world-model strategy edits. Runs made with custom parts resume only
-  // through the API, with the same parts given again.
+  // run instead of config.strategy (a Searcher through
+  // make_searcher_strategy, ksearch/sys/searcher.hpp); a custom world model
+  // is what the world-model strategy edits. Runs made with custom parts
+  // resume only through the API, with the same parts given again.
   std::shared_ptr<SearchStrategy> custom_strategy;
   std::shared_ptr<WorldModel> custom_world_model;
   StartCallback on_start;              // optional

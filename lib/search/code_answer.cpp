@@ -7,12 +7,15 @@ namespace ks::core {
 CodeAnswer read_code_answer(SearchContext& ctx, const std::string& label, const LlmResponse& response) {
   CodeAnswer out;
   if (!response.ok) {
-    ctx.record_failed_round(label, "the LLM request failed: " + response.error, response.text);
+    out.failed = ctx.record_failed_round(label, "the LLM request failed: " + response.error, response.text);
     return out;
   }
   std::string why;
   out.candidate = read_candidate(response.text, ctx.config().language, &why);
-  if (!out.candidate) out.unreadable = ctx.record_failed_round(label, why, response.text);
+  if (!out.candidate) {
+    out.unreadable = ctx.record_failed_round(label, why, response.text);
+    out.failed = out.unreadable;
+  }
   return out;
 }
 

@@ -18,6 +18,9 @@ struct CodeAnswer {
   // answer's text). None after an outage (the request failed), which says
   // nothing about the code: the strategy keeps the evidence it had.
   std::optional<EvalResult> unreadable;
+  // Without a candidate, the failed round's result either way (an outage's
+  // too): what a searcher is handed back (ksearch/sys/searcher.hpp).
+  std::optional<EvalResult> failed;
   bool outage() const { return !candidate && !unreadable; }
 };
 

@@ -27,6 +27,9 @@ TEST_CASE("code answer: outage, unreadable answer, candidate") {
   CHECK(ctx.attempts[0].action == "generate step 1");
   CHECK(ctx.attempts[0].result.status == EvalStatus::generation_failed);
   CHECK(ctx.attempts[0].result.log == "the LLM request failed: HTTP 503");
+  REQUIRE(a.failed);  // the failed round's result, which a searcher is handed
+  CHECK(a.failed->status == EvalStatus::generation_failed);
+  CHECK(a.failed->log == ctx.attempts[0].result.log);
 
   LlmResponse prose;
   prose.ok = true;
@@ -40,6 +43,8 @@ TEST_CASE("code answer: outage, unreadable answer, candidate") {
   CHECK(a.unreadable->status == EvalStatus::generation_failed);
   CHECK(a.unreadable->log == ctx.attempts[1].result.log);
   CHECK(a.unreadable->log.find("has no source code block") != std::string::npos);  // what the answer lacks
+  REQUIRE(a.failed);
+  CHECK(a.failed->log == a.unreadable->log);
 
   LlmResponse code;
   code.ok = true;
@@ -50,6 +55,7 @@ TEST_CASE("code answer: outage, unreadable answer, candidate") {
   REQUIRE(a.candidate);
   CHECK_FALSE(a.unreadable);
   CHECK_FALSE(a.outage());
+  CHECK_FALSE(a.failed);
   CHECK(a.candidate->launch_plan.kernels.at(0).name == "k");
   CHECK(ctx.attempts.size() == 2);  // no round recorded for it
 }

@@ -1,6 +1,12 @@
 // Extension interface (less stable: it may change in a minor release; see
 // docs/api.md): search strategies and the context they run in.
 //
+// This is the full interface, for strategies of the built-in kind that edit
+// the world model, evaluate outside the round budget or write events of
+// their own. A strategy that only proposes candidates or prompts given what
+// came of its last ones is simpler as a Searcher (ksearch/sys/searcher.hpp),
+// which make_searcher_strategy runs over this context.
+//
 // A strategy is straight-line code that asks the context for LLM answers and
 // evaluations. The context journals both in the run folder, which is what
 // makes every strategy resumable for free: on resume the strategy runs again

@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "eval/phases.hpp"
 #include "eval/sandbox.hpp"
 #include "eval/worker_client.hpp"
 #include "ksearch/error.hpp"
@@ -42,7 +43,6 @@ constexpr int kProtocol = 1;
 constexpr std::size_t kMaxFrame = std::size_t{1} << 30;  // a batch's sources or results, never more
 constexpr double kStartTimeoutS = 60;                    // the server binds its socket within ms; this is slack
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // The configuration a server is for: everything but the options, which
 // travel with each request.

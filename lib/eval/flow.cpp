@@ -16,6 +16,7 @@
 #include <math.h>  // ks_rng.h calls math functions unqualified
 
 #include "core/rng/ks_rng.h"
+#include "eval/phases.hpp"
 #include "eval/stats.hpp"
 #include "ksearch/error.hpp"
 
@@ -24,9 +25,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 // A task tensor allocated for one workload.
 struct TensorBuffer {

@@ -28,7 +28,6 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // Collects what the flow reports; nothing needs streaming in-process.
 class CollectEvents final : public FlowEvents {

@@ -17,6 +17,11 @@
 
 namespace ks::eval {
 
+// Seconds on the steady clock since `t`: how every phase and wait is measured.
+inline double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
 // In the order of docs/evaluation.md and of metrics.phases.
 enum class Phase : int {
   worker_start,       // starting worker processes (their own start-up; sandbox_setup excluded)

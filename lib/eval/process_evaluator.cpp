@@ -48,7 +48,6 @@ Clock::time_point after(double seconds) {
   return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // Charges a worker's start to `into`: the part before its main() to
 // sandbox_setup, the rest (its own start-up, the hello) to worker_start.

@@ -91,7 +91,7 @@ bool counts_from_start(const AttemptRecord& a) {
   return a.round == 0 && from && from->is_string();
 }
 
-double score_of(const EvalResult& e) { return e.vs_baseline > 0 ? 100.0 * e.vs_baseline : 0; }
+double paper_score_of(const EvalResult& e) { return e.vs_baseline > 0 ? 100.0 * e.vs_baseline : 0; }
 
 // The session's choice of best: the highest score (1 / latency, or the mean
 // speedup over the task's baseline).
@@ -169,7 +169,7 @@ RunSummary summarize(const CompareRun& run, const RunRead& r, const CompareOptio
     const bool from_start = counts_from_start(a);
     if (a.round <= 0 && !from_start) continue;
     if (!best || rank_of(a.eval) > rank_of(best->eval)) best = &a;
-    const double score = score_of(a.eval);
+    const double score = paper_score_of(a.eval);
     if (from_start) {
       better(start_ms, a.eval.latency_ms, true);
       if (score > 0) better(start_score, score, false);

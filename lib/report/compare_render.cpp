@@ -456,7 +456,7 @@ std::string text_table(const Table& t) {
   return out;
 }
 
-std::string summary_html(const Json& data) {
+std::string compare_summary_html(const Json& data) {
   auto row = [](std::string_view k, const std::string& v) { return fmt::format("<tr><th>{}</th><td>{}</td></tr>\n", k, v); };
   std::string out = "<table class=\"kv\">\n";
   out += row("task", esc(data["task"].as_string()));
@@ -474,7 +474,7 @@ std::string summary_html(const Json& data) {
   return out + "</table>\n";
 }
 
-std::string warnings_html(const Json& warnings) {
+std::string compare_warnings_html(const Json& warnings) {
   if (!warnings.is_array() || warnings.empty()) return "";
   std::string out = "<div class=\"warnings\"><strong>Not like for like:</strong><ul>\n";
   for (const auto& w : warnings.as_array()) out += "<li>" + esc(w.is_string() ? w.as_string() : w.dump()) + "</li>\n";
@@ -502,8 +502,8 @@ std::string render_compare_report(const Json& data) {
                     html_table(by_round_table(data, "best_score", fmt_score), "score-by-round") + "</section>\n";
   const std::string body = report::fill(
       std::string(report::assets::compare_page),
-      {{"SUMMARY", summary_html(data)},
-       {"WARNINGS", warnings_html(data["warnings"])},
+      {{"SUMMARY", compare_summary_html(data)},
+       {"WARNINGS", compare_warnings_html(data["warnings"])},
        {"LATENCY_LEGEND", legend(data)},
        {"LATENCY_CHART", best_chart(data, "best_latency_ms", true, "best latency (ms)") +
                              html_table(by_round_table(data, "best_latency_ms", fmt_ms), "latency-by-round")},

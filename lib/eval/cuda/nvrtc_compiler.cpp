@@ -13,6 +13,7 @@
 #include "eval/cuda/cuda_api.hpp"
 #include "eval/include_check.hpp"
 #include "eval/log_cap.hpp"
+#include "eval/phases.hpp"
 #include "ksearch/error.hpp"
 #include "util/fs.hpp"
 #include "util/sha256.hpp"
@@ -45,9 +46,6 @@ class CompileTimeout : public CompileError {
   using CompileError::CompileError;
 };
 
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 bool ends_with(const std::string& s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;

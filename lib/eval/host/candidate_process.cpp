@@ -711,15 +711,15 @@ bool install_seccomp() {
   return ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0;
 }
 
-union ArgValue {
+union RawArg {
   void* ptr;
   std::uint64_t bits;
 };
 using ShimFn = void (*)(void* const*);
 
-struct BoundCall {
+struct ShimCall {
   ShimFn fn = nullptr;
-  std::vector<ArgValue> values;
+  std::vector<RawArg> values;
   std::vector<void*> addrs;
 };
 
@@ -1260,7 +1260,7 @@ int candidate_process_main(int sock, std::uint64_t memory_limit, const std::stri
   void* handle = nullptr;
   std::map<std::uint64_t, void*> blocks;  // serial -> the block here
   std::string map_error;                  // a block that could not be mapped, told at the next bind
-  std::vector<BoundCall> calls;
+  std::vector<ShimCall> calls;
   std::string buf;
   for (;;) {
     std::vector<int> fds;
@@ -1310,7 +1310,7 @@ int candidate_process_main(int sock, std::uint64_t memory_limit, const std::stri
       }
       const auto ncalls = r.num<std::uint32_t>();
       for (std::uint32_t i = 0; i < ncalls && r.ok && error.empty(); ++i) {
-        BoundCall bc;
+        ShimCall bc;
         const std::string shim = r.str(), fn = r.str();
         const auto nargs = r.num<std::uint32_t>();
         if (!r.ok || nargs > 4096) break;
@@ -1322,7 +1322,7 @@ int candidate_process_main(int sock, std::uint64_t memory_limit, const std::stri
         for (std::uint32_t k = 0; k < nargs && r.ok; ++k) {
           const auto kind = r.num<std::uint32_t>();
           const auto v = r.num<std::uint64_t>();
-          ArgValue a{};
+          RawArg a{};
           if (kind == 1) {
             auto it = blocks.find(v);
             if (it == blocks.end() && error.empty()) error = fmt::format("call \"{}\": a buffer was not mapped", fn);

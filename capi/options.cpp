@@ -309,7 +309,7 @@ LlmChoice llm_choice_of(const ks_llm_options& o, double max_cost_usd, const char
 void apply_eval_options(const ks_eval_options& o, EvaluatorConfig& e, const char* prefix) {
   const std::string p = prefix;
   need_version(prefix, o.version);
-  e.backend = to_string(backend_of(o.backend, (p + ".backend").c_str()));  // EvaluatorConfig's field is still a name
+  e.backend = backend_of(o.backend, (p + ".backend").c_str());
   if (o.device_count > 0 && !o.devices)
     throw Error(Status::invalid_argument, fmt::format("{}.devices is NULL but device_count is {}", p, o.device_count));
   e.devices.assign(o.devices, o.devices + o.device_count);
@@ -318,7 +318,7 @@ void apply_eval_options(const ks_eval_options& o, EvaluatorConfig& e, const char
   e.in_process = o.in_process != 0;
   e.cache_dir = str(o.cache_dir);
   e.cuda_arch = str(o.cuda_arch);
-  e.sandbox = to_string(sandbox_of(o.sandbox, (p + ".sandbox").c_str()));
+  e.sandbox = sandbox_of(o.sandbox, (p + ".sandbox").c_str());
   e.memory_limit_bytes = o.memory_limit_bytes;
   e.worker_path = str(o.worker_path);
   if (o.compile_workers < 0) throw Error(Status::invalid_argument, p + ".compile_workers must be >= 0");
@@ -414,9 +414,9 @@ ks_status ks_tune_options_init(ks_tune_options* o, uint32_t version) {
 ks_status ks_eval_options_init(ks_eval_options* o, uint32_t version) {
   if (ks_status s = init_struct("ks_eval_options_init", o, version); s != KS_OK) return s;
   ks::EvaluatorConfig d;
-  o->backend = KS_BACKEND_AUTO;
+  o->backend = static_cast<ks_backend>(static_cast<int>(d.backend));
   o->in_process = d.in_process ? 1 : 0;
-  o->sandbox = KS_SANDBOX_AUTO;
+  o->sandbox = static_cast<ks_sandbox_mode>(static_cast<int>(d.sandbox));
   o->memory_limit_bytes = d.memory_limit_bytes;
   o->timing_cap_s = d.options.max_time_per_workload_s;
   o->seeds = d.options.seeds_per_workload;

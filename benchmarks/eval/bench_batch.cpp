@@ -39,7 +39,7 @@ std::vector<Solution> configurations(const TaskSpec& spec) {
 double run_batch(const Task& task, const std::vector<Solution>& batch, std::vector<int> devices,
                  const std::string& cache, int* passed) {
   EvaluatorConfig c;
-  c.backend = "cuda";
+  c.backend = ks::EvalBackend::cuda;
   c.devices = std::move(devices);
   c.cache_dir = cache;
   auto ev = make_evaluator(c);
@@ -68,7 +68,7 @@ int main(int argc, char** argv) {
     auto task = load_task(task_path);
     auto batch = configurations(task->spec());
     EvaluatorConfig probe;
-    probe.backend = "cuda";
+    probe.backend = ks::EvalBackend::cuda;
     int gpus = make_evaluator(probe)->device().count;
     std::string cache = "/tmp/ksearch-bench-batch-cache";
     int passed = 0;

@@ -237,7 +237,7 @@ void gpu_section(const Args& args, const fs::path& cache) {
   start.finalize();
 
   EvaluatorConfig cfg;
-  cfg.backend = "cuda";
+  cfg.backend = ks::EvalBackend::cuda;
   cfg.cache_dir = cache;
 
   fmt::print("\n== GPU ==\n");

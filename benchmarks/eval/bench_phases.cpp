@@ -300,7 +300,7 @@ int main(int argc, char** argv) {
       auto task = c.task();
       const TaskSpec& spec = task->spec();
       EvaluatorConfig cfg;
-      cfg.backend = c.gpu ? "cuda" : "host";
+      cfg.backend = c.gpu ? ks::EvalBackend::cuda : ks::EvalBackend::host;
       cfg.cache_dir = dir;
       if (max_time > 0) cfg.options.max_time_per_workload_s = max_time;
       if (!all_workloads) cfg.options.only_workloads = spec.feedback_workloads;

@@ -94,7 +94,7 @@ Solution variant(const Solution& base, int round, const char* mode) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string task_name, solution_file, language = "triton", backend = "auto";
+  std::string task_name, solution_file, language = "triton", backend_name = "auto";
   std::string cache = "/tmp/ksearch-bench-python-worker";
   int rounds = 5;
   bool benchmarks = false;
@@ -105,7 +105,7 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--task") == 0) next(task_name);
     else if (std::strcmp(argv[i], "--solution") == 0) next(solution_file);
     else if (std::strcmp(argv[i], "--language") == 0) next(language);
-    else if (std::strcmp(argv[i], "--backend") == 0) next(backend);
+    else if (std::strcmp(argv[i], "--backend") == 0) next(backend_name);
     else if (std::strcmp(argv[i], "--cache") == 0) next(cache);
     else if (std::strcmp(argv[i], "--rounds") == 0 && i + 1 < argc) rounds = std::max(1, std::atoi(argv[++i]));
     else if (std::strcmp(argv[i], "--benchmarks") == 0) benchmarks = true;
@@ -115,9 +115,10 @@ int main(int argc, char** argv) {
     }
   }
   try {
+    const EvalBackend backend = parse_backend(backend_name, "--backend");
     if (task_name.empty())
-      task_name = cuda_available() && backend != "host" ? "gpumode/trimul"
-                                                        : std::string(KS_SOURCE_DIR) + "/examples/tasks/matmul";
+      task_name = cuda_available() && backend != EvalBackend::host ? "gpumode/trimul"
+                                                                   : std::string(KS_SOURCE_DIR) + "/examples/tasks/matmul";
     auto task = load_task(task_name);
     Solution base;
     if (solution_file.empty()) {

@@ -1,5 +1,6 @@
 // What the sandbox costs per candidate, measured side by side in one run:
-// the same candidates evaluated with `sandbox = "off"` and `"on"`,
+// the same candidates evaluated with `sandbox = SandboxMode::off` and
+// `required` ("off" and "on"),
 // alternating, each with a source no cache has seen (so every one is
 // compiled). Host: the scale3 test task (compile with the system compiler,
 // check, time). CUDA (on a GPU): the softmax example (NVRTC in a compile
@@ -51,8 +52,8 @@ struct Side {
 void measure(const Task& task, const Solution& base, EvaluatorConfig cfg, int reps, Side& off, Side& on) {
   static int unique = 0;
   for (int round = 0; round < 2; ++round) {
-    for (const char* mode : {"off", "on"}) {
-      Side& side = std::string(mode) == "on" ? on : off;
+    for (SandboxMode mode : {SandboxMode::off, SandboxMode::required}) {
+      Side& side = mode == SandboxMode::required ? on : off;
       cfg.sandbox = mode;
       auto ev = make_evaluator(cfg);
       for (int i = 0; i < reps; ++i) {
@@ -108,7 +109,7 @@ int main(int argc, char** argv) {
     auto host_task = load_task(fs::path(KS_SOURCE_DIR) / "tests/fixtures/tasks/scale3");
     Solution host = host_task->spec().references.at(Language::cpp);
     host.name = "candidate";
-    cfg.backend = "host";
+    cfg.backend = ks::EvalBackend::host;
     Side hoff, hon;
     measure(*host_task, host, cfg, reps, hoff, hon);
     report(fmt::format("host backend, scale3 ({} candidates per mode)", 2 * reps).c_str(), hoff, hon);
@@ -117,7 +118,7 @@ int main(int argc, char** argv) {
     if (cuda_available(&why)) {
       auto cuda_task = load_task(fs::path(KS_SOURCE_DIR) / "examples/tasks/softmax");
       Solution start = cuda_task->spec().starting_points.at(0);
-      cfg.backend = "cuda";
+      cfg.backend = ks::EvalBackend::cuda;
       Side coff, con;
       measure(*cuda_task, start, cfg, reps, coff, con);
       report(fmt::format("CUDA backend, softmax ({} candidates per mode)", 2 * reps).c_str(), coff, con);

@@ -94,7 +94,7 @@ int main(int argc, char** argv) {
   Json report = Json::array();
   try {
     EvaluatorConfig cfg;
-    cfg.backend = "cuda";
+    cfg.backend = ks::EvalBackend::cuda;
     cfg.cache_dir = cache_dir;
     auto ev = make_evaluator(cfg);
     const DeviceInfo dev = ev->device();

@@ -115,7 +115,7 @@ int main(int argc, char** argv) {
       }
     } cleanup{temporary ? a.cache_dir : fs::path()};
     EvaluatorConfig cfg;
-    cfg.backend = "cuda";
+    cfg.backend = ks::EvalBackend::cuda;
     cfg.cache_dir = a.cache_dir;
     auto ev = make_evaluator(cfg);
     const DeviceInfo dev = ev->device();

@@ -297,12 +297,12 @@ int cmd_eval(int argc, char** argv) {
   }
 
   EvaluatorConfig cfg;
-  cfg.backend = a.get("backend", "auto");
+  cfg.backend = ks::parse_backend(a.get("backend", "auto"), "--backend");
   cfg.devices = a.get_int_all("device");
   cfg.in_process = a.has("in-process");
   cfg.cache_dir = a.get("cache-dir");
   cfg.cuda_arch = a.get("cuda-arch");
-  cfg.sandbox = a.get("sandbox", "auto");
+  cfg.sandbox = ks::parse_sandbox_mode(a.get("sandbox", "auto"), "--sandbox");
   cfg.memory_limit_bytes = a.get_size("memory-limit", 0);
   EvalOptions& o = cfg.options;
   o.only_workloads = a.get_all("workload");
@@ -321,9 +321,10 @@ int cmd_eval(int argc, char** argv) {
   o.run_timeout_s = a.get_double("run-timeout", o.run_timeout_s);
   o.compile_timeout_s = a.get_double("compile-timeout", o.compile_timeout_s);
   o.flush_l2 = !a.has("no-flush");
-  o.timing = a.get("timing", o.timing);
-  if (o.timing == "upstream" && !a.has("max-time")) o.max_time_per_workload_s = 10.0;  // eval.py benchmark mode
-  if (o.timing == "upstream" && !a.has("run-timeout")) o.run_timeout_s = 300.0;        // room for eval.py's caps
+  o.timing = ks::parse_timing_mode(a.get("timing", ks::to_string(o.timing)), "--timing");
+  const bool upstream = o.timing == ks::TimingMode::upstream;
+  if (upstream && !a.has("max-time")) o.max_time_per_workload_s = 10.0;  // eval.py benchmark mode
+  if (upstream && !a.has("run-timeout")) o.run_timeout_s = 300.0;        // room for eval.py's caps
   o.time_reference = !a.has("no-reference-timing");
   if (a.has("stop-server")) {
     const bool stopped = stop_evaluation_server(cfg);
@@ -356,7 +357,7 @@ int cmd_eval(int argc, char** argv) {
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     say("{} on {} ({}): {}\n", solution.name.empty() ? solution.id : solution.name, task->name(),
-        r.device.empty() ? cfg.backend : r.device,
+        r.device.empty() ? ks::to_string(cfg.backend) : r.device,
         r.passed() && r.latency_ms > 0 ? "passed, " + eval_headline(r) : r.summary());
     if (!r.workloads.empty()) print_eval_table(stdout, r);
     if (const std::string line = baseline_line(baseline); !line.empty()) say("baseline: {}\n", line);

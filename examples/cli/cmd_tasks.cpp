@@ -59,7 +59,7 @@ int check_task(const Args& a) {
   }
   EvaluatorConfig ec;
   ec.cache_dir = a.get("cache-dir");
-  ec.sandbox = a.get("sandbox", "auto");
+  ec.sandbox = ks::parse_sandbox_mode(a.get("sandbox", "auto"), "--sandbox");
   std::unique_ptr<Evaluator> evaluator;
   WeakCheckOptions options;
   options.suggest_fixes = !a.has("no-fix");

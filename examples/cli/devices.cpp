@@ -28,7 +28,7 @@ int cmd_devices(int argc, char** argv) {
   std::string why;
   bool cuda = cuda_available(&why);
   EvaluatorConfig host;
-  host.backend = "host";
+  host.backend = ks::EvalBackend::host;
   fmt::print("host: {}\n", make_evaluator(host)->device().name);
   fmt::print("sandbox: {}\n", sandbox_description());
   fmt::print("python: {}\n", python_description());
@@ -37,7 +37,7 @@ int cmd_devices(int argc, char** argv) {
     return 1;
   }
   EvaluatorConfig c;
-  c.backend = "cuda";
+  c.backend = ks::EvalBackend::cuda;
   DeviceInfo d = make_evaluator(c)->device();
   fmt::print("cuda: {} ({}), {} device(s)\n", d.name, d.arch, d.count);
   return 0;

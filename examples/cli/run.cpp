@@ -312,12 +312,12 @@ int cmd_run(int argc, char** argv) {
   c.remeasure = a.has("remeasure");
   o.llm = llm_choice_from_args(a);
   if (o.llm.kind == ks::LlmSource::offline && !a.has("strategy")) c.strategy = ks::StrategyKind::tune;
-  o.evaluator.backend = a.get("backend", "auto");
+  o.evaluator.backend = ks::parse_backend(a.get("backend", "auto"), "--backend");
   o.evaluator.devices = a.get_int_all("device");
   o.evaluator.in_process = a.has("in-process");
   o.evaluator.cache_dir = a.get("cache-dir");
   o.evaluator.cuda_arch = a.get("cuda-arch");
-  o.evaluator.sandbox = a.get("sandbox", "auto");
+  o.evaluator.sandbox = ks::parse_sandbox_mode(a.get("sandbox", "auto"), "--sandbox");
   o.evaluator.memory_limit_bytes = a.get_size("memory-limit", 0);
   c.max_answer_bytes = static_cast<std::size_t>(a.get_size("max-answer-size", c.max_answer_bytes));
   o.evaluator.options.max_time_per_workload_s = a.get_double("timing-cap", o.evaluator.options.max_time_per_workload_s);

@@ -11,23 +11,24 @@
 #include "ksearch/evaluator.hpp"
 #include "ksearch/export.h"
 #include "ksearch/task.hpp"
+#include "ksearch/vocabulary.hpp"
 
 KS_NAMESPACE_BEGIN
 
 struct KS_API EvaluatorConfig {
-  // "auto": CUDA solutions on the GPU and host solutions on the CPU;
-  // "cuda" or "host": only that backend (the other language is refused).
-  std::string backend = "auto";
+  // automatic ("auto"): CUDA solutions on the GPU and host solutions on the
+  // CPU; cuda or host: only that backend (the other language is refused).
+  EvalBackend backend = EvalBackend::automatic;
   std::vector<int> devices;            // GPU ordinals to use in parallel; empty = all visible
   bool in_process = false;             // run kernels in this process (trusted code only)
   std::filesystem::path cache_dir;     // compiled artifacts and reference outputs; empty = default
   std::filesystem::path worker_path;   // ksearch-worker executable; empty = found next to the library
   int compile_workers = 0;             // parallel compilations; 0 = min(hardware threads, 8)
   std::string cuda_arch;               // e.g. "sm_90a"; empty = the device's own
-  // Confinement of candidates and their compilers (docs/security.md): "auto"
-  // (bubblewrap where it works, one warning where it does not), "on" (refuse
-  // to evaluate without it) or "off".
-  std::string sandbox = "auto";
+  // Confinement of candidates and their compilers (docs/security.md):
+  // automatic ("auto": bubblewrap where it works, one warning where it does
+  // not), required ("on": refuse to evaluate without it) or off ("off").
+  SandboxMode sandbox = SandboxMode::automatic;
   // Address-space limit (RLIMIT_AS) of the host run worker, where host
   // candidates run: one that reaches it ends as `memory_limit`. 0 = half of
   // the machine's RAM.
@@ -35,8 +36,8 @@ struct KS_API EvaluatorConfig {
   EvalOptions options;
 };
 
-// Throws ks::Error(Status::no_device) when backend is "cuda" and no usable
-// driver or GPU is present.
+// Throws ks::Error(Status::no_device) when backend is EvalBackend::cuda and
+// no usable driver or GPU is present.
 KS_API std::unique_ptr<Evaluator> make_evaluator(const EvaluatorConfig& config);
 
 // An evaluator served by this user's evaluation server for `config` (its

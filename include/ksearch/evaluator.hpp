@@ -10,6 +10,7 @@
 #include "ksearch/export.h"
 #include "ksearch/task.hpp"
 #include "ksearch/types.hpp"
+#include "ksearch/vocabulary.hpp"
 
 KS_NAMESPACE_BEGIN
 
@@ -30,12 +31,13 @@ struct KS_API EvalOptions {
   int max_reps = 1000;
   double target_rel_stderr = 1e-3;  // stop when SE(mean)/mean falls below this
   bool flush_l2 = true;
-  // "default": libksearch's rules above. "upstream": GPUMode's eval.py rules,
-  // for side-by-side figures only (docs/evaluation.md): no cache flush and no
-  // poisoning between calls, one untimed call before timing, then 3 to 100
-  // calls, stopping once SE(mean)/mean < target_rel_stderr or the calls sum
-  // past max_time_per_workload_s (upstream: 10 s) or 120 s of wall time pass.
-  std::string timing = "default";
+  // standard ("default"): libksearch's rules above. upstream ("upstream"):
+  // GPUMode's eval.py rules, for side-by-side figures only
+  // (docs/evaluation.md): no cache flush and no poisoning between calls, one
+  // untimed call before timing, then 3 to 100 calls, stopping once
+  // SE(mean)/mean < target_rel_stderr or the calls sum past
+  // max_time_per_workload_s (upstream: 10 s) or 120 s of wall time pass.
+  TimingMode timing = TimingMode::standard;
   bool time_reference = true;       // also time the task's reference (once per run)
   std::vector<std::string> extra_compile_flags;
   // Baseline latencies imported per card, for tasks scored vs_baseline:

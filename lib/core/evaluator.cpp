@@ -32,7 +32,7 @@ Json EvalOptions::to_json() const {
                     {"max_reps", max_reps},
                     {"target_rel_stderr", target_rel_stderr},
                     {"flush_l2", flush_l2},
-                    {"timing", timing},
+                    {"timing", to_string(timing)},
                     {"time_reference", time_reference},
                     {"extra_compile_flags", util::string_array(extra_compile_flags)}});
   if (!baseline_latencies.is_null()) j["baseline_latencies"] = baseline_latencies;
@@ -55,7 +55,7 @@ EvalOptions EvalOptions::from_json(const Json& j) {
   o.max_reps = static_cast<int>(j.get_int("max_reps", o.max_reps));
   o.target_rel_stderr = j.get_number("target_rel_stderr", o.target_rel_stderr);
   o.flush_l2 = j.get_bool("flush_l2", o.flush_l2);
-  o.timing = j.get_string("timing", o.timing);
+  o.timing = parse_timing_mode(j.get_string("timing", to_string(o.timing)));
   o.time_reference = j.get_bool("time_reference", o.time_reference);
   o.extra_compile_flags = util::string_list(j.find("extra_compile_flags"), "evaluation options: \"extra_compile_flags\"");
   if (const Json* b = j.find("baseline_latencies"); b && !b->is_null()) o.baseline_latencies = *b;

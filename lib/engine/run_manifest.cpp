@@ -29,27 +29,27 @@ bool named(std::string_view key) { return std::find(std::begin(kNamed), std::end
 Json evaluator_config_to_json(const EvaluatorConfig& e) {
   Json devices = Json::array();
   for (int d : e.devices) devices.push_back(d);
-  return Json::obj({{"backend", e.backend},
+  return Json::obj({{"backend", to_string(e.backend)},
                     {"devices", devices},
                     {"in_process", e.in_process},
                     {"cache_dir", e.cache_dir.string()},
                     {"compile_workers", e.compile_workers},
                     {"cuda_arch", e.cuda_arch},
-                    {"sandbox", e.sandbox},
+                    {"sandbox", to_string(e.sandbox)},
                     {"memory_limit_bytes", static_cast<std::int64_t>(e.memory_limit_bytes)},
                     {"options", e.options.to_json()}});
 }
 
 EvaluatorConfig evaluator_config_from_json(const Json& j) {
   EvaluatorConfig e;
-  e.backend = j.get_string("backend", "auto");
+  e.backend = parse_backend(j.get_string("backend", "auto"), "evaluator backend");
   if (j["devices"].is_array())
     for (const auto& d : j["devices"].as_array()) e.devices.push_back(static_cast<int>(d.as_int()));
   e.in_process = j.get_bool("in_process");
   e.cache_dir = j.get_string("cache_dir");
   e.compile_workers = static_cast<int>(j.get_int("compile_workers"));
   e.cuda_arch = j.get_string("cuda_arch");
-  e.sandbox = j.get_string("sandbox", "auto");
+  e.sandbox = parse_sandbox_mode(j.get_string("sandbox", "auto"), "sandbox");
   e.memory_limit_bytes = static_cast<std::uint64_t>(std::max<std::int64_t>(0, j.get_int("memory_limit_bytes")));
   if (j["options"].is_object()) e.options = EvalOptions::from_json(j["options"]);
   return e;

@@ -132,13 +132,19 @@ Json workloads_record(const TaskSpec& spec, const FeedbackSelection& selection) 
   return j;
 }
 
+// Whether python candidates run on the GPU under `backend`: always with
+// cuda, where CUDA is usable with auto, never with host.
+bool python_on_gpu(EvalBackend backend) {
+  std::string why;
+  return backend == EvalBackend::cuda || (backend == EvalBackend::automatic && cuda_available(&why));
+}
+
 // The name of the device candidates in `lang` run on (EvalResult::device):
 // the GPU for cuda and triton, and for python where it runs there; the CPU
 // otherwise.
 std::string evaluation_device(const EvaluatorConfig& ec, Evaluator& ev, Language lang) {
-  std::string why;
-  const bool python_on_gpu = ec.backend == "cuda" || (ec.backend == "auto" && cuda_available(&why));
-  const bool gpu = lang == Language::cuda || lang == Language::triton || (lang == Language::python && python_on_gpu);
+  const bool gpu =
+      lang == Language::cuda || lang == Language::triton || (lang == Language::python && python_on_gpu(ec.backend));
   return gpu ? ev.device().name : eval::host::host_device_info().name;
 }
 
@@ -195,9 +201,8 @@ void check_backend(const EvaluatorConfig& ec, bool custom_evaluator, const Task&
     // The GPU where it is usable (triton always), else the CPU; the
     // interpreter must have what the language needs there.
     std::string why;
-    const bool gpu = lang == Language::triton || ec.backend == "cuda" ||
-                     (ec.backend == "auto" && cuda_available(&why));
-    if (lang == Language::triton && ec.backend == "host")
+    const bool gpu = lang == Language::triton || python_on_gpu(ec.backend);
+    if (lang == Language::triton && ec.backend == EvalBackend::host)
       throw Error(Status::invalid_argument, fmt::format("task \"{}\" in triton needs the GPU; use --backend auto or "
                                                         "cuda, or --language python for PyTorch on the CPU",
                                                         task.name()));
@@ -210,7 +215,7 @@ void check_backend(const EvaluatorConfig& ec, bool custom_evaluator, const Task&
     return;
   }
   if (lang == Language::cuda) {
-    if (ec.backend == "host")
+    if (ec.backend == EvalBackend::host)
       throw Error(Status::invalid_argument, fmt::format("task \"{}\" in cuda cannot be evaluated by the host backend; "
                                                         "use --backend auto or cuda, or --language cpp", task.name()));
     std::string why;
@@ -222,7 +227,7 @@ void check_backend(const EvaluatorConfig& ec, bool custom_evaluator, const Task&
                                       task.spec().languages.end()
                                   ? "; --language cpp runs the task's host version"
                                   : ""));
-  } else if (ec.backend == "cuda") {
+  } else if (ec.backend == EvalBackend::cuda) {
     throw Error(Status::invalid_argument, fmt::format("task \"{}\" in {} cannot be evaluated by the cuda backend; use "
                                                       "--backend auto or host", task.name(), to_string(lang)));
   }
@@ -239,9 +244,7 @@ WeakCheckReport weak_check_before_run(const SearchOptions& options, Parts& parts
   // run on: the weakness is the task's (its workloads and tolerance), and
   // the trivial candidates are written in the backend's language.
   if (language_is_python(lang)) {
-    std::string why;
-    const std::string& backend = options.evaluator.backend;
-    const bool gpu = lang == Language::triton || backend == "cuda" || (backend == "auto" && cuda_available(&why));
+    const bool gpu = lang == Language::triton || python_on_gpu(options.evaluator.backend);
     lang = gpu ? Language::cuda : Language::cpp;
     if (std::find(task.spec().languages.begin(), task.spec().languages.end(), lang) == task.spec().languages.end())
       return weak_check_skipped(task, lang, fmt::format("the task has no {} version to probe its check with",

@@ -53,16 +53,13 @@ std::uint64_t default_memory_limit_bytes() {
 }
 
 std::unique_ptr<Evaluator> make_evaluator(const EvaluatorConfig& config) {
-  eval::validate_backend_name(config.backend);
-  if (!eval::sandbox_mode_from_string(config.sandbox))
-    throw Error(Status::invalid_argument,
-                fmt::format("sandbox \"{}\" is not one of auto, on, off", config.sandbox));
-  if (config.in_process && config.sandbox == "on")
+  eval::validate_config_sets(config);
+  if (config.in_process && config.sandbox == SandboxMode::required)
     throw Error(Status::invalid_argument,
                 "an in-process evaluator runs kernels in this process and cannot confine them; use worker "
                 "processes (in_process = false) with sandbox \"on\"");
   eval::validate_options(config.options);
-  if (config.backend == "cuda") {
+  if (config.backend == EvalBackend::cuda) {
     std::string why;
     if (!cuda_available(&why))
       throw Error(Status::no_device, "a CUDA evaluator was asked for, but CUDA is not usable here: " + why);
@@ -75,10 +72,7 @@ std::unique_ptr<Evaluator> make_evaluator(const EvaluatorConfig& config) {
 }
 
 std::unique_ptr<Evaluator> make_served_evaluator(const EvaluatorConfig& config, double idle_timeout_s) {
-  eval::validate_backend_name(config.backend);
-  if (!eval::sandbox_mode_from_string(config.sandbox))
-    throw Error(Status::invalid_argument,
-                fmt::format("sandbox \"{}\" is not one of auto, on, off", config.sandbox));
+  eval::validate_config_sets(config);
   eval::validate_options(config.options);
   return eval::connect_evaluation_server(config, idle_timeout_s);
 }

@@ -49,26 +49,26 @@ constexpr double kStartTimeoutS = 60;                    // the server binds its
 Json config_json(const EvaluatorConfig& c) {
   Json devices = Json::array();
   for (int d : c.devices) devices.push_back(d);
-  return Json::obj({{"backend", c.backend},
+  return Json::obj({{"backend", to_string(c.backend)},
                     {"devices", devices},
                     {"cache_dir", c.cache_dir.string()},
                     {"worker_path", c.worker_path.string()},
                     {"compile_workers", c.compile_workers},
                     {"cuda_arch", c.cuda_arch},
-                    {"sandbox", c.sandbox},
+                    {"sandbox", to_string(c.sandbox)},
                     {"memory_limit_bytes", static_cast<std::int64_t>(c.memory_limit_bytes)}});
 }
 
 EvaluatorConfig config_from_json(const Json& j) {
   EvaluatorConfig c;
-  c.backend = j.get_string("backend");
+  c.backend = parse_backend(j.get_string("backend"), "evaluator backend");
   if (const Json* d = j.find("devices"); d && d->is_array())
     for (std::size_t i = 0; i < d->size(); ++i) c.devices.push_back(static_cast<int>((*d)[i].as_int()));
   c.cache_dir = j.get_string("cache_dir");
   c.worker_path = j.get_string("worker_path");
   c.compile_workers = static_cast<int>(j.get_int("compile_workers", 0));
   c.cuda_arch = j.get_string("cuda_arch");
-  c.sandbox = j.get_string("sandbox");
+  c.sandbox = parse_sandbox_mode(j.get_string("sandbox"), "sandbox");
   c.memory_limit_bytes = static_cast<std::uint64_t>(j.get_int("memory_limit_bytes", 0));
   return c;
 }
@@ -596,7 +596,7 @@ std::unique_ptr<Evaluator> connect_evaluation_server(const EvaluatorConfig& conf
   // The sandbox's state (and its warning, or its refusal with "on") is this
   // process's to tell, as with an evaluator of its own; the server's log is
   // read by nobody.
-  if (auto mode = sandbox_mode_from_string(c.sandbox)) Sandbox probe(*mode);
+  Sandbox probe(c.sandbox);
   ServerPaths paths = server_paths(c);
   return std::make_unique<ServedEvaluator>(std::move(c), std::move(paths), idle_s);
 }

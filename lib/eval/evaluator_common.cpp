@@ -19,25 +19,31 @@ namespace ks::eval {
 
 const char* to_string(Backend b) { return b == Backend::cuda ? "cuda" : "host"; }
 
-void validate_backend_name(const std::string& configured) {
-  if (configured != "auto" && configured != "cuda" && configured != "host")
+void validate_config_sets(const EvaluatorConfig& config) {
+  if (config.backend != EvalBackend::automatic && config.backend != EvalBackend::cuda &&
+      config.backend != EvalBackend::host)
+    throw Error(Status::invalid_argument, fmt::format("evaluator backend {} is not one of auto, cuda, host",
+                                                      static_cast<int>(config.backend)));
+  if (config.sandbox != SandboxMode::automatic && config.sandbox != SandboxMode::required &&
+      config.sandbox != SandboxMode::off)
     throw Error(Status::invalid_argument,
-                fmt::format("evaluator backend \"{}\" is not one of auto, cuda, host", configured));
+                fmt::format("sandbox {} is not one of auto, on, off", static_cast<int>(config.sandbox)));
 }
 
-Backend backend_for(Language language, const std::string& configured, bool gpu_usable) {
+Backend backend_for(Language language, EvalBackend configured, bool gpu_usable) {
   if (language == Language::python) {
-    if (configured == "cuda") return Backend::cuda;
-    if (configured == "host") return Backend::host;
+    if (configured == EvalBackend::cuda) return Backend::cuda;
+    if (configured == EvalBackend::host) return Backend::host;
     return gpu_usable ? Backend::cuda : Backend::host;
   }
   Backend b = language == Language::cuda || language == Language::triton ? Backend::cuda : Backend::host;
-  if (configured != "auto" && configured != to_string(b))
+  const EvalBackend wanted = b == Backend::cuda ? EvalBackend::cuda : EvalBackend::host;
+  if (configured != EvalBackend::automatic && configured != wanted)
     throw Error(Status::invalid_argument,
                 fmt::format("this evaluator runs only {} solutions (backend \"{}\"), and this solution is "
                             "written in {}",
-                            configured == "cuda" ? "GPU (cuda, triton, python)" : "CPU (cpp, python)", configured,
-                            ks::to_string(language)));
+                            configured == EvalBackend::cuda ? "GPU (cuda, triton, python)" : "CPU (cpp, python)",
+                            ks::to_string(configured), ks::to_string(language)));
   return b;
 }
 
@@ -225,7 +231,7 @@ std::string timing_identity(const DeviceInfo& device, const PreparedSolution& re
   for (const auto& b : reference.builds) builds += std::filesystem::path(b.artifact.path).filename().string() + ",";
   return fmt::format("{}|{}|{}|{:.6g}|{:.6g}|driver {}|reference {}|timing {} flush {} target {:.3g} code {}|{}",
                      device.name, device.arch, device.memory_bytes, device.peak_flops, device.peak_bytes_per_s,
-                     driver, util::sha256_hex(builds).substr(0, 16), options.timing, options.flush_l2 ? 1 : 0,
+                     driver, util::sha256_hex(builds).substr(0, 16), ks::to_string(options.timing), options.flush_l2 ? 1 : 0,
                      options.target_rel_stderr, kTimingCodeVersion, in_process ? "in-process" : "worker");
 }
 

@@ -21,12 +21,11 @@ namespace ks::eval {
 enum class Backend { host, cuda };
 const char* to_string(Backend b);
 
-// The backend that runs `language` under config.backend ("auto", "cuda",
-// "host"). Throws ks::Error(Status::invalid_argument) when the evaluator is
-// configured for the other backend.
-// Python candidates (python) go to the GPU when `gpu_usable` under "auto";
-// triton ones only to the GPU.
-Backend backend_for(Language language, const std::string& configured, bool gpu_usable);
+// The backend that runs `language` under config.backend. Throws
+// ks::Error(Status::invalid_argument) when the evaluator is configured for
+// the other backend. Python candidates (python) go to the GPU when
+// `gpu_usable` under EvalBackend::automatic; triton ones only to the GPU.
+Backend backend_for(Language language, EvalBackend configured, bool gpu_usable);
 
 // The language of the reference a candidate on backend `b` is checked against.
 Language reference_language(Backend b);
@@ -34,8 +33,9 @@ Language reference_language(Backend b);
 // The folder of the evaluator's cache that `l`'s artifacts live in.
 const char* cache_folder(Language l);
 
-// Checks that config.backend names a backend. Throws invalid_argument.
-void validate_backend_name(const std::string& configured);
+// Checks that config.backend and config.sandbox hold values of their sets
+// (not an integer cast from elsewhere). Throws invalid_argument.
+void validate_config_sets(const EvaluatorConfig& config);
 
 // The workloads to evaluate, tests first, then benchmarks, each in task
 // order. Throws ks::Error(Status::invalid_argument) for an unknown name in

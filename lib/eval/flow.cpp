@@ -885,7 +885,8 @@ EvalResult EvaluationFlow::run(const TaskSpec& task, const RunRequest& req, Flow
           if (!failure && req.options.recheck_after_timing)
             failure = run.recheck(ks_rng_derive_seed(w->seed, static_cast<ks_u64>(seeds)));
           std::string why;
-          double bound = speed_of_light_ms(task, *w, info_, req.options.flush_l2 && req.options.timing != "upstream", &why);
+          const bool flushed = req.options.flush_l2 && req.options.timing != TimingMode::upstream;
+          double bound = speed_of_light_ms(task, *w, info_, flushed, &why);
           if (!failure && bound > 0 && r.timing.median_ms < bound)
             failure = Failure{EvalStatus::invalid,
                               fmt::format("median time {:.4g} ms is below the speed-of-light bound of {:.4g} ms "

@@ -54,7 +54,7 @@ class InProcessEvaluator final : public Evaluator {
         cache_dir_(config.cache_dir.empty() ? util::default_cache_dir() : config.cache_dir),
         host_compiler_(host::make_host_compiler({.compiler = "", .cache_dir = (cache_dir_ / "host").string()})),
         ref_times_(cache_dir_ / "reference-times") {
-    validate_backend_name(config.backend);
+    validate_config_sets(config);
     util::make_dirs(cache_dir_);
   }
 
@@ -141,7 +141,8 @@ class InProcessEvaluator final : public Evaluator {
     std::lock_guard lock(mu_);
     auto* self = const_cast<InProcessEvaluator*>(this);
     std::string why;
-    if (config_.backend == "host" || (config_.backend == "auto" && !cuda_available(&why)))
+    if (config_.backend == EvalBackend::host ||
+        (config_.backend == EvalBackend::automatic && !cuda_available(&why)))
       return host::host_device_info();
     return self->device_slot(Backend::cuda).info;
   }

@@ -78,8 +78,8 @@ void validate_options(const EvalOptions& o) {
           bad(fmt::format("baseline_latencies[\"{}\"][\"{}\"] must be a positive number of milliseconds", device, w));
     }
   }
-  if (o.timing != "default" && o.timing != "upstream")
-    bad(fmt::format("timing \"{}\" is not one of default, upstream", o.timing));
+  if (o.timing != TimingMode::standard && o.timing != TimingMode::upstream)
+    bad(fmt::format("timing {} is not one of default, upstream", static_cast<int>(o.timing)));
 }
 
 Json artifact_to_json(const Artifact& a) {

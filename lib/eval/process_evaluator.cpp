@@ -508,10 +508,10 @@ class CudaCompileService {
   int live_ = 0;
 };
 
-SandboxMode checked_sandbox_mode(const std::string& name) {
-  auto m = sandbox_mode_from_string(name);
-  if (!m) throw Error(Status::invalid_argument, fmt::format("sandbox \"{}\" is not one of auto, on, off", name));
-  return *m;
+// config.sandbox, checked (with the backend) before the sandbox is made.
+SandboxMode checked_sandbox_mode(const EvaluatorConfig& config) {
+  validate_config_sets(config);
+  return config.sandbox;
 }
 
 int default_compile_workers(int configured) {
@@ -526,7 +526,7 @@ class ProcessEvaluator final : public Evaluator {
         options_(config.options),
         worker_exe_(locate_worker(config.worker_path)),
         cache_dir_(fs::absolute(config.cache_dir.empty() ? util::default_cache_dir() : config.cache_dir)),
-        sandbox_(checked_sandbox_mode(config.sandbox)),
+        sandbox_(checked_sandbox_mode(config)),
         memory_limit_bytes_(config.memory_limit_bytes ? config.memory_limit_bytes : default_memory_limit_bytes()),
         host_compiler_(host::make_host_compiler({.compiler = "",
                                                  .cache_dir = (cache_dir_ / "host").string(),
@@ -534,7 +534,6 @@ class ProcessEvaluator final : public Evaluator {
                                                  .cancel = &cancelled_})),
         ref_times_(cache_dir_ / "reference-times"),
         pool_(default_compile_workers(config.compile_workers)) {
-    validate_backend_name(config.backend);
     util::make_dirs(cache_dir_);
   }
 
@@ -732,7 +731,8 @@ class ProcessEvaluator final : public Evaluator {
   DeviceInfo device() const override {
     std::lock_guard lock(mu_);
     auto* self = const_cast<ProcessEvaluator*>(this);
-    if (config_.backend == "host" || (config_.backend == "auto" && !cuda_usable())) return host::host_device_info();
+    if (config_.backend == EvalBackend::host || (config_.backend == EvalBackend::automatic && !cuda_usable()))
+      return host::host_device_info();
     self->ensure_cuda_slots();
     DeviceInfo d = self->cuda_slots_.front()->info();
     d.count = static_cast<int>(cuda_slots_.size());

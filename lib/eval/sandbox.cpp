@@ -227,22 +227,6 @@ std::vector<fs::path> program_folders(const std::string& program) {
   return out;
 }
 
-const char* to_string(SandboxMode m) {
-  switch (m) {
-    case SandboxMode::automatic: return "auto";
-    case SandboxMode::required: return "on";
-    case SandboxMode::off: return "off";
-  }
-  return "?";
-}
-
-std::optional<SandboxMode> sandbox_mode_from_string(std::string_view s) {
-  if (s == "auto") return SandboxMode::automatic;
-  if (s == "on") return SandboxMode::required;
-  if (s == "off") return SandboxMode::off;
-  return std::nullopt;
-}
-
 const SandboxStatus& sandbox_status() {
   static const SandboxStatus st = probe();
   return st;

@@ -15,17 +15,14 @@
 
 #include <filesystem>
 #include <map>
-#include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
+
+#include "ksearch/vocabulary.hpp"
 
 namespace ks::eval {
 
-enum class SandboxMode { automatic, required, off };
-
-const char* to_string(SandboxMode m);  // "auto", "on", "off"
-std::optional<SandboxMode> sandbox_mode_from_string(std::string_view s);
+// The mode is ks::SandboxMode (ksearch/vocabulary.hpp, one name table).
 
 struct SandboxStatus {
   bool available = false;  // bubblewrap found, and it created its namespaces here

@@ -33,7 +33,7 @@ RepetitionController::Limits RepetitionController::limits_from(const EvalOptions
   l.wall_cap_s = 3.0 * l.max_time_s;
   if (o.run_timeout_s > 0) l.wall_cap_s = std::min(l.wall_cap_s, 0.5 * o.run_timeout_s);
   l.target_rel_stderr = o.target_rel_stderr;
-  if (o.timing == "upstream") {
+  if (o.timing == TimingMode::upstream) {
     // GPUMode eval.py: 3 to 100 calls, its own caps; max_time is the
     // caller's (upstream benchmarks use 10 s).
     l.rule = Rule::gpumode;

@@ -22,8 +22,8 @@ TimingStats summarize_samples(std::vector<double> samples_ms);
 //   wall time >= wall cap                                 -> "wall_cap"
 //   count >= max(min_reps, 2), sum >= min_time and
 //   rel. standard error <= target                         -> "converged"
-// Under Rule::gpumode (EvalOptions::timing "upstream") it applies GPUMode
-// eval.py's rule instead: nothing stops before min_reps (3) samples, then
+// Under Rule::gpumode (EvalOptions::timing TimingMode::upstream) it applies
+// GPUMode eval.py's rule instead: nothing stops before min_reps (3) samples, then
 //   rel. standard error < target                          -> "converged"
 //   sum of samples > max_time                             -> "max_time"
 //   wall time > wall cap (120 s)                          -> "wall_cap"

@@ -42,7 +42,7 @@ void make_cheap(EvalOptions& o) {
   o.recheck_after_timing = false;
   o.time_reference = false;
   o.flush_l2 = false;
-  o.timing = "default";
+  o.timing = TimingMode::standard;
   o.min_reps = o.max_reps = 1;
   o.min_time_per_workload_s = 0;
   o.max_time_per_workload_s = 0.01;

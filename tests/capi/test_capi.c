@@ -802,6 +802,10 @@ static void test_options(void) {
     o.eval.options_json = "{\"min_reps\": 3, \"no_such_setting\": 1}";
     CHECK(ks_search_run(&o, &res) == KS_E_INVALID_ARGUMENT);
     CHECK(strstr(ks_last_error_message(), "unknown setting \"no_such_setting\"") != NULL);
+    o.eval.options_json = "{\"timing\": \"fast\"}";
+    CHECK(ks_search_run(&o, &res) == KS_E_INVALID_ARGUMENT);
+    CHECK(strstr(ks_last_error_message(),
+                 "options.eval.options_json: unknown timing \"fast\" (known: default, upstream)") != NULL);
     o.eval.options_json = NULL;
     o.eval.baseline_latencies_path = "/nonexistent/baselines.json";
     CHECK(ks_search_run(&o, &res) == KS_E_NOT_FOUND);

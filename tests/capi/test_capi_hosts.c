@@ -680,6 +680,7 @@ static int evaluate_here(const ks_eval_request *req, ks_eval_answer *answer, voi
   CHECK(ks_eval_request_options_json(req) != NULL);
   CHECK(strstr(ks_eval_request_options_json(req), "\"only_workloads\"") != NULL);
   CHECK(strstr(ks_eval_request_options_json(req), "\"seeds_per_workload\"") != NULL);
+  CHECK(strstr(ks_eval_request_options_json(req), "\"timing\":\"default\"") != NULL); /* by name, as before */
   h->stale = req;
   if (ks_evaluate(h->evaluator, h->task, req->solution_json, &json) != KS_OK) return 1;
   lat = strstr(json, "\"latency_ms\": ");

@@ -403,7 +403,7 @@ TEST_CASE("fake driver: the softmax example goes through the worker processes en
   TaskSpec spec = load_task_file(test::source_dir() / "examples" / "tasks" / "softmax" / "task.json");
   SpecTask task(spec);
   EvaluatorConfig cfg;
-  cfg.backend = "cuda";
+  cfg.backend = ks::EvalBackend::cuda;
   cfg.cache_dir = test::scratch_dir("cuda_fake_e2e_cache");
   cfg.options.max_time_per_workload_s = 0.05;
   auto ev = make_evaluator(cfg);
@@ -438,7 +438,7 @@ TEST_CASE("fake driver: a compile worker killed while idle is replaced, and NVRT
   TaskSpec spec = load_task_file(test::source_dir() / "examples" / "tasks" / "softmax" / "task.json");
   SpecTask task(spec);
   EvaluatorConfig cfg;
-  cfg.backend = "cuda";
+  cfg.backend = ks::EvalBackend::cuda;
   cfg.cache_dir = test::scratch_dir("cuda_fake_compile_service");
   cfg.compile_workers = 1;  // one place: a place lost for good would block every later compilation
   cfg.options.max_time_per_workload_s = 0.05;

@@ -91,7 +91,7 @@ extern "C" __global__ void scale(const float* x, float* y, int n) {
 
 std::unique_ptr<Evaluator> evaluator() {
   EvaluatorConfig c;
-  c.backend = "cuda";
+  c.backend = ks::EvalBackend::cuda;
   c.options.max_time_per_workload_s = 0.2;
   c.options.run_timeout_s = 10;
   return make_evaluator(c);

@@ -108,6 +108,20 @@ expect_error("run --timing-cap inf", [*offline, "--timing-cap", "inf", "--run-di
 expect_error("eval --max-time nan", ["eval", "--task", task, "--solution", solution, "--max-time", "nan"],
              '--max-time needs a number, got "nan"', rc=2)
 
+# A closed set's flag with a name outside it: a usage error naming the value
+# and the names it may take, before anything runs or is written.
+expect_error("run --backend gpu", [*offline, "--backend", "gpu", "--run-dir", work / "r9"],
+             'unknown --backend "gpu" (known: auto, cuda, host)', rc=2)
+expect_error("run --sandbox yes", [*offline, "--sandbox", "yes", "--run-dir", work / "r10"],
+             'unknown --sandbox "yes" (known: auto, on, off)', rc=2)
+expect_error("eval --timing gpumode", ["eval", "--task", task, "--solution", solution, "--timing", "gpumode"],
+             'unknown --timing "gpumode" (known: default, upstream)', rc=2)
+expect_error("eval --backend quantum", ["eval", "--task", task, "--solution", solution, "--backend", "quantum"],
+             'unknown --backend "quantum" (known: auto, cuda, host)', rc=2)
+for r in ("r9", "r10"):
+    if (work / r).exists():
+        failures.append(f"a refused command left {r}/ behind")
+
 # A folder where a file belongs is named as such.
 expect_error("eval --solution FOLDER", ["eval", "--task", task, "--solution", work],
              f"{work} is a folder, not a file")

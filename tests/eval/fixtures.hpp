@@ -139,7 +139,7 @@ inline const char* kSlowBody =
 // Fast evaluation settings for tests: a few short timed repetitions.
 inline EvaluatorConfig test_config(const std::string& cache_dir) {
   EvaluatorConfig c;
-  c.backend = "host";
+  c.backend = ks::EvalBackend::host;
   c.cache_dir = cache_dir;
   c.compile_workers = 2;
   c.options.min_reps = 3;

@@ -107,6 +107,24 @@ bool eventually(F&& condition) {
 
 }  // namespace
 
+TEST_CASE("eval server: its --server-config reads the backend and sandbox by name") {
+  // As a client of this version and of the last writes it (the names are
+  // part of the server's identity: unchanged, so running servers are found).
+  const Json j = Json::parse(R"({"backend": "host", "devices": [], "cache_dir": "/c", "worker_path": "/w",
+    "compile_workers": 0, "cuda_arch": "", "sandbox": "off", "memory_limit_bytes": 0})");
+  const EvaluatorConfig c = eval::server_config_from_json(j);
+  CHECK(c.backend == EvalBackend::host);
+  CHECK(c.sandbox == SandboxMode::off);
+  Json bad = j;
+  bad["backend"] = "gpu";
+  CHECK_THROWS_WITH_AS(eval::server_config_from_json(bad),
+                       doctest::Contains("unknown evaluator backend \"gpu\" (known: auto, cuda, host)"), Error);
+  bad = j;
+  bad["sandbox"] = "strict";
+  CHECK_THROWS_WITH_AS(eval::server_config_from_json(bad),
+                       doctest::Contains("unknown sandbox \"strict\" (known: auto, on, off)"), Error);
+}
+
 TEST_CASE("eval server: fresh clients share one server's workers, references and latencies") {
   auto cfg = ks::test::test_config(ks::test::scratch_dir("server_share").string());
   StopAtEnd stop{cfg};

@@ -377,7 +377,7 @@ TEST_CASE("evaluator: CUDA where there is none is Status::no_device with the rea
   }
   CHECK_FALSE(why.empty());
   EvaluatorConfig cfg;
-  cfg.backend = "cuda";
+  cfg.backend = ks::EvalBackend::cuda;
   try {
     make_evaluator(cfg);
     FAIL("a CUDA evaluator was made without CUDA");
@@ -385,8 +385,19 @@ TEST_CASE("evaluator: CUDA where there is none is Status::no_device with the rea
     CHECK(e.status() == Status::no_device);
     CHECK(contains(e.what(), why));
   }
-  cfg.backend = "quantum";
-  CHECK_THROWS_WITH_AS(make_evaluator(cfg), doctest::Contains("not one of auto, cuda, host"), ks::Error);
+}
+
+TEST_CASE("evaluator: a backend or sandbox outside its set, and a sandbox it cannot keep, are refused") {
+  EvaluatorConfig cfg;
+  cfg.backend = static_cast<ks::EvalBackend>(9);  // a value cast from outside the set
+  CHECK_THROWS_WITH_AS(make_evaluator(cfg), doctest::Contains("backend 9 is not one of auto, cuda, host"), ks::Error);
+  cfg.backend = ks::EvalBackend::automatic;
+  cfg.sandbox = static_cast<ks::SandboxMode>(5);
+  CHECK_THROWS_WITH_AS(make_evaluator(cfg), doctest::Contains("sandbox 5 is not one of auto, on, off"), ks::Error);
+  // A sandbox that is required cannot confine kernels run in this process.
+  cfg.sandbox = ks::SandboxMode::required;
+  cfg.in_process = true;
+  CHECK_THROWS_WITH_AS(make_evaluator(cfg), doctest::Contains("cannot confine them"), ks::Error);
 }
 
 TEST_CASE("evaluator: the in-process mode runs the same flow") {

@@ -231,12 +231,18 @@ TEST_CASE("protocol: option validation names the bad option") {
   o.run_tests = o.run_benchmarks = false;
   CHECK_THROWS_WITH_AS(validate_options(o), doctest::Contains("nothing to evaluate"), ks::Error);
   o = {};
-  o.timing = "gpumode";
-  CHECK_THROWS_WITH_AS(validate_options(o), doctest::Contains("timing \"gpumode\" is not one of default, upstream"),
-                       ks::Error);
-  o.timing = "upstream";
+  o.timing = static_cast<ks::TimingMode>(7);  // a value cast from outside the set
+  CHECK_THROWS_WITH_AS(validate_options(o), doctest::Contains("timing 7 is not one of default, upstream"), ks::Error);
+  o.timing = ks::TimingMode::upstream;
   CHECK_NOTHROW(validate_options(o));
-  CHECK(EvalOptions::from_json(o.to_json()).timing == "upstream");
+  CHECK(o.to_json().get_string("timing") == "upstream");
+  CHECK(EvalOptions::from_json(o.to_json()).timing == ks::TimingMode::upstream);
+  // A name is read where the options arrive as JSON (a request, a manifest,
+  // options_json): a bad one is named there, with the good ones.
+  CHECK(EvalOptions::from_json(Json::parse(R"({"timing": "default"})")).timing == ks::TimingMode::standard);
+  CHECK(EvalOptions::from_json(Json::object()).timing == ks::TimingMode::standard);
+  CHECK_THROWS_WITH_AS(EvalOptions::from_json(Json::parse(R"({"timing": "gpumode"})")),
+                       doctest::Contains("unknown timing \"gpumode\" (known: default, upstream)"), ks::Error);
   CHECK_NOTHROW(validate_options(EvalOptions{}));
 }
 

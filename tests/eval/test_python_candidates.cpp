@@ -677,7 +677,7 @@ Solution gpu_py(const std::string& code, const std::string& name) {
 
 EvaluatorConfig gpu_config(const std::string& name) {
   EvaluatorConfig c = config(name);
-  c.backend = "cuda";
+  c.backend = ks::EvalBackend::cuda;
   c.options.max_time_per_workload_s = 0.2;
   c.options.flush_l2 = true;
   c.options.run_timeout_s = 120;  // the first workload imports PyTorch and starts CUDA

@@ -147,7 +147,7 @@ int controller_count(const EvalOptions& o, const std::vector<double>& ms, const 
 
 TEST_CASE("stats: timing \"upstream\" stops where GPUMode's eval.py stops") {
   EvalOptions o;
-  o.timing = "upstream";
+  o.timing = ks::TimingMode::upstream;
   o.max_time_per_workload_s = 10;  // eval.py benchmark mode
   o.run_timeout_s = 600;
   auto l = RepetitionController::limits_from(o);

@@ -210,7 +210,7 @@ TEST_CASE("flashinfer gpu: device inputs are the host's, and each CUDA reference
 TEST_CASE("flashinfer gpu: starting kernels and baselines pass, wrong kernels fail, through the evaluator") {
   if (!have_gpu()) return;
   EvaluatorConfig cfg;
-  cfg.backend = "cuda";
+  cfg.backend = ks::EvalBackend::cuda;
   cfg.cache_dir = test::scratch_dir("flashinfer_gpu_eval").string();
   cfg.options.max_time_per_workload_s = 0.3;
   auto ev = make_evaluator(cfg);

@@ -361,7 +361,7 @@ TEST_CASE("search: pinned feedback workloads each round, every workload in the f
   o.config.max_rounds = 2;
   o.llm.kind = LlmSource::custom;
   o.llm.custom = std::make_shared<FixedModel>();
-  o.evaluator.backend = "host";
+  o.evaluator.backend = ks::EvalBackend::host;
   o.evaluator.cache_dir = test::scratch_dir("traces_search_cache");
   o.evaluator.options.max_time_per_workload_s = 0.05;
   o.weak_check = false;
@@ -425,7 +425,7 @@ TEST_CASE("search: a card the traces do not cover stops the run before anything 
   auto model = std::make_shared<FixedModel>();
   o.llm.kind = LlmSource::custom;
   o.llm.custom = model;
-  o.evaluator.backend = "host";
+  o.evaluator.backend = ks::EvalBackend::host;
   o.evaluator.cache_dir = test::scratch_dir("traces_uncovered_cache");
   o.weak_check = false;
   o.run_dir = test::scratch_dir("traces_uncovered_run") / "run";
@@ -564,7 +564,7 @@ TEST_CASE("import: the published Solution runs on the CPU and is scored against 
   auto task = load_task(kDefinition.string(), s);
   Solution sol = load_solution_file(kFixture / "published/scale_rows_python.json", task->spec());
   EvaluatorConfig c;
-  c.backend = "host";
+  c.backend = ks::EvalBackend::host;
   c.cache_dir = test::scratch_dir("traces_import_cache");
   c.options.max_time_per_workload_s = 0.02;
   c.options.only_workloads = {uuid(1), uuid(2)};
@@ -590,7 +590,7 @@ TEST_CASE("import: a cpp Solution with a PyTorch binding is built and run on the
   src.baseline_solution = "none";  // the traces are of GPUs; scored by latency here
   auto task = load_task(kDefinition.string(), src);
   EvaluatorConfig c;
-  c.backend = "host";
+  c.backend = ks::EvalBackend::host;
   c.cache_dir = test::scratch_dir("traces_extension_cache");
   c.options.max_time_per_workload_s = 0.02;
   c.options.only_workloads = {uuid(1), uuid(3)};

@@ -50,7 +50,7 @@ class CountingEvaluator final : public Evaluator {
  public:
   CountingEvaluator() {
     EvaluatorConfig c;
-    c.backend = "host";
+    c.backend = ks::EvalBackend::host;
     c.options.max_time_per_workload_s = 0.2;
     inner_ = make_evaluator(c);
   }

@@ -32,7 +32,9 @@ TEST_CASE("a manifest of an earlier version reads back to the same members and v
   const Json j = Json::parse(kOldManifest);
   const auto m = engine::RunManifest::from_json(j);
   CHECK(m.task.reference == "/x/examples/matmul");
-  CHECK(m.evaluator.backend == "host");
+  CHECK(m.evaluator.backend == EvalBackend::host);
+  CHECK(m.evaluator.sandbox == SandboxMode::off);
+  CHECK(m.evaluator.options.timing == TimingMode::standard);
   CHECK(m.resumed == 1);
   CHECK(m.stop_reason == "max_rounds");
   CHECK(m.weak_check.is_null());
@@ -87,6 +89,40 @@ TEST_CASE("a manifest that cannot be resumed or replayed says why") {
   custom["task"]["custom"] = true;
   CHECK_THROWS_WITH_AS(engine::RunManifest::from_json(custom).check_replayable("/runs/r", "resumes"),
                        doctest::Contains("resume it through the same program's API"), Error);
+}
+
+TEST_CASE("the evaluator's backend, sandbox and timing keep their names, and a bad one is named") {
+  Json j = Json::parse(kOldManifest);
+  j["evaluator"]["backend"] = "cuda";
+  j["evaluator"]["sandbox"] = "on";
+  j["evaluator"]["options"]["timing"] = "upstream";
+  auto m = engine::RunManifest::from_json(j);
+  CHECK(m.evaluator.backend == EvalBackend::cuda);
+  CHECK(m.evaluator.sandbox == SandboxMode::required);
+  CHECK(m.evaluator.options.timing == TimingMode::upstream);
+  const Json back = m.to_json()["evaluator"];
+  CHECK(back.get_string("backend") == "cuda");
+  CHECK(back.get_string("sandbox") == "on");
+  CHECK(back["options"].get_string("timing") == "upstream");
+  // Absent (a manifest written before they were recorded): the defaults.
+  Json bare = Json::parse(kOldManifest);
+  bare["evaluator"] = Json::obj({{"options", Json::object()}});
+  m = engine::RunManifest::from_json(bare);
+  CHECK(m.evaluator.backend == EvalBackend::automatic);
+  CHECK(m.evaluator.sandbox == SandboxMode::automatic);
+  CHECK(m.evaluator.options.timing == TimingMode::standard);
+  Json bad = Json::parse(kOldManifest);
+  bad["evaluator"]["backend"] = "gpu";
+  CHECK_THROWS_WITH_AS(engine::RunManifest::from_json(bad),
+                       doctest::Contains("unknown evaluator backend \"gpu\" (known: auto, cuda, host)"), Error);
+  bad = Json::parse(kOldManifest);
+  bad["evaluator"]["sandbox"] = "yes";
+  CHECK_THROWS_WITH_AS(engine::RunManifest::from_json(bad),
+                       doctest::Contains("unknown sandbox \"yes\" (known: auto, on, off)"), Error);
+  bad = Json::parse(kOldManifest);
+  bad["evaluator"]["options"]["timing"] = "gpumode";
+  CHECK_THROWS_WITH_AS(engine::RunManifest::from_json(bad),
+                       doctest::Contains("unknown timing \"gpumode\" (known: default, upstream)"), Error);
 }
 
 TEST_CASE("SearchConfig's nested knobs keep the manifest's flat names, both ways") {

@@ -105,7 +105,7 @@ TEST_CASE("registry: a broken example is listed with its error, not hidden") {
 TEST_CASE("registry: the matmul example and its tunable starting point evaluate on the host") {
   auto task = load_task("matmul");
   EvaluatorConfig cfg;
-  cfg.backend = "host";
+  cfg.backend = ks::EvalBackend::host;
   cfg.cache_dir = ks::test::scratch_dir("registry_matmul_eval");
   cfg.options.max_time_per_workload_s = 0.05;
   cfg.options.min_reps = 3;

@@ -18,7 +18,7 @@ bool contains(const std::string& s, const std::string& needle) { return s.find(n
 
 std::unique_ptr<Evaluator> host_evaluator(const std::string& name) {
   EvaluatorConfig cfg;
-  cfg.backend = "host";
+  cfg.backend = ks::EvalBackend::host;
   cfg.cache_dir = ks::test::scratch_dir(name);
   cfg.options.max_time_per_workload_s = 0.05;
   cfg.options.min_reps = 3;

@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
   auto task = ks::load_task(argv[1]);
   if (task->spec().starting_points.empty()) return 1;
   ks::EvaluatorConfig config;
-  config.backend = "host";
+  config.backend = ks::EvalBackend::host;
   auto evaluator = ks::make_evaluator(config);
   const ks::EvalResult r = evaluator->evaluate(*task, task->spec().starting_points.front());
   std::printf("%s: starting point %s, %.4f ms\n", task->spec().name.c_str(), ks::to_string(r.status),

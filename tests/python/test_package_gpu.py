@@ -39,6 +39,9 @@ class KernelGpuTest(unittest.TestCase):
         for rows, cols in SHAPES:
             x = torch.randn(rows, cols, device="cuda") * 3
             y = torch.full_like(x, float("nan"))
+            # x and y are written on the current stream: the kernel's stream waits for them
+            # (without it, a fast launch could run before the NaN fill and be overwritten by it).
+            self.stream.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(self.stream):
                 kernel.launch({"R": rows, "C": cols}, {"x": x, "y": y}, stream=self.stream)
             self.stream.synchronize()

@@ -8,10 +8,6 @@
 #
 # WORK_DIR/build keeps the package's CMake build between runs (incremental);
 # COMPILER_LAUNCHER (ccache) is passed on when the outer build has one.
-# The build is the package's own, unoptimized (build type None instead of
-# pyproject.toml's Release): this checks what pip builds and installs, not
-# its speed, and unoptimized the library compiles in about half the time on
-# CI's two cores.
 set -eu
 python="$1"; source="$2"; work="$3"; layout="$4"; launcher="${5:-}"
 for v in $(env | sed -n 's/^\(KSEARCH_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$v"; done
@@ -19,7 +15,7 @@ venv="$work/venv"
 rm -rf "$venv"
 mkdir -p "$work"
 "$python" -m venv "$venv"
-set -- --config-settings=build-dir="$work/build" --config-settings=cmake.build-type=None
+set -- --config-settings=build-dir="$work/build"
 if [ -n "$launcher" ]; then
   set -- "$@" --config-settings=cmake.define.CMAKE_CXX_COMPILER_LAUNCHER="$launcher" \
               --config-settings=cmake.define.CMAKE_C_COMPILER_LAUNCHER="$launcher"

@@ -1,5 +1,6 @@
 // A host program of the embedding check: built against libksearch compiled
-// without any built-in suite, it must still list and evaluate task files.
+// without any built-in suite and without the CUDA backend, it must still list
+// and evaluate task files on the host, and say why CUDA is not there.
 #include <cstdio>
 #include <string>
 
@@ -42,6 +43,26 @@ int main(int argc, char** argv) {
       return 1;
     }
     std::printf("without the suite: %s\n", e.what());
+  }
+  // Built with KS_WITH_CUDA=OFF (check_embed_build.sh): asking for the CUDA
+  // backend is an error that says the build has none, not a crash.
+  std::string why;
+  if (ks::cuda_available(&why) || why.find("no CUDA backend") == std::string::npos) {
+    std::fprintf(stderr, "the CUDA backend is not reported missing: \"%s\"\n", why.c_str());
+    return 1;
+  }
+  try {
+    ks::EvaluatorConfig cuda;
+    cuda.backend = ks::EvalBackend::cuda;
+    (void)ks::make_evaluator(cuda);
+    std::fprintf(stderr, "a CUDA evaluator was made without the CUDA backend\n");
+    return 1;
+  } catch (const ks::Error& e) {
+    if (std::string(e.what()).find("no CUDA backend") == std::string::npos) {
+      std::fprintf(stderr, "a CUDA evaluator without the backend: %s\n", e.what());
+      return 1;
+    }
+    std::printf("without the CUDA backend: %s\n", e.what());
   }
   auto task = ks::load_task(argv[1]);
   if (task->spec().starting_points.empty()) return 1;

@@ -78,7 +78,7 @@
 extern "C" {
 #endif
 
-/* The library's version, e.g. "0.2.0" (may differ from KS_VERSION_STRING of the headers). */
+/* The library's version, e.g. "0.3.0" (may differ from KS_VERSION_STRING of the headers). */
 KS_API const char *ks_version_string(void);
 KS_API void ks_version(int *major, int *minor, int *patch);
 /* The message of the last failure on this thread; "" when there was none. Never NULL. */

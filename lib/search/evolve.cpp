@@ -11,18 +11,6 @@
 
 namespace ks::core {
 
-EvolveParams EvolveParams::from(const SearchConfig& c) {
-  EvolveParams p;
-  p.islands = c.evolve.islands;
-  p.island_size = c.evolve.island_size;
-  p.migration_interval = c.evolve.migration_interval;
-  p.migration_size = c.evolve.migration_size;
-  p.archive_size = c.evolve.archive_size;
-  p.inspirations = c.evolve.inspirations;
-  p.exploit_ratio = c.evolve.exploit_ratio;
-  return p;
-}
-
 Json EvolveMember::to_json() const {
   return Json::obj({{"solution_id", solution_id},
                     {"score", score},

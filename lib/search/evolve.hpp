@@ -19,17 +19,8 @@
 
 namespace ks::core {
 
-struct EvolveParams {
-  int islands = 3;
-  int island_size = 8;
-  int migration_interval = 4;  // generations
-  int migration_size = 1;      // kernels each island sends per migration
-  int archive_size = 12;       // cells
-  int inspirations = 2;        // kernels shown beside the parent
-  double exploit_ratio = 0.7;  // chance that the parent is the island's best
-
-  static EvolveParams from(const SearchConfig& c);
-};
+// The strategy's knobs are SearchConfig::evolve's (ksearch/strategy.hpp).
+using EvolveParams = EvolveOptions;
 
 // A passing kernel in the population.
 struct EvolveMember {

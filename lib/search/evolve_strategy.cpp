@@ -76,7 +76,7 @@ class EvolveStrategy final : public SearchStrategy {
 
   void run(SearchContext& ctx) override {
     const SearchConfig& cfg = ctx.config();
-    const EvolveParams params = EvolveParams::from(cfg);
+    const EvolveParams params = cfg.evolve;
     EvolvePopulation pop(params);
     // A resume rebuilds the population from the journal; the state the run
     // recorded must come out again, or the folder was changed.

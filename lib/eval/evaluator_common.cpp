@@ -20,12 +20,11 @@ namespace ks::eval {
 const char* to_string(Backend b) { return b == Backend::cuda ? "cuda" : "host"; }
 
 void validate_config_sets(const EvaluatorConfig& config) {
-  if (config.backend != EvalBackend::automatic && config.backend != EvalBackend::cuda &&
-      config.backend != EvalBackend::host)
+  // Membership is the name table's (vocabulary.hpp): to_string gives "?" for a value cast from outside the set.
+  if (!backend_from_string(to_string(config.backend)))
     throw Error(Status::invalid_argument, fmt::format("evaluator backend {} is not one of auto, cuda, host",
                                                       static_cast<int>(config.backend)));
-  if (config.sandbox != SandboxMode::automatic && config.sandbox != SandboxMode::required &&
-      config.sandbox != SandboxMode::off)
+  if (!sandbox_mode_from_string(to_string(config.sandbox)))
     throw Error(Status::invalid_argument,
                 fmt::format("sandbox {} is not one of auto, on, off", static_cast<int>(config.sandbox)));
 }

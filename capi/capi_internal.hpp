@@ -67,6 +67,7 @@ StrategyKind strategy_of(ks_strategy v, const char* field);
 Language language_of(ks_language v, const char* field);
 EvalBackend backend_of(ks_backend v, const char* field);
 SandboxMode sandbox_of(ks_sandbox_mode v, const char* field);
+TimingMode timing_of(ks_timing_mode v, const char* field);
 ReplayDivergence divergence_of(ks_replay_divergence v, const char* field);
 ks_prompt_kind prompt_kind_to_c(PromptKind k);
 ks_eval_status eval_status_to_c(EvalStatus s);
@@ -78,9 +79,16 @@ EvalStatus eval_status_of(ks_eval_status s, const char* field);
 std::size_t search_options_size(std::uint32_t version);
 // The options in this library's layout, from a struct of a known version
 // (versions 1..3 lay ks_search_options out with the smaller version 1
-// ks_world_model_options; the fields a version lacks read as zero).
+// ks_world_model_options, versions 1..5 with the smaller version 1
+// ks_eval_options; the fields a version lacks read as zero).
 ks_search_options search_options_in_current_layout(const ks_search_options* o);
+ks_eval_options eval_options_in_current_layout(const ks_eval_options* o);
+// The version of the ks_eval_options a ks_search_options version holds.
+std::uint32_t eval_options_version_in(std::uint32_t search_options_version);
 void check_version(const char* what, std::uint32_t version, std::uint32_t known_max, bool known);
+// A struct held by value in ks_search_options has the version its parent's fixes.
+void check_nested_version(const char* what, std::uint32_t version, std::uint32_t expected,
+                          std::uint32_t parent_version);
 
 // The options, in C++ form. Throw ks::Error naming the field at fault.
 LlmChoice llm_choice_of(const ks_llm_options& o, double max_cost_usd, const char* prefix);

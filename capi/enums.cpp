@@ -16,6 +16,7 @@ constexpr std::array kStrategy{"auto", "world_model", "greedy", "tune", "evolve"
 constexpr std::array kLanguage{"cuda", "cpp", "triton", "python"};
 constexpr std::array kBackend{"auto", "cuda", "host"};
 constexpr std::array kSandbox{"auto", "on", "off"};
+constexpr std::array kTimingMode{"default", "upstream"};
 constexpr std::array kLlmSource{"openai", "offline", "replay", "command", "callback", "batch_callback"};
 constexpr std::array kApiKind{"chat", "responses"};
 constexpr std::array kCommandInput{"plain", "json"};
@@ -30,6 +31,7 @@ static_assert(kStrategy.size() == KS_STRATEGY_COUNT);
 static_assert(kLanguage.size() == KS_LANGUAGE_COUNT);
 static_assert(kBackend.size() == KS_BACKEND_COUNT);
 static_assert(kSandbox.size() == KS_SANDBOX_MODE_COUNT);
+static_assert(kTimingMode.size() == KS_TIMING_MODE_COUNT);
 static_assert(kLlmSource.size() == KS_LLM_SOURCE_COUNT);
 static_assert(kApiKind.size() == KS_API_KIND_COUNT);
 static_assert(kCommandInput.size() == KS_COMMAND_INPUT_COUNT);
@@ -67,6 +69,8 @@ static_assert(static_cast<int>(EvalBackend::automatic) == KS_BACKEND_AUTO &&
 static_assert(static_cast<int>(SandboxMode::automatic) == KS_SANDBOX_AUTO &&
               static_cast<int>(SandboxMode::required) == KS_SANDBOX_ON &&
               static_cast<int>(SandboxMode::off) == KS_SANDBOX_OFF && KS_SANDBOX_MODE_COUNT == 3);
+static_assert(static_cast<int>(TimingMode::standard) == KS_TIMING_DEFAULT &&
+              static_cast<int>(TimingMode::upstream) == KS_TIMING_UPSTREAM && KS_TIMING_MODE_COUNT == 2);
 // KS_LLM_CALLBACK and KS_LLM_BATCH_CALLBACK are both LlmSource::custom.
 static_assert(static_cast<int>(LlmSource::openai) == KS_LLM_OPENAI &&
               static_cast<int>(LlmSource::offline) == KS_LLM_OFFLINE &&
@@ -129,6 +133,10 @@ SandboxMode sandbox_of(ks_sandbox_mode v, const char* field) {
   checked(kSandbox, v, field);
   return static_cast<SandboxMode>(v);
 }
+TimingMode timing_of(ks_timing_mode v, const char* field) {
+  checked(kTimingMode, v, field);
+  return static_cast<TimingMode>(v);
+}
 ReplayDivergence divergence_of(ks_replay_divergence v, const char* field) {
   checked(kReplayDivergence, v, field);
   return static_cast<ReplayDivergence>(v);
@@ -150,6 +158,7 @@ const char* ks_strategy_name(ks_strategy v) { return name_of(kStrategy, v); }
 const char* ks_language_name(ks_language v) { return name_of(kLanguage, v); }
 const char* ks_backend_name(ks_backend v) { return name_of(kBackend, v); }
 const char* ks_sandbox_mode_name(ks_sandbox_mode v) { return name_of(kSandbox, v); }
+const char* ks_timing_mode_name(ks_timing_mode v) { return name_of(kTimingMode, v); }
 const char* ks_llm_source_name(ks_llm_source v) { return name_of(kLlmSource, v); }
 const char* ks_api_kind_name(ks_api_kind v) { return name_of(kApiKind, v); }
 const char* ks_command_input_name(ks_command_input v) { return name_of(kCommandInput, v); }
@@ -163,6 +172,9 @@ ks_status ks_language_parse(const char* n, ks_language* out) { return parse("ks_
 ks_status ks_backend_parse(const char* n, ks_backend* out) { return parse("ks_backend_parse", kBackend, n, out); }
 ks_status ks_sandbox_mode_parse(const char* n, ks_sandbox_mode* out) {
   return parse("ks_sandbox_mode_parse", kSandbox, n, out);
+}
+ks_status ks_timing_mode_parse(const char* n, ks_timing_mode* out) {
+  return parse("ks_timing_mode_parse", kTimingMode, n, out);
 }
 ks_status ks_llm_source_parse(const char* n, ks_llm_source* out) {
   return parse("ks_llm_source_parse", kLlmSource, n, out);

@@ -38,7 +38,13 @@ ks_status ks_evaluator_create(const ks_eval_options* options, ks_evaluator** out
   *out = nullptr;
   return guarded("ks_evaluator_create", [&] {
     ks::EvaluatorConfig c;
-    if (options) apply_eval_options(*options, c, "options");
+    if (options) {
+      check_version("options", options->version, KS_EVAL_OPTIONS_VERSION,
+                    options->version >= 1 && options->version <= KS_EVAL_OPTIONS_VERSION);
+      // A program built with version 1 passed the shorter struct.
+      const ks_eval_options current = eval_options_in_current_layout(options);
+      apply_eval_options(current, c, "options");
+    }
     auto e = std::make_unique<ks_evaluator>();
     e->evaluator = ks::make_evaluator(c);
     *out = e.release();

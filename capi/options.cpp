@@ -20,9 +20,14 @@ std::size_t struct_size(std::uint32_t version) {
 template <typename T>
 constexpr std::uint32_t kLatestVersion = 1;
 
-// ks_world_model_options version 1 and ks_search_options versions 1..3, as
-// programs built with those headers lay them out: world_model ended after
-// max_chars, so every later field of ks_search_options sat earlier.
+// The older layouts of ks_search_options, as programs built with those
+// headers lay them out. A nested struct that grew moved every field after it:
+//   versions 1..3: world_model at version 1 (ended after max_chars), eval at 1;
+//   versions 4..5: world_model at version 2, eval at version 1 (ended after
+//                  callback_device_json);
+//   version 6:     eval at version 2 (timing), today's ks_search_options.
+// Each older layout converts to the next one; fields a version lacks read as
+// zero, and the init functions write an older layout through the same steps.
 struct WorldModelOptionsV1 {
   std::uint32_t version;
   int stagnation_window;
@@ -30,6 +35,77 @@ struct WorldModelOptionsV1 {
   int edit_retries;
   std::uint64_t max_chars;
 };
+struct EvalOptionsV1 {
+  std::uint32_t version;
+  ks_backend backend;
+  const int* devices;
+  std::size_t device_count;
+  int in_process;
+  const char* cache_dir;
+  const char* cuda_arch;
+  ks_sandbox_mode sandbox;
+  std::uint64_t memory_limit_bytes;
+  double timing_cap_s;
+  int seeds;
+  double compile_timeout_s;
+  double run_timeout_s;
+  int compile_workers;
+  const char* worker_path;
+  const char* baseline_latencies_path;
+  const char* options_json;
+  ks_evaluate_callback callback;
+  ks_evaluate_batch_callback batch_callback;
+  void* user_data;
+  const char* callback_device_json;
+};
+// Version 1 is a prefix of version 2: every field is where it was.
+static_assert(sizeof(EvalOptionsV1) == offsetof(ks_eval_options, timing));
+static_assert(offsetof(EvalOptionsV1, callback_device_json) == offsetof(ks_eval_options, callback_device_json));
+static_assert(sizeof(WorldModelOptionsV1) == offsetof(ks_world_model_options, lenient_edits));
+
+struct SearchOptionsV5 {
+  std::uint32_t version;
+  const char* task;
+  const char* run_dir;
+  const char* kernelbench_dir;
+  ks_strategy strategy;
+  ks_language language;
+  int language_from_task;
+  int parallel;
+  std::uint64_t seed;
+  ks_budget_options budget;
+  ks_world_model_options world_model;
+  ks_tune_options tune;
+  EvalOptionsV1 eval;
+  ks_llm_options llm;
+  ks_progress_callback progress;
+  void* progress_user_data;
+  ks_event_callback event;
+  void* event_user_data;
+  ks_cancel_token* cancel;
+  int weak_check;
+  const char* continue_from_solution;
+  const char* continue_from_world_model;
+  int start_from_starting_point;
+  int remeasure;
+  const char* dataset;
+  const char* baseline_solution;
+  int measure_baseline;
+  const char* const* feedback_workloads;
+  std::size_t feedback_workload_count;
+  const char* feedback_policy;
+  int feedback_count;
+  std::uint64_t feedback_seed;
+  int wandb;
+  const char* wandb_project;
+  const char* run_name;
+};
+// Version 6 differs from it only in eval: the fields before it are where they
+// were, and the ones after it moved together (so they copy as one block).
+static_assert(offsetof(SearchOptionsV5, eval) == offsetof(ks_search_options, eval));
+static_assert(sizeof(SearchOptionsV5) - offsetof(SearchOptionsV5, llm) ==
+              sizeof(ks_search_options) - offsetof(ks_search_options, llm));
+
 struct SearchOptionsV3 {
   std::uint32_t version;
   const char* task;
@@ -43,7 +119,7 @@ struct SearchOptionsV3 {
   ks_budget_options budget;
   WorldModelOptionsV1 world_model;
   ks_tune_options tune;
-  ks_eval_options eval;
+  EvalOptionsV1 eval;
   ks_llm_options llm;
   ks_progress_callback progress;
   void* progress_user_data;
@@ -53,19 +129,15 @@ struct SearchOptionsV3 {
   int weak_check;
   const char* continue_from_solution;
 };
-// The layouts differ only in world_model: the fields before it are where they
-// were, and the ones after it moved together (so they copy as one block).
-static_assert(offsetof(SearchOptionsV3, world_model) == offsetof(ks_search_options, world_model));
-static_assert(sizeof(WorldModelOptionsV1) == offsetof(ks_world_model_options, lenient_edits));
-static_assert(offsetof(SearchOptionsV3, weak_check) - offsetof(SearchOptionsV3, tune) ==
-              offsetof(ks_search_options, weak_check) - offsetof(ks_search_options, tune));
+// Version 4 differs from it only in world_model, and appended fields.
+static_assert(offsetof(SearchOptionsV3, world_model) == offsetof(SearchOptionsV5, world_model));
 static_assert(sizeof(SearchOptionsV3) - offsetof(SearchOptionsV3, tune) ==
-              offsetof(ks_search_options, continue_from_world_model) - offsetof(ks_search_options, tune));
+              offsetof(SearchOptionsV5, continue_from_world_model) - offsetof(SearchOptionsV5, tune));
 
 template <>
 std::size_t struct_size<ks_world_model_options>(std::uint32_t version) {
   switch (version) {
-    case 1: return offsetof(ks_world_model_options, lenient_edits);
+    case 1: return sizeof(WorldModelOptionsV1);
     case 2: return sizeof(ks_world_model_options);
     default: return 0;
   }
@@ -73,30 +145,42 @@ std::size_t struct_size<ks_world_model_options>(std::uint32_t version) {
 template <>
 constexpr std::uint32_t kLatestVersion<ks_world_model_options> = 2;
 
+template <>
+std::size_t struct_size<ks_eval_options>(std::uint32_t version) {
+  switch (version) {
+    case 1: return sizeof(EvalOptionsV1);
+    case 2: return sizeof(ks_eval_options);
+    default: return 0;
+  }
+}
+template <>
+constexpr std::uint32_t kLatestVersion<ks_eval_options> = 2;
+
 // Version 2 appended weak_check, version 3 continue_from_solution: an older
-// struct ends where the next version's field begins. Version 4 is the first
-// with the version 2 world_model (the layout above before it), and appended
-// continue_from_world_model, start_from_starting_point and remeasure; version
-// 5 the dataset and feedback fields.
+// struct ends where the next version's field begins. Version 4 appended
+// continue_from_world_model, start_from_starting_point and remeasure, version
+// 5 the dataset, feedback and W&B fields; version 6 appended none (its eval grew).
 template <>
 std::size_t struct_size<ks_search_options>(std::uint32_t version) {
   switch (version) {
     case 1: return offsetof(SearchOptionsV3, weak_check);
     case 2: return offsetof(SearchOptionsV3, continue_from_solution);
     case 3: return sizeof(SearchOptionsV3);
-    case 4: return offsetof(ks_search_options, dataset);
-    case 5: return sizeof(ks_search_options);
+    case 4: return offsetof(SearchOptionsV5, dataset);
+    case 5: return sizeof(SearchOptionsV5);
+    case 6: return sizeof(ks_search_options);
     default: return 0;
   }
 }
 template <>
-constexpr std::uint32_t kLatestVersion<ks_search_options> = 5;
+constexpr std::uint32_t kLatestVersion<ks_search_options> = 6;
 constexpr std::uint32_t kFirstSearchOptionsWithWorldModelV2 = 4;
+constexpr std::uint32_t kFirstSearchOptionsWithEvalV2 = 6;
 
-// Between the layouts: the fields before world_model and the block after it
-// are copied as they are; world_model field by field (lenient_edits is not in
-// the older one, and reads as 0: strict).
-SearchOptionsV3 to_v3_layout(const ks_search_options& o) {
+// Between versions 3 and 5: the fields before world_model and the block after
+// it are copied as they are; world_model field by field (lenient_edits is not
+// in the older one, and reads as 0: strict).
+SearchOptionsV3 to_v3_layout(const SearchOptionsV5& o) {
   SearchOptionsV3 old;
   std::memset(&old, 0, sizeof old);
   std::memcpy(&old, &o, offsetof(SearchOptionsV3, world_model));
@@ -109,8 +193,8 @@ SearchOptionsV3 to_v3_layout(const ks_search_options& o) {
   return old;
 }
 
-ks_search_options from_v3_layout(const SearchOptionsV3& old) {
-  ks_search_options o;
+SearchOptionsV5 from_v3_layout(const SearchOptionsV3& old) {
+  SearchOptionsV5 o;
   std::memset(&o, 0, sizeof o);
   std::memcpy(&o, &old, offsetof(SearchOptionsV3, world_model));
   o.world_model.version = old.world_model.version;
@@ -119,6 +203,27 @@ ks_search_options from_v3_layout(const SearchOptionsV3& old) {
   o.world_model.edit_retries = old.world_model.edit_retries;
   o.world_model.max_chars = old.world_model.max_chars;
   std::memcpy(&o.tune, &old.tune, sizeof old - offsetof(SearchOptionsV3, tune));
+  return o;
+}
+
+// Between versions 5 and 6: eval's version 1 fields are a prefix of version
+// 2's (timing is not in the older one, and reads as 0: the default).
+SearchOptionsV5 to_v5_layout(const ks_search_options& o) {
+  SearchOptionsV5 old;
+  std::memset(&old, 0, sizeof old);
+  std::memcpy(&old, &o, offsetof(SearchOptionsV5, eval));
+  std::memcpy(&old.eval, &o.eval, sizeof old.eval);
+  old.eval.version = 1;
+  std::memcpy(&old.llm, &o.llm, sizeof old - offsetof(SearchOptionsV5, llm));
+  return old;
+}
+
+ks_search_options from_v5_layout(const SearchOptionsV5& old) {
+  ks_search_options o;
+  std::memset(&o, 0, sizeof o);
+  std::memcpy(&o, &old, offsetof(SearchOptionsV5, eval));
+  std::memcpy(&o.eval, &old.eval, sizeof old.eval);
+  std::memcpy(&o.llm, &old.llm, sizeof old - offsetof(SearchOptionsV5, llm));
   return o;
 }
 
@@ -182,20 +287,48 @@ void check_version(const char* what, std::uint32_t version, std::uint32_t known_
                             what, version, known_max));
 }
 
+void check_nested_version(const char* what, std::uint32_t version, std::uint32_t expected,
+                          std::uint32_t parent_version) {
+  if (version != expected)
+    throw Error(Status::version,
+                fmt::format("{} version {} does not fit ks_search_options version {}, which holds version {} of it "
+                            "by value; initialise the whole struct with ks_search_options_init",
+                            what, version, parent_version, expected));
+}
+
 std::size_t search_options_size(std::uint32_t version) { return struct_size<ks_search_options>(version); }
 
+// Only the bytes of the caller's version are read: an older struct is shorter.
 ks_search_options search_options_in_current_layout(const ks_search_options* o) {
-  // Only the bytes of the caller's version are read: an older struct is shorter.
-  if (o->version >= kFirstSearchOptionsWithWorldModelV2) {
+  const std::size_t size = struct_size<ks_search_options>(o->version);
+  if (o->version >= kFirstSearchOptionsWithEvalV2) {
     ks_search_options now;
     std::memset(&now, 0, sizeof now);
-    std::memcpy(&now, o, struct_size<ks_search_options>(o->version));
+    std::memcpy(&now, o, size);
     return now;
   }
-  SearchOptionsV3 old;
-  std::memset(&old, 0, sizeof old);
-  std::memcpy(&old, o, struct_size<ks_search_options>(o->version));
-  return from_v3_layout(old);
+  SearchOptionsV5 v5;
+  std::memset(&v5, 0, sizeof v5);
+  if (o->version >= kFirstSearchOptionsWithWorldModelV2) {
+    std::memcpy(&v5, o, size);
+  } else {
+    SearchOptionsV3 v3;
+    std::memset(&v3, 0, sizeof v3);
+    std::memcpy(&v3, o, size);
+    v5 = from_v3_layout(v3);
+  }
+  return from_v5_layout(v5);
+}
+
+ks_eval_options eval_options_in_current_layout(const ks_eval_options* o) {
+  ks_eval_options now;
+  std::memset(&now, 0, sizeof now);
+  std::memcpy(&now, o, struct_size<ks_eval_options>(o->version));
+  return now;
+}
+
+std::uint32_t eval_options_version_in(std::uint32_t search_options_version) {
+  return search_options_version >= kFirstSearchOptionsWithEvalV2 ? 2 : 1;
 }
 
 ReplayOptions replay_options_of(const ks_replay_options& o) {
@@ -308,7 +441,7 @@ LlmChoice llm_choice_of(const ks_llm_options& o, double max_cost_usd, const char
 
 void apply_eval_options(const ks_eval_options& o, EvaluatorConfig& e, const char* prefix) {
   const std::string p = prefix;
-  need_version(prefix, o.version);
+  check_version(prefix, o.version, kLatestVersion<ks_eval_options>, struct_size<ks_eval_options>(o.version) != 0);
   e.backend = backend_of(o.backend, (p + ".backend").c_str());
   if (o.device_count > 0 && !o.devices)
     throw Error(Status::invalid_argument, fmt::format("{}.devices is NULL but device_count is {}", p, o.device_count));
@@ -332,6 +465,7 @@ void apply_eval_options(const ks_eval_options& o, EvaluatorConfig& e, const char
   x.seeds_per_workload = o.seeds;
   x.compile_timeout_s = finite_at_least(o.compile_timeout_s, 0, p + ".compile_timeout_s", true);
   x.run_timeout_s = finite_at_least(o.run_timeout_s, 0, p + ".run_timeout_s", true);
+  if (o.version >= 2) x.timing = timing_of(o.timing, (p + ".timing").c_str());
   if (o.baseline_latencies_path) {
     const std::string where = p + ".baseline_latencies_path";
     std::string text;
@@ -423,6 +557,7 @@ ks_status ks_eval_options_init(ks_eval_options* o, uint32_t version) {
   o->compile_timeout_s = d.options.compile_timeout_s;
   o->run_timeout_s = d.options.run_timeout_s;
   o->compile_workers = d.compile_workers;
+  if (version >= 2) o->timing = static_cast<ks_timing_mode>(static_cast<int>(d.options.timing));
   return KS_OK;
 }
 
@@ -445,13 +580,18 @@ ks_status ks_llm_options_init(ks_llm_options* o, uint32_t version) {
 
 ks_status ks_search_options_init(ks_search_options* o, uint32_t version) {
   if (ks_status s = init_struct("ks_search_options_init", o, version); s != KS_OK) return s;
-  if (version < kFirstSearchOptionsWithWorldModelV2) {
-    // The older layout: the defaults written through it, and not a byte more.
+  if (version < kFirstSearchOptionsWithEvalV2) {
+    // An older layout: the defaults written through it, and not a byte more.
     ks_search_options now;
     ks_status s = ks_search_options_init(&now, kLatestVersion<ks_search_options>);
-    SearchOptionsV3 old = to_v3_layout(now);
-    old.version = version;
-    std::memcpy(static_cast<void*>(o), &old, struct_size<ks_search_options>(version));
+    SearchOptionsV5 v5 = to_v5_layout(now);
+    v5.version = version;
+    if (version >= kFirstSearchOptionsWithWorldModelV2) {
+      std::memcpy(static_cast<void*>(o), &v5, struct_size<ks_search_options>(version));
+    } else {
+      SearchOptionsV3 v3 = to_v3_layout(v5);
+      std::memcpy(static_cast<void*>(o), &v3, struct_size<ks_search_options>(version));
+    }
     return s;
   }
   ks::SearchConfig d;

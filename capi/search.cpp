@@ -23,10 +23,8 @@ SearchConfig config_of(const ks_search_options& o) {
   c.max_cost_usd = o.budget.max_cost_usd;
   c.max_wall_s = o.budget.max_wall_s;
   c.max_answer_bytes = static_cast<std::size_t>(o.budget.max_answer_bytes);
-  // A nested struct's version is fixed by its parent's: world_model version 2
-  // came with version 4 of the options around it.
-  check_version("options.world_model", o.world_model.version, KS_WORLD_MODEL_OPTIONS_VERSION,
-                o.world_model.version == (o.version >= 4 ? 2u : 1u));
+  // world_model version 2 came with version 4 of the options around it.
+  check_nested_version("options.world_model", o.world_model.version, o.version >= 4 ? 2u : 1u, o.version);
   c.world_model.stagnation_window = o.world_model.stagnation_window;
   c.world_model.max_difficulty = o.world_model.max_difficulty;
   c.world_model.edit_retries = o.world_model.edit_retries;
@@ -125,6 +123,7 @@ ks_status ks_search_run(const ks_search_options* given, ks_result** out) {
     so.llm = llm_choice_of(o->llm, o->budget.max_cost_usd, "options.llm");
     so.custom_evaluator = evaluator_callback_of(o->eval.callback, o->eval.batch_callback, o->eval.user_data,
                                                 o->eval.callback_device_json);
+    check_nested_version("options.eval", o->eval.version, eval_options_version_in(o->version), o->version);
     apply_eval_options(o->eval, so.evaluator, "options.eval");
     so.infer_language = o->language_from_task != 0;
     if (o->version >= 2) so.weak_check = o->weak_check != 0;  // version 1 has no field: the default

@@ -49,6 +49,13 @@ typedef enum ks_sandbox_mode {
 } ks_sandbox_mode;
 #define KS_SANDBOX_MODE_COUNT 3
 
+/* How candidates and references are timed (--timing, docs/evaluation.md). */
+typedef enum ks_timing_mode {
+  KS_TIMING_DEFAULT = 0, /* libksearch's: poisoned outputs and a flushed L2 before every timed call */
+  KS_TIMING_UPSTREAM = 1 /* GPUMode eval.py's, for side-by-side figures only: warm caches, no poisoning */
+} ks_timing_mode;
+#define KS_TIMING_MODE_COUNT 2
+
 /* Who answers the prompts (--llm). */
 typedef enum ks_llm_source {
   KS_LLM_OPENAI = 0,         /* an OpenAI-compatible HTTP endpoint (llm.model, llm.base_url, ...) */
@@ -126,6 +133,7 @@ KS_API const char *ks_strategy_name(ks_strategy value);
 KS_API const char *ks_language_name(ks_language value);
 KS_API const char *ks_backend_name(ks_backend value);
 KS_API const char *ks_sandbox_mode_name(ks_sandbox_mode value);
+KS_API const char *ks_timing_mode_name(ks_timing_mode value);
 KS_API const char *ks_llm_source_name(ks_llm_source value);
 KS_API const char *ks_api_kind_name(ks_api_kind value);
 KS_API const char *ks_command_input_name(ks_command_input value);
@@ -140,6 +148,7 @@ KS_API ks_status ks_strategy_parse(const char *name, ks_strategy *out);
 KS_API ks_status ks_language_parse(const char *name, ks_language *out);
 KS_API ks_status ks_backend_parse(const char *name, ks_backend *out);
 KS_API ks_status ks_sandbox_mode_parse(const char *name, ks_sandbox_mode *out);
+KS_API ks_status ks_timing_mode_parse(const char *name, ks_timing_mode *out);
 KS_API ks_status ks_llm_source_parse(const char *name, ks_llm_source *out);
 KS_API ks_status ks_api_kind_parse(const char *name, ks_api_kind *out);
 KS_API ks_status ks_command_input_parse(const char *name, ks_command_input *out);

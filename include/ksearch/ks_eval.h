@@ -66,7 +66,11 @@ typedef int (*ks_evaluate_batch_callback)(const ks_eval_request *requests, ks_ev
 
 /* ---- Evaluation options ----------------------------------------------------- */
 
-#define KS_EVAL_OPTIONS_VERSION 1
+/* Version 2 appended `timing`. The struct sits inside ks_search_options by
+ * value, so version 2 came with ks_search_options version 6 (see there); a
+ * program built with version 1 passes 1 to ks_evaluator_create and is read
+ * with the version 1 layout (default timing). */
+#define KS_EVAL_OPTIONS_VERSION 2
 
 /* Defaults in comments are what ks_eval_options_init sets; the CLI option
  * each field mirrors is in brackets. */
@@ -102,6 +106,11 @@ typedef struct ks_eval_options {
   /* With a callback: where it evaluates, as JSON {"backend": "cuda", "name":
    * "NVIDIA H100", "arch": "sm_90a", ...} (prompts show it); NULL: unknown. */
   const char *callback_device_json;
+  /* Version 2. KS_TIMING_DEFAULT; KS_TIMING_UPSTREAM times as GPUMode's
+   * eval.py does, for side-by-side figures with that harness only
+   * (docs/evaluation.md) [ksearch eval --timing]. A "timing" in options_json
+   * wins. */
+  ks_timing_mode timing;
 } ks_eval_options;
 
 /* Fills *options with the defaults above for `version` (pass KS_EVAL_OPTIONS_VERSION). */

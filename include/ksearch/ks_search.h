@@ -132,8 +132,12 @@ KS_API ks_status ks_tune_options_init(ks_tune_options *options, uint32_t version
  * writes) that older layout, with `world_model` at version 1 and strict edits.
  * Version 5 appended the FlashInfer-Trace dataset and feedback-workload
  * fields (`dataset` to `feedback_seed`) and the W&B ones (`wandb` to
- * `run_name`); an older version gets none. */
-#define KS_SEARCH_OPTIONS_VERSION 5
+ * `run_name`); an older version gets none. Version 6 holds ks_eval_options
+ * version 2 (with `timing`): as with version 4, the nested struct grew and
+ * every field after `eval` moved; a program built with version 4 or 5
+ * passes its version and is read (and initialised) in its own layout, with
+ * `eval` at version 1 and the default timing. */
+#define KS_SEARCH_OPTIONS_VERSION 6
 
 typedef struct ks_search_options {
   uint32_t version;               /* KS_SEARCH_OPTIONS_VERSION */

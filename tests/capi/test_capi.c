@@ -40,15 +40,77 @@ static const char kWrong[] =
     "{\"calls\": [{\"fn\": \"scale3\", \"args\": [\"x\", \"y\", \"N\"]}]}\n"
     "```\n";
 
-/* ks_search_options as a program built with the version 3 header lays it
- * out: world_model was the version 1 ks_world_model_options (no
- * lenient_edits), so every field after it sits earlier than today. */
+/* ks_search_options as programs built with older headers lay it out. In
+ * versions 1..3 world_model was the version 1 ks_world_model_options (no
+ * lenient_edits), and in versions 1..5 eval was the version 1
+ * ks_eval_options (no timing), so every field after them sits earlier than
+ * today. */
 struct world_model_options_v1 {
   uint32_t version;
   int stagnation_window;
   int max_difficulty;
   int edit_retries;
   uint64_t max_chars;
+};
+struct eval_options_v1 {
+  uint32_t version;
+  ks_backend backend;
+  const int *devices;
+  size_t device_count;
+  int in_process;
+  const char *cache_dir;
+  const char *cuda_arch;
+  ks_sandbox_mode sandbox;
+  uint64_t memory_limit_bytes;
+  double timing_cap_s;
+  int seeds;
+  double compile_timeout_s;
+  double run_timeout_s;
+  int compile_workers;
+  const char *worker_path;
+  const char *baseline_latencies_path;
+  const char *options_json;
+  ks_evaluate_callback callback;
+  ks_evaluate_batch_callback batch_callback;
+  void *user_data;
+  const char *callback_device_json;
+};
+struct search_options_v5 {
+  uint32_t version;
+  const char *task;
+  const char *run_dir;
+  const char *kernelbench_dir;
+  ks_strategy strategy;
+  ks_language language;
+  int language_from_task;
+  int parallel;
+  uint64_t seed;
+  ks_budget_options budget;
+  ks_world_model_options world_model;
+  ks_tune_options tune;
+  struct eval_options_v1 eval;
+  ks_llm_options llm;
+  ks_progress_callback progress;
+  void *progress_user_data;
+  ks_event_callback event;
+  void *event_user_data;
+  ks_cancel_token *cancel;
+  int weak_check;
+  const char *continue_from_solution;
+  const char *continue_from_world_model;
+  int start_from_starting_point;
+  int remeasure;
+  const char *dataset;
+  const char *baseline_solution;
+  int measure_baseline;
+  const char *const *feedback_workloads;
+  size_t feedback_workload_count;
+  const char *feedback_policy;
+  int feedback_count;
+  uint64_t feedback_seed;
+  int wandb;
+  const char *wandb_project;
+  const char *run_name;
 };
 struct search_options_v3 {
   uint32_t version;
@@ -63,7 +125,7 @@ struct search_options_v3 {
   ks_budget_options budget;
   struct world_model_options_v1 world_model;
   ks_tune_options tune;
-  ks_eval_options eval;
+  struct eval_options_v1 eval;
   ks_llm_options llm;
   ks_progress_callback progress;
   void *progress_user_data;
@@ -249,7 +311,73 @@ static void test_world_model_options(const char *task, const char *work) {
   old.eval.seeds = 2;
   old.world_model.version = 2; /* no version 3 program has it */
   CHECK(ks_search_run((const ks_search_options *)&old, &result) == KS_E_VERSION);
-  CHECK(strstr(ks_last_error_message(), "options.world_model version 2") != NULL);
+  CHECK(strstr(ks_last_error_message(), "options.world_model version 2 does not fit ks_search_options version 3") !=
+        NULL);
+  CHECK(result == NULL);
+}
+
+/* eval.timing reaches the run's evaluation settings; a bad value and an eval
+ * struct of the wrong version for its parent are refused by name; a program
+ * built with the version 5 header runs with its layout (eval at version 1,
+ * every field after it earlier than today's) and the default timing. */
+static void test_eval_options(const char *task, const char *work) {
+  ks_search_options o;
+  struct search_options_v5 v5;
+  ks_result *result = NULL;
+  struct model m;
+  char run_dir[4096];
+  ks_status s;
+
+  memset(&m, 0, sizeof m);
+  snprintf(run_dir, sizeof run_dir, "%s/timing-upstream", work);
+  greedy_options(&o, task, run_dir, &m);
+  o.budget.max_rounds = 1;
+  o.weak_check = 0;
+  o.eval.timing = (ks_timing_mode)7;
+  CHECK(ks_search_run(&o, &result) == KS_E_INVALID_ARGUMENT);
+  CHECK(strstr(ks_last_error_message(), "options.eval.timing is 7") != NULL);
+  CHECK(result == NULL && m.calls == 0);
+  o.eval.timing = KS_TIMING_UPSTREAM;
+  o.eval.version = 1; /* a version 6 struct holds eval at version 2 */
+  CHECK(ks_search_run(&o, &result) == KS_E_VERSION);
+  CHECK(strstr(ks_last_error_message(), "options.eval version 1 does not fit ks_search_options version 6") != NULL);
+  o.eval.version = KS_EVAL_OPTIONS_VERSION;
+  s = ks_search_run(&o, &result);
+  if (s != KS_OK) fprintf(stderr, "ks_search_run (upstream): %s: %s\n", ks_status_string(s), ks_last_error_message());
+  CHECK(s == KS_OK);
+  CHECK(manifest_has(run_dir, "\"timing\": \"upstream\""));
+  ks_result_destroy(result);
+  result = NULL;
+
+  memset(&m, 0, sizeof m);
+  snprintf(run_dir, sizeof run_dir, "%s/layout-v5", work);
+  CHECK(ks_search_options_init((ks_search_options *)&v5, 5) == KS_OK);
+  v5.task = task;
+  v5.language = KS_LANGUAGE_CPP;
+  v5.strategy = KS_STRATEGY_GREEDY;
+  v5.budget.max_rounds = 2;
+  v5.eval.backend = KS_BACKEND_HOST;
+  v5.eval.timing_cap_s = 0.3;
+  v5.run_dir = run_dir;
+  v5.llm.source = KS_LLM_CALLBACK;
+  v5.llm.callback = model_answer;
+  v5.llm.user_data = &m;
+  v5.weak_check = 0;
+  v5.feedback_count = 1;
+  v5.feedback_policy = "first";
+  s = ks_search_run((const ks_search_options *)&v5, &result);
+  if (s != KS_OK) fprintf(stderr, "ks_search_run (v5): %s: %s\n", ks_status_string(s), ks_last_error_message());
+  CHECK(s == KS_OK);
+  CHECK(m.calls == 2);
+  CHECK(ks_result_rounds(result) == 2);
+  CHECK(manifest_has(run_dir, "\"max_time_per_workload_s\": 0.3"));
+  CHECK(manifest_has(run_dir, "\"timing\": \"default\""));
+  CHECK(manifest_has(run_dir, "\"policy\": \"first\""));
+  ks_result_destroy(result);
+  result = NULL;
+  v5.eval.version = 2; /* no version 5 program has it */
+  CHECK(ks_search_run((const ks_search_options *)&v5, &result) == KS_E_VERSION);
+  CHECK(strstr(ks_last_error_message(), "options.eval version 2 does not fit ks_search_options version 5") != NULL);
   CHECK(result == NULL);
 }
 
@@ -612,7 +740,7 @@ static void test_errors(void) {
   params.version = KS_SEARCH_OPTIONS_VERSION;
   params.eval.version = 0; /* a nested struct left uninitialised */
   CHECK(ks_search_run(&params, &result) == KS_E_VERSION);
-  CHECK(strstr(ks_last_error_message(), "options.eval.version") != NULL);
+  CHECK(strstr(ks_last_error_message(), "options.eval version 0 does not fit") != NULL);
 
   CHECK(ks_task_load("no/such/task", &task) == KS_E_NOT_FOUND);
   CHECK(task == NULL);
@@ -694,7 +822,7 @@ static void test_options(void) {
     CHECK(v3.o.world_model.max_difficulty == 4 && v3.o.world_model.edit_retries == 3);
     CHECK(v3.o.world_model.max_chars == 50000);
     CHECK(v3.o.tune.version == KS_TUNE_OPTIONS_VERSION && v3.o.tune.rounds == 0);
-    CHECK(v3.o.eval.version == KS_EVAL_OPTIONS_VERSION && v3.o.eval.seeds == 2 && v3.o.eval.timing_cap_s == 2);
+    CHECK(v3.o.eval.version == 1 && v3.o.eval.seeds == 2 && v3.o.eval.timing_cap_s == 2);
     CHECK(v3.o.llm.version == KS_LLM_OPTIONS_VERSION && v3.o.llm.max_concurrency == 4);
     CHECK(v3.o.progress == NULL && v3.o.cancel == NULL);
     CHECK(v3.o.weak_check == 1 && v3.o.continue_from_solution == NULL);
@@ -710,14 +838,43 @@ static void test_options(void) {
     CHECK(v3.o.version == 2 && v3.o.weak_check == 1);
     CHECK(((const unsigned char *)&v3.o.continue_from_solution)[0] == 0x5a);
   }
-  /* Version 4 ends before the dataset fields. */
-  memset(&o, 0x5a, sizeof o);
-  CHECK(ks_search_options_init(&o, 4) == KS_OK);
-  CHECK(o.version == 4 && o.remeasure == 0);
-  CHECK(((const unsigned char *)&o.dataset)[0] == 0x5a);
+  /* Versions 4 and 5 hold eval at version 1 (no timing): init writes that
+   * layout, and version 4 ends before the dataset fields. */
+  {
+    struct {
+      struct search_options_v5 o;
+      unsigned char guard[16];
+    } v5;
+    memset(&v5, 0x5a, sizeof v5);
+    CHECK(ks_search_options_init((ks_search_options *)&v5.o, 5) == KS_OK);
+    CHECK(v5.o.version == 5 && v5.o.parallel == 1 && v5.o.world_model.version == 2);
+    CHECK(v5.o.eval.version == 1 && v5.o.eval.seeds == 2 && v5.o.eval.callback_device_json == NULL);
+    CHECK(v5.o.llm.version == KS_LLM_OPTIONS_VERSION && v5.o.llm.max_concurrency == 4);
+    CHECK(v5.o.llm.command_input == KS_COMMAND_INPUT_PLAIN && v5.o.progress == NULL);
+    CHECK(v5.o.weak_check == 1 && v5.o.start_from_starting_point == 1 && v5.o.feedback_count == 5);
+    CHECK(v5.o.wandb == 0 && v5.o.run_name == NULL);
+    CHECK(v5.guard[0] == 0x5a && v5.guard[15] == 0x5a);
+    memset(&v5, 0x5a, sizeof v5);
+    CHECK(ks_search_options_init((ks_search_options *)&v5.o, 4) == KS_OK);
+    CHECK(v5.o.version == 4 && v5.o.eval.version == 1 && v5.o.remeasure == 0);
+    CHECK(((const unsigned char *)&v5.o.dataset)[0] == 0x5a);
+  }
   CHECK(ks_search_options_init(&o, KS_SEARCH_OPTIONS_VERSION + 1) == KS_E_VERSION);
-  CHECK(strstr(ks_last_error_message(), "knows 1..5") != NULL);
+  CHECK(strstr(ks_last_error_message(), "knows 1..6") != NULL);
   CHECK(ks_search_options_init(&o, KS_SEARCH_OPTIONS_VERSION) == KS_OK);
+  CHECK(o.eval.timing == KS_TIMING_DEFAULT);
+
+  /* ks_eval_options on its own: version 1 ends before timing. */
+  {
+    struct {
+      struct eval_options_v1 e;
+      unsigned char guard[16];
+    } e1;
+    memset(&e1, 0x5a, sizeof e1);
+    CHECK(ks_eval_options_init((ks_eval_options *)&e1.e, 1) == KS_OK);
+    CHECK(e1.e.version == 1 && e1.e.seeds == 2 && e1.e.callback_device_json == NULL);
+    CHECK(e1.guard[0] == 0x5a && e1.guard[15] == 0x5a);
+  }
 
   /* ks_world_model_options on its own: version 1 ends before lenient_edits. */
   {
@@ -744,8 +901,9 @@ static void test_options(void) {
 
   /* Unknown versions, both ways. */
   CHECK(ks_llm_options_init(&l, 0) == KS_E_VERSION);
-  CHECK(ks_eval_options_init(&e, 2) == KS_E_VERSION);
-  CHECK(strstr(ks_last_error_message(), "ks_eval_options_init: version 2") != NULL);
+  CHECK(ks_eval_options_init(&e, 3) == KS_E_VERSION);
+  CHECK(strstr(ks_last_error_message(), "ks_eval_options_init: version 3") != NULL);
+  CHECK(strstr(ks_last_error_message(), "knows 1..2") != NULL);
   CHECK(ks_tune_options_init(NULL, KS_TUNE_OPTIONS_VERSION) == KS_E_INVALID_ARGUMENT);
 
   /* Enums: names, parsing, counts. */
@@ -754,6 +912,8 @@ static void test_options(void) {
   CHECK(strcmp(ks_language_name(KS_LANGUAGE_CPP), "cpp") == 0);
   CHECK(strcmp(ks_backend_name(KS_BACKEND_HOST), "host") == 0);
   CHECK(strcmp(ks_sandbox_mode_name(KS_SANDBOX_OFF), "off") == 0);
+  CHECK(strcmp(ks_timing_mode_name(KS_TIMING_UPSTREAM), "upstream") == 0);
+  CHECK(strcmp(ks_timing_mode_name((ks_timing_mode)KS_TIMING_MODE_COUNT), "") == 0);
   CHECK(strcmp(ks_llm_source_name(KS_LLM_BATCH_CALLBACK), "batch_callback") == 0);
   CHECK(strcmp(ks_api_kind_name(KS_API_RESPONSES), "responses") == 0);
   CHECK(strcmp(ks_command_input_name(KS_COMMAND_INPUT_JSON), "json") == 0);
@@ -771,6 +931,12 @@ static void test_options(void) {
     CHECK(ks_strategy_parse("beam", &st) == KS_E_INVALID_ARGUMENT);
     CHECK(strstr(ks_last_error_message(), "world_model, greedy, tune") != NULL);
     CHECK(ks_llm_source_parse("replay", &src) == KS_OK && src == KS_LLM_REPLAY);
+    {
+      ks_timing_mode tm = KS_TIMING_DEFAULT;
+      CHECK(ks_timing_mode_parse("upstream", &tm) == KS_OK && tm == KS_TIMING_UPSTREAM);
+      CHECK(ks_timing_mode_parse("fast", &tm) == KS_E_INVALID_ARGUMENT);
+      CHECK(strstr(ks_last_error_message(), "known: default, upstream") != NULL);
+    }
     for (i = 0; i < KS_EVAL_STATUS_COUNT; ++i) {
       CHECK(ks_eval_status_parse(ks_eval_status_name((ks_eval_status)i), &es) == KS_OK);
       CHECK((int)es == i);
@@ -852,9 +1018,37 @@ static void test_evaluate(const char *task_path) {
   CHECK(strcmp(ks_task_name(task), "tests/scale3") == 0);
   CHECK(strstr(ks_task_json(task), "\"workloads\"") != NULL);
   {
+    /* A program built with version 1 passes the shorter struct; the
+     * library reads no byte past it (the evaluator uses the default timing). */
+    struct eval_options_v1 *e1 = (struct eval_options_v1 *)malloc(sizeof *e1);
+    CHECK(e1 != NULL && ks_eval_options_init((ks_eval_options *)e1, 1) == KS_OK);
+    e1->backend = KS_BACKEND_HOST;
+    CHECK(ks_evaluator_create((const ks_eval_options *)e1, &ev) == KS_OK);
+    CHECK(ks_evaluate(ev, task, kGood, &json) == KS_OK);
+    CHECK(json != NULL && strstr(json, "\"status\": \"passed\"") != NULL);
+    CHECK(json != NULL && strstr(json, "\"timing_upstream\"") == NULL);
+    ks_string_free(json);
+    json = NULL;
+    ks_evaluator_destroy(ev);
+    ev = NULL;
+    e1->version = 3;
+    CHECK(ks_evaluator_create((const ks_eval_options *)e1, &ev) == KS_E_VERSION && ev == NULL);
+    CHECK(strstr(ks_last_error_message(), "options version 3 is not supported") != NULL);
+    free(e1);
+  }
+  {
     ks_eval_options eo;
     CHECK(ks_eval_options_init(&eo, KS_EVAL_OPTIONS_VERSION) == KS_OK);
     eo.backend = KS_BACKEND_HOST;
+    eo.timing = KS_TIMING_UPSTREAM;
+    CHECK(ks_evaluator_create(&eo, &ev) == KS_OK);
+    CHECK(ks_evaluate(ev, task, kGood, &json) == KS_OK);
+    CHECK(json != NULL && strstr(json, "\"timing_upstream\": 1") != NULL);
+    ks_string_free(json);
+    json = NULL;
+    ks_evaluator_destroy(ev);
+    ev = NULL;
+    eo.timing = KS_TIMING_DEFAULT;
     CHECK(ks_evaluator_create(&eo, &ev) == KS_OK);
   }
   CHECK(ks_evaluate(ev, task, kGood, &json) == KS_OK);
@@ -910,6 +1104,7 @@ int main(int argc, char **argv) {
   test_evaluate(argv[1]);
   test_search(argv[1], argv[2]);
   test_world_model_options(argv[1], argv[2]);
+  test_eval_options(argv[1], argv[2]);
   test_feedback_options(argv[1], argv[2]);
   test_stops(argv[1], argv[2]);
   test_language_from_task(argv[1], argv[2]);

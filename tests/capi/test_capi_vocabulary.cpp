@@ -74,6 +74,8 @@ TEST_CASE("vocabulary: every C enum's names are the C++ enum's names") {
   CHECK(compare_names<ks_sandbox_mode, ks::SandboxMode>(KS_SANDBOX_MODE_COUNT, ks_sandbox_mode_name,
                                                         ks_sandbox_mode_parse, ks::sandbox_mode_from_string,
                                                         all) == "");
+  CHECK(compare_names<ks_timing_mode, ks::TimingMode>(KS_TIMING_MODE_COUNT, ks_timing_mode_name, ks_timing_mode_parse,
+                                                      ks::timing_mode_from_string, all) == "");
   // The C ABI's two callback sources are one custom policy in C++.
   CHECK(compare_names<ks_llm_source, ks::LlmSource>(KS_LLM_SOURCE_COUNT, ks_llm_source_name, ks_llm_source_parse,
                                                     ks::llm_source_from_string,
@@ -101,9 +103,6 @@ TEST_CASE("vocabulary: C++ values the C ABI does not have are the ones documente
   // The custom LLM source is a callback in C.
   ks_llm_source s{};
   CHECK(ks_llm_source_parse("custom", &s) == KS_E_INVALID_ARGUMENT);
-  // Timing rules have no C enum (ks_eval_options has no timing field).
-  CHECK(ks::timing_mode_from_string("default") == ks::TimingMode::standard);
-  CHECK(ks::timing_mode_from_string("upstream") == ks::TimingMode::upstream);
 }
 
 TEST_CASE("vocabulary: a bad name is refused with the good ones listed") {

@@ -153,6 +153,7 @@ class PackageTest(unittest.TestCase):
         self.assertEqual(o.eval.seeds, 2)
         self.assertEqual(o.eval.timing_cap_s, 2.0)
         self.assertIs(o.eval.in_process, False)
+        self.assertIs(o.eval.timing, ksearch.TimingMode.DEFAULT)
         self.assertEqual(o.llm.temperature, -1.0)
         self.assertEqual(o.llm.max_concurrency, 4)
         self.assertEqual(o.llm.source, ksearch.LlmSource.OPENAI)
@@ -511,6 +512,7 @@ class PackageTest(unittest.TestCase):
             good = ev.evaluate(task, GOOD)
             self.assertEqual(good["status"], "passed")
             self.assertGreater(good["latency_ms"], 0)
+            self.assertNotIn("timing_upstream", good["metrics"])
             self.assertEqual(ev.evaluate(task, WRONG)["status"], "incorrect")
             with self.assertRaises(ksearch.KsearchError) as cm:
                 ev.evaluate(task, "no code")
@@ -519,6 +521,9 @@ class PackageTest(unittest.TestCase):
                 ev.evaluate(SCALE3, GOOD)
         with self.assertRaisesRegex(ValueError, "closed"):
             ev.evaluate(task, GOOD)
+        # GPUMode's timing rule, by its C enum's name.
+        with ksearch.Evaluator(**self.host_eval(), timing="upstream") as ev:
+            self.assertEqual(ev.evaluate(task, GOOD)["metrics"]["timing_upstream"], 1)
         with self.assertRaises(ksearch.KsearchError) as cm:
             ksearch.load_task("no/such/task")
         self.assertIn("no/such/task", str(cm.exception))

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from ._lib import KsearchError, library_path
 from ._abi import (ApiKind, Backend, CommandInput, EvalStatus, Language, LlmSource, PromptKind, ReplayDivergence,
-                   SandboxMode, Status, Strategy)
+                   SandboxMode, Status, Strategy, TimingMode)
 from ._lib import c as _c
 from .evaluate import Evaluator, Task, load_task
 from .kernel import Kernel, TensorInfo
@@ -33,7 +33,7 @@ from .search import (CallbackError, CancelToken, EvalRequest, EvalResult, Event,
 __all__ = [
     "KsearchError", "CallbackError", "version", "library_path",
     "ApiKind", "Backend", "CommandInput", "EvalStatus", "Language", "LlmSource", "PromptKind", "ReplayDivergence",
-    "SandboxMode", "Status", "Strategy",
+    "SandboxMode", "Status", "Strategy", "TimingMode",
     "BudgetOptions", "WorldModelOptions", "TuneOptions", "EvalOptions", "LlmOptions", "SearchOptions",
     "ResumeOptions", "ReplayOptions", "KernelLoadOptions",
     "LlmRequest", "LlmAnswer", "LlmFailure", "EvalRequest", "EvalResult", "RoundReport", "Event",

@@ -27,7 +27,8 @@ import os
 from typing import Any, Callable, ClassVar, Dict, List, Optional, Sequence, Tuple, Union
 
 from ._lib import abi, c, check, to_bytes
-from ._abi import ApiKind, Backend, CommandInput, Language, LlmSource, ReplayDivergence, SandboxMode, Strategy
+from ._abi import (ApiKind, Backend, CommandInput, Language, LlmSource, ReplayDivergence, SandboxMode, Strategy,
+                   TimingMode)
 
 __all__ = ["BudgetOptions", "WorldModelOptions", "TuneOptions", "EvalOptions", "LlmOptions", "SearchOptions",
            "ResumeOptions", "ReplayOptions", "KernelLoadOptions", "PathLike"]
@@ -311,6 +312,7 @@ class EvalOptions(_Options):
     callback: Optional[Callable[..., Any]]
     batch_callback: Optional[Callable[..., Any]]
     callback_device_json: Optional[Union[str, Dict[str, Any]]]
+    timing: TimingMode
 
 
 class LlmOptions(_Options):

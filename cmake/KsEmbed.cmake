@@ -1,4 +1,5 @@
-# ks_embed_files(<target> <stem> NAMESPACE <namespace> FILES <symbol> <file> [<symbol> <file> ...])
+# ks_embed_files(<target> <stem> NAMESPACE <namespace> [INLINE <dir>]
+#                FILES <symbol> <file> [<symbol> <file> ...])
 #
 # The one way text files are compiled into libksearch: kernels, launch plans
 # and prompts of the built-in suites, the Python programs the library runs,
@@ -15,13 +16,21 @@
 # content could contain. The string_view is constant-initialised, so it may be
 # read during static initialisation of other files.
 #
+# INLINE <dir>: a line `#include "<name of dir>/<file>"` in an embedded file
+# is replaced by the bytes of <dir>/<file> (which must exist; one level, no
+# nesting). The built-in kernels write their shared CUDA helpers once this
+# way (lib/tasks/cuda_helpers/), and what is embedded is still one
+# self-contained text: the text the model is shown and edits, the one NVRTC
+# compiles and the one the task's fingerprint hashes. Any other #include is
+# left as it is.
+#
 # It runs at configure time, so a generated source can be added to a target of
 # a parent directory (the suites add theirs to ks_tasks). Every input is a
 # configure dependency: editing a kernel or a prompt re-embeds it on the next
 # build. The output is rewritten only when its content changes, so unrelated
 # reconfigures recompile nothing.
 function(ks_embed_files target stem)
-  cmake_parse_arguments(KE "" "NAMESPACE" "FILES" ${ARGN})
+  cmake_parse_arguments(KE "" "NAMESPACE;INLINE" "FILES" ${ARGN})
   if(KE_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "ks_embed_files(${target} ${stem}): unexpected arguments: ${KE_UNPARSED_ARGUMENTS}")
   endif()
@@ -30,6 +39,15 @@ function(ks_embed_files target stem)
   endif()
   if(NOT KE_NAMESPACE)
     message(FATAL_ERROR "ks_embed_files(${target} ${stem}): NAMESPACE is required")
+  endif()
+  if(KE_INLINE)
+    if(NOT IS_ABSOLUTE "${KE_INLINE}")
+      set(KE_INLINE "${CMAKE_CURRENT_SOURCE_DIR}/${KE_INLINE}")
+    endif()
+    if(NOT IS_DIRECTORY "${KE_INLINE}")
+      message(FATAL_ERROR "ks_embed_files(${target} ${stem}): INLINE ${KE_INLINE} is not a folder")
+    endif()
+    get_filename_component(inline_name "${KE_INLINE}" NAME)
   endif()
   list(LENGTH KE_FILES n)
   math(EXPR odd "${n} % 2")
@@ -57,12 +75,32 @@ function(ks_embed_files target stem)
       message(FATAL_ERROR "ks_embed_files(${target} ${stem}): ${file} does not exist")
     endif()
     set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${file}")
+    file(RELATIVE_PATH shown "${PROJECT_SOURCE_DIR}" "${file}")
+    if(KE_INLINE)
+      file(READ "${file}" text)
+      string(REGEX MATCHALL "#include \"${inline_name}/[A-Za-z0-9_.]+\"\n" includes "${text}")
+      if(includes)
+        list(REMOVE_DUPLICATES includes)
+        foreach(include IN LISTS includes)
+          string(REGEX REPLACE "^#include \"${inline_name}/([A-Za-z0-9_.]+)\"\n$" "\\1" part "${include}")
+          if(NOT EXISTS "${KE_INLINE}/${part}")
+            message(FATAL_ERROR "ks_embed_files(${target} ${stem}): ${shown} includes ${inline_name}/${part}, "
+                                "which is not in ${KE_INLINE}")
+          endif()
+          set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${KE_INLINE}/${part}")
+          file(READ "${KE_INLINE}/${part}" part_text)
+          string(REPLACE "${include}" "${part_text}" text "${text}")
+        endforeach()
+        set(file "${CMAKE_CURRENT_BINARY_DIR}/${stem}_inlined/${symbol}")
+        file(WRITE "${file}" "${text}")
+        string(APPEND shown " (${inline_name}/ inlined)")
+      endif()
+    endif()
     file(READ "${file}" hex HEX)
     string(LENGTH "${hex}" hex_len)
     math(EXPR size "${hex_len} / 2")
     string(REGEX REPLACE "([0-9a-f][0-9a-f])" "'\\\\x\\1'," bytes "${hex}")
     string(REGEX REPLACE "(${line})" "\\1\n" bytes "${bytes}")
-    file(RELATIVE_PATH shown "${PROJECT_SOURCE_DIR}" "${file}")
     # A trailing NUL keeps the array non-empty for an empty file; it is not
     # part of the view.
     string(APPEND body "\n// ${shown}\nnamespace {\nconstexpr char ${symbol}_bytes[] = {\n${bytes}'\\0'};\n}  // namespace\n"

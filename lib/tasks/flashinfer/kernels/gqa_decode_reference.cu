@@ -19,7 +19,7 @@
 #define GROUP 8     // QO_HEADS / KV_HEADS
 #define HEAD_DIM 128
 
-__device__ __forceinline__ float ref_bf16(unsigned short h) { return __uint_as_float(((unsigned)h) << 16); }
+#include "cuda_helpers/ref_bf16.cuh"
 
 __device__ __forceinline__ unsigned short ref_to_bf16(float f) {
   unsigned u = __float_as_uint(f);
@@ -29,15 +29,7 @@ __device__ __forceinline__ unsigned short ref_to_bf16(float f) {
 }
 
 // The request whose [kv_indptr[b], kv_indptr[b + 1]) holds entry j.
-__device__ __forceinline__ int ref_request_of(const int* __restrict__ kv_indptr, int batch_size, int j) {
-  int lo = 0, hi = batch_size - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (kv_indptr[mid] <= j) lo = mid;
-    else hi = mid - 1;
-  }
-  return lo;
-}
+#include "cuda_helpers/ref_request_of.cuh"
 
 // One warp per (KV entry, KV head): the GROUP q heads that read this head.
 // Lane l holds dimensions 4l..4l+3; the partial dot products are summed by
@@ -69,29 +61,9 @@ extern "C" __global__ void gqa_ref_logits(const unsigned short* __restrict__ q,
 // Deterministic tree reductions over a block of REF_THREADS threads.
 #define REF_THREADS 256
 
-__device__ float ref_block_max(float v, float* red) {
-  red[threadIdx.x] = v;
-  __syncthreads();
-  for (int s = REF_THREADS / 2; s > 0; s /= 2) {
-    if ((int)threadIdx.x < s) red[threadIdx.x] = fmaxf(red[threadIdx.x], red[threadIdx.x + s]);
-    __syncthreads();
-  }
-  const float r = red[0];
-  __syncthreads();
-  return r;
-}
+#include "cuda_helpers/ref_block_max.cuh"
 
-__device__ float ref_block_sum(float v, float* red) {
-  red[threadIdx.x] = v;
-  __syncthreads();
-  for (int s = REF_THREADS / 2; s > 0; s /= 2) {
-    if ((int)threadIdx.x < s) red[threadIdx.x] += red[threadIdx.x + s];
-    __syncthreads();
-  }
-  const float r = red[0];
-  __syncthreads();
-  return r;
-}
+#include "cuda_helpers/ref_block_sum.cuh"
 
 // One block per (request, q head). stats[b, h] = (m, 1 / s).
 extern "C" __global__ void gqa_ref_softmax(const float* __restrict__ logits, const int* __restrict__ kv_indptr,

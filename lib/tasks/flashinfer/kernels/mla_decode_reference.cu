@@ -15,24 +15,11 @@
 #define CKV 512
 #define KPE 64
 
-__device__ __forceinline__ float ref_bf16(unsigned short h) { return __uint_as_float(((unsigned)h) << 16); }
+#include "cuda_helpers/ref_bf16.cuh"
 
-__device__ __forceinline__ unsigned short ref_to_bf16(float f) {
-  unsigned u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (unsigned short)(u >> 16);
-}
+#include "cuda_helpers/ref_to_bf16.cuh"
 
-__device__ __forceinline__ int ref_request_of(const int* __restrict__ kv_indptr, int batch_size, int j) {
-  int lo = 0, hi = batch_size - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (kv_indptr[mid] <= j) lo = mid;
-    else hi = mid - 1;
-  }
-  return lo;
-}
+#include "cuda_helpers/ref_request_of.cuh"
 
 // One warp per (KV entry, head). Lane l holds ckv dimensions 16l..16l+15 and
 // kpe dimensions 2l, 2l+1; a butterfly sums the lanes, the same order every run.
@@ -62,29 +49,9 @@ extern "C" __global__ void mla_ref_logits(const unsigned short* __restrict__ q_n
 
 #define REF_THREADS 256
 
-__device__ float ref_block_max(float v, float* red) {
-  red[threadIdx.x] = v;
-  __syncthreads();
-  for (int s = REF_THREADS / 2; s > 0; s /= 2) {
-    if ((int)threadIdx.x < s) red[threadIdx.x] = fmaxf(red[threadIdx.x], red[threadIdx.x + s]);
-    __syncthreads();
-  }
-  const float r = red[0];
-  __syncthreads();
-  return r;
-}
+#include "cuda_helpers/ref_block_max.cuh"
 
-__device__ float ref_block_sum(float v, float* red) {
-  red[threadIdx.x] = v;
-  __syncthreads();
-  for (int s = REF_THREADS / 2; s > 0; s /= 2) {
-    if ((int)threadIdx.x < s) red[threadIdx.x] += red[threadIdx.x + s];
-    __syncthreads();
-  }
-  const float r = red[0];
-  __syncthreads();
-  return r;
-}
+#include "cuda_helpers/ref_block_sum.cuh"
 
 // One block per (request, head); stats = (m, 1 / s).
 extern "C" __global__ void mla_ref_softmax(const float* __restrict__ logits, const int* __restrict__ kv_indptr,

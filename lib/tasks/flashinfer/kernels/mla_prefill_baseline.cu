@@ -16,14 +16,9 @@
 #define THREADS 256
 #define LOG2E 1.4426950408889634f
 
-__device__ __forceinline__ float bf16_to_f32(unsigned short h) { return __uint_as_float(((unsigned)h) << 16); }
+#include "cuda_helpers/bf16_to_f32.cuh"
 
-__device__ __forceinline__ unsigned short f32_to_bf16(float f) {
-  unsigned u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (unsigned short)(u >> 16);
-}
+#include "cuda_helpers/f32_to_bf16.cuh"
 
 __device__ __forceinline__ int request_of(const int* __restrict__ indptr, int n, int i) {
   int lo = 0, hi = n - 1;

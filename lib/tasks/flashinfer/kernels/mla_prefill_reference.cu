@@ -21,14 +21,9 @@
 #define TILE 16
 #define THREADS 256
 
-__device__ __forceinline__ float ref_bf16(unsigned short h) { return __uint_as_float(((unsigned)h) << 16); }
+#include "cuda_helpers/ref_bf16.cuh"
 
-__device__ __forceinline__ unsigned short ref_to_bf16(float f) {
-  unsigned u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (unsigned short)(u >> 16);
-}
+#include "cuda_helpers/ref_to_bf16.cuh"
 
 __device__ __forceinline__ int ref_request_of(const int* __restrict__ indptr, int n, int i) {
   int lo = 0, hi = n - 1;

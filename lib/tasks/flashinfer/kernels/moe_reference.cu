@@ -38,14 +38,9 @@
 #define IBLOCKS (INTER / 128)
 #define G1BLOCKS (G1OUT / 128)
 
-__device__ __forceinline__ float ref_bf16(unsigned short h) { return __uint_as_float(((unsigned)h) << 16); }
+#include "cuda_helpers/ref_bf16.cuh"
 
-__device__ __forceinline__ unsigned short ref_to_bf16(float f) {
-  unsigned u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (unsigned short)(u >> 16);
-}
+#include "cuda_helpers/ref_to_bf16.cuh"
 
 // E4M3FN: sign, 4 exponent bits (bias 7), 3 mantissa bits; 0x7F/0xFF are NaN.
 __device__ __forceinline__ float ref_fp8(unsigned char b) {

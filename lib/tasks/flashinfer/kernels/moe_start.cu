@@ -26,21 +26,11 @@
 #define IBLOCKS (INTER / 128)
 #define G1BLOCKS (2 * INTER / 128)
 
-__device__ __forceinline__ float bf16_to_f32(unsigned short h) { return __uint_as_float(((unsigned)h) << 16); }
+#include "cuda_helpers/bf16_to_f32.cuh"
 
-__device__ __forceinline__ unsigned short f32_to_bf16(float f) {
-  unsigned u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (unsigned short)(u >> 16);
-}
+#include "cuda_helpers/f32_to_bf16.cuh"
 
-__device__ __forceinline__ float fp8_e4m3(unsigned b) {
-  const unsigned e = (b >> 3) & 15u, m = b & 7u;
-  float v = e == 0 ? (float)m * 0.001953125f : __uint_as_float((e + 120u) << 23 | m << 20);
-  if (e == 15u && m == 7u) v = __int_as_float(0x7fc00000);
-  return (b & 0x80u) ? -v : v;
-}
+#include "cuda_helpers/fp8_e4m3.cuh"
 
 extern "C" __global__ void moe_start_route(const float* __restrict__ routing_logits,
                                            const unsigned short* __restrict__ routing_bias,

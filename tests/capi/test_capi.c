@@ -203,18 +203,25 @@ static int on_round(const ks_round_report *r, void *user) {
   return p->stop_at && r->round >= p->stop_at;
 }
 
-/* The options of the small greedy runs below: the host task, a C callback model. */
+/* The options of the small greedy runs below: the host task, a C callback
+ * model. A macro, so that it sets the fields by name in today's struct and in
+ * the older layouts alike. */
+#define SET_GREEDY_FIELDS(o, task_, run_dir_, model_) \
+  do {                                                \
+    (o).task = (task_);                               \
+    (o).language = KS_LANGUAGE_CPP;                   \
+    (o).strategy = KS_STRATEGY_GREEDY;                \
+    (o).eval.backend = KS_BACKEND_HOST;               \
+    (o).eval.timing_cap_s = 0.2;                      \
+    (o).run_dir = (run_dir_);                         \
+    (o).llm.source = KS_LLM_CALLBACK;                 \
+    (o).llm.callback = model_answer;                  \
+    (o).llm.user_data = (model_);                     \
+  } while (0)
+
 static void greedy_options(ks_search_options *o, const char *task, const char *run_dir, struct model *m) {
   CHECK(ks_search_options_init(o, KS_SEARCH_OPTIONS_VERSION) == KS_OK);
-  o->task = task;
-  o->language = KS_LANGUAGE_CPP;
-  o->strategy = KS_STRATEGY_GREEDY;
-  o->eval.backend = KS_BACKEND_HOST;
-  o->eval.timing_cap_s = 0.2;
-  o->run_dir = run_dir;
-  o->llm.source = KS_LLM_CALLBACK;
-  o->llm.callback = model_answer;
-  o->llm.user_data = m;
+  SET_GREEDY_FIELDS(*o, task, run_dir, m);
 }
 
 static void test_replay(const char *work, const char *best_id);
@@ -284,16 +291,8 @@ static void test_world_model_options(const char *task, const char *work) {
   memset(&m, 0, sizeof m);
   snprintf(run_dir, sizeof run_dir, "%s/layout-v3", work);
   CHECK(ks_search_options_init((ks_search_options *)&old, 3) == KS_OK);
-  old.task = task;
-  old.language = KS_LANGUAGE_CPP;
-  old.strategy = KS_STRATEGY_GREEDY;
+  SET_GREEDY_FIELDS(old, task, run_dir, &m);
   old.budget.max_rounds = 2;
-  old.eval.backend = KS_BACKEND_HOST;
-  old.eval.timing_cap_s = 0.2;
-  old.run_dir = run_dir;
-  old.llm.source = KS_LLM_CALLBACK;
-  old.llm.callback = model_answer;
-  old.llm.user_data = &m;
   old.weak_check = 0;
   s = ks_search_run((const ks_search_options *)&old, &result);
   if (s != KS_OK) fprintf(stderr, "ks_search_run (v3): %s: %s\n", ks_status_string(s), ks_last_error_message());
@@ -352,16 +351,9 @@ static void test_eval_options(const char *task, const char *work) {
   memset(&m, 0, sizeof m);
   snprintf(run_dir, sizeof run_dir, "%s/layout-v5", work);
   CHECK(ks_search_options_init((ks_search_options *)&v5, 5) == KS_OK);
-  v5.task = task;
-  v5.language = KS_LANGUAGE_CPP;
-  v5.strategy = KS_STRATEGY_GREEDY;
+  SET_GREEDY_FIELDS(v5, task, run_dir, &m);
   v5.budget.max_rounds = 2;
-  v5.eval.backend = KS_BACKEND_HOST;
   v5.eval.timing_cap_s = 0.3;
-  v5.run_dir = run_dir;
-  v5.llm.source = KS_LLM_CALLBACK;
-  v5.llm.callback = model_answer;
-  v5.llm.user_data = &m;
   v5.weak_check = 0;
   v5.feedback_count = 1;
   v5.feedback_policy = "first";

@@ -104,7 +104,7 @@ struct SearchOptionsV5 {
 // were, and the ones after it moved together (so they copy as one block).
 static_assert(offsetof(SearchOptionsV5, eval) == offsetof(ks_search_options, eval));
 static_assert(sizeof(SearchOptionsV5) - offsetof(SearchOptionsV5, llm) ==
-              sizeof(ks_search_options) - offsetof(ks_search_options, llm));
+              offsetof(ks_search_options, evolve) - offsetof(ks_search_options, llm));
 
 struct SearchOptionsV3 {
   std::uint32_t version;
@@ -159,7 +159,7 @@ constexpr std::uint32_t kLatestVersion<ks_eval_options> = 2;
 // Version 2 appended weak_check, version 3 continue_from_solution: an older
 // struct ends where the next version's field begins. Version 4 appended
 // continue_from_world_model, start_from_starting_point and remeasure, version
-// 5 the dataset, feedback and W&B fields; version 6 appended none (its eval grew).
+// 5 the dataset, feedback and W&B fields, version 6 evolve (and its eval grew).
 template <>
 std::size_t struct_size<ks_search_options>(std::uint32_t version) {
   switch (version) {
@@ -545,6 +545,19 @@ ks_status ks_tune_options_init(ks_tune_options* o, uint32_t version) {
   return KS_OK;
 }
 
+ks_status ks_evolve_options_init(ks_evolve_options* o, uint32_t version) {
+  if (ks_status s = init_struct("ks_evolve_options_init", o, version); s != KS_OK) return s;
+  const ks::EvolveOptions d;
+  o->islands = d.islands;
+  o->island_size = d.island_size;
+  o->migration_interval = d.migration_interval;
+  o->migration_size = d.migration_size;
+  o->archive_size = d.archive_size;
+  o->inspirations = d.inspirations;
+  o->exploit_ratio = d.exploit_ratio;
+  return KS_OK;
+}
+
 ks_status ks_eval_options_init(ks_eval_options* o, uint32_t version) {
   if (ks_status s = init_struct("ks_eval_options_init", o, version); s != KS_OK) return s;
   ks::EvaluatorConfig d;
@@ -613,6 +626,7 @@ ks_status ks_search_options_init(ks_search_options* o, uint32_t version) {
     o->remeasure = d.remeasure ? 1 : 0;
   }
   if (version >= 5) o->feedback_count = ks::FeedbackSelection{}.count;
+  if (s == KS_OK && version >= 6) s = ks_evolve_options_init(&o->evolve, KS_EVOLVE_OPTIONS_VERSION);
   return s;
 }
 

@@ -32,6 +32,16 @@ SearchConfig config_of(const ks_search_options& o) {
   if (o.world_model.version >= 2) c.world_model.lenient_edits = o.world_model.lenient_edits != 0;
   check_version("options.tune", o.tune.version, KS_TUNE_OPTIONS_VERSION, o.tune.version == 1);
   c.tune.rounds = o.tune.rounds;
+  if (o.version >= 6) {  // an older version has no evolve: the defaults
+    check_nested_version("options.evolve", o.evolve.version, KS_EVOLVE_OPTIONS_VERSION, o.version);
+    c.evolve.islands = o.evolve.islands;
+    c.evolve.island_size = o.evolve.island_size;
+    c.evolve.migration_interval = o.evolve.migration_interval;
+    c.evolve.migration_size = o.evolve.migration_size;
+    c.evolve.archive_size = o.evolve.archive_size;
+    c.evolve.inspirations = o.evolve.inspirations;
+    c.evolve.exploit_ratio = o.evolve.exploit_ratio;
+  }
   if (o.llm.source != KS_LLM_OPENAI && o.llm.model) c.model = o.llm.model;  // a label for the run
   return c;
 }

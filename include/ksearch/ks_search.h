@@ -121,6 +121,20 @@ typedef struct ks_tune_options {
 } ks_tune_options;
 KS_API ks_status ks_tune_options_init(ks_tune_options *options, uint32_t version);
 
+#define KS_EVOLVE_OPTIONS_VERSION 1
+/* The evolve strategy's islands, migration and elite archive (docs/search.md). */
+typedef struct ks_evolve_options {
+  uint32_t version;          /* KS_EVOLVE_OPTIONS_VERSION */
+  int islands;               /* 3: each with its own population of passing kernels, sampled in turn [--evolve-islands] */
+  int island_size;           /* 8: kernels kept per island; the worst goes when it is full [--evolve-island-size] */
+  int migration_interval;    /* 4: generations (of `parallel` samples) between migrations [--evolve-migration-interval] */
+  int migration_size;        /* 1: kernels each island sends to the next, a ring; 0: none [--evolve-migration-size] */
+  int archive_size;          /* 12: cells of the elite archive [--evolve-archive-size] */
+  int inspirations;          /* 2: kernels shown beside the parent in each prompt [--evolve-inspirations] */
+  double exploit_ratio;      /* 0.7: chance that the parent is the island's best kernel [--evolve-exploit-ratio] */
+} ks_evolve_options;
+KS_API ks_status ks_evolve_options_init(ks_evolve_options *options, uint32_t version);
+
 /* Version 2 appended `weak_check`; a program built with version 1 passes 1
  * and gets the version 1 layout and behaviour (the check runs). Version 3
  * appended `continue_from_solution`. Version 4 appended `continue_from_world_model`,
@@ -136,7 +150,8 @@ KS_API ks_status ks_tune_options_init(ks_tune_options *options, uint32_t version
  * version 2 (with `timing`): as with version 4, the nested struct grew and
  * every field after `eval` moved; a program built with version 4 or 5
  * passes its version and is read (and initialised) in its own layout, with
- * `eval` at version 1 and the default timing. */
+ * `eval` at version 1 and the default timing. Version 6 also appended
+ * `evolve` (an older version gets the evolve defaults). */
 #define KS_SEARCH_OPTIONS_VERSION 6
 
 typedef struct ks_search_options {
@@ -224,6 +239,8 @@ typedef struct ks_search_options {
   int wandb;
   const char *wandb_project;      /* NULL: $WANDB_PROJECT, else "flashinfer-bench" [--wandb-project] */
   const char *run_name;           /* NULL: $RUN_NAME, else W&B's generated name [--run-name] */
+  /* Version 6. The evolve strategy's knobs (strategy KS_STRATEGY_EVOLVE). */
+  ks_evolve_options evolve;
 } ks_search_options;
 
 /* Fills *options, and each nested struct, with the defaults for `version`

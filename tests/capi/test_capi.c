@@ -315,6 +315,44 @@ static void test_world_model_options(const char *task, const char *work) {
   CHECK(result == NULL);
 }
 
+/* Version 6's evolve options reach the evolve strategy's configuration; a
+ * bad value is refused by name, as is an evolve struct of another version. */
+static void test_evolve_options(const char *task, const char *work) {
+  ks_search_options o;
+  ks_result *result = NULL;
+  struct model m;
+  char run_dir[4096];
+  ks_status s;
+
+  memset(&m, 0, sizeof m);
+  snprintf(run_dir, sizeof run_dir, "%s/evolve", work);
+  greedy_options(&o, task, run_dir, &m);
+  o.strategy = KS_STRATEGY_EVOLVE;
+  o.budget.max_rounds = 2;
+  o.weak_check = 0;
+  o.evolve.islands = 0;
+  CHECK(ks_search_run(&o, &result) == KS_E_INVALID_ARGUMENT);
+  CHECK(strstr(ks_last_error_message(), "evolve_islands must be between 1 and 64, is 0") != NULL);
+  CHECK(result == NULL && m.calls == 0);
+  o.evolve.islands = 2;
+  o.evolve.version = 2;
+  CHECK(ks_search_run(&o, &result) == KS_E_VERSION);
+  CHECK(strstr(ks_last_error_message(), "options.evolve version 2 does not fit ks_search_options version 6") != NULL);
+  o.evolve.version = KS_EVOLVE_OPTIONS_VERSION;
+  o.evolve.exploit_ratio = 0.5;
+  o.evolve.inspirations = 1;
+  s = ks_search_run(&o, &result);
+  if (s != KS_OK) fprintf(stderr, "ks_search_run (evolve): %s: %s\n", ks_status_string(s), ks_last_error_message());
+  CHECK(s == KS_OK);
+  CHECK(m.calls == 2);
+  CHECK(ks_result_rounds(result) == 2);
+  CHECK(manifest_has(run_dir, "\"strategy\": \"evolve\""));
+  CHECK(manifest_has(run_dir, "\"evolve_islands\": 2"));
+  CHECK(manifest_has(run_dir, "\"evolve_exploit_ratio\": 0.5"));
+  CHECK(manifest_has(run_dir, "\"evolve_inspirations\": 1"));
+  ks_result_destroy(result);
+}
+
 /* eval.timing reaches the run's evaluation settings; a bad value and an eval
  * struct of the wrong version for its parent are refused by name; a program
  * built with the version 5 header runs with its layout (eval at version 1,
@@ -365,6 +403,7 @@ static void test_eval_options(const char *task, const char *work) {
   CHECK(manifest_has(run_dir, "\"max_time_per_workload_s\": 0.3"));
   CHECK(manifest_has(run_dir, "\"timing\": \"default\""));
   CHECK(manifest_has(run_dir, "\"policy\": \"first\""));
+  CHECK(manifest_has(run_dir, "\"evolve_islands\": 3")); /* version 5 has no evolve: the defaults */
   ks_result_destroy(result);
   result = NULL;
   v5.eval.version = 2; /* no version 5 program has it */
@@ -855,6 +894,16 @@ static void test_options(void) {
   CHECK(strstr(ks_last_error_message(), "knows 1..6") != NULL);
   CHECK(ks_search_options_init(&o, KS_SEARCH_OPTIONS_VERSION) == KS_OK);
   CHECK(o.eval.timing == KS_TIMING_DEFAULT);
+  CHECK(o.evolve.version == KS_EVOLVE_OPTIONS_VERSION && o.evolve.islands == 3 && o.evolve.island_size == 8);
+  CHECK(o.evolve.migration_interval == 4 && o.evolve.migration_size == 1 && o.evolve.archive_size == 12);
+  CHECK(o.evolve.inspirations == 2 && o.evolve.exploit_ratio == 0.7);
+  {
+    ks_evolve_options ev;
+    memset(&ev, 0x5a, sizeof ev);
+    CHECK(ks_evolve_options_init(&ev, KS_EVOLVE_OPTIONS_VERSION) == KS_OK);
+    CHECK(memcmp(&ev, &o.evolve, sizeof ev) == 0);
+    CHECK(ks_evolve_options_init(&ev, 2) == KS_E_VERSION);
+  }
 
   /* ks_eval_options on its own: version 1 ends before timing. */
   {
@@ -1097,6 +1146,7 @@ int main(int argc, char **argv) {
   test_search(argv[1], argv[2]);
   test_world_model_options(argv[1], argv[2]);
   test_eval_options(argv[1], argv[2]);
+  test_evolve_options(argv[1], argv[2]);
   test_feedback_options(argv[1], argv[2]);
   test_stops(argv[1], argv[2]);
   test_language_from_task(argv[1], argv[2]);

@@ -130,8 +130,8 @@ class PackageTest(unittest.TestCase):
 
     def test_options_cover_every_c_field_with_type_hints(self):
         import typing
-        classes = [kopts.BudgetOptions, kopts.WorldModelOptions, kopts.TuneOptions, kopts.EvalOptions,
-                   kopts.LlmOptions, kopts.SearchOptions, kopts.ResumeOptions, kopts.ReplayOptions,
+        classes = [kopts.BudgetOptions, kopts.WorldModelOptions, kopts.TuneOptions, kopts.EvolveOptions,
+                   kopts.EvalOptions, kopts.LlmOptions, kopts.SearchOptions, kopts.ResumeOptions, kopts.ReplayOptions,
                    kopts.KernelLoadOptions]
         self.assertEqual({c._struct for c in classes},
                          {s for s in ksearch._abi.STRUCT_FIELDS if s.endswith("_options")})
@@ -154,6 +154,8 @@ class PackageTest(unittest.TestCase):
         self.assertEqual(o.eval.timing_cap_s, 2.0)
         self.assertIs(o.eval.in_process, False)
         self.assertIs(o.eval.timing, ksearch.TimingMode.DEFAULT)
+        self.assertEqual((o.evolve.islands, o.evolve.island_size, o.evolve.exploit_ratio), (3, 8, 0.7))
+        self.assertEqual(ksearch.EvolveOptions(), o.evolve)
         self.assertEqual(o.llm.temperature, -1.0)
         self.assertEqual(o.llm.max_concurrency, 4)
         self.assertEqual(o.llm.source, ksearch.LlmSource.OPENAI)
@@ -253,6 +255,21 @@ class PackageTest(unittest.TestCase):
         rep = ksearch.replay_search(run_dir, run_dir=self.work / "replayed", progress=lambda r: rounds.append(r))
         self.assertEqual((rep.rounds, rep.best_solution_id), (3, res2.best_solution_id))
         self.assertEqual(len(prompts), 3)
+
+    def test_evolve_options_reach_the_strategy(self):
+        run_dir = self.work / "evolve"
+        res = ksearch.run_search(SCALE3, llm=ksearch.LlmOptions.from_callback(lambda req: ksearch.LlmAnswer(GOOD)),
+                                 strategy="evolve", language="cpp", budget={"max_rounds": 2},
+                                 evolve={"islands": 2, "exploit_ratio": 0.25}, eval=self.host_eval(), run_dir=run_dir,
+                                 weak_check=False)
+        self.assertEqual(res.rounds, 2)
+        config = json.loads((run_dir / "manifest.json").read_text())["config"]
+        self.assertEqual((config["strategy"], config["evolve_islands"], config["evolve_exploit_ratio"]),
+                         ("evolve", 2, 0.25))
+        with self.assertRaises(ksearch.KsearchError) as cm:
+            ksearch.run_search(SCALE3, llm=ksearch.LlmOptions.offline(), strategy="evolve", language="cpp",
+                               evolve={"island_size": 0}, run_dir=self.work / "never")
+        self.assertIn("evolve_island_size must be between 1 and 1000", str(cm.exception))
 
     def test_lenient_world_model_edits(self):
         # An init answer whose three actions each carry a confidence above 1.

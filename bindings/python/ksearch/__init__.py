@@ -25,8 +25,8 @@ from ._abi import (ApiKind, Backend, CommandInput, EvalStatus, Language, LlmSour
 from ._lib import c as _c
 from .evaluate import Evaluator, Task, load_task
 from .kernel import Kernel, TensorInfo
-from .options import (BudgetOptions, EvalOptions, KernelLoadOptions, LlmOptions, ReplayOptions, ResumeOptions,
-                      SearchOptions, TuneOptions, WorldModelOptions)
+from .options import (BudgetOptions, EvalOptions, EvolveOptions, KernelLoadOptions, LlmOptions, ReplayOptions,
+                      ResumeOptions, SearchOptions, TuneOptions, WorldModelOptions)
 from .search import (CallbackError, CancelToken, EvalRequest, EvalResult, Event, LlmAnswer, LlmFailure, LlmRequest,
                      Result, RoundReport, replay_search, resume_search, run_search, stop, threaded_batch)
 
@@ -34,7 +34,8 @@ __all__ = [
     "KsearchError", "CallbackError", "version", "library_path",
     "ApiKind", "Backend", "CommandInput", "EvalStatus", "Language", "LlmSource", "PromptKind", "ReplayDivergence",
     "SandboxMode", "Status", "Strategy", "TimingMode",
-    "BudgetOptions", "WorldModelOptions", "TuneOptions", "EvalOptions", "LlmOptions", "SearchOptions",
+    "BudgetOptions", "WorldModelOptions", "TuneOptions", "EvolveOptions", "EvalOptions", "LlmOptions",
+    "SearchOptions",
     "ResumeOptions", "ReplayOptions", "KernelLoadOptions",
     "LlmRequest", "LlmAnswer", "LlmFailure", "EvalRequest", "EvalResult", "RoundReport", "Event",
     "CancelToken", "Result", "run_search", "resume_search", "replay_search", "stop", "threaded_batch",

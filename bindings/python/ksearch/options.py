@@ -1,7 +1,7 @@
 """The option structs of the C ABI as Python classes.
 
 Every field of ks_search_options and its nested structs (budget, world model,
-tune, evaluation, LLM), of ks_resume_options and of ks_kernel_load_options is
+tune, evolve, evaluation, LLM), of ks_resume_options and of ks_kernel_load_options is
 an attribute of the same name here, with three exceptions that follow from
 Python having lists and closures: a pointer-and-count pair is one list
 (`headers`, `devices`, `command_argv`), `user_data` fields do not exist (a
@@ -30,8 +30,8 @@ from ._lib import abi, c, check, to_bytes
 from ._abi import (ApiKind, Backend, CommandInput, Language, LlmSource, ReplayDivergence, SandboxMode, Strategy,
                    TimingMode)
 
-__all__ = ["BudgetOptions", "WorldModelOptions", "TuneOptions", "EvalOptions", "LlmOptions", "SearchOptions",
-           "ResumeOptions", "ReplayOptions", "KernelLoadOptions", "PathLike"]
+__all__ = ["BudgetOptions", "WorldModelOptions", "TuneOptions", "EvolveOptions", "EvalOptions", "LlmOptions",
+           "SearchOptions", "ResumeOptions", "ReplayOptions", "KernelLoadOptions", "PathLike"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -287,6 +287,18 @@ class TuneOptions(_Options):
     rounds: int
 
 
+class EvolveOptions(_Options):
+    """The evolve strategy's islands, migration and elite archive (ks_evolve_options)."""
+    _struct, _init, _version = "ks_evolve_options", "ks_evolve_options_init", "KS_EVOLVE_OPTIONS_VERSION"
+    islands: int
+    island_size: int
+    migration_interval: int
+    migration_size: int
+    archive_size: int
+    inspirations: int
+    exploit_ratio: float
+
+
 class EvalOptions(_Options):
     """How candidates are evaluated (ks_eval_options). `callback` (one
     candidate) or `batch_callback` (several) hand every candidate to Python
@@ -382,7 +394,7 @@ class SearchOptions(_Options):
     and `cancel` are taken by ksearch.run_search as arguments."""
     _struct, _init, _version = "ks_search_options", "ks_search_options_init", "KS_SEARCH_OPTIONS_VERSION"
     _nested = {"budget": BudgetOptions, "world_model": WorldModelOptions, "tune": TuneOptions,
-               "eval": EvalOptions, "llm": LlmOptions}
+               "eval": EvalOptions, "llm": LlmOptions, "evolve": EvolveOptions}
     _bools = ("language_from_task", "weak_check", "start_from_starting_point", "remeasure", "measure_baseline",
               "wandb")
     _callbacks = ("progress", "event")
@@ -418,6 +430,7 @@ class SearchOptions(_Options):
     wandb: bool
     wandb_project: Optional[str]
     run_name: Optional[str]
+    evolve: EvolveOptions
 
 
 class ResumeOptions(_Options):

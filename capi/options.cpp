@@ -134,6 +134,13 @@ static_assert(offsetof(SearchOptionsV3, world_model) == offsetof(SearchOptionsV5
 static_assert(sizeof(SearchOptionsV3) - offsetof(SearchOptionsV3, tune) ==
               offsetof(SearchOptionsV5, continue_from_world_model) - offsetof(SearchOptionsV5, tune));
 
+// The old layouts are frozen, but they hold today's ks_budget_options,
+// ks_tune_options and ks_llm_options: if one of those grew, the mirrors above
+// would move with today's struct and the relative checks would still hold.
+// Their sizes on LP64, measured from the headers of those versions, pin them.
+static_assert(sizeof(void*) != 8 || (sizeof(WorldModelOptionsV1) == 24 && sizeof(EvalOptionsV1) == 160 &&
+                                     sizeof(SearchOptionsV3) == 544 && sizeof(SearchOptionsV5) == 656));
+
 template <>
 std::size_t struct_size<ks_world_model_options>(std::uint32_t version) {
   switch (version) {

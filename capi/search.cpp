@@ -10,6 +10,14 @@ namespace {
 thread_local std::string g_last_error;
 
 SearchConfig config_of(const ks_search_options& o) {
+  // A struct held by value has the version its parent's fixes; checked
+  // before any field is read, so a caller with another layout learns that first.
+  check_nested_version("options.budget", o.budget.version, 1, o.version);
+  check_nested_version("options.world_model", o.world_model.version, o.version >= 4 ? 2u : 1u, o.version);
+  check_nested_version("options.tune", o.tune.version, 1, o.version);
+  check_nested_version("options.eval", o.eval.version, eval_options_version_in(o.version), o.version);
+  check_nested_version("options.llm", o.llm.version, 1, o.version);
+  if (o.version >= 6) check_nested_version("options.evolve", o.evolve.version, KS_EVOLVE_OPTIONS_VERSION, o.version);
   SearchConfig c;
   if (o.strategy == KS_STRATEGY_AUTO)
     c.strategy = o.llm.source == KS_LLM_OFFLINE ? ks::StrategyKind::tune : ks::StrategyKind::world_model;
@@ -18,22 +26,17 @@ SearchConfig config_of(const ks_search_options& o) {
   c.language = language_of(o.language, "options.language");
   c.parallel = o.parallel;
   c.seed = o.seed;
-  check_version("options.budget", o.budget.version, KS_BUDGET_OPTIONS_VERSION, o.budget.version == 1);
   c.max_rounds = o.budget.max_rounds;
   c.max_cost_usd = o.budget.max_cost_usd;
   c.max_wall_s = o.budget.max_wall_s;
   c.max_answer_bytes = static_cast<std::size_t>(o.budget.max_answer_bytes);
-  // world_model version 2 came with version 4 of the options around it.
-  check_nested_version("options.world_model", o.world_model.version, o.version >= 4 ? 2u : 1u, o.version);
   c.world_model.stagnation_window = o.world_model.stagnation_window;
   c.world_model.max_difficulty = o.world_model.max_difficulty;
   c.world_model.edit_retries = o.world_model.edit_retries;
   c.world_model.max_chars = static_cast<std::size_t>(o.world_model.max_chars);
   if (o.world_model.version >= 2) c.world_model.lenient_edits = o.world_model.lenient_edits != 0;
-  check_version("options.tune", o.tune.version, KS_TUNE_OPTIONS_VERSION, o.tune.version == 1);
   c.tune.rounds = o.tune.rounds;
   if (o.version >= 6) {  // an older version has no evolve: the defaults
-    check_nested_version("options.evolve", o.evolve.version, KS_EVOLVE_OPTIONS_VERSION, o.version);
     c.evolve.islands = o.evolve.islands;
     c.evolve.island_size = o.evolve.island_size;
     c.evolve.migration_interval = o.evolve.migration_interval;
@@ -133,7 +136,6 @@ ks_status ks_search_run(const ks_search_options* given, ks_result** out) {
     so.llm = llm_choice_of(o->llm, o->budget.max_cost_usd, "options.llm");
     so.custom_evaluator = evaluator_callback_of(o->eval.callback, o->eval.batch_callback, o->eval.user_data,
                                                 o->eval.callback_device_json);
-    check_nested_version("options.eval", o->eval.version, eval_options_version_in(o->version), o->version);
     apply_eval_options(o->eval, so.evaluator, "options.eval");
     so.infer_language = o->language_from_task != 0;
     if (o->version >= 2) so.weak_check = o->weak_check != 0;  // version 1 has no field: the default

@@ -18,7 +18,7 @@
 #
 # INLINE <dir>: a line `#include "<name of dir>/<file>"` in an embedded file
 # is replaced by the bytes of <dir>/<file> (which must exist; one level, no
-# nesting). The built-in kernels write their shared CUDA helpers once this
+# nesting; any other mention of "<name of dir>/ is a configure error). The built-in kernels write their shared CUDA helpers once this
 # way (lib/tasks/cuda_helpers/), and what is embedded is still one
 # self-contained text: the text the model is shown and edits, the one NVRTC
 # compiles and the one the task's fingerprint hashes. Any other #include is
@@ -47,7 +47,13 @@ function(ks_embed_files target stem)
     if(NOT IS_DIRECTORY "${KE_INLINE}")
       message(FATAL_ERROR "ks_embed_files(${target} ${stem}): INLINE ${KE_INLINE} is not a folder")
     endif()
+    cmake_path(NORMAL_PATH KE_INLINE)
+    string(REGEX REPLACE "/+$" "" KE_INLINE "${KE_INLINE}")
     get_filename_component(inline_name "${KE_INLINE}" NAME)
+    if(NOT inline_name MATCHES "^[A-Za-z0-9_]+$")
+      message(FATAL_ERROR "ks_embed_files(${target} ${stem}): INLINE folder name \"${inline_name}\" must be letters, "
+                          "digits and underscores")
+    endif()
   endif()
   list(LENGTH KE_FILES n)
   math(EXPR odd "${n} % 2")
@@ -77,20 +83,37 @@ function(ks_embed_files target stem)
     set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${file}")
     file(RELATIVE_PATH shown "${PROJECT_SOURCE_DIR}" "${file}")
     if(KE_INLINE)
+      # An include line is replaced only where it is a line of its own; one
+      # that is not (a comment after it, CRLF, inside a helper) is an error
+      # below, never text left for NVRTC to fail on at run time.
       file(READ "${file}" text)
-      string(REGEX MATCHALL "#include \"${inline_name}/[A-Za-z0-9_.]+\"\n" includes "${text}")
-      if(includes)
-        list(REMOVE_DUPLICATES includes)
-        foreach(include IN LISTS includes)
-          string(REGEX REPLACE "^#include \"${inline_name}/([A-Za-z0-9_.]+)\"\n$" "\\1" part "${include}")
-          if(NOT EXISTS "${KE_INLINE}/${part}")
-            message(FATAL_ERROR "ks_embed_files(${target} ${stem}): ${shown} includes ${inline_name}/${part}, "
-                                "which is not in ${KE_INLINE}")
-          endif()
-          set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${KE_INLINE}/${part}")
-          file(READ "${KE_INLINE}/${part}" part_text)
-          string(REPLACE "${include}" "${part_text}" text "${text}")
-        endforeach()
+      set(text "\n${text}")
+      set(include_line "\n#include \"${inline_name}/([A-Za-z0-9_.]+)\"\n")
+      set(inlined FALSE)
+      string(REGEX MATCH "${include_line}" include "${text}")
+      while(include)
+        set(part "${CMAKE_MATCH_1}")
+        if(NOT EXISTS "${KE_INLINE}/${part}")
+          message(FATAL_ERROR "ks_embed_files(${target} ${stem}): ${shown} includes ${inline_name}/${part}, "
+                              "which is not in ${KE_INLINE}")
+        endif()
+        set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${KE_INLINE}/${part}")
+        file(READ "${KE_INLINE}/${part}" part_text)
+        if(NOT part_text MATCHES "\n$")
+          message(FATAL_ERROR "ks_embed_files(${target} ${stem}): ${inline_name}/${part} must end with a newline")
+        endif()
+        string(REPLACE "${include}" "\n${part_text}" text "${text}")
+        set(inlined TRUE)
+        string(REGEX MATCH "${include_line}" include "${text}")
+      endwhile()
+      string(FIND "${text}" "\"${inline_name}/" left)
+      if(NOT left EQUAL -1)
+        message(FATAL_ERROR "ks_embed_files(${target} ${stem}): ${shown} names ${inline_name}/ where it cannot be "
+                            "inlined: only a line of its own, #include \"${inline_name}/<file>\", is replaced, "
+                            "and an inlined file may not include another")
+      endif()
+      string(SUBSTRING "${text}" 1 -1 text)
+      if(inlined)
         set(file "${CMAKE_CURRENT_BINARY_DIR}/${stem}_inlined/${symbol}")
         file(WRITE "${file}" "${text}")
         string(APPEND shown " (${inline_name}/ inlined)")

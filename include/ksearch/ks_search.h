@@ -10,9 +10,9 @@
  *   ks_result_destroy(r);
  *
  * The options are one struct of nested, versioned sub-structs (budget,
- * world model, tune, evaluation, LLM); ks_search_options_init initialises
- * them all. Every `ksearch run` option has a field (the CLI name is in
- * brackets beside it). */
+ * world model, tune, evaluation, LLM, evolve); ks_search_options_init
+ * initialises them all. Every `ksearch run` option has a field but
+ * --tune-batch (the CLI name is in brackets beside it). */
 #ifndef KSEARCH_KS_SEARCH_H
 #define KSEARCH_KS_SEARCH_H
 

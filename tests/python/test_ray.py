@@ -352,6 +352,16 @@ class UnitTest(unittest.TestCase):
             with self.assertRaises(cli.UsageError):
                 cli._size(bad, "--x")
 
+    def test_evolve_flags_reach_the_search_options(self):
+        a = cli._parser().parse_args(["run", "--task", "t", "--llm", "offline", "--evolve-islands", "2",
+                                      "--evolve-migration-size", "0", "--evolve-exploit-ratio", "0.25"])
+        evolve = cli._search_fields(a)["evolve"]
+        self.assertEqual(evolve, {"islands": 2, "migration_size": 0, "exploit_ratio": 0.25})
+        o = ksearch.SearchOptions(evolve=evolve)
+        self.assertEqual((o.evolve.islands, o.evolve.migration_size, o.evolve.island_size), (2, 0, 8))
+        with self.assertRaises(cli.UsageError):
+            cli._parser().parse_args(["run", "--task", "t", "--evolve-islands", "0"])
+
     def test_scrub_environment(self):
         env = {"PATH": "/bin", "OPENAI_API_KEY": "k", "HF_TOKEN": "t", "RAY_ADDRESS": "a", "CUDA_VISIBLE_DEVICES": "0"}
         self.assertEqual(sorted(_actor.scrub_environment(env)), ["HF_TOKEN", "OPENAI_API_KEY"])

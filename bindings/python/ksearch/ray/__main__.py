@@ -6,8 +6,8 @@
     python3 -m ksearch.ray node --head --port 6379           (on the head machine)
     python3 -m ksearch.ray node --address 10.0.0.1:6379      (on every other machine)
 
-`run` takes the options of `ksearch run` that the C ABI carries (the
---evolve-* settings and --tune-batch are not in it yet), plus the cluster's.
+`run` takes the options of `ksearch run` that the C ABI carries (--tune-batch
+is not in it yet), plus the cluster's.
 Exit status as `ksearch run`: 0 a passing kernel, 1 error, 2 usage error,
 3 no passing kernel, 5 a replay diverged, 130 interrupted (resumable).
 """
@@ -118,6 +118,10 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--wm-lenient-edits", action="store_true")
     r.add_argument("--parallel", type=_positive(int), help="Candidates generated and evaluated at once. Default: 1.")
     r.add_argument("--tune-rounds", type=_nonneg(int))
+    for flag in ("islands", "island-size", "migration-interval", "archive-size", "inspirations"):
+        r.add_argument(f"--evolve-{flag}", type=_positive(int), help="evolve: as `ksearch run`'s.")
+    r.add_argument("--evolve-migration-size", type=_nonneg(int), help="evolve: as `ksearch run`'s.")
+    r.add_argument("--evolve-exploit-ratio", type=_nonneg(float), help="evolve: as `ksearch run`'s (0 to 1).")
     r.add_argument("--run-dir", help="Run folder (must not hold a run). Default: runs/<task>-<UTC time>.")
     r.add_argument("--seed", type=_nonneg(int))
     r.add_argument("--api", choices=["chat", "responses"])
@@ -248,6 +252,10 @@ def _search_fields(a: argparse.Namespace) -> Dict[str, Any]:
         f["world_model"] = wm
     if a.tune_rounds is not None:
         f["tune"] = {"rounds": a.tune_rounds}
+    evolve = _given(a, {f"evolve_{k}": k for k in ("islands", "island_size", "migration_interval", "migration_size",
+                                                    "archive_size", "inspirations", "exploit_ratio")})
+    if evolve:
+        f["evolve"] = evolve
     f.update(_given(a, {k: k for k in ("parallel", "seed", "run_dir", "continue_from_solution",
                                         "continue_from_world_model")}))
     if a.no_starting_point:

@@ -82,7 +82,7 @@ std::size_t search_options_size(std::uint32_t version);
 // ks_world_model_options, versions 1..5 with the smaller version 1
 // ks_eval_options; the fields a version lacks read as zero).
 ks_search_options search_options_in_current_layout(const ks_search_options* o);
-ks_eval_options eval_options_in_current_layout(const ks_eval_options* o);
+ks_eval_options eval_options_in_current_layout(const ks_eval_options* o);  // throws on an unknown version
 // The version of the ks_eval_options a ks_search_options version holds.
 std::uint32_t eval_options_version_in(std::uint32_t search_options_version);
 void check_version(const char* what, std::uint32_t version, std::uint32_t known_max, bool known);

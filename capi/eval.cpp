@@ -39,9 +39,8 @@ ks_status ks_evaluator_create(const ks_eval_options* options, ks_evaluator** out
   return guarded("ks_evaluator_create", [&] {
     ks::EvaluatorConfig c;
     if (options) {
-      check_version("ks_eval_options", options->version, KS_EVAL_OPTIONS_VERSION,
-                    options->version >= 1 && options->version <= KS_EVAL_OPTIONS_VERSION);
-      // A program built with version 1 passed the shorter struct.
+      // A program built with version 1 passed the shorter struct (an unknown
+      // version is refused there, before a byte past the version is read).
       const ks_eval_options current = eval_options_in_current_layout(options);
       apply_eval_options(current, c, "options");
     }

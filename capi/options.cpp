@@ -328,6 +328,8 @@ ks_search_options search_options_in_current_layout(const ks_search_options* o) {
 }
 
 ks_eval_options eval_options_in_current_layout(const ks_eval_options* o) {
+  check_version("ks_eval_options", o->version, kLatestVersion<ks_eval_options>,
+                struct_size<ks_eval_options>(o->version) != 0);
   ks_eval_options now;
   std::memset(&now, 0, sizeof now);
   std::memcpy(&now, o, struct_size<ks_eval_options>(o->version));

@@ -5,23 +5,37 @@
 # tvm_ffi.cpp.build) and binds the entry point's function here under its own
 # name, so the evaluator calls the compiled function itself, with no Python in
 # between. `ksearch export --format flashinfer` writes the Solution back while
-# this file is as generated.
+# this file is as generated. libksearch's evaluator builds (_compile) before
+# any code of the Solution runs and keeps the library it built; it imports it
+# (_load) after.
 import json as _json
 
 SOLUTION = _json.loads(@SOLUTION@)
 
 
-def _build():
+def _plan():
+    """What the build makes and where: the library's name (keyed by the
+    Solution's content), its folder, the entry function, the binding."""
     import hashlib
     import os
 
     spec, sources = SOLUTION["spec"], SOLUTION["sources"]
-    symbol = spec["entry_point"].split("::")[1]
     name = "fib_" + hashlib.sha256(_json.dumps([spec, sources], sort_keys=True).encode()).hexdigest()[:20]
-    # The candidate's own extension folder (TORCH_EXTENSIONS_DIR, keyed by its
-    # content): the same Solution evaluated again finds its build there.
     root = os.environ.get("TORCH_EXTENSIONS_DIR") or os.environ.get("TMPDIR") or "/tmp"
     folder = os.path.join(root, name)
+    return {"binding": spec["binding"], "name": name, "folder": folder, "library": os.path.join(folder, name + ".so"),
+            "symbol": spec["entry_point"].split("::")[1],
+            "what": f"FlashInfer-Bench Solution {SOLUTION.get('name', '')!r} ({spec['language']}, binding "
+                    f"{spec['binding']})"}
+
+
+def _compile(plan):
+    """Builds the Solution's sources into plan["library"]; none of its code
+    runs here (importing the library is _load's)."""
+    import os
+
+    spec, sources = SOLUTION["spec"], SOLUTION["sources"]
+    name, folder, what = plan["name"], plan["folder"], plan["what"]
     compiled = []
     for s in sources:
         path = os.path.join(folder, s["path"])
@@ -36,7 +50,6 @@ def _build():
                 f.write(s["content"])
         if os.path.splitext(path)[1] in (".cu", ".cpp", ".cc", ".cxx", ".c"):
             compiled.append(path)
-    what = f"FlashInfer-Bench Solution {SOLUTION.get('name', '')!r} ({spec['language']}, binding {spec['binding']})"
     if spec["binding"] == "tvm-ffi":
         try:
             import tvm_ffi
@@ -47,10 +60,9 @@ def _build():
                 f"this Python cannot import it ({e}); install it (pip install apache-tvm-ffi), or re-export the "
                 f"Solution with spec.binding \"torch\" and a PYBIND11_MODULE (or TORCH_LIBRARY) binding") from None
         try:
-            library = tvm_ffi.cpp.build(name=name, cpp_files=[p for p in compiled if not p.endswith(".cu")],
-                                        cuda_files=[p for p in compiled if p.endswith(".cu")],
-                                        extra_include_paths=[folder], build_directory=folder)
-            module = tvm_ffi.load_module(library)
+            plan["library"] = tvm_ffi.cpp.build(name=name, cpp_files=[p for p in compiled if not p.endswith(".cu")],
+                                                cuda_files=[p for p in compiled if p.endswith(".cu")],
+                                                extra_include_paths=[folder], build_directory=folder)
         except Exception as e:
             hint = ""
             if "fatal error: cuda" in str(e) and any(p.endswith(".cpp") for p in compiled):
@@ -61,16 +73,37 @@ def _build():
         from torch.utils import cpp_extension
         # FlashInfer-Bench's builders link cuBLAS when a source includes it.
         cublas = any("#include <cublas" in s["content"] or '#include "cublas' in s["content"] for s in sources)
+        # Built, not imported: importing runs the library's own code, which
+        # _load does, once the build is done.
+        importer = cpp_extension._import_module_from_library
+        cpp_extension._import_module_from_library = lambda n, path, python_module: os.path.join(path, n + ".so")
         try:
-            module = cpp_extension.load(name=name, sources=compiled, extra_include_paths=[folder],
-                                        extra_ldflags=["-lcublas", "-lcublasLt"] if cublas else [],
-                                        with_cuda=spec["language"] == "cuda", build_directory=folder, verbose=False)
+            plan["library"] = cpp_extension.load(name=name, sources=compiled, extra_include_paths=[folder],
+                                                 extra_ldflags=["-lcublas", "-lcublasLt"] if cublas else [],
+                                                 with_cuda=spec["language"] == "cuda", build_directory=folder,
+                                                 verbose=False)
         except Exception as e:
             raise ImportError(f"{what} did not build: {_errors(str(e), folder)}") from None
-    fn = getattr(module, symbol, None)
+        finally:
+            cpp_extension._import_module_from_library = importer
+    return plan
+
+
+def _load(plan):
+    """Imports the built library; returns its entry function's name and the function."""
+    if plan["binding"] == "tvm-ffi":
+        import tvm_ffi
+        module = tvm_ffi.load_module(plan["library"])
+    else:
+        import importlib.util
+        found = importlib.util.spec_from_file_location(plan["name"], plan["library"])
+        module = importlib.util.module_from_spec(found)
+        found.loader.exec_module(module)
+    fn = getattr(module, plan["symbol"], None)
     if fn is None:
-        raise ImportError(f"{what}: spec.entry_point names `{symbol}`, and the built module has no such function")
-    return symbol, fn
+        raise ImportError(f"{plan['what']}: spec.entry_point names `{plan['symbol']}`, and the built module has no "
+                          "such function")
+    return plan["symbol"], fn
 
 
 def _errors(output, folder):
@@ -86,5 +119,8 @@ def _errors(output, folder):
     return "\n".join(keep or lines[-30:])
 
 
-_symbol, _fn = _build()
-globals()[_symbol] = _fn
+# The evaluator builds first and imports later (its runner names the module
+# so); anywhere else, importing the module does both.
+if __name__ != "__ksearch_build__":
+    _symbol, _fn = _load(_compile(_plan()))
+    globals()[_symbol] = _fn

@@ -219,8 +219,14 @@ class Program {
     double build_s = 0;  // building an extension when loaded (not in start_s)
     long stream_escapes = 0;
     std::string buffers;  // "descriptors" (CUDA VMM) or "ipc" (legacy CUDA IPC); "" elsewhere
+    std::string isolation;  // the layers of its process (CandidateProcess::isolation), "" in the worker's own
   };
   virtual ProcessFacts process_facts() const { return {}; }
+  // What a program in a process of its own said of its last call's result
+  // when that result did not fit the outputs (a wrong shape, dtype or
+  // count): its words, not a verdict. The outputs stay as the flow left
+  // them (poisoned), so its check fails; the note goes beside that failure.
+  virtual std::string note() const { return {}; }
   virtual std::vector<double> timed_batch(int calls, bool poison, bool flush) {
     (void)calls;
     (void)poison;

@@ -539,7 +539,11 @@ std::optional<Failure> WorkloadRun::judge(std::uint64_t seed, const std::string&
     f->message = fmt::format("{}: {}", what, f->message);
     return f;
   }
-  return compare_outputs(what);
+  auto f = compare_outputs(what);
+  // Its process's words on what the call returned, beside the verdict.
+  if (const std::string note = cand_.note(); f && !note.empty())
+    f->message += fmt::format(" (the candidate's process said: {})", note);
+  return f;
 }
 
 std::optional<Failure> WorkloadRun::compare_outputs(const std::string& what) {
@@ -940,12 +944,15 @@ EvalResult EvaluationFlow::run(const TaskSpec& task, const RunRequest& req, Flow
     facts.build_s += f.build_s;
     facts.stream_escapes += f.stream_escapes;
     if (!f.buffers.empty()) facts.buffers = f.buffers;
+    if (!f.isolation.empty()) facts.isolation = f.isolation;
   }
   if (facts.start_s > 0) result.metrics["process_start_s"] = facts.start_s;
   if (facts.first_calls_s > 0) result.metrics["first_calls_s"] = facts.first_calls_s;
   if (facts.build_s > 0) result.metrics["extension_build_s"] = facts.build_s;
   if (facts.stream_escapes > 0) result.metrics["stream_escapes"] = static_cast<std::int64_t>(facts.stream_escapes);
   if (!facts.buffers.empty()) result.metrics["gpu_buffers"] = facts.buffers;
+  // This candidate's own process, as the evaluator saw it.
+  if (!facts.isolation.empty()) result.metrics["candidate_isolation"] = facts.isolation;
   const auto& c = refs_.counters();
   result.metrics["reference_memory_hits"] = c.memory_hits - counters_before.memory_hits;
   result.metrics["reference_file_hits"] = c.file_hits - counters_before.file_hits;

@@ -323,12 +323,11 @@ class RunSlot {
       // Not RLIMIT_AS (CUDA reserves far more than it uses): the limit on what its Python candidates hold.
       args.insert(args.end(), {"--python-memory-limit", std::to_string(memory_limit_bytes_)});
     }
-    // Python candidates' artifacts, and the interpreter they run under;
-    // Triton's kernel cache and PyTorch's extension builds, one folder per
-    // candidate, where each sees only its own (python_program.cpp).
+    // Python candidates' artifacts, and the interpreter they run under; the
+    // libraries of C++/CUDA Solutions the worker built and keeps
+    // (python_program.cpp's ExtensionCache). Candidates see none of it.
     view.read_only.push_back(cache_dir_ / "python");
-    view.read_write.push_back(cache_dir_ / "python" / "triton");
-    view.read_write.push_back(cache_dir_ / "python" / "torch_extensions");
+    view.read_write.push_back(cache_dir_ / "python" / "ext");
     if (const std::string python = python::python_interpreter(); !python.empty()) {
       args.insert(args.end(), {"--python", python});
       for (const auto& d : program_folders(python)) view.read_only.push_back(d);

@@ -243,12 +243,11 @@ std::unique_ptr<Device> open_device(const Args& args) {
   // limit. None of them sees the reference outputs the worker keeps on disk.
   host::CandidateProcessOptions isolate{.exe = own_path(), .memory_limit = args.memory_limit, .python = args.python};
   const fs::path cache(args.cache_dir);
-  // Nor, but through a folder of its own (python_program.cpp), the Python
-  // candidates' Triton kernels and extension builds.
+  // Nor the Python candidates' artifacts and the extension libraries the
+  // worker keeps (python_program.cpp).
   isolate.python_cache = (cache / "python").string();
   isolate.hide = {(args.refs_dir.empty() || args.refs_dir == "none" ? cache / "refs" : fs::path(args.refs_dir)).string(),
-                  (cache / "kernelbench").string(), (cache / "python" / "triton").string(),
-                  (cache / "python" / "torch_extensions").string()};
+                  (cache / "kernelbench").string(), (cache / "python").string()};
   if (spec == "host") return std::make_unique<host::HostDevice>(isolate);
   if (spec.rfind("cuda:", 0) == 0) {
     int ordinal = 0;
@@ -372,7 +371,6 @@ int run_role(int in, const Args& args) {
     }
     loaded_builds += static_cast<int>(req.candidate.builds.size());
     result.metrics["worker_pid"] = static_cast<int>(::getpid());
-    if (const std::string iso = host::candidate_isolation(); !iso.empty()) result.metrics["candidate_isolation"] = iso;
     result.metrics["worker_loaded_builds"] = loaded_builds;
     PhaseTimes phases = flow.phases();
     phases[Phase::transfers] += decode_s;

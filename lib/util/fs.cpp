@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "ksearch/error.hpp"
+#include "util/unique_fd.hpp"
 
 namespace ks::util {
 namespace {
@@ -38,24 +39,7 @@ namespace {
   throw Error(Status::not_found, fmt::format("file not found: {}", path.string()));
 }
 
-// Owns a descriptor.
-struct Fd {
-  int fd = -1;
-  Fd() = default;
-  explicit Fd(int f) : fd(f) {}
-  Fd(Fd&& o) noexcept : fd(std::exchange(o.fd, -1)) {}
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) {
-      if (fd >= 0) ::close(fd);
-      fd = std::exchange(o.fd, -1);
-    }
-    return *this;
-  }
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-  int release() { return std::exchange(fd, -1); }
-};
+using Fd = UniqueFd;
 
 void write_all(int fd, std::string_view data, const fs::path& path) {
   while (!data.empty()) {
@@ -190,12 +174,12 @@ bool cut_torn_tail(int fd, const fs::path& path) {
 // would block the open (O_NONBLOCK) and the writes.
 int open_log(int dirfd, const std::string& name, const fs::path& shown) {
   Fd fd(open_nofollow(dirfd, name, shown, O_WRONLY | O_CREAT | O_APPEND | O_NONBLOCK, 0644));
-  if (fd.fd < 0) io_error("cannot open", shown);
+  if (fd.get() < 0) io_error("cannot open", shown);
   struct stat st {};
-  if (::fstat(fd.fd, &st) != 0) io_error("cannot open", shown);
+  if (::fstat(fd.get(), &st) != 0) io_error("cannot open", shown);
   if (!S_ISREG(st.st_mode))
     throw Error(Status::invalid_argument, fmt::format("{} is not a regular file", shown.string()));
-  ::fcntl(fd.fd, F_SETFL, ::fcntl(fd.fd, F_GETFL) & ~O_NONBLOCK);
+  ::fcntl(fd.get(), F_SETFL, ::fcntl(fd.get(), F_GETFL) & ~O_NONBLOCK);
   return fd.release();
 }
 
@@ -269,13 +253,13 @@ fs::path shown_path(const fs::path& root, const std::vector<std::string>& names,
 // holds -1.
 Fd walk(int root, const fs::path& root_path, const std::vector<std::string>& names, std::size_t n, bool create) {
   Fd cur(::fcntl(root, F_DUPFD_CLOEXEC, 0));
-  if (cur.fd < 0) io_error("cannot open", root_path);
+  if (cur.get() < 0) io_error("cannot open", root_path);
   for (std::size_t i = 0; i < n; ++i) {
     const fs::path shown = shown_path(root_path, names, i + 1);
-    int next = open_nofollow(cur.fd, names[i], shown, O_RDONLY | O_DIRECTORY);
+    int next = open_nofollow(cur.get(), names[i], shown, O_RDONLY | O_DIRECTORY);
     if (next < 0 && errno == ENOENT && create) {
-      if (::mkdirat(cur.fd, names[i].c_str(), 0755) != 0 && errno != EEXIST) io_error("cannot create folder", shown);
-      next = open_nofollow(cur.fd, names[i], shown, O_RDONLY | O_DIRECTORY);
+      if (::mkdirat(cur.get(), names[i].c_str(), 0755) != 0 && errno != EEXIST) io_error("cannot create folder", shown);
+      next = open_nofollow(cur.get(), names[i], shown, O_RDONLY | O_DIRECTORY);
     }
     if (next < 0) {
       if (errno == ENOENT) return Fd();
@@ -293,12 +277,12 @@ std::string read_file(const fs::path& path, std::size_t max_bytes, bool follow_l
   // O_NONBLOCK: opening a FIFO must not wait for a writer.
   const int nofollow = follow_link ? 0 : O_NOFOLLOW;
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | nofollow));
-  if (fd.fd < 0) {
+  if (fd.get() < 0) {
     if (errno == ELOOP && !follow_link) link_refused(path);
     if (errno == ENOENT || errno == ENOTDIR) not_found(path);
     io_error("cannot read", path);
   }
-  return read_open(fd.fd, path, max_bytes);
+  return read_open(fd.get(), path, max_bytes);
 }
 
 void make_dirs(const fs::path& path) {
@@ -322,8 +306,8 @@ void write_file_atomic(const fs::path& path, std::string_view content, LinkAtPat
   const fs::path dir = target.parent_path();
   if (!dir.empty()) make_dirs(dir);
   Fd dfd(::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (dfd.fd < 0) io_error("cannot open folder", dir.empty() ? fs::path(".") : dir);
-  write_in(dfd.fd, target.filename().string(), target, content);
+  if (dfd.get() < 0) io_error("cannot open folder", dir.empty() ? fs::path(".") : dir);
+  write_in(dfd.get(), target.filename().string(), target, content);
 }
 
 AppendLog::AppendLog(const fs::path& path) : path_(path) {
@@ -368,11 +352,11 @@ bool truncate_torn_tail(const fs::path& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) return false;
   Fd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW));
-  if (fd.fd < 0) {
+  if (fd.get() < 0) {
     if (errno == ELOOP) link_refused(path);
     io_error("cannot repair", path);
   }
-  return cut_torn_tail(fd.fd, path);
+  return cut_torn_tail(fd.get(), path);
 }
 
 // ---------------------------------------------------------------------------
@@ -406,8 +390,8 @@ EntryKind Folder::kind(const fs::path& rel) const {
   auto names = names_of(rel, path_);
   if (names.empty()) return EntryKind::folder;
   Fd dir = walk(fd_, path_, names, names.size() - 1, false);
-  if (dir.fd < 0) return EntryKind::none;
-  return kind_at(dir.fd, names.back(), path_ / rel);
+  if (dir.get() < 0) return EntryKind::none;
+  return kind_at(dir.get(), names.back(), path_ / rel);
 }
 
 void Folder::refuse_link(const fs::path& rel) const {
@@ -418,15 +402,15 @@ std::vector<std::pair<std::string, EntryKind>> Folder::list(const fs::path& rel)
   auto names = names_of(rel, path_);
   std::vector<std::pair<std::string, EntryKind>> out;
   Fd dir = walk(fd_, path_, names, names.size(), false);
-  if (dir.fd < 0) return out;
-  Fd it(::fcntl(dir.fd, F_DUPFD_CLOEXEC, 0));
-  DIR* d = it.fd >= 0 ? ::fdopendir(it.fd) : nullptr;
+  if (dir.get() < 0) return out;
+  Fd it(::fcntl(dir.get(), F_DUPFD_CLOEXEC, 0));
+  DIR* d = it.get() >= 0 ? ::fdopendir(it.get()) : nullptr;
   if (!d) io_error("cannot list", path_ / rel);
   it.release();  // closedir closes it
   while (const dirent* e = ::readdir(d)) {
     std::string n = e->d_name;
     if (n == "." || n == "..") continue;
-    out.emplace_back(n, kind_at(dir.fd, n, path_ / rel / n));
+    out.emplace_back(n, kind_at(dir.get(), n, path_ / rel / n));
   }
   ::closedir(d);
   std::sort(out.begin(), out.end());
@@ -438,13 +422,13 @@ std::string Folder::read(const fs::path& rel, std::size_t max_bytes) const {
   const fs::path shown = path_ / rel;
   if (names.empty()) throw Error(Status::invalid_argument, fmt::format("{} is a folder, not a file", shown.string()));
   Fd dir = walk(fd_, path_, names, names.size() - 1, false);
-  if (dir.fd < 0) not_found(shown);
-  Fd fd(open_nofollow(dir.fd, names.back(), shown, O_RDONLY | O_NONBLOCK));
-  if (fd.fd < 0) {
+  if (dir.get() < 0) not_found(shown);
+  Fd fd(open_nofollow(dir.get(), names.back(), shown, O_RDONLY | O_NONBLOCK));
+  if (fd.get() < 0) {
     if (errno == ENOENT || errno == ENOTDIR) not_found(shown);
     io_error("cannot read", shown);
   }
-  return read_open(fd.fd, shown, max_bytes);
+  return read_open(fd.get(), shown, max_bytes);
 }
 
 std::vector<std::string> Folder::read_lines(const fs::path& rel, bool* torn) const {
@@ -463,13 +447,13 @@ void Folder::write_atomic(const fs::path& rel, std::string_view content) const {
   const fs::path shown = path_ / rel;
   if (names.empty()) throw Error(Status::invalid_argument, fmt::format("{} is a folder, not a file", shown.string()));
   Fd dir = walk(fd_, path_, names, names.size() - 1, true);
-  switch (kind_at(dir.fd, names.back(), shown)) {
+  switch (kind_at(dir.get(), names.back(), shown)) {
     case EntryKind::link: link_refused(shown);
     case EntryKind::folder:
       throw Error(Status::invalid_argument, fmt::format("{} is a folder, not a file", shown.string()));
     default: break;
   }
-  write_in(dir.fd, names.back(), shown, content);
+  write_in(dir.get(), names.back(), shown, content);
 }
 
 AppendLog Folder::append_log(const fs::path& rel) const {
@@ -477,7 +461,7 @@ AppendLog Folder::append_log(const fs::path& rel) const {
   const fs::path shown = path_ / rel;
   if (names.empty()) throw Error(Status::invalid_argument, fmt::format("{} is a folder, not a file", shown.string()));
   Fd dir = walk(fd_, path_, names, names.size() - 1, true);
-  return AppendLog(open_log(dir.fd, names.back(), shown), shown);
+  return AppendLog(open_log(dir.get(), names.back(), shown), shown);
 }
 
 bool Folder::truncate_torn_tail(const fs::path& rel) const {
@@ -485,13 +469,13 @@ bool Folder::truncate_torn_tail(const fs::path& rel) const {
   const fs::path shown = path_ / rel;
   if (names.empty()) return false;
   Fd dir = walk(fd_, path_, names, names.size() - 1, false);
-  if (dir.fd < 0) return false;
-  Fd fd(open_nofollow(dir.fd, names.back(), shown, O_RDWR | O_NONBLOCK));
-  if (fd.fd < 0) {
+  if (dir.get() < 0) return false;
+  Fd fd(open_nofollow(dir.get(), names.back(), shown, O_RDWR | O_NONBLOCK));
+  if (fd.get() < 0) {
     if (errno == ENOENT) return false;
     io_error("cannot repair", shown);
   }
-  return cut_torn_tail(fd.fd, shown);
+  return cut_torn_tail(fd.get(), shown);
 }
 
 int Folder::open_lock_file(const fs::path& rel) const {
@@ -499,10 +483,10 @@ int Folder::open_lock_file(const fs::path& rel) const {
   const fs::path shown = path_ / rel;
   if (names.empty()) throw Error(Status::invalid_argument, fmt::format("{} is a folder, not a file", shown.string()));
   Fd dir = walk(fd_, path_, names, names.size() - 1, true);
-  Fd fd(open_nofollow(dir.fd, names.back(), shown, O_RDWR | O_CREAT | O_NONBLOCK, 0644));
-  if (fd.fd < 0) io_error("cannot open", shown);
+  Fd fd(open_nofollow(dir.get(), names.back(), shown, O_RDWR | O_CREAT | O_NONBLOCK, 0644));
+  if (fd.get() < 0) io_error("cannot open", shown);
   struct stat st {};
-  if (::fstat(fd.fd, &st) != 0 || !S_ISREG(st.st_mode))
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode))
     throw Error(Status::invalid_argument, fmt::format("{} is not a regular file", shown.string()));
   return fd.release();
 }
@@ -510,10 +494,10 @@ int Folder::open_lock_file(const fs::path& rel) const {
 void Folder::remove_files_in(const fs::path& rel) const {
   auto names = names_of(rel, path_);
   Fd dir = walk(fd_, path_, names, names.size(), false);
-  if (dir.fd < 0) return;
+  if (dir.get() < 0) return;
   for (const auto& [name, k] : list(rel)) {
     if (k == EntryKind::folder) continue;
-    if (::unlinkat(dir.fd, name.c_str(), 0) != 0 && errno != ENOENT) io_error("cannot remove", path_ / rel / name);
+    if (::unlinkat(dir.get(), name.c_str(), 0) != 0 && errno != ENOENT) io_error("cannot remove", path_ / rel / name);
   }
 }
 
@@ -523,8 +507,8 @@ void Folder::link_or_copy(const fs::path& from, const fs::path& to) const {
   if (fnames.empty() || tnames.empty())
     throw Error(Status::invalid_argument, fmt::format("link {} to {}: both must be files", from.string(), to.string()));
   Fd fdir = walk(fd_, path_, fnames, fnames.size() - 1, false);
-  if (fdir.fd < 0) not_found(path_ / from);
-  switch (kind_at(fdir.fd, fnames.back(), path_ / from)) {
+  if (fdir.get() < 0) not_found(path_ / from);
+  switch (kind_at(fdir.get(), fnames.back(), path_ / from)) {
     case EntryKind::file: break;
     case EntryKind::none: not_found(path_ / from);
     case EntryKind::link: link_refused(path_ / from);
@@ -532,12 +516,12 @@ void Folder::link_or_copy(const fs::path& from, const fs::path& to) const {
   }
   Fd tdir = walk(fd_, path_, tnames, tnames.size() - 1, true);
   const fs::path tshown = path_ / to;
-  if (kind_at(tdir.fd, tnames.back(), tshown) == EntryKind::folder)
+  if (kind_at(tdir.get(), tnames.back(), tshown) == EntryKind::folder)
     throw Error(Status::invalid_argument, fmt::format("{} is a folder, not a file", tshown.string()));
-  if (::unlinkat(tdir.fd, tnames.back().c_str(), 0) != 0 && errno != ENOENT) io_error("cannot replace", tshown);
+  if (::unlinkat(tdir.get(), tnames.back().c_str(), 0) != 0 && errno != ENOENT) io_error("cannot replace", tshown);
   // Flags 0: a link at `from` would be linked itself, never what it leads to.
-  if (::linkat(fdir.fd, fnames.back().c_str(), tdir.fd, tnames.back().c_str(), 0) == 0) return;
-  write_in(tdir.fd, tnames.back(), tshown, read(from));
+  if (::linkat(fdir.get(), fnames.back().c_str(), tdir.get(), tnames.back().c_str(), 0) == 0) return;
+  write_in(tdir.get(), tnames.back(), tshown, read(from));
 }
 
 TempDir::TempDir(std::string_view prefix) {

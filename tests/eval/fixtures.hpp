@@ -136,6 +136,32 @@ inline const char* kSlowBody =
     "std::this_thread::sleep_for(std::chrono::milliseconds(50));\n"
     "for (std::int64_t i = 0; i < n; ++i) z[i] = x[i] + 2.0f * y[i];";
 
+// y = 2 x over 4 Mi floats (and an odd 1001), a CUDA reference; python
+// candidates too. For the GPU tests.
+inline TaskSpec gpu_scale_task() {
+  Json j = Json::parse(R"JSON({
+    "name": "test/scale-python-gpu", "languages": ["cuda", "python"], "dims": ["N"],
+    "tensors": [
+      {"name": "x", "dtype": "f32", "shape": ["N"], "dist": {"kind": "normal", "std": 1}},
+      {"name": "y", "dtype": "f32", "shape": ["N"], "role": "output"}
+    ],
+    "workloads": [
+      {"name": "odd", "dims": {"N": 1001}, "seed": 5},
+      {"name": "big", "dims": {"N": 4194304}, "seed": 6, "benchmark": true}
+    ],
+    "tolerance": {"atol": 1e-5, "rtol": 1e-5},
+    "bytes": "8*N",
+    "references": {"cuda": {
+      "language": "cuda", "name": "reference",
+      "sources": [{"path": "k.cu", "content": "extern \"C\" __global__ void scale(const float* x, float* y, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) y[i] = 2.0f * x[i];\n}\n"}],
+      "launch_plan": {"kernels": [{"name": "scale", "grid": ["cdiv(N, 256)"], "block": [256], "args": ["x", "y", "N"]}]}
+    }}
+  })JSON");
+  TaskSpec t = TaskSpec::from_json(j);
+  t.validate();
+  return t;
+}
+
 // Fast evaluation settings for tests: a few short timed repetitions.
 inline EvaluatorConfig test_config(const std::string& cache_dir) {
   EvaluatorConfig c;

@@ -38,11 +38,15 @@ const fs::path kDefinition = kFixture / "definitions/scale/scale_d64.json";
 // The extension libraries built under an evaluator's cache, with the time
 // each was written: the same map after another evaluation means the build
 // was reused (a signal that does not depend on how long building took).
+// The libraries the worker keeps (<cache>/python/ext/<key>.so); no other
+// library anywhere in the Python candidates' cache.
 std::map<fs::path, fs::file_time_type> extension_libraries(const fs::path& cache) {
   std::map<fs::path, fs::file_time_type> found;
-  for (const auto& e : fs::recursive_directory_iterator(cache))
-    if (e.is_regular_file() && e.path().extension() == ".so" && e.path().filename().string().rfind("fib_", 0) == 0)
+  for (const auto& e : fs::recursive_directory_iterator(cache / "python"))
+    if (e.is_regular_file() && e.path().extension() == ".so") {
+      CHECK(e.path().parent_path() == cache / "python" / "ext");
       found[e.path()] = e.last_write_time();
+    }
   return found;
 }
 const char* kTask = "flashinfer/scale_d64";
@@ -608,12 +612,13 @@ TEST_CASE("import: a cpp Solution with a PyTorch binding is built and run on the
   const double built = first.metrics.get_number("extension_build_s");
   CHECK(built > 0);
   CHECK(first.metrics.get_number("compile_s") >= built);
-  // Evaluated again: the build is found in the solution's own extension
-  // folder; the library it linked is the same file, not linked again.
+  // Evaluated again: the worker hands the library it kept to the new
+  // process, which builds nothing; the kept file is not written again.
   const auto libraries = extension_libraries(c.cache_dir);
   REQUIRE(libraries.size() == 1);
   EvalResult again = evaluate(dps);
   REQUIRE(again.passed());
+  CHECK_FALSE(again.metrics.contains("extension_build_s"));
   CHECK(extension_libraries(c.cache_dir) == libraries);
 
   // The older schema: run returns the output.
@@ -641,7 +646,9 @@ TEST_CASE("import: a cpp Solution with a PyTorch binding is built and run on the
     CHECK(t.metrics.get_number("extension_build_s") > 0);
     const auto built_tvm = extension_libraries(c.cache_dir);
     CHECK(built_tvm.size() == torch_builds + 1);
-    CHECK(evaluate(tvm).passed());
+    const EvalResult tvm_again = evaluate(tvm);
+    CHECK(tvm_again.passed());
+    CHECK_FALSE(tvm_again.metrics.contains("extension_build_s"));
     CHECK(extension_libraries(c.cache_dir) == built_tvm);
     // Its compiler's error, as for the torch binding.
     Json broken_tvm = fixture_json("published/scale_rows_cpp_tvm_ffi.json");
@@ -652,7 +659,7 @@ TEST_CASE("import: a cpp Solution with a PyTorch binding is built and run on the
     CHECK(bt.to_json().dump().find("scale.h:2") != std::string::npos);
   } else {
     // binding tvm-ffi without the tvm_ffi package: what is missing and the way out.
-    MESSAGE("tvm-ffi binding: only its error without the package (" << py << " cannot import tvm_ffi)");
+    MESSAGE("tvm-ffi binding: only its error without the package (" << std::string(py) << " cannot import tvm_ffi)");
     EvalResult t = evaluate(tvm);
     CHECK(t.status == EvalStatus::compile_error);
     const std::string text = t.to_json().dump();

@@ -66,6 +66,7 @@ enum Op : std::uint32_t {
   kBind = 3,
   kRun = 4,
   kMapCuda = 5,  // no answer: a CUDA allocation and its POSIX descriptor
+  kImport = 6,   // a Python candidate's module runs (eval/python/)
   // candidate process -> worker
   kHello = 16,  // sent once, before any candidate code is loaded
   kOk = 17,
@@ -210,13 +211,6 @@ struct ChildSetup {
   // Without a PID namespace of its own: /proc/<pid> of every other process
   // and thread there was when it started (its own is skipped in the child), covered.
   std::vector<std::string> other_processes;
-  // Own folders (CandidateProcessOptions::own_folders); `source` is room
-  // for /proc/self/fd/N, how the child reaches `own` once the folder above
-  // is covered.
-  struct OwnFolder {
-    std::string folder, own, source;
-  };
-  std::vector<OwnFolder> own_folders;
   // Where a fresh tmpfs of its own is mounted, its TMPDIR and HOME: what the
   // libraries a candidate uses keep there (the CUDA JIT cache, PyTorch
   // Inductor's, Triton's dumps) is nobody else's. "" without namespaces.
@@ -260,23 +254,6 @@ void append(char* dst, std::size_t cap, const char* s) {
   dst[n] = '\0';
 }
 
-// "/proc/self/fd/N" written into `buf` (room for it reserved before clone):
-// no allocation between clone and exec.
-const char* fd_path(std::string& buf, int fd) {
-  constexpr std::string_view kPrefix = "/proc/self/fd/";
-  char digits[16];
-  int n = 0;
-  do {
-    digits[n++] = static_cast<char>('0' + fd % 10);
-    fd /= 10;
-  } while (fd > 0 && n < 15);
-  std::size_t k = 0;
-  for (char ch : kPrefix) buf[k++] = ch;
-  while (n > 0 && k + 1 < buf.size()) buf[k++] = digits[--n];
-  buf[k] = '\0';
-  return buf.c_str();
-}
-
 int child_main(void* arg) {
   auto* c = static_cast<ChildSetup*>(arg);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -291,20 +268,6 @@ int child_main(void* arg) {
       ::_exit(kExitSetupFailed);
     append(c->isolation, sizeof c->isolation, c->pid_namespace ? "+pidns" : "+userns");
     if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0) {
-      // Own folders first: each is opened before the folder above it is
-      // covered, and bound back from that descriptor (/proc/self/fd/N: a
-      // bind source must lie in this namespace, so the worker's own
-      // descriptors cannot serve). Each fails closed.
-      for (auto& d : c->own_folders) {
-        const int fd = ::open(d.own.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0 || ::mount("tmpfs", d.folder.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755") != 0 ||
-            (::mkdir(d.own.c_str(), 0755) != 0 && errno != EEXIST) ||
-            ::mount(fd_path(d.source, fd), d.own.c_str(), nullptr, MS_BIND, nullptr) != 0 ||
-            ::mount(nullptr, d.folder.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
-                    nullptr) != 0)
-          ::_exit(kExitHideFailed);
-        ::close(fd);
-      }
       if (!c->private_tmp.empty() &&
           (::mount("tmpfs", c->private_tmp.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=512m,mode=0700") != 0 ||
            ::chdir(c->private_tmp.c_str()) != 0))
@@ -353,7 +316,7 @@ int child_main(void* arg) {
         if (::mount("tmpfs", h.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, "size=4k") != 0 &&
             errno != ENOENT)
           ::_exit(kExitHideFailed);
-    } else if (!c->hide.empty() || !c->own_folders.empty() || !c->private_tmp.empty()) {
+    } else if (!c->hide.empty() || !c->private_tmp.empty()) {
       ::_exit(kExitHideFailed);
     }
   }
@@ -376,8 +339,6 @@ int child_main(void* arg) {
 }
 
 std::atomic<bool> g_namespaces_unavailable{false};
-std::mutex g_isolation_mutex;
-std::string g_isolation;
 
 pid_t spawn(ChildSetup& setup) {
   constexpr std::size_t kStack = 256 * 1024;
@@ -543,8 +504,10 @@ bool start_zygote(Zygote& z, const ZygoteKind& kind) {
 
 // Asks the zygote for a process that serves `sock` and writes to `out`, set
 // up as `spec` says. Returns its process id (a child of this process now),
-// or -1 where the caller starts the process directly instead.
-pid_t fork_through_zygote(const ZygoteKind& kind, const std::string& spec, int sock, int out) {
+// or -1 where the caller starts the process directly instead; `*init` gets
+// the idle init of its PID namespace (a child of this process too), or -1.
+pid_t fork_through_zygote(const ZygoteKind& kind, const std::string& spec, int sock, int out, pid_t* init) {
+  *init = -1;
   std::lock_guard lock(g_zygote_mutex);
   Zygote& z = g_zygote;
   for (int attempt = 0; attempt < 2 && z.failures < kZygoteFailuresAllowed; ++attempt) {
@@ -576,7 +539,9 @@ pid_t fork_through_zygote(const ZygoteKind& kind, const std::string& spec, int s
     const bool mine = r.num<std::uint64_t>() == token;
     const std::string text = r.str();
     if (framed && mine && r.ok && op == kOk) {
-      const long pid = std::strtol(text.c_str(), nullptr, 10);
+      char* end = nullptr;
+      const long pid = std::strtol(text.c_str(), &end, 10);
+      if (const long second = std::strtol(end, nullptr, 10); second > 0) *init = static_cast<pid_t>(second);
       if (pid > 0) return static_cast<pid_t>(pid);
     }
     ++z.failures;
@@ -739,6 +704,7 @@ void answer(std::uint32_t op, std::uint64_t token, std::string_view text = {}) {
 struct CandidateProcess::Reply {
   std::uint32_t op = 0;
   std::string text;
+  std::vector<int> fds;  // kept for a load request's answer only (CandidateProcess::ask)
 };
 
 CandidateProcess::CandidateProcess(const CandidateProcessOptions& options)
@@ -772,22 +738,11 @@ CandidateProcess::CandidateProcess(const CandidateProcessOptions& options)
     setup.hide = options.hide;
     std::map<std::string, std::string> env_over;  // names the process gets other values for
     if (setup.namespaces) {
-      for (const auto& d : options.own_folders) {
-        if (fs::path(d.own).parent_path() != fs::path(d.folder))
-          throw RunError({EvalStatus::runtime_error,
-                          fmt::format("{} is no sub-folder of {} (a candidate's own folder)", d.own, d.folder)});
-        std::error_code ec;
-        fs::create_directories(d.own, ec);
-        // A link there (which no candidate can make: the folder is hidden
-        // from all but their own) would bind another folder in.
-        if (ec || fs::is_symlink(d.own) || !fs::is_directory(fs::symlink_status(d.own)))
-          throw RunError({EvalStatus::runtime_error,
-                          fmt::format("cannot make the candidate's own folder {}: {}", d.own,
-                                      ec ? ec.message() : "it is not a plain folder")});
-        setup.own_folders.push_back({d.folder, d.own, std::string(32, '\0')});
-      }
       setup.private_tmp = private_tmp_mount_point();
       env_over["TMPDIR"] = env_over["HOME"] = setup.private_tmp;
+    } else {
+      // No tmpfs of its own: a folder of its own, deleted with the process.
+      env_over["TMPDIR"] = env_over["HOME"] = own_tmp_folder();
     }
     if (options.command.empty()) {
       setup.exe = options.exe;
@@ -814,21 +769,18 @@ CandidateProcess::CandidateProcess(const CandidateProcessOptions& options)
     setup.argv.push_back(nullptr);
     pid_ = -1;
     if (setup.namespaces && zygote_wanted(options)) {
-      Json::Array own;
-      for (const auto& d : setup.own_folders) own.push_back(Json(Json::Array{Json(d.folder), Json(d.own)}));
       Json::Array env, hide;
       if (setup.env.empty())
         for (char** e = environ; e && *e; ++e) env.push_back(Json(std::string(*e)));
       for (const auto& e : setup.env) env.push_back(Json(e));
       for (const auto& h : setup.hide) hide.push_back(Json(h));
       const Json spec = Json::obj({{"pid_namespace", Json(setup.pid_namespace)},
-                                   {"own_folders", Json(std::move(own))},
                                    {"private_tmp", Json(setup.private_tmp)},
                                    {"hide", Json(std::move(hide))},
                                    {"env", Json(std::move(env))},
                                    {"rlimit_as", Json(static_cast<std::int64_t>(setup.rlimit_as))}});
       pid_ = fork_through_zygote({options.command, options.zygote_imports, setup.rlimit_as}, spec.dump(), sv[1],
-                                 out[1]);
+                                 out[1], &init_pid_);
       forked = pid_ > 0;
     }
     if (pid_ == kZygoteUnclear) {
@@ -869,10 +821,9 @@ CandidateProcess::CandidateProcess(const CandidateProcessOptions& options)
     r.num<std::uint64_t>();
     if (n > 0 && magic == kMagic && op == kHello) {
       isolation_ = r.str();
-      {
-        std::lock_guard lock(g_isolation_mutex);
-        g_isolation = isolation_;
-      }
+      // Its own words, said before any candidate code existed in it; but
+      // the seccomp filter is what /proc shows (isolation()).
+      if (const auto at = isolation_.find("+seccomp"); at != std::string::npos) isolation_.erase(at, 8);
       stop();
       return;
     }
@@ -916,6 +867,22 @@ CandidateProcess::~CandidateProcess() {
   kill_and_reap();
   if (sock_ >= 0) ::close(sock_);
   if (out_ >= 0) ::close(out_);
+  if (!own_tmp_.empty()) {
+    std::error_code ec;
+    fs::remove_all(own_tmp_, ec);  // links in it are removed, never followed
+  }
+}
+
+const std::string& CandidateProcess::own_tmp_folder() {
+  if (own_tmp_.empty()) {
+    const char* base = std::getenv("TMPDIR");
+    std::string pattern = std::string(base && *base ? base : "/tmp") + "/ksearch-candidate-XXXXXX";
+    if (!::mkdtemp(pattern.data()))
+      throw RunError({EvalStatus::runtime_error,
+                      fmt::format("cannot make the candidate's own folder {}: {}", pattern, std::strerror(errno))});
+    own_tmp_ = pattern;
+  }
+  return own_tmp_;
 }
 
 // Keeps the last bytes the candidate printed; never blocks.
@@ -939,13 +906,23 @@ std::string CandidateProcess::output_tail() {
 }
 
 void CandidateProcess::kill_and_reap() {
-  if (pid_ <= 0 || dead_) return;
-  ::kill(pid_, SIGKILL);
-  int st = 0;
-  while (::waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
+  if (pid_ > 0 && !dead_) {
+    ::kill(pid_, SIGKILL);
+    int st = 0;
+    while (::waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
+    }
+    wait_status_ = st;
+    dead_ = true;
   }
-  wait_status_ = st;
-  dead_ = true;
+  end_init();
+}
+
+void CandidateProcess::end_init() {
+  if (init_pid_ <= 0) return;
+  ::kill(init_pid_, SIGKILL);  // and with it whatever is left in the namespace
+  while (::waitpid(init_pid_, nullptr, 0) < 0 && errno == EINTR) {
+  }
+  init_pid_ = -1;
 }
 
 // Freezes the process and every thread in it until the next request.
@@ -981,9 +958,21 @@ void CandidateProcess::send_packet(const std::string& packet, const std::vector<
 }
 
 [[noreturn]] void CandidateProcess::died(const std::string& while_doing) {
+  // A crash report about memory comes from a process that waits to be seen
+  // (its new-handler and crash handler pause): the evaluator reads its
+  // memory itself, which alone makes the verdict, then ends it.
+  const bool waits = crash_line_.rfind("out of memory", 0) == 0 ||
+                     crash_line_.find("after an allocation failed") != std::string::npos;
+  if (auto f = memory_verdict(while_doing); f && waits) {
+    f->message += crash_line_.empty() ? "" : "; it said: " + crash_line_;
+    kill_and_reap();
+    failure_ = f->message;
+    f->log = output_tail();
+    throw RunError(*f);
+  }
   // It is dying (a crash report came, or it hung up): give it a moment to
   // finish of its own accord, so its real cause of death is seen.
-  for (int i = 0; i < 200 && !dead_; ++i) {
+  for (int i = 0; i < (waits ? 0 : 200) && !dead_; ++i) {
     int st = 0;
     const pid_t r = ::waitpid(pid_, &st, WNOHANG);
     if (r == pid_) {
@@ -993,7 +982,8 @@ void CandidateProcess::send_packet(const std::string& packet, const std::vector<
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   }
-  const bool hung_up = !dead_;
+  const bool hung_up = !dead_ && !waits;
+  const std::string memory = waits ? memory_note() : "";
   kill_and_reap();
   const std::string said = crash_line_.empty() ? "" : ": " + crash_line_;
   Failure f{.status = EvalStatus::crashed, .contained = true};
@@ -1001,12 +991,11 @@ void CandidateProcess::send_packet(const std::string& packet, const std::vector<
   if (hung_up) {
     f.message = fmt::format("the candidate's process closed its channel to the evaluator while {} and was stopped",
                             while_doing);
-  } else if (WIFEXITED(st) && WEXITSTATUS(st) == kWorkerExitMemoryLimit) {
-    f.status = EvalStatus::memory_limit;
-    f.message = fmt::format(
-        "the candidate reached the memory limit of {} MiB per host candidate while {} (an allocation failed); use "
-        "less memory, or raise the limit (--memory-limit){}",
-        memory_limit_ >> 20, while_doing, said);
+  } else if (waits) {
+    // Its words: not a verdict the evaluator saw (memory_verdict).
+    f.status = EvalStatus::runtime_error;
+    f.message = fmt::format("the candidate's process reported that an allocation failed while {}{}{}", while_doing,
+                            said, memory);
   } else if (WIFEXITED(st) && WEXITSTATUS(st) > 128 && !crash_line_.empty()) {
     // The first process of its PID namespace reports a fatal signal this way
     // (guarded_memory.cpp); the crash line says which.
@@ -1031,12 +1020,46 @@ std::uint64_t CandidateProcess::resident_bytes() const {
   // every thread). Not the pages of the files it maps: PyTorch's and CUDA's
   // libraries alone are over 1 GiB of those, shared with every process and
   // given back to the page cache at will.
+  return (status_kib("RssAnon") + status_kib("RssShmem")) << 10;
+}
+
+std::uint64_t CandidateProcess::status_kib(std::string_view field) const {
   std::ifstream status("/proc/" + std::to_string(pid_) + "/status");
-  std::uint64_t kib = 0;
   for (std::string line; std::getline(status, line);)
-    if (line.rfind("RssAnon:", 0) == 0 || line.rfind("RssShmem:", 0) == 0)
-      kib += std::strtoull(line.c_str() + line.find(':') + 1, nullptr, 10);
-  return kib << 10;
+    if (line.size() > field.size() && line.compare(0, field.size(), field) == 0 && line[field.size()] == ':')
+      return std::strtoull(line.c_str() + field.size() + 1, nullptr, 10);
+  return 0;
+}
+
+std::optional<Failure> CandidateProcess::memory_verdict(const std::string& while_doing) {
+  if (pid_ <= 0 || dead_) return std::nullopt;
+  peak_vm_ = std::max(peak_vm_, status_kib("VmPeak") << 10);
+  if (memory_limit_ > 0 && peak_vm_ >= memory_limit_ / 10 * 9) {
+    Failure f{.status = EvalStatus::memory_limit, .contained = true};
+    f.message = fmt::format(
+        "the candidate's process reached the memory limit of {} MiB per candidate process while {} (its address "
+        "space peaked at {} MiB); use less memory, or raise the limit (--memory-limit)",
+        memory_limit_ >> 20, while_doing, peak_vm_ >> 20);
+    return f;
+  }
+  if (const std::uint64_t rss = resident_limit_ ? resident_bytes() : 0; rss > resident_limit_) {
+    Failure f{.status = EvalStatus::memory_limit, .contained = true};
+    f.message = fmt::format(
+        "the candidate's process held {} MiB of host memory while {}, over the limit of {} MiB per candidate "
+        "process; use less host memory, or raise the limit (--memory-limit)",
+        rss >> 20, while_doing, resident_limit_ >> 20);
+    return f;
+  }
+  return std::nullopt;
+}
+
+std::string CandidateProcess::memory_note() {
+  if (pid_ > 0 && !dead_) peak_vm_ = std::max(peak_vm_, status_kib("VmPeak") << 10);
+  const std::uint64_t limit = memory_limit_ ? memory_limit_ : resident_limit_;
+  if (!limit) return {};
+  return fmt::format(" (the limit is {} MiB per candidate process{}; raise it with --memory-limit)", limit >> 20,
+                     peak_vm_ && memory_limit_ ? fmt::format(", and its address space peaked at {} MiB", peak_vm_ >> 20)
+                                               : "");
 }
 
 [[noreturn]] void CandidateProcess::over_memory(const std::string& while_doing, std::uint64_t resident) {
@@ -1053,7 +1076,10 @@ std::uint64_t CandidateProcess::resident_bytes() const {
 
 CandidateProcess::Reply CandidateProcess::request(std::uint32_t op, const std::string& payload,
                                                   const std::vector<int>& fds) {
-  const std::string what = op == kLoad ? "loading the candidate" : op == kBind ? "binding its calls" : "running the kernel";
+  const std::string what = op == kLoad   ? "loading the candidate"
+                           : op == kImport ? "importing the candidate's module"
+                           : op == kBind   ? "binding its calls"
+                                           : "running the kernel";
   if (dead_) {
     // Gone since its last answer (a thread of its own ended it): say how, once.
     if (failure_.empty()) died("it was idle after its last answer");
@@ -1072,7 +1098,18 @@ CandidateProcess::Reply CandidateProcess::request(std::uint32_t op, const std::s
     if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
     std::vector<int> got_fds;
     const ssize_t n = receive(sock_, buf, got_fds);
-    for (int fd : got_fds) ::close(fd);
+    // Descriptors are words too: only a load request's answer, given before
+    // any candidate code exists in the process, may carry one.
+    if (op != kLoad) {
+      for (int fd : got_fds) ::close(fd);
+      got_fds.clear();
+    }
+    struct Closer {
+      std::vector<int>& fds;
+      ~Closer() {
+        for (int fd : fds) ::close(fd);
+      }
+    } closer{got_fds};
     if (n == 0 || (n < 0 && errno != EMSGSIZE)) died(what);
     if (n < 0) broke("an oversized message");
     Reader r{buf};
@@ -1090,11 +1127,22 @@ CandidateProcess::Reply CandidateProcess::request(std::uint32_t op, const std::s
     if (got_token != token) broke("an answer to a request it was not asked");
     const bool expected = got_op == kError || (op == kRun ? got_op == kDone : got_op == kOk);
     if (!expected) broke(fmt::format("an answer of the wrong kind ({})", got_op));
-    Reply reply{got_op, r.str()};
+    Reply reply{got_op, r.str(), {}};
     if (!r.ok || r.pos != buf.size()) broke("a malformed answer");
     stop();
+    reply.fds.swap(got_fds);
     return reply;
   }
+}
+
+// An error the process answered: its words, and the evaluator's own verdict
+// on its memory where it saw the limit reached.
+[[noreturn]] void CandidateProcess::failed_answer(const std::string& while_doing, const std::string& said) {
+  if (auto f = memory_verdict(while_doing)) {
+    f->message += "; it said: " + said;
+    throw RunError(*f);
+  }
+  throw RunError(Failure{.status = EvalStatus::runtime_error, .message = said, .contained = true});
 }
 
 void CandidateProcess::load(const std::string& path) {
@@ -1142,7 +1190,8 @@ std::vector<std::uint64_t> CandidateProcess::share(const std::vector<const void*
   return serials;
 }
 
-CandidateProcess::Answer CandidateProcess::ask(Request request_kind, std::string_view text, double* ms) {
+CandidateProcess::Answer CandidateProcess::ask(Request request_kind, std::string_view text, double* ms,
+                                               const std::vector<int>& send) {
   using Clock = std::chrono::steady_clock;
   const auto op = static_cast<std::uint32_t>(request_kind);
   Writer w;
@@ -1155,9 +1204,9 @@ CandidateProcess::Answer CandidateProcess::ask(Request request_kind, std::string
     running_ = true;
   }
   const auto t0 = Clock::now();
-  Reply r = request(op, w.s);
+  Reply r = request(op, w.s, send);
   if (ms) *ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-  return Answer{r.op == kError, std::move(r.text)};
+  return Answer{r.op == kError, std::move(r.text), std::move(r.fds)};
 }
 
 void CandidateProcess::bind(const std::vector<WireCall>& calls) {
@@ -1199,7 +1248,7 @@ void CandidateProcess::bind(const std::vector<WireCall>& calls) {
     throw RunError(Failure{.status = EvalStatus::runtime_error,
                            .message = fmt::format("the call plan is too large to send ({} bytes)", w.s.size())});
   Reply r = request(kBind, w.s);
-  if (r.op == kError) throw RunError(Failure{.status = EvalStatus::runtime_error, .message = r.text, .contained = true});
+  if (r.op == kError) failed_answer("binding its calls", r.text);
 }
 
 double CandidateProcess::run() {
@@ -1211,7 +1260,7 @@ double CandidateProcess::run() {
   const auto t0 = Clock::now();
   Reply r = request(kRun, {});
   const auto t1 = Clock::now();
-  if (r.op == kError) throw RunError(Failure{.status = EvalStatus::runtime_error, .message = r.text, .contained = true});
+  if (r.op == kError) failed_answer("running the kernel", r.text);
   return std::chrono::duration<double, std::milli>(t1 - t0).count();
 }
 
@@ -1235,9 +1284,10 @@ void end_python_zygote() {
   g_zygote.end();
 }
 
-std::string candidate_isolation() {
-  std::lock_guard lock(g_isolation_mutex);
-  return g_isolation;
+std::string CandidateProcess::isolation() {
+  // "Seccomp: 2": a filter is installed (by this process, or inherited).
+  if (!seccomp_seen_ && !dead_) seccomp_seen_ = status_kib("Seccomp") == 2;
+  return isolation_ + (seccomp_seen_ ? "+seccomp" : "");
 }
 
 // ---------------------------------------------------------------------------
@@ -1248,8 +1298,14 @@ int candidate_process_main(int sock, std::uint64_t memory_limit, const std::stri
   if (memory_limit > 0) {
     rlimit lim{static_cast<rlim_t>(memory_limit), static_cast<rlim_t>(memory_limit)};
     if (::setrlimit(RLIMIT_AS, &lim) != 0) return 2;
-    set_memory_limit(memory_limit);
-    std::set_new_handler([] { ::_exit(kWorkerExitMemoryLimit); });
+    set_memory_limit(memory_limit, true);
+    // Said, then seen: the evaluator reads this process's memory while it
+    // waits here, and that alone makes the memory_limit verdict.
+    std::set_new_handler([] {
+      static constexpr char kLine[] = "out of memory: operator new failed";
+      crash_sink(kLine, sizeof kLine - 1);
+      for (;;) ::pause();
+    });
   }
   // No privilege can be gained from here on, and the filter holds for every
   // thread the candidate starts.

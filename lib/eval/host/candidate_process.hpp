@@ -22,8 +22,12 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "eval/backend.hpp"
 
 namespace ks::eval::host {
 
@@ -46,19 +50,11 @@ struct CandidateProcessOptions {
   // any process but itself (candidate_seccomp_program's own_pid).
   bool pid_namespace = true;
   // Folders covered, in its own mount namespace, by an empty read-only
-  // tmpfs: the worker's reference outputs on disk.
+  // tmpfs: the worker's reference outputs on disk, the Python candidates'
+  // artifacts and kept extension libraries.
   std::vector<std::string> hide;
-  // Folders the process writes into, each through a sub-folder of its own
-  // ({folder, folder/name}): in its mount namespace the folder is an empty
-  // read-only tmpfs with only that sub-folder bound in, so what one
-  // candidate's Triton JIT or extension build writes no other candidate
-  // reads. A sub-folder is created when missing.
-  struct OwnFolder {
-    std::string folder, own;
-  };
-  std::vector<OwnFolder> own_folders;
-  // The Python candidates' cache: <cache>/python, whose triton/ and
-  // torch_extensions/ hold one folder per candidate (eval/python/).
+  // The Python candidates' cache: <cache>/python, whose ext/ holds the
+  // C++/CUDA Solutions' libraries the worker built (eval/python/).
   std::string python_cache;
   // A Python candidate's process forked by this worker's long-lived Python
   // (candidate_runner.py --zygote, started once with `command` and kept),
@@ -119,12 +115,25 @@ class CandidateProcess {
   // each direction. An error answer is returned, not thrown; a death or a
   // breach of the protocol throws RunError as load/bind/run do. `ms`, when
   // given, gets the worker's wall time from the request to the answer.
-  enum class Request : std::uint32_t { load = 1, bind = 3, run = 4 };
+  // `send` goes with the request (SCM_RIGHTS); the descriptors an answer
+  // carries are kept for the load request alone, which is answered before
+  // any candidate code exists in the process, and are the caller's to close.
+  enum class Request : std::uint32_t { load = 1, bind = 3, run = 4, import = 6 };
   struct Answer {
     bool error = false;
     std::string text;
+    std::vector<int> fds;
   };
-  Answer ask(Request request, std::string_view text, double* ms = nullptr);
+  Answer ask(Request request, std::string_view text, double* ms = nullptr, const std::vector<int>& send = {});
+
+  // The memory_limit verdict, from what this process was seen to take: its
+  // peak address space (VmPeak) at 90% of the address-space limit or more,
+  // or its resident memory over the resident limit; read from /proc while
+  // it lives. Nothing the process says decides it. std::nullopt otherwise.
+  std::optional<Failure> memory_verdict(const std::string& while_doing);
+  // What a memory failure the process reported, but the evaluator did not
+  // see, adds to its words: the limit and the peak it saw.
+  std::string memory_note();
   // Sends the blocks (guarded_alloc'd) the process has not mapped yet, each
   // with its memfd, and forgets those not named (the next load/bind/ask
   // tells it which are live). Returns each block's serial. Throws RunError
@@ -137,7 +146,9 @@ class CandidateProcess {
 
   pid_t pid() const { return pid_; }
   // The layers this process got, for metrics: e.g. "process+pidns+proc+seccomp".
-  const std::string& isolation() const { return isolation_; }
+  // The first part is its hello, said before any candidate code existed in
+  // it; "+seccomp" is what /proc/<pid>/status showed the evaluator.
+  std::string isolation();
 
  private:
   struct Reply;
@@ -146,6 +157,7 @@ class CandidateProcess {
   void map_block(const SharedBlock& block);
   [[noreturn]] void died(const std::string& while_doing);
   [[noreturn]] void broke(const std::string& what);
+  [[noreturn]] void failed_answer(const std::string& while_doing, const std::string& said);
   void stop();
   void kill_and_reap();
   void drain_output();
@@ -154,6 +166,8 @@ class CandidateProcess {
   static constexpr std::size_t kOutputTail = 4096;
 
   pid_t pid_ = -1;
+  pid_t init_pid_ = -1;  // the idle init of its PID namespace, when the zygote made one
+  void end_init();
   int sock_ = -1;
   int out_ = -1;           // its stdout and stderr
   std::string output_;     // the tail of what it printed
@@ -165,8 +179,15 @@ class CandidateProcess {
   std::uint64_t memory_limit_ = 0;
   std::uint64_t resident_limit_ = 0;
   std::uint64_t resident_bytes() const;  // now: its anonymous and shared memory, from /proc/<pid>/status
+  std::uint64_t status_kib(std::string_view field) const;  // a "Field:  N kB" line of /proc/<pid>/status
+  std::uint64_t peak_vm_ = 0;  // the largest VmPeak seen (bytes)
   [[noreturn]] void over_memory(const std::string& while_doing, std::uint64_t resident);
   std::string isolation_;
+  bool seccomp_seen_ = false;
+  // Without namespaces (no private tmpfs): its TMPDIR and HOME, made for it
+  // and deleted with it.
+  std::string own_tmp_;
+  const std::string& own_tmp_folder();
   std::vector<std::uint64_t> mapped_;  // serials of the blocks it has mapped
 };
 
@@ -185,10 +206,6 @@ pid_t python_zygote_pid();
 void end_python_zygote();
 // Why the zygote last refused to fork ("" when it never did), for messages.
 std::string python_zygote_problem();
-
-// The layers the last candidate process of this process got ("" before the
-// first): the same for every one a worker starts, for its results' metrics.
-std::string candidate_isolation();
 
 // The candidate role of ksearch-worker: serves one CandidateProcess on
 // descriptor `sock` until the worker hangs up (then it exits 0); returns a

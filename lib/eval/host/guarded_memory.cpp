@@ -269,6 +269,7 @@ const char* signal_label(int sig) {
 }
 
 std::atomic<std::uint64_t> g_memory_limit{0};
+std::atomic<bool> g_wait_when_out_of_memory{false};
 std::atomic<CrashSink> g_crash_sink{nullptr};
 
 void emit(const LineBuffer& line) {
@@ -318,6 +319,10 @@ void crash_handler(int sig, siginfo_t* info, void* context) {
       }
       line.put("\n");
       emit(line);
+      // A candidate's process waits to be seen: the evaluator reads its
+      // memory and makes the verdict (CandidateProcess::died).
+      if (g_wait_when_out_of_memory.load())
+        for (;;) ::pause();
       ::_exit(kWorkerExitMemoryLimit);
     }
   }
@@ -407,7 +412,10 @@ void crash_handler(int sig, siginfo_t* info, void* context) {
 
 }  // namespace
 
-void set_memory_limit(std::uint64_t bytes) { g_memory_limit = bytes; }
+void set_memory_limit(std::uint64_t bytes, bool wait_when_out_of_memory) {
+  g_memory_limit = bytes;
+  g_wait_when_out_of_memory = wait_when_out_of_memory;
+}
 
 void install_crash_reporter(CrashSink sink) {
   g_crash_sink = sink;

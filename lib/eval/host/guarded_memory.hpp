@@ -64,10 +64,12 @@ std::string check_canaries(const void* p);
 using CrashSink = void (*)(const char* line, std::size_t len);
 void install_crash_reporter(CrashSink sink = nullptr);
 
-// Tells the crash reporter the worker's memory limit (RLIMIT_AS): a fatal
-// signal once the address space has come within 10 % of it ends the worker
-// with kWorkerExitMemoryLimit instead (a failed allocation the candidate did
-// not check). 0: no limit.
-void set_memory_limit(std::uint64_t bytes);
+// Tells the crash reporter the process's memory limit (RLIMIT_AS): a fatal
+// signal once the address space has come within 10 % of it is reported as
+// a failed allocation, and ends the process with kWorkerExitMemoryLimit (the
+// run worker), or, `wait_when_out_of_memory` (a candidate's process, whose
+// words decide nothing), waits there for the evaluator to read its memory
+// and end it. 0: no limit.
+void set_memory_limit(std::uint64_t bytes, bool wait_when_out_of_memory = false);
 
 }  // namespace ks::eval::host

@@ -56,6 +56,7 @@ class HostProgram final : public Program {
       : plan_source_(solution.launch_plan), path_(artifact.path), process_(std::move(process)) {
     if (process_) {
       process_->load(path_);
+      isolation_ = process_->isolation();
       return;
     }
     // RTLD_LOCAL keeps candidates' symbols apart. Handles are never closed:
@@ -229,6 +230,12 @@ class HostProgram final : public Program {
     for (const auto& s : scratch_) std::memset(s.host_ptr(), 0xFF, s.bytes);
   }
 
+  ProcessFacts process_facts() const override {
+    ProcessFacts f;
+    f.isolation = isolation_;
+    return f;
+  }
+
  private:
   void release_scratch() {
     for (const auto& s : scratch_) guarded_free(s.host_ptr());
@@ -238,6 +245,7 @@ class HostProgram final : public Program {
   LaunchPlan plan_source_;
   std::string path_;
   std::unique_ptr<CandidateProcess> process_;  // null: the calls run in this process
+  std::string isolation_;                      // its layers, once loaded
   void* handle_ = nullptr;
   std::optional<HostPlan> plan_;
   std::vector<BoundCall> calls_;

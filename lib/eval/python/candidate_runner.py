@@ -11,6 +11,15 @@
 # host backend) the clock stay in the worker; this process sees only the
 # blocks it is bound to. docs/python-candidates.md describes the contract.
 #
+# Nothing this process says is a verdict (docs/security.md, "Who says
+# what"). The load request runs before any candidate code exists here (the
+# imports, the sources compiled, the static checks, an extension's build),
+# so its answer is the runner's own and the worker takes a compile error
+# from it. From the import request on, the candidate's code shares this
+# interpreter and could write any answer: every later answer is data (an
+# error's text, a note on what a call returned, GPU times the worker
+# bounds), and the worker decides each status from what it observes itself.
+#
 # With `--zygote` it is instead the worker's long-lived Python: it imports
 # PyTorch (and Triton) once, never runs candidate code, and forks one process
 # per candidate (zygote_main below), which then sets up its own namespaces as
@@ -21,6 +30,7 @@
 # may depend on files beside it.
 
 import array
+import ast
 import ctypes
 import functools
 import inspect
@@ -36,23 +46,33 @@ import traceback
 import types
 
 MAGIC = 0x3143534B  # "KSC1"
-OP_LOAD, OP_MAP, OP_BIND, OP_RUN, OP_MAP_CUDA = 1, 2, 3, 4, 5
+OP_LOAD, OP_MAP, OP_BIND, OP_RUN, OP_MAP_CUDA, OP_IMPORT = 1, 2, 3, 4, 5, 6
 OP_HELLO, OP_OK, OP_ERROR, OP_DONE = 16, 17, 18, 19
 OP_FORK = 32  # worker -> zygote: start a candidate's process
 HEADER = struct.Struct("<IIQ")
 MAX_PACKET = 128 * 1024
-EXIT_MEMORY_LIMIT = 86  # kWorkerExitMemoryLimit (eval/protocol.hpp)
 EXIT_SETUP_FAILED, EXIT_HIDE_FAILED = 125, 124  # candidate_process.cpp's kExitSetupFailed, kExitHideFailed
 EXIT_RUNNER_FAILED = 70  # the runner itself failed; its traceback is on its output
 SYNC = None  # synchronizes the whole GPU (Candidate.load)
 
 
 class Failed(Exception):
-    """A failure with the status the worker records (compile_error, runtime_error, incorrect, memory_limit)."""
+    """A failure this process reports: its words and the candidate's frames.
+    No status: the worker decides that (see the top of this file). `kind`
+    is said only in the load request's answer, before any candidate code
+    exists here: "compile" (the sources) or "environment" (the interpreter);
+    `memory` marks words about memory, a hint the worker checks against the
+    memory it saw the process take."""
 
-    def __init__(self, status, message, log=""):
+    def __init__(self, message, log="", kind="compile", memory=False):
         super().__init__(message)
-        self.status, self.message, self.log = status, message, log
+        self.message, self.log, self.kind, self.memory = message, log, kind, memory
+
+
+class Misfit(Exception):
+    """A call that cannot fit the task's outputs (its module's parameters
+    have other shapes): the call is skipped, the outputs keep the worker's
+    poison, and the words go with the answer as a note (Candidate.returned)."""
 
 
 def read_str(payload, pos):
@@ -82,10 +102,11 @@ class Channel:
             os._exit(3)
         return op, token, msg[HEADER.size:], fds
 
-    def answer(self, op, token, text=""):
+    def answer(self, op, token, text="", fds=()):
         body = text.encode("utf-8", "replace")[:16 * 1024]
+        extra = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else []
         try:
-            self.sock.sendmsg([HEADER.pack(MAGIC, op, token) + struct.pack("<I", len(body)) + body])
+            self.sock.sendmsg([HEADER.pack(MAGIC, op, token) + struct.pack("<I", len(body)) + body], extra)
         except OSError:
             os._exit(0)  # the worker is gone
 
@@ -152,7 +173,7 @@ def write_proc_file(path, text, dir_fd):
 def enter_own_namespaces(spec):
     """A forked candidate's layers, as the spawning code's child_main gives a
     started one (candidate_process.cpp says why each exists): its own mount
-    namespace with its own folders, private /tmp and /dev/shm, a /proc of its
+    namespace with a private /tmp and /dev/shm, a /proc of its
     own PID namespace (or one showing only itself), the evaluator's folders
     covered, then a user namespace where it is an ordinary user with no
     capabilities. Returns the layers' names; exits when a layer fails."""
@@ -166,13 +187,6 @@ def enter_own_namespaces(spec):
     except OSError:
         os._exit(EXIT_SETUP_FAILED)
     try:
-        for folder, own in spec["own_folders"]:
-            fd = os.open(own, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-            mount("tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755")
-            os.makedirs(own, 0o755, exist_ok=True)
-            mount(f"/proc/self/fd/{fd}", own, None, MS_BIND)
-            mount(None, folder, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
-            os.close(fd)
         if spec["private_tmp"]:
             mount("tmpfs", spec["private_tmp"], "tmpfs", MS_NOSUID | MS_NODEV, "size=512m,mode=0700")
             os.chdir(spec["private_tmp"])
@@ -300,8 +314,7 @@ def zygote_main(imports):
         sock, out = fds
         try:
             spec = json.loads(read_str(payload, 0)[0])
-            pid = fork_candidate(spec, sock, out)
-            channel.answer(OP_OK, token, str(pid))
+            channel.answer(OP_OK, token, fork_candidate(spec, sock, out))
         except Exception as e:
             channel.answer(OP_ERROR, token, describe_exception(e))
         finally:
@@ -309,11 +322,38 @@ def zygote_main(imports):
             os.close(out)
 
 
+def idle_init():
+    """Process 1 of a candidate's PID namespace, so that the candidate is not
+    its init: an init drops the default-action signals it sends itself, and
+    abort() then ends in SIGSEGV, where the evaluator should see SIGABRT. It
+    holds no descriptor, reaps what is orphaned there, and exits once the
+    candidate's process (2) is gone (the evaluator reaps that one)."""
+    import resource
+    os.closerange(0, min(resource.getrlimit(resource.RLIMIT_NOFILE)[0], 1 << 16))
+    seen, started = False, time.monotonic()
+    while True:
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                pass
+        except ChildProcessError:
+            pass
+        try:
+            os.kill(2, 0)
+            seen = True
+        except ProcessLookupError:
+            if seen or time.monotonic() - started > 60:  # gone, or never made
+                os._exit(0)
+        except PermissionError:
+            seen = True
+        time.sleep(0.1 if seen else 0.005)
+
+
 def fork_candidate(spec, sock, out):
     """Forks through an intermediate process that exits at once, so the
     candidate's process is adopted by the worker (its subreaper for this
     moment): the worker stops, continues and reaps it as a child of its own.
-    Returns its process id."""
+    In a PID namespace of its own, an idle init (idle_init) comes first and
+    is adopted too. Returns "PID" or "PID INIT_PID"."""
     threads = len(os.listdir("/proc/self/task"))
     if threads != 1:  # a fork would leave a child with locks no thread will release
         raise RuntimeError(f"the zygote runs {threads} threads; it forks only with one")
@@ -331,8 +371,16 @@ def fork_candidate(spec, sock, out):
         try:
             os.close(go_w)
             os.close(pid_r)
+            init = ""
             if spec["pid_namespace"]:
                 libc_call("unshare", CLONE_NEWPID)
+                init = os.fork()
+                if init == 0:
+                    try:
+                        idle_init()
+                    finally:
+                        os._exit(0)
+                init = f" {init}"
             pid = os.fork()
             if pid == 0:
                 os.close(pid_w)
@@ -341,7 +389,7 @@ def fork_candidate(spec, sock, out):
                 except BaseException:  # noqa: B902  (said on its output, which the worker reports)
                     traceback.print_exc()
                 os._exit(EXIT_RUNNER_FAILED)
-            os.write(pid_w, str(pid).encode())
+            os.write(pid_w, f"{pid}{init}".encode())
         finally:
             os._exit(0)
     os.close(go_r)
@@ -355,7 +403,7 @@ def fork_candidate(spec, sock, out):
         os.write(go_w, b"g")
     finally:
         os.close(go_w)
-    return int(text)
+    return text.decode()
 
 
 # ---------------------------------------------------------------------------
@@ -391,7 +439,104 @@ def compile_source(text, filename):
     except SyntaxError as e:
         where = f"{e.filename or filename} line {e.lineno}" if e.lineno else (e.filename or filename)
         line = (e.text or "").rstrip()
-        raise Failed("compile_error", f"SyntaxError in {where}: {e.msg}" + (f"\n    {line}" if line else ""))
+        raise Failed(f"SyntaxError in {where}: {e.msg}" + (f"\n    {line}" if line else ""))
+
+
+def top_level_binds(tree, name):
+    """Whether a module's top level may bind `name`: a def, class, import or
+    assignment outside function and class bodies, or anything that binds
+    names the parser cannot see (a star import, globals(), exec, ...)."""
+    dynamic = {"globals", "vars", "setattr", "exec", "eval", "__import__", "locals"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in dynamic:
+            return True
+        if isinstance(node, ast.Attribute) and node.attr in ("__dict__", "modules", "__setattr__"):
+            return True
+        if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
+            return True
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "__getattr__":
+            return True
+    stack = list(tree.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if node.name == name:
+                return True
+            continue  # their bodies bind their own names
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            if any((a.asname or a.name.split(".")[0]) == name for a in node.names):
+                return True
+            continue
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id == name:
+            return True
+        if isinstance(node, ast.ExceptHandler) and node.name == name:
+            return True
+        stack.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def check_statically(code_text, path, entry, own_modules, counts):
+    """The checks the load request makes without running the module: its
+    entry point is bound at its top level (a class there derives from
+    something, a function there takes as many parameters as a fixed style
+    passes), and the modules its top level imports (outside try blocks)
+    exist. Failed names what is wrong. `counts`: the task's (inputs, outputs)."""
+    tree = ast.parse(code_text, path)
+    name = entry.get("class") or entry.get("function")
+    if name and not top_level_binds(tree, name):
+        what = "class" if "class" in entry else ""
+        raise Failed(f"{path} defines no {what + ' ' if what else ''}`{name}`: the entry point for this task is "
+                     f"{entry.get('signature', name if what else name + '(...)')}")
+    defs = [n for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and n.name == name]
+    if len(defs) == 1 and isinstance(defs[0], ast.ClassDef) and "class" in entry and \
+            all(isinstance(b, ast.Name) and b.id == "object" for b in defs[0].bases) and not defs[0].keywords:
+        raise Failed(f"{path} has a class that is not a torch.nn.Module: `{name}`: the entry point for this task "
+                     f"is {entry.get('signature', name)}")
+    if len(defs) == 1 and isinstance(defs[0], ast.FunctionDef) and "dps" in entry and \
+            not defs[0].decorator_list:
+        a = defs[0].args
+        check_counts(len(a.posonlyargs) + len(a.args) + len(a.kwonlyargs), a.vararg is not None, *counts,
+                     bool(entry["dps"]))
+    import importlib.util
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            tops = [(a.name.split(".")[0]) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            tops = [node.module.split(".")[0]]
+        else:
+            continue
+        for top in tops:
+            if top in own_modules or top in sys.builtin_module_names:
+                continue
+            try:
+                found = importlib.util.find_spec(top) is not None
+            except (ImportError, ValueError):
+                found = True  # said when the module runs, in its own words
+            if not found:
+                raise Failed(f"ImportError while importing {path}: ModuleNotFoundError: No module named {top!r} "
+                             f"(line {node.lineno}; this Python has no such module)")
+
+
+def build_extension(text, path, prebuilt):
+    """An imported C++/CUDA Solution's module (generated by the library, so
+    its text is the evaluator's own): built here, in the load request, before
+    any of its code runs. `prebuilt`, a descriptor of the library the
+    evaluator built before (its bytes), spares the build. Returns the module's namespace
+    and its plan, which start() imports."""
+    ns = {"__name__": "__ksearch_build__", "__file__": path}
+    exec(compile(text, path, "exec", dont_inherit=True), ns)
+    plan = ns["_plan"]()
+    if prebuilt is not None:
+        os.makedirs(plan["folder"], exist_ok=True)
+        with open(plan["library"], "wb") as dst:
+            dst.write(prebuilt)
+        return ns, plan, False
+    try:
+        plan = ns["_compile"](plan)
+    except ImportError as e:
+        raise Failed(f"ImportError while importing {path}: {e}")
+    return ns, plan, True
 
 
 def candidate_frames(tb_text, files):
@@ -436,21 +581,37 @@ class Candidate:
         self.blocks = {}  # serial -> mmap
         self.bound = None
         self.kept = None  # what the last timed call returned
+        self.note = ""  # ... when it did not fit the outputs, why
         self.flush_buf = None
         self.call_args = None  # the convention's arguments of the last checked call
         self.build_s = None  # an imported C++/CUDA Solution's module: the time its build took
+        self.extension = None  # ... its namespace, build plan, and whether it was built here
 
-    def load(self):
+    def load(self, prebuilt=None):
+        """The load request: everything before the candidate's code runs.
+        PyTorch (and Triton) imported, the sources compiled, the checks that
+        need no candidate code (the entry point's name bound, the modules
+        imported at the top exist), an imported C++/CUDA Solution built,
+        then the seccomp filter. Its answer is this runner's own words."""
         global torch
+        # Triton's kernels and PyTorch's extension builds go to this process's
+        # private /tmp, which ends with it: nothing a candidate writes there
+        # reaches a later one.
+        tmp = os.environ.get("TMPDIR") or "/tmp"
+        os.environ["TRITON_CACHE_DIR"] = os.path.join(tmp, "triton")
+        os.environ["TORCH_EXTENSIONS_DIR"] = os.path.join(tmp, "torch_extensions")
         try:
             import torch  # noqa: F401  (the environment's, probed before the run)
         except Exception as e:
-            raise Failed("runtime_error", f"PyTorch cannot be imported by {sys.executable}: {describe_exception(e)}")
+            raise Failed(f"PyTorch cannot be imported by {sys.executable}: {describe_exception(e)}", kind="environment")
+        # The toolchain a kept extension library must have been built with.
+        self.identity = f"python {sys.version.split()[0]} torch {torch.__version__} cuda {torch.version.cuda}"
         if self.language == "triton":
             try:
                 import triton  # noqa: F401
             except Exception as e:
-                raise Failed("runtime_error", f"Triton cannot be imported by {sys.executable}: {describe_exception(e)}")
+                raise Failed(f"Triton cannot be imported by {sys.executable}: {describe_exception(e)}",
+                             kind="environment")
         if self.device == "cuda":
             global SYNC
             # The whole device, by the C function: never a candidate's patch.
@@ -462,51 +623,74 @@ class Candidate:
             # own references: patching torch.cuda.Event, its methods,
             # synchronize or current_stream later changes nothing here.
             self.timer = Timer()
-        sources = {}
+        self.sources = {}
         for s in self.spec["sources"]:
             name = os.path.splitext(os.path.basename(s["path"]))[0]
-            sources[name] = (s["path"], s["content"])
-        main_path = self.entry.get("module") or self.spec["sources"][0]["path"]
-        main = next((s for s in self.spec["sources"] if s["path"] == main_path), None)
+            self.sources[name] = (s["path"], s["content"])
+        self.main_path = self.entry.get("module") or self.spec["sources"][0]["path"]
+        main = next((s for s in self.spec["sources"] if s["path"] == self.main_path), None)
         if main is None:
-            raise Failed("compile_error", f"the solution has no file {main_path}, which holds its entry point")
-        code = compile_source(main["content"], main["path"])
+            raise Failed(f"the solution has no file {self.main_path}, which holds its entry point")
+        self.code = compile_source(main["content"], main["path"])
+        for name, (path, text) in self.sources.items():
+            if path != self.main_path:
+                compile_source(text, path)
+        own = set(self.sources) | set(self.entry.get("modules", {}))
+        if self.entry.get("extension"):
+            started = time.monotonic()
+            if self.spec.get("prebuilt_identity") != self.identity:
+                prebuilt = None  # another toolchain's: built again
+            self.extension = build_extension(main["content"], main["path"], prebuilt)
+            if self.extension[2]:
+                self.build_s = time.monotonic() - started
+        else:
+            check_statically(main["content"], self.main_path, self.entry, own,
+                             (self.spec.get("n_inputs", 0), self.spec.get("n_outputs", 0)))
         # Everything the candidate can reach from here on is confined.
         self.filtered = install_seccomp(self.spec.get("seccomp", b""), self.spec.get("seccomp_nr", 0))
         if self.spec.get("seccomp") and not self.filtered:
-            raise Failed("runtime_error", "the candidate's process could not install its seccomp filter, so it does "
-                                          "not run (the evaluator's confinement is not optional)")
+            raise Failed("the candidate's process could not install its seccomp filter, so it does not run (the "
+                         "evaluator's confinement is not optional)", kind="environment")
+
+    def start(self):
+        """The import request: the candidate's module runs, then its entry
+        point is looked up. Candidate code from here on."""
+        main_path = self.main_path
+        if self.extension is not None:
+            ns, plan, _ = self.extension
+            try:
+                _, self.function = ns["_load"](plan)
+            except BaseException as e:  # noqa: B902  (its initialisers are the candidate's code)
+                raise Failed(f"ImportError while importing {main_path}: {describe_exception(e)}")
+            return
         # The task's own modules (GPUMode's `task`), then the solution's other files.
         importable = {name: (f"<the task's {name} module>", text) for name, text in self.entry.get("modules", {}).items()}
-        importable.update({k: v for k, v in sources.items() if v[0] != main_path})
+        importable.update({k: v for k, v in self.sources.items() if v[0] != main_path})
         sys.meta_path.insert(0, SourceFinder(importable))
         name = os.path.splitext(os.path.basename(main_path))[0]
         module = types.ModuleType(name)
         module.__file__ = main_path
         sys.modules[name] = module
-        started = time.monotonic()
         try:
-            exec(code, module.__dict__)
+            exec(self.code, module.__dict__)
         except Failed:
             raise
         except ImportError as e:
-            raise Failed("compile_error", f"ImportError while importing {main_path}: {describe_exception(e)}",
+            raise Failed(f"ImportError while importing {main_path}: {describe_exception(e)}",
                          candidate_frames(traceback.format_exc(), self.files))
         except BaseException as e:  # noqa: B902  (SystemExit too: a module must not exit)
             if is_out_of_memory(e):
-                raise Failed("memory_limit", f"out of memory while importing {main_path}: {describe_exception(e)}")
-            raise Failed("runtime_error", f"{main_path} raised an exception when imported: {describe_exception(e)}",
+                raise Failed(f"out of memory while importing {main_path}: {describe_exception(e)}", memory=True)
+            raise Failed(f"{main_path} raised an exception when imported: {describe_exception(e)}",
                          candidate_frames(traceback.format_exc(), self.files))
-        if self.entry.get("extension"):
-            self.build_s = time.monotonic() - started
         if "class" in self.entry:
             # KernelBench's convention: the module is built by the evaluator (bind).
             name = self.entry["class"]
             cls = getattr(module, name, None)
             if not isinstance(cls, type) or not issubclass(cls, torch.nn.Module):
                 what = "defines no class" if not isinstance(cls, type) else "has a class that is not a torch.nn.Module:"
-                raise Failed("compile_error", f"{main_path} {what} `{name}`: the entry point for this task is "
-                                              f"{self.entry.get('signature', name)}")
+                raise Failed(f"{main_path} {what} `{name}`: the entry point for this task is "
+                             f"{self.entry.get('signature', name)}")
             self.model_class = cls
             # KernelBench runs every call of the module under torch.no_grad().
             torch.set_grad_enabled(False)
@@ -515,8 +699,8 @@ class Candidate:
         target = getattr(module, fn, None)
         if target is None or not callable(target):
             what = "defines no" if target is None else "has a non-callable"
-            raise Failed("compile_error", f"{main_path} {what} `{fn}`: the entry point for this task is "
-                                          f"{self.entry.get('signature', fn + '(...)')}")
+            raise Failed(f"{main_path} {what} `{fn}`: the entry point for this task is "
+                         f"{self.entry.get('signature', fn + '(...)')}")
         self.function = target
         if self.entry.get("adapter"):
             ns = {"__name__": "ksearch_task_adapter"}
@@ -596,9 +780,8 @@ class Candidate:
                 model = model.to(device=self.device, dtype=torch.float32)
             except BaseException as e:  # noqa: B902
                 if is_out_of_memory(e):
-                    raise Failed("memory_limit", f"out of memory building {self.entry['class']}: "
-                                                 f"{describe_exception(e)}")
-                raise Failed("runtime_error", f"{self.entry['class']}(*{init!r}) raised {describe_exception(e)}",
+                    raise Failed(f"out of memory building {self.entry['class']}: {describe_exception(e)}", memory=True)
+                raise Failed(f"{self.entry['class']}(*{init!r}) raised {describe_exception(e)}",
                              candidate_frames(traceback.format_exc(), self.files))
             self.model, self.model_key = model, key
             self.function = model
@@ -612,9 +795,9 @@ class Candidate:
         if len(state) != len(parameters) or any(tuple(v.shape) != tuple(p.shape) for (_, v), p in zip(state, parameters)):
             want = ", ".join(f"{list(p.shape)}" for p in parameters)
             have = ", ".join(f"{k} {list(v.shape)}" for k, v in state)
-            raise Failed("incorrect", f"{self.entry['class']}'s state_dict holds {len(state)} tensor(s) ({have or 'none'}); "
-                                      f"the task's module has {len(parameters)} ({want or 'none'}), which are copied "
-                                      f"into it in order: build the same parameters as Model, in the same order")
+            raise Misfit(f"{self.entry['class']}'s state_dict holds {len(state)} tensor(s) ({have or 'none'}); the "
+                         f"task's module has {len(parameters)} ({want or 'none'}), which are copied into it in "
+                         f"order: build the same parameters as Model, in the same order")
         for (_, v), p in zip(state, parameters):
             v.copy_(p)
 
@@ -659,22 +842,33 @@ class Candidate:
             _, n, poison_between, flush_between = mode.split()
             times = [self.timed_call(poison_between == "1", flush_between == "1") for _ in range(int(n))]
             # The last result goes to the outputs in this request: no later
-            # one gives a thread of the candidate's time to finish it.
+            # one gives a thread of the candidate's time to finish it. One
+            # that does not fit leaves them poison, for the check to find.
             if self.kept is not None:
                 self.copy_out(self.kept)
+            elif self.note:
+                for _, out in self.outputs:
+                    poison(out)
+                SYNC()
             escaped, self.timer.escaped = self.timer.escaped, 0
-            return "ms=" + ",".join(repr(t) for t in times) + f";escaped={escaped}"
+            note = f";note={self.note}" if self.note else ""
+            return "ms=" + ",".join(repr(t) for t in times) + f";escaped={escaped}" + note
         try:
             result = self.call(fresh=mode == "call")
             if self.device == "cuda":
                 SYNC()
+        except Misfit as m:
+            self.kept = None
+            return f"note={m}"
         except Failed:
             raise
         except BaseException as e:  # noqa: B902  (SystemExit too: an entry point must return)
             raise self.call_failure(e)
         self.kept = None
         if not self.dps:
-            values = self.returned(result)
+            values, note = self.returned(result)
+            if values is None:
+                return "note=" + note
             self.copy_out(values)
             if mode == "timed-host":
                 # Inside the timed request: a tensor returned again is poison next time.
@@ -685,8 +879,8 @@ class Candidate:
     def call_failure(self, e):
         """What an exception of the entry point becomes."""
         if is_out_of_memory(e):
-            return Failed("memory_limit", f"the candidate ran out of memory: {describe_exception(e)}")
-        return Failed("runtime_error", f"the candidate raised {describe_exception(e)}",
+            return Failed(f"the candidate ran out of memory: {describe_exception(e)}", memory=True)
+        return Failed(f"the candidate raised {describe_exception(e)}",
                       candidate_frames(traceback.format_exc(), self.files))
 
     def poison_returned(self, t):
@@ -719,13 +913,16 @@ class Candidate:
             self.flush_buf.fill_(len(self.flush_buf) & 255)
         try:
             ms, result = self.timer.measure(lambda: self.call(fresh=False))
+        except Misfit as m:
+            self.kept, self.note = None, str(m)
+            return 0.0
         except Failed:
             raise
         except BaseException as e:  # noqa: B902  (SystemExit too: an entry point must return)
             raise self.call_failure(e)
-        self.kept = None
+        self.kept, self.note = None, ""
         if not self.dps:
-            self.kept = self.returned(result)
+            self.kept, self.note = self.returned(result)
         return ms
 
     def copy_out(self, values):
@@ -736,11 +933,15 @@ class Candidate:
             SYNC()
 
     def returned(self, result):
+        """The outputs in what the entry returned, checked against the task's
+        outputs: (values, "") or, when they do not fit, (None, why). A misfit
+        is no exception: the outputs keep the worker's poison, its check
+        finds them unwritten (incorrect), and the why is a note beside it."""
         n = len(self.outputs)
         if isinstance(result, dict):
             missing = [name for name, _ in self.outputs if name not in result]
             if missing:
-                raise Failed("incorrect", f"the returned dict has no output {missing[0]!r}")
+                return None, f"the returned dict has no output {missing[0]!r}"
             values = [result[name] for name, _ in self.outputs]
         elif isinstance(result, (tuple, list)):
             values = list(result)
@@ -748,21 +949,19 @@ class Candidate:
             values = [result]
         if len(values) != n:
             names = ", ".join(name for name, _ in self.outputs)
-            raise Failed("incorrect", f"the entry point returned {len(values)} value(s); this task has {n} "
-                                      f"output(s) ({names})")
+            return None, f"the entry point returned {len(values)} value(s); this task has {n} output(s) ({names})"
         cast = self.entry.get("cast_outputs", False)
         for (name, out), v in zip(self.outputs, values):
             if type(v) is not torch.Tensor:
-                raise Failed("incorrect", f"output {name!r}: the entry point returned a {type(v).__module__}."
-                                          f"{type(v).__qualname__}, not a torch.Tensor")
+                return None, (f"output {name!r}: the entry point returned a {type(v).__module__}."
+                              f"{type(v).__qualname__}, not a torch.Tensor")
             if tuple(v.shape) != tuple(out.shape):
-                raise Failed("incorrect", f"output {name!r} has shape {list(v.shape)}, expected {list(out.shape)}")
+                return None, f"output {name!r} has shape {list(v.shape)}, expected {list(out.shape)}"
             if v.dtype != out.dtype and not cast:
-                raise Failed("incorrect", f"output {name!r} has dtype {str(v.dtype)[6:]}, expected "
-                                          f"{str(out.dtype)[6:]}")
+                return None, f"output {name!r} has dtype {str(v.dtype)[6:]}, expected {str(out.dtype)[6:]}"
             if v.device.type != torch.device(self.device).type:
-                raise Failed("incorrect", f"output {name!r} is on {v.device}, expected {self.device}")
-        return values
+                return None, f"output {name!r} is on {v.device}, expected {self.device}"
+        return values, ""
 
 
 def storage_range(t):
@@ -794,12 +993,15 @@ def check_parameter_count(fn, n_in, n_out, dps):
         return
     variadic = any(p.kind == p.VAR_POSITIONAL for p in params)
     count = sum(p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params)
+    check_counts(count, variadic, n_in, n_out, dps)
+
+
+def check_counts(count, variadic, n_in, n_out, dps):
     expected = n_in + n_out if dps else n_in
     if count > expected or (count != expected and not variadic):
         style = "destination-passing" if dps else "value-returning"
-        raise Failed("compile_error", f"the entry point takes {count} parameter(s); in {style} style this task "
-                                      f"calls it with {expected} ({n_in} input(s)"
-                                      f"{f' and {n_out} output(s)' if dps else ''})")
+        raise Failed(f"the entry point takes {count} parameter(s); in {style} style this task calls it with "
+                     f"{expected} ({n_in} input(s){f' and {n_out} output(s)' if dps else ''})")
 
 
 def takes_outputs(fn, n_in, n_out):
@@ -912,7 +1114,7 @@ class CudaMemory:
         fn = self.calls[name]
         r = fn(*args) if fn is not None else -1
         if r != 0:
-            raise Failed("runtime_error", f"cannot map the evaluator's buffer ({name}: error {r})")
+            raise Failed(f"cannot map the evaluator's buffer ({name}: error {r})")
 
     def import_fd(self, serial, size, fd):
         """Maps allocation `serial` from its descriptor, which it closes."""
@@ -944,12 +1146,12 @@ class CudaMemory:
     def tensor(self, key, offset, nbytes):
         if key not in self.mapped:
             if isinstance(key, int):
-                raise self.failed.get(key) or Failed("runtime_error", f"the evaluator's buffer {key} was never sent")
+                raise self.failed.get(key) or Failed(f"the evaluator's buffer {key} was never sent")
             ptr = ctypes.c_uint64(0)
             h = self.Handle.from_buffer_copy(bytes.fromhex(key))
             r = self.open(ctypes.byref(ptr), h, 1)  # CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
             if r != 0:
-                raise Failed("runtime_error", f"cannot map the evaluator's buffer (cuIpcOpenMemHandle: error {r})")
+                raise Failed(f"cannot map the evaluator's buffer (cuIpcOpenMemHandle: error {r})")
             self.mapped[key] = (ptr.value, None)
         base = self.mapped[key][0]
 
@@ -972,7 +1174,7 @@ class CudaMemory:
 
 
 def failure_text(f):
-    return json.dumps({"status": f.status, "message": f.message, "log": f.log})
+    return json.dumps({"kind": f.kind, "message": f.message, "log": f.log, "memory": f.memory})
 
 
 def main():
@@ -1001,19 +1203,33 @@ def serve(isolation):
             except Failed as f:
                 candidate.cuda.failed[serial] = f  # the tensor that names it fails in bind, with these words
             continue
+        prebuilt = None  # a library the evaluator built before: read now, before any candidate code exists
+        if op == OP_LOAD and fds:
+            with os.fdopen(fds.pop(), "rb") as f:
+                prebuilt = f.read()
         for fd in fds:
             os.close(fd)
         try:
             text, _ = read_str(payload, 0)
             if op == OP_LOAD:
                 if candidate is not None:
-                    raise Failed("runtime_error", "a candidate is loaded already")
+                    raise Failed("a candidate is loaded already", kind="environment")
                 spec = json.loads(text)
                 spec["seccomp"] = bytes.fromhex(spec.get("seccomp", ""))
                 candidate = Candidate(spec)
-                candidate.load()
-                build = "" if candidate.build_s is None else f";build_s={candidate.build_s!r}"
-                channel.answer(OP_OK, token, ("+seccomp" if candidate.filtered else "") + build)
+                candidate.load(prebuilt)
+                answer, built = "", []
+                if candidate.build_s is not None:
+                    answer = json.dumps({"build_s": candidate.build_s, "identity": candidate.identity})
+                    # What the build made, for the evaluator to keep: read
+                    # before any candidate code exists here.
+                    built = [os.open(candidate.extension[1]["library"], os.O_RDONLY | os.O_CLOEXEC)]
+                channel.answer(OP_OK, token, answer, built)
+                for fd in built:
+                    os.close(fd)
+            elif op == OP_IMPORT:
+                candidate.start()
+                channel.answer(OP_OK, token)
             elif op == OP_BIND:
                 candidate.bind(json.loads(text))
                 channel.answer(OP_OK, token)
@@ -1023,16 +1239,13 @@ def serve(isolation):
                 os._exit(3)
         except Failed as f:
             channel.answer(OP_ERROR, token, failure_text(f))
-        except MemoryError:
-            os._exit(EXIT_MEMORY_LIMIT)
-        except Exception as e:  # the runner's own fault, said as such
+        except Exception as e:  # the runner's own fault (MemoryError included), said as such
             channel.answer(OP_ERROR, token, failure_text(
-                Failed("runtime_error", f"the Python candidate runner failed: {describe_exception(e)}",
-                       traceback.format_exc())))
+                Failed(f"the Python candidate runner failed: {describe_exception(e)}", traceback.format_exc(),
+                       kind="environment", memory=isinstance(e, MemoryError))))
         except BaseException:  # noqa: B902  (KeyboardInterrupt and the like: never a silent exit)
             traceback.print_exc()
             sys.stderr.flush()
             os._exit(EXIT_RUNNER_FAILED)
-
 
 main()

@@ -1,6 +1,9 @@
 #include "eval/python/python_program.hpp"
 
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -9,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <set>
 
 #include "core/fib_solution.hpp"
@@ -20,6 +24,7 @@
 #include "util/fs.hpp"
 #include "util/process.hpp"
 #include "util/sha256.hpp"
+#include "util/unique_fd.hpp"
 
 namespace ks::eval::python {
 namespace {
@@ -130,28 +135,143 @@ class PythonCompiler final : public Compiler {
   std::string cache_dir_;
 };
 
-// A failure the runner reported: {"status", "message", "log"}.
-Failure runner_failure(const std::string& text, std::uint64_t memory_limit) {
-  Failure f{.status = EvalStatus::runtime_error, .contained = true};
+// The request an error answered: the load request is answered before any
+// candidate code exists in the process (the runner's own words), every later
+// one after (data, which the candidate could have written).
+enum class Stage { load, later };
+
+std::string bounded(std::string text, std::size_t cap) {
+  if (text.size() > cap) text = text.substr(0, cap) + " [...]";
+  return text;
+}
+
+// What an error answer of the candidate's process becomes: its words
+// ({"kind", "message", "log", "memory"}) quoted and bounded, and a status the
+// evaluator decides from the request that failed and the memory it saw the
+// process take (docs/security.md, "Who says what").
+Failure answer_failure(host::CandidateProcess& process, Stage stage, const std::string& text,
+                       const std::string& while_doing) {
+  std::string message = text, log, kind;
+  bool memory = false;
   try {
     const Json j = Json::parse(text);
-    f.status = eval_status_from_string(j.get_string("status", "runtime_error")).value_or(EvalStatus::runtime_error);
-    f.message = j.get_string("message", "");
-    f.log = j.get_string("log", "");
+    message = j.get_string("message", "");
+    log = j.get_string("log", "");
+    kind = j.get_string("kind", "");
+    memory = j.contains("memory") && j.at("memory").is_bool() && j.at("memory").as_bool();
   } catch (const std::exception&) {
-    f.message = text;
   }
-  if (f.status == EvalStatus::memory_limit && memory_limit > 0)
-    f.message += fmt::format(" (the limit is {} MiB per candidate process; raise it with --memory-limit)",
-                             memory_limit >> 20);
-  if (f.status == EvalStatus::memory_limit) f.out_of_memory = true;
+  message = bounded(std::move(message), 4000);
+  log = bounded(std::move(log), 8000);
+  if (auto f = process.memory_verdict(while_doing)) {
+    f->message += "; it said: " + message;
+    f->log = log;
+    f->out_of_memory = true;
+    return *f;
+  }
+  Failure f{.status = EvalStatus::runtime_error, .message = std::move(message), .log = std::move(log),
+            .contained = true};
+  // A syntax error, a missing module or entry point, a failed build: the
+  // runner found them before running anything of the candidate's.
+  if (stage == Stage::load && kind != "environment") f.status = EvalStatus::compile_error;
+  if (memory) f.message += process.memory_note();
   return f;
+}
+
+// "note=...": what the candidate's process said of a call whose result did
+// not fit the outputs (left poisoned for the check), at the end of an answer.
+std::string take_note(std::string& answer) {
+  const std::size_t at = answer.rfind("note=", 0) == 0 ? 0 : answer.find(";note=");
+  if (at == std::string::npos) return {};
+  const std::size_t text = at == 0 ? 5 : at + 6;
+  std::string note = bounded(answer.substr(text), 1000);
+  answer.resize(at);
+  return note;
+}
+
+// A C++/CUDA Solution's built library, kept by the evaluator across
+// evaluations and runs: <cache>/python/ext/<key>.so, keyed by the artifact's
+// content, with its SHA-256 and the toolchain that built it in <key>.json.
+// Only this class writes there, from the descriptor the load request
+// answered with: the build ran before any candidate code existed in that
+// process, so the library is the compilers' work. A candidate's process
+// never sees the folder (it is hidden there); the library reaches the next
+// one as a copy in a memfd, which its runner uses only when its own
+// toolchain is the one recorded.
+class ExtensionCache {
+ public:
+  static constexpr std::size_t kMaxLibraryBytes = std::size_t{512} << 20;
+
+  ExtensionCache(fs::path folder, std::string key) : folder_(std::move(folder)), key_(std::move(key)) {}
+
+  // The kept library and the toolchain it was built with; none when absent
+  // or when its bytes no longer match their hash.
+  std::pair<util::UniqueFd, std::string> open() const {
+    try {
+      const Json meta = Json::parse(util::read_file(folder_ / (key_ + ".json"), 1 << 16, false));
+      const std::string bytes = util::read_file(folder_ / (key_ + ".so"), kMaxLibraryBytes, false);
+      if (util::sha256_hex(bytes) != meta.get_string("sha256", "")) return {};
+      util::UniqueFd fd(static_cast<int>(::syscall(SYS_memfd_create, "ksearch-extension", MFD_CLOEXEC)));
+      if (!fd || !write_all(fd.get(), bytes)) return {};
+      ::lseek(fd.get(), 0, SEEK_SET);
+      return {std::move(fd), meta.get_string("identity", "")};
+    } catch (const std::exception&) {
+      return {};  // absent or unreadable: built again
+    }
+  }
+
+  // Keeps the library behind `fd` (a regular file holding an ELF object),
+  // built with `identity`. A library that cannot be kept is built again
+  // next time; the evaluation goes on either way.
+  void keep(int fd, const std::string& identity) const {
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 4 ||
+        static_cast<std::uint64_t>(st.st_size) > kMaxLibraryBytes)
+      return;
+    std::string bytes(static_cast<std::size_t>(st.st_size), '\0');
+    std::size_t got = 0;
+    while (got < bytes.size()) {
+      const ssize_t n = ::pread(fd, bytes.data() + got, bytes.size() - got, static_cast<off_t>(got));
+      if (n <= 0) return;
+      got += static_cast<std::size_t>(n);
+    }
+    if (bytes.compare(0, 4, "\x7f" "ELF") != 0) return;
+    try {
+      util::make_dirs(folder_);
+      util::write_file_atomic(folder_ / (key_ + ".so"), bytes);
+      util::write_file_atomic(folder_ / (key_ + ".json"),
+                              Json::obj({{"sha256", util::sha256_hex(bytes)}, {"identity", identity}}).dump());
+    } catch (const std::exception&) {
+    }
+  }
+
+ private:
+  static bool write_all(int fd, std::string_view data) {
+    while (!data.empty()) {
+      const ssize_t n = ::write(fd, data.data(), data.size());
+      if (n <= 0) return false;
+      data.remove_prefix(static_cast<std::size_t>(n));
+    }
+    return true;
+  }
+
+  fs::path folder_;
+  std::string key_;
+};
+
+// The cache key of an artifact's extension: its sources and entry point, and
+// the device kind it is built for.
+std::string extension_key(const Json& doc, const std::string& device_kind) {
+  return util::sha256_hex(Json::obj({{"sources", doc.at("sources")}, {"entry", doc.at("entry")},
+                                     {"device", device_kind}, {"format", "ksearch-extension-v1"}})
+                              .dump())
+      .substr(0, 40);
 }
 
 class PythonProgram final : public Program {
  public:
   PythonProgram(const Artifact& artifact, const host::CandidateProcessOptions& isolate, PythonDevice device)
-      : memory_limit_(isolate.memory_limit), device_(std::move(device)) {
+      : device_(std::move(device)) {
     Json doc;
     try {
       doc = Json::parse(util::read_file(artifact.path));
@@ -190,43 +310,60 @@ class PythonProgram final : public Program {
       // another candidate may be timed.
       if (!device_.visible_devices.empty()) o.env.push_back("CUDA_VISIBLE_DEVICES=" + device_.visible_devices);
     }
-    // Triton's kernel cache and PyTorch's extension builds: a folder of this
-    // artifact's own in each (its key names it), the only one it may write
-    // and read there. The same solution evaluated again finds its kernels.
-    if (!isolate.python_cache.empty()) {
-      const std::string key = fs::path(artifact.path).stem().string();
-      for (const char* kind : {"triton", "torch_extensions"}) {
-        const fs::path folder = fs::path(isolate.python_cache) / kind;
-        o.own_folders.push_back({folder.string(), (folder / key).string()});
-        // Covered here by its own-folder mount instead of an empty one.
-        o.hide.erase(std::remove(o.hide.begin(), o.hide.end(), folder.string()), o.hide.end());
-      }
-      o.env.push_back("TRITON_CACHE_DIR=" + o.own_folders[0].own);
-      o.env.push_back("TORCH_EXTENSIONS_DIR=" + o.own_folders[1].own);
-    }
+    // Triton's kernel cache and PyTorch's extension builds go to the
+    // process's private /tmp (the runner points them there): nothing a
+    // candidate writes outlives its process. What the evaluator keeps is a
+    // C++/CUDA Solution's library, built before any candidate code ran
+    // (ExtensionCache).
+    const bool extension = doc.at("entry").get_bool("extension");
+    if (extension && !isolate.python_cache.empty())
+      cache_.emplace(fs::path(isolate.python_cache) / "ext", extension_key(doc, device_.kind));
     const auto started = std::chrono::steady_clock::now();
     process_ = std::make_unique<host::CandidateProcess>(o);
-    // Triton runs ptxas and a C compiler; an extension build runs ninja and
-    // the compilers: both keep fork and exec.
-    const bool processes = doc.get_string("language", "") == "triton" || doc.at("entry").get_bool("extension");
+    // Triton runs ptxas and a C compiler as it compiles, in the candidate's
+    // calls: it keeps fork and exec. (An extension's build runs before the
+    // filter is installed.)
+    const bool processes = doc.get_string("language", "") == "triton";
+    const auto outputs = static_cast<std::int64_t>(
+        std::count_if(tensors_.begin(), tensors_.end(), [](const TensorSpec& t) { return t.is_output; }));
     Json load = Json::obj({{"language", doc.at("language")},
                            {"device", device_.kind},
+                           {"n_inputs", static_cast<std::int64_t>(tensors_.size()) - outputs},
+                           {"n_outputs", outputs},
                            {"sources", doc.at("sources")},
                            {"entry", doc.at("entry")},
                            {"seccomp", hex(host::candidate_seccomp_program(
                                            processes, o.pid_namespace ? 0 : process_->pid()))},
                            {"seccomp_nr", static_cast<std::int64_t>(SYS_seccomp)}});
-    const auto answer = process_->ask(host::CandidateProcess::Request::load, load.dump());
-    if (answer.error) throw RunError(runner_failure(answer.text, memory_limit_));
-    // "...;build_s=S": the time its module spent building an extension, a
-    // compile time rather than the process's start.
-    // The candidate's process writes that answer: the figure is bounded by
-    // the wall time the parent measured, so neither phase can go negative.
+    auto [prebuilt, identity] = cache_ ? cache_->open() : std::pair<util::UniqueFd, std::string>();
+    std::vector<int> send;
+    if (prebuilt) {
+      send.push_back(prebuilt.get());
+      load["prebuilt_identity"] = identity;
+    }
+    auto answer = process_->ask(host::CandidateProcess::Request::load, load.dump(), nullptr, send);
+    prebuilt.reset();
+    std::vector<util::UniqueFd> built;
+    for (int fd : answer.fds) built.emplace_back(fd);
+    if (answer.error) throw RunError(answer_failure(*process_, Stage::load, answer.text, "loading the candidate"));
+    // {"build_s", "identity"}: the time the load request spent building an
+    // extension, a compile time rather than the process's start (the
+    // runner's own words, bounded by the wall time measured here), and the
+    // toolchain it built with.
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    if (const auto at = answer.text.find(";build_s="); at != std::string::npos)
-      facts_.build_s = std::clamp(std::strtod(answer.text.c_str() + at + 9, nullptr), 0.0, elapsed);
+    Json said = Json::object();
+    try {
+      if (!answer.text.empty()) said = Json::parse(answer.text);
+    } catch (const std::exception&) {
+    }
+    facts_.build_s = said.is_object() ? std::clamp(said.get_number("build_s", 0), 0.0, elapsed) : 0.0;
     if (!(facts_.build_s >= 0)) facts_.build_s = 0;  // NaN
-    facts_.start_s = elapsed - facts_.build_s;
+    if (cache_ && !built.empty() && said.is_object()) cache_->keep(built.front().get(), said.get_string("identity", ""));
+    const auto imported = process_->ask(host::CandidateProcess::Request::import, "");
+    if (imported.error)
+      throw RunError(answer_failure(*process_, Stage::later, imported.text, "importing the candidate's module"));
+    facts_.start_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() - facts_.build_s;
+    facts_.isolation = process_->isolation();
   }
 
   ProcessFacts process_facts() const override { return facts_; }
@@ -297,7 +434,7 @@ class PythonProgram final : public Program {
     const auto answer = process_->ask(host::CandidateProcess::Request::bind,
                                       Json::obj({{"blocks", live}, {"tensors", tensors}, {"dims", dims}}).dump());
     cuda_sent_ = std::move(cuda_live);
-    if (answer.error) throw RunError(runner_failure(answer.text, memory_limit_));
+    if (answer.error) throw RunError(answer_failure(*process_, Stage::later, answer.text, "binding its inputs"));
   }
 
   // A checked call copies what the entry returns into the outputs.
@@ -332,10 +469,11 @@ class PythonProgram final : public Program {
     return wall_ms;
   }
   bool times_in_batches() const override { return device_.kind == "cuda"; }
+  std::string note() const override { return note_; }
   std::vector<double> timed_batch(int calls, bool poison, bool flush) override {
     double wall_ms = 0;
     std::string answer = run(fmt::format("batch {} {} {}", calls, poison ? 1 : 0, flush ? 1 : 0), &wall_ms);
-    // "ms=a,b,...;escaped=N": one time per call, which together cannot
+    // "ms=a,b,...;escaped=N[;note=...]": one time per call, which together cannot
     // exceed the worker's own clock from the request to the answer, and how
     // many calls left work running on another stream (charged).
     if (const auto semi = answer.find(";escaped="); semi != std::string::npos) {
@@ -364,20 +502,24 @@ class PythonProgram final : public Program {
   }
 
  private:
+  // One run request; its answer's text, less the note on the result it
+  // may end with (note()).
   std::string run(std::string_view kind, double* ms) {
     if (device_.synchronize) device_.synchronize();
-    const auto answer = process_->ask(host::CandidateProcess::Request::run, kind, ms);
-    if (answer.error) throw RunError(runner_failure(answer.text, memory_limit_));
-    return answer.text;
+    auto answer = process_->ask(host::CandidateProcess::Request::run, kind, ms);
+    if (answer.error) throw RunError(answer_failure(*process_, Stage::later, answer.text, "running the candidate"));
+    note_ = take_note(answer.text);
+    return std::move(answer.text);
   }
 
-  std::uint64_t memory_limit_ = 0;
   PythonDevice device_;
   std::vector<TensorSpec> tensors_;
   std::unique_ptr<host::CandidateProcess> process_;
+  std::optional<ExtensionCache> cache_;  // an imported C++/CUDA Solution's built library
   std::set<std::uint64_t> cuda_sent_;  // allocations the process has mapped (descriptors sent)
   std::set<std::string> shapes_seen_;  // the dims of every binding so far
   bool first_call_ = false;            // the next checked call is the first of its shape
+  std::string note_;                   // what the process said of its last call's result
   ProcessFacts facts_;
 };
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "core/response/parse.hpp"
 #include "search/world_model/import.hpp"
@@ -116,18 +117,25 @@ WorldModelImport import_run(const fs::path& dir, std::optional<Json> snapshot, c
                                       e.what()));
     }
   }
+  // Looked up once, not per node: a solution's first passing attempt (else
+  // its first), and what the earlier import brought.
+  std::map<std::string, const AttemptRecord*> by_solution;
+  for (const auto& a : attempts) {
+    const AttemptRecord*& f = by_solution[a.solution.id];
+    if (!f || (a.eval.passed() && !f->eval.passed())) f = &a;
+  }
+  std::map<std::string, const ImportedSolution*> earlier_by_id;
+  if (earlier)
+    for (const auto& s : earlier->solutions) earlier_by_id.emplace(s.solution.id, &s);
+  std::set<std::string> copied;
   for (const auto& [node, id] : attached_solutions(w.tree)) {
-    bool copied = false;
-    for (const auto& s : w.solutions) copied = copied || s.solution.id == id;
-    if (copied) continue;
-    const AttemptRecord* found = nullptr;
-    for (const auto& a : attempts)
-      if (a.solution.id == id && (!found || (a.eval.passed() && !found->eval.passed()))) found = &a;
-    if (!found && earlier) {
-      auto it = std::find_if(earlier->solutions.begin(), earlier->solutions.end(),
-                             [&](const ImportedSolution& s) { return s.solution.id == id; });
-      if (it != earlier->solutions.end()) {
-        w.solutions.push_back(*it);  // with its own record, if it had one: decided again for this run
+    if (copied.count(id)) continue;
+    auto it = by_solution.find(id);
+    const AttemptRecord* found = it != by_solution.end() ? it->second : nullptr;
+    if (!found) {
+      if (auto e = earlier_by_id.find(id); e != earlier_by_id.end()) {
+        w.solutions.push_back(*e->second);  // with its own record, if it had one: decided again for this run
+        copied.insert(id);
         continue;
       }
     }
@@ -146,6 +154,7 @@ WorldModelImport import_run(const fs::path& dir, std::optional<Json> snapshot, c
     rec.source = shown_path(dir / attempt_folder(*found));
     s.recorded = std::move(rec);
     w.solutions.push_back(std::move(s));
+    copied.insert(id);
   }
   mark_recorded(w.tree, source);
   return w;
@@ -193,6 +202,7 @@ WorldModelImport import_ksearch(const fs::path& file, const Json& j, const TaskS
     }
   }
   std::map<std::string, std::string> ids;  // K-Search id -> this library's
+  std::set<std::string> copied;            // this library's ids in w.solutions
   for (const auto& [node, id] : attached) {
     if (ids.count(id)) continue;
     auto it = db.find(id);
@@ -225,9 +235,7 @@ WorldModelImport import_ksearch(const fs::path& file, const Json& j, const TaskS
     s.task = spec.name;
     s.finalize();
     ids[id] = s.id;
-    bool copied = false;
-    for (const auto& other : w.solutions) copied = copied || other.solution.id == s.id;
-    if (!copied) w.solutions.push_back(ImportedSolution{s, id, std::nullopt});
+    if (copied.insert(s.id).second) w.solutions.push_back(ImportedSolution{s, id, std::nullopt});
   }
   core::wm::remap_solution_ids(w.tree, ids);
   mark_recorded(w.tree, w.source);

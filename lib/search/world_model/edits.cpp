@@ -105,6 +105,9 @@ class EditRun {
       : before_(tree), work_(tree), rules_(rules), problems_(rules.lenient) {}
 
   void apply(const Json& answer);
+  // Whether apply() refused the answer whole (over the op cap): the
+  // invariants of an untouched tree would only add noise.
+  bool over_cap() const { return over_cap_; }
   void check_invariants();
   bool ok() const { return problems_.empty(); }
   Tree& result() { return work_; }
@@ -133,6 +136,7 @@ class EditRun {
   const EditRules& rules_;
   // Every error (rejects the answer) and, in lenient mode, every repair.
   Problems problems_;
+  bool over_cap_ = false;
   // What the op being applied changed: the node count before it (it may
   // append nodes), the active node, the nodes it replaced and the one it
   // erased. Undoing that costs what the op did, where a copy of the tree per
@@ -170,6 +174,15 @@ void EditRun::apply(const Json& answer) {
   }
   if (!ops->is_array()) {
     problems_.add(fmt::format("\"ops\" must be an array of operations, found {}", json_type_name(ops->type())));
+    return;
+  }
+  // Refused whole, before any op runs: each op works on a copy of the tree.
+  if (ops->size() > kMaxEditOps) {
+    problems_.add_unrepairable(fmt::format("the answer has {} ops; at most {} are accepted in one edit (the world "
+                                           "model's op cap, docs/world-model.md \"Limits\"): send the few that matter "
+                                           "most",
+                                           ops->size(), kMaxEditOps));
+    over_cap_ = true;
     return;
   }
   for (std::size_t i = 0; i < ops->size(); ++i) apply_op((*ops)[i], i + 1);
@@ -467,6 +480,7 @@ void EditRun::delete_node(const Json& op, const std::string& where, Problems& p,
 
 void EditRun::check_invariants() {
   check_structure(work_, problems_);
+  check_snapshot_size(work_, problems_, &before_);
   const TreeIndex now_idx(work_);
   const Node& old_root = before_.root();
   const Node* new_root = now_idx.find(before_.root_id);
@@ -590,7 +604,7 @@ EditOutcome apply_edit_answer(Tree& tree, std::string_view answer, const EditRul
     return out;
   }
   run.apply(*parsed);
-  run.check_invariants();
+  if (!run.over_cap()) run.check_invariants();
   EditOutcome out = run.outcome();
   if (out.ok) tree = std::move(run.result());
   return out;

@@ -358,6 +358,8 @@ NormalizedTree normalize_ksearch_world_model(const Json& j) {
   if (!j.is_object())
     throw Error(Status::invalid_argument,
                 fmt::format("a K-Search world model must be a JSON object, found {}", json_type_name(j.type())));
+  // Before any node is read: an oversized tree costs its parse alone.
+  if (std::string cap = node_count_problem(j); !cap.empty()) throw Error(Status::invalid_argument, cap);
   NormalizedTree out;
   std::vector<std::string>& repairs = out.repairs;
   Tree t;
@@ -408,6 +410,11 @@ NormalizedTree normalize_ksearch_world_model(const Json& j) {
   break_cycles(t, repairs);
   const TreeIndex idx(t);
   follow_lineage(t, idx, repairs);
+  if (std::size_t d = idx.deepest(); d != TreeIndex::npos && idx.depth(d) > kMaxDepth)
+    throw Error(Status::invalid_argument,
+                fmt::format("node \"{}\" is {} levels below the root; at most {} are accepted (the world model's depth "
+                            "cap, docs/world-model.md \"Limits\")",
+                            t.nodes[d].id, idx.depth(d), kMaxDepth));
   t.active_id = t.root_id;
   if (auto a = tree.text("active_leaf_id")) {
     auto it = ids.renamed.find(*a);

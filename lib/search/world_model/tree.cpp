@@ -375,7 +375,20 @@ void read_solution_from_llm(const Json& j, Node& n, const std::string& where, Pr
   must_match("solution_name", Json(s.solution_name));
 }
 
+std::string node_cap_sentence(std::size_t nodes) {
+  return fmt::format("the world model has {} nodes; at most {} are accepted (the world model's node cap, "
+                     "docs/world-model.md \"Limits\")",
+                     nodes, kMaxNodes);
+}
+
 }  // namespace
+
+std::string node_count_problem(const Json& j) {
+  const Json* dt = j.is_object() ? j.find("decision_tree") : nullptr;
+  const Json* nodes = dt && dt->is_object() ? dt->find("nodes") : nullptr;
+  if (!nodes || !nodes->is_array() || nodes->size() <= kMaxNodes) return {};
+  return node_cap_sentence(nodes->size());
+}
 
 std::string check_node_id(std::string_view id) {
   if (id.empty()) return "a node id must not be empty";
@@ -454,6 +467,10 @@ bool read_node_fields(const Json& j, Node& n, NodeRead mode, const std::string& 
 Tree read_tree(const Json& j, bool from_llm, int round, Problems& p) {
   Tree t;
   if (!is_object_or_report(j, "the world model", p)) return t;
+  if (std::string cap = node_count_problem(j); !cap.empty()) {
+    p.add_unrepairable(std::move(cap));
+    return t;
+  }
   Reader r(j, "the world model", p);
   r.allow(std::array<std::string_view, 5>{"kernel_summary", "open_questions", "decision_tree",
                                           "computed_signals", "version"});
@@ -528,6 +545,7 @@ Tree read_tree(const Json& j, bool from_llm, int round, Problems& p) {
 }
 
 void check_structure(const Tree& t, Problems& p) {
+  if (t.nodes.size() > kMaxNodes) p.add(node_cap_sentence(t.nodes.size()));
   const TreeIndex idx(t);
   int roots = 0;
   for (std::size_t i = 0; i < t.nodes.size(); ++i) {
@@ -569,8 +587,33 @@ void check_structure(const Tree& t, Problems& p) {
   for (std::size_t i = 0; i < t.nodes.size(); ++i)
     if (idx.cyclic(i))
       p.add(fmt::format("node \"{}\" is part of a parent cycle (it never reaches the root)", t.nodes[i].id));
+  if (std::size_t d = idx.deepest(); d != TreeIndex::npos && idx.depth(d) > kMaxDepth)
+    p.add(fmt::format("node \"{}\" is {} levels below the root; at most {} are accepted (the world model's depth "
+                      "cap, docs/world-model.md \"Limits\")",
+                      t.nodes[d].id, idx.depth(d), kMaxDepth));
   if (!idx.find(t.active_id))
     p.add(fmt::format("active_leaf_id \"{}\" does not exist; existing ids: {}", t.active_id, t.id_list()));
+}
+
+std::size_t snapshot_bytes(const Tree& t) {
+  // As RunStore::write_world_model writes it, less the version field and the
+  // final newline.
+  return tree_to_json(t).dump(2).size();
+}
+
+void check_snapshot_size(const Tree& t, Problems& p, const Tree* before) {
+  const std::size_t bytes = snapshot_bytes(t);
+  if (bytes <= kMaxSnapshotBytes) return;
+  std::string now;
+  if (before) {
+    const std::size_t was = snapshot_bytes(*before);
+    if (bytes <= was) return;
+    now = fmt::format("; it takes {} now, and an edit may not make it larger", was);
+  }
+  p.add(fmt::format("the world model would take {} bytes as a snapshot; at most {} are accepted (the world model's "
+                    "snapshot cap, docs/world-model.md \"Limits\"){}: shorten the longest notes, descriptions and "
+                    "rationales, or hold fewer nodes",
+                    bytes, kMaxSnapshotBytes, now));
 }
 
 void fill_lineage(Tree& t) {

@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/world_model_file.hpp"
 #include "ksearch/json.hpp"
 
 namespace ks::core::wm {
@@ -124,6 +125,21 @@ struct Node {
   bool operator==(const Node&) const = default;
 };
 
+// What a world model may hold (docs/world-model.md, "Limits"). K-Search's
+// trees hold tens to a few hundred nodes; the caps leave ten times that,
+// and bound every check, prompt and snapshot. An answer, a file or an
+// import over one is refused with a sentence naming the cap.
+inline constexpr std::size_t kMaxNodes = 4096;
+// Edges from the root to the deepest node.
+inline constexpr std::size_t kMaxDepth = 512;
+// A snapshot as the run folder stores it (WorldModel::to_json().dump(2)),
+// checked on what an init or edit answer makes. The kernels and signals the
+// library attaches later add a few hundred bytes a node at most.
+inline constexpr std::size_t kMaxSnapshotBytes = std::size_t{8} << 20;
+static_assert(2 * kMaxSnapshotBytes <= kMaxWorldModelFileBytes, "a snapshot at the cap must read back");
+// Operations in one edit answer.
+inline constexpr std::size_t kMaxEditOps = 128;
+
 // One lookup is a linear scan: a flat vector keeps the copy-validate-commit
 // cycle of an edit a plain value copy. Work over many nodes builds a
 // TreeIndex once instead.
@@ -200,15 +216,30 @@ enum class NodeRead { from_file, new_from_llm, patch_from_llm };
 // overall_rating / 10, as in the original).
 bool read_node_fields(const Json& j, Node& n, NodeRead mode, const std::string& where, Problems& p);
 
+// The node cap's refusal when `j` (a world model) lists more than kMaxNodes
+// nodes, else "". Checked before the nodes are read, so an oversized answer
+// or file costs no more than its parse.
+std::string node_count_problem(const Json& j);
+
 // Reads a whole world model. `from_llm`: an init answer (nodes may not carry
-// solutions; computed_signals is machine-written and ignored).
+// solutions; computed_signals is machine-written and ignored). Over the node
+// cap it reads no node and reports node_count_problem.
 Tree read_tree(const Json& j, bool from_llm, int round, Problems& p);
 
 // The structural invariants: one root, unique well-formed ids, every parent
 // exists, no cycles, node types consistent, the active node exists, lineage
-// (an open node's parent_solution_id is its parent's solution). Linear in
-// the tree's size.
+// (an open node's parent_solution_id is its parent's solution), and the
+// node and depth caps. Linear in the tree's size.
 void check_structure(const Tree& t, Problems& p);
+
+// The tree as the run folder writes a snapshot of it (tree_to_json,
+// indented), in bytes.
+std::size_t snapshot_bytes(const Tree& t);
+
+// The snapshot cap: `t` as a snapshot is at most kMaxSnapshotBytes, or, for
+// an edit of a tree already over it (`before`: imported, or grown by the
+// kernels the library attached), no larger than `before`.
+void check_snapshot_size(const Tree& t, Problems& p, const Tree* before = nullptr);
 
 // Fills an open node's empty parent_solution_id from its parent, so lineage
 // follows a parent that got its kernel after the child was inserted.

@@ -8,7 +8,9 @@
 #include <set>
 
 #include "core/response/parse.hpp"
+#include "core/world_model_file.hpp"
 #include "search/world_model/import.hpp"
+#include "search/world_model/tree.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/run_store.hpp"
 #include "ksearch/search.hpp"
@@ -53,13 +55,17 @@ Json without_version(Json tree) {
   return tree;
 }
 
-// Checks a libksearch tree as the strategy will load it.
+// Checks a libksearch tree as the strategy will load it, and, as for an
+// init answer, that it fits the snapshot cap: the run's edits start from it.
 void check_tree(const Json& tree, const std::string& what) {
   try {
     make_tree_world_model()->load_json(tree);
   } catch (const Error& e) {
     throw Error(Status::invalid_argument, fmt::format("{} is not a valid libksearch world model: {}", what, e.what()));
   }
+  core::wm::Problems problems;
+  core::wm::check_snapshot_size(core::wm::read_tree(tree, /*from_llm=*/false, 0, problems), problems);
+  if (!problems.empty()) throw Error(Status::invalid_argument, fmt::format("{}: {}", what, problems.list().front()));
 }
 
 // Every solution id the tree's nodes carry, with the node that carries it.
@@ -167,7 +173,12 @@ WorldModelImport import_ksearch(const fs::path& file, const Json& j, const TaskS
   WorldModelImport w;
   w.source = shown_path(file);
   w.format = "k-search";
-  core::wm::NormalizedTree norm = core::wm::normalize_ksearch_world_model(j);
+  core::wm::NormalizedTree norm;
+  try {
+    norm = core::wm::normalize_ksearch_world_model(j);
+  } catch (const Error& e) {
+    throw Error(e.status(), fmt::format("{}: {}", w.source, e.what()));  // the caps' refusals name the file
+  }
   w.tree = std::move(norm.tree);
   w.repairs = std::move(norm.repairs);
   const auto attached = attached_solutions(w.tree);
@@ -290,7 +301,7 @@ WorldModelImport load_world_model_import(const std::string& source, const TaskSp
                                                  source));
     return import_run(p, std::nullopt, shown_path(p));
   }
-  const std::string text = util::read_file(p, util::kMaxSolutionFileBytes);
+  const std::string text = util::read_file(p, core::kMaxWorldModelFileBytes);
   std::string error;
   auto j = Json::try_parse(text, &error);
   if (!j) throw Error(Status::parse, fmt::format("{} is not JSON: {}", source, error));

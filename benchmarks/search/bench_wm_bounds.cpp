@@ -1,6 +1,6 @@
 // What large world models cost: the --continue-from-world-model import
 // (K-Search's world_model.json and a libksearch snapshot), a model's init
-// and edit answers, and `ksearch show`'s load-and-render, on a 30 000-node
+// and edit answers, and `ksearch show`'s read-load-render, on a 30 000-node
 // chain and 100 000 flat nodes (issue 42: both were hours of work before
 // the caps), and on trees right at the caps (docs/world-model.md, "Limits").
 // Each case runs in a child process of its own, so its peak RSS
@@ -28,6 +28,7 @@
 
 #include "engine/warm_start.hpp"
 #include "ksearch/error.hpp"
+#include "ksearch/run_store.hpp"
 #include "ksearch/task.hpp"
 #include "ksearch/world_model.hpp"
 #include "ksearch/sys/world_model.hpp"
@@ -172,11 +173,14 @@ std::string edit(ks::WorldModel& wm, const std::string& answer) {
   return fmt::format("ok, {} ops applied", out.applied_ops);
 }
 
-// `ksearch show`: the snapshot loaded and rendered as a tree.
-std::string show(const std::string& snapshot) {
+// `ksearch show`: a run folder's latest snapshot read (RunStore, as the CLI
+// reads it), loaded and rendered as a tree.
+std::string show(const fs::path& run_dir) {
   auto wm = ks::make_tree_world_model();
   try {
-    wm->load_json(ks::Json::parse(snapshot));
+    auto snapshot = ks::RunStore::open_read_only(run_dir).latest_world_model();
+    if (!snapshot) return "no snapshot";
+    wm->load_json(*snapshot);
   } catch (const ks::Error& e) {
     return "refused: " + first_line(e.what());
   }
@@ -295,9 +299,13 @@ int main(int argc, char** argv) {
                        const std::string text = world_model(in.shape, in.n, false);
                        return timed(text.size(), [&] { return init_answer(text); });
                      }});
-    cases.push_back({"show (load + render), " + in.label, [=] {
+    cases.push_back({"show (read + load + render), " + in.label, [=] {
+                       const fs::path run = dir / ("run-" + stem);
+                       ks::RunStore::create(run, ks::Json::obj({{"task", "bench"}}));
                        const std::string text = world_model(in.shape, in.n, true);
-                       return timed(text.size(), [&] { return show(text); });
+                       fs::create_directories(run / "world_model");
+                       write_text(run / "world_model" / "v000001.json", text);
+                       return timed(text.size(), [&] { return show(run); });
                      }});
   }
   for (auto [label, n, chain] : {std::tuple{"edit answer, 30000 insert ops (a chain)", 30000, true},

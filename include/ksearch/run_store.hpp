@@ -83,6 +83,7 @@ class KS_API RunStore {
 
   // world_model/vNNNNNN.json; skipped when that version is already there.
   void write_world_model(std::uint64_t version, const Json& wm);
+  // The latest snapshot; a file over 16 MiB is refused (docs/world-model.md, "Limits").
   std::optional<Json> latest_world_model() const;
   std::vector<std::uint64_t> world_model_versions() const;
 

@@ -13,6 +13,7 @@
 #include <ctime>
 
 #include "core/run_events.hpp"
+#include "core/world_model_file.hpp"
 #include "core/solution_files.hpp"
 #include "ksearch/error.hpp"
 #include "util/fs.hpp"
@@ -96,8 +97,8 @@ auto in_file(const fs::path& file, F&& read) {
   }
 }
 
-Json read_json(const util::Folder& run, const fs::path& rel) {
-  std::string text = run.read(rel);  // its errors name the file
+Json read_json(const util::Folder& run, const fs::path& rel, std::size_t max_bytes = SIZE_MAX) {
+  std::string text = run.read(rel, max_bytes);  // its errors name the file
   return in_file(run.path() / rel, [&] { return Json::parse(text); });
 }
 
@@ -365,7 +366,8 @@ std::vector<std::uint64_t> RunStore::world_model_versions() const {
 std::optional<Json> RunStore::latest_world_model() const {
   auto v = world_model_versions();
   if (v.empty()) return std::nullopt;
-  return read_json(impl_->run, fs::path("world_model") / fmt::format("v{:06d}.json", v.back()));
+  return read_json(impl_->run, fs::path("world_model") / fmt::format("v{:06d}.json", v.back()),
+                   core::kMaxWorldModelFileBytes);
 }
 
 void RunStore::write_best(const BestSolution& best) {

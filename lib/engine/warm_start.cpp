@@ -5,9 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "core/response/parse.hpp"
+#include "core/world_model_file.hpp"
 #include "search/world_model/import.hpp"
+#include "search/world_model/tree.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/run_store.hpp"
 #include "ksearch/search.hpp"
@@ -52,13 +55,17 @@ Json without_version(Json tree) {
   return tree;
 }
 
-// Checks a libksearch tree as the strategy will load it.
+// Checks a libksearch tree as the strategy will load it, and, as for an
+// init answer, that it fits the snapshot cap: the run's edits start from it.
 void check_tree(const Json& tree, const std::string& what) {
   try {
     make_tree_world_model()->load_json(tree);
   } catch (const Error& e) {
     throw Error(Status::invalid_argument, fmt::format("{} is not a valid libksearch world model: {}", what, e.what()));
   }
+  core::wm::Problems problems;
+  core::wm::check_snapshot_size(core::wm::read_tree(tree, /*from_llm=*/false, 0, problems), problems);
+  if (!problems.empty()) throw Error(Status::invalid_argument, fmt::format("{}: {}", what, problems.list().front()));
 }
 
 // Every solution id the tree's nodes carry, with the node that carries it.
@@ -116,18 +123,25 @@ WorldModelImport import_run(const fs::path& dir, std::optional<Json> snapshot, c
                                       e.what()));
     }
   }
+  // Looked up once, not per node: a solution's first passing attempt (else
+  // its first), and what the earlier import brought.
+  std::map<std::string, const AttemptRecord*> by_solution;
+  for (const auto& a : attempts) {
+    const AttemptRecord*& f = by_solution[a.solution.id];
+    if (!f || (a.eval.passed() && !f->eval.passed())) f = &a;
+  }
+  std::map<std::string, const ImportedSolution*> earlier_by_id;
+  if (earlier)
+    for (const auto& s : earlier->solutions) earlier_by_id.emplace(s.solution.id, &s);
+  std::set<std::string> copied;
   for (const auto& [node, id] : attached_solutions(w.tree)) {
-    bool copied = false;
-    for (const auto& s : w.solutions) copied = copied || s.solution.id == id;
-    if (copied) continue;
-    const AttemptRecord* found = nullptr;
-    for (const auto& a : attempts)
-      if (a.solution.id == id && (!found || (a.eval.passed() && !found->eval.passed()))) found = &a;
-    if (!found && earlier) {
-      auto it = std::find_if(earlier->solutions.begin(), earlier->solutions.end(),
-                             [&](const ImportedSolution& s) { return s.solution.id == id; });
-      if (it != earlier->solutions.end()) {
-        w.solutions.push_back(*it);  // with its own record, if it had one: decided again for this run
+    if (copied.count(id)) continue;
+    auto it = by_solution.find(id);
+    const AttemptRecord* found = it != by_solution.end() ? it->second : nullptr;
+    if (!found) {
+      if (auto e = earlier_by_id.find(id); e != earlier_by_id.end()) {
+        w.solutions.push_back(*e->second);  // with its own record, if it had one: decided again for this run
+        copied.insert(id);
         continue;
       }
     }
@@ -146,6 +160,7 @@ WorldModelImport import_run(const fs::path& dir, std::optional<Json> snapshot, c
     rec.source = shown_path(dir / attempt_folder(*found));
     s.recorded = std::move(rec);
     w.solutions.push_back(std::move(s));
+    copied.insert(id);
   }
   mark_recorded(w.tree, source);
   return w;
@@ -158,7 +173,12 @@ WorldModelImport import_ksearch(const fs::path& file, const Json& j, const TaskS
   WorldModelImport w;
   w.source = shown_path(file);
   w.format = "k-search";
-  core::wm::NormalizedTree norm = core::wm::normalize_ksearch_world_model(j);
+  core::wm::NormalizedTree norm;
+  try {
+    norm = core::wm::normalize_ksearch_world_model(j);
+  } catch (const Error& e) {
+    throw Error(e.status(), fmt::format("{}: {}", w.source, e.what()));  // the caps' refusals name the file
+  }
   w.tree = std::move(norm.tree);
   w.repairs = std::move(norm.repairs);
   const auto attached = attached_solutions(w.tree);
@@ -193,6 +213,7 @@ WorldModelImport import_ksearch(const fs::path& file, const Json& j, const TaskS
     }
   }
   std::map<std::string, std::string> ids;  // K-Search id -> this library's
+  std::set<std::string> copied;            // this library's ids in w.solutions
   for (const auto& [node, id] : attached) {
     if (ids.count(id)) continue;
     auto it = db.find(id);
@@ -225,9 +246,7 @@ WorldModelImport import_ksearch(const fs::path& file, const Json& j, const TaskS
     s.task = spec.name;
     s.finalize();
     ids[id] = s.id;
-    bool copied = false;
-    for (const auto& other : w.solutions) copied = copied || other.solution.id == s.id;
-    if (!copied) w.solutions.push_back(ImportedSolution{s, id, std::nullopt});
+    if (copied.insert(s.id).second) w.solutions.push_back(ImportedSolution{s, id, std::nullopt});
   }
   core::wm::remap_solution_ids(w.tree, ids);
   mark_recorded(w.tree, w.source);
@@ -282,7 +301,7 @@ WorldModelImport load_world_model_import(const std::string& source, const TaskSp
                                                  source));
     return import_run(p, std::nullopt, shown_path(p));
   }
-  const std::string text = util::read_file(p, util::kMaxSolutionFileBytes);
+  const std::string text = util::read_file(p, core::kMaxWorldModelFileBytes);
   std::string error;
   auto j = Json::try_parse(text, &error);
   if (!j) throw Error(Status::parse, fmt::format("{} is not JSON: {}", source, error));

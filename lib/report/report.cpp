@@ -11,6 +11,7 @@
 #include <set>
 
 #include "core/run_events.hpp"
+#include "core/world_model_file.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/report.hpp"
 #include "ksearch/run_store.hpp"
@@ -301,7 +302,7 @@ std::map<std::uint64_t, std::pair<int, std::set<std::string>>> snapshot_context(
 
 std::optional<Json> read_snapshot(const util::Folder& run, const fs::path& file, std::string& err) {
   try {
-    return Json::try_parse(run.read(file), &err);
+    return Json::try_parse(run.read(file, core::kMaxWorldModelFileBytes), &err);
   } catch (const Error& e) {
     err = e.what();
     return std::nullopt;

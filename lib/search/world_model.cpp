@@ -74,9 +74,14 @@ class TreeWorldModel final : public WorldModel {
       return out;
     }
     core::wm::Problems problems(rules.lenient);
+    // Over the node cap the cap is the one error: no node is read.
+    const bool over_cap = !core::wm::node_count_problem(*parsed).empty();
     core::wm::Tree t = core::wm::read_tree(*parsed, /*from_llm=*/true, round, problems);
-    core::wm::fill_lineage(t);
-    core::wm::check_structure(t, problems);
+    if (!over_cap) {
+      core::wm::fill_lineage(t);
+      core::wm::check_structure(t, problems);
+      core::wm::check_snapshot_size(t, problems);
+    }
     std::size_t actions = 0;
     if (problems.empty()) actions = core::wm::ranked_frontier(t).size();
     if (problems.empty() && actions < kMinInitActions)
@@ -335,6 +340,10 @@ class TreeWorldModel final : public WorldModel {
   }
   void insert_fallback(const std::string& parent_id, std::string title, std::string description, double score,
                        int round) {
+    // At the node or depth cap a fallback inserts nothing: the tree stays one
+    // that load_json accepts, and the search goes on with the actions it has
+    // (or ends, when none is left).
+    if (tree_->nodes.size() >= core::wm::kMaxNodes || tree_->path_to(parent_id).size() > core::wm::kMaxDepth) return;
     core::wm::insert_action(*tree_, parent_id,
                       make_action(std::move(title), std::move(description), 2, score,
                                   "Deterministic fallback: the LLM gave no valid edit."),

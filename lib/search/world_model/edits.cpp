@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 #include <set>
+#include <utility>
 
 #include "core/response/json_extract.hpp"
 #include "search/world_model/selection.hpp"
@@ -14,10 +16,21 @@
 namespace ks::core::wm {
 
 std::string next_node_id(const Tree& t, int round) {
-  for (int k = 1;; ++k) {
-    std::string id = fmt::format("r{}_n{}", round, k);
-    if (!t.find(id)) return id;
+  // One pass marks the k in use; n nodes leave one of 1..n+1 free.
+  const std::string prefix = fmt::format("r{}_n", round);
+  std::vector<char> used(t.nodes.size() + 2, 0);
+  for (const auto& n : t.nodes) {
+    if (!n.id.starts_with(prefix)) continue;
+    std::string_view digits = std::string_view(n.id).substr(prefix.size());
+    if (digits.empty() || digits.size() > 9 || digits[0] == '0' ||
+        !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      continue;
+    std::size_t k = std::stoul(std::string(digits));
+    if (k < used.size()) used[k] = 1;
   }
+  std::size_t k = 1;
+  while (used[k]) ++k;
+  return prefix + std::to_string(k);
 }
 
 std::string insert_action(Tree& t, const std::string& parent_id, Action action, int round,
@@ -92,6 +105,9 @@ class EditRun {
       : before_(tree), work_(tree), rules_(rules), problems_(rules.lenient) {}
 
   void apply(const Json& answer);
+  // Whether apply() refused the answer whole (over the op cap): the
+  // invariants of an untouched tree would only add noise.
+  bool over_cap() const { return over_cap_; }
   void check_invariants();
   bool ok() const { return problems_.empty(); }
   Tree& result() { return work_; }
@@ -107,6 +123,10 @@ class EditRun {
   std::string insert_child(const std::string& parent_id, const Json& node_json, const Json* op_parent_solution,
                            const std::string& op_where, const std::string& where, Problems& p);
   Node* existing(const Json& op, std::string_view field, const std::string& where, Problems& p);
+  // Replaces an existing node, keeping the old one for undo().
+  void replace(Node& node, Node updated);
+  // Puts the tree back as it was before the op (what undo_ recorded).
+  void undo();
   // Lenient: whether one more new node would exceed the cap (then `p` says so).
   bool over_new_node_cap(const std::string& where, Problems& p) const;
   void check_purpose();
@@ -116,6 +136,18 @@ class EditRun {
   const EditRules& rules_;
   // Every error (rejects the answer) and, in lenient mode, every repair.
   Problems problems_;
+  bool over_cap_ = false;
+  // What the op being applied changed: the node count before it (it may
+  // append nodes), the active node, the nodes it replaced and the one it
+  // erased. Undoing that costs what the op did, where a copy of the tree per
+  // op would cost the tree.
+  struct Undo {
+    std::size_t size = 0;
+    std::string active_id;
+    std::vector<std::pair<std::size_t, Node>> replaced;  // position, node before
+    std::optional<std::pair<std::size_t, Node>> erased;  // position, node
+  };
+  Undo undo_;
   int applied_ops_ = 0;
   int new_nodes_ = 0;
   std::vector<std::string> new_ids_;
@@ -142,6 +174,15 @@ void EditRun::apply(const Json& answer) {
   }
   if (!ops->is_array()) {
     problems_.add(fmt::format("\"ops\" must be an array of operations, found {}", json_type_name(ops->type())));
+    return;
+  }
+  // Refused whole, before any op runs: each op works on a copy of the tree.
+  if (ops->size() > kMaxEditOps) {
+    problems_.add_unrepairable(fmt::format("the answer has {} ops; at most {} are accepted in one edit (the world "
+                                           "model's op cap, docs/world-model.md \"Limits\"): send the few that matter "
+                                           "most",
+                                           ops->size(), kMaxEditOps));
+    over_cap_ = true;
     return;
   }
   for (std::size_t i = 0; i < ops->size(); ++i) apply_op((*ops)[i], i + 1);
@@ -191,7 +232,7 @@ void EditRun::apply_op(const Json& op, std::size_t number) {
   std::string where = fmt::format("op {} ({})", number, name);
   // Each op works on the copy and is undone if it has a problem, so later
   // ops see a consistent tree and report their own problems, not echoes.
-  Tree before_op = work_;
+  undo_ = Undo{work_.nodes.size(), work_.active_id, {}, std::nullopt};
   int new_nodes_before = new_nodes_;
   std::size_t new_ids_before = new_ids_.size();
   Problems p(rules_.lenient);
@@ -208,7 +249,7 @@ void EditRun::apply_op(const Json& op, std::size_t number) {
     rep["status"] = "applied";
     for (const auto& r : p.repairs()) problems_.repaired(r);
   } else {
-    work_ = std::move(before_op);
+    undo();
     new_nodes_ = new_nodes_before;
     new_ids_.resize(new_ids_before);
     if (rules_.lenient && !p.unrepairable()) {
@@ -220,6 +261,20 @@ void EditRun::apply_op(const Json& op, std::size_t number) {
     }
   }
   op_reports_.push_back(std::move(rep));
+}
+
+void EditRun::replace(Node& node, Node updated) {
+  undo_.replaced.emplace_back(static_cast<std::size_t>(&node - work_.nodes.data()), node);
+  node = std::move(updated);
+}
+
+void EditRun::undo() {
+  auto& nodes = work_.nodes;
+  if (undo_.erased) nodes.insert(nodes.begin() + static_cast<std::ptrdiff_t>(undo_.erased->first),
+                                 std::move(undo_.erased->second));
+  nodes.erase(nodes.begin() + static_cast<std::ptrdiff_t>(undo_.size), nodes.end());
+  for (auto it = undo_.replaced.rbegin(); it != undo_.replaced.rend(); ++it) nodes[it->first] = std::move(it->second);
+  work_.active_id = undo_.active_id;
 }
 
 bool EditRun::over_new_node_cap(const std::string& where, Problems& p) const {
@@ -258,7 +313,7 @@ void EditRun::update_node(const Json& op, const std::string& where, Problems& p,
   if (updated.is_root && updated.has_action())
     p.add_unrepairable(fmt::format("{}: the root cannot carry an action (its action.title must stay empty)", where));
   if (!patch->contains("last_updated_round")) updated.last_updated_round = rules_.round;
-  *node = std::move(updated);
+  replace(*node, std::move(updated));
 }
 
 std::string EditRun::insert_child(const std::string& parent_id, const Json& node_json,
@@ -364,7 +419,7 @@ void EditRun::split_node(const Json& op, const std::string& where, Problems& p, 
     if (updated.is_root && updated.has_action())
       p.add_unrepairable(fmt::format("{}: the root cannot carry an action (its action.title must stay empty)", where));
     if (!patch->contains("last_updated_round")) updated.last_updated_round = rules_.round;
-    *node = std::move(updated);
+    replace(*node, std::move(updated));
   }
   Json ids = Json::array();
   for (std::size_t i = 0; i < children->size() && i < kMaxSplitChildren; ++i) {
@@ -417,22 +472,25 @@ void EditRun::delete_node(const Json& op, const std::string& where, Problems& p,
                       where, node->id, list));
     return;
   }
-  std::string id = node->id, parent = node->parent_id;
-  if (work_.active_id == id) work_.active_id = parent;
-  std::erase_if(work_.nodes, [&](const Node& n) { return n.id == id; });
+  if (work_.active_id == node->id) work_.active_id = node->parent_id;
+  const std::size_t pos = static_cast<std::size_t>(node - work_.nodes.data());
+  undo_.erased.emplace(pos, std::move(*node));
+  work_.nodes.erase(work_.nodes.begin() + static_cast<std::ptrdiff_t>(pos));
 }
 
 void EditRun::check_invariants() {
   check_structure(work_, problems_);
+  check_snapshot_size(work_, problems_, &before_);
+  const TreeIndex now_idx(work_);
   const Node& old_root = before_.root();
-  const Node* new_root = work_.find(before_.root_id);
+  const Node* new_root = now_idx.find(before_.root_id);
   if (work_.root_id != before_.root_id || !new_root || !new_root->is_root)
     problems_.add(fmt::format("the root id must stay \"{}\"", before_.root_id));
   else if (new_root->decision != old_root.decision || new_root->choice != old_root.choice)
     problems_.add("the root's decision and choice must not change");
   for (const auto& old : before_.nodes) {
     if (!old.solved()) continue;
-    const Node* now = work_.find(old.id);
+    const Node* now = now_idx.find(old.id);
     if (!now || now->solution.solution_id != old.solution.solution_id || now->solution.eval != old.solution.eval)
       problems_.add(fmt::format("node \"{}\" must keep its attached solution \"{}\"", old.id,
                                 old.solution.solution_id));
@@ -546,7 +604,7 @@ EditOutcome apply_edit_answer(Tree& tree, std::string_view answer, const EditRul
     return out;
   }
   run.apply(*parsed);
-  run.check_invariants();
+  if (!run.over_cap()) run.check_invariants();
   EditOutcome out = run.outcome();
   if (out.ok) tree = std::move(run.result());
   return out;

@@ -160,6 +160,182 @@ std::optional<double> number_in(const Json& j, std::string_view key) {
   return std::nullopt;
 }
 
+// A K-Search node as read, with the ids it was written with (parents refer
+// to those).
+struct ReadNode {
+  Node node;
+  std::string written_id;
+  std::optional<std::string> written_parent;  // null or absent: none
+  bool typed_root = false;
+};
+
+// The ids handed out so far.
+struct IdTable {
+  std::set<std::string> used;
+  std::map<std::string, int> next_suffix;      // base id -> the next suffix to try
+  std::map<std::string, std::string> renamed;  // written id -> id (the first node that had it)
+};
+
+// One K-Search node, read leniently; nullopt when it is not an object.
+std::optional<ReadNode> read_ksearch_node(const Json& nj, std::size_t i, IdTable& ids,
+                                          std::vector<std::string>& repairs) {
+  std::string where = fmt::format("decision_tree.nodes[{}]", i);
+  if (!nj.is_object()) {
+    repairs.push_back(fmt::format("{} is not an object ({}): dropped", where, json_type_name(nj.type())));
+    return std::nullopt;
+  }
+  if (const Json* id = nj.find("node_id"); id && id->is_string()) where = fmt::format("node \"{}\"", id->as_string());
+  Lenient r(nj, where, repairs);
+  r.drop_unknown({"node_id", "parent_id", "node_type", "decision", "choice", "solution_ref", "impacts",
+                  "overall_rating_0_to_10", "confidence_0_to_1", "last_updated_round", "notes", "action"});
+  ReadNode rd;
+  Node& n = rd.node;
+  rd.written_id = r.text("node_id").value_or("");
+  std::string id = well_formed_id(rd.written_id);
+  if (id.empty()) id = fmt::format("n{}", i);
+  if (ids.used.count(id)) {
+    // The next free suffix, counted on from the last one this base took,
+    // so many copies of one id cost one step each.
+    std::string base = id.substr(0, 60);
+    int& k = ids.next_suffix.try_emplace(base, 2).first->second;
+    while (ids.used.count(fmt::format("{}_{}", base, k))) ++k;
+    id = fmt::format("{}_{}", base, k++);
+  }
+  if (id != rd.written_id)
+    r.repair(rd.written_id.empty() ? fmt::format("it has no node_id: \"{}\" is used", id)
+                                   : fmt::format("node_id \"{}\" {} \"{}\"", rd.written_id,
+                                                 ids.renamed.count(rd.written_id) ? "is used twice; this one is"
+                                                                                  : "is not a well-formed id; read as",
+                                                 id));
+  ids.used.insert(id);
+  if (!rd.written_id.empty()) ids.renamed.emplace(rd.written_id, id);
+  n.id = id;
+  rd.written_parent = r.text("parent_id");
+  if (auto v = r.text("node_type")) {
+    if (*v == "root") rd.typed_root = true;
+    else if (*v != "decision") r.repair(fmt::format("node_type \"{}\" read as \"decision\"", *v));
+  }
+  if (auto v = r.text("decision")) n.decision = *v;
+  if (auto v = r.text("choice")) n.choice = *v;
+  if (const Json* sol = r.object("solution_ref")) {
+    Lenient sr(*sol, where + ".solution_ref", repairs);
+    // The original rebuilds solution_ref from these three keys alone.
+    sr.drop_unknown({"solution_id", "parent_solution_id", "eval"});
+    if (auto v = sr.text("solution_id")) n.solution.solution_id = *v;
+    if (auto v = sr.text("parent_solution_id")) n.solution.parent_solution_id = *v;
+    if (const Json* e = sr.get("eval")) {
+      n.solution.eval = compact_recorded_eval(*e);
+      if (n.solution.eval.is_null()) sr.repair(fmt::format("eval {} has no status: dropped", shown(*e)));
+    }
+  }
+  if (const Json* imp = r.object("impacts")) read_impacts(*imp, n, where, repairs);
+  if (auto v = r.clamped("overall_rating_0_to_10", 0, 10)) n.overall_rating = *v;
+  if (auto v = r.clamped("confidence_0_to_1", 0, 1)) n.confidence = *v;
+  if (auto v = r.integer("last_updated_round", 0, 1 << 30)) n.last_updated_round = *v;
+  if (auto v = r.text("notes")) n.notes = *v;
+  bool score_given = false;
+  if (const Json* act = r.object("action")) score_given = read_action(*act, n, where, repairs);
+  if (!score_given && n.has_action()) n.action.score = n.overall_rating / 10.0;
+  return rd;
+}
+
+// Picks the root (the node root_id names, else the one typed "root", else a
+// new one) and points every other node at its parent's id, then moves the
+// nodes into `t`.
+void link_nodes(std::vector<ReadNode>& read, IdTable& ids, Tree& t, std::vector<std::string>& repairs) {
+  auto root_it = std::find_if(read.begin(), read.end(), [&](const ReadNode& r) { return r.node.id == t.root_id; });
+  if (root_it == read.end()) {
+    root_it = std::find_if(read.begin(), read.end(), [](const ReadNode& r) { return r.typed_root; });
+    if (root_it != read.end()) {
+      repairs.push_back(fmt::format("decision_tree: root_id \"{}\" names no node; the node of node_type \"root\", "
+                                    "\"{}\", is the root",
+                                    t.root_id, root_it->node.id));
+      t.root_id = root_it->node.id;
+    } else {
+      ReadNode root;
+      root.node.id = t.root_id;
+      while (ids.used.count(root.node.id)) root.node.id += "_";
+      t.root_id = root.node.id;
+      repairs.push_back(fmt::format("decision_tree: no root node; an empty root \"{}\" is added", t.root_id));
+      ids.renamed.emplace(t.root_id, t.root_id);  // nodes that name it as their parent keep it
+      read.insert(read.begin(), std::move(root));
+      root_it = read.begin();
+    }
+  }
+  for (auto& r : read) {
+    Node& n = r.node;
+    if (&r == &*root_it) {
+      n.is_root = true;
+      if (r.written_parent)
+        repairs.push_back(fmt::format("node \"{}\": the root's parent_id \"{}\" is dropped", n.id, *r.written_parent));
+      n.parent_id.clear();
+      if (n.has_action()) {
+        repairs.push_back(fmt::format("node \"{}\": the root cannot carry an action; its action \"{}\" is dropped",
+                                      n.id, n.action.title));
+        n.action = Action{};
+      }
+      continue;
+    }
+    if (r.typed_root)
+      repairs.push_back(fmt::format("node \"{}\": a second node of node_type \"root\" is read as a decision", n.id));
+    if (!r.written_parent) {
+      repairs.push_back(fmt::format("node \"{}\" has no parent: re-parented to the root", n.id));
+      n.parent_id = t.root_id;
+    } else if (auto it = ids.renamed.find(*r.written_parent); it != ids.renamed.end() && it->second != n.id) {
+      n.parent_id = it->second;
+    } else {
+      repairs.push_back(fmt::format("node \"{}\": parent_id \"{}\" {}: re-pointed to the root", n.id,
+                                    *r.written_parent,
+                                    it != ids.renamed.end() ? "is the node itself" : "does not exist"));
+      n.parent_id = t.root_id;
+    }
+  }
+  for (auto& r : read) t.nodes.push_back(std::move(r.node));
+}
+
+// Cycles (the original walks them forever): the first node found on one
+// is re-pointed to the root. Each walk up stops at a node an earlier walk
+// settled (it reaches the root by then), so every node is walked over once.
+void break_cycles(Tree& t, std::vector<std::string>& repairs) {
+  const TreeIndex idx(t);
+  const std::size_t root = idx.position(t.root_id);
+  std::vector<std::size_t> parent(t.nodes.size());
+  for (std::size_t i = 0; i < parent.size(); ++i) parent[i] = idx.parent(i);
+  enum : char { unseen, walking, settled };
+  std::vector<char> state(t.nodes.size(), unseen);
+  std::vector<std::size_t> walk;
+  for (std::size_t start = 0; start < t.nodes.size(); ++start) {
+    walk.clear();
+    for (std::size_t j = start; j != TreeIndex::npos && !t.nodes[j].is_root && state[j] != settled; j = parent[j]) {
+      if (state[j] == walking) {
+        Node& cycle = t.nodes[j];
+        repairs.push_back(fmt::format("node \"{}\" is on a parent cycle: re-pointed to the root", cycle.id));
+        cycle.parent_id = t.root_id;
+        parent[j] = root;
+        break;
+      }
+      state[j] = walking;
+      walk.push_back(j);
+    }
+    for (std::size_t w : walk) state[w] = settled;
+  }
+}
+
+// Lineage: an open node starts from its parent's kernel.
+void follow_lineage(Tree& t, const TreeIndex& idx, std::vector<std::string>& repairs) {
+  for (std::size_t i = 0; i < t.nodes.size(); ++i) {
+    Node& n = t.nodes[i];
+    if (n.is_root || n.solved()) continue;
+    const std::size_t parent = idx.parent(i);
+    const std::string want = parent != TreeIndex::npos ? t.nodes[parent].solution.solution_id : "";
+    if (!n.solution.parent_solution_id.empty() && n.solution.parent_solution_id != want)
+      repairs.push_back(fmt::format("node \"{}\": parent_solution_id \"{}\" is not its parent's solution; \"{}\" is "
+                                    "used",
+                                    n.id, n.solution.parent_solution_id, want));
+    n.solution.parent_solution_id = want;
+  }
+}
+
 }  // namespace
 
 Json compact_recorded_eval(const Json& eval) {
@@ -182,6 +358,8 @@ NormalizedTree normalize_ksearch_world_model(const Json& j) {
   if (!j.is_object())
     throw Error(Status::invalid_argument,
                 fmt::format("a K-Search world model must be a JSON object, found {}", json_type_name(j.type())));
+  // Before any node is read: an oversized tree costs its parse alone.
+  if (std::string cap = node_count_problem(j); !cap.empty()) throw Error(Status::invalid_argument, cap);
   NormalizedTree out;
   std::vector<std::string>& repairs = out.repairs;
   Tree t;
@@ -223,153 +401,24 @@ NormalizedTree normalize_ksearch_world_model(const Json& j) {
     nodes = nullptr;
   }
 
-  // Nodes, with the ids they were written with (parents refer to those).
-  struct Read {
-    Node node;
-    std::string written_id;
-    std::optional<std::string> written_parent;  // null or absent: none
-    bool typed_root = false;
-  };
-  std::vector<Read> read;
-  std::set<std::string> used;
-  std::map<std::string, std::string> renamed;  // written id -> id (the first node that had it)
-  for (std::size_t i = 0; nodes && i < nodes->size(); ++i) {
-    const Json& nj = (*nodes)[i];
-    std::string where = fmt::format("decision_tree.nodes[{}]", i);
-    if (!nj.is_object()) {
-      repairs.push_back(fmt::format("{} is not an object ({}): dropped", where, json_type_name(nj.type())));
-      continue;
-    }
-    if (const Json* id = nj.find("node_id"); id && id->is_string()) where = fmt::format("node \"{}\"", id->as_string());
-    Lenient r(nj, where, repairs);
-    r.drop_unknown({"node_id", "parent_id", "node_type", "decision", "choice", "solution_ref", "impacts",
-                    "overall_rating_0_to_10", "confidence_0_to_1", "last_updated_round", "notes", "action"});
-    Read rd;
-    Node& n = rd.node;
-    rd.written_id = r.text("node_id").value_or("");
-    std::string id = well_formed_id(rd.written_id);
-    if (id.empty()) id = fmt::format("n{}", i);
-    if (used.count(id)) {
-      std::string base = id.substr(0, 60);
-      int k = 2;
-      while (used.count(fmt::format("{}_{}", base, k))) ++k;
-      id = fmt::format("{}_{}", base, k);
-    }
-    if (id != rd.written_id)
-      r.repair(rd.written_id.empty() ? fmt::format("it has no node_id: \"{}\" is used", id)
-                                     : fmt::format("node_id \"{}\" {} \"{}\"", rd.written_id,
-                                                   renamed.count(rd.written_id) ? "is used twice; this one is"
-                                                                                : "is not a well-formed id; read as",
-                                                   id));
-    used.insert(id);
-    if (!rd.written_id.empty()) renamed.emplace(rd.written_id, id);
-    n.id = id;
-    rd.written_parent = r.text("parent_id");
-    if (auto v = r.text("node_type")) {
-      if (*v == "root") rd.typed_root = true;
-      else if (*v != "decision") r.repair(fmt::format("node_type \"{}\" read as \"decision\"", *v));
-    }
-    if (auto v = r.text("decision")) n.decision = *v;
-    if (auto v = r.text("choice")) n.choice = *v;
-    if (const Json* sol = r.object("solution_ref")) {
-      Lenient sr(*sol, where + ".solution_ref", repairs);
-      // The original rebuilds solution_ref from these three keys alone.
-      sr.drop_unknown({"solution_id", "parent_solution_id", "eval"});
-      if (auto v = sr.text("solution_id")) n.solution.solution_id = *v;
-      if (auto v = sr.text("parent_solution_id")) n.solution.parent_solution_id = *v;
-      if (const Json* e = sr.get("eval")) {
-        n.solution.eval = compact_recorded_eval(*e);
-        if (n.solution.eval.is_null()) sr.repair(fmt::format("eval {} has no status: dropped", shown(*e)));
-      }
-    }
-    if (const Json* imp = r.object("impacts")) read_impacts(*imp, n, where, repairs);
-    if (auto v = r.clamped("overall_rating_0_to_10", 0, 10)) n.overall_rating = *v;
-    if (auto v = r.clamped("confidence_0_to_1", 0, 1)) n.confidence = *v;
-    if (auto v = r.integer("last_updated_round", 0, 1 << 30)) n.last_updated_round = *v;
-    if (auto v = r.text("notes")) n.notes = *v;
-    bool score_given = false;
-    if (const Json* act = r.object("action")) score_given = read_action(*act, n, where, repairs);
-    if (!score_given && n.has_action()) n.action.score = n.overall_rating / 10.0;
-    read.push_back(std::move(rd));
-  }
+  std::vector<ReadNode> read;
+  IdTable ids;
+  for (std::size_t i = 0; nodes && i < nodes->size(); ++i)
+    if (auto rd = read_ksearch_node((*nodes)[i], i, ids, repairs)) read.push_back(std::move(*rd));
+  link_nodes(read, ids, t, repairs);
 
-  // The root: the node root_id names, else the one typed "root", else a new one.
-  auto root_it = std::find_if(read.begin(), read.end(), [&](const Read& r) { return r.node.id == t.root_id; });
-  if (root_it == read.end()) {
-    root_it = std::find_if(read.begin(), read.end(), [](const Read& r) { return r.typed_root; });
-    if (root_it != read.end()) {
-      repairs.push_back(fmt::format("decision_tree: root_id \"{}\" names no node; the node of node_type \"root\", "
-                                    "\"{}\", is the root",
-                                    t.root_id, root_it->node.id));
-      t.root_id = root_it->node.id;
-    } else {
-      Read root;
-      root.node.id = t.root_id;
-      while (used.count(root.node.id)) root.node.id += "_";
-      t.root_id = root.node.id;
-      repairs.push_back(fmt::format("decision_tree: no root node; an empty root \"{}\" is added", t.root_id));
-      renamed.emplace(t.root_id, t.root_id);  // nodes that name it as their parent keep it
-      read.insert(read.begin(), std::move(root));
-      root_it = read.begin();
-    }
-  }
-  for (auto& r : read) {
-    Node& n = r.node;
-    if (&r == &*root_it) {
-      n.is_root = true;
-      if (r.written_parent)
-        repairs.push_back(fmt::format("node \"{}\": the root's parent_id \"{}\" is dropped", n.id, *r.written_parent));
-      n.parent_id.clear();
-      if (n.has_action()) {
-        repairs.push_back(fmt::format("node \"{}\": the root cannot carry an action; its action \"{}\" is dropped",
-                                      n.id, n.action.title));
-        n.action = Action{};
-      }
-      continue;
-    }
-    if (r.typed_root)
-      repairs.push_back(fmt::format("node \"{}\": a second node of node_type \"root\" is read as a decision", n.id));
-    if (!r.written_parent) {
-      repairs.push_back(fmt::format("node \"{}\" has no parent: re-parented to the root", n.id));
-      n.parent_id = t.root_id;
-    } else if (auto it = renamed.find(*r.written_parent); it != renamed.end() && it->second != n.id) {
-      n.parent_id = it->second;
-    } else {
-      repairs.push_back(fmt::format("node \"{}\": parent_id \"{}\" {}: re-pointed to the root", n.id,
-                                    *r.written_parent,
-                                    it != renamed.end() ? "is the node itself" : "does not exist"));
-      n.parent_id = t.root_id;
-    }
-  }
-  for (auto& r : read) t.nodes.push_back(std::move(r.node));
-
-  // Cycles (the original walks them forever): the first node found on one
-  // is re-pointed to the root.
-  for (auto& n : t.nodes) {
-    std::set<std::string> on_walk;
-    const Node* cur = &n;
-    while (cur && !cur->is_root && on_walk.insert(cur->id).second) cur = t.find(cur->parent_id);
-    if (cur && !cur->is_root) {
-      Node* cycle = t.find(cur->id);
-      repairs.push_back(fmt::format("node \"{}\" is on a parent cycle: re-pointed to the root", cycle->id));
-      cycle->parent_id = t.root_id;
-    }
-  }
-  // Lineage: an open node starts from its parent's kernel.
-  for (auto& n : t.nodes) {
-    if (n.is_root || n.solved()) continue;
-    const Node* parent = t.find(n.parent_id);
-    const std::string want = parent ? parent->solution.solution_id : "";
-    if (!n.solution.parent_solution_id.empty() && n.solution.parent_solution_id != want)
-      repairs.push_back(fmt::format("node \"{}\": parent_solution_id \"{}\" is not its parent's solution; \"{}\" is "
-                                    "used",
-                                    n.id, n.solution.parent_solution_id, want));
-    n.solution.parent_solution_id = want;
-  }
+  break_cycles(t, repairs);
+  const TreeIndex idx(t);
+  follow_lineage(t, idx, repairs);
+  if (std::size_t d = idx.deepest(); d != TreeIndex::npos && idx.depth(d) > kMaxDepth)
+    throw Error(Status::invalid_argument,
+                fmt::format("node \"{}\" is {} levels below the root; at most {} are accepted (the world model's depth "
+                            "cap, docs/world-model.md \"Limits\")",
+                            t.nodes[d].id, idx.depth(d), kMaxDepth));
   t.active_id = t.root_id;
   if (auto a = tree.text("active_leaf_id")) {
-    auto it = renamed.find(*a);
-    if (it != renamed.end()) t.active_id = it->second;
+    auto it = ids.renamed.find(*a);
+    if (it != ids.renamed.end()) t.active_id = it->second;
     else tree.repair(fmt::format("active_leaf_id \"{}\" names no node: the root is active", *a));
   }
 

@@ -151,30 +151,52 @@ std::string eval_brief(const Json& eval) {
   return out;
 }
 
+namespace {
+
+// Lines deeper than this are indented as deep as this and say their depth:
+// indenting each line by its depth would make the view of a deep chain
+// quadratic in its length.
+constexpr std::size_t kMaxIndentLevels = 32;
+
+std::string tree_line(const Tree& t, const Node& n, std::size_t depth) {
+  std::string line = std::string(std::min(depth, kMaxIndentLevels) * 2, ' ');
+  if (depth > kMaxIndentLevels) line += fmt::format("[depth {}] ", depth);
+  line += fmt::format("{}{} {}", n.id == t.active_id ? "* " : "- ", n.id, node_title(n));
+  if (n.has_action() || n.solved()) {
+    line += fmt::format("  [{}]", n.solved() ? "closed" : "open");
+    if (n.has_action()) line += fmt::format(" score {:.2f} difficulty {}", n.action.score, n.action.difficulty);
+  }
+  if (n.solved())
+    line += fmt::format("  solution {} ({})", n.solution.solution_id.substr(0, 12), eval_brief(n.solution.eval));
+  return line + "\n";
+}
+
+}  // namespace
+
 std::string render_tree(const Tree& t) {
   if (t.nodes.empty()) return "(no world model yet)\n";
+  const TreeIndex idx(t);
   std::string out;
-  // Depth-first from the root in node order; the visited set guards against
-  // malformed input.
-  std::vector<std::string> visited;
-  auto visit = [&](auto&& self, const Node& n, int depth) -> void {
-    if (std::find(visited.begin(), visited.end(), n.id) != visited.end()) return;
-    visited.push_back(n.id);
-    std::string line = fmt::format("{}{}{} {}", std::string(static_cast<std::size_t>(depth) * 2, ' '),
-                                   n.id == t.active_id ? "* " : "- ", n.id, node_title(n));
-    if (n.has_action() || n.solved()) {
-      line += fmt::format("  [{}]", n.solved() ? "closed" : "open");
-      if (n.has_action())
-        line += fmt::format(" score {:.2f} difficulty {}", n.action.score, n.action.difficulty);
+  // Depth-first from the root, children in node order, on a stack of our
+  // own (a chain thousands deep would overflow the call stack); the visited
+  // marks guard against malformed input.
+  std::vector<char> visited(t.nodes.size(), 0);
+  std::vector<std::pair<std::size_t, std::size_t>> stack;  // (position, depth)
+  auto visit_from = [&](std::size_t start) {
+    stack.emplace_back(start, 0);
+    while (!stack.empty()) {
+      const auto [i, depth] = stack.back();
+      stack.pop_back();
+      if (visited[i]) continue;
+      visited[i] = 1;
+      out += tree_line(t, t.nodes[i], depth);
+      const auto& kids = idx.children(i);
+      for (auto k = kids.rbegin(); k != kids.rend(); ++k) stack.emplace_back(*k, depth + 1);
     }
-    if (n.solved())
-      line += fmt::format("  solution {} ({})", n.solution.solution_id.substr(0, 12), eval_brief(n.solution.eval));
-    out += line + "\n";
-    for (const Node* c : t.children_of(n.id)) self(self, *c, depth + 1);
   };
-  if (const Node* root = t.find(t.root_id)) visit(visit, *root, 0);
-  for (const auto& n : t.nodes)  // anything unreachable still shows
-    if (std::find(visited.begin(), visited.end(), n.id) == visited.end()) visit(visit, n, 0);
+  if (std::size_t root = idx.position(t.root_id); root != TreeIndex::npos) visit_from(root);
+  for (std::size_t i = 0; i < t.nodes.size(); ++i)  // anything unreachable still shows
+    if (!visited[i]) visit_from(i);
   return out;
 }
 
@@ -205,16 +227,19 @@ std::string status_text(const Tree& t) {
   else
     out += "best node: none yet (no passing kernel attached)\n";
   // Root children with no kernel anywhere below them: ideas not yet tested.
-  std::string unexplored;
-  for (const Node* c : t.children_of(t.root_id)) {
-    bool tested = false;
-    for (const auto& n : t.nodes) {
-      if (!n.solved()) continue;
-      auto path = t.path_to(n.id);
-      tested = tested || std::any_of(path.begin(), path.end(), [&](const Node* p) { return p->id == c->id; });
-    }
-    if (!tested) unexplored += (unexplored.empty() ? "" : ", ") + c->id;
+  // A node is tested when it holds a kernel or one below it does; each walk
+  // up from a kernel stops at a node an earlier walk marked, so the marking
+  // is linear however deep the tree (and ends on a cycle).
+  const TreeIndex idx(t);
+  std::vector<char> tested(t.nodes.size(), 0);
+  for (std::size_t i = 0; i < t.nodes.size(); ++i) {
+    if (!t.nodes[i].solved()) continue;
+    for (std::size_t j = idx.position(t.nodes[i].id); j != TreeIndex::npos && !tested[j]; j = idx.parent(j))
+      tested[j] = 1;
   }
+  std::string unexplored;
+  for (const Node* c : t.children_of(t.root_id))
+    if (!tested[static_cast<std::size_t>(c - t.nodes.data())]) unexplored += (unexplored.empty() ? "" : ", ") + c->id;
   out += fmt::format("under-explored root children: {}\n", unexplored.empty() ? "none" : unexplored);
   if (const Json* trace = t.computed_signals.find("trace")) out += "last trace: " + trace->dump() + "\n";
   return out;

@@ -23,7 +23,8 @@ std::string render_compact(const Tree& t, std::size_t max_chars);
 
 // An indented tree, one node per line: id, title, open/closed, score,
 // difficulty, the attached solution and its latency; the active node is
-// marked with '*'.
+// marked with '*'. Below 32 levels lines stay at that indent and say their
+// depth ("[depth 40] - n40 ..."), so the text is linear in the tree's size.
 std::string render_tree(const Tree& t);
 
 // Prompt blocks.

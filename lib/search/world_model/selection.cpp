@@ -13,9 +13,15 @@ bool ranks_before(const Node& a, const Node& b) {
 }
 
 std::vector<const Node*> ranked_frontier(const Tree& t) {
+  // Tree::is_executable, with the parents looked up in one index.
+  const TreeIndex idx(t);
   std::vector<const Node*> out;
-  for (const auto& n : t.nodes)
-    if (t.is_executable(n)) out.push_back(&n);
+  for (std::size_t i = 0; i < t.nodes.size(); ++i) {
+    const Node& n = t.nodes[i];
+    if (!t.is_open_action(n)) continue;
+    const std::size_t parent = idx.parent(i);
+    if (n.parent_id == t.root_id || (parent != TreeIndex::npos && t.nodes[parent].solved())) out.push_back(&n);
+  }
   std::sort(out.begin(), out.end(), [](const Node* a, const Node* b) { return ranks_before(*a, *b); });
   return out;
 }

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <set>
 
 #include "ksearch/error.hpp"
 
@@ -47,14 +46,11 @@ bool Tree::is_executable(const Node& n) const {
 }
 
 std::vector<const Node*> Tree::path_to(std::string_view id) const {
+  const TreeIndex idx(*this);
   std::vector<const Node*> path;
-  const Node* cur = find(id);
   // Bounded by the node count so a cycle in unvalidated input cannot hang us.
-  while (cur && path.size() <= nodes.size()) {
-    path.push_back(cur);
-    if (cur->is_root || cur->parent_id.empty()) break;
-    cur = find(cur->parent_id);
-  }
+  for (std::size_t i = idx.position(id); i != TreeIndex::npos && path.size() <= nodes.size(); i = idx.parent(i))
+    path.push_back(&nodes[i]);
   std::reverse(path.begin(), path.end());
   return path;
 }
@@ -64,6 +60,78 @@ std::string Tree::id_list(std::size_t max) const {
   for (std::size_t i = 0; i < nodes.size() && i < max; ++i) out += (i ? ", " : "") + nodes[i].id;
   if (nodes.size() > max) out += fmt::format(", ... ({} more)", nodes.size() - max);
   return out;
+}
+
+// ---------------------------------------------------------------------------
+// The index
+
+TreeIndex::TreeIndex(const Tree& t) : t_(t) {
+  const std::size_t n = t.nodes.size();
+  by_id_.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) by_id_.emplace(t.nodes[i].id, i);  // the first holder stays
+  parent_.assign(n, npos);
+  children_.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const Node& node = t.nodes[i];
+    if (node.is_root || node.parent_id.empty()) continue;
+    parent_[i] = position(node.parent_id);
+    if (parent_[i] != npos) children_[parent_[i]].push_back(i);
+  }
+  link_depths();
+}
+
+std::size_t TreeIndex::position(std::string_view id) const {
+  auto it = by_id_.find(id);
+  return it == by_id_.end() ? npos : it->second;
+}
+
+const Node* TreeIndex::find(std::string_view id) const {
+  std::size_t i = position(id);
+  return i == npos ? nullptr : &t_.nodes[i];
+}
+
+// Each node's depth and whether its parent walk loops, by walking up from
+// each node not yet settled until a settled node, a root, a missing parent
+// or a node of the same walk (a cycle), then settling the walk on the way
+// back. Every node is walked over once, so the whole is linear.
+void TreeIndex::link_depths() {
+  const std::size_t n = parent_.size();
+  depth_.assign(n, npos);
+  cyclic_.assign(n, 0);
+  enum : char { unseen, walking, settled };
+  std::vector<char> state(n, unseen);
+  std::vector<std::size_t> walk;
+  for (std::size_t start = 0; start < n; ++start) {
+    walk.clear();
+    std::size_t base = npos;  // the depth of the node the walk stopped at
+    bool loops = false;
+    for (std::size_t j = start; j != npos; j = parent_[j]) {
+      if (state[j] == settled) {
+        base = depth_[j];
+        loops = cyclic_[j] != 0;
+        break;
+      }
+      if (state[j] == walking) {
+        loops = true;
+        break;
+      }
+      if (t_.nodes[j].is_root) {
+        depth_[j] = base = 0;
+        state[j] = settled;
+        break;
+      }
+      state[j] = walking;
+      walk.push_back(j);
+    }
+    for (std::size_t k = walk.size(); k-- > 0;) {
+      const std::size_t w = walk[k];
+      state[w] = settled;
+      cyclic_[w] = loops;
+      if (base != npos) depth_[w] = ++base;
+    }
+  }
+  for (std::size_t i = 0; i < n; ++i)
+    if (depth_[i] != npos && (deepest_ == npos || depth_[i] > depth_[deepest_])) deepest_ = i;
 }
 
 // ---------------------------------------------------------------------------
@@ -307,7 +375,20 @@ void read_solution_from_llm(const Json& j, Node& n, const std::string& where, Pr
   must_match("solution_name", Json(s.solution_name));
 }
 
+std::string node_cap_sentence(std::size_t nodes) {
+  return fmt::format("the world model has {} nodes; at most {} are accepted (the world model's node cap, "
+                     "docs/world-model.md \"Limits\")",
+                     nodes, kMaxNodes);
+}
+
 }  // namespace
+
+std::string node_count_problem(const Json& j) {
+  const Json* dt = j.is_object() ? j.find("decision_tree") : nullptr;
+  const Json* nodes = dt && dt->is_object() ? dt->find("nodes") : nullptr;
+  if (!nodes || !nodes->is_array() || nodes->size() <= kMaxNodes) return {};
+  return node_cap_sentence(nodes->size());
+}
 
 std::string check_node_id(std::string_view id) {
   if (id.empty()) return "a node id must not be empty";
@@ -386,6 +467,10 @@ bool read_node_fields(const Json& j, Node& n, NodeRead mode, const std::string& 
 Tree read_tree(const Json& j, bool from_llm, int round, Problems& p) {
   Tree t;
   if (!is_object_or_report(j, "the world model", p)) return t;
+  if (std::string cap = node_count_problem(j); !cap.empty()) {
+    p.add_unrepairable(std::move(cap));
+    return t;
+  }
   Reader r(j, "the world model", p);
   r.allow(std::array<std::string_view, 5>{"kernel_summary", "open_questions", "decision_tree",
                                           "computed_signals", "version"});
@@ -460,11 +545,13 @@ Tree read_tree(const Json& j, bool from_llm, int round, Problems& p) {
 }
 
 void check_structure(const Tree& t, Problems& p) {
-  std::set<std::string> seen;
+  if (t.nodes.size() > kMaxNodes) p.add(node_cap_sentence(t.nodes.size()));
+  const TreeIndex idx(t);
   int roots = 0;
-  for (const auto& n : t.nodes) {
+  for (std::size_t i = 0; i < t.nodes.size(); ++i) {
+    const Node& n = t.nodes[i];
     if (std::string e = check_node_id(n.id); !e.empty() && !n.id.empty()) p.add(e);
-    if (!seen.insert(n.id).second) p.add(fmt::format("node id \"{}\" is used by more than one node", n.id));
+    if (idx.position(n.id) != i) p.add(fmt::format("node id \"{}\" is used by more than one node", n.id));
     if (n.is_root) {
       ++roots;
       if (n.id != t.root_id)
@@ -472,7 +559,7 @@ void check_structure(const Tree& t, Problems& p) {
       if (n.has_action()) p.add(fmt::format("the root \"{}\" cannot carry an action (leave action.title empty)", n.id));
     }
   }
-  if (!t.find(t.root_id)) p.add(fmt::format("the root node \"{}\" (root_id) is missing from nodes", t.root_id));
+  if (!idx.find(t.root_id)) p.add(fmt::format("the root node \"{}\" (root_id) is missing from nodes", t.root_id));
   if (roots > 1) p.add("the tree has more than one node of node_type \"root\"");
 
   for (const auto& n : t.nodes) {
@@ -485,7 +572,7 @@ void check_structure(const Tree& t, Problems& p) {
       p.add(fmt::format("node \"{}\" is its own parent", n.id));
       continue;
     }
-    const Node* parent = t.find(n.parent_id);
+    const Node* parent = idx.find(n.parent_id);
     if (!parent) {
       p.add(fmt::format("node \"{}\": parent_id \"{}\" does not exist; existing ids: {}", n.id, n.parent_id,
                         t.id_list()));
@@ -497,26 +584,46 @@ void check_structure(const Tree& t, Problems& p) {
                         "solution_id \"{}\"",
                         n.id, n.solution.parent_solution_id, parent->id, parent->solution.solution_id));
   }
-  // Walk up from every node; reaching a node twice on one walk is a cycle.
-  for (const auto& n : t.nodes) {
-    std::set<std::string> on_walk;
-    const Node* cur = &n;
-    while (cur && !cur->is_root) {
-      if (!on_walk.insert(cur->id).second) {
-        p.add(fmt::format("node \"{}\" is part of a parent cycle (it never reaches the root)", n.id));
-        break;
-      }
-      cur = t.find(cur->parent_id);
-    }
-  }
-  if (!t.find(t.active_id))
+  for (std::size_t i = 0; i < t.nodes.size(); ++i)
+    if (idx.cyclic(i))
+      p.add(fmt::format("node \"{}\" is part of a parent cycle (it never reaches the root)", t.nodes[i].id));
+  if (std::size_t d = idx.deepest(); d != TreeIndex::npos && idx.depth(d) > kMaxDepth)
+    p.add(fmt::format("node \"{}\" is {} levels below the root; at most {} are accepted (the world model's depth "
+                      "cap, docs/world-model.md \"Limits\")",
+                      t.nodes[d].id, idx.depth(d), kMaxDepth));
+  if (!idx.find(t.active_id))
     p.add(fmt::format("active_leaf_id \"{}\" does not exist; existing ids: {}", t.active_id, t.id_list()));
 }
 
+std::size_t snapshot_bytes(const Tree& t) {
+  // As RunStore::write_world_model writes it, less the version field and the
+  // final newline.
+  return tree_to_json(t).dump(2).size();
+}
+
+void check_snapshot_size(const Tree& t, Problems& p, const Tree* before) {
+  const std::size_t bytes = snapshot_bytes(t);
+  if (bytes <= kMaxSnapshotBytes) return;
+  std::string now;
+  if (before) {
+    const std::size_t was = snapshot_bytes(*before);
+    if (bytes <= was) return;
+    now = fmt::format("; it takes {} now, and an edit may not make it larger", was);
+  }
+  p.add(fmt::format("the world model would take {} bytes as a snapshot; at most {} are accepted (the world model's "
+                    "snapshot cap, docs/world-model.md \"Limits\"){}: shorten the longest notes, descriptions and "
+                    "rationales, or hold fewer nodes",
+                    bytes, kMaxSnapshotBytes, now));
+}
+
 void fill_lineage(Tree& t) {
-  for (auto& n : t.nodes) {
+  const TreeIndex idx(t);
+  // Only parent_solution_id changes, so the index stays valid.
+  for (std::size_t i = 0; i < t.nodes.size(); ++i) {
+    Node& n = t.nodes[i];
     if (n.is_root || n.solved() || !n.solution.parent_solution_id.empty()) continue;
-    if (const Node* parent = t.find(n.parent_id)) n.solution.parent_solution_id = parent->solution.solution_id;
+    if (std::size_t parent = idx.parent(i); parent != TreeIndex::npos)
+      n.solution.parent_solution_id = t.nodes[parent].solution.solution_id;
   }
 }
 

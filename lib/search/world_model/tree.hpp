@@ -11,8 +11,10 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
+#include "core/world_model_file.hpp"
 #include "ksearch/json.hpp"
 
 namespace ks::core::wm {
@@ -123,8 +125,24 @@ struct Node {
   bool operator==(const Node&) const = default;
 };
 
-// Lookups are linear: trees hold tens of nodes, and a flat vector keeps the
-// copy-validate-commit cycle of an edit a plain value copy.
+// What a world model may hold (docs/world-model.md, "Limits"). K-Search's
+// trees hold tens to a few hundred nodes; the caps leave ten times that,
+// and bound every check, prompt and snapshot. An answer, a file or an
+// import over one is refused with a sentence naming the cap.
+inline constexpr std::size_t kMaxNodes = 4096;
+// Edges from the root to the deepest node.
+inline constexpr std::size_t kMaxDepth = 512;
+// A snapshot as the run folder stores it (WorldModel::to_json().dump(2)),
+// checked on what an init or edit answer makes. The kernels and signals the
+// library attaches later add a few hundred bytes a node at most.
+inline constexpr std::size_t kMaxSnapshotBytes = std::size_t{8} << 20;
+static_assert(2 * kMaxSnapshotBytes <= kMaxWorldModelFileBytes, "a snapshot at the cap must read back");
+// Operations in one edit answer.
+inline constexpr std::size_t kMaxEditOps = 128;
+
+// One lookup is a linear scan: a flat vector keeps the copy-validate-commit
+// cycle of an edit a plain value copy. Work over many nodes builds a
+// TreeIndex once instead.
 struct Tree {
   std::string kernel_summary;
   std::vector<std::string> open_questions;
@@ -142,9 +160,49 @@ struct Tree {
   // An open action whose base exists: its parent is the root or has a kernel.
   bool is_executable(const Node& n) const;
   // Root first, `id` last; empty when `id` is unknown. Safe on cyclic input.
+  // Linear in the tree's size.
   std::vector<const Node*> path_to(std::string_view id) const;
   // "root, n1, n2" (at most `max` ids, then "...").
   std::string id_list(std::size_t max = 24) const;
+};
+
+// A tree's links, computed once in linear time (a hash of the ids, the
+// children of each node, each node's depth) without recursion or a walk to
+// the root per node, so a 30 000-deep chain costs what 30 000 flat nodes do.
+// Positions are indices into tree.nodes; the index holds pointers into the
+// tree and is stale once its node list changes.
+class TreeIndex {
+ public:
+  static constexpr std::size_t npos = static_cast<std::size_t>(-1);
+
+  explicit TreeIndex(const Tree& t);
+
+  // The first node with this id (as Tree::find), or npos / nullptr.
+  std::size_t position(std::string_view id) const;
+  const Node* find(std::string_view id) const;
+  // The parent's position; npos for a root or a parent that does not exist.
+  std::size_t parent(std::size_t i) const { return parent_[i]; }
+  // The non-root nodes whose parent_id names node i (its first holder), in
+  // node order.
+  const std::vector<std::size_t>& children(std::size_t i) const { return children_[i]; }
+  // Edges up to a root node; npos when the node's parent walk ends
+  // elsewhere (a missing parent, a cycle).
+  std::size_t depth(std::size_t i) const { return depth_[i]; }
+  // The node's parent walk never ends: it is on a parent cycle or below one.
+  bool cyclic(std::size_t i) const { return cyclic_[i] != 0; }
+  // The deepest node that reaches a root (npos when none does).
+  std::size_t deepest() const { return deepest_; }
+
+ private:
+  void link_depths();
+
+  const Tree& t_;
+  std::unordered_map<std::string_view, std::size_t> by_id_;
+  std::vector<std::size_t> parent_;
+  std::vector<std::vector<std::size_t>> children_;
+  std::vector<std::size_t> depth_;
+  std::vector<char> cyclic_;
+  std::size_t deepest_ = npos;
 };
 
 // How a node object is read: a whole node from a file (everything allowed),
@@ -158,14 +216,30 @@ enum class NodeRead { from_file, new_from_llm, patch_from_llm };
 // overall_rating / 10, as in the original).
 bool read_node_fields(const Json& j, Node& n, NodeRead mode, const std::string& where, Problems& p);
 
+// The node cap's refusal when `j` (a world model) lists more than kMaxNodes
+// nodes, else "". Checked before the nodes are read, so an oversized answer
+// or file costs no more than its parse.
+std::string node_count_problem(const Json& j);
+
 // Reads a whole world model. `from_llm`: an init answer (nodes may not carry
-// solutions; computed_signals is machine-written and ignored).
+// solutions; computed_signals is machine-written and ignored). Over the node
+// cap it reads no node and reports node_count_problem.
 Tree read_tree(const Json& j, bool from_llm, int round, Problems& p);
 
 // The structural invariants: one root, unique well-formed ids, every parent
 // exists, no cycles, node types consistent, the active node exists, lineage
-// (an open node's parent_solution_id is its parent's solution).
+// (an open node's parent_solution_id is its parent's solution), and the
+// node and depth caps. Linear in the tree's size.
 void check_structure(const Tree& t, Problems& p);
+
+// The tree as the run folder writes a snapshot of it (tree_to_json,
+// indented), in bytes.
+std::size_t snapshot_bytes(const Tree& t);
+
+// The snapshot cap: `t` as a snapshot is at most kMaxSnapshotBytes, or, for
+// an edit of a tree already over it (`before`: imported, or grown by the
+// kernels the library attached), no larger than `before`.
+void check_snapshot_size(const Tree& t, Problems& p, const Tree* before = nullptr);
 
 // Fills an open node's empty parent_solution_id from its parent, so lineage
 // follows a parent that got its kernel after the child was inserted.

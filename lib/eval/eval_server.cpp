@@ -20,6 +20,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <thread>
 #include <vector>
 
@@ -29,6 +30,7 @@
 #include "ksearch/error.hpp"
 #include "ksearch/sys/evaluator.hpp"
 #include "util/fs.hpp"
+#include "util/secrets.hpp"
 #include "util/sha256.hpp"
 
 extern char** environ;
@@ -85,25 +87,35 @@ EvaluatorConfig resolved(EvaluatorConfig c) {
   return c;
 }
 
-// Variables a server's workers, compilers and interpreters read: a client
-// with other values gets a server of its own.
-std::string environment_digest() {
-  static const char* const kNames[] = {"PATH",      "LD_LIBRARY_PATH", "HOME",      "XDG_CACHE_HOME", "TMPDIR",
-                                       "CXX",       "CUDA_HOME",       "CUDA_PATH", "CUDA_VISIBLE_DEVICES",
-                                       "PYTHONPATH"};
-  std::vector<std::string> vars;
+// The server's whole environment: what its workers get (their allowlist,
+// $KSEARCH_WORKER_ENV's names included) and what the server itself and its
+// trusted helpers (a task's reference oracle) read: the home and cache
+// folders, TMPDIR, the compiler ($CXX), Python's path and ksearch's own
+// settings. Never a credential (by name, or a value holding a registered
+// secret): a server idles for minutes, and a key it holds is a key a
+// process of this user's could read from /proc/<pid>/environ.
+std::map<std::string, std::string> server_environment() {
+  static const char* const kServerNames[] = {"HOME", "XDG_CACHE_HOME", "TMPDIR", "CXX", "PYTHONPATH"};
+  std::map<std::string, std::string> env = candidate_environment(false);
   for (char** e = environ; e && *e; ++e) {
-    std::string_view kv(*e);
-    const std::string name(kv.substr(0, kv.find('=')));
-    if (name.rfind("KSEARCH_", 0) == 0 || std::find(std::begin(kNames), std::end(kNames), name) != std::end(kNames))
-      vars.emplace_back(kv);
+    const std::string_view kv(*e);
+    const auto eq = kv.find('=');
+    if (eq == std::string_view::npos) continue;
+    const std::string name(kv.substr(0, eq));
+    const std::string_view value = kv.substr(eq + 1);
+    const bool wanted = name.rfind("KSEARCH_", 0) == 0 ||
+                        std::find(std::begin(kServerNames), std::end(kServerNames), name) != std::end(kServerNames);
+    if (wanted && !util::looks_like_credential_name(name) && !util::contains_secret(value))
+      env[name] = std::string(value);
   }
-  // What the workers get (their allow-list, $KSEARCH_WORKER_ENV's names included).
-  for (const auto& [name, value] : candidate_environment(false)) vars.push_back(name + "=" + value);
-  std::sort(vars.begin(), vars.end());
-  vars.erase(std::unique(vars.begin(), vars.end()), vars.end());
+  return env;
+}
+
+// A client with another environment gets a server of its own: the digest is
+// of exactly what the server is started with.
+std::string environment_digest() {
   std::string all;
-  for (const auto& v : vars) all += v + '\n';
+  for (const auto& [name, value] : server_environment()) all += name + "=" + value + '\n';
   return util::sha256_hex(all);
 }
 
@@ -217,6 +229,12 @@ bool start_server(const EvaluatorConfig& config, const ServerPaths& paths, doubl
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  // Built before the fork: only async-signal-safe calls after it.
+  std::vector<std::string> env;
+  for (const auto& [name, value] : server_environment()) env.push_back(name + "=" + value);
+  std::vector<char*> envp;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
   // Appended to, never truncated here: a racing client must not wipe what
   // another start wrote. The server that wins the lock truncates it.
   const int log_fd = ::open(paths.log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -248,7 +266,7 @@ bool start_server(const EvaluatorConfig& config, const ServerPaths& paths, doubl
     ::dup2(moved_ready, 3);  // dup2 clears close-on-exec on 0..3
     if (::syscall(SYS_close_range, 4u, ~0u, 0u) != 0)
       for (int fd = 4; fd < 65536; ++fd) ::close(fd);
-    ::execv(argv[0], argv.data());
+    ::execve(argv[0], argv.data(), envp.data());
     static const char kFailed[] = "ksearch evaluation server: cannot execute the worker program\n";
     if (::write(2, kFailed, sizeof kFailed - 1) < 0) {
     }

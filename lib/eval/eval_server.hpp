@@ -30,9 +30,10 @@ struct ServerPaths {
 // Where the server for `config` lives. Its id is a hash of what the
 // evaluator's behaviour depends on: the configuration (not its options,
 // which travel with each request), the worker program (path, size, time:
-// a rebuilt one is another server), the user and the environment variables
-// that workers and compilers read. Creates the folder; refuses one that
-// another user owns or others may enter.
+// a rebuilt one is another server), the user and the environment the server
+// is started with (the workers' allowlist, plus HOME, XDG_CACHE_HOME, TMPDIR,
+// CXX, PYTHONPATH and KSEARCH_* settings; no credential). Creates the
+// folder; refuses one that another user owns or others may enter.
 ServerPaths server_paths(const EvaluatorConfig& config);
 
 // The server's main loop (ksearch-worker --role eval-server). Returns the

@@ -273,3 +273,65 @@ TEST_CASE("eval server: a folder others may enter is refused, and so is an in-pr
   }
   CHECK(message.find("in-process") != std::string::npos);
 }
+
+namespace {
+
+// Sets environment variables for a scope (declared before the case's
+// StopAtEnd, so the server is found and stopped with them still set).
+struct ScopedEnv {
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved;
+  ScopedEnv(std::initializer_list<std::pair<const char*, const char*>> vars) {
+    for (const auto& [name, value] : vars) {
+      const char* old = std::getenv(name);
+      saved.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
+      ::setenv(name, value, 1);
+    }
+  }
+  ~ScopedEnv() {
+    for (const auto& [name, old] : saved) {
+      if (old) ::setenv(name.c_str(), old->c_str(), 1);
+      else ::unsetenv(name.c_str());
+    }
+  }
+};
+
+// The NUL-separated entries of /proc/<pid>/environ.
+std::vector<std::string> environ_of(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+  std::vector<std::string> out;
+  for (std::string entry; std::getline(in, entry, '\0');) out.push_back(entry);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("eval server: it holds no credential of its client's") {
+  // Fake keys, as a client's shell would hold them; and settings the server does need.
+  ScopedEnv env{{"OPENAI_API_KEY", "sk-test-server-holds-no-key-1"},
+                {"KSEARCH_API_KEY", "sk-test-server-holds-no-key-2"},
+                {"MY_SERVICE_TOKEN", "sk-test-server-holds-no-key-3"},
+                {"KSEARCH_TEST_SETTING", "kept"},
+                {"UNRELATED_SETTING", "not-needed"}};
+  auto cfg = ks::test::test_config(ks::test::scratch_dir("server_environment").string());
+  StopAtEnd stop{cfg};
+  SpecTask task(ks::test::vadd_task());
+  auto client = make_served_evaluator(cfg, 60);
+  EvalResult r = client->evaluate(task, vadd_candidate(ks::test::kGoodBody, "env"));
+  REQUIRE(r.status == EvalStatus::passed);
+  const int pid = static_cast<int>(r.metrics.get_int("evaluation_server_pid"));
+  REQUIRE(pid > 0);
+
+  const std::vector<std::string> server_env = environ_of(pid);
+  REQUIRE_FALSE(server_env.empty());  // readable: the server is this user's
+  bool path = false, setting = false;
+  for (const auto& e : server_env) {
+    INFO(e);
+    CHECK(e.find("sk-test-server-holds-no-key") == std::string::npos);
+    CHECK(e.rfind("OPENAI_API_KEY=", 0) != 0);
+    CHECK(e.rfind("UNRELATED_SETTING=", 0) != 0);
+    path = path || e.rfind("PATH=", 0) == 0;
+    setting = setting || e == "KSEARCH_TEST_SETTING=kept";
+  }
+  CHECK(path);
+  CHECK(setting);
+}

@@ -6,8 +6,10 @@
 // only this user can enter, answers only this user's processes
 // (SO_PEERCRED), serves one evaluation at a time, and exits (ending its
 // workers and removing its socket) after idle_s without a request, on
-// SIGTERM or SIGINT, or when asked to stop. docs/evaluation.md, "The
-// evaluation server".
+// SIGTERM or SIGINT, or when asked to stop. It is started with an
+// environment built from an allowlist, never a credential of its client's,
+// and drops a connection that sends no whole request within 2 s of
+// silence. docs/evaluation.md, "The evaluation server".
 #pragma once
 
 #include <filesystem>

@@ -209,6 +209,11 @@ struct KS_API ResumeOptions {
 
 // Resumes a run folder with its recorded configuration: the journal is
 // replayed (no LLM call or evaluation is repeated) and the search continues.
+// A resume that is refused, or fails before it records a new attempt or LLM
+// answer (its journal no longer replays, its evaluator cannot start), leaves
+// manifest.json, state.json and events.jsonl as it found them; opening the
+// folder still removes what a kill left (a torn log line, the temporary
+// files of atomic writes).
 // A replay (replay_search, or a run with a replay transcript) goes on
 // following its recording; giving a model (llm or custom_llm) to a
 // reproduction that stopped where it diverged lets it continue live there.

@@ -18,6 +18,7 @@
 #include "search/session.hpp"
 #include "engine/llm_choice.hpp"
 #include "engine/recording.hpp"
+#include "engine/resume_guard.hpp"
 #include "engine/run_manifest.hpp"
 #include "engine/wandb_logger.hpp"
 #include "engine/warm_start.hpp"
@@ -280,17 +281,24 @@ WeakCheckReport weak_check_before_run(const SearchOptions& options, Parts& parts
 // Runs the strategy (and the tune phase) in a session and records the end.
 // A run that ends in an error says so in its manifest: left "running", it
 // would look like a run still going (or killed) to `ksearch show`.
-SearchOutcome execute(Parts& parts, RunStore& store, const SearchConfig& config, const Hooks& hooks) {
+// A resume's `guard`: one that fails before it records anything new leaves
+// the folder as it found it instead (engine/resume_guard.hpp).
+SearchOutcome execute(Parts& parts, RunStore& store, const SearchConfig& config, const Hooks& hooks,
+                      const engine::ResumeGuard* guard = nullptr) {
   try {
     HookedRun hooked(parts, store, hooks);
     return execute_session(parts, store, config, hooks.progress);
   } catch (const std::exception& e) {
     try {
-      auto m = engine::RunManifest::from_json(store.manifest());
-      m.status = "failed";
-      m.error = e.what();
-      m.finished = utc_timestamp();
-      store.write_manifest(m.to_json());
+      if (guard && guard->nothing_new()) {
+        guard->restore();
+      } else {
+        auto m = engine::RunManifest::from_json(store.manifest());
+        m.status = "failed";
+        m.error = e.what();
+        m.finished = utc_timestamp();
+        store.write_manifest(m.to_json());
+      }
     } catch (const std::exception&) {
       // The folder itself is the problem; the first error is the one to report.
     }
@@ -693,16 +701,29 @@ SearchOutcome resume_search(const fs::path& run_dir, const ResumeOptions& option
     throw Error(Status::invalid_argument,
                 "this run used a world model supplied by the host program; pass it again to resume");
   engine::check_llm(*parts.llm);
+  // Everything is checked: from here the folder changes, and until the
+  // resume records something new, a failure puts it back as it was.
+  const engine::ResumeGuard guard(store.dir());
   m.config = config.to_json();
   m.status = "running";
   m.error.clear();  // an earlier attempt's failure
   m.resumed += 1;
   m.last_resumed = utc_timestamp();
-  store.write_manifest(m.to_json());
-  auto wandb = engine::start_wandb_logger(options.wandb, store.dir(), LlmChoice::from_json(m.llm).openai.api_key_env);
-  if (options.on_start)
-    options.on_start(SearchStart{store.dir(), parts.task->name(), config, parts.llm->describe(), rounds_done(store)});
-  return execute(parts, store, config, Hooks{options.progress, options.on_event, options.cancel});
+  std::unique_ptr<engine::WandbLogger> wandb;
+  try {
+    store.write_manifest(m.to_json());
+    wandb = engine::start_wandb_logger(options.wandb, store.dir(), LlmChoice::from_json(m.llm).openai.api_key_env);
+    if (options.on_start)
+      options.on_start(SearchStart{store.dir(), parts.task->name(), config, parts.llm->describe(), rounds_done(store)});
+  } catch (...) {
+    try {
+      guard.restore();
+    } catch (const std::exception&) {
+      // The folder itself is the problem; the first error is the one to report.
+    }
+    throw;
+  }
+  return execute(parts, store, config, Hooks{options.progress, options.on_event, options.cancel}, &guard);
 }
 
 SearchOutcome replay_search(const fs::path& recorded_run, const ReplayOptions& options) {

@@ -2,8 +2,10 @@
 // API and real run folders (the tunable test task, the offline tuner and an
 // evaluator whose results depend on the parameters only): a refused resume
 // changes nothing in the folder; a lower budget replays the tuner's plan and
-// stops there; and what a kill left (temporary files of atomic writes) is
-// gone after the next open.
+// stops there; a resume that fails before it records anything new puts the
+// folder back as it was, one that fails later says so in the manifest; and
+// what a kill left (temporary files of atomic writes) is gone after the
+// next open.
 #include <doctest/doctest.h>
 #include <unistd.h>
 
@@ -26,6 +28,7 @@ namespace {
 class TunableEvaluator : public test::FakeDeviceEvaluator {
  public:
   EvalResult evaluate(const Task& task, const Solution& s) override {
+    if (fail_from >= 0 && calls >= fail_from) throw Error(Status::subprocess, "the worker cannot start (a test)");
     ++calls;
     EvalResult r = test::tunable_eval(task, s);
     r.solution_id = s.id;
@@ -37,6 +40,7 @@ class TunableEvaluator : public test::FakeDeviceEvaluator {
     return out;
   }
   int calls = 0;
+  int fail_from = -1;  // evaluations from this one on throw
 };
 
 std::string bytes_of(const fs::path& p) {
@@ -145,4 +149,40 @@ TEST_CASE("resume of a tune run: refusals change nothing, a lower budget stops e
   SearchOutcome rest = resume_search(run, r);
   CHECK(rest.stop_reason == StopReason::strategy_done);
   CHECK(attempt_ids(run) == whole);
+}
+
+TEST_CASE("resume: a failure before anything new is recorded leaves the folder as it was; a later one is recorded") {
+  const fs::path base = test::scratch_dir("resume_budget_failure");
+  const fs::path task = tunable_task_dir(base);
+  const fs::path run = base / "run";
+  auto evaluator = std::make_shared<TunableEvaluator>();
+  SearchOptions o = tune_options(task, run, evaluator, 14);
+  o.progress = [](const RoundReport& r) { return r.round < 3; };
+  CHECK(run_search(o).stop_reason == StopReason::cancelled);
+
+  // The journal replays; the first live evaluation (the batch's other two
+  // candidates) fails: nothing new was recorded.
+  const std::string manifest = bytes_of(run / "manifest.json");
+  const std::string events = bytes_of(run / "events.jsonl");
+  const std::string state = bytes_of(run / "state.json");
+  auto broken = std::make_shared<TunableEvaluator>();
+  broken->fail_from = 0;
+  ResumeOptions r;
+  r.custom_evaluator = broken;
+  r.max_rounds = 10;
+  CHECK(refusal(run, r).find("the worker cannot start") != std::string::npos);
+  CHECK(bytes_of(run / "manifest.json") == manifest);
+  CHECK(bytes_of(run / "events.jsonl") == events);
+  CHECK(bytes_of(run / "state.json") == state);
+
+  // It fails after two new rounds: that is the run's failure, and the
+  // manifest says so (with the budget the resume ran under).
+  broken->calls = 0;
+  broken->fail_from = 2;
+  CHECK(refusal(run, r).find("the worker cannot start") != std::string::npos);
+  CHECK(attempt_ids(run).size() == 5);
+  const Json m = RunStore::open_read_only(run).manifest();
+  CHECK(m.get_string("status") == "failed");
+  CHECK(m.get_string("error").find("the worker cannot start") != std::string::npos);
+  CHECK(m["config"].get_int("max_rounds") == 10);
 }

@@ -347,7 +347,8 @@ int cmd_resume(int argc, char** argv) {
          "live from there when given a model (--llm ...).\n\n" + std::string(kExitCodesHelp),
          with_wandb_options({{"max-rounds", "N", "The run's total round budget, the rounds already done included: 30 on a run that "
                               "did 20 runs 10 more. Larger or smaller than the recorded budget; below the rounds "
-                              "done is refused.", "as recorded", false},
+                              "done is refused, and so is a tune run's above the budget its tuner planned for "
+                              "(a refused resume changes nothing in the run folder).", "as recorded", false},
           {"llm", "SPEC", "Answer new prompts with another policy (e.g. replay:FILE); kept for later resumes.",
            "as recorded", false},
           {"on-divergence", "stop|skip", "With --llm replay: (see `ksearch run --help`); e.g. resume a replay that "
@@ -367,6 +368,9 @@ int cmd_resume(int argc, char** argv) {
   if (a.positional().size() != 1) throw UsageError("give exactly one run folder");
   ResumeOptions r;
   r.max_rounds = a.get_int("max-rounds", 0);
+  if (a.has("max-rounds") && r.max_rounds < 1)
+    throw UsageError(fmt::format("--max-rounds must be at least 1, not {} (leave it out to keep the recorded budget)",
+                                 r.max_rounds));
   if (a.has("llm")) r.llm = llm_choice_from_args(a);
   else (void)openai_config_from_args(a);  // checked even when unused
   r.wandb = wandb_from_args(a);

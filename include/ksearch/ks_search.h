@@ -261,7 +261,9 @@ KS_API ks_status ks_search_run(const ks_search_options *options, ks_result **out
 /* What may change when a run folder is resumed. */
 typedef struct ks_resume_options {
   uint32_t version;               /* KS_RESUME_OPTIONS_VERSION */
-  int max_rounds;                 /* 0; above the recorded budget it raises it, else the budget stays */
+  int max_rounds;                 /* 0; above the recorded budget it raises it, else the budget stays
+                                   * (a tune run's above the budget its tuner planned for:
+                                   * KS_E_INVALID_ARGUMENT, the folder unchanged) */
   /* NULL: the recorded LLM. Otherwise answers new prompts (a run made with
    * a callback needs it again: callbacks cannot be recorded). */
   const ks_llm_options *llm;

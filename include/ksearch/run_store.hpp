@@ -48,7 +48,9 @@ class KS_API RunStore {
   // Opens an existing run to continue it; throws ks::Error(Status::not_found)
   // when the folder holds no manifest.json. A writer holds an exclusive lock
   // on <run>/lock for as long as the store lives, so two processes never
-  // append to one run (Status::state names the conflict).
+  // append to one run (Status::state names the conflict). Under the lock it
+  // repairs what a kill left: a torn last line of a log is cut, and the
+  // temporary files of atomic writes that were never renamed are removed.
   static RunStore open(const std::filesystem::path& dir);
   // Opens a run for reading only (`ksearch show`): no lock, nothing written,
   // safe on a run another process is writing.

@@ -188,8 +188,11 @@ KS_API SearchOutcome run_search(const SearchOptions& options);
 // What may change when a run is resumed.
 struct KS_API ResumeOptions {
   // 0 keeps the recorded budget; otherwise the run's new total round budget
-  // (more or fewer rounds than recorded). A value below the rounds already
-  // done is refused with ks::Error(Status::invalid_argument).
+  // (more or fewer rounds than recorded). Refused with
+  // ks::Error(Status::invalid_argument), before anything in the folder
+  // changes: a value below the rounds already done; on a tune run, one above
+  // the budget its tuner planned for when it began (a lower one replays the
+  // plan and stops early); on a run with a tune phase, any change.
   int max_rounds = 0;
   std::shared_ptr<LlmPolicy> custom_llm;  // needed when the run used a custom policy
   std::optional<LlmChoice> llm;        // replaces the recorded choice (e.g. another endpoint)
@@ -206,6 +209,11 @@ struct KS_API ResumeOptions {
 
 // Resumes a run folder with its recorded configuration: the journal is
 // replayed (no LLM call or evaluation is repeated) and the search continues.
+// A resume that is refused, or fails before it records a new attempt or LLM
+// answer (its journal no longer replays, its evaluator cannot start), leaves
+// manifest.json, state.json and events.jsonl as it found them; opening the
+// folder still removes what a kill left (a torn log line, the temporary
+// files of atomic writes).
 // A replay (replay_search, or a run with a replay transcript) goes on
 // following its recording; giving a model (llm or custom_llm) to a
 // reproduction that stopped where it diverged lets it continue live there.

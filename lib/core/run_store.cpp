@@ -58,7 +58,8 @@ std::vector<std::string> safe_file_names(const Solution& s) {
       bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
       name.push_back(ok ? c : '_');
     }
-    bool bad = name.empty() || name == "." || name == "..";
+    // Nor a name like an atomic write's temporary file, which open() removes.
+    bool bad = name.empty() || name == "." || name == ".." || util::is_atomic_write_temporary(name);
     for (const char* r : reserved) bad = bad || name == r;
     if (bad) name = fmt::format("source_{}.txt", i);
     std::string unique = name;
@@ -220,6 +221,22 @@ void refuse_links(const util::Folder& run) {
     run.refuse_link(name);
 }
 
+// What a kill between an atomic write and its rename leaves behind: gone at
+// the next open, which holds the lock, so no writer is using them. Only
+// those names, only regular files, only in the folders the store writes
+// (a link is never followed: refuse_links checked the folders).
+void remove_stale_temporaries(const util::Folder& run) {
+  auto clean = [&](const fs::path& dir) {
+    for (const auto& [name, kind] : run.list(dir))
+      if (kind == util::EntryKind::file && util::is_atomic_write_temporary(name)) run.remove_file(dir / name);
+  };
+  clean(".");
+  clean("best");
+  clean("world_model");
+  for (const auto& [name, kind] : run.list("attempts"))
+    if (kind == util::EntryKind::folder) clean(fs::path("attempts") / name);
+}
+
 }  // namespace
 
 RunStore RunStore::open_read_only(const fs::path& dir) {
@@ -241,6 +258,7 @@ RunStore RunStore::open(const fs::path& dir) {
   const util::Folder& run = s.impl_->run;
   refuse_links(run);
   s.impl_->lock_fd = lock_run(run);
+  remove_stale_temporaries(run);
   // A kill can tear the last line of a log; cut it so appends stay whole lines.
   for (const char* log : {"events.jsonl", "transcript.jsonl", "attempts.jsonl"}) run.truncate_torn_tail(log);
   s.impl_->next_event_seq = static_cast<int>(run.read_lines("events.jsonl").size());

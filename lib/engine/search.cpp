@@ -18,12 +18,14 @@
 #include "search/session.hpp"
 #include "engine/llm_choice.hpp"
 #include "engine/recording.hpp"
+#include "engine/resume_guard.hpp"
 #include "engine/run_manifest.hpp"
 #include "engine/wandb_logger.hpp"
 #include "engine/warm_start.hpp"
 #include "engine/wrappers.hpp"
 #include "eval/host/host_device.hpp"
 #include "eval/python/python_program.hpp"
+#include "search/tune/tune_strategy.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/run_store.hpp"
 #include "ksearch/tasks.hpp"
@@ -279,17 +281,24 @@ WeakCheckReport weak_check_before_run(const SearchOptions& options, Parts& parts
 // Runs the strategy (and the tune phase) in a session and records the end.
 // A run that ends in an error says so in its manifest: left "running", it
 // would look like a run still going (or killed) to `ksearch show`.
-SearchOutcome execute(Parts& parts, RunStore& store, const SearchConfig& config, const Hooks& hooks) {
+// A resume's `guard`: one that fails before it records anything new leaves
+// the folder as it found it instead (engine/resume_guard.hpp).
+SearchOutcome execute(Parts& parts, RunStore& store, const SearchConfig& config, const Hooks& hooks,
+                      const engine::ResumeGuard* guard = nullptr) {
   try {
     HookedRun hooked(parts, store, hooks);
     return execute_session(parts, store, config, hooks.progress);
   } catch (const std::exception& e) {
     try {
-      auto m = engine::RunManifest::from_json(store.manifest());
-      m.status = "failed";
-      m.error = e.what();
-      m.finished = utc_timestamp();
-      store.write_manifest(m.to_json());
+      if (guard && guard->nothing_new()) {
+        guard->restore();
+      } else {
+        auto m = engine::RunManifest::from_json(store.manifest());
+        m.status = "failed";
+        m.error = e.what();
+        m.finished = utc_timestamp();
+        store.write_manifest(m.to_json());
+      }
     } catch (const std::exception&) {
       // The folder itself is the problem; the first error is the one to report.
     }
@@ -566,6 +575,40 @@ std::shared_ptr<Evaluator> lazy_evaluator(const EvaluatorConfig& ec, const Json&
       DeviceInfo::from_json(recorded_device));
 }
 
+// max_rounds is the run's total round budget: it may grow or shrink, but
+// not below the rounds already done (they cannot be undone), and not where
+// the strategy could not follow the new budget: refused here, before the
+// resume writes anything. A built-in tune run keeps the plan it made for
+// the budget it began with (recorded_tune_plan) and stops early under a
+// lower one; a budget above that plan would be rounds its tuner never uses.
+void change_round_budget(const RunStore& store, SearchConfig& config, bool custom_strategy, int max_rounds) {
+  if (max_rounds < 0) throw Error(Status::invalid_argument, fmt::format("max_rounds {} is negative", max_rounds));
+  if (max_rounds == 0 || max_rounds == config.max_rounds) return;
+  const int done = rounds_done(store);
+  std::optional<int> plan;
+  if (!custom_strategy && config.strategy == StrategyKind::tune)
+    if (const auto state = store.state()) plan = core::recorded_tune_plan(*state);
+  const std::string allowed = plan ? fmt::format("between {} and {}", done, *plan) : fmt::format("{} or more", done);
+  if (max_rounds < done)
+    throw Error(Status::invalid_argument,
+                fmt::format("--max-rounds {} is below the {} rounds this run has already done; it is the run's total "
+                            "round budget (recorded: {}), so give {} (or leave it out to keep {})",
+                            max_rounds, done, config.max_rounds, allowed, config.max_rounds));
+  if (plan && max_rounds > *plan)
+    throw Error(Status::invalid_argument,
+                fmt::format("--max-rounds {} is above the {} rounds this tune run planned its search for when it "
+                            "began (how many configurations it seeds with, how it sizes its last batches), and a "
+                            "resume keeps that plan: give {}, or start a new run to tune for longer",
+                            max_rounds, *plan, allowed));
+  if (config.tune.rounds > 0 && config.strategy != StrategyKind::tune)
+    throw Error(Status::invalid_argument,
+                fmt::format("this run has a tune phase of {} rounds after its search, which begins where the search's "
+                            "budget ends; its round budget cannot change on resume: leave --max-rounds out (the "
+                            "budget stays {})",
+                            config.tune.rounds, config.max_rounds));
+  config.max_rounds = max_rounds;
+}
+
 // A run made with the host's own strategy records that strategy's name,
 // which no built-in answers to: the rest of the configuration is checked as
 // usual.
@@ -591,22 +634,7 @@ SearchOutcome resume_search(const fs::path& run_dir, const ResumeOptions& option
   engine::check_recorded_decisions(config, recorded_manifest, run_dir);
   Parts parts;
   parts.task = load_recorded_task(m.task);
-  // max_rounds is the run's total round budget: it may grow or shrink, but
-  // not below the rounds already done (they cannot be undone).
-  if (options.max_rounds < 0)
-    throw Error(Status::invalid_argument, fmt::format("max_rounds {} is negative", options.max_rounds));
-  if (options.max_rounds > 0 && options.max_rounds != config.max_rounds) {
-    const int done = rounds_done(store);
-    if (options.max_rounds < done)
-      throw Error(Status::invalid_argument,
-                  fmt::format("--max-rounds {} is below the {} rounds this run has already done; it is the run's total "
-                              "round budget (recorded: {}), so give {} or more (or leave it out to keep {})",
-                              options.max_rounds, done, config.max_rounds, done, config.max_rounds));
-    if (config.tune.rounds > 0)
-      throw Error(Status::invalid_argument,
-                  "this run has a tune phase after its search; its round budget cannot change on resume");
-    config.max_rounds = options.max_rounds;
-  }
+  change_round_budget(store, config, m.custom_strategy, options.max_rounds);
   const EvaluatorConfig& ec = m.evaluator;
   const bool new_model = options.custom_llm || options.llm;
   if (m.replay) {
@@ -673,16 +701,29 @@ SearchOutcome resume_search(const fs::path& run_dir, const ResumeOptions& option
     throw Error(Status::invalid_argument,
                 "this run used a world model supplied by the host program; pass it again to resume");
   engine::check_llm(*parts.llm);
+  // Everything is checked: from here the folder changes, and until the
+  // resume records something new, a failure puts it back as it was.
+  const engine::ResumeGuard guard(store.dir());
   m.config = config.to_json();
   m.status = "running";
   m.error.clear();  // an earlier attempt's failure
   m.resumed += 1;
   m.last_resumed = utc_timestamp();
-  store.write_manifest(m.to_json());
-  auto wandb = engine::start_wandb_logger(options.wandb, store.dir(), LlmChoice::from_json(m.llm).openai.api_key_env);
-  if (options.on_start)
-    options.on_start(SearchStart{store.dir(), parts.task->name(), config, parts.llm->describe(), rounds_done(store)});
-  return execute(parts, store, config, Hooks{options.progress, options.on_event, options.cancel});
+  std::unique_ptr<engine::WandbLogger> wandb;
+  try {
+    store.write_manifest(m.to_json());
+    wandb = engine::start_wandb_logger(options.wandb, store.dir(), LlmChoice::from_json(m.llm).openai.api_key_env);
+    if (options.on_start)
+      options.on_start(SearchStart{store.dir(), parts.task->name(), config, parts.llm->describe(), rounds_done(store)});
+  } catch (...) {
+    try {
+      guard.restore();
+    } catch (const std::exception&) {
+      // The folder itself is the problem; the first error is the one to report.
+    }
+    throw;
+  }
+  return execute(parts, store, config, Hooks{options.progress, options.on_event, options.cancel}, &guard);
 }
 
 SearchOutcome replay_search(const fs::path& recorded_run, const ReplayOptions& options) {

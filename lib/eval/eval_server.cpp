@@ -20,6 +20,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <thread>
 #include <vector>
 
@@ -29,6 +30,7 @@
 #include "ksearch/error.hpp"
 #include "ksearch/sys/evaluator.hpp"
 #include "util/fs.hpp"
+#include "util/secrets.hpp"
 #include "util/sha256.hpp"
 
 extern char** environ;
@@ -85,25 +87,35 @@ EvaluatorConfig resolved(EvaluatorConfig c) {
   return c;
 }
 
-// Variables a server's workers, compilers and interpreters read: a client
-// with other values gets a server of its own.
-std::string environment_digest() {
-  static const char* const kNames[] = {"PATH",      "LD_LIBRARY_PATH", "HOME",      "XDG_CACHE_HOME", "TMPDIR",
-                                       "CXX",       "CUDA_HOME",       "CUDA_PATH", "CUDA_VISIBLE_DEVICES",
-                                       "PYTHONPATH"};
-  std::vector<std::string> vars;
+// The server's whole environment: what its workers get (their allowlist,
+// $KSEARCH_WORKER_ENV's names included) and what the server itself and its
+// trusted helpers (a task's reference oracle) read: the home and cache
+// folders, TMPDIR, the compiler ($CXX), Python's path and ksearch's own
+// settings. Never a credential (by name, or a value holding a registered
+// secret): a server idles for minutes, and a key it holds is a key a
+// process of this user's could read from /proc/<pid>/environ.
+std::map<std::string, std::string> server_environment() {
+  static const char* const kServerNames[] = {"HOME", "XDG_CACHE_HOME", "TMPDIR", "CXX", "PYTHONPATH"};
+  std::map<std::string, std::string> env = candidate_environment(false);
   for (char** e = environ; e && *e; ++e) {
-    std::string_view kv(*e);
-    const std::string name(kv.substr(0, kv.find('=')));
-    if (name.rfind("KSEARCH_", 0) == 0 || std::find(std::begin(kNames), std::end(kNames), name) != std::end(kNames))
-      vars.emplace_back(kv);
+    const std::string_view kv(*e);
+    const auto eq = kv.find('=');
+    if (eq == std::string_view::npos) continue;
+    const std::string name(kv.substr(0, eq));
+    const std::string_view value = kv.substr(eq + 1);
+    const bool wanted = name.rfind("KSEARCH_", 0) == 0 ||
+                        std::find(std::begin(kServerNames), std::end(kServerNames), name) != std::end(kServerNames);
+    if (wanted && !util::looks_like_credential_name(name) && !util::contains_secret(value))
+      env[name] = std::string(value);
   }
-  // What the workers get (their allow-list, $KSEARCH_WORKER_ENV's names included).
-  for (const auto& [name, value] : candidate_environment(false)) vars.push_back(name + "=" + value);
-  std::sort(vars.begin(), vars.end());
-  vars.erase(std::unique(vars.begin(), vars.end()), vars.end());
+  return env;
+}
+
+// A client with another environment gets a server of its own: the digest is
+// of exactly what the server is started with.
+std::string environment_digest() {
   std::string all;
-  for (const auto& v : vars) all += v + '\n';
+  for (const auto& [name, value] : server_environment()) all += name + "=" + value + '\n';
   return util::sha256_hex(all);
 }
 
@@ -217,6 +229,12 @@ bool start_server(const EvaluatorConfig& config, const ServerPaths& paths, doubl
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  // Built before the fork: only async-signal-safe calls after it.
+  std::vector<std::string> env;
+  for (const auto& [name, value] : server_environment()) env.push_back(name + "=" + value);
+  std::vector<char*> envp;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
   // Appended to, never truncated here: a racing client must not wipe what
   // another start wrote. The server that wins the lock truncates it.
   const int log_fd = ::open(paths.log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -248,7 +266,7 @@ bool start_server(const EvaluatorConfig& config, const ServerPaths& paths, doubl
     ::dup2(moved_ready, 3);  // dup2 clears close-on-exec on 0..3
     if (::syscall(SYS_close_range, 4u, ~0u, 0u) != 0)
       for (int fd = 4; fd < 65536; ++fd) ::close(fd);
-    ::execv(argv[0], argv.data());
+    ::execve(argv[0], argv.data(), envp.data());
     static const char kFailed[] = "ksearch evaluation server: cannot execute the worker program\n";
     if (::write(2, kFailed, sizeof kFailed - 1) < 0) {
     }
@@ -383,19 +401,12 @@ class ServedEvaluator final : public Evaluator {
 std::atomic<bool> g_stop{false};
 extern "C" void on_stop_signal(int) { g_stop.store(true); }
 
-// One request on an accepted connection. While an evaluation runs, a
+// One request, read whole from its connection. While an evaluation runs, a
 // client that hangs up (cancelled, killed) or a stop signal cancels it; the
 // evaluator is then replaced, since a cancelled one stays cancelled.
-void handle(int fd, const EvaluatorConfig& config, std::unique_ptr<Evaluator>& ev) {
-  Json request;
+void handle(int fd, const std::string& line, const EvaluatorConfig& config, std::unique_ptr<Evaluator>& ev) {
   try {
-    const auto t0 = Clock::now();
-    request = read_frame(fd, [&] { return seconds_since(t0) < 30 && !g_stop.load(); });
-  } catch (const Error& e) {
-    std::fprintf(stderr, "ksearch evaluation server: a request could not be read: %s\n", e.what());
-    return;
-  }
-  try {
+    const Json request = Json::parse(line);
     if (request.get_int("protocol", 0) != kProtocol)
       throw Error(Status::version, fmt::format("the client speaks protocol {}, this server {}",
                                                request.get_int("protocol", 0), kProtocol));
@@ -490,6 +501,176 @@ bool same_namespaces(pid_t peer) {
   return true;
 }
 
+// Connections whose request has not arrived whole, read side by side: a
+// client that connects and says nothing, or half a request, holds no place
+// another one needs, and is dropped after kRequestSilenceS without a byte
+// (kRequestWholeS at most for the whole request). A client writes its one
+// line right after connecting, so 2 s of silence is a client that will not.
+// Only the time the server spends waiting counts: while it evaluates,
+// nobody is read.
+class WaitingClients {
+ public:
+  static constexpr double kRequestSilenceS = 2;
+  static constexpr double kRequestWholeS = 30;
+  static constexpr std::size_t kMaxClients = 64;
+
+  struct Request {
+    int fd = -1;
+    std::string line;
+  };
+
+  ~WaitingClients() {
+    for (auto& c : clients_) ::close(c.fd);
+  }
+
+  bool empty() const { return clients_.empty(); }
+
+  // An accepted connection of this user's.
+  void add(int fd) {
+    if (clients_.size() >= kMaxClients) {
+      drop(fd, Status::state, fmt::format("the evaluation server already has {} connections waiting for "
+                                                "their requests", kMaxClients));
+      return;
+    }
+    const auto now = Clock::now();
+    clients_.push_back({fd, {}, now, now});
+  }
+
+  // Descriptors to poll for input, appended to `fds`.
+  void poll_list(std::vector<pollfd>& fds) const {
+    for (const auto& c : clients_) fds.push_back({c.fd, POLLIN, 0});
+  }
+
+  // Reads the connections `fds` (from poll_list, in order, starting at
+  // `first`) said are readable and drops the silent ones; returns the first
+  // request that has arrived whole, taken out of the list.
+  std::optional<Request> read(const std::vector<pollfd>& fds, std::size_t first) {
+    std::optional<Request> whole;
+    std::vector<Client> kept;
+    for (std::size_t i = 0; i < clients_.size(); ++i) {
+      Client& c = clients_[i];
+      // One accepted after the poll is at the end, not in `fds` yet.
+      const bool readable = first + i < fds.size() && (fds[first + i].revents & (POLLIN | POLLHUP | POLLERR));
+      if (readable && whole) {
+        kept.push_back(std::move(c));  // read on the next pass: not silent
+        continue;
+      }
+      if (readable) {
+        if (!receive(c)) continue;  // closed or dropped
+        if (const auto nl = c.data.find('\n'); nl != std::string::npos) {
+          buffered_ -= c.data.size();
+          c.data.resize(nl);
+          whole = Request{c.fd, std::move(c.data)};
+          continue;
+        }
+      }
+      const double silent = seconds_since(c.heard), waited = seconds_since(c.since);
+      if (silent >= kRequestSilenceS || waited >= kRequestWholeS) {
+        buffered_ -= c.data.size();
+        std::fprintf(stderr, "ksearch evaluation server: dropped a connection that sent %s in %.1f s\n",
+                     c.data.empty() ? "nothing" : "half a request", waited);
+        drop(c.fd, Status::timeout,
+             fmt::format("the evaluation server got no whole request within {:g} s of silence ({:g} s in all)",
+                         kRequestSilenceS, kRequestWholeS));
+        continue;
+      }
+      kept.push_back(std::move(c));
+    }
+    clients_ = std::move(kept);
+    return whole;
+  }
+
+  // The server was busy for `busy`: that time does not count against anyone.
+  void pause(Clock::duration busy) {
+    for (auto& c : clients_) {
+      c.since += busy;
+      c.heard += busy;
+    }
+  }
+
+ private:
+  struct Client {
+    int fd = -1;
+    std::string data;
+    Clock::time_point since;  // connected
+    Clock::time_point heard;  // its last byte
+  };
+
+  // Best effort (the client may be gone): says why, then closes.
+  static void drop(int fd, Status status, const std::string& why) {
+    const std::string frame = error_frame(Error(status, why)).dump() + '\n';
+    if (::send(fd, frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT) < 0) errno = 0;
+    ::close(fd);
+  }
+
+  // False when the connection is closed (or was dropped for its size).
+  bool receive(Client& c) {
+    char buf[1 << 16];
+    const ssize_t n = ::recv(c.fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    if (n <= 0) {
+      buffered_ -= c.data.size();
+      ::close(c.fd);
+      return false;
+    }
+    // All waiting requests together stay within one frame's cap.
+    if (buffered_ + static_cast<std::size_t>(n) > kMaxFrame) {
+      buffered_ -= c.data.size();
+      drop(c.fd, Status::parse, "a request to the evaluation server is over 1 GiB");
+      return false;
+    }
+    c.data.append(buf, static_cast<std::size_t>(n));
+    buffered_ += static_cast<std::size_t>(n);
+    c.heard = Clock::now();
+    return true;
+  }
+
+  std::vector<Client> clients_;
+  std::size_t buffered_ = 0;
+};
+
+// Accepts a connection, keeping it when its peer is this user's in this
+// process's namespaces.
+void accept_client(int listener, WaitingClients& waiting) {
+  const int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+  if (fd < 0) return;
+  ucred peer{};
+  socklen_t len = sizeof peer;
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) == 0 && peer.uid == ::getuid() &&
+      same_namespaces(peer.pid)) {
+    waiting.add(fd);
+    return;
+  }
+  std::fprintf(stderr, "ksearch evaluation server: refused a connection from pid %d, uid %u (another user, or "
+                       "another namespace such as a sandbox)\n", static_cast<int>(peer.pid), peer.uid);
+  ::close(fd);
+}
+
+// Serves until a stop or `idle_s` without a request; `ev` is the warm
+// evaluator, kept by the caller so its workers end after the socket is gone.
+void serve_loop(int listener, const EvaluatorConfig& config, double idle_s, std::unique_ptr<Evaluator>& ev) {
+  WaitingClients waiting;
+  auto last = Clock::now();
+  while (!g_stop.load()) {
+    std::vector<pollfd> fds{{listener, POLLIN, 0}};
+    waiting.poll_list(fds);
+    const int r = ::poll(fds.data(), fds.size(), 100);
+    if (r < 0 && errno != EINTR) break;
+    if (r > 0 && (fds[0].revents & POLLIN)) {
+      accept_client(listener, waiting);
+      last = Clock::now();
+    }
+    if (auto request = waiting.read(fds, 1)) {
+      const auto t0 = Clock::now();
+      handle(request->fd, request->line, config, ev);
+      ::close(request->fd);
+      waiting.pause(Clock::now() - t0);
+      last = Clock::now();
+    }
+    if (waiting.empty() && seconds_since(last) >= idle_s) break;
+  }
+}
+
 }  // namespace
 
 ServerPaths server_paths(const EvaluatorConfig& config) {
@@ -555,28 +736,7 @@ int serve_evaluations(const EvaluatorConfig& config, const ServerPaths& paths, d
   }
 
   std::unique_ptr<Evaluator> ev;
-  auto last = Clock::now();
-  while (!g_stop.load()) {
-    pollfd p{listener, POLLIN, 0};
-    const int r = ::poll(&p, 1, 200);
-    if (r < 0 && errno != EINTR) break;
-    if (r <= 0) {
-      if (seconds_since(last) >= idle_s) break;
-      continue;
-    }
-    const int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    ucred peer{};
-    socklen_t len = sizeof peer;
-    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) == 0 && peer.uid == ::getuid() &&
-        same_namespaces(peer.pid))
-      handle(fd, config, ev);
-    else
-      std::fprintf(stderr, "ksearch evaluation server: refused a connection from pid %d, uid %u (another user, or "
-                           "another namespace such as a sandbox)\n", static_cast<int>(peer.pid), peer.uid);
-    ::close(fd);
-    last = Clock::now();
-  }
+  serve_loop(listener, config, idle_s, ev);
   // Removed before the workers end, so no client connects to a server on its way out.
   ::unlink(paths.socket.c_str());
   ::close(listener);

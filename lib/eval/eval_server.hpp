@@ -6,8 +6,10 @@
 // only this user can enter, answers only this user's processes
 // (SO_PEERCRED), serves one evaluation at a time, and exits (ending its
 // workers and removing its socket) after idle_s without a request, on
-// SIGTERM or SIGINT, or when asked to stop. docs/evaluation.md, "The
-// evaluation server".
+// SIGTERM or SIGINT, or when asked to stop. It is started with an
+// environment built from an allowlist, never a credential of its client's,
+// and drops a connection that sends no whole request within 2 s of
+// silence. docs/evaluation.md, "The evaluation server".
 #pragma once
 
 #include <filesystem>
@@ -30,9 +32,10 @@ struct ServerPaths {
 // Where the server for `config` lives. Its id is a hash of what the
 // evaluator's behaviour depends on: the configuration (not its options,
 // which travel with each request), the worker program (path, size, time:
-// a rebuilt one is another server), the user and the environment variables
-// that workers and compilers read. Creates the folder; refuses one that
-// another user owns or others may enter.
+// a rebuilt one is another server), the user and the environment the server
+// is started with (the workers' allowlist, plus HOME, XDG_CACHE_HOME, TMPDIR,
+// CXX, PYTHONPATH and KSEARCH_* settings; no credential). Creates the
+// folder; refuses one that another user owns or others may enter.
 ServerPaths server_paths(const EvaluatorConfig& config);
 
 // The server's main loop (ksearch-worker --role eval-server). Returns the

@@ -48,6 +48,8 @@ struct Transfer {
   std::string body;
   HttpResult result;
   std::size_t max_body = 0;
+  std::size_t max_headers = 0;
+  std::size_t header_bytes = 0;  // every response's headers so far
   std::optional<double> retry_after_ms;
   char errbuf[CURL_ERROR_SIZE] = {};
   Clock::time_point start = Clock::now();
@@ -72,9 +74,20 @@ std::size_t on_body(char* data, std::size_t size, std::size_t n, void* user) {
   return bytes;
 }
 
+// A header value as kept for messages: trimmed, and cut at kMaxHeaderValueChars.
+std::string kept_value(std::string_view v) {
+  v = trim(v);
+  return std::string(v.substr(0, kMaxHeaderValueChars));
+}
+
 std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user) {
   auto* t = static_cast<Transfer*>(user);
   std::string_view line(data, size * n);
+  t->header_bytes += line.size();
+  if (t->header_bytes > t->max_headers) {
+    t->result.headers_too_large = true;
+    return 0;  // aborts the transfer with CURLE_WRITE_ERROR
+  }
   if (line.rfind("HTTP/", 0) == 0) {
     // A new response (after a 100 Continue or a proxy's CONNECT): start over.
     t->result.retry_after_s.reset();
@@ -83,7 +96,7 @@ std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user) {
     std::string_view rest = trim(line);
     auto sp = rest.find(' ');
     sp = sp == std::string_view::npos ? sp : rest.find(' ', sp + 1);
-    t->result.status_text = sp == std::string_view::npos ? "" : std::string(trim(rest.substr(sp + 1)));
+    t->result.status_text = sp == std::string_view::npos ? "" : kept_value(rest.substr(sp + 1));
   } else if (header_is(line, "retry-after-ms")) {
     std::string v(trim(line.substr(15)));
     char* end = nullptr;
@@ -100,7 +113,7 @@ std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user) {
       t->result.retry_after_s = std::max(0.0, std::difftime(when, std::time(nullptr)));
     }
   } else if (header_is(line, "x-request-id") || header_is(line, "request-id")) {
-    t->result.request_id = std::string(trim(line.substr(line.find(':') + 1)));
+    t->result.request_id = kept_value(line.substr(line.find(':') + 1));
   }
   return size * n;
 }
@@ -112,6 +125,7 @@ std::unique_ptr<Transfer> start_transfer(CURLM* multi, std::size_t job, HttpRequ
   t->job = job;
   t->body = std::move(req.body);
   t->max_body = req.max_body_bytes;
+  t->max_headers = req.max_header_bytes;
   t->easy = curl_easy_init();
   if (!t->easy) throw Error(Status::internal, "libcurl could not create a transfer");
   for (const auto& h : req.headers) {
@@ -162,6 +176,8 @@ void finish_transfer(Transfer& t, CURLcode code) {
     r.transport_error = t.errbuf[0] ? std::string(trim(t.errbuf)) : std::string(curl_easy_strerror(code));
     if (r.body_too_large)
       r.transport_error = fmt::format("the response is larger than the limit of {} bytes", t.max_body);
+    if (r.headers_too_large)
+      r.transport_error = fmt::format("the response's headers are larger than the limit of {} bytes", t.max_headers);
   }
   // retry-after-ms is the more precise of the two when a server sends both.
   if (t.retry_after_ms) r.retry_after_s = t.retry_after_ms;
@@ -186,7 +202,7 @@ TransportFailure classify_transport(int curl_code) {
     case CURLE_SSL_CRL_BADFILE:
     case CURLE_SSL_ISSUER_ERROR:
     case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
-    case CURLE_WRITE_ERROR:  // our own limit on the body size
+    case CURLE_WRITE_ERROR:  // our own limit on the body or header size
     case CURLE_OUT_OF_MEMORY:
     case CURLE_BAD_FUNCTION_ARGUMENT:
       return TransportFailure::permanent;

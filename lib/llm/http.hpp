@@ -21,20 +21,31 @@ struct HttpRequest {
   double connect_timeout_s = 15;
   std::string proxy;                 // empty: libcurl's default (environment)
   // A longer response body aborts the transfer (body_too_large): a
-  // misbehaving or hostile server cannot fill memory.
+  // misbehaving or hostile server cannot fill memory. It counts the body as
+  // decoded (gzip, brotli, zstd), of any status.
   std::size_t max_body_bytes = std::size_t{16} << 20;
+  // Likewise the response headers, all responses of the transfer together
+  // (1xx, a proxy's CONNECT answer): headers_too_large. Below libcurl's own
+  // 300 KiB (8.3 on, and backported: "Too large response headers", which it
+  // reports as a receive error, so it would be retried), which older ones
+  // lack; libcurl also refuses a single header line over 100 KiB.
+  std::size_t max_header_bytes = std::size_t{256} << 10;
   bool get = false;                  // a GET without a body instead of the POST
 };
+
+// The longest status text or request id kept: they are quoted in messages.
+inline constexpr std::size_t kMaxHeaderValueChars = 200;
 
 struct HttpResult {
   int curl_code = 0;            // CURLE_OK (0) when a response arrived
   std::string transport_error;  // curl's words when curl_code != 0
   long status = 0;              // HTTP status, 0 when none arrived
-  std::string status_text;      // "Too Many Requests"
+  std::string status_text;      // "Too Many Requests" (at most kMaxHeaderValueChars)
   std::string body;
   bool body_too_large = false;
+  bool headers_too_large = false;
   std::optional<double> retry_after_s;  // from Retry-After or retry-after-ms
-  std::string request_id;               // x-request-id, for support questions
+  std::string request_id;               // x-request-id, for support questions (at most kMaxHeaderValueChars)
   double elapsed_s = 0;
 };
 

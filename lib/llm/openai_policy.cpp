@@ -354,7 +354,7 @@ class OpenAiPolicy final : public LlmPolicy {
     };
     http_.run(1, 1, hooks);
     const std::string where = mask_userinfo(base);
-    if (res.curl_code != 0 && !res.body_too_large)
+    if (res.curl_code != 0 && !res.body_too_large && !res.headers_too_large)
       throw Error(Status::llm, redact_(fmt::format("{}: the endpoint {} does not answer ({}); nothing was sent to the "
                                                    "model. Check --base-url and that the server is running",
                                                    describe(), where, res.transport_error)));
@@ -436,7 +436,8 @@ class OpenAiPolicy final : public LlmPolicy {
           o.message = fmt::format("connection to {} failed: {}", host_of(cfg_.base_url), r.transport_error);
           break;
         case TransportFailure::permanent:
-          o.verdict = r.body_too_large ? Verdict::failed : Verdict::fatal;
+          // Over a size limit: this answer failed; the next may fit.
+          o.verdict = r.body_too_large || r.headers_too_large ? Verdict::failed : Verdict::fatal;
           o.message = fmt::format("request to {} failed: {}", mask_userinfo(url_), r.transport_error);
           break;
       }

@@ -292,6 +292,21 @@ void make_dirs(const fs::path& path) {
     throw Error(Status::io, fmt::format("cannot create folder {}: {}", path.string(), ec.message()));
 }
 
+bool is_atomic_write_temporary(std::string_view name) {
+  // write_in's suffix: ".tmp." and three numbers separated by dots.
+  const auto at = name.rfind(".tmp.");
+  if (at == std::string_view::npos || at == 0) return false;
+  std::string_view rest = name.substr(at + 5);
+  for (int part = 0; part < 3; ++part) {
+    const auto dot = rest.find('.');
+    const std::string_view digits = rest.substr(0, dot);
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string_view::npos) return false;
+    if ((dot == std::string_view::npos) != (part == 2)) return false;
+    if (dot != std::string_view::npos) rest.remove_prefix(dot + 1);
+  }
+  return true;
+}
+
 void write_file_atomic(const fs::path& path, std::string_view content, LinkAtPath link) {
   fs::path target = path;
   std::error_code ec;
@@ -489,6 +504,46 @@ int Folder::open_lock_file(const fs::path& rel) const {
   if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode))
     throw Error(Status::invalid_argument, fmt::format("{} is not a regular file", shown.string()));
   return fd.release();
+}
+
+std::int64_t Folder::file_size(const fs::path& rel) const {
+  auto names = names_of(rel, path_);
+  const fs::path shown = path_ / rel;
+  if (names.empty()) throw Error(Status::invalid_argument, fmt::format("{} is a folder, not a file", shown.string()));
+  Fd dir = walk(fd_, path_, names, names.size() - 1, false);
+  if (dir.fd < 0) return -1;
+  struct stat st {};
+  if (::fstatat(dir.fd, names.back().c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno == ENOENT) return -1;
+    io_error("cannot inspect", shown);
+  }
+  if (S_ISLNK(st.st_mode)) link_refused(shown);
+  if (!S_ISREG(st.st_mode))
+    throw Error(Status::invalid_argument, fmt::format("{} is not a regular file", shown.string()));
+  return static_cast<std::int64_t>(st.st_size);
+}
+
+void Folder::truncate(const fs::path& rel, std::int64_t size) const {
+  auto names = names_of(rel, path_);
+  const fs::path shown = path_ / rel;
+  if (names.empty()) throw Error(Status::invalid_argument, fmt::format("{} is a folder, not a file", shown.string()));
+  Fd dir = walk(fd_, path_, names, names.size() - 1, false);
+  if (dir.fd < 0) not_found(shown);
+  Fd fd(open_nofollow(dir.fd, names.back(), shown, O_RDWR | O_NONBLOCK));
+  if (fd.fd < 0) io_error("cannot open", shown);
+  struct stat st {};
+  if (::fstat(fd.fd, &st) != 0 || !S_ISREG(st.st_mode))
+    throw Error(Status::invalid_argument, fmt::format("{} is not a regular file", shown.string()));
+  if (st.st_size > size && ::ftruncate(fd.fd, static_cast<off_t>(size)) != 0) io_error("cannot cut", shown);
+}
+
+void Folder::remove_file(const fs::path& rel) const {
+  auto names = names_of(rel, path_);
+  const fs::path shown = path_ / rel;
+  if (names.empty()) throw Error(Status::invalid_argument, fmt::format("{} is a folder, not a file", shown.string()));
+  Fd dir = walk(fd_, path_, names, names.size() - 1, false);
+  if (dir.fd < 0) return;
+  if (::unlinkat(dir.fd, names.back().c_str(), 0) != 0 && errno != ENOENT) io_error("cannot remove", shown);
 }
 
 void Folder::remove_files_in(const fs::path& rel) const {

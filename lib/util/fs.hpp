@@ -36,6 +36,10 @@ enum class LinkAtPath { replace, refuse, follow };
 void write_file_atomic(const fs::path& path, std::string_view content, LinkAtPath link = LinkAtPath::replace);
 // Creates a folder and its parents; throws ks::Error(Status::io) on failure.
 void make_dirs(const fs::path& path);
+// Whether `name` is one of the temporary files the atomic writes above make
+// ("<name>.tmp.<pid>.<tid>.<n>"), which a kill between the write and the
+// rename leaves behind.
+bool is_atomic_write_temporary(std::string_view name);
 
 // An append-only text log: each append() writes one complete line with a
 // single write(2) on an O_APPEND descriptor and then fdatasync()s it.
@@ -113,6 +117,12 @@ class Folder {
   bool truncate_torn_tail(const fs::path& rel) const;
   // Opened (created) for reading and writing, for a lock; the caller closes it.
   int open_lock_file(const fs::path& rel) const;
+  // The size of the regular file `rel`; -1 when it is absent.
+  std::int64_t file_size(const fs::path& rel) const;
+  // Cuts the regular file `rel` to `size` bytes (nothing when it is shorter).
+  void truncate(const fs::path& rel, std::int64_t size) const;
+  // Deletes the file (or the link itself) `rel`; nothing when it is absent.
+  void remove_file(const fs::path& rel) const;
   // Deletes the files and links directly in folder `rel` (a link, not what
   // it leads to); subfolders are left.
   void remove_files_in(const fs::path& rel) const;

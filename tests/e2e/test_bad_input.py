@@ -51,16 +51,19 @@ entry = json.loads(lines[2])
 entry["kind"] = "wm_init"
 lines[2] = json.dumps(entry) + "\n"
 (run / "transcript.jsonl").write_text("".join(lines))
+# The resume says why it cannot go on; having recorded nothing new, it leaves the folder as it
+# found it (its budget of 8 is not written), so the next resume meets the same folder.
+recorded = {name: (run / name).read_bytes() for name in ("manifest.json", "events.jsonl", "state.json")}
 expect_error("resume of a diverged journal", ["resume", run, "--max-rounds", "8", "--quiet"],
              "LLM call 2 was \"wm_init\" in the journal", rc=1)
-manifest = json.loads((run / "manifest.json").read_text())
-if manifest["status"] != "failed" or "LLM call 2" not in manifest.get("error", ""):
-    failures.append(f"diverged resume: manifest says {manifest['status']!r}, error {manifest.get('error')!r}")
+for name, before in recorded.items():
+    if (run / name).read_bytes() != before:
+        failures.append(f"diverged resume: {name} changed")
 if json.loads((run / "best.json").read_text()) != best_before:
     failures.append("diverged resume: best.json changed")
 code, out = ksearch("show", run)
-if code != 0 or "status failed" not in out or "error: cannot resume" not in out:
-    failures.append(f"show of a failed run does not say it failed and why:\n{out}")
+if code != 0 or "status finished (max_rounds)" not in out or "rounds 6 / 6" not in out:
+    failures.append(f"show after a failed resume does not show the run as it was:\n{out}")
 
 # Replay options that cannot work are named as such, and nothing is written.
 expect_error("run --on-divergence without a replay transcript",

@@ -19,6 +19,11 @@ host matrix-multiply example (the main job without a GPU), with no LLM.
    (Its measurements are new, so its choices after the kill may differ from
    run A's; tests/tune/test_tune_session.cpp compares a stopped and resumed
    run with an uninterrupted one on deterministic results.)
+4. Another run killed in its second batch, a stale temporary file planted:
+   `resume --max-rounds` below the rounds done or above the 11 the tuner
+   planned is refused (exit 2) with manifest.json unchanged byte for byte and
+   the temporary file gone; a budget between them replays and stops there; the
+   planned 11 then ends the run.
 """
 import filecmp
 import json
@@ -124,6 +129,34 @@ R = work / "R"
 out, _ = ksearch("R", "replay", K, "--run-dir", R)
 same_run(K, R, "replay of the resumed run")
 
+# 4. Killed inside batch 2, with a temporary file of an atomic write left behind: a resume that
+#    cannot follow its --max-rounds is refused and changes nothing (the temporary file is gone, as
+#    on every open); a lower budget replays the tuner's plan and stops; the planned one ends it.
+L = work / "L"
+e2e_common.run_and_kill(run_cmd(L), L, work / "kill3.log", lambda d: batches_done(d, 1), env)
+done = lines(L / "attempts.jsonl")
+(L / "state.json.tmp.4242.4243.0").write_text("{")
+manifest = (L / "manifest.json").read_bytes()
+for n, why in ((done - 1, f"below the {done} rounds this run has already done"),
+               (ROUNDS + 5, f"above the {ROUNDS} rounds this tune run planned")):
+    _, err = ksearch(f"L_refused_{n}", "resume", L, "--max-rounds", n, "--quiet", rc=2)
+    expect(why in err and f"between {done} and {ROUNDS}" in err, f"L: --max-rounds {n} not refused as expected:\n{err}")
+    expect((L / "manifest.json").read_bytes() == manifest, f"L: a refused --max-rounds {n} changed manifest.json")
+expect(not (L / "state.json.tmp.4242.4243.0").exists(), "L: the stale temporary file is still there after an open")
+ksearch("L_lower", "resume", L, "--max-rounds", done + 2, "--quiet")
+att = jsonl(L / "attempts.jsonl")
+m = json.loads((L / "manifest.json").read_text())
+expect([a["round"] for a in att] == list(range(1, done + 3)) and m["status"] == "finished"
+       and m["stop_reason"] == "max_rounds" and m["config"]["max_rounds"] == done + 2,
+       f"L: resume --max-rounds {done + 2} after {done} rounds: {[a['round'] for a in att]}, {m['status']}, "
+       f"{m.get('stop_reason')}")
+ksearch("L_planned", "resume", L, "--max-rounds", ROUNDS, "--quiet")
+att = jsonl(L / "attempts.jsonl")
+configs = [e["config"] for e in events(L, "tune_round")]
+expect([a["round"] for a in att] == list(range(1, ROUNDS + 1)) and len(configs) == len(set(configs)),
+       f"L: resumed with its planned {ROUNDS} rounds: rounds {[a['round'] for a in att]}, configurations {configs}")
+
 expect.finish()
 print(f"tune batches: {ROUNDS} rounds in batches of 4, 4, 1; replayed exactly; --tune-batch 1 leaves the recording "
-      f"at attempt {div.get('attempt')} after {seeds} shared seeds; killed in batches 2 and 3, resumed whole")
+      f"at attempt {div.get('attempt')} after {seeds} shared seeds; killed in batches 2 and 3, resumed whole; "
+      f"a resume below the rounds done or above the plan refused without a change, one between them stops there")

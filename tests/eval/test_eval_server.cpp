@@ -3,6 +3,7 @@
 // uses a cache folder of its own, so its server is its own, and stops it at
 // the end. Nothing is compared with a time limit: waits poll for a state.
 #include <doctest/doctest.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -272,4 +273,127 @@ TEST_CASE("eval server: a folder others may enter is refused, and so is an in-pr
     message = e.what();
   }
   CHECK(message.find("in-process") != std::string::npos);
+}
+
+namespace {
+
+// Sets environment variables for a scope (declared before the case's
+// StopAtEnd, so the server is found and stopped with them still set).
+struct ScopedEnv {
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved;
+  ScopedEnv(std::initializer_list<std::pair<const char*, const char*>> vars) {
+    for (const auto& [name, value] : vars) {
+      const char* old = std::getenv(name);
+      saved.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
+      ::setenv(name, value, 1);
+    }
+  }
+  ~ScopedEnv() {
+    for (const auto& [name, old] : saved) {
+      if (old) ::setenv(name.c_str(), old->c_str(), 1);
+      else ::unsetenv(name.c_str());
+    }
+  }
+};
+
+// The NUL-separated entries of /proc/<pid>/environ.
+std::vector<std::string> environ_of(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+  std::vector<std::string> out;
+  for (std::string entry; std::getline(in, entry, '\0');) out.push_back(entry);
+  return out;
+}
+
+int connect_to(const fs::path& socket) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::snprintf(a.sun_path, sizeof a.sun_path, "%s", socket.c_str());
+  if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) return fd;
+  if (fd >= 0) ::close(fd);
+  return -1;
+}
+
+// Reads until the server closes the connection (true), or until `limit_s`
+// passes without that (false); what it said before closing goes to `said`.
+bool closed_by_server(int fd, double limit_s, std::string& said) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 100) > 0) {
+      char buf[4096];
+      const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+      if (n <= 0) return true;
+      said.append(buf, static_cast<std::size_t>(n));
+    }
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > limit_s) return false;
+  }
+}
+
+}  // namespace
+
+TEST_CASE("eval server: it holds no credential of its client's") {
+  // Fake keys, as a client's shell would hold them; and settings the server does need.
+  ScopedEnv env{{"OPENAI_API_KEY", "sk-test-server-holds-no-key-1"},
+                {"KSEARCH_API_KEY", "sk-test-server-holds-no-key-2"},
+                {"MY_SERVICE_TOKEN", "sk-test-server-holds-no-key-3"},
+                {"KSEARCH_TEST_SETTING", "kept"},
+                {"UNRELATED_SETTING", "not-needed"}};
+  auto cfg = ks::test::test_config(ks::test::scratch_dir("server_environment").string());
+  StopAtEnd stop{cfg};
+  SpecTask task(ks::test::vadd_task());
+  auto client = make_served_evaluator(cfg, 60);
+  EvalResult r = client->evaluate(task, vadd_candidate(ks::test::kGoodBody, "env"));
+  REQUIRE(r.status == EvalStatus::passed);
+  const int pid = static_cast<int>(r.metrics.get_int("evaluation_server_pid"));
+  REQUIRE(pid > 0);
+
+  const std::vector<std::string> server_env = environ_of(pid);
+  REQUIRE_FALSE(server_env.empty());  // readable: the server is this user's
+  bool path = false, setting = false;
+  for (const auto& e : server_env) {
+    INFO(e);
+    CHECK(e.find("sk-test-server-holds-no-key") == std::string::npos);
+    CHECK(e.rfind("OPENAI_API_KEY=", 0) != 0);
+    CHECK(e.rfind("UNRELATED_SETTING=", 0) != 0);
+    path = path || e.rfind("PATH=", 0) == 0;
+    setting = setting || e == "KSEARCH_TEST_SETTING=kept";
+  }
+  CHECK(path);
+  CHECK(setting);
+}
+
+TEST_CASE("eval server: a client that sends no whole request is dropped, and holds up no other") {
+  auto cfg = ks::test::test_config(ks::test::scratch_dir("server_silent_client").string());
+  StopAtEnd stop{cfg};
+  SpecTask task(ks::test::vadd_task());
+  auto client = make_served_evaluator(cfg, 60);
+  EvalResult r = client->evaluate(task, vadd_candidate(ks::test::kGoodBody, "silent"));
+  REQUIRE(r.status == EvalStatus::passed);
+  const auto pid = r.metrics.get_int("evaluation_server_pid");
+
+  // A client that connects and says nothing, and one that sends half a
+  // request, are dropped; the limit here is only a bound for a loaded
+  // machine (the server's own is 2 s of silence; benchmarks/eval/silent_client.py
+  // measures it).
+  const auto paths = eval::server_paths(cfg);
+  const int silent = connect_to(paths.socket);
+  const int half = connect_to(paths.socket);
+  REQUIRE(silent >= 0);
+  REQUIRE(half >= 0);
+  const char partial[] = "{\"protocol\": 1, \"op\": \"dev";
+  REQUIRE(::send(half, partial, sizeof partial - 1, MSG_NOSIGNAL) > 0);
+  // Meanwhile the server answers another client.
+  CHECK(client->device().backend == "host");
+  std::string said_silent, said_half;
+  CHECK(closed_by_server(silent, 30, said_silent));
+  CHECK(closed_by_server(half, 30, said_half));
+  CHECK(said_silent.find("no whole request") != std::string::npos);
+  CHECK(said_half.find("no whole request") != std::string::npos);
+  ::close(silent);
+  ::close(half);
+  // And it serves on.
+  EvalResult again = client->evaluate(task, vadd_candidate(ks::test::kGoodBody, "silent"));
+  CHECK(again.status == EvalStatus::passed);
+  CHECK(again.metrics.get_int("evaluation_server_pid") == pid);
 }

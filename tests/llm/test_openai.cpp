@@ -338,6 +338,42 @@ TEST_CASE("openai: unusable answers are failed generations, not retried, and the
   }
 }
 
+TEST_CASE("openai: a body or headers over their caps fail that answer, error bodies too, and the next call works") {
+  OpenAiTestServer server;
+  OpenAiConfig c = local_config(server);
+  c.max_response_bytes = 4000;
+  c.max_retries = 2;  // a cap is not retried
+  auto policy = make_openai_policy(c);
+
+  server.push(Behaviour::answer(std::string(5000, 'a')));
+  LlmResponse r = policy->complete(ask("p"));
+  CHECK_FALSE(r.ok);
+  CHECK(contains(r.error, "larger than the limit of 4000 bytes"));
+  CHECK(r.usage.attempts == 1);
+
+  // An error status's body is capped the same way.
+  server.push(Behaviour::http_error(400, std::string(5000, 'e')));
+  r = policy->complete(ask("p"));
+  CHECK_FALSE(r.ok);
+  CHECK(contains(r.error, "larger than the limit of 4000 bytes"));
+  CHECK(r.usage.attempts == 1);
+
+  // Headers without end (a misbehaving server or proxy): cut at 256 KiB, not retried.
+  Behaviour flood = Behaviour::answer("never read");
+  flood.filler_header_bytes = std::size_t{2} << 20;
+  server.push(flood);
+  r = policy->complete(ask("p"));
+  CHECK_FALSE(r.ok);
+  INFO(r.error);
+  CHECK(contains(r.error, "headers are larger than the limit of 262144 bytes"));
+  CHECK(r.usage.attempts == 1);
+
+  server.push(Behaviour::answer("fits"));
+  r = policy->complete(ask("p"));
+  CHECK(r.ok);
+  CHECK(r.text == "fits");
+}
+
 TEST_CASE("openai: 401, 403, 404 and an exhausted quota stop the run with the provider's message") {
   OpenAiTestServer server;
   OpenAiConfig c = local_config(server);

@@ -75,6 +75,46 @@ TEST_CASE("run store: a torn last line is cut on open so later appends stay whol
   CHECK(ev[1]["type"].as_string() == "c");
 }
 
+TEST_CASE("run store: open removes the temporary files a kill left, and nothing else") {
+  auto dir = test::scratch_dir("rs_stale_tmp");
+  AttemptRecord a;
+  a.solution = sol("int a;");
+  // A source an answer named like a temporary file is stored under another name.
+  AttemptRecord b;
+  b.seq = 1;
+  b.solution = sol("int b;", "kernel.cpp.tmp.1.2.3");
+  {
+    RunStore s = RunStore::create(dir / "run", Json::object());
+    s.record_attempt(a);
+    s.record_attempt(b);
+    s.write_world_model(1, Json::object());
+  }
+  const fs::path run = dir / "run";
+  const fs::path folder = run / "attempts" / fmt::format("0000-{}", a.solution.id);
+  CHECK(fs::exists(run / "attempts" / fmt::format("0001-{}", b.solution.id) / "source_0.txt"));
+  // Killed between a write and its rename, in each folder the store writes.
+  const std::vector<fs::path> stale = {run / "manifest.json.tmp.77.78.0", run / "state.json.tmp.77.78.1",
+                                       folder / "eval.json.tmp.77.79.2", run / "world_model" / "v000002.json.tmp.77.78.3",
+                                       run / "best" / "eval.json.tmp.77.78.4"};
+  fs::create_directories(run / "best");
+  for (const auto& p : stale) std::ofstream(p) << "{";
+  // Look-alikes, a link named like one, and what it leads to stay.
+  const std::vector<fs::path> kept = {run / "notes.tmp", run / "x.tmp.1.2", run / "x.tmp.1.2.3.4", run / "x.tmp.a.2.3",
+                                      folder / "kernel.cpp"};
+  for (const auto& p : kept)
+    if (!fs::exists(p)) std::ofstream(p) << "mine";
+  std::ofstream(dir / "private.txt") << "private";
+  fs::create_symlink(dir / "private.txt", run / "link.tmp.1.2.3");
+  RunStore s = RunStore::open(run);
+  for (const auto& p : stale) CHECK_MESSAGE(!fs::exists(p), p.string());
+  for (const auto& p : kept) CHECK_MESSAGE(fs::exists(p), p.string());
+  CHECK(fs::is_symlink(run / "link.tmp.1.2.3"));
+  CHECK(util::read_file(dir / "private.txt") == "private");
+  CHECK(util::is_atomic_write_temporary("manifest.json.tmp.1.22.333"));
+  CHECK_FALSE(util::is_atomic_write_temporary(".tmp.1.2.3"));
+  CHECK_FALSE(util::is_atomic_write_temporary("a.tmp.1.2."));
+}
+
 TEST_CASE("run store: attempts keep every solution with its evaluation and raw answer") {
   auto dir = test::scratch_dir("rs_attempts");
   RunStore s = RunStore::create(dir, Json::object());

@@ -258,3 +258,21 @@ TEST_CASE("world model, parallel 4 on three actions: the free slot asks for a pr
   CHECK(started_before_first_finish(w).size() == 3);  // the fourth slot waits
   CHECK(proposals_before_first_finish(w) == 1);       // and asks once, not at every step
 }
+
+TEST_CASE("world model, parallel 3: stopped mid-step and resumed with a lower budget, the journal replays") {
+  Run a = run_wm(test::scratch_dir("wm_parallel_lower_a"), 20, 3);
+  auto base = test::scratch_dir("wm_parallel_lower");
+  auto dir = base / "stopped";
+  Run stopped = run_wm(dir, 20, 3, [](const RoundReport& rep) { return rep.round < 7; });
+  REQUIRE(stopped.stop == "cancelled");
+  const int done = static_cast<int>(stopped.attempts.size());
+  for (int n = done; n <= done + 3; ++n) {
+    CAPTURE(n);
+    const auto copy = base / fmt::format("lower_{}", n);
+    std::filesystem::copy(dir, copy, std::filesystem::copy_options::recursive);
+    Run lower = run_wm(copy, n, 3);
+    CHECK(lower.stop == "max_rounds");
+    REQUIRE(lower.attempts.size() == static_cast<std::size_t>(n));
+    CHECK(std::equal(lower.attempts.begin(), lower.attempts.end(), a.attempts.begin()));
+  }
+}

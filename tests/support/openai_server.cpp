@@ -6,6 +6,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -454,6 +456,10 @@ void OpenAiTestServer::serve(int fd) {
     bool chat = req.path.ends_with("/chat/completions");
     bool responses = req.path.ends_with("/responses");
     std::vector<std::string> headers = {"x-request-id: req_test_" + std::to_string(id)};
+    for (std::size_t n = 0, sent = 0; sent < b.filler_header_bytes; ++n) {
+      headers.push_back(fmt::format("x-filler-{}: {}", n, std::string(1000, 'f')));
+      sent += headers.back().size() + 2;
+    }
     std::string reply;
     if (req.method != "POST") {
       reply = http_response(405, R"({"error": {"message": "use POST"}})", headers);

@@ -57,6 +57,7 @@ struct Behaviour {
   int wait_in_flight = 0;
   std::string match;           // when set, only a request whose body contains it takes this behaviour
   std::string model;           // "model" in the answer; empty: the request's model
+  std::size_t filler_header_bytes = 0;  // about this many bytes of extra "x-filler-N" headers
 
   static Behaviour answer(std::string text, ServerUsage usage = {});
   static Behaviour slow(double delay_s, std::string text);

@@ -140,3 +140,55 @@ TEST_CASE("tune in a session: a wall-time budget that runs out during a batch ke
   REQUIRE(attempts.size() == 5);
   for (int i = 0; i < 5; ++i) CHECK(attempts[static_cast<std::size_t>(i)].round == i + 1);
 }
+
+TEST_CASE("tune in a session: resumed with a lower budget it replays its plan and stops there, and goes on later") {
+  const auto base = test::scratch_dir("tune_session_lower_budget");
+  TunableEvaluator whole_eval;
+  RunStore whole = RunStore::create(base / "whole", Json::object());
+  CHECK(run_tune(whole, whole_eval, tune_config(14)) == "strategy_done");
+  const Outcome expected = outcome(whole);
+  REQUIRE(expected.attempts.size() == 11);
+
+  // Stopped after round 3, inside the first batch.
+  const auto dir = base / "stopped";
+  {
+    TunableEvaluator eval;
+    RunStore store = RunStore::create(dir, Json::object());
+    CHECK(run_tune(store, eval, tune_config(14), [](const RoundReport& r) { return r.round < 3; }) == "cancelled");
+    REQUIRE(store.attempts().size() == 3);
+    // The plan is recorded with the state, before the first candidate.
+    REQUIRE(store.state().has_value());
+    CHECK(core::recorded_tune_plan(*store.state()) == 14);
+  }
+  // Resumed with 6 rounds: the plan of 14 is replayed (the seed design made
+  // for 14 rounds, the first batch whole), and the run stops at round 6
+  // with the uninterrupted run's first six attempts.
+  {
+    TunableEvaluator eval;
+    RunStore store = RunStore::open(dir);
+    CHECK(run_tune(store, eval, tune_config(6)) == "max_rounds");
+    CHECK(eval.calls == std::vector<std::size_t>{2, 1});  // the first batch's other two, then one of the second
+    const Outcome got = outcome(store);
+    REQUIRE(got.attempts.size() == 6);
+    CHECK(std::equal(got.attempts.begin(), got.attempts.end(), expected.attempts.begin()));
+    REQUIRE(store.state().has_value());
+    CHECK(core::recorded_tune_plan(*store.state()) == 14);
+    CHECK(store.state()->get_int("max_rounds") == 6);
+  }
+  // Resumed with the planned 14 again: it ends as the uninterrupted run.
+  TunableEvaluator eval;
+  RunStore store = RunStore::open(dir);
+  CHECK(run_tune(store, eval, tune_config(14)) == "strategy_done");
+  const Outcome got = outcome(store);
+  CHECK(got.attempts == expected.attempts);
+  CHECK(got.best == expected.best);
+  CHECK(got.state == expected.state);
+}
+
+TEST_CASE("tune in a session: the recorded plan is read from a tune state only, and must be a round count") {
+  CHECK_FALSE(core::recorded_tune_plan(Json::parse(R"({"strategy": "world_model", "max_rounds": 9})")));
+  CHECK(core::recorded_tune_plan(Json::parse(R"({"strategy": "tune", "max_rounds": 9})")) == 9);  // before the field
+  CHECK(core::recorded_tune_plan(Json::parse(R"({"strategy": "tune", "max_rounds": 9, "planned_rounds": 12})")) == 12);
+  CHECK_THROWS_WITH_AS(core::recorded_tune_plan(Json::parse(R"({"strategy": "tune", "planned_rounds": "many"})")),
+                       doctest::Contains("planned rounds must be a round count"), Error);
+}

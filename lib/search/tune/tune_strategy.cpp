@@ -84,6 +84,15 @@ Json surrogate_json(const SurrogateInfo& s) {
                     {"loo_rmse_log", s.loo_rmse}});
 }
 
+// The round at which this pass's plan ends: the run's budget when it
+// began, kept on a resume (state.json), so the journal replays whatever the
+// budget now is.
+int planned_rounds(SearchContext& ctx, const std::string& base_id) {
+  if (const auto recorded = ctx.recorded_state(); recorded && recorded->get_string("base") == base_id)
+    if (const auto plan = recorded_tune_plan(*recorded)) return *plan;
+  return ctx.rounds_used() + ctx.rounds_left();
+}
+
 class TuneStrategy final : public SearchStrategy {
  public:
   explicit TuneStrategy(TuneStrategyOptions options) : options_(std::move(options)) {}
@@ -205,7 +214,9 @@ void TuneStrategy::run(SearchContext& ctx) {
       base_config.reset();  // an inadmissible base says nothing about the space
     }
   }
-  const int rounds = ctx.rounds_left();
+  const int plan_end = planned_rounds(ctx, base.id);
+  auto plan_left = [&] { return std::max(0, plan_end - ctx.rounds_used()); };
+  const int rounds = plan_left();
   if (rounds <= 0 || ctx.should_stop()) {
     emit(ctx, events::TuneSkipped{base.id, "no rounds left to tune in"});
     return;
@@ -260,23 +271,30 @@ void TuneStrategy::run(SearchContext& ctx) {
          {"best_latency_ms", best ? Json(search->best_objective()) : Json()},
          {"stop", to_string(search->stop_reason())},
          {"batch", batch},
-         {"batches", batches}}));
+         {"batches", batches},
+         {"planned_rounds", plan_end}}));
   };
+  // The plan is on disk before any candidate is: a resume finds it.
+  state("start");
 
   std::string stop_reason;
   for (;;) {
-    if (ctx.should_stop() || ctx.rounds_left() <= 0) {
+    if (ctx.should_stop() || plan_left() <= 0) {
       stop_reason = std::string("run stopped: ") + to_string(ctx.stop_reason().value_or(StopReason::max_rounds));
       break;
     }
-    if (ctx.rounds_left() == 1 && !per_shape_values(*search, space).empty()) {
+    if (plan_left() == 1 && !per_shape_values(*search, space).empty()) {
       stop_reason = "last round kept for per-shape values";
       break;
     }
-    // A batch never spends the run's last round while per-shape values may
+    // A batch never spends the plan's last round while per-shape values may
     // still become due: that round is decided alone, with every result known.
-    int count = std::min(batch, ctx.rounds_left());
-    if (count > 1 && count == ctx.rounds_left() && benchmark_names_.size() >= 2) --count;
+    int count = std::min(batch, plan_left());
+    if (count > 1 && count == plan_left() && benchmark_names_.size() >= 2) --count;
+    // A budget lowered on resume ends the run inside the plan: only the
+    // batch's first configurations are measured (a batch is asked one
+    // configuration after another, so they are the same).
+    count = std::min(count, std::max(1, ctx.rounds_left()));
     const std::vector<Proposal> proposals = search->ask_batch(count);
     if (proposals.empty()) {
       stop_reason = to_string(search->stop_reason());
@@ -343,7 +361,7 @@ void TuneStrategy::run(SearchContext& ctx) {
   const Json per_shape = per_shape_values(*search, space);
   if (!best || per_shape.empty()) return;
   events::TuneVariants variants{describe(space, *best), per_shape, std::nullopt, ""};
-  if (ctx.should_stop() || ctx.rounds_left() <= 0) {
+  if (ctx.should_stop() || plan_left() <= 0) {
     variants.why = "no round left";
     emit(ctx, variants);
     return;
@@ -360,6 +378,17 @@ void TuneStrategy::run(SearchContext& ctx) {
 }
 
 }  // namespace
+
+std::optional<int> recorded_tune_plan(const Json& state) {
+  if (!state.is_object() || state.get_string("strategy") != "tune") return std::nullopt;
+  const Json* plan = state.find("planned_rounds");
+  if (!plan) plan = state.find("max_rounds");
+  if (!plan) return std::nullopt;
+  if (!plan->is_int() || plan->as_int() < 0 || plan->as_int() > std::numeric_limits<int>::max())
+    throw Error(Status::parse, fmt::format("state.json: the tune pass's planned rounds must be a round count, not {}",
+                                           plan->dump()));
+  return static_cast<int>(plan->as_int());
+}
 
 int tune_batch_size(const SearchConfig& config) {
   if (config.tune.batch > 0) return std::min(config.tune.batch, kMaxTuneBatch);

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "ksearch/strategy.hpp"
@@ -48,5 +49,16 @@ struct TuneStrategyOptions {
 // a "tune_skipped" event.
 std::unique_ptr<SearchStrategy> make_tune_strategy();
 std::unique_ptr<SearchStrategy> make_tune_strategy(TuneStrategyOptions options);
+
+// The round budget a tune pass planned its search for (the run's rounds when
+// it began: how many configurations it seeds with, how it sizes its last
+// batches), as its state (state.json) records it: "planned_rounds", or for
+// a run recorded before that field its "max_rounds". nullopt when `state`
+// is not a tune pass's. A resumed pass keeps that plan whatever the budget
+// now is, so a run resumed with fewer rounds replays its journal and stops
+// early; a budget above the plan would leave rounds the tuner never uses.
+// Throws ks::Error(Status::parse) for a tune state whose plan is not a
+// round count.
+std::optional<int> recorded_tune_plan(const Json& state);
 
 }  // namespace ks::core

@@ -49,7 +49,7 @@
 #include "eval/host/host_device.hpp"
 #include "eval/phases.hpp"
 #include "eval/python/python_program.hpp"
-#include "eval/sandbox.hpp"
+#include "eval/isolation/sandbox.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/eval.hpp"
 #include "ksearch/io.hpp"

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "core/response/json_extract.hpp"
-#include "eval/sandbox.hpp"
+#include "eval/isolation/sandbox.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/eval.hpp"
 #include "ksearch/tasks.hpp"
@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  const eval::SandboxStatus& st = eval::sandbox_status();
+  const eval::isolation::SandboxStatus& st = eval::isolation::sandbox_status();
   fmt::print("sandbox: {}\n", st.available ? st.version + " (available)" : "unavailable: " + st.problem);
   if (!st.available) return 0;
   try {

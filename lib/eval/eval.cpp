@@ -7,7 +7,7 @@
 #include "eval/evaluator_common.hpp"
 #include "eval/process_evaluator.hpp"
 #include "eval/python/python_program.hpp"
-#include "eval/sandbox.hpp"
+#include "eval/isolation/sandbox.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/eval.hpp"
 #include "ksearch/sys/evaluator.hpp"
@@ -30,7 +30,7 @@ bool cuda_available(std::string* why) {
 }
 
 std::string sandbox_description() {
-  const eval::SandboxStatus& st = eval::sandbox_status();
+  const eval::isolation::SandboxStatus& st = eval::isolation::sandbox_status();
   return st.available ? st.version + " (active)" : "unavailable: " + st.problem;
 }
 

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "eval/phases.hpp"
-#include "eval/sandbox.hpp"
+#include "eval/isolation/sandbox.hpp"
 #include "eval/worker_client.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/sys/evaluator.hpp"
@@ -96,7 +96,7 @@ EvaluatorConfig resolved(EvaluatorConfig c) {
 // process of this user's could read from /proc/<pid>/environ.
 std::map<std::string, std::string> server_environment() {
   static const char* const kServerNames[] = {"HOME", "XDG_CACHE_HOME", "TMPDIR", "CXX", "PYTHONPATH"};
-  std::map<std::string, std::string> env = candidate_environment(false);
+  std::map<std::string, std::string> env = isolation::candidate_environment(false);
   for (char** e = environ; e && *e; ++e) {
     const std::string_view kv(*e);
     const auto eq = kv.find('=');
@@ -756,7 +756,7 @@ std::unique_ptr<Evaluator> connect_evaluation_server(const EvaluatorConfig& conf
   // The sandbox's state (and its warning, or its refusal with "on") is this
   // process's to tell, as with an evaluator of its own; the server's log is
   // read by nobody.
-  Sandbox probe(c.sandbox);
+  isolation::Sandbox probe(c.sandbox);
   ServerPaths paths = server_paths(c);
   return std::make_unique<ServedEvaluator>(std::move(c), std::move(paths), idle_s);
 }

@@ -22,7 +22,7 @@
 #include "eval/messages.hpp"
 #include "eval/oracle_client.hpp"
 #include "eval/phases.hpp"
-#include "eval/sandbox.hpp"
+#include "eval/isolation/sandbox.hpp"
 #include "eval/thread_pool.hpp"
 #include "eval/worker_client.hpp"
 #include "ksearch/error.hpp"
@@ -65,7 +65,7 @@ thread_local PhaseTimes t_compile_worker_starts;
 class RunSlot {
  public:
   // `arch`: a CUDA device's architecture (its own kernels are compiled for it); empty for the host.
-  RunSlot(fs::path exe, std::string device_spec, std::string arch, fs::path cache_dir, const Sandbox& sandbox,
+  RunSlot(fs::path exe, std::string device_spec, std::string arch, fs::path cache_dir, const isolation::Sandbox& sandbox,
           std::uint64_t memory_limit_bytes, const std::atomic<bool>& cancelled)
       : exe_(std::move(exe)),
         device_(std::move(device_spec)),
@@ -300,7 +300,7 @@ class RunSlot {
     if (worker_) return;
     const auto t0 = Clock::now();
     std::vector<std::string> args{"--role", "run", "--device", device_, "--cache-dir", cache_dir_.string()};
-    SandboxView view;
+    isolation::SandboxView view;
     const fs::path refs = cache_dir_ / "refs";
     // A reference oracle's file handover (KernelBench tasks) is read here.
     view.read_only.push_back(cache_dir_ / "kernelbench");
@@ -330,7 +330,7 @@ class RunSlot {
     view.read_write.push_back(cache_dir_ / "python" / "ext");
     if (const std::string python = python::python_interpreter(); !python.empty()) {
       args.insert(args.end(), {"--python", python});
-      for (const auto& d : program_folders(python)) view.read_only.push_back(d);
+      for (const auto& d : isolation::program_folders(python)) view.read_only.push_back(d);
     }
     if (sandbox_.active()) args.emplace_back("--sandboxed");
     for (const auto& d : view.read_only) util::make_dirs(d);  // the cache's folders, before binding them
@@ -354,7 +354,7 @@ class RunSlot {
   std::string device_;
   std::string arch_;
   fs::path cache_dir_;
-  const Sandbox& sandbox_;
+  const isolation::Sandbox& sandbox_;
   std::uint64_t memory_limit_bytes_;
   const std::atomic<bool>& cancelled_;
   std::set<fs::path> data_folders_;  // folders of workload data files the worker reads
@@ -370,7 +370,7 @@ class RunSlot {
 // warm), at most `max_workers`, each used by one compilation at a time.
 class CudaCompileService {
  public:
-  CudaCompileService(fs::path exe, fs::path cache_dir, int max_workers, const Sandbox& sandbox,
+  CudaCompileService(fs::path exe, fs::path cache_dir, int max_workers, const isolation::Sandbox& sandbox,
                      const std::atomic<bool>& cancelled)
       : exe_(std::move(exe)),
         cache_dir_(std::move(cache_dir)),
@@ -468,7 +468,7 @@ class CudaCompileService {
       // its precompiled headers go to the sandbox's private /tmp (every
       // compile worker is process 2 of its own PID namespace there).
       std::vector<std::string> args{"--role", "compile", "--cache-dir", cache_dir_.string()};
-      SandboxView view;
+      isolation::SandboxView view;
       view.read_write.push_back(cache_dir_ / "cuda");
       util::make_dirs(cache_dir_ / "cuda");
       if (sandbox_.active()) args.insert(args.end(), {"--pch-dir", "/tmp/ksearch-pch"});
@@ -499,7 +499,7 @@ class CudaCompileService {
 
   fs::path exe_, cache_dir_;
   int max_;
-  const Sandbox& sandbox_;
+  const isolation::Sandbox& sandbox_;
   const std::atomic<bool>& cancelled_;
   std::mutex m_;
   std::condition_variable cv_;
@@ -906,7 +906,7 @@ class ProcessEvaluator final : public Evaluator {
   EvalOptions options_;
   fs::path worker_exe_;
   fs::path cache_dir_;
-  Sandbox sandbox_;
+  isolation::Sandbox sandbox_;
   std::uint64_t memory_limit_bytes_;
   std::atomic<bool> cancelled_{false};
   mutable std::mutex mu_;

@@ -69,8 +69,8 @@ fs::path locate_worker(const fs::path& configured) {
                   "\nset $KSEARCH_WORKER or EvaluatorConfig::worker_path");
 }
 
-WorkerProcess::WorkerProcess(const fs::path& exe, const std::vector<std::string>& args, const Sandbox* sandbox,
-                             const SandboxView& view, Code code)
+WorkerProcess::WorkerProcess(const fs::path& exe, const std::vector<std::string>& args, const isolation::Sandbox* sandbox,
+                             const isolation::SandboxView& view, Code code)
     : sandboxed_(sandbox && sandbox->active()),
       proc_([&] {
         // A name without '/' is looked up in PATH (an oracle's "python3");
@@ -78,12 +78,12 @@ WorkerProcess::WorkerProcess(const fs::path& exe, const std::vector<std::string>
         std::vector<std::string> argv{exe.has_parent_path() ? fs::absolute(exe).string() : exe.string()};
         argv.insert(argv.end(), args.begin(), args.end());
         const bool confined = sandbox && sandbox->active();
-        SandboxView v = view;
+        isolation::SandboxView v = view;
         v.die_with_parent = true;  // bubblewrap's parent is the lasting spawner thread (process.hpp)
         util::SpawnOptions o;
         o.argv = confined ? sandbox->wrap(argv, v) : argv;
         o.clear_env = true;
-        o.env_set = code == Code::trusted ? trusted_environment() : candidate_environment(confined);
+        o.env_set = code == Code::trusted ? isolation::trusted_environment() : isolation::candidate_environment(confined);
         o.new_session = true;
         o.die_with_parent_process = true;
         return o;

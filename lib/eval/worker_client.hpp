@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "eval/protocol.hpp"
-#include "eval/sandbox.hpp"
+#include "eval/isolation/sandbox.hpp"
 #include "ksearch/json.hpp"
 #include "util/process.hpp"
 
@@ -39,7 +39,7 @@ class WorkerProcess {
   // environment `code` calls for, a session of its own, and, with an active
   // `sandbox`, the confinement of `view`.
   WorkerProcess(const std::filesystem::path& exe, const std::vector<std::string>& args,
-                const Sandbox* sandbox = nullptr, const SandboxView& view = {}, Code code = Code::candidate);
+                const isolation::Sandbox* sandbox = nullptr, const isolation::SandboxView& view = {}, Code code = Code::candidate);
   // Closes the worker's stdin, gives it a moment to exit, then kills its
   // process group. No worker outlives its WorkerProcess.
   ~WorkerProcess();

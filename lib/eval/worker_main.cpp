@@ -36,6 +36,7 @@
 #include "eval/flow.hpp"
 #include "eval/host/guarded_memory.hpp"
 #include "eval/host/host_device.hpp"
+#include "eval/host/zygote.hpp"
 #include "eval/messages.hpp"
 #include "eval/eval_server.hpp"
 #include "eval/phases.hpp"

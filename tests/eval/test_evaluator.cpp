@@ -7,7 +7,7 @@
 #include <chrono>
 #include <thread>
 
-#include "eval/sandbox.hpp"
+#include "eval/isolation/sandbox.hpp"
 #include "fixtures.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/eval.hpp"

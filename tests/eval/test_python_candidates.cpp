@@ -18,6 +18,8 @@
 
 #include "eval/backend.hpp"
 #include "eval/host/candidate_process.hpp"
+#include "eval/host/zygote.hpp"
+#include "eval/isolation/seccomp.hpp"
 #include "eval/protocol.hpp"
 #include "eval/python/embedded.hpp"
 #include "eval/python/python_program.hpp"
@@ -533,7 +535,7 @@ TEST_CASE("python candidates: processes forked by one long-lived zygote, each wi
       "'torch' in sys.modules, os.getuid(), caps, status['NoNewPrivs'].strip(), status['Seccomp'].strip(), fds, "
       "os.getcwd() == os.environ.get('TMPDIR')))\n";
   std::string filter;  // the seccomp filter the worker hands every Python candidate, in hex
-  for (unsigned char c : host::candidate_seccomp_program(false)) filter += fmt::format("{:02x}", c);
+  for (unsigned char c : eval::isolation::candidate_seccomp_program(false)) filter += fmt::format("{:02x}", c);
   const Json load =
       Json::obj({{"language", "python"},
                  {"device", "cpu"},

@@ -16,7 +16,7 @@
 #include <thread>
 
 #include "eval/include_check.hpp"
-#include "eval/sandbox.hpp"
+#include "eval/isolation/sandbox.hpp"
 #include "fixtures.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/eval.hpp"
@@ -124,7 +124,7 @@ TEST_CASE("candidate environment: an allowlist, never credentials") {
   ::setenv("KS_TEST_UNRELATED", "fine-but-not-needed", 1);
   ::setenv("CUDA_VISIBLE_DEVICES", "0", 1);
   ::setenv("CUDA_AUTH_SECRET", "also-a-credential-name", 1);
-  auto env = candidate_environment(true);
+  auto env = isolation::candidate_environment(true);
   CHECK(env.count("PATH") == 1);
   CHECK(env.at("CUDA_VISIBLE_DEVICES") == "0");
   CHECK(env.at("TMPDIR") == "/tmp");
@@ -135,10 +135,10 @@ TEST_CASE("candidate environment: an allowlist, never credentials") {
   // A value that holds a registered secret is dropped whatever its name.
   util::register_secret("cuda-arch-but-secret-991");
   ::setenv("CUDA_EXTRA_FLAGS", "x=cuda-arch-but-secret-991", 1);
-  CHECK(candidate_environment(false).count("CUDA_EXTRA_FLAGS") == 0);
+  CHECK(isolation::candidate_environment(false).count("CUDA_EXTRA_FLAGS") == 0);
   // Variables named in KSEARCH_WORKER_ENV pass, credentials still do not.
   ::setenv("KSEARCH_WORKER_ENV", "KS_TEST_UNRELATED,KS_TEST_GITHUB_TOKEN", 1);
-  auto extra = candidate_environment(false);
+  auto extra = isolation::candidate_environment(false);
   CHECK(extra.count("KS_TEST_UNRELATED") == 1);
   CHECK(extra.count("KS_TEST_GITHUB_TOKEN") == 0);
   ::unsetenv("KSEARCH_WORKER_ENV");
@@ -175,16 +175,16 @@ TEST_CASE("bounded reads: devices, FIFOs and oversized files fail at once, namin
 }
 
 TEST_CASE("sandbox: a confined process sees a read-only system, a private /tmp, no home and no network") {
-  const SandboxStatus& st = sandbox_status();
+  const isolation::SandboxStatus& st = isolation::sandbox_status();
   INFO(st.problem);
   if (!st.available) {
     MESSAGE("bubblewrap is not available here (" << st.problem << "); the confinement checks are skipped");
-    Sandbox automatic(SandboxMode::automatic);  // warns, does not throw
+    isolation::Sandbox automatic(SandboxMode::automatic);  // warns, does not throw
     CHECK_FALSE(automatic.active());
-    CHECK_THROWS_AS(Sandbox(SandboxMode::required), Error);
+    CHECK_THROWS_AS(isolation::Sandbox(SandboxMode::required), Error);
     return;
   }
-  Sandbox box(SandboxMode::required);
+  isolation::Sandbox box(SandboxMode::required);
   REQUIRE(box.active());
   const fs::path mine = test::scratch_dir("sandbox_rw");
   const fs::path hidden = test::scratch_dir("sandbox_hidden");
@@ -201,10 +201,10 @@ TEST_CASE("sandbox: a confined process sees a read-only system, a private /tmp, 
       "echo ok > " + (mine / "out.txt").string() + " && echo WROTE-MINE; "
       "cat /proc/net/dev | grep -c : ";
   util::SpawnOptions o;
-  o.argv = box.wrap({"/bin/sh", "-c", script}, SandboxView{.read_only = {}, .read_write = {mine}, .gpu = false,
+  o.argv = box.wrap({"/bin/sh", "-c", script}, isolation::SandboxView{.read_only = {}, .read_write = {mine}, .gpu = false,
                                                            .cwd = mine, .die_with_parent = true});
   o.clear_env = true;
-  o.env_set = candidate_environment(true);
+  o.env_set = isolation::candidate_environment(true);
   o.env_set["HOME"] = "/root";
   auto r = util::run_command(o, "", 30);
   INFO(r.out << r.err);
@@ -354,7 +354,7 @@ TEST_CASE("attack: a candidate that touches far more memory than the limit ends 
 }
 
 TEST_CASE("attack: a sandboxed host candidate cannot read the reference cache or the user's files") {
-  if (!sandbox_status().available) {
+  if (!isolation::sandbox_status().available) {
     MESSAGE("no sandbox here: host candidates run with the user's file access (docs/security.md)");
     return;
   }

@@ -191,22 +191,6 @@ class CandidateProcess {
   std::vector<std::uint64_t> mapped_;  // serials of the blocks it has mapped
 };
 
-// The seccomp filter candidate processes get, as raw `struct sock_filter`
-// entries, for a process that installs it itself (the Python runner). With
-// `allow_processes`, fork and exec stay allowed (Triton runs ptxas and a C
-// compiler as it compiles). With `own_pid` (a process in the worker's PID
-// namespace), signals may go to that process only. Empty where no filter
-// exists for this CPU.
-std::string candidate_seccomp_program(bool allow_processes, pid_t own_pid = 0);
-
-// The process id of this worker's Python zygote (CandidateProcessOptions::
-// zygote), -1 when none runs; and its end (the next candidate that wants
-// one starts it again).
-pid_t python_zygote_pid();
-void end_python_zygote();
-// Why the zygote last refused to fork ("" when it never did), for messages.
-std::string python_zygote_problem();
-
 // The candidate role of ksearch-worker: serves one CandidateProcess on
 // descriptor `sock` until the worker hangs up (then it exits 0); returns a
 // non-zero code when it cannot start. `isolation` names the layers it was

@@ -63,7 +63,7 @@ std::string compiler_identity(const std::string& compiler) {
   try {
     util::SpawnOptions o{.argv = {compiler, "--version"}};
     o.clear_env = true;  // like every process near a candidate: no credentials
-    o.env_set = candidate_environment(false);
+    o.env_set = isolation::candidate_environment(false);
     auto r = util::run_command(o, "", 30);
     id = r.ok() ? r.out : "";
   } catch (const Error&) {
@@ -199,7 +199,7 @@ class HostCompiler final : public Compiler {
     argv.insert(argv.end(), {"-o", "candidate.so", kUnitName});
     const bool confined = sandbox_ && sandbox_->active();
     util::SpawnOptions spawn;
-    spawn.argv = confined ? sandbox_->wrap(argv, SandboxView{.read_only = program_folders(compiler_),
+    spawn.argv = confined ? sandbox_->wrap(argv, isolation::SandboxView{.read_only = isolation::program_folders(compiler_),
                                                               .read_write = {work},
                                                               .gpu = false,
                                                               .cwd = work,
@@ -207,7 +207,7 @@ class HostCompiler final : public Compiler {
                           : argv;
     spawn.cwd = work.string();
     spawn.clear_env = true;
-    spawn.env_set = candidate_environment(confined);
+    spawn.env_set = isolation::candidate_environment(confined);
     spawn.new_session = true;
     double timeout = req.timeout_s > 0 ? req.timeout_s : 1e9;
     auto r = util::run_command(spawn, "", timeout, 16u << 20, cancel_);
@@ -236,7 +236,7 @@ class HostCompiler final : public Compiler {
  private:
   std::string compiler_;
   std::string default_cache_;
-  const Sandbox* sandbox_;
+  const isolation::Sandbox* sandbox_;
   const std::atomic<bool>* cancel_;
 };
 

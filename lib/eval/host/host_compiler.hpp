@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "eval/backend.hpp"
-#include "eval/sandbox.hpp"
+#include "eval/isolation/sandbox.hpp"
 
 namespace ks::eval::host {
 
@@ -19,7 +19,7 @@ struct HostCompilerOptions {
   // Runs the compiler inside it (seeing only its build folder and the system);
   // null or inactive: unconfined. The compiler gets the candidate
   // environment either way.
-  const Sandbox* sandbox = nullptr;
+  const isolation::Sandbox* sandbox = nullptr;
   // Set from another thread: a compilation in flight is killed and
   // compile() throws ks::Error(Status::cancelled).
   const std::atomic<bool>* cancel = nullptr;

@@ -145,8 +145,8 @@ def install_seccomp(program, syscall_nr):
 # The zygote: one per worker, forking each candidate's process
 
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID = 0x00020000, 0x10000000, 0x20000000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
-MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+MS_RDONLY = 1
+MS_REC, MS_PRIVATE = 16384, 1 << 18
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4
 
 
@@ -170,13 +170,53 @@ def write_proc_file(path, text, dir_fd):
         os.close(fd)
 
 
+def mount_step(step):
+    """One step of eval/isolation/layers.hpp (MountStep), as its C++
+    executor (apply_mounts) carries it out; returns the layer's name."""
+    op, target, data, flags = step["op"], step["target"], step["data"], step["flags"]
+    if op == "tmpfs":
+        try:
+            mount("tmpfs", target, "tmpfs", flags, data)
+        except FileNotFoundError:
+            if step["absent_ok"]:
+                return ""
+            raise
+        if step["enter"]:
+            os.chdir(target)
+        return ""
+    if op == "proc":
+        try:
+            mount("proc", target, "proc", flags)
+            return "+proc"
+        except OSError:
+            mount("tmpfs", target, "tmpfs", flags | MS_RDONLY, data)
+            return "+noproc"
+    if op == "cover_processes":
+        own = str(os.getpid())
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or name == own:
+                continue
+            try:
+                tasks = [t for t in os.listdir(f"/proc/{name}/task") if t != name]
+            except OSError:
+                tasks = []
+            for entry in [name] + tasks:
+                try:
+                    mount("tmpfs", f"/proc/{entry}", "tmpfs", flags, data)
+                except FileNotFoundError:
+                    pass
+        return "+ownproc"
+    raise OSError(0, f"unknown mount step {op!r}")
+
+
 def enter_own_namespaces(spec):
-    """A forked candidate's layers, as the spawning code's child_main gives a
-    started one (candidate_process.cpp says why each exists): its own mount
-    namespace with a private /tmp and /dev/shm, a /proc of its
-    own PID namespace (or one showing only itself), the evaluator's folders
-    covered, then a user namespace where it is an ordinary user with no
-    capabilities. Returns the layers' names; exits when a layer fails."""
+    """A forked candidate's layers, as the spawning code gives a started one:
+    its own mount namespace, where it carries out the worker's mount steps
+    (spec["mounts"], eval/isolation/layers.hpp decides them: a private /tmp
+    and /dev/shm, a /proc of its own PID namespace or one showing only
+    itself, the evaluator's folders covered), then a user namespace where it
+    is an ordinary user with no capabilities. Returns the layers' names;
+    exits when a layer fails."""
     isolation = "process" + ("+pidns" if spec["pid_namespace"] else "+userns")
     try:
         # Its own entry in today's /proc, where its user namespace's maps are
@@ -187,41 +227,8 @@ def enter_own_namespaces(spec):
     except OSError:
         os._exit(EXIT_SETUP_FAILED)
     try:
-        if spec["private_tmp"]:
-            mount("tmpfs", spec["private_tmp"], "tmpfs", MS_NOSUID | MS_NODEV, "size=512m,mode=0700")
-            os.chdir(spec["private_tmp"])
-            try:
-                mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=256m,mode=1777")
-            except FileNotFoundError:
-                pass
-        covered = MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY
-        if spec["pid_namespace"]:
-            try:
-                mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-                isolation += "+proc"
-            except OSError:
-                mount("tmpfs", "/proc", "tmpfs", covered, "size=4k")
-                isolation += "+noproc"
-        else:
-            own = str(os.getpid())
-            for name in os.listdir("/proc"):
-                if not name.isdigit() or name == own:
-                    continue
-                try:
-                    tasks = [t for t in os.listdir(f"/proc/{name}/task") if t != name]
-                except OSError:
-                    tasks = []
-                for entry in [name] + tasks:
-                    try:
-                        mount("tmpfs", f"/proc/{entry}", "tmpfs", covered, "size=4k,mode=0555")
-                    except FileNotFoundError:
-                        pass
-            isolation += "+ownproc"
-        for h in spec["hide"]:
-            try:
-                mount("tmpfs", h, "tmpfs", covered, "size=4k")
-            except FileNotFoundError:
-                pass
+        for step in spec["mounts"]:
+            isolation += mount_step(step)
     except OSError:
         os._exit(EXIT_HIDE_FAILED)
     try:

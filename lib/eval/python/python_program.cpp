@@ -18,8 +18,9 @@
 #include "core/fib_solution.hpp"
 #include "core/inputs.hpp"
 #include "eval/host/guarded_memory.hpp"
+#include "eval/isolation/seccomp.hpp"
 #include "eval/python/embedded.hpp"
-#include "eval/sandbox.hpp"
+#include "eval/isolation/sandbox.hpp"
 #include "ksearch/error.hpp"
 #include "util/fs.hpp"
 #include "util/process.hpp"
@@ -332,7 +333,7 @@ class PythonProgram final : public Program {
                            {"n_outputs", outputs},
                            {"sources", doc.at("sources")},
                            {"entry", doc.at("entry")},
-                           {"seccomp", hex(host::candidate_seccomp_program(
+                           {"seccomp", hex(eval::isolation::candidate_seccomp_program(
                                            processes, o.pid_namespace ? 0 : process_->pid()))},
                            {"seccomp_nr", static_cast<std::int64_t>(SYS_seccomp)}});
     auto [prebuilt, identity] = cache_ ? cache_->open() : std::pair<util::UniqueFd, std::string>();
@@ -528,7 +529,7 @@ class PythonProgram final : public Program {
 std::string python_interpreter() {
   const char* v = std::getenv("KSEARCH_PYTHON");
   const std::string name = v && *v ? v : "python3";
-  std::string found = find_program(name);
+  std::string found = isolation::find_program(name);
   if (found.empty()) return {};
   std::error_code ec;
   return fs::absolute(found, ec).lexically_normal().string();
@@ -567,7 +568,7 @@ const PythonFacts& python_facts() {
       util::SpawnOptions o;
       o.argv = {facts.python, "-I", "-B", "-c", kProbe};
       o.clear_env = true;
-      o.env_set = candidate_environment(false);
+      o.env_set = isolation::candidate_environment(false);
       const auto r = util::run_command(o, "", 120);
       if (!r.ok()) {
         facts.problem = fmt::format("{} failed ({}): {}", facts.python, r.describe(), r.err.substr(0, 400));

@@ -1,4 +1,4 @@
-#include "eval/sandbox.hpp"
+#include "eval/isolation/sandbox.hpp"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -17,7 +17,7 @@
 
 extern char** environ;
 
-namespace ks::eval {
+namespace ks::eval::isolation {
 namespace {
 
 namespace fs = std::filesystem;
@@ -309,4 +309,4 @@ std::map<std::string, std::string> trusted_environment() {
   return environment_where([](std::string_view name) { return !util::looks_like_credential_name(name); });
 }
 
-}  // namespace ks::eval
+}  // namespace ks::eval::isolation

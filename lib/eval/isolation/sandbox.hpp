@@ -20,7 +20,7 @@
 
 #include "ksearch/vocabulary.hpp"
 
-namespace ks::eval {
+namespace ks::eval::isolation {
 
 // The mode is ks::SandboxMode (ksearch/vocabulary.hpp, one name table).
 
@@ -96,4 +96,4 @@ std::map<std::string, std::string> candidate_environment(bool sandboxed);
 // registered secret.
 std::map<std::string, std::string> trusted_environment();
 
-}  // namespace ks::eval
+}  // namespace ks::eval::isolation

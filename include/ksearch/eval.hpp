@@ -56,6 +56,13 @@ KS_API bool stop_evaluation_server(const EvaluatorConfig& config);
 // Whether a CUDA driver and at least one GPU are usable here, and if not, why.
 KS_API bool cuda_available(std::string* why = nullptr);
 
+// Whether candidates in `language` are evaluated on the GPU under `backend`:
+// cuda and triton always, cpp never, python with the cuda backend, or with
+// auto where CUDA is usable. Throws Error(invalid_argument), naming the fix,
+// for a language the backend cannot evaluate (cuda or triton with host, cpp
+// with cuda). The one place this rule is decided.
+KS_API bool evaluates_on_gpu(Language language, EvalBackend backend);
+
 // The sandbox for candidates on this machine: "bubblewrap 0.8.0 (active)" or
 // "unavailable: <why>" (probed once per process).
 KS_API std::string sandbox_description();

@@ -134,20 +134,9 @@ Json workloads_record(const TaskSpec& spec, const FeedbackSelection& selection) 
   return j;
 }
 
-// Whether python candidates run on the GPU under `backend`: always with
-// cuda, where CUDA is usable with auto, never with host.
-bool python_on_gpu(EvalBackend backend) {
-  std::string why;
-  return backend == EvalBackend::cuda || (backend == EvalBackend::automatic && cuda_available(&why));
-}
-
-// The name of the device candidates in `lang` run on (EvalResult::device):
-// the GPU for cuda and triton, and for python where it runs there; the CPU
-// otherwise.
+// The name of the device candidates in `lang` run on (EvalResult::device).
 std::string evaluation_device(const EvaluatorConfig& ec, Evaluator& ev, Language lang) {
-  const bool gpu =
-      lang == Language::cuda || lang == Language::triton || (lang == Language::python && python_on_gpu(ec.backend));
-  return gpu ? ev.device().name : eval::host::host_device_info().name;
+  return evaluates_on_gpu(lang, ec.backend) ? ev.device().name : eval::host::host_device_info().name;
 }
 
 // Whether the world-model search of a new run starts from the task's
@@ -199,40 +188,27 @@ std::string python_environment(Language lang) {
 // instead of after its first paid answers.
 void check_backend(const EvaluatorConfig& ec, bool custom_evaluator, const Task& task, Language lang) {
   if (custom_evaluator) return;  // the host's evaluator knows what it can run
-  if (language_is_python(lang)) {
-    // The GPU where it is usable (triton always), else the CPU; the
-    // interpreter must have what the language needs there.
-    std::string why;
-    const bool gpu = lang == Language::triton || python_on_gpu(ec.backend);
-    if (lang == Language::triton && ec.backend == EvalBackend::host)
-      throw Error(Status::invalid_argument, fmt::format("task \"{}\" in triton needs the GPU; use --backend auto or "
-                                                        "cuda, or --language python for PyTorch on the CPU",
-                                                        task.name()));
-    if (gpu && !cuda_available(&why))
-      throw Error(Status::no_device, fmt::format("task \"{}\" in {} needs a GPU, but CUDA is not usable here: {}. "
-                                                 "Nothing was sent to the LLM",
-                                                 task.name(), to_string(lang), why));
+  bool gpu = false;
+  try {
+    gpu = evaluates_on_gpu(lang, ec.backend);
+  } catch (const Error& e) {
+    throw Error(e.status(), fmt::format("task \"{}\": {}", task.name(), e.what()));
+  }
+  std::string why;
+  if (gpu && !cuda_available(&why))
+    throw Error(Status::no_device,
+                fmt::format("task \"{}\" in {} needs a GPU, but CUDA is not usable here: {}. Nothing was sent to the "
+                            "LLM{}",
+                            task.name(), to_string(lang), why,
+                            lang == Language::cuda && std::find(task.spec().languages.begin(),
+                                                                task.spec().languages.end(),
+                                                                Language::cpp) != task.spec().languages.end()
+                                ? "; --language cpp runs the task's host version"
+                                : ""));
+  // The interpreter must have what the language needs where it runs.
+  if (language_is_python(lang))
     if (std::string problem = eval::python::python_problem(lang, gpu); !problem.empty())
       throw Error(Status::not_found, problem + ". Nothing was sent to the LLM");
-    return;
-  }
-  if (lang == Language::cuda) {
-    if (ec.backend == EvalBackend::host)
-      throw Error(Status::invalid_argument, fmt::format("task \"{}\" in cuda cannot be evaluated by the host backend; "
-                                                        "use --backend auto or cuda, or --language cpp", task.name()));
-    std::string why;
-    if (!cuda_available(&why))
-      throw Error(Status::no_device,
-                  fmt::format("task \"{}\" in cuda needs a GPU, but CUDA is not usable here: {}. Nothing was sent to "
-                              "the LLM{}", task.name(), why,
-                              std::find(task.spec().languages.begin(), task.spec().languages.end(), Language::cpp) !=
-                                      task.spec().languages.end()
-                                  ? "; --language cpp runs the task's host version"
-                                  : ""));
-  } else if (ec.backend == EvalBackend::cuda) {
-    throw Error(Status::invalid_argument, fmt::format("task \"{}\" in {} cannot be evaluated by the cuda backend; use "
-                                                      "--backend auto or host", task.name(), to_string(lang)));
-  }
 }
 
 // Before the first LLM request: whether the task's check tells a kernel that
@@ -246,8 +222,7 @@ WeakCheckReport weak_check_before_run(const SearchOptions& options, Parts& parts
   // run on: the weakness is the task's (its workloads and tolerance), and
   // the trivial candidates are written in the backend's language.
   if (language_is_python(lang)) {
-    const bool gpu = lang == Language::triton || python_on_gpu(options.evaluator.backend);
-    lang = gpu ? Language::cuda : Language::cpp;
+    lang = evaluates_on_gpu(lang, options.evaluator.backend) ? Language::cuda : Language::cpp;
     if (std::find(task.spec().languages.begin(), task.spec().languages.end(), lang) == task.spec().languages.end())
       return weak_check_skipped(task, lang, fmt::format("the task has no {} version to probe its check with",
                                                         to_string(lang)));
@@ -307,6 +282,23 @@ SearchOutcome execute(Parts& parts, RunStore& store, const SearchConfig& config,
 }
 
 // The best kernel on every workload of a task whose search saw only its
+// The evaluator's options changed for a while (the workloads of the final
+// evaluation, the feedback subset of a search), and as they were again when
+// it ends, by an exception too.
+class ScopedEvalOptions {
+ public:
+  explicit ScopedEvalOptions(Evaluator& ev) : ev_(ev), saved_(ev.options()) {}
+  ~ScopedEvalOptions() { restore(); }
+  ScopedEvalOptions(const ScopedEvalOptions&) = delete;
+  ScopedEvalOptions& operator=(const ScopedEvalOptions&) = delete;
+  EvalOptions* operator->() { return &ev_.options(); }
+  void restore() { ev_.options() = saved_; }
+
+ private:
+  Evaluator& ev_;
+  const EvalOptions saved_;
+};
+
 // feedback workloads (K-Search's final evaluation). A resumed run whose best
 // was already evaluated keeps that result.
 std::optional<EvalResult> final_evaluation(Parts& parts, RunStore& store, const std::optional<BestSolution>& best,
@@ -320,18 +312,13 @@ std::optional<EvalResult> final_evaluation(Parts& parts, RunStore& store, const 
   const core::events::FinalEvaluationStarted started{best->solution.id,
                                                       static_cast<std::int64_t>(spec.workloads.size())};
   store.append_event(std::string(started.kName), core::events::fields_of(started));
-  EvalOptions& o = parts.evaluator->options();
-  const EvalOptions saved = o;
-  o.only_workloads.clear();
-  for (const auto& w : spec.workloads) o.only_workloads.push_back(w.name);
   EvalResult r;
-  try {
+  {
+    ScopedEvalOptions all(*parts.evaluator);
+    all->only_workloads.clear();
+    for (const auto& w : spec.workloads) all->only_workloads.push_back(w.name);
     r = parts.evaluator->evaluate(*parts.task, best->solution);
-  } catch (...) {
-    o = saved;
-    throw;
   }
-  o = saved;
   r.solution_id = best->solution.id;
   store.write_final_eval(r);
   const core::events::FinalEvaluation done{r.solution_id, std::string(to_string(r.status)), r.latency_ms,
@@ -344,10 +331,10 @@ SearchOutcome execute_session(Parts& parts, RunStore& store, const SearchConfig&
                               const ProgressCallback& progress) {
   // A task with feedback workloads is searched on those only (unless the
   // evaluator was told otherwise); the final evaluation covers the rest.
-  EvalOptions& eo = parts.evaluator->options();
   const TaskSpec& spec = parts.task->spec();
-  const bool feedback_only = spec.has_feedback_subset() && eo.only_workloads.empty();
-  if (feedback_only) eo.only_workloads = spec.feedback_workloads;
+  ScopedEvalOptions eo(*parts.evaluator);
+  const bool feedback_only = spec.has_feedback_subset() && eo->only_workloads.empty();
+  if (feedback_only) eo->only_workloads = spec.feedback_workloads;
   std::shared_ptr<WorldModel> wm = parts.world_model ? parts.world_model : make_tree_world_model();
   core::Session session(*parts.task, *parts.evaluator, *parts.llm, *wm, store, config, progress);
   session.set_environment(parts.environment);
@@ -360,7 +347,7 @@ SearchOutcome execute_session(Parts& parts, RunStore& store, const SearchConfig&
     auto tune = make_strategy(StrategyKind::tune);
     reason = session.run(*tune);
   }
-  if (feedback_only) eo.only_workloads.clear();
+  eo.restore();
   SearchOutcome out;
   if (feedback_only) out.feedback_workloads = spec.feedback_workloads;
   out.run_dir = store.dir();

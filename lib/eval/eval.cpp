@@ -29,6 +29,11 @@ bool cuda_available(std::string* why) {
 #endif
 }
 
+bool evaluates_on_gpu(Language language, EvalBackend backend) {
+  const bool usable = language_is_python(language) && backend == EvalBackend::automatic && cuda_available(nullptr);
+  return eval::backend_for(language, backend, usable) == eval::Backend::cuda;
+}
+
 std::string sandbox_description() {
   const eval::isolation::SandboxStatus& st = eval::isolation::sandbox_status();
   return st.available ? st.version + " (active)" : "unavailable: " + st.problem;

@@ -39,10 +39,14 @@ Backend backend_for(Language language, EvalBackend configured, bool gpu_usable) 
   const EvalBackend wanted = b == Backend::cuda ? EvalBackend::cuda : EvalBackend::host;
   if (configured != EvalBackend::automatic && configured != wanted)
     throw Error(Status::invalid_argument,
-                fmt::format("this evaluator runs only {} solutions (backend \"{}\"), and this solution is "
-                            "written in {}",
+                fmt::format("the {} backend evaluates only {} candidates, and these are written in {}; use "
+                            "--backend auto or {}{}",
+                            ks::to_string(configured),
                             configured == EvalBackend::cuda ? "GPU (cuda, triton, python)" : "CPU (cpp, python)",
-                            ks::to_string(configured), ks::to_string(language)));
+                            ks::to_string(language), ks::to_string(wanted),
+                            language == Language::triton ? ", or --language python for PyTorch on the CPU"
+                            : language == Language::cuda ? ", or --language cpp where the task has a host version"
+                                                         : ""));
   return b;
 }
 

@@ -5,6 +5,9 @@
 #   search      eval, tasks and export never include the search component
 #   owners      a lib/ component includes only the public headers whose owner
 #               (the table in docs/architecture.md) it may depend on
+#   headers     a public header includes only the public headers whose owner
+#               its own owner may depend on (so a component including it
+#               does not see declarations it may not use)
 #   relative    a relative include ("../x.hpp") stays inside its component
 #   cmake       an include() in lib/'s CMake files names a file that exists,
 #               by module name (cmake/) or in a component it may depend on
@@ -50,7 +53,7 @@ includes() {
     sed -E "s/^([^:]+):([0-9]+):[[:space:]]*#[[:space:]]*include[[:space:]]*\"([^\"]+)\".*/\1$tab\2$tab\3/" || true
 }
 
-{ includes lib capi; } | awk -F"$tab" -v rules="$rules" -v owners="$owners" '
+{ includes lib capi include/ksearch; } | awk -F"$tab" -v rules="$rules" -v owners="$owners" '
   BEGIN {
     n = split(rules, rl, "\n")
     for (i = 1; i <= n; i++) {
@@ -75,6 +78,17 @@ includes() {
   {
     file = $1; path = $3
     split(file, fp, "/"); from = (fp[1] == "capi") ? "capi" : fp[2]
+    if (fp[1] == "include") {
+      # A public header: its owner may include what that owner may depend on.
+      h = substr(file, length("include/ksearch/") + 1); sub(/\.in$/, "", h)
+      if (path !~ /^ksearch\// || !(h in owner)) next
+      o = owner[substr(path, 9)]; from = owner[h]
+      if (o == "" || o == "-" || from == "capi" || o == from) next
+      if (from == "-") { report("headers", "ksearch/" h " (owner -) includes " path ", owned by " o "; a configuration header includes only others of its kind"); next }
+      if (!((from SUBSEP o) in may))
+        report("headers", "ksearch/" h " (owner " from ") includes " path ", owned by " o ", which " from " may not depend on")
+      next
+    }
     if (!(from in comp)) next
     first = path; sub(/\/.*/, "", first)
     if (path ~ /^ksearch\//) {

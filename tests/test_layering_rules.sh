@@ -54,6 +54,8 @@ plant benchmarks benchmarks/trimul/bench_trimul.cpp '#include "../../lib/eval/st
 plant benchmarks benchmarks/internal_includes.txt 'benchmarks/trimul/bench_trimul.cpp util/fs.hpp  stale' benchmarks/trimul/bench_trimul.cpp
 plant examples examples/cli/args.cpp '#include "util/fs.hpp"'
 plant sys include/ksearch/eval.hpp '#include "ksearch/sys/evaluator.hpp"'
+plant headers include/ksearch/run_store.hpp '#include "ksearch/strategy.hpp"'
+plant headers include/ksearch/error.hpp '#include "ksearch/status.h"'
 plant table docs/architecture.md '| `ksearch/types.hpp` | core | `lib/core/types.cpp` |' ksearch/types.hpp
 plant table docs/architecture.md '| `ksearch/gone.hpp` | core | `lib/core/gone.cpp` |' ksearch/gone.hpp
 # A public header without a row.

@@ -5,29 +5,30 @@
 #include <string>
 
 #include "ksearch/export.h"
-#include "ksearch/status.h"
 
 KS_NAMESPACE_BEGIN
 
+// The C ABI's ks_status codes (ksearch/status.h, which capi/status.cpp
+// checks them against): the library's status, one number on both sides.
 enum class Status : int {
-  ok = KS_OK,
-  invalid_argument = KS_E_INVALID_ARGUMENT,
-  not_found = KS_E_NOT_FOUND,
-  io = KS_E_IO,
-  parse = KS_E_PARSE,
-  no_device = KS_E_NO_DEVICE,
-  compile = KS_E_COMPILE,
-  timeout = KS_E_TIMEOUT,
-  llm = KS_E_LLM,
-  budget = KS_E_BUDGET,
-  cancelled = KS_E_CANCELLED,
-  user = KS_E_USER,
-  version = KS_E_VERSION,
-  buffer_too_small = KS_E_BUFFER_TOO_SMALL,
-  state = KS_E_STATE,
-  subprocess = KS_E_SUBPROCESS,
-  cuda = KS_E_CUDA,
-  internal = KS_E_INTERNAL,
+  ok = 0,
+  invalid_argument = -1,
+  not_found = -2,
+  io = -3,
+  parse = -4,
+  no_device = -5,
+  compile = -6,
+  timeout = -7,
+  llm = -8,
+  budget = -9,
+  cancelled = -10,
+  user = -11,
+  version = -12,
+  buffer_too_small = -13,
+  state = -14,
+  subprocess = -15,
+  cuda = -16,
+  internal = -99,
 };
 
 // Every failure of the C++ API is an ks::Error; the C ABI turns it into a

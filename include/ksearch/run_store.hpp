@@ -22,7 +22,6 @@
 
 #include "ksearch/export.h"
 #include "ksearch/json.hpp"
-#include "ksearch/strategy.hpp"
 #include "ksearch/types.hpp"
 
 KS_NAMESPACE_BEGIN

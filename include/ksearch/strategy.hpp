@@ -165,13 +165,6 @@ struct KS_API SearchConfig {
   static SearchConfig from_json(const Json& j);
 };
 
-// The best passing solution found so far.
-struct KS_API BestSolution {
-  Solution solution;
-  EvalResult eval;
-  int round = 0;
-};
-
 // One line of progress, sent after every round.
 struct KS_API RoundReport {
   int round = 0;

@@ -280,4 +280,11 @@ struct KS_API EvalResult {
   static EvalResult from_json(const Json& j);
 };
 
+// The best passing solution of a run so far, and the round that found it.
+struct KS_API BestSolution {
+  Solution solution;
+  EvalResult eval;
+  int round = 0;
+};
+
 KS_NAMESPACE_END

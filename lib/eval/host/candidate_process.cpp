@@ -81,59 +81,10 @@ CandidateProcess::CandidateProcess(const CandidateProcessOptions& options)
     if (out_ >= 0) ::close(out_);
     out_ = out[0];
     ::fcntl(out_, F_SETFL, O_NONBLOCK);
-    ChildSetup setup;
-    setup.sock = sv[1];
-    setup.out = out[1];
-    setup.namespaces = !g_namespaces_unavailable.load();
-    setup.uid_map = fmt::format("1000 {} 1", ::geteuid());
-    setup.gid_map = fmt::format("1000 {} 1", ::getegid());
-    setup.pid_namespace = options.pid_namespace;
-    setup.hide = options.hide;
-    std::map<std::string, std::string> env_over;  // names the process gets other values for
-    if (setup.namespaces) {
-      setup.private_tmp = isolation::private_tmp_mount_point();
-      env_over["TMPDIR"] = env_over["HOME"] = setup.private_tmp;
-    } else {
-      // No tmpfs of its own: a folder of its own, deleted with the process.
-      env_over["TMPDIR"] = env_over["HOME"] = own_tmp_folder();
-    }
-    if (options.command.empty()) {
-      setup.exe = options.exe;
-      setup.args = {"ksearch-worker", "--role", "candidate", "--memory-limit", std::to_string(options.memory_limit),
-                    "--isolation"};
-    } else {
-      setup.exe = options.command.front();
-      setup.args = options.command;
-      setup.rlimit_as = options.memory_limit;
-    }
-    for (const auto& e : options.env)
-      if (const auto eq = e.find('='); eq != std::string::npos) env_over[e.substr(0, eq)] = e.substr(eq + 1);
-    if (!env_over.empty()) {
-      for (char** e = environ; e && *e; ++e) {
-        const std::string_view entry(*e);
-        if (!env_over.count(std::string(entry.substr(0, entry.find('='))))) setup.env.emplace_back(entry);
-      }
-      for (const auto& [name, value] : env_over) setup.env.push_back(name + "=" + value);
-      for (auto& e : setup.env) setup.envp.push_back(e.data());
-      setup.envp.push_back(nullptr);
-    }
-    for (auto& a : setup.args) setup.argv.push_back(a.data());
-    setup.argv.push_back(setup.isolation);
-    setup.argv.push_back(nullptr);
-    pid_ = -1;
+    ChildSetup setup = child_setup(options, sv[1], out[1]);
     if (setup.namespaces && zygote_wanted(options)) {
-      Json::Array env;
-      if (setup.env.empty())
-        for (char** e = environ; e && *e; ++e) env.push_back(Json(std::string(*e)));
-      for (const auto& e : setup.env) env.push_back(Json(e));
-      // Its layers as the steps the spawned child carries out too.
-      const Json spec = Json::obj({{"pid_namespace", Json(setup.pid_namespace)},
-                                   {"mounts", isolation::mounts_json(isolation::candidate_mounts(
-                                                  setup.private_tmp, setup.pid_namespace, setup.hide))},
-                                   {"env", Json(std::move(env))},
-                                   {"rlimit_as", Json(static_cast<std::int64_t>(setup.rlimit_as))}});
-      pid_ = fork_through_zygote({options.command, options.zygote_imports, setup.rlimit_as}, spec.dump(), sv[1],
-                                 out[1], &init_pid_);
+      pid_ = fork_through_zygote({options.command, options.zygote_imports, setup.rlimit_as}, zygote_spec(setup),
+                                 sv[1], out[1], &init_pid_);
       forked = pid_ > 0;
     }
     if (pid_ == kZygoteUnclear) {
@@ -159,57 +110,123 @@ CandidateProcess::CandidateProcess(const CandidateProcessOptions& options)
       throw RunError({EvalStatus::runtime_error,
                       fmt::format("cannot start the candidate's process: clone: {}", std::strerror(spawn_errno))});
     running_ = true;
-    // Its first words come before any candidate code exists in it.
-    std::string buf;
-    std::vector<int> fds;
-    const ssize_t n = receive(sock_, buf, fds);
-    for (int fd : fds) ::close(fd);
-    Reader r{buf};
-    const auto magic = r.num<std::uint32_t>();
-    const auto op = r.num<std::uint32_t>();
-    r.num<std::uint64_t>();
-    if (n > 0 && magic == kMagic && op == kHello) {
-      isolation_ = r.str();
-      // Its own words, said before any candidate code existed in it; but
-      // the seccomp filter is what /proc shows (isolation()).
-      if (const auto at = isolation_.find("+seccomp"); at != std::string::npos) isolation_.erase(at, 8);
-      stop();
-      return;
-    }
-    kill_and_reap();
-    ::close(sock_);
-    sock_ = -1;
-    if (forked && WIFEXITED(wait_status_) &&
-        (WEXITSTATUS(wait_status_) == isolation::kExitSetupFailed || WEXITSTATUS(wait_status_) == isolation::kExitHideFailed)) {
-      // The forked process could not set up its layers: that says nothing of
-      // what a started one can (which fails closed itself). Started directly
-      // from now on.
-      disable_zygote();
-      forked = false;
-      continue;
-    }
-    if (setup.namespaces && WIFEXITED(wait_status_) && WEXITSTATUS(wait_status_) == isolation::kExitHideFailed)
-      // Fail closed: never fall back to a process that sees the folders.
-      throw RunError({EvalStatus::runtime_error,
-                      "the candidate's process could not set up its mount namespace (a tmpfs or bind mount "
-                      "covering the evaluator's reference folders, its own cache folders or its private /tmp "
-                      "failed), so it does not run"});
-    forked = false;
-    if (setup.namespaces && WIFEXITED(wait_status_) && WEXITSTATUS(wait_status_) == isolation::kExitSetupFailed) {
-      g_namespaces_unavailable = true;
-      continue;
-    }
-    throw RunError({EvalStatus::runtime_error,
-                    fmt::format("the candidate's process did not start ({}): {}{}",
-                                options.command.empty() ? options.exe + " --role candidate" : options.command.front(),
-                                WIFEXITED(wait_status_) ? fmt::format("exit code {}", WEXITSTATUS(wait_status_))
-                                                        : fmt::format("signal {}", WTERMSIG(wait_status_)),
-                                [&] {
-                                  const std::string tail = output_tail();
-                                  return tail.empty() ? tail : "; " + tail;
-                                }())});
+    if (read_hello()) return;
+    if (!start_failed(options, setup.namespaces, forked)) break;
   }
   throw RunError({EvalStatus::runtime_error, "cannot start the candidate's process"});
+}
+
+// How the process is started: its program, its layers, its environment.
+ChildSetup CandidateProcess::child_setup(const CandidateProcessOptions& options, int sock, int out) {
+  ChildSetup setup;
+  setup.sock = sock;
+  setup.out = out;
+  setup.namespaces = !g_namespaces_unavailable.load();
+  setup.uid_map = fmt::format("1000 {} 1", ::geteuid());
+  setup.gid_map = fmt::format("1000 {} 1", ::getegid());
+  setup.pid_namespace = options.pid_namespace;
+  setup.hide = options.hide;
+  std::map<std::string, std::string> env_over;  // names the process gets other values for
+  if (setup.namespaces) {
+    setup.private_tmp = isolation::private_tmp_mount_point();
+    env_over["TMPDIR"] = env_over["HOME"] = setup.private_tmp;
+  } else {
+    // No tmpfs of its own: a folder of its own, deleted with the process.
+    env_over["TMPDIR"] = env_over["HOME"] = own_tmp_folder();
+  }
+  if (options.command.empty()) {
+    setup.exe = options.exe;
+    setup.args = {"ksearch-worker", "--role", "candidate", "--memory-limit", std::to_string(options.memory_limit),
+                  "--isolation"};
+  } else {
+    setup.exe = options.command.front();
+    setup.args = options.command;
+    setup.rlimit_as = options.memory_limit;
+  }
+  for (const auto& e : options.env)
+    if (const auto eq = e.find('='); eq != std::string::npos) env_over[e.substr(0, eq)] = e.substr(eq + 1);
+  for (char** e = environ; e && *e; ++e) {
+    const std::string_view entry(*e);
+    if (!env_over.count(std::string(entry.substr(0, entry.find('='))))) setup.env.emplace_back(entry);
+  }
+  for (const auto& [name, value] : env_over) setup.env.push_back(name + "=" + value);
+  for (auto& e : setup.env) setup.envp.push_back(e.data());
+  setup.envp.push_back(nullptr);
+  for (auto& a : setup.args) setup.argv.push_back(a.data());
+  setup.argv.push_back(setup.isolation);
+  setup.argv.push_back(nullptr);
+  return setup;
+}
+
+// What the zygote's forked child is told: its layers, as the steps the
+// spawned child carries out too, its environment and limit.
+std::string CandidateProcess::zygote_spec(const ChildSetup& setup) {
+  Json::Array env;
+  for (const auto& e : setup.env) env.push_back(Json(e));
+  return Json::obj({{"pid_namespace", Json(setup.pid_namespace)},
+                    {"mounts", isolation::mounts_json(isolation::candidate_mounts(setup.private_tmp,
+                                                                                  setup.pid_namespace, setup.hide))},
+                    {"env", Json(std::move(env))},
+                    {"rlimit_as", Json(static_cast<std::int64_t>(setup.rlimit_as))}})
+      .dump();
+}
+
+// Its first words come before any candidate code exists in it. True once
+// they came; false when it died first.
+bool CandidateProcess::read_hello() {
+  std::string buf;
+  std::vector<int> fds;
+  const ssize_t n = receive(sock_, buf, fds);
+  for (int fd : fds) ::close(fd);
+  Reader r{buf};
+  const auto magic = r.num<std::uint32_t>();
+  const auto op = r.num<std::uint32_t>();
+  r.num<std::uint64_t>();
+  if (n > 0 && magic == kMagic && op == kHello) {
+    isolation_ = r.str();
+    // Its own words, said before any candidate code existed in it; but the
+    // seccomp filter is what /proc shows (isolation()).
+    if (const auto at = isolation_.find("+seccomp"); at != std::string::npos) isolation_.erase(at, 8);
+    stop();
+    return true;
+  }
+  kill_and_reap();
+  ::close(sock_);
+  sock_ = -1;
+  return false;
+}
+
+// A process that died before its first words: true where another way of
+// starting it is worth a try (directly instead of forked, or without
+// namespaces); otherwise throws why.
+bool CandidateProcess::start_failed(const CandidateProcessOptions& options, bool namespaces, bool& forked) {
+  const bool exited = WIFEXITED(wait_status_);
+  const int code = exited ? WEXITSTATUS(wait_status_) : -1;
+  if (forked && (code == isolation::kExitSetupFailed || code == isolation::kExitHideFailed)) {
+    // The forked process could not set up its layers: that says nothing of
+    // what a started one can (which fails closed itself). Started directly
+    // from now on.
+    disable_zygote();
+    forked = false;
+    return true;
+  }
+  forked = false;
+  if (namespaces && code == isolation::kExitHideFailed)
+    // Fail closed: never fall back to a process that sees the folders.
+    throw RunError({EvalStatus::runtime_error,
+                    "the candidate's process could not set up its mount namespace (a tmpfs covering the "
+                    "evaluator's reference folders, its private /tmp or its /proc failed), so it does not run"});
+  if (namespaces && code == isolation::kExitSetupFailed) {
+    g_namespaces_unavailable = true;
+    return true;
+  }
+  const std::string tail = output_tail();
+  throw RunError({EvalStatus::runtime_error,
+                  fmt::format("the candidate's process did not start ({}): {}{}",
+                              options.command.empty() ? options.exe + " --role candidate" : options.command.front(),
+                              exited ? fmt::format("exit code {}", code)
+                                     : fmt::format("signal {}", WTERMSIG(wait_status_)),
+                              tail.empty() ? tail : "; " + tail)});
 }
 
 CandidateProcess::~CandidateProcess() {

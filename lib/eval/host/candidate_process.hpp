@@ -87,6 +87,7 @@ struct WireCall {
 };
 
 struct SharedBlock;  // guarded_memory.hpp
+struct ChildSetup;   // child_spawn.hpp
 
 class CandidateProcess {
  public:
@@ -152,6 +153,10 @@ class CandidateProcess {
 
  private:
   struct Reply;
+  ChildSetup child_setup(const CandidateProcessOptions& options, int sock, int out);
+  static std::string zygote_spec(const ChildSetup& setup);
+  bool read_hello();
+  bool start_failed(const CandidateProcessOptions& options, bool namespaces, bool& forked);
   Reply request(std::uint32_t op, const std::string& payload, const std::vector<int>& fds = {});
   void send_packet(const std::string& packet, const std::vector<int>& fds);
   void map_block(const SharedBlock& block);

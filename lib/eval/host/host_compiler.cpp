@@ -133,7 +133,31 @@ class HostCompiler final : public Compiler {
     for (auto& d : core::param_defines(params)) flags.push_back(std::move(d));
     for (const auto& f : req.flags) flags.push_back(f);
 
-    // The key covers everything that changes the object code.
+    fs::path dir = !req.cache_dir.empty() ? fs::path(req.cache_dir)
+                   : !default_cache_.empty() ? fs::path(default_cache_)
+                                             : util::default_cache_dir() / "host";
+    util::make_dirs(dir);
+    const std::string key = artifact_key(flags, req.solution, unit);
+    Artifact a;
+    a.language = Language::cpp;
+    a.path = (dir / (key + ".so")).string();
+    for (const HostCall* c : plan.all_calls()) a.kernels.push_back(c->shim);
+    std::error_code ec;
+    if (fs::exists(a.path, ec)) {
+      a.cache_hit = true;
+      fs::path log_path = dir / (key + ".log");
+      if (fs::exists(log_path, ec)) a.log = util::read_file(log_path);
+    } else {
+      a.log = build(req, plan, unit, flags, dir, key, a.path);
+    }
+    a.compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return a;
+  }
+
+ private:
+  // The key covers everything that changes the object code.
+  std::string artifact_key(const std::vector<std::string>& flags, const Solution& solution,
+                           const std::string& unit) const {
     util::Sha256 h;
     auto field = [&](std::string_view s) {
       h.update(std::to_string(s.size()) + ":");
@@ -145,32 +169,20 @@ class HostCompiler final : public Compiler {
     field(cpu_facts().model);
     field(cpu_facts().isa_flags);
     for (const auto& f : flags) field(f);
-    for (const auto& f : req.solution.sources) {
+    for (const auto& f : solution.sources) {
       field(f.path);
       field(f.content);
     }
     field(unit);
-    const std::string key = h.hex_digest().substr(0, 32);
+    return h.hex_digest().substr(0, 32);
+  }
 
-    fs::path dir = !req.cache_dir.empty() ? fs::path(req.cache_dir)
-                   : !default_cache_.empty() ? fs::path(default_cache_)
-                                             : util::default_cache_dir() / "host";
-    util::make_dirs(dir);
-    Artifact a;
-    a.language = Language::cpp;
-    a.path = (dir / (key + ".so")).string();
-    for (const HostCall* c : plan.all_calls()) a.kernels.push_back(c->shim);
-    std::error_code ec;
-    if (fs::exists(a.path, ec)) {
-      a.cache_hit = true;
-      fs::path log_path = dir / (key + ".log");
-      if (fs::exists(log_path, ec)) a.log = util::read_file(log_path);
-      a.compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      return a;
-    }
-
-    // Build in a private folder so concurrent compilations never meet; the
-    // finished object is renamed into place, so readers see all of it or none.
+  // Compiles in a private folder so concurrent compilations never meet; the
+  // finished object is renamed to `path`, so readers see all of it or none.
+  // Returns the compiler's log; throws CompileError with it.
+  std::string build(const CompileRequest& req, const HostPlan& plan, const std::string& unit,
+                    const std::vector<std::string>& flags, const fs::path& dir, const std::string& key,
+                    const std::string& path) {
     std::string tmpl = (dir / ("build-" + key.substr(0, 8) + "-XXXXXX")).string();
     if (!::mkdtemp(tmpl.data()))
       throw Error(Status::io, fmt::format("cannot create a build folder in {}", dir.string()));
@@ -183,11 +195,11 @@ class HostCompiler final : public Compiler {
       }
     } cleanup{work};
     // Scratch files, deleted after the build: no need for atomic, synced writes.
-    auto write_scratch = [](const fs::path& path, const std::string& content) {
-      util::make_dirs(path.parent_path());
-      std::ofstream out(path, std::ios::binary);
+    auto write_scratch = [](const fs::path& file, const std::string& content) {
+      util::make_dirs(file.parent_path());
+      std::ofstream out(file, std::ios::binary);
       out << content;
-      if (!out) throw Error(Status::io, fmt::format("cannot write {}", path.string()));
+      if (!out) throw Error(Status::io, fmt::format("cannot write {}", file.string()));
     };
     for (const auto& f : req.solution.sources) write_scratch(work / f.path, f.content);
     write_scratch(work / kUnitName, unit);
@@ -200,10 +212,10 @@ class HostCompiler final : public Compiler {
     const bool confined = sandbox_ && sandbox_->active();
     util::SpawnOptions spawn;
     spawn.argv = confined ? sandbox_->wrap(argv, isolation::SandboxView{.read_only = isolation::program_folders(compiler_),
-                                                              .read_write = {work},
-                                                              .gpu = false,
-                                                              .cwd = work,
-                                                              .die_with_parent = true})
+                                                                        .read_write = {work},
+                                                                        .gpu = false,
+                                                                        .cwd = work,
+                                                                        .die_with_parent = true})
                           : argv;
     spawn.cwd = work.string();
     spawn.clear_env = true;
@@ -213,7 +225,6 @@ class HostCompiler final : public Compiler {
     auto r = util::run_command(spawn, "", timeout, 16u << 20, cancel_);
     if (r.cancelled) throw Error(Status::cancelled, "the compilation was cancelled; the compiler was killed");
     std::string log = clean_log(r.err + r.out);
-    a.compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (r.timed_out)
       throw CompileError(fmt::format("compilation did not finish within {:.0f} s", req.timeout_s), log);
     if (!r.ok()) {
@@ -227,13 +238,12 @@ class HostCompiler final : public Compiler {
       throw CompileError(fmt::format("compilation failed ({}): {}", r.describe(), first_error_line(log)), log);
     }
     util::write_file_atomic(dir / (key + ".log"), log);
-    fs::rename(work / "candidate.so", a.path, ec);
-    if (ec) throw Error(Status::io, fmt::format("cannot move the compiled candidate to {}: {}", a.path, ec.message()));
-    a.log = log;
-    return a;
+    std::error_code ec;
+    fs::rename(work / "candidate.so", path, ec);
+    if (ec) throw Error(Status::io, fmt::format("cannot move the compiled candidate to {}: {}", path, ec.message()));
+    return log;
   }
 
- private:
   std::string compiler_;
   std::string default_cache_;
   const isolation::Sandbox* sandbox_;

@@ -94,35 +94,7 @@ class HostProgram final : public Program {
       fail(fmt::format("{} (variables: {})", e.what(), list_vars(b.vars)));
     }
     for (const auto& [name, buf] : b.tensors) tensors_.push_back(buf);
-    std::map<std::string, Buffer> scratch_by_name;
-    for (const auto& s : body->scratch) {
-      std::int64_t bytes = 0;
-      try {
-        if (!s.bytes.empty()) {
-          bytes = s.bytes.eval_int(b.vars);
-        } else {
-          bytes = static_cast<std::int64_t>(dtype_size(s.dtype));
-          for (std::size_t d = 0; d < s.shape.size(); ++d) {
-            const std::int64_t n = s.shape[d].eval_int(b.vars);
-            if (n < 0)
-              fail(fmt::format("call plan: scratch \"{}\": shape[{}] = {} is negative (variables: {})", s.name, d,
-                               n, list_vars(b.vars)));
-            if (__builtin_mul_overflow(bytes, n, &bytes))
-              fail(fmt::format("call plan: scratch \"{}\": its size overflows 64 bits at shape[{}] (variables: {})",
-                               s.name, d, list_vars(b.vars)));
-          }
-        }
-      } catch (const Error& e) {
-        fail(fmt::format("call plan: scratch \"{}\": {} (variables: {})", s.name, e.what(), list_vars(b.vars)));
-      }
-      if (bytes < 0 || bytes > (std::int64_t{1} << 40))
-        fail(fmt::format("call plan: scratch \"{}\" has an invalid size of {} bytes", s.name, bytes));
-      void* p = guarded_alloc(static_cast<std::size_t>(bytes));
-      set_guard_label(p, fmt::format("scratch \"{}\"", s.name));
-      Buffer buf{reinterpret_cast<std::uint64_t>(p), static_cast<std::size_t>(bytes)};
-      scratch_.push_back(buf);
-      scratch_by_name[s.name] = buf;
-    }
+    const std::map<std::string, Buffer> scratch_by_name = allocate_scratch(*body, b.vars);
     poison_scratch();
     const util::RealVars reals = b.reals();
     for (const auto& call : body->calls) {
@@ -150,24 +122,7 @@ class HostProgram final : public Program {
           v.ptr = it->second.host_ptr();
         } else {
           try {
-            auto small_int = [&](std::int64_t lo, std::int64_t hi, const char* type) {
-              std::int64_t x = a.expr.eval_int(b.vars, reals);
-              if (x < lo || x > hi) fail(fmt::format("{}: value {} does not fit in {}", where, x, type));
-              return x;
-            };
-            switch (a.dtype) {
-              case DType::f32: v.f32 = static_cast<float>(a.expr.eval_double(b.vars, reals)); break;
-              case DType::f64: v.f64 = a.expr.eval_double(b.vars, reals); break;
-              case DType::i32:
-                v.i32 = static_cast<std::int32_t>(small_int(std::numeric_limits<std::int32_t>::min(),
-                                                            std::numeric_limits<std::int32_t>::max(), "i32"));
-                break;
-              case DType::i16: v.i16 = static_cast<std::int16_t>(small_int(-32768, 32767, "i16")); break;
-              case DType::i8: v.i8 = static_cast<std::int8_t>(small_int(-128, 127, "i8")); break;
-              case DType::u8: v.u8 = static_cast<std::uint8_t>(small_int(0, 255, "u8")); break;
-              case DType::boolean: v.b = a.expr.eval_double(b.vars, reals) != 0.0; break;
-              default: v.i64 = a.expr.eval_int(b.vars, reals); break;
-            }
+            v = value_of(a, b.vars, reals, where);
           } catch (const Error& e) {
             fail(fmt::format("{}: {} (variables: {})", where, e.what(), list_vars(b.vars)));
           }
@@ -178,21 +133,7 @@ class HostProgram final : public Program {
     // Addresses last: the value vectors no longer move.
     for (auto& bc : calls_)
       for (auto& v : bc.values) bc.addrs.push_back(&v);
-    if (!process_) return;
-    // Over there a tensor or scratch argument is that process's mapping of the block.
-    std::vector<WireCall> wire;
-    for (std::size_t c = 0; c < calls_.size(); ++c) {
-      BoundCall& bc = calls_[c];
-      const HostCall& call = body->calls[c];
-      for (std::size_t i = 0; i < bc.values.size(); ++i) {
-        WireArg a;
-        if (call.args[i].kind == HostArg::Kind::value) std::memcpy(&a.value, &bc.values[i], sizeof a.value);
-        else a.block = bc.values[i].ptr;
-        bc.wire.args.push_back(a);
-      }
-      wire.push_back(bc.wire);
-    }
-    process_->bind(wire);
+    if (process_) bind_in_process(*body);
   }
 
   void launch() override {
@@ -237,6 +178,81 @@ class HostProgram final : public Program {
   }
 
  private:
+  // The plan's scratch buffers for this binding, guarded and labelled.
+  std::map<std::string, Buffer> allocate_scratch(const HostPlanBody& body, const util::Vars& vars) {
+    std::map<std::string, Buffer> by_name;
+    for (const auto& s : body.scratch) {
+      std::int64_t bytes = 0;
+      try {
+        if (!s.bytes.empty()) {
+          bytes = s.bytes.eval_int(vars);
+        } else {
+          bytes = static_cast<std::int64_t>(dtype_size(s.dtype));
+          for (std::size_t d = 0; d < s.shape.size(); ++d) {
+            const std::int64_t n = s.shape[d].eval_int(vars);
+            if (n < 0)
+              fail(fmt::format("call plan: scratch \"{}\": shape[{}] = {} is negative (variables: {})", s.name, d,
+                               n, list_vars(vars)));
+            if (__builtin_mul_overflow(bytes, n, &bytes))
+              fail(fmt::format("call plan: scratch \"{}\": its size overflows 64 bits at shape[{}] (variables: {})",
+                               s.name, d, list_vars(vars)));
+          }
+        }
+      } catch (const Error& e) {
+        fail(fmt::format("call plan: scratch \"{}\": {} (variables: {})", s.name, e.what(), list_vars(vars)));
+      }
+      if (bytes < 0 || bytes > (std::int64_t{1} << 40))
+        fail(fmt::format("call plan: scratch \"{}\" has an invalid size of {} bytes", s.name, bytes));
+      void* p = guarded_alloc(static_cast<std::size_t>(bytes));
+      set_guard_label(p, fmt::format("scratch \"{}\"", s.name));
+      Buffer buf{reinterpret_cast<std::uint64_t>(p), static_cast<std::size_t>(bytes)};
+      scratch_.push_back(buf);
+      by_name[s.name] = buf;
+    }
+    return by_name;
+  }
+
+  // A value argument in its own type, as its shim reads it.
+  ArgValue value_of(const HostArg& a, const util::Vars& vars, const util::RealVars& reals, const std::string& where) {
+    ArgValue v{};
+    auto small_int = [&](std::int64_t lo, std::int64_t hi, const char* type) {
+      std::int64_t x = a.expr.eval_int(vars, reals);
+      if (x < lo || x > hi) fail(fmt::format("{}: value {} does not fit in {}", where, x, type));
+      return x;
+    };
+    switch (a.dtype) {
+      case DType::f32: v.f32 = static_cast<float>(a.expr.eval_double(vars, reals)); break;
+      case DType::f64: v.f64 = a.expr.eval_double(vars, reals); break;
+      case DType::i32:
+        v.i32 = static_cast<std::int32_t>(
+            small_int(std::numeric_limits<std::int32_t>::min(), std::numeric_limits<std::int32_t>::max(), "i32"));
+        break;
+      case DType::i16: v.i16 = static_cast<std::int16_t>(small_int(-32768, 32767, "i16")); break;
+      case DType::i8: v.i8 = static_cast<std::int8_t>(small_int(-128, 127, "i8")); break;
+      case DType::u8: v.u8 = static_cast<std::uint8_t>(small_int(0, 255, "u8")); break;
+      case DType::boolean: v.b = a.expr.eval_double(vars, reals) != 0.0; break;
+      default: v.i64 = a.expr.eval_int(vars, reals); break;
+    }
+    return v;
+  }
+
+  // Over there a tensor or scratch argument is that process's mapping of the block.
+  void bind_in_process(const HostPlanBody& body) {
+    std::vector<WireCall> wire;
+    for (std::size_t c = 0; c < calls_.size(); ++c) {
+      BoundCall& bc = calls_[c];
+      const HostCall& call = body.calls[c];
+      for (std::size_t i = 0; i < bc.values.size(); ++i) {
+        WireArg a;
+        if (call.args[i].kind == HostArg::Kind::value) std::memcpy(&a.value, &bc.values[i], sizeof a.value);
+        else a.block = bc.values[i].ptr;
+        bc.wire.args.push_back(a);
+      }
+      wire.push_back(bc.wire);
+    }
+    process_->bind(wire);
+  }
+
   void release_scratch() {
     for (const auto& s : scratch_) guarded_free(s.host_ptr());
     scratch_.clear();

@@ -180,69 +180,145 @@ void check_python_convention(const TaskSpec& t) {
 
 }  // namespace
 
+namespace {
+
+// Parts of TaskSpec::validate, each naming the first problem it finds.
+void check_tensors(const TaskSpec& spec, const std::set<std::string>& dim_set) {
+  std::set<std::string> names;
+  bool has_output = false;
+  for (const auto& t : spec.tensors) {
+    if (t.name.empty()) invalid(spec, "a tensor has an empty name");
+    if (!names.insert(t.name).second) invalid(spec, fmt::format("tensor \"{}\" is declared twice", t.name));
+    if (dim_set.count(t.name)) invalid(spec, fmt::format("tensor \"{}\" has the name of a dimension", t.name));
+    has_output = has_output || t.is_output;
+    if (t.scalar) {
+      if (t.is_output) invalid(spec, fmt::format("output \"{}\" cannot be a scalar (\"shape\": null)", t.name));
+      if (t.dtype == DType::f16 || t.dtype == DType::bf16 || t.dtype == DType::f8e4m3 || t.dtype == DType::f8e5m2)
+        invalid(spec, fmt::format("scalar \"{}\" must be f32, f64, an integer type or bool, not {}", t.name,
+                                   to_string(t.dtype)));
+      if (t.dist.structured())
+        invalid(spec, fmt::format("scalar \"{}\" cannot use the \"{}\" distribution", t.name, to_string(t.dist.kind)));
+    }
+    if (!t.is_output && t.dist.structured() && dtype_is_float(t.dtype))
+      invalid(spec, fmt::format("tensor \"{}\": the \"{}\" distribution needs an integer dtype, not {}", t.name,
+                                 to_string(t.dist.kind), to_string(t.dtype)));
+    for (const auto& s : t.shape) check_expr(spec, fmt::format("tensor \"{}\" shape", t.name), s, dim_set);
+    if (!t.is_output) {
+      check_expr(spec, fmt::format("tensor \"{}\" distribution", t.name), t.dist.p0, dim_set);
+      check_expr(spec, fmt::format("tensor \"{}\" distribution", t.name), t.dist.p1, dim_set);
+    }
+  }
+  if (!has_output) invalid(spec, "no tensor has role \"output\"");
+}
+
+void check_workloads(const TaskSpec& spec, const std::set<std::string>& dim_set) {
+  if (spec.workloads.empty()) invalid(spec, "no workloads");
+  std::set<std::string> wnames;
+  for (const auto& w : spec.workloads) {
+    if (!wnames.insert(w.name).second) invalid(spec, fmt::format("workload \"{}\" is declared twice", w.name));
+    for (const auto& d : spec.dims)
+      if (!w.dims.count(d)) invalid(spec, fmt::format("workload \"{}\" does not set dimension \"{}\"", w.name, d));
+    for (const auto& [k, v] : w.dims) {
+      if (!dim_set.count(k)) invalid(spec, fmt::format("workload \"{}\" sets unknown dimension \"{}\"", w.name, k));
+      if (v <= 0) invalid(spec, fmt::format("workload \"{}\": dimension \"{}\" must be positive, is {}", w.name, k, v));
+    }
+    for (const auto& [k, d] : w.dist_overrides) {
+      const TensorSpec* t = spec.find_tensor(k);
+      if (!t) invalid(spec, fmt::format("workload \"{}\" overrides the distribution of unknown tensor \"{}\"", w.name, k));
+      if (t->is_output) invalid(spec, fmt::format("workload \"{}\" overrides the distribution of output \"{}\"", w.name, k));
+      check_expr(spec, fmt::format("workload \"{}\" distribution of \"{}\"", w.name, k), d.p0, dim_set);
+      check_expr(spec, fmt::format("workload \"{}\" distribution of \"{}\"", w.name, k), d.p1, dim_set);
+      if (d.structured() && (t->scalar || dtype_is_float(t->dtype)))
+        invalid(spec, fmt::format("workload \"{}\": \"{}\" cannot use the \"{}\" distribution (it needs an "
+                                   "integer tensor)", w.name, k, to_string(d.kind)));
+    }
+    for (const auto& [k, d] : w.data) {
+      const TensorSpec* t = spec.find_tensor(k);
+      if (!t) invalid(spec, fmt::format("workload \"{}\" gives data for unknown tensor \"{}\"", w.name, k));
+      if (t->is_output) invalid(spec, fmt::format("workload \"{}\" gives data for output \"{}\"", w.name, k));
+      if (t->scalar)
+        invalid(spec, fmt::format("workload \"{}\" gives data for scalar \"{}\"; set a scalar with a constant "
+                                   "distribution, e.g. \"dist\": {{\"{}\": {{\"kind\": \"constant\", \"value\": ...}}}}",
+                                   w.name, k, k));
+      if (d.from_file() && d.key.empty())
+        invalid(spec, fmt::format("workload \"{}\": data of \"{}\" names a file but no \"key\"", w.name, k));
+    }
+  }
+}
+
+void check_references(const TaskSpec& spec) {
+  for (auto lang : spec.languages) {
+    // A Python candidate is checked against the reference of the backend it
+    // runs on: the CUDA one on the GPU, the C++ one on the CPU.
+    const bool found = lang == Language::python   ? spec.references.count(Language::cuda) || spec.references.count(Language::cpp)
+                       : lang == Language::triton ? spec.references.count(Language::cuda) > 0
+                                                  : spec.references.count(lang) > 0;
+    if (!found && spec.oracle.is_null())
+      invalid(spec, fmt::format("no reference solution for language \"{}\"{}", to_string(lang),
+                                 language_is_python(lang) ? " (Python candidates are checked against the cuda "
+                                                            "reference on the GPU, the cpp one on the CPU)"
+                                                          : ""));
+  }
+  for (const auto& [lang, ref] : spec.references)
+    if (language_is_python(lang))
+      invalid(spec, fmt::format("a reference in {} is not supported: references are cuda or cpp solutions",
+                                 to_string(lang)));
+  if (!spec.python.is_null()) check_python_convention(spec);
+  for (const auto& [lang, ref] : spec.references)
+    if (ref.language != lang)
+      invalid(spec, fmt::format("the reference for \"{}\" is written in \"{}\"", to_string(lang),
+                                 to_string(ref.language)));
+  for (const auto& [lang, ref] : spec.references)
+    check_solution(spec, ref, fmt::format("the {} reference", to_string(lang)));
+  for (const auto& [lang, b] : spec.baselines) {
+    if (b.language != lang)
+      invalid(spec, fmt::format("the baseline for \"{}\" is written in \"{}\"", to_string(lang), to_string(b.language)));
+    check_solution(spec, b, fmt::format("the {} baseline", to_string(lang)));
+  }
+}
+
+void check_baselines_and_seeds(const TaskSpec& spec) {
+  if (spec.score == ScoreMode::vs_baseline && spec.baselines.empty() && spec.baseline_latencies.is_null())
+    invalid(spec, "\"score\": \"vs_baseline\" needs a baseline solution (\"baselines\") or baseline latencies "
+                   "(\"baseline_latencies\")");
+  if (!spec.baseline_latencies.is_null()) {
+    if (!spec.baseline_latencies.is_object()) invalid(spec, "\"baseline_latencies\" must map hardware names to objects");
+    for (const auto& [hw, per] : spec.baseline_latencies.as_object()) {
+      if (!per.is_object()) invalid(spec, fmt::format("baseline_latencies[\"{}\"] must map workloads to ms", hw));
+      for (const auto& [w, ms] : per.as_object())
+        if (!ms.is_number() || !(ms.as_number() > 0) || !spec.find_workload(w))
+          invalid(spec, fmt::format("baseline_latencies[\"{}\"][\"{}\"] must be a positive latency of a workload "
+                                     "of the task", hw, w));
+    }
+  }
+  for (std::size_t i = 0; i < spec.starting_points.size(); ++i) {
+    const Solution& sp = spec.starting_points[i];
+    check_solution(spec, sp, sp.name.empty() ? fmt::format("starting point {}", i + 1)
+                                                     : fmt::format("starting point \"{}\"", sp.name));
+  }
+  std::set<std::string> weakened_names;
+  for (std::size_t i = 0; i < spec.weakened_references.size(); ++i) {
+    const Solution& s = spec.weakened_references[i];
+    const std::string what = fmt::format("weakened reference \"{}\"", s.name);
+    if (s.name.empty()) invalid(spec, fmt::format("weakened_references[{}] has no \"name\"", i));
+    if (!weakened_names.insert(s.name).second) invalid(spec, what + " is declared twice");
+    if (std::find(spec.languages.begin(), spec.languages.end(), s.language) == spec.languages.end())
+      invalid(spec, fmt::format("{} is written in {}, which the task does not list in \"languages\"", what,
+                                 to_string(s.language)));
+    check_solution(spec, s, what);
+  }
+}
+
+}  // namespace
+
 void TaskSpec::validate() const {
   if (name.empty()) throw Error(Status::invalid_argument, "task: \"name\" is empty");
   if (languages.empty()) invalid(*this, "no languages (expected \"cuda\" and/or \"cpp\")");
   std::set<std::string> dim_set(dims.begin(), dims.end());
   if (dim_set.size() != dims.size()) invalid(*this, "dimension names repeat");
   if (tensors.empty()) invalid(*this, "no tensors");
-  std::set<std::string> names;
-  bool has_output = false;
-  for (const auto& t : tensors) {
-    if (t.name.empty()) invalid(*this, "a tensor has an empty name");
-    if (!names.insert(t.name).second) invalid(*this, fmt::format("tensor \"{}\" is declared twice", t.name));
-    if (dim_set.count(t.name)) invalid(*this, fmt::format("tensor \"{}\" has the name of a dimension", t.name));
-    has_output = has_output || t.is_output;
-    if (t.scalar) {
-      if (t.is_output) invalid(*this, fmt::format("output \"{}\" cannot be a scalar (\"shape\": null)", t.name));
-      if (t.dtype == DType::f16 || t.dtype == DType::bf16 || t.dtype == DType::f8e4m3 || t.dtype == DType::f8e5m2)
-        invalid(*this, fmt::format("scalar \"{}\" must be f32, f64, an integer type or bool, not {}", t.name,
-                                   to_string(t.dtype)));
-      if (t.dist.structured())
-        invalid(*this, fmt::format("scalar \"{}\" cannot use the \"{}\" distribution", t.name, to_string(t.dist.kind)));
-    }
-    if (!t.is_output && t.dist.structured() && dtype_is_float(t.dtype))
-      invalid(*this, fmt::format("tensor \"{}\": the \"{}\" distribution needs an integer dtype, not {}", t.name,
-                                 to_string(t.dist.kind), to_string(t.dtype)));
-    for (const auto& s : t.shape) check_expr(*this, fmt::format("tensor \"{}\" shape", t.name), s, dim_set);
-    if (!t.is_output) {
-      check_expr(*this, fmt::format("tensor \"{}\" distribution", t.name), t.dist.p0, dim_set);
-      check_expr(*this, fmt::format("tensor \"{}\" distribution", t.name), t.dist.p1, dim_set);
-    }
-  }
-  if (!has_output) invalid(*this, "no tensor has role \"output\"");
-  if (workloads.empty()) invalid(*this, "no workloads");
-  std::set<std::string> wnames;
-  for (const auto& w : workloads) {
-    if (!wnames.insert(w.name).second) invalid(*this, fmt::format("workload \"{}\" is declared twice", w.name));
-    for (const auto& d : dims)
-      if (!w.dims.count(d)) invalid(*this, fmt::format("workload \"{}\" does not set dimension \"{}\"", w.name, d));
-    for (const auto& [k, v] : w.dims) {
-      if (!dim_set.count(k)) invalid(*this, fmt::format("workload \"{}\" sets unknown dimension \"{}\"", w.name, k));
-      if (v <= 0) invalid(*this, fmt::format("workload \"{}\": dimension \"{}\" must be positive, is {}", w.name, k, v));
-    }
-    for (const auto& [k, d] : w.dist_overrides) {
-      const TensorSpec* t = find_tensor(k);
-      if (!t) invalid(*this, fmt::format("workload \"{}\" overrides the distribution of unknown tensor \"{}\"", w.name, k));
-      if (t->is_output) invalid(*this, fmt::format("workload \"{}\" overrides the distribution of output \"{}\"", w.name, k));
-      check_expr(*this, fmt::format("workload \"{}\" distribution of \"{}\"", w.name, k), d.p0, dim_set);
-      check_expr(*this, fmt::format("workload \"{}\" distribution of \"{}\"", w.name, k), d.p1, dim_set);
-      if (d.structured() && (t->scalar || dtype_is_float(t->dtype)))
-        invalid(*this, fmt::format("workload \"{}\": \"{}\" cannot use the \"{}\" distribution (it needs an "
-                                   "integer tensor)", w.name, k, to_string(d.kind)));
-    }
-    for (const auto& [k, d] : w.data) {
-      const TensorSpec* t = find_tensor(k);
-      if (!t) invalid(*this, fmt::format("workload \"{}\" gives data for unknown tensor \"{}\"", w.name, k));
-      if (t->is_output) invalid(*this, fmt::format("workload \"{}\" gives data for output \"{}\"", w.name, k));
-      if (t->scalar)
-        invalid(*this, fmt::format("workload \"{}\" gives data for scalar \"{}\"; set a scalar with a constant "
-                                   "distribution, e.g. \"dist\": {{\"{}\": {{\"kind\": \"constant\", \"value\": ...}}}}",
-                                   w.name, k, k));
-      if (d.from_file() && d.key.empty())
-        invalid(*this, fmt::format("workload \"{}\": data of \"{}\" names a file but no \"key\"", w.name, k));
-    }
-  }
+  check_tensors(*this, dim_set);
+  check_workloads(*this, dim_set);
   if (benchmark_workloads().empty()) invalid(*this, "no workload has \"benchmark\": true");
   std::set<std::string> feedback;
   for (const auto& f : feedback_workloads) {
@@ -258,63 +334,8 @@ void TaskSpec::validate() const {
     for (std::size_t i = 0; ok && i < argv->size(); ++i) ok = (*argv)[i].is_string();
     if (!ok) invalid(*this, "\"oracle\" must be an object with \"argv\": a non-empty array of strings");
   }
-  for (auto lang : languages) {
-    // A Python candidate is checked against the reference of the backend it
-    // runs on: the CUDA one on the GPU, the C++ one on the CPU.
-    const bool found = lang == Language::python   ? references.count(Language::cuda) || references.count(Language::cpp)
-                       : lang == Language::triton ? references.count(Language::cuda) > 0
-                                                  : references.count(lang) > 0;
-    if (!found && oracle.is_null())
-      invalid(*this, fmt::format("no reference solution for language \"{}\"{}", to_string(lang),
-                                 language_is_python(lang) ? " (Python candidates are checked against the cuda "
-                                                            "reference on the GPU, the cpp one on the CPU)"
-                                                          : ""));
-  }
-  for (const auto& [lang, ref] : references)
-    if (language_is_python(lang))
-      invalid(*this, fmt::format("a reference in {} is not supported: references are cuda or cpp solutions",
-                                 to_string(lang)));
-  if (!python.is_null()) check_python_convention(*this);
-  for (const auto& [lang, ref] : references)
-    if (ref.language != lang)
-      invalid(*this, fmt::format("the reference for \"{}\" is written in \"{}\"", to_string(lang),
-                                 to_string(ref.language)));
-  for (const auto& [lang, ref] : references)
-    check_solution(*this, ref, fmt::format("the {} reference", to_string(lang)));
-  for (const auto& [lang, b] : baselines) {
-    if (b.language != lang)
-      invalid(*this, fmt::format("the baseline for \"{}\" is written in \"{}\"", to_string(lang), to_string(b.language)));
-    check_solution(*this, b, fmt::format("the {} baseline", to_string(lang)));
-  }
-  if (score == ScoreMode::vs_baseline && baselines.empty() && baseline_latencies.is_null())
-    invalid(*this, "\"score\": \"vs_baseline\" needs a baseline solution (\"baselines\") or baseline latencies "
-                   "(\"baseline_latencies\")");
-  if (!baseline_latencies.is_null()) {
-    if (!baseline_latencies.is_object()) invalid(*this, "\"baseline_latencies\" must map hardware names to objects");
-    for (const auto& [hw, per] : baseline_latencies.as_object()) {
-      if (!per.is_object()) invalid(*this, fmt::format("baseline_latencies[\"{}\"] must map workloads to ms", hw));
-      for (const auto& [w, ms] : per.as_object())
-        if (!ms.is_number() || !(ms.as_number() > 0) || !find_workload(w))
-          invalid(*this, fmt::format("baseline_latencies[\"{}\"][\"{}\"] must be a positive latency of a workload "
-                                     "of the task", hw, w));
-    }
-  }
-  for (std::size_t i = 0; i < starting_points.size(); ++i) {
-    const Solution& sp = starting_points[i];
-    check_solution(*this, sp, sp.name.empty() ? fmt::format("starting point {}", i + 1)
-                                                     : fmt::format("starting point \"{}\"", sp.name));
-  }
-  std::set<std::string> weakened_names;
-  for (std::size_t i = 0; i < weakened_references.size(); ++i) {
-    const Solution& s = weakened_references[i];
-    const std::string what = fmt::format("weakened reference \"{}\"", s.name);
-    if (s.name.empty()) invalid(*this, fmt::format("weakened_references[{}] has no \"name\"", i));
-    if (!weakened_names.insert(s.name).second) invalid(*this, what + " is declared twice");
-    if (std::find(languages.begin(), languages.end(), s.language) == languages.end())
-      invalid(*this, fmt::format("{} is written in {}, which the task does not list in \"languages\"", what,
-                                 to_string(s.language)));
-    check_solution(*this, s, what);
-  }
+  check_references(*this);
+  check_baselines_and_seeds(*this);
 }
 
 Json TaskSpec::to_json() const {

@@ -89,6 +89,51 @@ Json build_json(const Solution& sol, const PreparedSolution::Build& b, const std
                     {"kernels", kernels}});
 }
 
+#if KS_HAVE_CUDA_BACKEND
+// The build that shapes outside the task's workloads run: the solution's
+// default parameter values, when they are admissible (checked per shape at
+// run time); compiled and added when no workload used them. -1, and why in
+// `note`, where there is none.
+int add_default_build(const TaskSpec& task, PreparedSolution& p, const EvalOptions& eo, const std::string& arch,
+                      const std::string& cache_dir, eval::cuda::CudaCompiler& compiler, std::string& note) {
+  try {
+    const util::Vars defaults = core::resolve_param_values(p.solution.params, "", {});
+    for (std::size_t i = 0; i < p.builds.size(); ++i)
+      if (p.builds[i].params == defaults) return static_cast<int>(i);
+    CompileRequest req = eval::make_compile_request(task, p.solution, defaults, eo, arch, cache_dir);
+    try {
+      p.builds.push_back({defaults, compiler.compile(req)});
+      return static_cast<int>(p.builds.size()) - 1;
+    } catch (const CompileError& e) {
+      note = fmt::format("the default parameter values do not compile ({}); only the task's workload shapes can run",
+                         e.what());
+    }
+  } catch (const Error& e) {
+    note = fmt::format("no default parameter values ({}); only the task's workload shapes can run", e.what());
+  }
+  return -1;
+}
+
+// Each workload's shape, the build it runs, and its scalar inputs' values
+// as the evaluation passed them.
+Json workloads_json(const TaskSpec& task, const PreparedSolution& p) {
+  Json workloads = Json::array();
+  for (const auto& w : task.workloads) {
+    Json dims = Json::object();
+    for (const auto& [k, v] : w.dims) dims[k] = v;
+    Json wj = Json::obj({{"name", w.name}, {"dims", dims}, {"build", p.workload_build.at(w.name)}});
+    const auto scalars = core::scalar_values(task, w);
+    if (!scalars.empty()) {
+      Json sj = Json::object();
+      for (const auto& [k, v] : scalars) sj[k] = v;
+      wj["scalars"] = sj;
+    }
+    workloads.push_back(std::move(wj));
+  }
+  return workloads;
+}
+#endif
+
 }  // namespace
 #endif
 
@@ -147,28 +192,8 @@ Json make_bundle(const TaskSpec& task, const Solution& solution, const BundleOpt
     throw Error(Status::compile, fmt::format("the solution does not compile for {}: {}", o.arch, failed->log));
   PreparedSolution p = std::get<PreparedSolution>(std::move(prepared));
 
-  // Shapes outside the task's workloads run the solution's default values,
-  // when they are admissible (checked per shape at run time).
-  int default_build = -1;
   std::string default_note;
-  try {
-    const util::Vars defaults = core::resolve_param_values(sol.params, "", {});
-    for (std::size_t i = 0; i < p.builds.size(); ++i)
-      if (p.builds[i].params == defaults) default_build = static_cast<int>(i);
-    if (default_build < 0) {
-      CompileRequest req = eval::make_compile_request(task, p.solution, defaults, eo, o.arch, cache_dir);
-      try {
-        p.builds.push_back({defaults, compiler.compile(req)});
-        default_build = static_cast<int>(p.builds.size()) - 1;
-      } catch (const CompileError& e) {
-        default_note = fmt::format("the default parameter values do not compile ({}); only the task's workload "
-                                   "shapes can run",
-                                   e.what());
-      }
-    }
-  } catch (const Error& e) {
-    default_note = fmt::format("no default parameter values ({}); only the task's workload shapes can run", e.what());
-  }
+  const int default_build = add_default_build(task, p, eo, o.arch, cache_dir, compiler, default_note);
 
   const std::vector<std::string> name_exprs = eval::cuda::name_expressions_of(&plan);
   Json builds = Json::array();
@@ -185,20 +210,7 @@ Json make_bundle(const TaskSpec& task, const Solution& solution, const BundleOpt
   }
   if (notes && !default_note.empty()) notes->push_back(default_note);
 
-  Json workloads = Json::array();
-  for (const auto& w : task.workloads) {
-    Json dims = Json::object();
-    for (const auto& [k, v] : w.dims) dims[k] = v;
-    Json wj = Json::obj({{"name", w.name}, {"dims", dims}, {"build", p.workload_build.at(w.name)}});
-    // The scalar inputs' values on the workload, as the evaluation passed them.
-    const auto scalars = core::scalar_values(task, w);
-    if (!scalars.empty()) {
-      Json sj = Json::object();
-      for (const auto& [k, v] : scalars) sj[k] = v;
-      wj["scalars"] = sj;
-    }
-    workloads.push_back(std::move(wj));
-  }
+  const Json workloads = workloads_json(task, p);
   Json constraints = Json::array();
   const core::ParamSpace space(sol.params);
   for (const auto& c : space.constraints()) constraints.push_back(c.text());

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 
 #include "eval/cuda/cuda_api.hpp"
 #include "eval/include_check.hpp"
@@ -452,6 +453,73 @@ CudaCompiler::Outcome CudaCompiler::run_nvrtc(const ProgramSource& src,
   return out;
 }
 
+namespace {
+
+// The cache key: everything that changes the cubin.
+std::string cache_key(const NvrtcApi& api, const std::string& arch, const std::vector<std::string>& options,
+                      const ProgramSource& src, const std::vector<std::string>& name_exprs) {
+  util::Sha256 h;
+  hash_field(h, kCacheFormat);
+  hash_field(h, api.version_string());
+  hash_field(h, arch);
+  for (const auto& o : options) hash_field(h, o);
+  hash_field(h, src.name);
+  hash_field(h, src.text);
+  for (const auto& [name, text] : src.headers) {
+    hash_field(h, name);
+    hash_field(h, text);
+  }
+  for (const auto& e : name_exprs) hash_field(h, "name-expression:" + e);
+  return h.hex_digest();
+}
+
+// A complete cache entry into `art` and `cubin` (the metadata is written
+// last, so its presence marks one); a remembered failure is returned, to be
+// thrown. An unreadable entry is compiled again.
+std::optional<CompileError> read_cache(const fs::path& meta_path, const fs::path& cubin_path, const fs::path& fail_path,
+                                       Artifact& art, std::string& cubin) {
+  std::error_code ec;
+  if (fs::exists(meta_path, ec) && fs::exists(cubin_path, ec)) {
+    try {
+      Json meta = Json::parse(util::read_file(meta_path));
+      cubin = util::read_file(cubin_path);
+      art.log = meta.get_string("log");
+      if (const Json* ln = meta.find("lowered_names"); ln && ln->is_object())
+        for (const auto& [k, v] : ln->as_object()) art.lowered_names[k] = v.as_string();
+      art.cache_hit = true;
+    } catch (const Error&) {
+      cubin.clear();  // unreadable entry: compile again and overwrite it
+    }
+  } else if (fs::exists(fail_path, ec)) {
+    try {
+      Json fail = Json::parse(util::read_file(fail_path));
+      return CompileError(fail.get_string("error"), fail.get_string("log"));
+    } catch (const Error&) {
+      // unreadable entry: compile again
+    }
+  }
+  return std::nullopt;
+}
+
+// The module's kernels into `art`, and the plan checked against them:
+// every plan name recorded with the symbol it leads to, so a run worker
+// needs no lookup rules.
+void check_module(const std::string& cubin, const LaunchPlan* plan, Artifact& art) {
+  std::vector<CubinKernel> kernels = inspect_cubin(cubin);
+  for (const auto& k : kernels) art.kernels.push_back(k.symbol);
+  if (!plan) return;
+  KernelCatalog cat = module_catalog(kernels, art.lowered_names);
+  for (const auto& name : plan->kernel_names())
+    if (const KernelDesc* d = cat.find(name)) art.lowered_names[name] = d->symbol;
+  try {
+    check_plan_against_module(*plan, cat);
+  } catch (const Error& e) {
+    throw CompileError(e.what(), art.log.empty() ? std::string(e.what()) : std::string(e.what()) + "\n\n" + art.log);
+  }
+}
+
+}  // namespace
+
 Artifact CudaCompiler::compile(const CompileRequest& request) {
   const auto t0 = Clock::now();
   const Solution& sol = request.solution;
@@ -483,19 +551,7 @@ Artifact CudaCompiler::compile(const CompileRequest& request) {
   const std::vector<std::string> name_exprs = name_expressions_of(plan ? &*plan : nullptr);
   const NvrtcApi& api = nvrtc();
 
-  util::Sha256 h;
-  hash_field(h, kCacheFormat);
-  hash_field(h, api.version_string());
-  hash_field(h, arch);
-  for (const auto& o : options) hash_field(h, o);
-  hash_field(h, src.name);
-  hash_field(h, src.text);
-  for (const auto& [name, text] : src.headers) {
-    hash_field(h, name);
-    hash_field(h, text);
-  }
-  for (const auto& e : name_exprs) hash_field(h, "name-expression:" + e);
-  const std::string key = h.hex_digest();
+  const std::string key = cache_key(api, arch, options, src, name_exprs);
 
   const std::string cache_dir = cache_dir_for(request);
   const fs::path dir = fs::path(cache_dir) / arch / key.substr(0, 2);
@@ -507,27 +563,9 @@ Artifact CudaCompiler::compile(const CompileRequest& request) {
   art.language = Language::cuda;
   art.path = cubin_path.string();
   std::string cubin;
-  std::error_code ec;
-  // The metadata is written last, so its presence marks a complete entry.
-  if (fs::exists(meta_path, ec) && fs::exists(cubin_path, ec)) {
-    try {
-      Json meta = Json::parse(util::read_file(meta_path));
-      cubin = util::read_file(cubin_path);
-      art.log = meta.get_string("log");
-      if (const Json* ln = meta.find("lowered_names"); ln && ln->is_object())
-        for (const auto& [k, v] : ln->as_object()) art.lowered_names[k] = v.as_string();
-      art.cache_hit = true;
-    } catch (const Error&) {
-      cubin.clear();  // unreadable entry: compile again and overwrite it
-    }
-  } else if (fs::exists(fail_path, ec)) {
-    try {
-      Json fail = Json::parse(util::read_file(fail_path));
-      ++cache_hits_;
-      throw CompileError(fail.get_string("error"), fail.get_string("log"));
-    } catch (const Error&) {
-      // unreadable entry: compile again
-    }
+  if (const std::optional<CompileError> failed = read_cache(meta_path, cubin_path, fail_path, art, cubin)) {
+    ++cache_hits_;
+    throw *failed;
   }
   if (art.cache_hit) {
     ++cache_hits_;
@@ -565,20 +603,7 @@ Artifact CudaCompiler::compile(const CompileRequest& request) {
     }
   }
 
-  std::vector<CubinKernel> kernels = inspect_cubin(cubin);
-  for (const auto& k : kernels) art.kernels.push_back(k.symbol);
-  if (plan) {
-    KernelCatalog cat = module_catalog(kernels, art.lowered_names);
-    // Record where every plan name leads, so a run worker needs no lookup rules.
-    for (const auto& name : plan->kernel_names())
-      if (const KernelDesc* d = cat.find(name)) art.lowered_names[name] = d->symbol;
-    try {
-      check_plan_against_module(*plan, cat);
-    } catch (const Error& e) {
-      throw CompileError(e.what(), art.log.empty() ? std::string(e.what())
-                                                   : std::string(e.what()) + "\n\n" + art.log);
-    }
-  }
+  check_module(cubin, plan ? &*plan : nullptr, art);
   art.compile_s = seconds_since(t0);
   return art;
 }

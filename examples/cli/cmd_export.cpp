@@ -74,7 +74,12 @@ int cmd_export(int argc, char** argv) {
   if (a.has("kernelbench")) ::setenv("KSEARCH_KERNELBENCH", a.get("kernelbench").c_str(), 1);
 
   ExportOptions o;
-  o.format = a.get("format");
+  try {
+    o.format = parse_export_format(a.get("format"));
+  } catch (const Error& e) {
+    std::fprintf(stderr, "ksearch export: %s\n", e.what());
+    return 2;
+  }
   o.author = a.get("author", o.author);
   o.name = a.get("name");
   o.target_hardware = a.get_all("target-hardware");
@@ -142,7 +147,7 @@ int cmd_export(int argc, char** argv) {
       language_is_python(solution.language)
           ? std::string("a ") + to_string(solution.language) + " module"
           : fmt::format("for {} (NVRTC {})", o.arch, r.manifest["nvrtc"].get_string("version"));
-  std::fprintf(info, "ksearch export: %s: %s export of \"%s\" on %s, %s\n", out.c_str(), o.format.c_str(),
+  std::fprintf(info, "ksearch export: %s: %s export of \"%s\" on %s, %s\n", out.c_str(), to_string(o.format),
                solution.name.empty() ? solution.id.c_str() : solution.name.c_str(), task->name().c_str(),
                built.c_str());
   for (const auto& n : r.notes) std::fprintf(info, "  %s\n", n.c_str());

@@ -14,15 +14,16 @@
 #include "ksearch/export.h"
 #include "ksearch/json.hpp"
 #include "ksearch/task.hpp"
+#include "ksearch/vocabulary.hpp"
 
 KS_NAMESPACE_BEGIN
 
 struct KS_API ExportOptions {
-  // "gpumode" (submission.py with custom_kernel(data); gpumode/trimul),
-  // "kernelbench" (a ModelNew module), "flashinfer" (a Solution JSON whose
-  // python entry point runs in destination-passing style) or "bundle" (the
+  // gpumode (submission.py with custom_kernel(data); gpumode/trimul),
+  // kernelbench (a ModelNew module), flashinfer (a Solution JSON whose
+  // python entry point runs in destination-passing style) or bundle (the
   // manifest JSON itself: cubins, plan, tensors, NVRTC version and options).
-  std::string format;
+  ExportFormat format = ExportFormat::bundle;
   std::string arch = "sm_90a";             // NVRTC target of the embedded cubins
   std::filesystem::path cache_dir;         // the evaluator's cache (EvaluatorConfig::cache_dir); empty = default
   std::vector<std::string> extra_compile_flags;  // EvalOptions::extra_compile_flags of the evaluation

@@ -48,12 +48,18 @@ enum class LlmSource { openai = 0, offline = 1, replay = 2, command = 3, custom 
 // model; a run folder's replay only). docs/search.md, "Replay".
 enum class ReplayDivergence { stop = 0, skip = 1, live = 2 };
 
+// What `ksearch export` writes (--format; ExportOptions::format;
+// docs/export.md): a GPUMode submission, a KernelBench ModelNew, a
+// FlashInfer-Bench Solution, or the bundle manifest itself.
+enum class ExportFormat { gpumode = 0, kernelbench = 1, flashinfer = 2, bundle = 3 };
+
 KS_API const char* to_string(StrategyKind v);
 KS_API const char* to_string(EvalBackend v);
 KS_API const char* to_string(SandboxMode v);
 KS_API const char* to_string(TimingMode v);
 KS_API const char* to_string(LlmSource v);
 KS_API const char* to_string(ReplayDivergence v);
+KS_API const char* to_string(ExportFormat v);
 
 KS_API std::optional<StrategyKind> strategy_kind_from_string(std::string_view s);
 KS_API std::optional<EvalBackend> backend_from_string(std::string_view s);
@@ -61,6 +67,7 @@ KS_API std::optional<SandboxMode> sandbox_mode_from_string(std::string_view s);
 KS_API std::optional<TimingMode> timing_mode_from_string(std::string_view s);
 KS_API std::optional<LlmSource> llm_source_from_string(std::string_view s);
 KS_API std::optional<ReplayDivergence> replay_divergence_from_string(std::string_view s);
+KS_API std::optional<ExportFormat> export_format_from_string(std::string_view s);
 
 // `what` names the setting in the message: unknown strategy "x" (known:
 // world_model, greedy, evolve, tune).
@@ -70,5 +77,6 @@ KS_API SandboxMode parse_sandbox_mode(std::string_view s, std::string_view what 
 KS_API TimingMode parse_timing_mode(std::string_view s, std::string_view what = "timing");
 KS_API LlmSource parse_llm_source(std::string_view s, std::string_view what = "LLM kind");
 KS_API ReplayDivergence parse_replay_divergence(std::string_view s, std::string_view what = "on_divergence");
+KS_API ExportFormat parse_export_format(std::string_view s, std::string_view what = "export format");
 
 KS_NAMESPACE_END

@@ -33,6 +33,10 @@ constexpr Named<LlmSource> kLlmSources[] = {{LlmSource::openai, "openai"},
                                             {LlmSource::custom, "custom"}};
 constexpr Named<ReplayDivergence> kDivergences[] = {
     {ReplayDivergence::stop, "stop"}, {ReplayDivergence::skip, "skip"}, {ReplayDivergence::live, "live"}};
+constexpr Named<ExportFormat> kExportFormats[] = {{ExportFormat::gpumode, "gpumode"},
+                                                 {ExportFormat::kernelbench, "kernelbench"},
+                                                 {ExportFormat::flashinfer, "flashinfer"},
+                                                 {ExportFormat::bundle, "bundle"}};
 
 template <typename E, std::size_t N>
 const char* name_in(const Named<E> (&table)[N], E v) {
@@ -64,6 +68,7 @@ const char* to_string(SandboxMode v) { return name_in(kSandboxModes, v); }
 const char* to_string(TimingMode v) { return name_in(kTimingModes, v); }
 const char* to_string(LlmSource v) { return name_in(kLlmSources, v); }
 const char* to_string(ReplayDivergence v) { return name_in(kDivergences, v); }
+const char* to_string(ExportFormat v) { return name_in(kExportFormats, v); }
 
 std::optional<StrategyKind> strategy_kind_from_string(std::string_view s) { return find_in(kStrategies, s); }
 std::optional<EvalBackend> backend_from_string(std::string_view s) { return find_in(kBackends, s); }
@@ -71,6 +76,7 @@ std::optional<SandboxMode> sandbox_mode_from_string(std::string_view s) { return
 std::optional<TimingMode> timing_mode_from_string(std::string_view s) { return find_in(kTimingModes, s); }
 std::optional<LlmSource> llm_source_from_string(std::string_view s) { return find_in(kLlmSources, s); }
 std::optional<ReplayDivergence> replay_divergence_from_string(std::string_view s) { return find_in(kDivergences, s); }
+std::optional<ExportFormat> export_format_from_string(std::string_view s) { return find_in(kExportFormats, s); }
 
 StrategyKind parse_strategy_kind(std::string_view s, std::string_view what) { return parse_in(kStrategies, s, what); }
 EvalBackend parse_backend(std::string_view s, std::string_view what) { return parse_in(kBackends, s, what); }
@@ -79,6 +85,9 @@ TimingMode parse_timing_mode(std::string_view s, std::string_view what) { return
 LlmSource parse_llm_source(std::string_view s, std::string_view what) { return parse_in(kLlmSources, s, what); }
 ReplayDivergence parse_replay_divergence(std::string_view s, std::string_view what) {
   return parse_in(kDivergences, s, what);
+}
+ExportFormat parse_export_format(std::string_view s, std::string_view what) {
+  return parse_in(kExportFormats, s, what);
 }
 
 KS_NAMESPACE_END

@@ -286,7 +286,12 @@ std::string flashinfer_file(const TaskSpec& task, const Solution& solution, cons
 
 }  // namespace
 
-std::vector<std::string> export_formats() { return {"gpumode", "kernelbench", "flashinfer", "bundle"}; }
+std::vector<std::string> export_formats() {
+  std::vector<std::string> names;
+  for (auto f : {ExportFormat::gpumode, ExportFormat::kernelbench, ExportFormat::flashinfer, ExportFormat::bundle})
+    names.push_back(to_string(f));
+  return names;
+}
 
 std::string export_runtime_source() { return std::string(exporter::embedded::ksearch_runtime_py); }
 
@@ -341,12 +346,12 @@ std::optional<int> python_parameter_count(const std::string& source, const std::
   return std::nullopt;
 }
 
-ExportResult python_result(const Solution& solution, const TaskSpec& task, const ExportOptions& o, std::string format,
+ExportResult python_result(const Solution& solution, const TaskSpec& task, const ExportOptions& o, ExportFormat format,
                            std::string content, std::string file) {
   ExportResult r;
   r.content = std::move(content);
   r.default_file_name = std::move(file);
-  r.manifest = Json::obj({{"format", format},
+  r.manifest = Json::obj({{"format", to_string(format)},
                           {"language", to_string(solution.language)},
                           {"solution_id", solution.id.empty() ? Solution(solution).finalize().id : solution.id},
                           {"task", task.name}});
@@ -364,25 +369,25 @@ ExportResult export_python(const TaskSpec& task, const Solution& solution, const
   const std::string cls = c.is_object() ? c.get_string("class", "") : "";
   const char* lang = to_string(solution.language);
   const bool one_file = solution.sources.size() == 1;
-  if (o.format == "gpumode" && function == "custom_kernel") {
+  if (o.format == ExportFormat::gpumode && function == "custom_kernel") {
     if (!one_file)
       throw Error(Status::invalid_argument,
                   fmt::format("a GPUMode submission is one file, and this solution has {}", solution.sources.size()));
-    ExportResult r = python_result(solution, task, o, "gpumode", solution.sources.front().content, "submission.py");
+    ExportResult r = python_result(solution, task, o, ExportFormat::gpumode, solution.sources.front().content, "submission.py");
     r.notes.push_back(fmt::format("the {} module libksearch evaluated, unchanged (custom_kernel(data))", lang));
     return r;
   }
-  if (o.format == "kernelbench" && cls == "ModelNew") {
+  if (o.format == ExportFormat::kernelbench && cls == "ModelNew") {
     if (!one_file)
       throw Error(Status::invalid_argument, fmt::format("a KernelBench ModelNew is one file, and this solution has {}",
                                                         solution.sources.size()));
-    ExportResult r = python_result(solution, task, o, "kernelbench", solution.sources.front().content, "model_new.py");
+    ExportResult r = python_result(solution, task, o, ExportFormat::kernelbench, solution.sources.front().content, "model_new.py");
     r.notes.push_back(fmt::format("the {} module libksearch evaluated, unchanged: KernelBench's eval_kernel_against_ref "
                                   "takes it with backend=\"{}\"",
                                   lang, solution.language == Language::triton ? "triton" : "cuda"));
     return r;
   }
-  if (o.format == "flashinfer" && task.name.rfind("flashinfer/", 0) == 0 && !c.contains("adapter") && cls.empty()) {
+  if (o.format == ExportFormat::flashinfer && task.name.rfind("flashinfer/", 0) == 0 && !c.contains("adapter") && cls.empty()) {
     // An imported cpp or cuda Solution goes back as the Solution it was:
     // its sources unchanged, spec.binding and destination_passing_style
     // written out (an old-schema one is built by today's FlashInfer-Bench as
@@ -392,7 +397,7 @@ ExportResult export_python(const TaskSpec& task, const Solution& solution, const
       if (!o.author.empty() && o.author != ExportOptions{}.author) (*fib)["author"] = o.author;
       if (!o.target_hardware.empty()) (*fib->find("spec"))["target_hardware"] = util::string_array(o.target_hardware);
       const Json& spec = fib->at("spec");
-      ExportResult r = python_result(solution, task, o, "flashinfer", fib->dump(2) + "\n",
+      ExportResult r = python_result(solution, task, o, ExportFormat::flashinfer, fib->dump(2) + "\n",
                                      fib->get_string("name", "solution") + ".json");
       r.manifest["language"] = spec.at("language");
       r.notes.push_back(fmt::format("the imported {} Solution, sources unchanged; entry point {}, binding {}, {} style",
@@ -441,7 +446,7 @@ ExportResult export_python(const TaskSpec& task, const Solution& solution, const
                                               {"dependencies", Json::array()},
                                               {"destination_passing_style", *dps}})},
                           {"sources", sources}});
-    ExportResult r = python_result(solution, task, o, "flashinfer", sol.dump(2) + "\n", name + ".json");
+    ExportResult r = python_result(solution, task, o, ExportFormat::flashinfer, sol.dump(2) + "\n", name + ".json");
     r.notes.push_back(fmt::format("the {} sources libksearch evaluated, unchanged; entry point {}, {} style", lang,
                                   entry, *dps ? "destination-passing" : "value-returning"));
     return r;
@@ -453,20 +458,20 @@ ExportResult export_python(const TaskSpec& task, const Solution& solution, const
   throw Error(Status::invalid_argument,
               native ? fmt::format("task {} calls {} solutions in its suite's convention, which exports as {}; "
                                    "--format {} takes CUDA solutions or that suite's own tasks",
-                                   task.name, lang, native, o.format)
+                                   task.name, lang, native, to_string(o.format))
                      : fmt::format("a {} solution of task {} (called by run(...)) has no suite file to become; "
                                    "--format {} takes CUDA solutions, or Python ones of GPUMode, KernelBench and "
                                    "FlashInfer tasks",
-                                   lang, task.name, o.format));
+                                   lang, task.name, to_string(o.format)));
 }
 
 }  // namespace
 
 ExportResult export_solution(const Task& task_in, const Solution& solution, const ExportOptions& o) {
-  const auto formats = export_formats();
-  if (std::find(formats.begin(), formats.end(), o.format) == formats.end())
+  if (!export_format_from_string(to_string(o.format)))
     throw Error(Status::invalid_argument,
-                fmt::format("unknown export format \"{}\" (gpumode, kernelbench, flashinfer, bundle)", o.format));
+                fmt::format("export format {} is not one of gpumode, kernelbench, flashinfer, bundle",
+                            static_cast<int>(o.format)));
   if (o.arch.rfind("sm_", 0) != 0)
     throw Error(Status::invalid_argument, fmt::format("--arch \"{}\" is not an NVRTC target such as sm_90a", o.arch));
   const TaskSpec& task = task_in.spec();
@@ -480,10 +485,10 @@ ExportResult export_solution(const Task& task_in, const Solution& solution, cons
   Json bundle = exporter::make_bundle(task, solution, bo, &r.notes);
   if (!o.evaluated.is_null()) bundle["evaluated"] = o.evaluated;
   r.manifest = exporter::bundle_summary(bundle);
-  if (o.format == "gpumode") {
+  if (o.format == ExportFormat::gpumode) {
     r.content = gpumode_file(task, bundle);
     r.default_file_name = "submission.py";
-  } else if (o.format == "kernelbench") {
+  } else if (o.format == ExportFormat::kernelbench) {
     std::string problem = o.problem_source;
     if (problem.empty() && task.oracle.is_object() && !task.oracle.get_string("problem").empty()) {
       problem = util::read_file(task.oracle.get_string("problem"));
@@ -494,7 +499,7 @@ ExportResult export_solution(const Task& task_in, const Solution& solution, cons
                         "namespace ModelNew runs in (KernelBench's eval has one there); --problem-file embeds one");
     r.content = kernelbench_file(task, bundle, problem);
     r.default_file_name = "model_new.py";
-  } else if (o.format == "flashinfer") {
+  } else if (o.format == ExportFormat::flashinfer) {
     r.content = flashinfer_file(task, solution, bundle, o);
     r.default_file_name = Json::parse(r.content).get_string("name") + ".json";
   } else {

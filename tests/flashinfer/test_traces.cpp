@@ -540,7 +540,7 @@ TEST_CASE("export: an imported cpp or cuda Solution goes back as that Solution, 
   auto task = load_task(kDefinition.string());
   Solution s = load_solution_file(kFixture / "published/scale_rows_cuda_kernel_old.json", task->spec());
   ExportOptions o;
-  o.format = "flashinfer";
+  o.format = ExportFormat::flashinfer;
   ExportResult r = export_solution(*task, s, o);
   CHECK(r.default_file_name == "scale_rows_cuda_old_schema.json");
   const Json out = Json::parse(r.content);

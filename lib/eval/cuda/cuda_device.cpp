@@ -577,7 +577,7 @@ std::unique_ptr<Program> CudaDevice::load(const Artifact& artifact, const Soluti
   require_usable();
   if (language_is_python(artifact.language)) {
     python::PythonDevice d;
-    d.kind = "cuda";
+    d.kind = python::PythonDevice::Kind::cuda;
     d.share = [this](const Buffer& b) { return share(b); };
     d.visible_devices = visible_devices_;
     d.synchronize = [this] { synchronize(); };

@@ -260,6 +260,9 @@ class ExtensionCache {
   std::string key_;
 };
 
+// The runner's name of the device ("cpu" or "cuda": torch's).
+const char* device_name(PythonDevice::Kind k) { return k == PythonDevice::Kind::cuda ? "cuda" : "cpu"; }
+
 // The cache key of an artifact's extension: its sources and entry point, and
 // the device kind it is built for.
 std::string extension_key(const Json& doc, const std::string& device_kind) {
@@ -289,13 +292,13 @@ class PythonProgram final : public Program {
     host::CandidateProcessOptions o = isolate;
     o.command = {python, "-I", "-B", "-c", std::string(embedded::candidate_runner_py)};
     o.zygote = true;  // forked by the worker's long-lived Python, PyTorch imported
-    o.zygote_imports = device_.kind == "cuda" ? "torch,triton" : "torch";
+    o.zygote_imports = device_.kind == PythonDevice::Kind::cuda ? "torch,triton" : "torch";
     // NumPy's OpenBLAS (PyTorch imports NumPy) would start a thread per core,
     // each with its buffers, in every candidate's process: on a 16-core
     // machine more than a 3 GiB address-space limit holds, and threads the
     // zygote could not fork with. PyTorch's own operations do not use it.
     o.env.push_back("OPENBLAS_NUM_THREADS=1");
-    if (device_.kind == "cuda") {
+    if (device_.kind == PythonDevice::Kind::cuda) {
       // In the worker's PID namespace. CUDA's first call names its threads
       // through /proc/self/task/<tid>/comm with the namespace's thread id;
       // a PID namespace of its own needs a /proc of its own, which cannot
@@ -318,7 +321,7 @@ class PythonProgram final : public Program {
     // (ExtensionCache).
     const bool extension = doc.at("entry").get_bool("extension");
     if (extension && !isolate.python_cache.empty())
-      cache_.emplace(fs::path(isolate.python_cache) / "ext", extension_key(doc, device_.kind));
+      cache_.emplace(fs::path(isolate.python_cache) / "ext", extension_key(doc, device_name(device_.kind)));
     const auto started = std::chrono::steady_clock::now();
     process_ = std::make_unique<host::CandidateProcess>(o);
     // Triton runs ptxas and a C compiler as it compiles, in the candidate's
@@ -328,7 +331,7 @@ class PythonProgram final : public Program {
     const auto outputs = static_cast<std::int64_t>(
         std::count_if(tensors_.begin(), tensors_.end(), [](const TensorSpec& t) { return t.is_output; }));
     Json load = Json::obj({{"language", doc.at("language")},
-                           {"device", device_.kind},
+                           {"device", device_name(device_.kind)},
                            {"n_inputs", static_cast<std::int64_t>(tensors_.size()) - outputs},
                            {"n_outputs", outputs},
                            {"sources", doc.at("sources")},
@@ -399,7 +402,7 @@ class PythonProgram final : public Program {
                            }()},
                           {"bytes", static_cast<std::int64_t>(bytes)},
                           {"output", t.is_output}});
-      if (bytes > 0 && device_.kind == "cuda") {
+      if (bytes > 0 && device_.kind == PythonDevice::Kind::cuda) {
         const CudaShare share = device_.share(it->second);
         facts_.buffers = share.fd >= 0 ? "descriptors" : "ipc";
         if (share.fd >= 0) {
@@ -461,15 +464,15 @@ class PythonProgram final : public Program {
   }
   void synchronize() override {}  // every request finishes its own work
   void poison_scratch() override {
-    if (device_.kind == "cuda") run("poison", nullptr);
+    if (device_.kind == PythonDevice::Kind::cuda) run("poison", nullptr);
   }
   double timed_launch() override {
-    if (device_.kind == "cuda") return timed_batch(1, false, false).front();
+    if (device_.kind == PythonDevice::Kind::cuda) return timed_batch(1, false, false).front();
     double wall_ms = 0;
     run("timed-host", &wall_ms);
     return wall_ms;
   }
-  bool times_in_batches() const override { return device_.kind == "cuda"; }
+  bool times_in_batches() const override { return device_.kind == PythonDevice::Kind::cuda; }
   std::string note() const override { return note_; }
   std::vector<double> timed_batch(int calls, bool poison, bool flush) override {
     double wall_ms = 0;

@@ -57,7 +57,8 @@ struct CudaShare {
 
 // How a Python candidate's process reaches the evaluation device's buffers.
 struct PythonDevice {
-  std::string kind = "cpu";  // "cpu": the host backend's memfd blocks; "cuda"
+  enum class Kind { cpu, cuda };
+  Kind kind = Kind::cpu;  // cpu: the host backend's memfd blocks; cuda
   // CUDA: the allocation that holds a buffer. A descriptor, sent over the
   // process's socket, reaches that process alone; a legacy IPC handle, any
   // process of the user that knows its 64 bytes.

@@ -511,9 +511,9 @@ std::int64_t Folder::file_size(const fs::path& rel) const {
   const fs::path shown = path_ / rel;
   if (names.empty()) throw Error(Status::invalid_argument, fmt::format("{} is a folder, not a file", shown.string()));
   Fd dir = walk(fd_, path_, names, names.size() - 1, false);
-  if (dir.fd < 0) return -1;
+  if (dir.get() < 0) return -1;
   struct stat st {};
-  if (::fstatat(dir.fd, names.back().c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+  if (::fstatat(dir.get(), names.back().c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
     if (errno == ENOENT) return -1;
     io_error("cannot inspect", shown);
   }
@@ -528,13 +528,13 @@ void Folder::truncate(const fs::path& rel, std::int64_t size) const {
   const fs::path shown = path_ / rel;
   if (names.empty()) throw Error(Status::invalid_argument, fmt::format("{} is a folder, not a file", shown.string()));
   Fd dir = walk(fd_, path_, names, names.size() - 1, false);
-  if (dir.fd < 0) not_found(shown);
-  Fd fd(open_nofollow(dir.fd, names.back(), shown, O_RDWR | O_NONBLOCK));
-  if (fd.fd < 0) io_error("cannot open", shown);
+  if (dir.get() < 0) not_found(shown);
+  Fd fd(open_nofollow(dir.get(), names.back(), shown, O_RDWR | O_NONBLOCK));
+  if (fd.get() < 0) io_error("cannot open", shown);
   struct stat st {};
-  if (::fstat(fd.fd, &st) != 0 || !S_ISREG(st.st_mode))
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode))
     throw Error(Status::invalid_argument, fmt::format("{} is not a regular file", shown.string()));
-  if (st.st_size > size && ::ftruncate(fd.fd, static_cast<off_t>(size)) != 0) io_error("cannot cut", shown);
+  if (st.st_size > size && ::ftruncate(fd.get(), static_cast<off_t>(size)) != 0) io_error("cannot cut", shown);
 }
 
 void Folder::remove_file(const fs::path& rel) const {
@@ -542,8 +542,8 @@ void Folder::remove_file(const fs::path& rel) const {
   const fs::path shown = path_ / rel;
   if (names.empty()) throw Error(Status::invalid_argument, fmt::format("{} is a folder, not a file", shown.string()));
   Fd dir = walk(fd_, path_, names, names.size() - 1, false);
-  if (dir.fd < 0) return;
-  if (::unlinkat(dir.fd, names.back().c_str(), 0) != 0 && errno != ENOENT) io_error("cannot remove", shown);
+  if (dir.get() < 0) return;
+  if (::unlinkat(dir.get(), names.back().c_str(), 0) != 0 && errno != ENOENT) io_error("cannot remove", shown);
 }
 
 void Folder::remove_files_in(const fs::path& rel) const {

@@ -99,8 +99,14 @@ double Session::elapsed_s() const {
 
 std::string Session::device_description() const {
   DeviceInfo d = evaluator_.device();
-  std::string out = d.name.empty() ? d.backend : d.arch.empty() ? d.name : fmt::format("{} ({})", d.name, d.arch);
-  return environment_.empty() ? out : out + "; " + environment_;
+  // A Python candidate on a GPU is timed in its own process, the Python
+  // call included (docs/python-candidates.md, "Timing on the GPU").
+  if (language_is_python(config_.language) && d.backend == "cuda")
+    d.timing = "CUDA events on the current stream around your whole entry-point call, Python and PyTorch dispatch "
+               "included (GPUMode's window); outputs are filled with a poison pattern and the L2 cache is flushed "
+               "between calls.";
+  std::string out = d.describe();
+  return environment_.empty() ? out : out + "\nSoftware: " + environment_ + ".";
 }
 
 void Session::diverged(const std::string& what) const {

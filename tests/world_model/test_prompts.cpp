@@ -232,9 +232,15 @@ TEST_CASE("prompts: a retry carries the previous rejection's errors in a marked 
   REQUIRE(s.count("PREVIOUS_ANSWER_REJECTED") == 1);
   CHECK(s["PREVIOUS_ANSWER_REJECTED"].find("nothing from it was applied") != std::string::npos);
   CHECK(s["PREVIOUS_ANSWER_REJECTED"].find("parent_id \"n7\" does not exist") != std::string::npos);
+  // Every problem goes back at once (one retry can fix them all); only a
+  // flood is cut.
   for (int i = 0; i < 20; ++i) in.validation_errors.push_back("problem " + std::to_string(i));
   s = sections(wm->build_prompt(PromptKind::wm_propose, in));
-  CHECK(s["PREVIOUS_ANSWER_REJECTED"].find("(9 more problems not shown)") != std::string::npos);
+  CHECK(s["PREVIOUS_ANSWER_REJECTED"].find("- problem 19") != std::string::npos);
+  CHECK(s["PREVIOUS_ANSWER_REJECTED"].find("not shown") == std::string::npos);
+  for (int i = 20; i < 60; ++i) in.validation_errors.push_back("problem " + std::to_string(i));
+  s = sections(wm->build_prompt(PromptKind::wm_propose, in));
+  CHECK(s["PREVIOUS_ANSWER_REJECTED"].find("(21 more problems not shown)") != std::string::npos);
   auto init = sections(ks::make_tree_world_model()->build_prompt(PromptKind::wm_init, in));
   CHECK(init.count("PREVIOUS_ANSWER_REJECTED") == 1);
 }

@@ -128,6 +128,15 @@ class KS_API SearchStrategy {
   virtual ~SearchStrategy() = default;
   virtual std::string name() const = 0;
   virtual void run(SearchContext& ctx) = 0;
+  // Called once after run() ended, whatever stopped it (but a replay that
+  // stopped where it left its recording or where the recording ended), so
+  // the strategy can record what it holds: the world-model strategy
+  // attaches a cycle's best kernel that the stop cut short. The context
+  // takes no LLM call or evaluation here (they throw ks::SearchStopped);
+  // world-model changes, snapshot_world_model() and event() are written
+  // outside the journal, so a resume with a larger budget goes on from
+  // before this call, as it goes on from any stop.
+  virtual void finish(SearchContext& ctx) { (void)ctx; }
 };
 
 KS_NAMESPACE_END

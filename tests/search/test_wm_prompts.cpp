@@ -174,14 +174,15 @@ struct RunResult {
 };
 
 RunResult run(const std::filesystem::path& dir, Language lang, const DeviceInfo& device, int rounds,
-              const std::map<std::pair<int, int>, std::string>& schedule, bool resume = false, bool code_only = false) {
+              const std::map<std::pair<int, int>, std::string>& schedule, bool resume = false, bool code_only = false,
+              std::optional<SearchConfig> given = std::nullopt) {
   SpecTask task(task_in(lang));
   DeviceEvaluator evaluator(device);
   Responder llm(lang, schedule);
   llm.code_only = code_only;
   auto wm = make_tree_world_model();
   RunStore store = resume ? RunStore::open(dir) : RunStore::create(dir, Json::object());
-  Session s(task, evaluator, llm, *wm, store, config(lang, rounds));
+  Session s(task, evaluator, llm, *wm, store, given ? *given : config(lang, rounds));
   auto strategy = make_strategy(StrategyKind::world_model);
   RunResult out;
   out.stop = s.run(*strategy);
@@ -355,4 +356,27 @@ TEST_CASE("wm loop: a model that only writes code makes a fallback that says why
   CHECK(has(why, "(the last: the world model: "));  // the JSON plan block of its kernel was read, and rejected
   CHECK(has(why, "does not answer world-model prompts"));
   CHECK(has(why, "--strategy greedy"));
+}
+
+TEST_CASE("wm loop: a manifest written before these rules keeps the loop it was made with") {
+  Json j = config(Language::cpp, 8).to_json();
+  CHECK(SearchConfig::from_json(j).world_model.loop_rules == 2);
+  CHECK(SearchConfig::from_json(j).world_model.propose_every == 1);
+  j.erase("wm_loop_rules");
+  j.erase("wm_propose_every");
+  const SearchConfig old = SearchConfig::from_json(j);
+  CHECK(old.world_model.loop_rules == 1);
+  CHECK(old.world_model.propose_every == 0);
+  // No review on a schedule: the frontier is never thin here, so no proposal at all.
+  auto r = run(test::scratch_dir("wm_loop_rules_1"), Language::cpp, fake_cpu(), 8, kAllKinds, false, false, old);
+  for (const auto& req : r.requests) CHECK(req.kind != PromptKind::wm_propose);
+  // The base sent back unchanged counted as the cycle's best, as it did: the cycle is refined.
+  SearchConfig four = old;
+  four.max_rounds = 4;
+  auto again = run(test::scratch_dir("wm_loop_rules_1_again"), Language::cpp, fake_cpu(), 4, {{{1, 1}, "base"}}, false,
+                   false, four);
+  std::set<PromptKind> kinds;
+  for (const auto& req : again.requests) kinds.insert(req.kind);
+  CHECK(kinds.count(PromptKind::wm_refine) == 1);
+  CHECK(kinds.count(PromptKind::wm_too_hard) == 0);
 }

@@ -229,6 +229,7 @@ class WorldModelStrategy final : public SearchStrategy {
       if (s.phase != Slot::Phase::attempting || !s.cycle || !s.cycle->best) continue;
       const Cycle& c = *s.cycle;
       if (c.base && c.best->id == c.base->id) continue;  // its parent's kernel: nothing new to attach
+      if (!wm.action(c.node_id).solution_id.empty()) continue;  // the stop came after the cycle's own attach
       wm.attach_solution(c.node_id, solution_ref(ctx, c));
       const std::string why =
           fmt::format("the run stopped ({}) in cycle {} after {} attempt(s); the cycle's best kernel {} is attached "

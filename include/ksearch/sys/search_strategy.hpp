@@ -62,7 +62,9 @@ class KS_API SearchContext {
   virtual const SearchConfig& config() const = 0;
   virtual WorldModel& world_model() = 0;
   virtual std::mt19937_64& rng() = 0;
-  // Where candidates run, for prompts: "NVIDIA H100 80GB HBM3 (sm_90a, 132 SMs, ...)".
+  // Where candidates run, for prompts: a few lines (DeviceInfo::describe):
+  // "NVIDIA H100 80GB HBM3 (sm_90a), a GPU", its SMs, caches, memory, and
+  // what a timed call includes.
   virtual std::string device_description() const = 0;
 
   // Asks the LLM (journaled). A failed generation comes back with ok == false.

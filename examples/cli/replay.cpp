@@ -102,6 +102,8 @@ int cmd_replay(int argc, char** argv) {
           {"wm-edit-retries", "N", "Attempts per world-model edit before the fallback.", "as recorded", false},
           {"wm-lenient-edits", "", "Repair world-model edits that break a rule where that is safe, instead of "
                                    "rejecting them.", "as recorded", false},
+          {"wm-propose-every", "N", "Review the frontier after every N finished cycles (0: only when it runs "
+                                    "thin).", "as recorded", false},
           {"parallel", "N", "Candidates generated at once (greedy, evolve), cycles run at once (world_model).",
            "as recorded", false},
           {"evolve-islands", "N", "evolve: islands.", "as recorded", false},
@@ -126,6 +128,7 @@ int cmd_replay(int argc, char** argv) {
           {"llm", "SPEC", "A model to continue with where the run leaves the recording: openai (with --model) or "
                           "command:PROGRAM ARGS.", "none", false},
           {"model", "NAME", "With --llm openai: the model.", "", false},
+          {"llm-timeout", "S", "With --llm command: seconds the program may take for one answer.", "600", false},
           {"base-url", "URL", "With --llm openai: the endpoint.", "https://api.openai.com/v1", false},
           {"api", "chat|responses", "With --llm openai: the API.", "chat", false},
           {"api-key-env", "NAME", "With --llm openai: the key's environment variable.", "OPENAI_API_KEY", false},
@@ -147,6 +150,7 @@ int cmd_replay(int argc, char** argv) {
   set_int(o.config_changes, a, "wm-max-difficulty", "wm_max_difficulty");
   set_int(o.config_changes, a, "wm-edit-retries", "wm_edit_retries");
   if (a.has("wm-lenient-edits")) o.config_changes["wm_lenient_edits"] = true;
+  set_int(o.config_changes, a, "wm-propose-every", "wm_propose_every");
   set_int(o.config_changes, a, "parallel", "parallel");
   set_int(o.config_changes, a, "evolve-islands", "evolve_islands");
   set_int(o.config_changes, a, "evolve-migration-interval", "evolve_migration_interval");

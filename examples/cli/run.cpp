@@ -65,6 +65,9 @@ std::vector<OptionSpec> search_options() {
       {"wm-lenient-edits", "", "Repair a world-model edit that breaks a rule where that is safe (numbers clamped, "
                                "unknown fields dropped, operations that break a rule skipped; each repair recorded) "
                                "instead of rejecting it and asking the model again (docs/world-model.md).", "", false},
+      {"wm-propose-every", "N", "Review the world model's frontier (a wm_propose call) at the start of the cycle "
+                                "after every N finished cycles; 0: only when the frontier runs thin, as K-Search "
+                                "(docs/world-model.md, \"The loop\").", "1", false},
       {"parallel", "N",
        "Candidates generated and evaluated at once (greedy; evolve, one per island in turn); world-model cycles "
        "run at once, on the top N "
@@ -99,6 +102,8 @@ std::vector<OptionSpec> search_options() {
       {"max-output-tokens", "N", "Cap on output tokens per answer.", "the server's", false},
       {"header", "'NAME: VALUE'", "Extra HTTP header for every request.", "", true},
       {"request-timeout", "S", "Seconds per HTTP attempt.", "900", false},
+      {"llm-timeout", "S", "With --llm command: seconds the program may take for one answer; past them it is "
+                           "killed and the answer is a failed generation.", "600", false},
       {"connect-timeout", "S", "Seconds to connect.", "15", false},
       {"proxy", "URL", "HTTP(S) proxy.", "libcurl's (https_proxy)", false},
       {"max-retries", "N", "Retries on 429, 5xx, timeouts and dropped connections.", "8", false},
@@ -199,6 +204,12 @@ LlmChoice llm_choice_from_args(const Args& a) {
   }
   OpenAiConfig o = openai_config_from_args(a);
   if (c.kind == ks::LlmSource::command && a.has("max-concurrency")) c.command.max_concurrency = o.max_concurrency;
+  if (a.has("llm-timeout")) {
+    if (c.kind != ks::LlmSource::command)
+      throw Error(Status::invalid_argument, "--llm-timeout applies to --llm command: (an endpoint's is --request-timeout)");
+    c.command.timeout_s = a.get_double("llm-timeout", c.command.timeout_s);
+    if (!(c.command.timeout_s > 0)) throw Error(Status::invalid_argument, "--llm-timeout must be positive");
+  }
   if (c.kind == ks::LlmSource::openai) {
     if (o.model.empty())
       throw Error(Status::invalid_argument,
@@ -245,6 +256,16 @@ StartCallback start_printer(bool quiet, Interrupts& interrupts, std::string llm)
   };
 }
 
+EventCallback warning_printer() {
+  return [](const Json& e) {
+    if (e.get_string("type") != "world_model_fallback") return;
+    // A model's words may reach the reason: terminal_text keeps escapes off the terminal.
+    const std::string why = e.get_string("why", "no edit was accepted; a fallback stood in");
+    std::fprintf(stderr, "ksearch: warning: world model (%s): %s\n", ks::terminal_text(e.get_string("kind")).c_str(),
+                 ks::terminal_text(why).c_str());
+  };
+}
+
 std::string llm_text(const LlmChoice& c) {
   if (c.kind == ks::LlmSource::openai) return fmt::format("openai:{} at {}", c.openai.model, c.openai.base_url);
   if (c.kind == ks::LlmSource::replay) return "replay:" + c.replay_path.string();
@@ -281,6 +302,7 @@ int cmd_run(int argc, char** argv) {
   c.world_model.stagnation_window = a.get_int("wm-stagnation-window", c.world_model.stagnation_window);
   c.world_model.max_difficulty = a.get_int("wm-max-difficulty", c.world_model.max_difficulty);
   c.world_model.lenient_edits = a.has("wm-lenient-edits");
+  c.world_model.propose_every = a.get_int("wm-propose-every", c.world_model.propose_every);
   c.parallel = a.get_int("parallel", c.parallel);
   c.tune.rounds = a.get_int("tune-rounds", c.tune.rounds);
   c.tune.batch = a.get_int("tune-batch", c.tune.batch);
@@ -335,6 +357,7 @@ int cmd_run(int argc, char** argv) {
   Interrupts interrupts;
   o.progress = progress_printer(quiet, interrupts);
   o.on_start = start_printer(quiet, interrupts, llm_text(o.llm));
+  o.on_event = warning_printer();
   if (o.llm.kind == ks::LlmSource::replay) print_replay_notice(stderr, o.llm);
   return finish(run_search(o));
 }
@@ -354,6 +377,7 @@ int cmd_resume(int argc, char** argv) {
           {"on-divergence", "stop|skip", "With --llm replay: (see `ksearch run --help`); e.g. resume a replay that "
                                          "stopped where it diverged with --on-divergence skip.", "stop", false},
           {"model", "NAME", "With --llm openai: the model.", "", false},
+          {"llm-timeout", "S", "With --llm command: seconds the program may take for one answer.", "600", false},
           {"base-url", "URL", "With --llm openai: the endpoint.", "", false},
           {"api", "chat|responses", "With --llm openai: the API.", "chat", false},
           {"api-key-env", "NAME", "With --llm openai: the key's environment variable.", "OPENAI_API_KEY", false},
@@ -378,6 +402,7 @@ int cmd_resume(int argc, char** argv) {
   Interrupts interrupts;
   r.progress = progress_printer(quiet, interrupts);
   r.on_start = start_printer(quiet, interrupts, r.llm ? llm_text(*r.llm) : "as recorded");
+  r.on_event = warning_printer();
   return finish(resume_search(a.positional()[0], r));
 }
 

@@ -40,6 +40,9 @@ ProgressCallback progress_printer(bool quiet, const Interrupts& interrupts);
 // Prints the start line and the run folder unless quiet, and tells the
 // interrupt handler the folder (a second interrupt marks it stopped).
 StartCallback start_printer(bool quiet, Interrupts& interrupts, std::string llm);
+// Warnings on stderr from the run's events, --quiet or not: a world-model
+// fallback, with why and the likely cause.
+EventCallback warning_printer();
 // Prints the summary, or with --json the outcome (plus `extra`'s fields) as
 // one JSON document, and where a replay left its recording; returns the exit
 // status (exit_codes.hpp): 0 with a passing kernel, 3 without, 5 when a

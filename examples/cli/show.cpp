@@ -205,6 +205,12 @@ int cmd_show(int argc, char** argv) {
                              : "strict edits";
       say("  world model: {} edits committed, {} answers rejected, {} fallbacks; {}\n", w.get_int("edits"),
           w.get_int("rejected"), w.get_int("fallbacks"), mode);
+      // Each fallback with why: a tree that fell back is not the model's.
+      if (w.get_int("fallbacks") > 0)
+        for (const auto& e : store.events())
+          if (e.get_string("type") == "world_model_fallback")
+            say("  world model fallback ({}): {}\n", e.get_string("kind"),
+                e.get_string("why", "no edit was accepted; a fallback stood in"));
     }
   }
   std::map<std::string, int> by_status;

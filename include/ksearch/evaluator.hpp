@@ -62,8 +62,18 @@ struct KS_API DeviceInfo {
   double peak_bytes_per_s = 0;
   std::int64_t l2_bytes = 0;
   std::int64_t memory_bytes = 0;
+  // For prompts (a model writes for the machine it is told about). Empty or
+  // 0 when unknown; a manifest written before they existed reads so.
+  int compute_units = 0;  // GPU: streaming multiprocessors; CPU: hardware threads
+  double clock_ghz = 0;   // the highest clock known
+  std::string features;   // CPU: vector and matrix extensions ("AVX2 FMA AVX-512F"); GPU: empty
+  std::string caches;     // "L1d 48 KiB, L2 2 MiB, L3 105 MiB" (CPU: what one core sees); GPU: "L2 50 MiB"
+  std::string timing;     // what one timed call's window includes on this backend
   Json to_json() const;
   static DeviceInfo from_json(const Json& j);  // missing fields keep their defaults
+  // The device in a few lines for a prompt: name and architecture, compute
+  // units, clock, features, caches, memory, and how a call is timed.
+  std::string describe() const;
 };
 
 // The extension interface evaluators implement: ksearch/sys/evaluator.hpp.

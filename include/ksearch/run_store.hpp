@@ -84,6 +84,9 @@ class KS_API RunStore {
 
   // world_model/vNNNNNN.json; skipped when that version is already there.
   void write_world_model(std::uint64_t version, const Json& wm);
+  // Removes world_model/vNNNNNN.json when it is there: a snapshot written
+  // after a stop, outside the journal, which a resume replaces with its own.
+  void remove_world_model(std::uint64_t version);
   // The latest snapshot; a file over 16 MiB is refused (docs/world-model.md, "Limits").
   std::optional<Json> latest_world_model() const;
   std::vector<std::uint64_t> world_model_versions() const;

@@ -77,6 +77,17 @@ struct KS_API WorldModelOptions {
   // default). docs/world-model.md, "Lenient edits".
   bool lenient_edits = false;
   std::size_t max_chars = 50000;         // compact world-model budget in code-generation prompts
+  // The rules of the loop (docs/world-model.md, "The loop"): 2, this
+  // version's; 1, the rules before it (proposals only when the frontier
+  // runs thin; a resubmitted base kernel counts as a new cycle best). A
+  // manifest without the field reads as 1, so a run folder made before
+  // resumes and replays as it was made.
+  int loop_rules = 2;
+  // With loop_rules 2: after this many closed cycles the next cycle starts
+  // with a wm_propose review of the frontier, even when it is not thin
+  // (K-Search's only trigger, which refine's continuation rule keeps from
+  // firing); 0: only K-Search's trigger.
+  int propose_every = 1;
 };
 
 // The tune strategy's knobs (SearchConfig::tune); JSON: tune_<field>.
@@ -122,7 +133,9 @@ struct KS_API SearchConfig {
   TuneOptions tune;
   // The evolve strategy's.
   EvolveOptions evolve;
-  int debug_rounds_label = 5;            // "Debug-and-improve round k/N" label in prompts
+  // Read and written for manifests; prompts no longer show it (the world
+  // model's prompts state the cycle's stagnation window instead).
+  int debug_rounds_label = 5;
   int parallel = 1;                      // candidates at once (greedy); cycles at once (world_model)
   std::uint64_t seed = 0;
   double max_cost_usd = 0;               // 0 = unlimited

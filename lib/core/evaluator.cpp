@@ -5,6 +5,8 @@
 #include "ksearch/sys/evaluator.hpp"
 #include "util/json_fields.hpp"
 
+#include <fmt/format.h>
+
 KS_NAMESPACE_BEGIN
 
 // ---------------------------------------------------------------------------
@@ -63,14 +65,21 @@ EvalOptions EvalOptions::from_json(const Json& j) {
 }
 
 Json DeviceInfo::to_json() const {
-  return Json::obj({{"backend", backend},
-                    {"name", name},
-                    {"arch", arch},
-                    {"count", count},
-                    {"peak_flops", peak_flops},
-                    {"peak_bytes_per_s", peak_bytes_per_s},
-                    {"l2_bytes", l2_bytes},
-                    {"memory_bytes", memory_bytes}});
+  Json j = Json::obj({{"backend", backend},
+                      {"name", name},
+                      {"arch", arch},
+                      {"count", count},
+                      {"peak_flops", peak_flops},
+                      {"peak_bytes_per_s", peak_bytes_per_s},
+                      {"l2_bytes", l2_bytes},
+                      {"memory_bytes", memory_bytes}});
+  // Only when known, so a device described before these existed keeps its JSON.
+  if (compute_units > 0) j["compute_units"] = compute_units;
+  if (clock_ghz > 0) j["clock_ghz"] = clock_ghz;
+  if (!features.empty()) j["features"] = features;
+  if (!caches.empty()) j["caches"] = caches;
+  if (!timing.empty()) j["timing"] = timing;
+  return j;
 }
 
 DeviceInfo DeviceInfo::from_json(const Json& j) {
@@ -84,7 +93,42 @@ DeviceInfo DeviceInfo::from_json(const Json& j) {
   d.peak_bytes_per_s = j.get_number("peak_bytes_per_s");
   d.l2_bytes = j.get_int("l2_bytes");
   d.memory_bytes = j.get_int("memory_bytes");
+  d.compute_units = static_cast<int>(j.get_int("compute_units"));
+  d.clock_ghz = j.get_number("clock_ghz");
+  d.features = j.get_string("features");
+  d.caches = j.get_string("caches");
+  d.timing = j.get_string("timing");
   return d;
+}
+
+namespace {
+
+std::string bytes_text(std::int64_t b) {
+  if (b >= (std::int64_t{1} << 30)) return fmt::format("{:.0f} GiB", static_cast<double>(b) / (1 << 30));
+  if (b >= (std::int64_t{1} << 20)) return fmt::format("{:.3g} MiB", static_cast<double>(b) / (1 << 20));
+  return fmt::format("{} KiB", b >> 10);
+}
+
+}  // namespace
+
+std::string DeviceInfo::describe() const {
+  const bool gpu = backend == "cuda";
+  std::string out = name.empty() ? (backend.empty() ? std::string("unknown device") : backend) : name;
+  if (!arch.empty()) out += fmt::format(" ({})", arch);
+  out += gpu ? ", a GPU" : backend == "host" ? ", the host CPU" : "";
+  std::string facts;
+  auto add = [&](const std::string& f) { facts += (facts.empty() ? "" : "; ") + f; };
+  if (compute_units > 0)
+    add(fmt::format("{} {}", compute_units, gpu ? "streaming multiprocessors (SMs)" : "hardware threads"));
+  if (gpu && count > 1) add(fmt::format("{} such GPUs evaluate candidates in parallel (each kernel runs on one)", count));
+  if (clock_ghz > 0) add(fmt::format("clock up to {:.2f} GHz", clock_ghz));
+  if (!features.empty()) add("instruction-set extensions: " + features);
+  if (!caches.empty()) add("caches: " + caches);
+  else if (l2_bytes > 0) add(fmt::format("{}: {}", gpu ? "L2 cache" : "last-level cache", bytes_text(l2_bytes)));
+  if (memory_bytes > 0) add(fmt::format("{} {}", bytes_text(memory_bytes), gpu ? "of device memory" : "of memory"));
+  if (!facts.empty()) out += "\n" + facts;
+  if (!timing.empty()) out += "\nTiming: " + timing;
+  return out;
 }
 
 KS_NAMESPACE_END

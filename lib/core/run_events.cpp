@@ -117,7 +117,11 @@ Json put(const WorldModelEditRejected& e) { return put(e.edit); }
 Json put(const WorldModelEditFailed& e) {
   return Json::obj({{"kind", e.kind}, {"attempt", e.attempt}, {"errors", util::string_array(e.errors)}});
 }
-Json put(const WorldModelFallback& e) { return Json::obj({{"kind", e.kind}}); }
+Json put(const WorldModelFallback& e) {
+  Json j = Json::obj({{"kind", e.kind}});
+  if (e.why) j["why"] = *e.why;
+  return j;
+}
 Json nullable(const std::optional<double>& x) { return x ? Json(*x) : Json(); }
 Json nullable(const std::optional<std::string>& x) { return x ? Json(*x) : Json(); }
 Json put(const TuneSkipped& e) { return Json::obj({{"base", e.base}, {"reason", e.reason}}); }
@@ -327,7 +331,7 @@ WorldModelEditFailed take(const Json& j) {
 }
 template <>
 WorldModelFallback take(const Json& j) {
-  return {str(j, "kind")};
+  return {str(j, "kind"), maybe<std::string>(j, "why", str)};
 }
 // A number or null (a non-finite value is written as null).
 std::optional<double> real_or_null(const Json& j, std::string_view k) {

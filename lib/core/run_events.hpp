@@ -171,6 +171,9 @@ struct WorldModelEditFailed {
 struct WorldModelFallback {
   static constexpr std::string_view kName = "world_model_fallback";
   std::string kind;
+  // What was rejected, what stood in, and the likely cause; absent in runs
+  // made before it was written.
+  std::optional<std::string> why;
 };
 
 // ---- The tune strategy (docs/tuning.md). A number that may be missing

@@ -367,6 +367,11 @@ void RunStore::write_world_model(std::uint64_t version, const Json& wm) {
   put(impl_->run, p, wm.dump(2) + "\n");
 }
 
+void RunStore::remove_world_model(std::uint64_t version) {
+  require_writable(impl_->read_only, impl_->dir);
+  impl_->run.remove_file(fs::path("world_model") / fmt::format("v{:06d}.json", version));
+}
+
 std::vector<std::uint64_t> RunStore::world_model_versions() const {
   std::vector<std::uint64_t> out;
   for (const auto& [n, kind] : impl_->run.list("world_model")) {

@@ -143,7 +143,7 @@ class InProcessEvaluator final : public Evaluator {
     std::string why;
     if (config_.backend == EvalBackend::host ||
         (config_.backend == EvalBackend::automatic && !cuda_available(&why)))
-      return host::host_device_info();
+      return host::host_device_info(false);
     return self->device_slot(Backend::cuda).info;
   }
 

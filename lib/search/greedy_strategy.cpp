@@ -39,6 +39,8 @@ class GreedySearcher final : public Searcher {
     in.attempt = step_;
     in.debug_rounds_label = cfg.debug_rounds_label;
     if (best) in.base = {&best->solution, &best->eval, ""};
+    in.base_heading = "Best kernel so far";
+    in.base_name = "the best kernel so far";
     in.last = {last_ ? &*last_ : nullptr, last_eval_ ? &*last_eval_ : nullptr, last_raw_};
     // Which request this step makes rests on what passed so far: a replay
     // compares it with the recording's (docs/search.md, "Replay").

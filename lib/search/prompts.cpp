@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace ks::core {
@@ -47,6 +48,45 @@ std::string codegen_system_message(Language lang) {
   return "You are an expert performance engineer for CPU kernels in C++. You write correct, fast code "
          "for the target machine and answer with complete code in the required format: no placeholders, "
          "no omitted parts.";
+}
+
+std::string language_text(Language lang) {
+  switch (lang) {
+    case Language::cuda:
+      return "cuda: CUDA C++ device code compiled by NVRTC for the target GPU; the evaluator launches your kernels "
+             "from a launch plan (no host code)";
+    case Language::cpp:
+      return "cpp: C++20 for the host CPU, compiled with -O3 -march=native -pthread into a shared object; the "
+             "evaluator calls your functions from a call plan (SIMD intrinsics and std::thread allowed)";
+    case Language::triton:
+      return "triton: one Python module whose hot loops are Triton kernels, PyTorch for the glue";
+    case Language::python:
+      return "python: one Python module of PyTorch operations";
+  }
+  return to_string(lang);
+}
+
+std::string world_model_system_message(PromptKind kind, Language lang, const std::string& backend) {
+  const std::string device = backend == "cuda" ? "GPU" : backend == "host" ? "CPU" : "target-device";
+  const std::string what = lang == Language::cuda     ? "CUDA kernels"
+                           : lang == Language::cpp    ? "C++ kernels"
+                           : lang == Language::triton ? "Triton kernels"
+                                                      : "PyTorch code";
+  std::string out = fmt::format(
+      "You are an expert {} performance engineer who plans the search for fast {}. You keep the search's world "
+      "model: a decision tree of design hypotheses whose open actions, ranked by their priority score, decide "
+      "which kernel is written next, revised as measurements arrive. ",
+      device, what);
+  if (kind == PromptKind::wm_init)
+    out += "Now you build it from the task: analyse the task in depth and put the analysis into the JSON.";
+  else if (kind == PromptKind::wm_propose)
+    out += "Now you review its frontier of open actions against the evidence and make sure it holds good next steps.";
+  else if (kind == PromptKind::wm_refine)
+    out += "Now you update it with the evidence of a finished cycle: what the kernels did and what that teaches.";
+  else
+    out += "Now you update it after a cycle that produced no passing kernel.";
+  out += " You answer with one JSON object and nothing else: no prose, no markdown fences.";
+  return out;
 }
 
 namespace {
@@ -129,14 +169,14 @@ device code and a name in plan expressions, so the library can tune it; one only
 GEMM's algo, a step's when) is declared with "plan_only": true, and trying it compiles nothing.)TXT";
   return R"TXT(## Answer format
 Write the C++ code in a fenced block tagged `cpp` with a file name, and the call plan in a fenced
-block tagged `json launch_plan`. No main(): the evaluator calls your functions from the plan.
+block tagged `json call_plan`. No main(): the evaluator calls your functions from the plan.
 
 ```cpp kernel.cpp
 #include <cstdint>
 void my_kernel(const float* x, float* y, int64_t n) { ... }
 ```
 
-```json launch_plan
+```json call_plan
 {"calls": [{"fn": "my_kernel", "args": ["x", "y", "n_elems"]}]}
 ```
 
@@ -174,6 +214,8 @@ std::string eval_feedback_text(const EvalResult& r, const PromptBudgets& budgets
     // prompts stay as they were.
     bool baseline = false;
     for (const auto& w : r.workloads) baseline = baseline || w.baseline_ms > 0;
+    // SPREAD (issue 43, item 1, another branch): when EvalResult's summary
+    // gains a spread and a sample count, show them beside the mean here.
     std::string table =
         baseline ? "| workload | kind | status | mean ms | median ms | min ms | reference ms | speedup | baseline ms | "
                    "vs baseline | max abs err | note |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n"
@@ -205,18 +247,130 @@ std::string kernel_text(const Solution& s) { return format_candidate(s); }
 
 namespace {
 
+std::string tolerance_text(const Tolerance& t) {
+  std::string rule = t.rule == Tolerance::Rule::out_relative ? "|out - ref| <= atol + rtol * |out|"
+                     : t.rule == Tolerance::Rule::abs_or_rel  ? "|out - ref| <= atol, or |out - ref| / |ref| <= rtol"
+                                                              : "|out - ref| <= atol + rtol * |ref|";
+  std::string out = fmt::format("Check: every output element must satisfy {} with atol {:g} and rtol {:g}", rule,
+                                t.atol, t.rtol);
+  if (t.min_matched_ratio < 1) out += fmt::format(" ({:g} of the elements must)", t.min_matched_ratio);
+  return out + ", on several input seeds per workload.\n";
+}
+
+std::string score_text(const TaskSpec& spec) {
+  if (spec.score == ScoreMode::vs_baseline)
+    return "Score: the mean over the timed workloads of (baseline latency / your latency), higher is better (1.0 is "
+           "the baseline's speed). The latency reported beside it is the geometric mean over the timed workloads of "
+           "your mean latency per workload.\n";
+  return "Score: the geometric mean over the timed workloads of your mean latency per workload; lower is better, and "
+         "the speedup shown is the reference's geometric mean divided by yours. Correctness-only workloads are "
+         "checked but not timed.\n";
+}
+
+}  // namespace
+
+std::string workloads_text(const TaskSpec& spec, std::size_t budget) {
+  const bool subset = spec.has_feedback_subset();
+  std::vector<const WorkloadSpec*> shown;
+  for (const auto& w : spec.workloads)
+    if (!subset || std::find(spec.feedback_workloads.begin(), spec.feedback_workloads.end(), w.name) !=
+                       spec.feedback_workloads.end())
+      shown.push_back(&w);
+  std::string out = subset ? fmt::format("Each round evaluates your kernel on these {} of the task's {} workloads "
+                                         "(the best kernel is evaluated on all of them at the end); every one must "
+                                         "pass the check.\n",
+                                         shown.size(), spec.workloads.size())
+                           : "Each round evaluates your kernel on every workload below; every one must pass the "
+                             "check.\n";
+  // Dimensions in the task's order; a workload's own extra ones after.
+  std::string head = "| workload | timed |", rule = "|---|---|";
+  for (const auto& d : spec.dims) {
+    head += " " + d + " |";
+    rule += "---|";
+  }
+  std::string table = head + "\n" + rule + "\n";
+  for (const WorkloadSpec* w : shown) {
+    std::string row = fmt::format("| {} | {} |", w->name, w->benchmark ? "yes" : "no: correctness only");
+    for (const auto& d : spec.dims) {
+      auto it = w->dims.find(d);
+      row += it == w->dims.end() ? " - |" : fmt::format(" {} |", it->second);
+    }
+    table += row + "\n";
+  }
+  out += clip(table, budget > 1200 ? budget - 1200 : budget / 2);
+  if (!spec.flops.empty() || !spec.bytes.empty()) {
+    out += "Work per call:";
+    if (!spec.flops.empty()) out += fmt::format(" {} floating-point operations", spec.flops);
+    if (!spec.flops.empty() && !spec.bytes.empty()) out += ",";
+    if (!spec.bytes.empty()) out += fmt::format(" at least {} bytes of inputs and outputs", spec.bytes);
+    out += ".\n";
+  }
+  out += tolerance_text(spec.tolerance);
+  out += score_text(spec);
+  return clip(out, budget);
+}
+
+std::string versus_base(double latency_ms, double base_latency_ms) {
+  if (!(latency_ms > 0) || !(base_latency_ms > 0)) return "";
+  const double r = base_latency_ms / latency_ms;
+  if (std::abs(r - 1) < 0.005) return "as fast as the base (1.00x)";
+  if (r > 1) return fmt::format("{:.2f}x faster than the base", r);
+  return fmt::format("{:.2f}x the base's speed: a regression ({:.2f}x slower than the base)", r, 1 / r);
+}
+
+std::string attempts_text(const std::vector<AttemptBrief>& attempts, const std::string& base_id,
+                          double base_latency_ms, std::size_t budget) {
+  if (attempts.empty()) return "";
+  std::string out = "| # | round | request | kernel | status | latency ms | against the base | note |\n"
+                    "|---|---|---|---|---|---|---|---|\n";
+  for (std::size_t i = 0; i < attempts.size(); ++i) {
+    const AttemptBrief& a = attempts[i];
+    const bool passed = a.status == EvalStatus::passed;
+    std::string against = !a.solution_id.empty() && a.solution_id == base_id
+                              ? "the base kernel itself, resubmitted unchanged"
+                          : passed ? versus_base(a.latency_ms, base_latency_ms)
+                                   : "";
+    std::string note = a.note;
+    for (std::size_t j = 0; j < i; ++j)
+      if (!a.solution_id.empty() && attempts[j].solution_id == a.solution_id) {
+        note = fmt::format("the same code as attempt {}", attempts[j].attempt);
+        break;
+      }
+    if (note.size() > 160) note = note.substr(0, 157) + "...";
+    for (char& c : note)
+      if (c == '\n' || c == '|') c = ' ';
+    out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n", a.attempt, a.round, to_string(a.kind),
+                       a.solution_id.empty() ? "(none)" : a.solution_id.substr(0, 8), to_string(a.status),
+                       passed && a.latency_ms > 0 ? fmt::format("{:.4f}", a.latency_ms) : "-",
+                       against.empty() ? "-" : against, note.empty() ? "-" : note);
+  }
+  return clip(out, budget);
+}
+
+namespace {
+
+// Implement only the action, as the original's codegen prompt says: a
+// cycle's result then tells what the action is worth.
+constexpr std::string_view kScopeRule =
+    "Implement ONLY the chosen action: change what it calls for, keep every other change minimal, and keep the "
+    "kernel correct. The result then shows what this action is worth.\n";
+
 std::string action_block(const ActionInfo& a, std::size_t budget) {
   std::string out = fmt::format("## Chosen action (node {}, from node {})\nTitle: {}\nDifficulty: {}/5\n",
                                 a.node_id, a.parent_id, a.title, a.difficulty);
   if (!a.description.empty()) out += "Description: " + a.description + "\n";
   if (a.expected_factor) out += fmt::format("Expected speedup vs the base: {:.2f}x\n", *a.expected_factor);
   if (!a.rationale.empty()) out += "Rationale: " + a.rationale + "\n";
-  return clip(out, budget);
+  return clip(out, budget) + std::string(kScopeRule);
 }
 
 std::string header(const CodegenInputs& in) {
-  std::string out = fmt::format("# Task: {}\nTarget device: {}\n\n## Specification\n{}\n\n", in.task->name(),
-                                in.device, in.task->prompt(in.language));
+  const TaskSpec& spec = in.task->spec();
+  std::string out = fmt::format(
+      "# Task: {}\n\n## Target device\n{}\nWrite for this device; a device the specification names is where its "
+      "published numbers were measured.\n\n## Specification\n{}\n\n## Workloads and score\n{}\n",
+      in.task->name(), in.device, in.task->prompt(in.language), workloads_text(spec));
+  if (!in.search_state.empty()) out += "## Search state\n" + in.search_state + "\n\n";
   return out;
 }
 
@@ -232,13 +386,37 @@ std::string footer(const CodegenInputs& in) {
   return out;
 }
 
-std::string evidence_block(const char* title, const KernelEvidence& e, const PromptBudgets& b) {
+bool has_code(const KernelEvidence& e) { return e.solution && !e.solution->sources.empty(); }
+
+double passing_latency(const KernelEvidence& e) {
+  return e.eval && e.eval->passed() && e.eval->latency_ms > 0 ? e.eval->latency_ms : 0;
+}
+
+std::string evidence_block(const std::string& title, const KernelEvidence& e, const PromptBudgets& b,
+                           double base_latency_ms = 0) {
   std::string out = fmt::format("## {}\n", title);
-  if (e.solution && !e.solution->sources.empty()) out += kernel_text(*e.solution);
+  if (has_code(e)) out += kernel_text(*e.solution);
   else if (!e.raw_answer.empty()) out += "(the answer held no usable candidate)\n" + clip(e.raw_answer, b.log) + "\n";
-  else out += "(none)\n";
+  else out += "(none: start from the specification)\n";
   if (e.eval) out += "\nResult of that kernel:\n" + eval_feedback_text(*e.eval, b);
+  if (std::string vs = versus_base(passing_latency(e), base_latency_ms); !vs.empty())
+    out += "Against the base kernel: " + vs + ".\n";
   return out + "\n";
+}
+
+// The cycle's attempts, when there are any, as one table.
+std::string attempts_block(const CodegenInputs& in) {
+  if (in.attempts.empty()) return "";
+  return "## Attempts of this cycle (oldest first; latency against the base kernel)\n" +
+         attempts_text(in.attempts, in.base.solution ? in.base.solution->id : "", passing_latency(in.base),
+                       in.budgets.workloads) +
+         "\n";
+}
+
+int attempt_of(const CodegenInputs& in, const std::string& id) {
+  for (const auto& a : in.attempts)
+    if (a.solution_id == id) return a.attempt;
+  return 0;
 }
 
 }  // namespace
@@ -249,10 +427,10 @@ LlmRequest build_generate_request(const CodegenInputs& in) {
   r.system = codegen_system_message(in.language);
   std::string p = header(in);
   if (in.action) p += action_block(*in.action, in.budgets.action) + "\n";
-  if (in.base.solution && !in.base.solution->sources.empty()) {
-    p += evidence_block("Known-good base kernel (start from it)", in.base, in.budgets);
-    p += in.action ? "Apply the chosen action to the base kernel. Keep what already works; change what the "
-                     "action calls for, and keep the result correct.\n"
+  if (has_code(in.base)) {
+    p += evidence_block(in.base_heading + " (known to pass; start from it)", in.base, in.budgets);
+    p += in.action ? "Apply the chosen action to the base kernel: keep what already works and change only what the "
+                     "action calls for.\n"
                    : "Improve on the base kernel while keeping it correct.\n";
   } else {
     p += in.action ? "Write a complete, correct kernel for the specification that implements the chosen action.\n"
@@ -268,39 +446,71 @@ LlmRequest build_debug_request(const CodegenInputs& in) {
   r.kind = PromptKind::debug;
   r.system = codegen_system_message(in.language);
   std::string p = header(in);
-  p += fmt::format("## Debug-and-improve round {}/{}\nThe last attempt did not pass. Find the cause in its "
-                   "result below, fix it, and return the complete corrected kernel.\n\n",
-                   std::min(in.attempt - 1, in.debug_rounds_label), in.debug_rounds_label);
+  p += "## Debug\nThe last attempt did not pass. Find the cause in its result below, fix it, and return the "
+       "complete corrected kernel.\n\n";
   if (in.action) p += action_block(*in.action, in.budgets.action) + "\n";
-  p += evidence_block("Base kernel (known to pass)", in.base, in.budgets);
-  p += evidence_block("Last attempt (failing)", in.last, in.budgets);
+  const double base_ms = passing_latency(in.base);
+  p += evidence_block(in.base_heading + (has_code(in.base) ? " (known to pass)" : ""), in.base, in.budgets);
+  p += attempts_block(in);
+  p += evidence_block("Last attempt (failing)", in.last, in.budgets, base_ms);
   p += footer(in);
   r.prompt = std::move(p);
   return r;
 }
+
+namespace {
+
+// What an improve must beat, in words: the faster of the base kernel and
+// the cycle's best, with its latency.
+std::string improve_target(const CodegenInputs& in) {
+  const double base_ms = passing_latency(in.base), best_ms = passing_latency(in.cycle_best);
+  if (best_ms > 0 && (base_ms <= 0 || best_ms < base_ms))
+    return fmt::format("this cycle's best kernel (attempt {}, {:.4f} ms)", attempt_of(in, in.cycle_best.solution->id),
+                       best_ms);
+  if (base_ms > 0) return fmt::format("{} ({:.4f} ms)", in.base_name, base_ms);
+  return "the fastest kernel so far";
+}
+
+}  // namespace
 
 LlmRequest build_improve_request(const CodegenInputs& in) {
   LlmRequest r;
   r.kind = PromptKind::improve;
   r.system = codegen_system_message(in.language);
   std::string p = header(in);
-  // As the original: the work continues from the last attempt, with the
-  // cycle's best passing kernel as the reference to beat.
-  const bool last_is_base = in.last.solution && in.base.solution && in.last.solution->id == in.base.solution->id;
-  const bool has_last = (in.last.solution && !last_is_base) || !in.last.raw_answer.empty();
+  const bool last_code = has_code(in.last);
+  const bool last_is_base = last_code && in.base.solution && in.last.solution->id == in.base.solution->id;
+  const bool has_last = (last_code && !last_is_base) || (!last_code && !in.last.raw_answer.empty());
+  const double base_ms = passing_latency(in.base), last_ms = passing_latency(in.last);
+  p += "## Improve\n";
   if (has_last) {
-    p += "## Improve\nContinue from your last attempt (the second kernel below): keep what works in it, fix what "
-         "failed, and make it faster than the best passing kernel of this cycle (the first), which is the "
-         "reference to beat. Study the per-workload latencies, find the bottleneck, and return the complete "
-         "kernel.\n\n";
-    p += evidence_block("Best passing kernel of this cycle (the reference to beat)", in.base, in.budgets);
-    p += evidence_block("Last attempt (continue from this one)", in.last, in.budgets);
+    // As the original: the work continues from the last attempt.
+    p += fmt::format("Continue from your last attempt (the last kernel below): keep what works in it, fix what "
+                     "failed or made it slow, and make it faster than {}. Study the per-workload latencies, find the "
+                     "bottleneck, and return the complete kernel.\n",
+                     improve_target(in));
+    if (last_ms > 0 && base_ms > 0 && last_ms > base_ms * 1.005)
+      p += fmt::format("Your last attempt passes but is slower than {}: {}. Do not keep what made it slower.\n",
+                       in.base_name, versus_base(last_ms, base_ms));
   } else {
-    p += "## Improve\nYour last attempt, below, passes and is the best of this cycle. Continue from it: make it "
-         "faster on the benchmark workloads while keeping it correct: study the per-workload latencies, find "
-         "the bottleneck, and return the complete improved kernel.\n\n";
-    p += evidence_block("Last attempt, the best passing so far (continue from this one)", in.base, in.budgets);
+    p += fmt::format("Make the kernel below faster on the timed workloads than {} while keeping it correct: study "
+                     "the per-workload latencies, find the bottleneck, and return the complete improved kernel.\n",
+                     improve_target(in));
+    // (Where the base is the cycle's own best, as greedy's is, the last attempt made it.)
+    if (last_is_base && !in.attempts.empty())
+      p += "Your last attempt returned this kernel unchanged, which implements nothing new.\n";
   }
+  p += "\n";
+  if (in.action) p += action_block(*in.action, in.budgets.action) + "\n";
+  if (has_code(in.base)) p += evidence_block(in.base_heading, in.base, in.budgets);
+  const bool best_shown = has_code(in.cycle_best) && (!in.base.solution || in.cycle_best.solution->id != in.base.solution->id) &&
+                          (!last_code || in.cycle_best.solution->id != in.last.solution->id);
+  if (best_shown)
+    p += evidence_block(fmt::format("Best kernel of this cycle so far (attempt {})",
+                                    attempt_of(in, in.cycle_best.solution->id)),
+                        in.cycle_best, in.budgets, base_ms);
+  p += attempts_block(in);
+  if (has_last) p += evidence_block("Last attempt (continue from this one)", in.last, in.budgets, base_ms);
   p += footer(in);
   r.prompt = std::move(p);
   return r;

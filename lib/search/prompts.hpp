@@ -31,22 +31,60 @@ struct KernelEvidence {
   std::string raw_answer;              // an answer that held no usable candidate
 };
 
+// One attempt of a cycle, for the compact list that improve, debug, refine
+// and too-hard prompts show: every attempt, without its code.
+struct AttemptBrief {
+  int attempt = 0;                          // 1-based within the cycle
+  int round = 0;                            // the run's round it took
+  PromptKind kind = PromptKind::generate;   // the request that produced it
+  std::string solution_id;                  // empty: the answer held no usable candidate
+  EvalStatus status = EvalStatus::passed;
+  double latency_ms = 0;                    // when passed
+  std::string note;                         // one line: why it failed, or what the kernel is
+};
+
 struct CodegenInputs {
   const Task* task = nullptr;
   Language language = Language::cuda;
-  std::string device;                    // target device description
+  std::string device;                    // target device description (lines)
   std::optional<ActionInfo> action;      // the world model's chosen action, if any
-  KernelEvidence base;                   // known-good starting point
-  KernelEvidence last;                   // the previous attempt of this cycle
+  // The starting point and reference: the action's base kernel (world
+  // model), the best kernel so far (greedy), the parent (evolve).
+  KernelEvidence base;
+  std::string base_heading = "Base kernel";  // what `base` is, as a heading
+  std::string base_name = "the base kernel";  // and in a sentence
+  // The cycle's best passing kernel when it is neither the base nor the
+  // last attempt (world model): its code is shown as the kernel to beat.
+  KernelEvidence cycle_best;
+  KernelEvidence last;                   // the previous attempt
+  std::vector<AttemptBrief> attempts;    // the cycle's attempts so far, oldest first
+  std::string search_state;              // rounds left and the cycle's state, in lines
   std::string world_model;               // compact world model section (already budgeted)
   int attempt = 1;                       // 1-based attempt within the cycle
-  int debug_rounds_label = 5;
+  int debug_rounds_label = 5;            // unused: the search state says where the cycle stands
   std::string variant_hint;              // distinguishes parallel samples of one prompt
   PromptBudgets budgets;
 };
 
 // The system message for code-generation calls.
 std::string codegen_system_message(Language lang);
+// The system message of a world-model call (wm_init, wm_propose, wm_refine,
+// wm_too_hard) for a run in `lang` on a device of `backend` ("cuda", "host").
+std::string world_model_system_message(PromptKind kind, Language lang, const std::string& backend);
+// A language in a few words, for world-model prompts: "cpp: C++20 for the
+// host CPU, compiled with -O3 -march=native; your functions are called from a call plan".
+std::string language_text(Language lang);
+// The workloads a round evaluates, each with its dimension values and
+// whether it is timed, the correctness check, and how the score is made of
+// the timings. Bounded by `budget`.
+std::string workloads_text(const TaskSpec& spec, std::size_t budget = 2500);
+// "1.25x faster than the base", "0.40x the base's speed: a regression (2.50x
+// slower)", "as fast as the base"; "" when either latency is unknown.
+std::string versus_base(double latency_ms, double base_latency_ms);
+// The attempts as a table (round, request, kernel, status, latency, against
+// the base kernel, a note), regressions named; bounded by `budget`.
+std::string attempts_text(const std::vector<AttemptBrief>& attempts, const std::string& base_id,
+                          double base_latency_ms, std::size_t budget = 2500);
 // How an answer must be written (candidate format, tunable parameters). For
 // Python languages the task's calling convention (TaskSpec::python) names
 // the entry point.

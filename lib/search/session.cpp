@@ -71,8 +71,18 @@ Session::Session(const Task& task, Evaluator& evaluator, LlmPolicy& llm, WorldMo
   journal_evals_ = store_.attempts();
   // Only strategy events count for replay; run-level events (started,
   // finished, cancel) differ between the original run and a resume.
-  for (const auto& e : events::decode_all(store_.events()))
+  std::uint64_t journaled_snapshot = 0;
+  std::vector<std::uint64_t> post_stop;
+  for (const auto& e : events::decode_all(store_.events())) {
     if (e.journal_seq) ++events_on_disk_;
+    if (const auto* w = std::get_if<events::WorldModelSnapshot>(&e.payload)) {
+      const auto v = static_cast<std::uint64_t>(w->version);
+      if (e.journal_seq) journaled_snapshot = std::max(journaled_snapshot, v);
+      else post_stop.push_back(v);
+    }
+  }
+  for (std::uint64_t v : post_stop)
+    if (v > journaled_snapshot) stale_snapshots_.insert(v);
   // The journal must be a prefix: sequence numbers 0..n-1 without gaps.
   for (std::size_t i = 0; i < journal_evals_.size(); ++i)
     if (journal_evals_[i].seq != static_cast<int>(i))
@@ -99,8 +109,14 @@ double Session::elapsed_s() const {
 
 std::string Session::device_description() const {
   DeviceInfo d = evaluator_.device();
-  std::string out = d.name.empty() ? d.backend : d.arch.empty() ? d.name : fmt::format("{} ({})", d.name, d.arch);
-  return environment_.empty() ? out : out + "; " + environment_;
+  // A Python candidate on a GPU is timed in its own process, the Python
+  // call included (docs/python-candidates.md, "Timing on the GPU").
+  if (language_is_python(config_.language) && d.backend == "cuda")
+    d.timing = "CUDA events on the current stream around your whole entry-point call, Python and PyTorch dispatch "
+               "included (GPUMode's window); outputs are filled with a poison pattern and the L2 cache is flushed "
+               "between calls.";
+  std::string out = d.describe();
+  return environment_.empty() ? out : out + "\nSoftware: " + environment_ + ".";
 }
 
 void Session::diverged(const std::string& what) const {
@@ -195,15 +211,31 @@ StopReason Session::run(SearchStrategy& strategy) {
     // it did after the stop reached the journal.
   }
   const StopReason reason = stop_reason().value_or(StopReason::strategy_done);
+  // A replay that left or ran out of its recording keeps the recording's
+  // prefix; every other run lets the strategy record what the stop cut short.
+  if (reason != StopReason::replay_diverged && reason != StopReason::recording_ended) {
+    finishing_ = true;
+    try {
+      strategy.finish(*this);
+    } catch (const SearchStopped&) {
+      // It asked for an LLM call or an evaluation: there are none after the stop.
+    }
+    finishing_ = false;
+  }
   append(events::RunFinished{to_string(reason), totals()});
   return reason;
 }
 
 void Session::event(const std::string& type, Json data) {
+  if (!data.is_object()) data = Json::obj({{"data", std::move(data)}});
+  if (finishing_) {
+    // After the stop: outside the journal, which a resume replays.
+    append(events::payload_from(type, data));
+    return;
+  }
   ensure_running();
   if (recording_exhausted()) recording_ended("the run passed the last event of the recording", false);
   // A strategy's own fields; the catalogue's types (decision, cycle_*) typed.
-  if (!data.is_object()) data = Json::obj({{"data", std::move(data)}});
   emit(events::payload_from(type, data));
 }
 
@@ -285,7 +317,8 @@ LlmResponse Session::replay_llm(const LlmRequest& req) {
     prompt_mismatch_noted_ = true;
     append(events::JournalPromptMismatch{static_cast<std::int64_t>(llm_seq_),
                                          "a replayed answer was recorded for a different prompt text; the "
-                                         "library or the task's prompt changed since"});
+                                         "library, the task's prompt or a setting the prompts state (the round "
+                                         "budget, the stagnation window) changed since"});
   }
   return LlmResponse::from_json(*r);
 }
@@ -840,15 +873,19 @@ std::optional<EvalResult> Session::find_eval(const std::string& id) const {
 }
 
 void Session::snapshot_world_model() {
-  ensure_running();
+  if (!finishing_) ensure_running();
   if (!wm_.initialized()) return;
   std::uint64_t v = wm_.version();
   if (snapshot_written_ && v == snapshot_version_) return;
-  if (recording_exhausted()) recording_ended("the run passed the last event of the recording", false);
+  if (!finishing_ && recording_exhausted()) recording_ended("the run passed the last event of the recording", false);
+  if (stale_snapshots_.erase(v)) store_.remove_world_model(v);
   store_.write_world_model(v, wm_.to_json());
   snapshot_version_ = v;
   snapshot_written_ = true;
-  emit(events::WorldModelSnapshot{static_cast<std::int64_t>(v)});
+  // A snapshot after the stop is outside the journal: a resume that goes on
+  // writes its own snapshot of that version over it.
+  if (finishing_) append(events::WorldModelSnapshot{static_cast<std::int64_t>(v)});
+  else emit(events::WorldModelSnapshot{static_cast<std::int64_t>(v)});
 }
 
 void Session::set_state(Json state) {

@@ -21,6 +21,7 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -197,8 +198,12 @@ class Session final : public SearchContext {
   int rounds_used_ = 0;
   bool cancelled_ = false;
   bool finishing_batch_ = false;  // journaling a batch that started before the wall-time budget ran out
+  bool finishing_ = false;        // inside SearchStrategy::finish: events and snapshots outside the journal
   bool prompt_mismatch_noted_ = false;
   std::uint64_t snapshot_version_ = 0;
+  // Snapshots a stop wrote outside the journal, past the journal's last:
+  // this run writes its own over them.
+  std::set<std::uint64_t> stale_snapshots_;
   bool snapshot_written_ = false;
   std::optional<BestSolution> best_;
   std::map<std::string, Solution> solutions_;

@@ -124,6 +124,8 @@ Json SearchConfig::to_json() const {
                     {"wm_edit_retries", world_model.edit_retries},
                     {"wm_lenient_edits", world_model.lenient_edits},
                     {"wm_max_chars", static_cast<std::int64_t>(world_model.max_chars)},
+                    {"wm_loop_rules", world_model.loop_rules},
+                    {"wm_propose_every", world_model.propose_every},
                     {"debug_rounds_label", debug_rounds_label},
                     {"parallel", parallel},
                     {"tune_rounds", tune.rounds},
@@ -167,6 +169,10 @@ SearchConfig SearchConfig::from_json(const Json& j) {
     w.lenient_edits = lenient->as_bool();
   }
   w.max_chars = static_cast<std::size_t>(r.optional_int("wm_max_chars", static_cast<std::int64_t>(w.max_chars)));
+  // Absent in a manifest written before issue 43's loop: its rules, so its
+  // journal replays (proposals only when the frontier runs thin).
+  w.loop_rules = static_cast<int>(r.optional_int("wm_loop_rules", 1));
+  w.propose_every = static_cast<int>(r.optional_int("wm_propose_every", w.loop_rules >= 2 ? w.propose_every : 0));
   c.debug_rounds_label = static_cast<int>(r.optional_int("debug_rounds_label", c.debug_rounds_label));
   c.parallel = static_cast<int>(r.optional_int("parallel", c.parallel));
   c.tune.rounds = static_cast<int>(r.optional_int("tune_rounds", c.tune.rounds));
@@ -231,6 +237,9 @@ void SearchConfig::validate() const {
   if (world_model.max_difficulty < 1 || world_model.max_difficulty > 5)
     bad(fmt::format("wm_max_difficulty must be between 1 and 5, is {}", world_model.max_difficulty));
   if (world_model.edit_retries < 1) bad(fmt::format("wm_edit_retries must be >= 1, is {}", world_model.edit_retries));
+  if (world_model.loop_rules < 1 || world_model.loop_rules > 2)
+    bad(fmt::format("wm_loop_rules must be 1 or 2, is {}", world_model.loop_rules));
+  if (world_model.propose_every < 0) bad(fmt::format("wm_propose_every must be >= 0, is {}", world_model.propose_every));
   if (parallel < 1) bad(fmt::format("parallel must be >= 1, is {}", parallel));
   if (tune.rounds < 0) bad(fmt::format("tune_rounds must be >= 0, is {}", tune.rounds));
   if (tune.batch < 0 || tune.batch > core::kMaxTuneBatch)

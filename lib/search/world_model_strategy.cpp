@@ -20,6 +20,7 @@
 #include "search/cycle.hpp"
 #include "search/prompts.hpp"
 #include "search/strategies.hpp"
+#include "search/world_model/prompts.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/sys/search_strategy.hpp"
 #include "ksearch/sys/world_model.hpp"
@@ -58,7 +59,7 @@ std::string kernel_brief(const std::optional<Solution>& s, const std::optional<E
 // what it chose, the next request, and the timings it compared. A replay
 // compares these with the recording's to say which decision changed.
 Json stagnation_decision(const SearchContext& ctx, int cycle, const CycleTracker& tracker,
-                         std::optional<PromptKind> resend, const std::optional<Solution>& last,
+                         std::optional<PromptKind> resend, PromptKind next_code, const std::optional<Solution>& last,
                          const std::optional<EvalResult>& last_eval, const std::optional<Solution>& cycle_best,
                          const std::optional<EvalResult>& cycle_best_eval, const std::optional<Solution>& base,
                          const std::optional<EvalResult>& base_eval) {
@@ -66,8 +67,7 @@ Json stagnation_decision(const SearchContext& ctx, int cycle, const CycleTracker
   const int round = ctx.rounds_used();
   const bool ends = tracker.stagnant();
   const bool has_base = base && base_eval && base_eval->passed() && base_eval->score > 0;
-  std::string next = ends ? (cycle_best ? "wm_refine" : "wm_too_hard")
-                          : to_string(resend ? *resend : tracker.has_pass() ? PromptKind::improve : PromptKind::debug);
+  std::string next = ends ? (cycle_best ? "wm_refine" : "wm_too_hard") : to_string(next_code);
   std::string this_attempt = resend ? "the LLM request failed (no evidence)"
                              : last  ? "this attempt " + kernel_brief(last, last_eval)
                                      : "this attempt held no usable candidate";
@@ -114,10 +114,14 @@ std::string prediction_text(const ActionInfo& action, const EvalResult& best_eva
       "expected_vs_baseline_factor (the predicted speedup over the action's base kernel): {}; confidence: 0.5; "
       "rationale: {}\n",
       action.expected_factor ? fmt::format("{:.3f}", *action.expected_factor) : "null", action.rationale);
-  if (base_eval && base_eval->passed() && base_eval->latency_ms > 0 && best_eval.latency_ms > 0)
-    out += fmt::format("observed: {:.3f}x over the base kernel ({:.4f} ms -> {:.4f} ms)",
-                       base_eval->latency_ms / best_eval.latency_ms, base_eval->latency_ms, best_eval.latency_ms);
-  else
+  if (base_eval && base_eval->passed() && base_eval->latency_ms > 0 && best_eval.latency_ms > 0) {
+    const double factor = base_eval->latency_ms / best_eval.latency_ms;
+    out += fmt::format("observed: {:.3f}x over the base kernel ({:.4f} ms -> {:.4f} ms)", factor,
+                       base_eval->latency_ms, best_eval.latency_ms);
+    // A cycle whose best is slower than its base found only regressions.
+    if (factor < 0.995)
+      out += fmt::format(": a regression, the cycle's best kernel is {:.2f}x slower than its base", 1 / factor);
+  } else
     out += "observed: no base kernel (the action started from the task alone), so no factor over a base";
   // A task scored against a baseline (FlashInfer's) speaks in its factor.
   if (best_eval.vs_baseline > 0) out += fmt::format("; {:.3f}x over the task's baseline", best_eval.vs_baseline);
@@ -133,6 +137,7 @@ struct EditJob {
   EditRules rules;  // propose, refine and too hard (wm_init has none)
   int tries = 0;
   int max_tries = 1;
+  bool wrote_code = false;  // the last answer held source code, not the JSON asked for
 };
 
 enum class EditProgress { committed, retry, spent };
@@ -151,6 +156,7 @@ struct Cycle {
   std::optional<Solution> last;
   std::optional<EvalResult> last_eval;
   std::string last_raw;  // an answer that did not parse
+  std::vector<AttemptBrief> attempts;  // every attempt, for the prompts
   int attempt = 0;
   // A request that failed (outage, timeout) is sent again as it was: there
   // is no new evidence to debug or improve on.
@@ -211,6 +217,34 @@ class WorldModelStrategy final : public SearchStrategy {
     }
   }
 
+  // The stop cut cycles short (the round budget, a cancel): each one's best
+  // kernel is attached to its action, as the original's last cycle ends
+  // with an attach, so the final tree holds the kernels the run found. No
+  // refine edit: the LLM takes no call after the stop, and a resume with a
+  // larger budget goes on with the cycle instead (docs/world-model.md, "The loop").
+  void finish(SearchContext& ctx) override {
+    WorldModel& wm = ctx.world_model();
+    if (!wm.initialized()) return;
+    for (Slot& s : slots_) {
+      if (s.phase != Slot::Phase::attempting || !s.cycle || !s.cycle->best) continue;
+      const Cycle& c = *s.cycle;
+      if (c.base && c.best->id == c.base->id) continue;  // its parent's kernel: nothing new to attach
+      if (!wm.action(c.node_id).solution_id.empty()) continue;  // the stop came after the cycle's own attach
+      wm.attach_solution(c.node_id, solution_ref(ctx, c));
+      const std::string why =
+          fmt::format("the run stopped ({}) in cycle {} after {} attempt(s); the cycle's best kernel {} is attached "
+                      "to its action without a refine edit (no LLM call after the stop)",
+                      to_string(ctx.stop_reason().value_or(StopReason::strategy_done)), c.number, c.attempt,
+                      kernel_brief(c.best, c.best_eval));
+      ctx.event("world_model_attached_at_stop", Json::obj({{"cycle", c.number},
+                                                           {"node_id", c.node_id},
+                                                           {"solution_id", c.best->id},
+                                                           {"attempts", c.attempt},
+                                                           {"why", why}}));
+    }
+    ctx.snapshot_world_model();
+  }
+
  private:
   SelectionPolicy selection_policy(const SearchContext& ctx) const {
     SelectionPolicy p;
@@ -231,17 +265,69 @@ class WorldModelStrategy final : public SearchStrategy {
     return std::any_of(slots_.begin(), slots_.end(), [](const Slot& s) { return s.phase == Slot::Phase::proposing; });
   }
 
-  static WmPromptInputs base_inputs(SearchContext& ctx) {
+  WmPromptInputs base_inputs(SearchContext& ctx) const {
     WmPromptInputs in;
     const Task& task = ctx.task();
-    in.task_spec = task.prompt(ctx.config().language);
-    in.code_format = answer_format_text(ctx.config().language, &ctx.task().spec());
+    const SearchConfig& cfg = ctx.config();
+    in.task_spec = task.prompt(cfg.language);
+    in.code_format = answer_format_text(cfg.language, &ctx.task().spec());
     in.targets = targets_text(task.spec());
     in.round = ctx.rounds_used();
+    in.device = ctx.device_description();
+    in.backend = device_backend(in.device, cfg.language);
+    in.language = language_text(cfg.language);
+    in.workloads = workloads_text(task.spec(), 1500);
+    in.search_state = fmt::format(
+        "{} of {} rounds used, {} left (a round is one kernel evaluated; world-model calls are not rounds). {} "
+        "cycle(s) finished. A cycle ends when {} attempts in a row bring no new best kernel of the cycle, or its best "
+        "stays slower than its base kernel that long; when the rounds run out, the last cycle's best kernel is "
+        "attached to its action as it stands.",
+        ctx.rounds_used(), cfg.max_rounds, ctx.rounds_left(), cycles_closed_, std::max(1, cfg.world_model.stagnation_window));
+    in.lenient_edits = cfg.world_model.lenient_edits;
     return in;
   }
 
-  static EditJob new_edit(SearchContext& ctx, PromptKind kind, WmPromptInputs in) {
+  // "cuda" or "host", for the prompts' wording: from the device's
+  // description's first line (a GPU is "..., a GPU"), else the language.
+  static std::string device_backend(const std::string& device, Language lang) {
+    const std::string first = device.substr(0, device.find('\n'));
+    if (first.find(", a GPU") != std::string::npos) return "cuda";
+    if (first.find(", the host CPU") != std::string::npos) return "host";
+    return lang == Language::cuda || lang == Language::triton ? "cuda" : lang == Language::cpp ? "host" : "";
+  }
+
+  static SolutionRef solution_ref(const SearchContext& ctx, const Cycle& c) {
+    SolutionRef ref;
+    ref.solution_id = c.best->id;
+    ref.solution_name = c.best->name;
+    ref.parent_solution_id = c.base ? c.base->id : "";
+    ref.round = ctx.rounds_used();
+    ref.eval = compact_eval(*c.best_eval);
+    return ref;
+  }
+
+  // Why the deterministic fallback stood in, and what likely caused it.
+  static std::string fallback_why(const EditJob& job, std::string_view instead) {
+    const auto& errors = job.in.validation_errors;
+    bool unreadable = job.wrote_code;
+    for (const auto& e : errors)
+      unreadable = unreadable || e.find("could not be read as JSON") != std::string::npos ||
+                   e.find("has no \"ops\" array") != std::string::npos ||
+                   e.find("decision_tree is required") != std::string::npos ||
+                   e.find("The previous request failed") != std::string::npos;
+    std::string last = errors.empty() ? "none given" : errors.front();
+    if (last.size() > 300) last = last.substr(0, 297) + "...";
+    const std::string cause =
+        unreadable ? "the model does not answer world-model prompts with the JSON object they ask for (it writes code "
+                     "or prose): use a model that follows JSON instructions, or --strategy greedy, which asks only "
+                     "for code"
+                   : "the model's answers break the tree's rules (each rejection's reasons are in events.jsonl, "
+                     "world_model_edit_rejected); --wm-lenient-edits repairs what can be repaired safely";
+    return fmt::format("all {} answers to {} were rejected (the last: {}); {}. Likely cause: {}", job.tries,
+                       to_string(job.kind), last, instead, cause);
+  }
+
+  static EditJob new_edit(const SearchContext& ctx, PromptKind kind, WmPromptInputs in) {
     EditJob job;
     job.kind = kind;
     job.in = std::move(in);
@@ -254,6 +340,7 @@ class WorldModelStrategy final : public SearchStrategy {
   static LlmRequest edit_request(SearchContext& ctx, const EditJob& job) {
     LlmRequest req;
     req.kind = job.kind;
+    req.system = world_model_system_message(job.kind, ctx.config().language, job.in.backend);
     req.prompt = ctx.world_model().build_prompt(job.kind, job.in);
     return req;
   }
@@ -266,6 +353,11 @@ class WorldModelStrategy final : public SearchStrategy {
       emit(ctx, events::WorldModelEditFailed{std::string(to_string(job.kind)), t, {resp.error}});
       job.in.validation_errors = {"The previous request failed: " + resp.error};
     } else {
+      // A model that writes a kernel whatever it is asked (its answer may even
+      // hold a JSON plan block) is the likely cause of a fallback.
+      job.wrote_code = false;
+      for (const char* fence : {"```cpp", "```cuda", "```c++", "```python", "__global__", "#include"})
+        job.wrote_code = job.wrote_code || resp.text.find(fence) != std::string::npos;
       EditOutcome out = apply(resp.text);
       events::WorldModelEdit edit{std::string(to_string(job.kind)), t, out.applied_ops, out.new_nodes, out.errors,
                                   out.report, out.repairs};
@@ -290,7 +382,7 @@ class WorldModelStrategy final : public SearchStrategy {
     } while (p == EditProgress::retry);
     if (p == EditProgress::spent) {
       wm.initialize_fallback(ctx.task().prompt(ctx.config().language), ctx.rounds_used());
-      emit(ctx, events::WorldModelFallback{"wm_init"});
+      emit(ctx, events::WorldModelFallback{"wm_init", fallback_why(job, "the search goes on from a generic starting tree")});
     }
     ctx.snapshot_world_model();
   }
@@ -410,7 +502,7 @@ class WorldModelStrategy final : public SearchStrategy {
     WorldModel& wm = ctx.world_model();
     for (Slot& s : slots_) {
       if (s.phase == Slot::Phase::idle) {
-        if (wm.needs_proposals() && !proposal_in_flight()) {
+        if ((wm.needs_proposals() || review_due(ctx)) && !proposal_in_flight()) {
           start_propose(ctx, s);
           continue;
         }
@@ -424,7 +516,16 @@ class WorldModelStrategy final : public SearchStrategy {
     });
   }
 
+  // K-Search proposes when the frontier runs thin, which refine's
+  // continuation rule keeps from happening: with loop rules 2 the frontier
+  // is also reviewed after every `propose_every` closed cycles.
+  bool review_due(const SearchContext& ctx) const {
+    const WorldModelOptions& w = ctx.config().world_model;
+    return w.loop_rules >= 2 && w.propose_every > 0 && cycles_closed_ - reviewed_at_ >= w.propose_every;
+  }
+
   void start_propose(SearchContext& ctx, Slot& s) {
+    reviewed_at_ = cycles_closed_;
     EditJob job = new_edit(ctx, PromptKind::wm_propose, base_inputs(ctx));
     job.in.kernel_code = last_code_;
     job.rules.purpose = EditRules::Purpose::propose;
@@ -531,29 +632,76 @@ class WorldModelStrategy final : public SearchStrategy {
       cands[j].name = fmt::format("r{}-{}", ctx.rounds_used() + static_cast<int>(j) + 1,
                                   to_string(c.pending_kind));
     }
+    const int first_round = ctx.rounds_used() + 1;
     std::vector<EvalResult> results;
     if (cands.size() == 1) results.push_back(ctx.evaluate(cands.front(), labels.front()));
     else results = ctx.evaluate_batch(cands, labels);
-    for (std::size_t j = 0; j < cands.size(); ++j) {
-      Slot& s = slots_[evaluating[j]];
-      Cycle& c = *s.cycle;
-      c.last = cands[j];
-      c.last_eval = results[j];
-      if (c.tracker.observe(results[j].passed(), results[j].score)) {
-        c.best = cands[j];
-        c.best_eval = results[j];
-      }
-      after_attempt(ctx, s);
+    // Every cycle takes its result before any decision is written: a stop at
+    // a decision leaves each cycle's best known to finish().
+    for (std::size_t j = 0; j < cands.size(); ++j)
+      take_result(ctx, *slots_[evaluating[j]].cycle, cands[j], results[j], first_round + static_cast<int>(j));
+    for (std::size_t j = 0; j < cands.size(); ++j) after_attempt(ctx, slots_[evaluating[j]]);
+  }
+
+  // An evaluated attempt: the last, maybe the cycle's best, one more line
+  // in the cycle's list. With loop rules 2 the base kernel sent back
+  // unchanged is no new kernel: it never becomes the cycle's best (the
+  // action would get its parent's kernel), and counts as an attempt
+  // without improvement.
+  static void take_result(const SearchContext& ctx, Cycle& c, const Solution& cand, const EvalResult& r, int round) {
+    c.last = cand;
+    c.last_eval = r;
+    const bool base_again = ctx.config().world_model.loop_rules >= 2 && c.base && cand.id == c.base->id;
+    if (base_again) c.tracker.observe(false, 0);
+    else if (c.tracker.observe(r.passed(), r.score)) {
+      c.best = cand;
+      c.best_eval = r;
     }
+    AttemptBrief a;
+    a.attempt = c.attempt;
+    a.round = round;
+    a.kind = c.pending_kind;
+    a.solution_id = cand.id;
+    a.status = r.status;
+    a.latency_ms = r.passed() ? r.latency_ms : 0;
+    a.note = r.passed() ? cand.description.substr(0, cand.description.find('\n')) : r.failure_reason();
+    c.attempts.push_back(std::move(a));
   }
 
   static std::string attempt_label(const Cycle& c, const LlmRequest& req) {
     return fmt::format("{} [{} {}]", c.action.title, to_string(req.kind), c.attempt);
   }
 
+  // The kind of the cycle's next code request: generate first, debug while
+  // nothing passed, improve after (and, with loop rules 2, after the base
+  // kernel came back unchanged: it passes, but implements nothing).
+  static PromptKind next_code_kind(const SearchContext& ctx, const Cycle& c) {
+    if (!c.tracker.has_pass() && !c.last_eval) return PromptKind::generate;
+    if (c.tracker.has_pass()) return PromptKind::improve;
+    const bool base_again = ctx.config().world_model.loop_rules >= 2 && c.base && c.last && c.last->id == c.base->id;
+    return base_again ? PromptKind::improve : PromptKind::debug;
+  }
+
+  // Where the search stands, for the code prompts.
+  static std::string cycle_state(const SearchContext& ctx, const Cycle& c) {
+    const SearchConfig& cfg = ctx.config();
+    const int window = std::max(1, cfg.world_model.stagnation_window);
+    std::string out = fmt::format(
+        "Round {} of {}: this answer is one round; {} round(s) are left after it.\nCycle {} works on the chosen "
+        "action (node {}); this is its attempt {}. The cycle ends when {} attempts in a row bring no new best kernel "
+        "of the cycle ({} so far)",
+        ctx.rounds_used() + 1, cfg.max_rounds, std::max(0, ctx.rounds_left() - 1), c.number, c.node_id, c.attempt,
+        window, c.tracker.no_improve_streak());
+    if (c.base_eval && c.base_eval->passed())
+      out += fmt::format(", or when its best stays slower than the base kernel for {} attempts ({} so far)", window,
+                         c.tracker.no_improve_over_base_streak());
+    return out + "; the world model is then updated with what the cycle found. If the rounds run out first, the "
+                 "cycle's best kernel is attached to its action as it stands.";
+  }
+
   // The cycle's next code request: generate first (from the base kernel when
-  // the action has one), debug while nothing passed, improve after (from
-  // the last attempt, with the cycle's best as the kernel to beat).
+  // the action has one), debug while nothing passed, improve after: from the
+  // last attempt, with the base kernel and the cycle's best beside it.
   LlmRequest code_request(SearchContext& ctx, Cycle& c) const {
     const SearchConfig& cfg = ctx.config();
     ++c.attempt;
@@ -570,16 +718,25 @@ class WorldModelStrategy final : public SearchStrategy {
     in.attempt = c.attempt;
     in.debug_rounds_label = cfg.debug_rounds_label;
     in.action = c.action;
-    if (!c.tracker.has_pass() && !c.last_eval) {
-      if (c.base) in.base = {&*c.base, c.base_eval ? &*c.base_eval : nullptr, ""};
-      return build_generate_request(in);
+    in.search_state = cycle_state(ctx, c);
+    in.attempts = c.attempts;
+    if (c.base) {
+      in.base = {&*c.base, c.base_eval ? &*c.base_eval : nullptr, ""};
+      in.base_heading = fmt::format("Base kernel (node {}'s kernel: the action starts from it)", c.action.parent_id);
     }
+    const PromptKind kind = next_code_kind(ctx, c);
+    if (kind == PromptKind::generate) return build_generate_request(in);
     in.last = {c.last ? &*c.last : nullptr, c.last_eval ? &*c.last_eval : nullptr, c.last_raw};
-    if (!c.tracker.has_pass()) {
-      if (c.base) in.base = {&*c.base, c.base_eval ? &*c.base_eval : nullptr, ""};
-      return build_debug_request(in);
+    if (kind == PromptKind::debug) return build_debug_request(in);
+    if (c.best) in.cycle_best = {&*c.best, &*c.best_eval, ""};
+    // With loop rules 1 the improve prompt is the one those runs recorded:
+    // the cycle's best in the base's place.
+    if (cfg.world_model.loop_rules < 2 && c.best) {
+      in.base = {&*c.best, &*c.best_eval, ""};
+      in.base_heading = "Best passing kernel of this cycle (the reference to beat)";
+      in.base_name = "this cycle's best kernel";
+      in.cycle_best = {};
     }
-    in.base = {&*c.best, &*c.best_eval, ""};
     return build_improve_request(in);
   }
 
@@ -594,6 +751,7 @@ class WorldModelStrategy final : public SearchStrategy {
       c.resend = req;
       return std::nullopt;
     }
+    const std::string parent = continued_from(c, req.kind);
     c.last.reset();
     c.last_eval.reset();
     c.last_raw.clear();
@@ -601,12 +759,33 @@ class WorldModelStrategy final : public SearchStrategy {
       c.last_eval = std::move(answer.unreadable);
       c.last_raw = resp.text;
       c.tracker.observe(false, 0);
+      AttemptBrief a;
+      a.attempt = c.attempt;
+      a.round = ctx.rounds_used();
+      a.kind = req.kind;
+      a.status = c.last_eval->status;
+      a.note = c.last_eval->failure_reason();
+      c.attempts.push_back(std::move(a));
       return std::nullopt;
     }
     Solution cand = std::move(*answer.candidate);
-    cand.parent_id = c.base ? c.base->id : "";
+    cand.finalize();
+    cand.parent_id = parent;
+    // The same code sent back is not its own parent: it keeps the parent it had.
+    if (cand.id == parent) {
+      auto known = ctx.find_solution(parent);
+      cand.parent_id = known ? known->parent_id : "";
+    }
     c.pending_kind = req.kind;
     return cand;
+  }
+
+  // The kernel an answer continued from: for debug and improve the last
+  // attempt (when it had code), else the cycle's best, else the base kernel.
+  static std::string continued_from(const Cycle& c, PromptKind kind) {
+    if (kind != PromptKind::generate && c.last && !c.last->sources.empty()) return c.last->id;
+    if (kind == PromptKind::improve && c.best) return c.best->id;
+    return c.base ? c.base->id : "";
   }
 
   // After each attempt: the state, the stagnation decision, and the cycle's
@@ -624,9 +803,8 @@ class WorldModelStrategy final : public SearchStrategy {
     ctx.set_state(std::move(state));
     std::optional<PromptKind> resent;
     if (c.resend) resent = c.resend->kind;
-    Json decision =
-        stagnation_decision(ctx, c.number, c.tracker, resent, c.last, c.last_eval, c.best, c.best_eval, c.base,
-                            c.base_eval);
+    Json decision = stagnation_decision(ctx, c.number, c.tracker, resent, resent ? *resent : next_code_kind(ctx, c),
+                                        c.last, c.last_eval, c.best, c.best_eval, c.base, c.base_eval);
     if (parallel) decision["slot"] = static_cast<std::int64_t>(slot);
     ctx.event("decision", std::move(decision));
     if (c.tracker.stagnant()) finish_cycle(ctx, s);
@@ -640,16 +818,15 @@ class WorldModelStrategy final : public SearchStrategy {
     emit(ctx, events::CycleFinished{c.number, c.node_id, c.attempt, c.tracker.has_pass(), c.best ? c.best->id : ""});
     const std::string last_code = c.last ? kernel_text(*c.last) : c.last_raw;
     last_code_ = c.best ? kernel_text(*c.best) : last_code;
+    // Every attempt, compactly: a losing one is evidence too.
+    const std::string attempts =
+        attempts_text(c.attempts, c.base ? c.base->id : "",
+                      c.base_eval && c.base_eval->passed() ? c.base_eval->latency_ms : 0, wm::PromptBudgets::attempts);
     if (c.best) {
-      SolutionRef ref;
-      ref.solution_id = c.best->id;
-      ref.solution_name = c.best->name;
-      ref.parent_solution_id = c.base ? c.base->id : "";
-      ref.round = ctx.rounds_used();
-      ref.eval = compact_eval(*c.best_eval);
-      wm.attach_solution(c.node_id, ref);
+      wm.attach_solution(c.node_id, solution_ref(ctx, c));
       ctx.snapshot_world_model();
       EditJob job = new_edit(ctx, PromptKind::wm_refine, base_inputs(ctx));
+      job.in.attempts = attempts;
       job.in.chosen_node_id = c.node_id;
       job.in.prediction = prediction_text(c.action, *c.best_eval, c.base_eval);
       job.in.eval_summary = eval_feedback_text(*c.best_eval, PromptBudgets{});
@@ -659,6 +836,7 @@ class WorldModelStrategy final : public SearchStrategy {
       s.edit = std::move(job);
     } else {
       EditJob job = new_edit(ctx, PromptKind::wm_too_hard, base_inputs(ctx));
+      job.in.attempts = attempts;
       job.in.chosen_node_id = c.node_id;
       job.in.debug_rounds = c.attempt;
       job.in.kernel_code = last_code;  // what failed, as the original shows it
@@ -679,7 +857,7 @@ class WorldModelStrategy final : public SearchStrategy {
     if (p == EditProgress::retry) return;
     if (p == EditProgress::spent) {
       wm.fallback_after_propose(ctx.rounds_used());
-      emit(ctx, events::WorldModelFallback{"wm_propose"});
+      emit(ctx, events::WorldModelFallback{"wm_propose", fallback_why(job, "a generic action was added")});
     }
     ctx.snapshot_world_model();
     s.edit.reset();
@@ -697,7 +875,8 @@ class WorldModelStrategy final : public SearchStrategy {
     if (job.kind == PromptKind::wm_refine) {
       if (p == EditProgress::spent) {
         wm.fallback_after_refine(c.node_id, ctx.rounds_used());
-        emit(ctx, events::WorldModelFallback{"wm_refine"});
+        emit(ctx, events::WorldModelFallback{"wm_refine",
+                                             fallback_why(job, "a generic refinement step was added under the action")});
       }
       const EvalResult& best = *c.best_eval;
       wm.set_computed_signals(Json::obj({{"round_index", ctx.rounds_used()},
@@ -707,7 +886,7 @@ class WorldModelStrategy final : public SearchStrategy {
                                                               {"speedup_factor", best.speedup}})}}));
     } else if (p == EditProgress::spent) {
       wm.fallback_after_too_hard(c.node_id, ctx.rounds_used());
-      emit(ctx, events::WorldModelFallback{"wm_too_hard"});
+      emit(ctx, events::WorldModelFallback{"wm_too_hard", fallback_why(job, "the action's score was lowered")});
     }
     ctx.snapshot_world_model();
     ++cycles_closed_;
@@ -717,6 +896,7 @@ class WorldModelStrategy final : public SearchStrategy {
   std::vector<Slot> slots_;
   int cycles_ = 0;         // started
   int cycles_closed_ = 0;  // their edits applied
+  int reviewed_at_ = 0;    // cycles_closed_ when the last proposal started
   // The last cycle's kernel (its best, else its last attempt), for the next
   // propose prompt. Rebuilt on resume, which replays the run's answers.
   std::string last_code_;

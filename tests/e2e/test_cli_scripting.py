@@ -16,6 +16,9 @@
   attempt folder, the run folder);
 - --language is inferred for a task with one language;
 - task names follow one scheme, and every listed name loads from any folder;
+- a world-model fallback (a `command:` model that only writes code) is a
+  warning on stderr with its likely cause, and `show` lists it;
+- --llm-timeout limits a `command:` model's answer;
 - the README's ksearch commands use options that exist and tasks that load,
   from any folder.
 Runs use the host task scale3 and the local OpenAI-compatible test server.
@@ -376,6 +379,30 @@ check("tasks: examples/matmul and examples/softmax, every example as examples/<n
       names)
 bad = [n for n in names if ksearch("tasks", "--spec", n, cwd="/").returncode != 0]
 check("tasks: every listed name loads from /", not bad, bad)
+
+# A `command:` model that only writes code: wm_init falls back, and the run says so on stderr (--quiet
+# or not) with the likely cause, and `show` lists it; the command's time limit is --llm-timeout.
+code_only = work / "code_only.py"
+code_only.write_text("import sys\nsys.stdin.read()\nprint(" + repr(kernel(1)) + ")\n")
+r = ksearch("run", "--task", task, "--language", "cpp", "--llm", f"command:{sys.executable} {code_only}",
+            "--max-rounds", 1, "--timing-cap", "0.05", "--quiet", "--run-dir", work / "code_only")
+check("a world-model fallback is a warning on stderr with its likely cause",
+      r.returncode == 0 and "ksearch: warning: world model (wm_init): all 3 answers to wm_init were rejected" in r.stderr
+      and "--strategy greedy" in r.stderr, r.stderr)
+shown = ksearch("show", work / "code_only", "--no-tree").stdout
+check("show lists the fallback and why", "world model fallback (wm_init): all 3 answers" in shown, shown)
+slow = work / "slow.py"
+slow.write_text("import sys, time\nsys.stdin.read()\ntime.sleep(30)\n")
+r = ksearch("run", "--task", task, "--language", "cpp", "--strategy", "greedy", "--llm-timeout", "0.5",
+            "--llm", f"command:{sys.executable} {slow}", "--max-rounds", 1, "--quiet", "--run-dir", work / "slow")
+answers = [json.loads(l) for l in (work / "slow" / "transcript.jsonl").read_text().splitlines() if l]
+manifest = json.loads((work / "slow" / "manifest.json").read_text())
+check("--llm-timeout limits a command model's answer, and the manifest keeps it",
+      r.returncode == 3 and len(answers) == 1 and not answers[0]["response"]["ok"]
+      and manifest["llm"]["command"]["timeout_s"] == 0.5, (r.stderr, answers[:1], manifest.get("llm")))
+r = ksearch("run", "--task", task, "--llm-timeout", "5", "--model", "m", "--max-rounds", 1, "--run-dir", work / "x")
+check("--llm-timeout without a command model is refused", r.returncode != 0 and "--llm-timeout applies to" in r.stderr,
+      r.stderr)
 
 # The README: every `ksearch ...` command uses options its --help lists, and
 # every --task it names loads from another folder.

@@ -133,10 +133,10 @@ out = finish([args.ksearch, "replay", str(ks_full), "--run-dir", str(work / "kse
 expect(f"Reproduced {ks_full} exactly" in out, f"the replay should reproduce the run without its source:\n{out}")
 
 # ---------------------------------------------------------------------------
-# 2. A libksearch run of the same task on the same device: 6 rounds leave node a1 closed with
-#    the 10 ms kernel and a1_next open under it.
+# 2. A libksearch run of the same task on the same device: 4 rounds end a1's cycle on the budget,
+#    which attaches its best, the 10 ms kernel, to a1 (the run stopped inside the cycle: no refine).
 source = work / "source"
-finish(run_cmd(source, 6), "source.log")
+finish(run_cmd(source, 4), "source.log")
 src_tree = json.loads(snapshots(source)[-1].read_text())["decision_tree"]
 a1_kernel = node(src_tree, "a1")["solution_ref"]["solution_id"]
 # The answers of the importing run, by kind: a0 beats the imported 10 ms kernel, the rest do not.
@@ -148,10 +148,18 @@ refine = {"ops": [{"op": "update_node", "node_id": "a1_next", "patch": {"notes":
                             "notes": "SELF_CHECK: refines its parent",
                             "action": {"title": "Unroll the plain pass", "difficulty_1_to_5": 2,
                                        "score_0_to_1": 0.85}}}]}
-answers = [("generate", answer_kernel("import run: one plain pass")),
+# The imported frontier holds two actions: the run first asks for proposals, and gets a1_next under a1.
+propose = {"ops": [{"op": "insert_node", "parent_id": "a1",
+                    "node": {"node_id": "a1_next", "node_type": "decision", "notes": "SELF_CHECK: refines a1",
+                             "action": {"title": "Drop the wait", "difficulty_1_to_5": 2, "score_0_to_1": 0.85}}}]}
+answers = [("wm_propose", json.dumps(propose)),
+           ("generate", answer_kernel("import run: one plain pass")),
            ("improve", answer_kernel("import run: a 100 ms floor", wait_ms=100)),
            ("improve", answer_kernel("import run: broken", broken=True)),
            ("wm_refine", json.dumps(refine)),
+           # The frontier's review after the cycle (--wm-propose-every 1): a1_next_next stays the best bet.
+           ("wm_propose", json.dumps({"ops": [{"op": "update_node", "node_id": "a1_next_next",
+                                               "patch": {"notes": "UPDATE_BELIEF: still the best bet"}}]})),
            ("generate", answer_kernel("import run: a 100 ms floor", wait_ms=100)),
            ("improve", answer_kernel("import run: wrong", wrong=True))]
 script.write_text("".join(json.dumps({"seq": i, "kind": k, "text": t}) + "\n" for i, (k, t) in enumerate(answers)))

@@ -7,14 +7,17 @@
    that the candidates are measured again.
 2. `ksearch replay A`: the same tree, attempts, best (the files compared byte
    for byte), nothing measured.
-   `ksearch replay A --wm-lenient-edits` reproduces it too (no edit needs a repair), and says the mode;
-   `ksearch run --wm-lenient-edits` records it.
-3. `ksearch replay A --wm-stagnation-window 3`: stops where it diverges, and
-   says where (after round 4, LLM call 6, improve asked, wm_refine recorded)
-   and why (decision 4: the stagnation check, window 3 against 2, with the
-   latencies it compared); `ksearch resume` with a model then goes on live.
-4. A reproduction with a smaller budget, resumed with the full one, ends
-   identical to A.
+   `ksearch replay A --wm-lenient-edits` stops at the first edit prompt (the
+   edit rules say what happens to a slip in that mode); with
+   --allow-prompt-changes it reproduces A (no edit needs a repair), and says
+   the mode; `ksearch run --wm-lenient-edits` records it.
+3. `ksearch replay A --wm-stagnation-window 3 --allow-prompt-changes` (the
+   prompts state the window): stops where it diverges, and says where (after
+   round 4, LLM call 6, improve asked, wm_refine recorded) and why (decision
+   4: the stagnation check, window 3 against 2, with the latencies it
+   compared); `ksearch resume` with a model then goes on live.
+4. A reproduction with a smaller budget (which the prompts state too),
+   resumed with the full one, ends identical to A but for the prompts.
 5. `ksearch run --llm replay:A/transcript.jsonl --wm-stagnation-window 3`
    (measured again) stops with the same report, both runs' decisions shown;
    with --on-divergence skip it goes on with the answers that still match.
@@ -60,9 +63,19 @@ def strategy_events(run):
     return out
 
 
-def same_files(a, b, label):
-    """Everything the run produced, byte for byte (manifest and event log aside)."""
+def without_prompts(run):
+    """The transcript's answers, without the prompts they answered."""
+    return [{k: v for k, v in e.items() if k not in ("request", "prompt_sha256")} for e in jsonl(run / "transcript.jsonl")]
+
+
+def same_files(a, b, label, prompts_differ=False):
+    """Everything the run produced, byte for byte (manifest and event log aside). With prompts_differ (a
+    setting the prompts state was changed, so the replay asked other prompts: --allow-prompt-changes),
+    the transcripts hold the same answers."""
     for name in ("attempts.jsonl", "transcript.jsonl", "best.json", "state.json"):
+        if name == "transcript.jsonl" and prompts_differ:
+            expect(without_prompts(a) == without_prompts(b), f"{label}: the transcripts' answers differ")
+            continue
         expect(filecmp.cmp(a / name, b / name, shallow=False), f"{label}: {name} differs")
     for sub in ("world_model", "attempts", "best"):
         fa = sorted(p.relative_to(a) for p in (a / sub).rglob("*") if p.is_file())
@@ -88,7 +101,18 @@ expect(len(started) == 1 and started[0]["evaluations"] == "measured_again",
        f"the run's events do not say the candidates are measured again: {started}")
 expect(manifest(A)["totals"]["rounds"] == 12 and manifest(A)["stop_reason"] == "max_rounds",
        f"A: {manifest(A)['stop_reason']} after {manifest(A)['totals']['rounds']} rounds")
-expect(len(jsonl(A / "transcript.jsonl")) == 16, "A did not use the 16 recorded answers")
+expect(len(jsonl(A / "transcript.jsonl")) == 19, "A did not use the 19 recorded answers")
+# A review of the frontier after every closed cycle: three in 12 rounds, none before the first refine.
+kinds = [c["kind"] for c in jsonl(A / "transcript.jsonl")]
+expect(kinds.count("wm_propose") == 3 and kinds.index("wm_propose") > kinds.index("wm_refine"),
+       f"A's proposals: {kinds}")
+# The run stopped inside its last cycle: that cycle's best kernel is in the final tree.
+final_tree = json.loads(sorted((A / "world_model").glob("v*.json"))[-1].read_text())
+attached = {n.get("solution_ref", {}).get("solution_id") for n in final_tree["decision_tree"]["nodes"]}
+last_attempt = jsonl(A / "attempts.jsonl")[-1]
+at_stop = [e for e in jsonl(A / "events.jsonl") if e["type"] == "world_model_attached_at_stop"]
+expect(len(at_stop) == 1 and "journal_seq" not in at_stop[0] and at_stop[0]["solution_id"] in attached,
+       f"A's last cycle's best is not attached in the final tree: {at_stop}")
 # The too-hard prompt shows the cycle's last attempt, as the original's does.
 calls = jsonl(A / "transcript.jsonl")
 too_hard = [i for i, c in enumerate(calls) if c["kind"] == "wm_too_hard"]
@@ -134,11 +158,17 @@ expect(mb["totals"]["rounds"] == 12, "B did not reproduce 12 rounds")
 expect(f"Reproduced {A} exactly" in out, f"replay does not report the exact reproduction:\n{out}")
 expect("(12 replayed" not in out and "12 taken from the recording" in out, f"replay summary:\n{out}")
 
-# 2b. With lenient edits (--wm-lenient-edits): this recording's edits all pass as they are, so the
-# reproduction is exact, with nothing repaired, and show says which mode counted.
+# 2b. With lenient edits (--wm-lenient-edits): the edit prompts say what happens to a slip in that
+# mode, so the replay leaves its recording at the first edit prompt...
+L0 = work / "L0"
+out, err = ksearch("L0", "replay", A, "--run-dir", L0, "--wm-lenient-edits", rc=5)
+expect("the prompt differs from the recorded one" in err and "out-of-range values are clamped" in err,
+       f"a replay with lenient edits does not stop at the changed edit rules:\n{err}")
+# ...and with --allow-prompt-changes the recorded edits all pass as they are, so the reproduction is
+# the same run, with nothing repaired, and show says which mode counted.
 L = work / "L"
-ksearch("L", "replay", A, "--run-dir", L, "--wm-lenient-edits")
-same_files(A, L, "reproduction with lenient edits")
+ksearch("L", "replay", A, "--run-dir", L, "--wm-lenient-edits", "--allow-prompt-changes")
+same_files(A, L, "reproduction with lenient edits", prompts_differ=True)
 ml = manifest(L)
 expect(ml["config"]["wm_lenient_edits"] is True and ml["replay"]["config_changes"] == {"wm_lenient_edits": True},
        f"L's manifest: config {ml['config'].get('wm_lenient_edits')}, changes {ml['replay'].get('config_changes')}")
@@ -153,8 +183,10 @@ ksearch("R", "run", "--task", task, "--language", "cpp", "--max-rounds", 2, "--t
 expect(manifest(R)["config"]["wm_lenient_edits"] is True, "ksearch run --wm-lenient-edits is not in the config")
 
 # 3. Another stagnation window: where and why it diverges.
+# The prompts state the window, so the replay follows the recording's answers for the prompts that
+# changed (--allow-prompt-changes) until a decision goes another way.
 C = work / "C"
-out, err = ksearch("C", "replay", A, "--run-dir", C, "--wm-stagnation-window", 3, rc=5)
+out, err = ksearch("C", "replay", A, "--run-dir", C, "--wm-stagnation-window", 3, "--allow-prompt-changes", rc=5)
 mc = manifest(C)
 d = mc.get("replay_divergence", {})
 expect(mc["status"] == "stopped" and mc["stop_reason"] == "replay_diverged", f"C: {mc['status']} / {mc['stop_reason']}")
@@ -169,7 +201,8 @@ for needle in ("After round 4, at LLM call 6", "kind improve", "kind wm_refine",
                "cycle 1 goes on after round 4", "cycle 1 ends after round 4", "window of 2", " ms)"):
     expect(needle in err, f"the divergence report on stderr lacks {needle!r}:\n{err}")
 expect(jsonl(C / "attempts.jsonl") == jsonl(A / "attempts.jsonl")[:4], "C's 4 attempts are not A's first 4")
-expect(jsonl(C / "transcript.jsonl") == jsonl(A / "transcript.jsonl")[:5], "C's 5 answers are not A's first 5")
+expect(without_prompts(C)[:5] == without_prompts(A)[:5] and len(jsonl(C / "transcript.jsonl")) == 5,
+       "C's 5 answers are not A's first 5")
 expect(any(e["type"] == "replay_diverged" for e in jsonl(C / "events.jsonl")), "C's events lack replay_diverged")
 # Given a model, the reproduction goes on live where it stopped.
 out, err = ksearch("C_live", "resume", C, "--llm", f"command:python3 {responder} {work / 'responder_state.json'}",
@@ -181,12 +214,15 @@ expect(mc["replay"]["on_divergence"] == "live", "C's manifest does not record th
 expect(any(e["type"] == "replay_went_live" for e in jsonl(C / "events.jsonl")), "C's events lack replay_went_live")
 expect(jsonl(C / "attempts.jsonl")[:4] == jsonl(A / "attempts.jsonl")[:4], "C's first 4 attempts changed")
 
-# 4. A reproduction with a smaller budget, resumed with the full one.
+# 4. A reproduction with a smaller budget (the prompts state it: --allow-prompt-changes), resumed
+# with the full one: the cycle the stop cut short and attached goes on, and the run ends as A.
 D = work / "D"
-ksearch("D5", "replay", A, "--run-dir", D, "--max-rounds", 5)
+ksearch("D5", "replay", A, "--run-dir", D, "--max-rounds", 5, "--allow-prompt-changes")
 expect(manifest(D)["totals"]["rounds"] == 5 and manifest(D)["stop_reason"] == "max_rounds", "D: not 5 rounds")
+expect(any(e["type"] == "world_model_attached_at_stop" for e in jsonl(D / "events.jsonl")),
+       "D stopped inside a cycle without attaching its best kernel")
 ksearch("D12", "resume", D, "--max-rounds", 12, "--quiet")
-same_files(A, D, "reproduction resumed 5 -> 12")
+same_files(A, D, "reproduction resumed 5 -> 12", prompts_differ=True)
 
 # 5. The transcript alone (measured again), with the other window.
 E = work / "E"

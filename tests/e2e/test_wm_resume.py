@@ -77,8 +77,8 @@ finish(run_cmd(full), "full.log")
 killed = work / "killed"
 run_and_kill(run_cmd(killed), killed, "kill1.log", lambda d: lines(d / "attempts.jsonl") >= 3)
 run_and_kill(resume_cmd(killed), killed, "kill2.log", lambda d: lines(d / "attempts.jsonl") >= 6)
-# Between an LLM answer and its evaluation: 11 answers hold attempt 8's code.
-run_and_kill(resume_cmd(killed), killed, "kill3.log", lambda d: lines(d / "transcript.jsonl") >= 11)
+# Between an LLM answer and its evaluation: 13 answers hold attempt 8's code.
+run_and_kill(resume_cmd(killed), killed, "kill3.log", lambda d: lines(d / "transcript.jsonl") >= 13)
 run_and_kill(resume_cmd(killed), killed, "kill4.log", lambda d: lines(d / "attempts.jsonl") >= 10)
 finish(resume_cmd(killed), "resume_final.log")
 
@@ -119,8 +119,8 @@ for d in (full, killed):
     seqs = [json.loads(l)["journal_seq"] for l in open(d / "events.jsonl") if "journal_seq" in l]
     if len(seqs) != len(set(seqs)) or seqs != sorted(seqs):
         failures.append(f"{d.name}: strategy events duplicated or out of order")
-if lines(full / "transcript.jsonl") != 16 or lines(killed / "transcript.jsonl") != 16:
-    failures.append("the transcript of each run should hold the 16 recorded answers exactly once")
+if lines(full / "transcript.jsonl") != 19 or lines(killed / "transcript.jsonl") != 19:
+    failures.append("the transcript of each run should hold the 19 recorded answers exactly once")
 if failures:
     sys.exit("\n".join(failures))
 print(f"same final tree ({len(tree_shape(full)[0])} nodes), same {len(attempts(full))} attempts, "

@@ -196,6 +196,29 @@ TEST_CASE("host device: the speed-of-light peak assumes the fastest arithmetic t
         doctest::Approx(f.threads * f.max_ghz * 1e9 * f.peak_ops_per_cycle));
 }
 
+TEST_CASE("host device: what a prompt says about the CPU, and how a call is timed") {
+  CHECK(cpu_features_text("fpu sse4_2 avx avx2 fma avx512f avx512_vnni amx_int8") ==
+        "SSE4.2 AVX AVX2 FMA AVX-512F AVX-512 VNNI AMX-INT8");
+  CHECK(cpu_features_text("fp asimd asimdhp sve") == "NEON (ASIMD) NEON FP16 SVE");
+  CHECK(cpu_features_text("avx512_vnni_extra") == "");  // whole flags only
+  const DeviceInfo d = host_device_info();
+  CHECK(d.compute_units == cpu_facts().threads);
+  CHECK(d.clock_ghz == cpu_facts().max_ghz);
+  CHECK(d.timing.find("round trip") != std::string::npos);  // a worker runs candidates in their own process
+  CHECK(host_device_info(false).timing.find("no round trip") != std::string::npos);
+  // describe() names what a kernel writer needs, and the JSON carries it (a replay's prompts name it too).
+  const std::string text = d.describe();
+  CHECK(text.find(d.name) != std::string::npos);
+  CHECK(text.find("hardware threads") != std::string::npos);
+  CHECK(text.find("Timing: ") != std::string::npos);
+  const DeviceInfo back = DeviceInfo::from_json(d.to_json());
+  CHECK(back.describe() == text);
+  // A device recorded before these fields existed reads, and describes itself, without them.
+  Json old = Json::obj({{"backend", "cuda"}, {"name", "NVIDIA H100 80GB HBM3"}, {"arch", "sm_90a"}, {"count", 1}});
+  CHECK(DeviceInfo::from_json(old).describe() == "NVIDIA H100 80GB HBM3 (sm_90a), a GPU");
+  CHECK(!DeviceInfo::from_json(old).to_json().contains("timing"));
+}
+
 TEST_CASE("guarded memory: overruns into the canary bytes are reported with the buffer's name") {
   void* p = guarded_alloc(1000);  // 1000 bytes: 24 canary bytes before the guard page
   set_guard_label(p, "output \"Z\"");

@@ -99,7 +99,9 @@ TEST_CASE("prompts: debug and improve requests carry the right evidence") {
   CHECK(d.prompt.find("// LAST ATTEMPT") != std::string::npos);
   CHECK(d.prompt.find("the real cause at the end") != std::string::npos);
   CHECK(d.prompt.find("Vectorise the copy") != std::string::npos);
-  CHECK(d.prompt.find("Debug-and-improve round 2/5") != std::string::npos);
+  CHECK(d.prompt.find("## Debug\nThe last attempt did not pass") != std::string::npos);
+  CHECK(d.prompt.find("round 2/5") == std::string::npos);  // no label that ignores the stagnation window
+  CHECK(d.prompt.find("Implement ONLY the chosen action") != std::string::npos);
   CHECK(d.prompt.find("Copy x into y.") != std::string::npos);
   CHECK(d.prompt.size() < 20000);  // the 100k world model was cut to its budget
 
@@ -110,7 +112,8 @@ TEST_CASE("prompts: debug and improve requests carry the right evidence") {
   CHECK(i.prompt.find("Continue from your last attempt") != std::string::npos);
   CHECK(i.prompt.find("## Last attempt (continue from this one)") != std::string::npos);
   CHECK(i.prompt.find("// LAST ATTEMPT") != std::string::npos);
-  CHECK(i.prompt.find("reference to beat") < i.prompt.find("// LAST ATTEMPT"));
+  CHECK(i.prompt.find("## Base kernel") < i.prompt.find("// LAST ATTEMPT"));
+  CHECK(i.prompt.find("Implement ONLY the chosen action") != std::string::npos);
 
   in.base = {};
   in.last = {};
@@ -118,4 +121,42 @@ TEST_CASE("prompts: debug and improve requests carry the right evidence") {
   CHECK(g.kind == PromptKind::generate);
   CHECK(g.prompt.find("Answer format") != std::string::npos);
   CHECK(g.prompt.find("BASE KERNEL") == std::string::npos);
+}
+
+TEST_CASE("prompts: the workloads' shapes, the check and the score's definition") {
+  TaskSpec spec = test::tiny_task_spec();
+  spec.flops = "N";
+  std::string t = workloads_text(spec);
+  CHECK(t.find("| workload | timed | N |") != std::string::npos);
+  CHECK(t.find("| small | no: correctness only | 16 |") != std::string::npos);
+  CHECK(t.find("| big | yes | 65536 |") != std::string::npos);
+  CHECK(t.find("Work per call: N floating-point operations") != std::string::npos);
+  CHECK(t.find("atol 0.001 and rtol 0.001") != std::string::npos);
+  CHECK(t.find("Score: the geometric mean over the timed workloads") != std::string::npos);
+  spec.score = ScoreMode::vs_baseline;
+  CHECK(workloads_text(spec).find("(baseline latency / your latency), higher is better") != std::string::npos);
+  // A feedback subset: only the workloads each round evaluates.
+  spec.feedback_workloads = {"big"};
+  t = workloads_text(spec);
+  CHECK(t.find("these 1 of the task's 2 workloads") != std::string::npos);
+  CHECK(t.find("| small |") == std::string::npos);
+}
+
+TEST_CASE("prompts: attempts against their base, a regression named as one") {
+  CHECK(versus_base(0.5, 1.0) == "2.00x faster than the base");
+  CHECK(versus_base(2.5, 1.0) == "0.40x the base's speed: a regression (2.50x slower than the base)");
+  CHECK(versus_base(1.001, 1.0) == "as fast as the base (1.00x)");
+  CHECK(versus_base(1.0, 0).empty());
+  std::vector<AttemptBrief> a(4);
+  a[0] = {1, 7, PromptKind::generate, "aaaaaaaaaaaa", EvalStatus::passed, 2.5, "threads"};
+  a[1] = {2, 8, PromptKind::improve, "", EvalStatus::generation_failed, 0, "the answer held no source block"};
+  a[2] = {3, 9, PromptKind::improve, "bbbbbbbbbbbb", EvalStatus::passed, 1.0, ""};
+  a[3] = {4, 10, PromptKind::improve, "aaaaaaaaaaaa", EvalStatus::passed, 2.5, ""};
+  std::string t = attempts_text(a, "bbbbbbbbbbbb", 1.0);
+  CHECK(t.find("| 1 | 7 | generate | aaaaaaaa | passed | 2.5000 | 0.40x the base's speed: a regression") !=
+        std::string::npos);
+  CHECK(t.find("| 2 | 8 | improve | (none) | generation_failed | - | - | the answer held no source block |") !=
+        std::string::npos);
+  CHECK(t.find("the base kernel itself, resubmitted unchanged") != std::string::npos);
+  CHECK(t.find("the same code as attempt 1") != std::string::npos);
 }

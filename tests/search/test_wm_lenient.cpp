@@ -78,6 +78,7 @@ SearchConfig config(int rounds, bool lenient) {
   c.max_rounds = rounds;
   c.world_model.stagnation_window = 1;  // a cycle ends at its first attempt that does not improve
   c.world_model.lenient_edits = lenient;
+  c.world_model.propose_every = 0;  // the edits counted here are init and refine only
   return c;
 }
 

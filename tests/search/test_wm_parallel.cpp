@@ -29,6 +29,16 @@ std::string node_json(const std::string& id, const std::string& parent, const st
       id, parent, title, notes, title, title, score);
 }
 
+std::string without_search_state(std::string p) {
+  for (const char* tag : {"## Search state\n", "[SEARCH_STATE]\n"}) {
+    const std::size_t at = p.find(tag);
+    if (at == std::string::npos) continue;
+    const std::size_t end = p.find("\n\n", at);
+    p.erase(at, end == std::string::npos ? std::string::npos : end - at);
+  }
+  return p;
+}
+
 // Answers by prompt kind, like a model that follows the rules: a tree of four
 // actions, a proposal under the root, a refinement under each solved node, a
 // lower score for a failed one; kernels from a fixed schedule. The answer
@@ -43,7 +53,10 @@ class KindLlm : public LlmPolicy {
     r.ok = true;
     r.usage.cost_usd = 0.01;
     std::smatch m;
-    const std::size_t h = std::hash<std::string>{}(req.prompt);
+    // The search state (the round budget and what is left of it) is left
+    // out: runs with other budgets must be answered alike for their
+    // journals to be compared.
+    const std::size_t h = std::hash<std::string>{}(without_search_state(req.prompt));
     switch (req.kind) {
       case PromptKind::wm_init:
         r.text = R"({"kernel_summary": "copy", "open_questions": ["a?", "b?", "c?"], "decision_tree": {"root_id": "root",

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <set>
 
 #include "ksearch/error.hpp"
 #include "ksearch/sys/world_model.hpp"
@@ -181,7 +182,7 @@ TEST_CASE("edits: malformed answers are rejected with a reason") {
   }
   SUBCASE("a field of the wrong type") {
     expect_rejected(*wm, edit(R"({"op": "update_node", "node_id": "n1", "patch": {"action": {"score_0_to_1": "high"}}})"),
-                    rules, "score_0_to_1 must be a number, found string");
+                    rules, "score_0_to_1 must be a number, found string \"high\"");
   }
   SUBCASE("unknown node field") {
     expect_rejected(*wm, edit(R"({"op": "insert_node", "parent_id": "root", "node": {"titel": "x"}})"), rules,
@@ -442,4 +443,38 @@ TEST_CASE("edits: an answer nested 50 000 levels deep is refused by the depth li
   // A guard against a return to the quadratic scan, far above the linear
   // pass's time on any machine (benchmarks/ holds the measured figure).
   CHECK(ms < 2000);
+}
+
+TEST_CASE("edits: one rejection lists every problem of the answer, each with the value found") {
+  auto wm = initialized_model();
+  Json before = wm->to_json();
+  // Three slips in three ops; the second and third name the node the first
+  // inserts, so a check that dropped the first op would report "does not
+  // exist" instead of their own slips, and the model would need a retry per slip.
+  auto out = wm->apply_edits(edit(R"(
+      {"op": "insert_node", "parent_id": "root", "node": {"node_id": "x1", "notes": 7,
+        "action": {"title": "Blocked loop", "difficulty_1_to_5": 2, "score_0_to_1": 0.8}}},
+      {"op": "update_node", "node_id": "x1", "patch": {"action": {"difficulty_1_to_5": 2.5}}},
+      {"op": "insert_node", "parent_id": "x1", "node": {"action": {"title": "Unroll", "score_0_to_1": "high"}}})"),
+                             propose_rules());
+  CHECK_FALSE(out.ok);
+  CHECK(wm->to_json() == before);  // nothing of it committed
+  const std::string all = all_errors(out);
+  CAPTURE(all);
+  CHECK(has_error(out, "op 1 (insert_node): node: notes must be a string, found integer 7"));
+  CHECK(has_error(out, "op 2 (update_node): patch.action: difficulty_1_to_5 must be an integer, found number 2.5"));
+  CHECK(has_error(out, "op 3 (insert_node): node.action: score_0_to_1 must be a number, found string \"high\""));
+  CHECK(all.find("does not exist") == std::string::npos);
+  // Each problem once.
+  std::set<std::string> unique(out.errors.begin(), out.errors.end());
+  CHECK(unique.size() == out.errors.size());
+
+  // Fixed as the errors say, the same answer is taken whole.
+  auto fixed = wm->apply_edits(edit(R"(
+      {"op": "insert_node", "parent_id": "root", "node": {"node_id": "x1", "notes": "seven",
+        "action": {"title": "Blocked loop", "difficulty_1_to_5": 2, "score_0_to_1": 0.8}}},
+      {"op": "update_node", "node_id": "x1", "patch": {"action": {"difficulty_1_to_5": 3}}},
+      {"op": "insert_node", "parent_id": "x1", "node": {"action": {"title": "Unroll", "score_0_to_1": 0.9}}})"),
+                               propose_rules());
+  CHECK_MESSAGE(fixed.ok, all_errors(fixed));
 }

@@ -115,8 +115,8 @@ TEST_CASE("lenient edits: values that cannot be used are dropped, the rest of th
         "action": {"expected_vs_baseline_factor": -1, "score_0_to_1": "high", "title": "GEMM + epilogue"}}},
       {"op": "update_node", "node_id": "n3", "patch": {"action": {"difficulty_1_to_5": 3, "difficulty_0_to_3": 0}}})"),
                   lenient_propose(),
-                  {"op 1 (update_node): patch: notes must be a string, found integer; dropped",
-                   "op 1 (update_node): patch.action: score_0_to_1 must be a number, found string; dropped",
+                  {"op 1 (update_node): patch: notes must be a string, found integer 5; dropped",
+                   "op 1 (update_node): patch.action: score_0_to_1 must be a number, found string \"high\"; dropped",
                    "op 1 (update_node): patch.action: expected_vs_baseline_factor must be a positive speedup factor "
                    "(e.g. 1.3), found -1; dropped",
                    "op 2 (update_node): patch.action: the legacy difficulty_0_to_3 (0) disagrees with "
@@ -218,7 +218,7 @@ TEST_CASE("lenient edits: an op that breaks a rule is skipped and named; the oth
        "op 3 (delete_node) skipped: node \"n1\" has children (n4); only leaves can be deleted, so lower its score "
        "instead",
        "op 4 skipped: field \"op\" must be one of update_node, insert_node, split_node, delete_node; found \"move_node\"",
-       "op 5 skipped: it must be an object, found string",
+       "op 5 skipped: it must be an object, found string \"lower n3\"",
        "op 6 (insert_node) skipped: parent_solution_id \"sol-other\" does not match parent \"n2\"'s solution "
        "(\"sol-n2\"); leave it out and it is filled in",
        "op 7 (update_node) skipped: node \"n3\": solution_ref.parent_solution_id \"sol-n2\" does not match its parent "
@@ -307,7 +307,7 @@ TEST_CASE("lenient edits: what a model writes on a node without a kernel is drop
                    "op 1 (update_node): patch.solution_ref: eval dropped (written by the library)",
                    "op 1 (update_node): patch.solution_ref: round_index dropped (written by the library)",
                    "op 1 (update_node): patch.solution_ref: solution_name dropped (written by the library)",
-                   "op 2 (insert_node): parent_solution_id must be a string or null, found integer; dropped (it is "
+                   "op 2 (insert_node): parent_solution_id must be a string or null, found integer 7; dropped (it is "
                    "filled in from the parent)"});
   CHECK(wm->action("n2").solution_id.empty());
   CHECK(wm->action("n9").parent_id == "n3");
@@ -428,7 +428,7 @@ TEST_CASE("lenient edits: an init answer gets the same repairs") {
     REQUIRE_MESSAGE(out.ok, all_errors(out));
     CHECK(out.repairs == std::vector<std::string>{
                              "the world model: unknown field \"thoughts\" dropped",
-                             "the world model: open_questions[1] must be a string, found integer; dropped",
+                             "the world model: open_questions[1] must be a string, found integer 3; dropped",
                              "node \"a\": confidence_0_to_1 1.4 clamped to 1",
                              "node \"a\".solution_ref: solution_id \"made-up\" dropped (the library attaches kernels)",
                              "node \"a\": solution_ref.parent_solution_id \"root-kernel\" dropped (no node has a kernel "

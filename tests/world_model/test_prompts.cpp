@@ -232,9 +232,15 @@ TEST_CASE("prompts: a retry carries the previous rejection's errors in a marked 
   REQUIRE(s.count("PREVIOUS_ANSWER_REJECTED") == 1);
   CHECK(s["PREVIOUS_ANSWER_REJECTED"].find("nothing from it was applied") != std::string::npos);
   CHECK(s["PREVIOUS_ANSWER_REJECTED"].find("parent_id \"n7\" does not exist") != std::string::npos);
+  // Every problem goes back at once (one retry can fix them all); only a
+  // flood is cut.
   for (int i = 0; i < 20; ++i) in.validation_errors.push_back("problem " + std::to_string(i));
   s = sections(wm->build_prompt(PromptKind::wm_propose, in));
-  CHECK(s["PREVIOUS_ANSWER_REJECTED"].find("(9 more problems not shown)") != std::string::npos);
+  CHECK(s["PREVIOUS_ANSWER_REJECTED"].find("- problem 19") != std::string::npos);
+  CHECK(s["PREVIOUS_ANSWER_REJECTED"].find("not shown") == std::string::npos);
+  for (int i = 20; i < 60; ++i) in.validation_errors.push_back("problem " + std::to_string(i));
+  s = sections(wm->build_prompt(PromptKind::wm_propose, in));
+  CHECK(s["PREVIOUS_ANSWER_REJECTED"].find("(21 more problems not shown)") != std::string::npos);
   auto init = sections(ks::make_tree_world_model()->build_prompt(PromptKind::wm_init, in));
   CHECK(init.count("PREVIOUS_ANSWER_REJECTED") == 1);
 }
@@ -328,4 +334,53 @@ TEST_CASE("prompts: the schema example in the init prompt passes the strict read
   // Its one action is short of the three the init rules ask for; nothing else is wrong with it.
   REQUIRE(out.errors.size() == 1);
   CHECK(has_error(out, "at least 3 open action nodes"));
+}
+
+TEST_CASE("prompts: the device, the language, the workloads and the search state, in the device's words") {
+  auto wm = initialized_model();
+  wm->attach_solution("n1", passing("sol-n1", 1.3, 2.0));
+  ks::WmPromptInputs in = long_inputs("n1");
+  in.backend = "host";
+  in.device = "Fake Xeon (x86-64), the host CPU\n56 hardware threads; caches: L3 105 MiB\nTiming: a steady clock";
+  in.language = "cpp: C++20 for the host CPU";
+  in.workloads = "| big | yes | 65536 |";
+  in.search_state = "3 of 20 rounds used, 17 left.";
+  in.attempts = "| 1 | 2 | generate | 0.40x the base's speed: a regression |";
+  for (PromptKind kind : {PromptKind::wm_init, PromptKind::wm_propose, PromptKind::wm_refine, PromptKind::wm_too_hard}) {
+    CAPTURE(ks::to_string(kind));
+    ks::WmPromptInputs k = in;
+    if (kind == PromptKind::wm_too_hard) k.chosen_node_id = "n2";
+    const std::string p = kind == PromptKind::wm_init ? ks::make_tree_world_model()->build_prompt(kind, k)
+                                                      : wm->build_prompt(kind, k);
+    auto s = sections(p);
+    CHECK(p.find("a CPU kernel search (Fake Xeon (x86-64), the host CPU, cpp)") != std::string::npos);
+    CHECK(p.find("GPU-kernel") == std::string::npos);
+    CHECK(s["TARGET"].find("56 hardware threads") != std::string::npos);
+    CHECK(s["TARGET"].find("Language: cpp: C++20") != std::string::npos);
+    CHECK(s["WORKLOADS_AND_SCORE"] == "| big | yes | 65536 |");
+    CHECK(s["SEARCH_STATE"] == "3 of 20 rounds used, 17 left.");
+    CHECK(s["TREE_RULES"].find("never a baseline and an optimized variant of one design") != std::string::npos);
+    if (kind == PromptKind::wm_refine || kind == PromptKind::wm_too_hard)
+      CHECK(s["CYCLE_ATTEMPTS"].find("a regression") != std::string::npos);
+  }
+  auto init = sections(ks::make_tree_world_model()->build_prompt(PromptKind::wm_init, in));
+  CHECK(init["ROOT_NOTES_CHECKLIST"].find("cores and threads") != std::string::npos);
+  CHECK(init["ROOT_NOTES_CHECKLIST"].find("shared memory") == std::string::npos);
+  in.backend = "cuda";
+  init = sections(ks::make_tree_world_model()->build_prompt(PromptKind::wm_init, in));
+  CHECK(init["ROOT_NOTES_CHECKLIST"].find("thread block") != std::string::npos);
+  CHECK(init["ROOT_NOTES_CHECKLIST"].find("shared memory") != std::string::npos);
+}
+
+TEST_CASE("prompts: propose asks for the reflection; the edit rules say what lenient mode does") {
+  auto wm = initialized_model();
+  ks::WmPromptInputs in;
+  auto s = sections(wm->build_prompt(PromptKind::wm_propose, in));
+  CHECK(s["REQUIRED_REFLECTION"].find("You MUST update existing nodes") != std::string::npos);
+  CHECK(s["EDIT_FORMAT"].find("rejected, not clamped") != std::string::npos);
+  in.lenient_edits = true;
+  s = sections(wm->build_prompt(PromptKind::wm_propose, in));
+  CHECK(s["EDIT_FORMAT"].find("rejected, not clamped") == std::string::npos);
+  CHECK(s["EDIT_FORMAT"].find("out-of-range values are clamped, and the repair recorded") != std::string::npos);
+  CHECK(s["EDIT_FORMAT"].find("An op that breaks a rule is skipped") != std::string::npos);
 }

@@ -62,7 +62,9 @@ class KS_API SearchContext {
   virtual const SearchConfig& config() const = 0;
   virtual WorldModel& world_model() = 0;
   virtual std::mt19937_64& rng() = 0;
-  // Where candidates run, for prompts: "NVIDIA H100 80GB HBM3 (sm_90a, 132 SMs, ...)".
+  // Where candidates run, for prompts: a few lines (DeviceInfo::describe):
+  // "NVIDIA H100 80GB HBM3 (sm_90a), a GPU", its SMs, caches, memory, and
+  // what a timed call includes.
   virtual std::string device_description() const = 0;
 
   // Asks the LLM (journaled). A failed generation comes back with ok == false.
@@ -128,6 +130,15 @@ class KS_API SearchStrategy {
   virtual ~SearchStrategy() = default;
   virtual std::string name() const = 0;
   virtual void run(SearchContext& ctx) = 0;
+  // Called once after run() ended, whatever stopped it (but a replay that
+  // stopped where it left its recording or where the recording ended), so
+  // the strategy can record what it holds: the world-model strategy
+  // attaches a cycle's best kernel that the stop cut short. The context
+  // takes no LLM call or evaluation here (they throw ks::SearchStopped);
+  // world-model changes, snapshot_world_model() and event() are written
+  // outside the journal, so a resume with a larger budget goes on from
+  // before this call, as it goes on from any stop.
+  virtual void finish(SearchContext& ctx) { (void)ctx; }
 };
 
 KS_NAMESPACE_END

@@ -115,6 +115,16 @@ struct KS_API WmPromptInputs {
   std::string task_spec;        // the task's specification text
   std::string code_format;      // how candidates must be written
   std::string targets;          // performance targets text, may be empty
+  // Where and in what the kernels run, for wording and a [TARGET] section:
+  // the device's backend ("cuda", "host"), its description (name, compute
+  // units, features, caches, how a call is timed) and the run's language.
+  std::string backend;
+  std::string device;
+  std::string language;
+  std::string workloads;        // the workloads' shapes and how the score is made
+  std::string search_state;     // rounds used and left, cycles, the cycle's stagnation rule
+  std::string attempts;         // refine / too_hard: every attempt of the cycle, compactly
+  bool lenient_edits = false;   // the edit rules' mode, so the prompt says what happens to a slip
   std::string chosen_node_id;   // refine / too_hard: the cycle's action
   std::string prediction;       // refine: what the action was expected to achieve
   std::string eval_summary;     // refine / too_hard: the cycle's best or last evaluation

@@ -163,6 +163,15 @@ CudaDevice::CudaDevice(int ordinal, host::CandidateProcessOptions python, std::s
   info_.count = 1;
   info_.l2_bytes = attr(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE);
   info_.memory_bytes = static_cast<std::int64_t>(total);
+  info_.compute_units = sms;
+  info_.clock_ghz = attr(CU_DEVICE_ATTRIBUTE_CLOCK_RATE) / 1e6;  // kHz
+  info_.caches = fmt::format("L2 {} MiB, up to {} KiB of shared memory per block (opt-in), {} KiB per SM",
+                             info_.l2_bytes >> 20, attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN) >> 10,
+                             attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR) >> 10);
+  info_.timing =
+      "CUDA events around your plan's launches on one stream, so a timed call includes each launch's overhead "
+      "(a few microseconds per kernel); outputs are filled with a poison pattern and the L2 cache is flushed "
+      "before every timed call, so inputs come from device memory.";
   peaks_ = estimate_peaks(info_.name, major, minor, sms, attr(CU_DEVICE_ATTRIBUTE_CLOCK_RATE),
                           attr(CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE),
                           attr(CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH));

@@ -25,6 +25,8 @@ struct CpuFacts {
   std::int64_t llc_bytes = 0; // last-level cache as seen by one CPU
   std::int64_t memory_bytes = 0;
   std::string isa_flags;      // the CPU's feature flags, for the compile cache key
+  std::string features;       // the vector and matrix extensions among them, for prompts ("AVX2 FMA AVX-512F")
+  std::string caches;         // the caches cpu0 sees, for prompts ("L1d 48 KiB, L2 2 MiB, L3 105 MiB")
 };
 const CpuFacts& cpu_facts();
 
@@ -43,7 +45,14 @@ double host_peak_ops_per_cycle(const std::string& isa_flags, int fp32_flops_per_
 // doing host_peak_ops_per_cycle every cycle) so that no honest kernel is rejected;
 // peak_bytes_per_s is 0 (unknown): a CPU's private caches keep data a flush
 // of the shared cache cannot evict, so bytes give no hard bound here.
-DeviceInfo host_device_info();
+// `candidate_process`: candidates run in a process of their own (the worker's
+// way), so a timed call includes a round trip to it; the device's timing
+// note says so.
+DeviceInfo host_device_info(bool candidate_process = true);
+
+// The extensions of `isa_flags` (/proc/cpuinfo "flags" or "Features") a
+// kernel writer cares about, in a fixed order: "SSE4.2 AVX AVX2 FMA ...".
+std::string cpu_features_text(const std::string& isa_flags);
 
 class HostDevice final : public Device {
  public:

@@ -173,7 +173,7 @@ void EditRun::apply(const Json& answer) {
     return;
   }
   if (!ops->is_array()) {
-    problems_.add(fmt::format("\"ops\" must be an array of operations, found {}", json_type_name(ops->type())));
+    problems_.add(fmt::format("\"ops\" must be an array of operations, found {}", found_text(*ops)));
     return;
   }
   // Refused whole, before any op runs: each op works on a copy of the tree.
@@ -191,7 +191,7 @@ void EditRun::apply(const Json& answer) {
     const std::string kept = fmt::format("; ignored (the active node stays \"{}\")", work_.active_id);
     if (!active->is_string()) {
       std::string problem =
-          fmt::format("active_leaf_id must be a node id string, found {}", json_type_name(active->type()));
+          fmt::format("active_leaf_id must be a node id string, found {}", found_text(*active));
       problems_.repair(problem, problem + kept);
     } else if (!work_.find(active->as_string())) {
       problems_.repair(fmt::format("active_leaf_id \"{}\" does not exist after the ops; existing ids: {}",
@@ -213,8 +213,8 @@ void EditRun::apply_op(const Json& op, std::size_t number) {
   };
   if (!op.is_object()) {
     unreadable(fmt::format("op {} must be an object like {{\"op\": \"update_node\", ...}}, found {}", number,
-                           json_type_name(op.type())),
-               fmt::format("it must be an object, found {}", json_type_name(op.type())));
+                           found_text(op)),
+               fmt::format("it must be an object, found {}", found_text(op)));
     return;
   }
   const Json* kind = op.find("op");
@@ -222,7 +222,7 @@ void EditRun::apply_op(const Json& op, std::size_t number) {
       std::find(kOpKinds.begin(), kOpKinds.end(), kind->as_string()) == kOpKinds.end()) {
     std::string found = !kind ? "it is missing"
                         : kind->is_string() ? fmt::format("found \"{}\"", kind->as_string())
-                                            : fmt::format("found {}", json_type_name(kind->type()));
+                                            : fmt::format("found {}", found_text(*kind));
     std::string reason = fmt::format("field \"op\" must be one of {}; {}", join(kOpKinds), found);
     unreadable(fmt::format("op {}: {}", number, reason), reason);
     return;
@@ -248,11 +248,17 @@ void EditRun::apply_op(const Json& op, std::size_t number) {
     ++applied_ops_;
     rep["status"] = "applied";
     for (const auto& r : p.repairs()) problems_.repaired(r);
+  } else if (!rules_.lenient) {
+    // Strict: the answer is rejected anyway. What the op could do stays on
+    // the copy, so the ops after it are checked against the tree it meant
+    // (not against its absence) and the one rejection lists every problem.
+    rep["status"] = "rejected";
+    for (const auto& e : p.list()) problems_.add(e);
   } else {
     undo();
     new_nodes_ = new_nodes_before;
     new_ids_.resize(new_ids_before);
-    if (rules_.lenient && !p.unrepairable()) {
+    if (!p.unrepairable()) {
       rep["status"] = "skipped";
       problems_.repaired(skipped(where, p.list()));
     } else {
@@ -287,7 +293,7 @@ Node* EditRun::existing(const Json& op, std::string_view field, const std::strin
   const Json* id = op.find(field);
   if (!id || !id->is_string()) {
     p.add(fmt::format("{}: {} is required and must be a node id string{}", where, field,
-                      id ? fmt::format(", found {}", json_type_name(id->type())) : ""));
+                      id ? fmt::format(", found {}", found_text(*id)) : ""));
     return nullptr;
   }
   Node* n = work_.find(id->as_string());
@@ -303,7 +309,7 @@ void EditRun::update_node(const Json& op, const std::string& where, Problems& p,
   const Json* patch = op.find("patch");
   if (!patch || !patch->is_object()) {
     p.add(fmt::format("{}: patch is required and must be an object of fields to change{}", where,
-                      patch ? fmt::format(", found {}", json_type_name(patch->type())) : ""));
+                      patch ? fmt::format(", found {}", found_text(*patch)) : ""));
     return;
   }
   if (!node) return;
@@ -348,7 +354,7 @@ std::string EditRun::insert_child(const std::string& parent_id, const Json& node
   if (op_parent_solution && !op_parent_solution->is_null()) {
     if (!op_parent_solution->is_string()) {
       std::string problem = fmt::format("{}: parent_solution_id must be a string or null, found {}", op_where,
-                                        json_type_name(op_parent_solution->type()));
+                                        found_text(*op_parent_solution));
       p.repair(problem, problem + "; dropped (it is filled in from the parent)");
     } else {
       check_parent_solution(op_parent_solution->as_string(), op_where, "parent_solution_id");
@@ -365,7 +371,9 @@ std::string EditRun::insert_child(const std::string& parent_id, const Json& node
       n.id = generated;
   }
   if (!score_given && n.has_action()) n.action.score = n.overall_rating / 10.0;
-  if (!p.empty()) return {};
+  // Strict: a node with a bad field still goes in (without that field) when
+  // it can stand in the tree, so later ops that name it are checked too.
+  if (!p.empty() && (rules_.lenient || n.is_root || !check_node_id(n.id).empty())) return {};
   std::string id = n.id;
   work_.nodes.push_back(std::move(n));
   ++new_nodes_;
@@ -555,7 +563,10 @@ void EditRun::check_purpose() {
 EditOutcome EditRun::outcome() const {
   EditOutcome out;
   out.ok = problems_.empty();
-  out.errors = problems_.list();
+  // Once each: a problem an op reported may be found again by the checks
+  // of the whole tree.
+  for (const auto& e : problems_.list())
+    if (std::find(out.errors.begin(), out.errors.end(), e) == out.errors.end()) out.errors.push_back(e);
   // A rejected lenient answer goes back with its repairs too: a skipped op
   // is often why the purpose rule failed, and the model should know.
   if (out.ok) out.repairs = problems_.repairs();

@@ -26,12 +26,20 @@ struct PromptBudgets {
   static constexpr std::size_t targets = 900;
   static constexpr std::size_t init_definition = 50000;
   static constexpr std::size_t code_format = 1600;
-  static constexpr std::size_t rejection = 2400;  // the previous rejection's errors
+  static constexpr std::size_t rejection = 4000;  // the previous rejection's errors, all of them
+  // Ours, beyond the original's sections: the device and language, the
+  // workloads and score, where the search stands, the cycle's attempts.
+  static constexpr std::size_t target = 1200;
+  static constexpr std::size_t workloads = 1600;
+  static constexpr std::size_t search_state = 700;
+  static constexpr std::size_t attempts = 2400;
   static constexpr std::size_t code_guard = 200000;
 };
 
-// At most this many errors of a rejected answer go back to the model.
-inline constexpr std::size_t kMaxErrorsInPrompt = 12;
+// At most this many errors of a rejected answer go back to the model: all
+// of them in practice (an answer is checked completely), so one retry can
+// fix every problem.
+inline constexpr std::size_t kMaxErrorsInPrompt = 40;
 
 // Builds the prompt. `tree` is null before initialization (only wm_init is
 // possible then). Throws ks::Error(invalid_argument) for a non-world-model

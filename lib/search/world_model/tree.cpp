@@ -189,7 +189,7 @@ class Reader {
         whole ? fmt::format("{}: {} must be an integer within {}..{}, found {} (out-of-range values are rejected, "
                             "not clamped)",
                             where_, key, lo, hi, v->dump())
-              : fmt::format("{}: {} must be an integer, found {}", where_, key, json_type_name(v->type()));
+              : fmt::format("{}: {} must be an integer, found {}", where_, key, found_text(*v));
     if (p_.repair(std::move(problem), fmt::format("{}: {} {} {} to {}", where_, key, v->dump(),
                                                   in_range ? "rounded" : "clamped", fixed)))
       return static_cast<int>(fixed);
@@ -225,7 +225,7 @@ class Reader {
 
  private:
   void wrong(std::string_view key, std::string_view wanted, const Json& found) {
-    std::string problem = fmt::format("{}: {} must be {}, found {}", where_, key, wanted, json_type_name(found.type()));
+    std::string problem = fmt::format("{}: {} must be {}, found {}", where_, key, wanted, found_text(found));
     p_.repair(problem, problem + "; dropped");
   }
 
@@ -247,7 +247,7 @@ std::string join_path(const std::string& where, std::string_view field) {
 
 bool is_object_or_report(const Json& j, const std::string& where, Problems& p) {
   if (j.is_object()) return true;
-  p.add(fmt::format("{} must be a JSON object, found {}", where, json_type_name(j.type())));
+  p.add(fmt::format("{} must be a JSON object, found {}", where, found_text(j)));
   return false;
 }
 
@@ -274,7 +274,7 @@ void read_impacts(const Json& j, Node& n, const std::string& where, Problems& p)
     if (!axis) continue;
     std::string axis_where = join_path(where, kImpactKeys[i]);
     if (!axis->is_object()) {
-      std::string problem = fmt::format("{} must be a JSON object, found {}", axis_where, json_type_name(axis->type()));
+      std::string problem = fmt::format("{} must be a JSON object, found {}", axis_where, found_text(*axis));
       p.repair(problem, problem + "; dropped");
       continue;
     }
@@ -314,7 +314,7 @@ bool read_action(const Json& j, Node& n, const std::string& where, Problems& p) 
     std::string problem;
     if (!f->is_number())
       problem = fmt::format("{}: expected_vs_baseline_factor must be a number or null, found {}", where,
-                            json_type_name(f->type()));
+                            found_text(*f));
     else if (!(f->as_number() > 0))
       problem = fmt::format("{}: expected_vs_baseline_factor must be a positive speedup factor (e.g. 1.3), found {}",
                             where, f->dump());
@@ -335,7 +335,7 @@ void read_solution_from_file(const Json& j, Node& n, const std::string& where, P
   if (auto v = r.integer("round_index", 0, 1 << 30)) s.round_index = *v;
   if (const Json* e = r.get("eval")) {
     if (e->is_object()) s.eval = *e;
-    else p.add(fmt::format("{}: eval must be an object or null, found {}", where, json_type_name(e->type())));
+    else p.add(fmt::format("{}: eval must be an object or null, found {}", where, found_text(*e)));
   }
 }
 
@@ -390,6 +390,17 @@ std::string node_count_problem(const Json& j) {
   return node_cap_sentence(nodes->size());
 }
 
+std::string found_text(const Json& v) {
+  if (v.is_null()) return "null";
+  std::string dump = v.dump();
+  if (dump.size() > 80) {
+    std::size_t cut = 77;
+    while (cut > 0 && (static_cast<unsigned char>(dump[cut]) & 0xC0) == 0x80) --cut;  // whole UTF-8 characters
+    dump = dump.substr(0, cut) + "...";
+  }
+  return fmt::format("{} {}", json_type_name(v.type()), dump);
+}
+
 std::string check_node_id(std::string_view id) {
   if (id.empty()) return "a node id must not be empty";
   if (id.size() > 64) return fmt::format("node id \"{}...\" is longer than 64 characters", id.substr(0, 24));
@@ -431,7 +442,7 @@ bool read_node_fields(const Json& j, Node& n, NodeRead mode, const std::string& 
       if (v->is_string()) {
         field = v->as_string();
       } else {
-        std::string problem = fmt::format("{}: {} must be a string, found {}", where, key, json_type_name(v->type()));
+        std::string problem = fmt::format("{}: {} must be a string, found {}", where, key, found_text(*v));
         p.repair(problem, problem + "; dropped");
       }
     }
@@ -485,7 +496,7 @@ Tree read_tree(const Json& j, bool from_llm, int round, Problems& p) {
         t.open_questions.push_back(q.as_string());
       } else {
         std::string problem =
-            fmt::format("the world model: open_questions[{}] must be a string, found {}", i, json_type_name(q.type()));
+            fmt::format("the world model: open_questions[{}] must be a string, found {}", i, found_text(q));
         p.repair(problem, problem + "; dropped");
       }
     }

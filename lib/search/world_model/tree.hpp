@@ -248,6 +248,11 @@ void fill_lineage(Tree& t);
 // A problem with a node id as the LLM wrote it, or "" when it is fine.
 std::string check_node_id(std::string_view id);
 
+// What an error says was found: the JSON type and the value, cut short
+// ("number 7", "string \"fast\"", "array [1,2]"), so one answer's every
+// slip can be fixed from the error alone.
+std::string found_text(const Json& v);
+
 Json node_to_json(const Node& n);
 Json tree_to_json(const Tree& t);
 

@@ -17,7 +17,8 @@ namespace {
 constexpr std::string_view kNamed[] = {
     "format",  "format_version", "library_version", "created",          "host",
     "task",    "workloads",      "config",          "llm",              "evaluator",
-    "device",  "weak_check",     "status",          "baseline",         "custom_strategy",
+    "device",  "software",       "weak_check",      "status",           "baseline",
+    "custom_strategy",
     "custom_world_model",        "replay",          "resumed",          "last_resumed",
     "stop_reason",               "replay_divergence", "finished",       "totals",
     "error"};
@@ -73,6 +74,7 @@ Json RunManifest::to_json() const {
   j["llm"] = llm;
   j["evaluator"] = evaluator_config_to_json(evaluator);
   j["device"] = device;
+  if (!software.empty()) j["software"] = software;
   if (!weak_check.is_null()) j["weak_check"] = weak_check;
   j["status"] = status;
   if (!baseline.is_null()) j["baseline"] = baseline;
@@ -115,6 +117,7 @@ RunManifest RunManifest::from_json(const Json& j) {
   m.llm = j["llm"];
   m.evaluator = evaluator_config_from_json(j["evaluator"]);
   m.device = j["device"];
+  m.software = j.get_string("software");
   m.weak_check = j["weak_check"];
   m.status = j.get_string("status");
   m.baseline = j["baseline"];

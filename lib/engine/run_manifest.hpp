@@ -48,6 +48,10 @@ struct RunManifest {
   Json llm;                     // LlmChoice::to_json, or {"kind": "custom", "describe"}
   EvaluatorConfig evaluator;
   Json device;                  // DeviceInfo::to_json
+  // The software line of the prompts' device section ("candidates run with
+  // Python 3.11.2, PyTorch 1.13.0"); "" where none (a run made before it
+  // was recorded). A replay and a resume show the recorded one.
+  std::string software;
   Json weak_check;              // WeakCheckReport::to_json; null in runs made before it
   std::string status = "running";  // running | finished | stopped | failed
   Json baseline;                // baseline_sources(); null when not scored against a baseline

@@ -525,6 +525,7 @@ SearchOutcome run_search(const SearchOptions& options) {
                                               : options.llm.to_json();
   manifest.evaluator = options.evaluator;
   manifest.device = parts.evaluator->device().to_json();
+  manifest.software = parts.environment;
   manifest.weak_check = weak.to_json();
   manifest.status = "running";
   manifest.baseline = baseline;
@@ -675,7 +676,8 @@ SearchOutcome resume_search(const fs::path& run_dir, const ResumeOptions& option
       parts.llm = make_llm_policy(engine::with_transport_caps(choice, config.max_answer_bytes));
     }
     check_backend(ec, options.custom_evaluator != nullptr, *parts.task, config.language);
-    if (!options.custom_evaluator) parts.environment = python_environment(config.language);
+    // The run's prompts keep the software line they started with.
+    if (!options.custom_evaluator) parts.environment = m.software.empty() ? python_environment(config.language) : m.software;
     parts.evaluator = options.custom_evaluator ? options.custom_evaluator
                                                : std::shared_ptr<Evaluator>(make_evaluator(ec));
   }
@@ -755,6 +757,7 @@ SearchOutcome replay_search(const fs::path& recorded_run, const ReplayOptions& o
   else parts.llm = make_llm_policy(engine::with_transport_caps(choice, config.max_answer_bytes));
   // Measured only where the run leaves its recording (lazily): no backend check.
   parts.evaluator = lazy_evaluator(sm.evaluator, sm.device, options.custom_evaluator);
+  parts.environment = sm.software;  // as the recorded prompts showed it
   engine::check_llm(*parts.llm);
 
   engine::RunManifest m = sm;

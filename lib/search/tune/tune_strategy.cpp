@@ -105,6 +105,12 @@ class TuneStrategy final : public SearchStrategy {
     std::map<std::string, double> latency_ms;  // per benchmark workload
   };
 
+  struct Pass;
+  bool start(Pass& pass);
+  std::string run_batches(Pass& pass);
+  void tell(Pass& pass, const Proposal& proposal, const Solution& candidate, const EvalResult& r,
+            std::int64_t batch_size);
+  void finish(Pass& pass, const std::string& stop_reason);
   Solution choose_base(SearchContext& ctx, EvalResult& base_eval, bool& evaluated) const;
   // Per benchmark workload, values that beat the overall best there by
   // variant_min_gain; an empty object when no workload needs its own.
@@ -174,137 +180,156 @@ Json TuneStrategy::per_shape_values(const ConfigSearch& search, const ParamSpace
   return out;
 }
 
+// One tune pass over a base solution's parameter space: its tuner, its
+// plan of rounds, the batches it ran, and the state it writes.
+struct TuneStrategy::Pass {
+  SearchContext& ctx;
+  Solution base;
+  EvalResult base_eval;
+  ParamSpace space;
+  std::optional<util::Vars> base_config;  // the base's own configuration, a measured point
+  std::unique_ptr<ConfigSearch> search;
+  int plan_end = 0;
+  int batch = 1;
+  std::int64_t batches = 0;  // evaluated so far
+
+  int plan_left() const { return std::max(0, plan_end - ctx.rounds_used()); }
+
+  // What `ksearch show` reads of the tuner's progress.
+  void state(const std::string& phase) {
+    const std::optional<util::Vars> best = search->best();
+    ctx.set_state(Json::obj({{"strategy", "tune"},
+                             {"base", base.id},
+                             {"phase", phase},
+                             {"evaluations", search->evaluations()},
+                             {"failures", search->failures()},
+                             {"since_improvement", search->evaluations_since_improvement()},
+                             {"best_config", best ? Json(describe(space, *best)) : Json()},
+                             {"best_latency_ms", best ? Json(search->best_objective()) : Json()},
+                             {"stop", to_string(search->stop_reason())},
+                             {"batch", batch},
+                             {"batches", batches},
+                             {"planned_rounds", plan_end}}));
+  }
+};
+
 void TuneStrategy::run(SearchContext& ctx) {
   measured_.clear();
   benchmark_names_.clear();
   const TaskSpec& spec = ctx.task().spec();
   for (const WorkloadSpec* w : spec.benchmark_workloads()) benchmark_names_.push_back(w->name);
 
-  EvalResult base_eval;
+  Pass pass{.ctx = ctx};
   bool evaluated = false;
-  Solution base = choose_base(ctx, base_eval, evaluated);
-  ParamSpace space;
+  pass.base = choose_base(ctx, pass.base_eval, evaluated);
   try {
-    space = ParamSpace(base.params);
+    pass.space = ParamSpace(pass.base.params);
   } catch (const Error& e) {
-    throw Error(Status::invalid_argument, fmt::format("tune: solution \"{}\": {}", base.name, e.what()));
+    throw Error(Status::invalid_argument, fmt::format("tune: solution \"{}\": {}", pass.base.name, e.what()));
   }
   if (!evaluated) {
     if (ctx.should_stop()) return;
-    base_eval = ctx.evaluate(base, "tune: evaluate starting point");
+    pass.base_eval = ctx.evaluate(pass.base, "tune: evaluate starting point");
   }
-  if (space.empty()) {
-    emit(ctx, events::TuneSkipped{base.id, "the solution declares no tunable parameters"});
+  if (pass.space.empty()) {
+    emit(ctx, events::TuneSkipped{pass.base.id, "the solution declares no tunable parameters"});
     return;
   }
+  if (!start(pass)) return;
+  // The plan is on disk before any candidate is: a resume finds it.
+  pass.state("start");
+  const std::string stop_reason = run_batches(pass);
+  finish(pass, stop_reason);
+}
 
+// The tuner for the pass, told the base's result, and the start event.
+// False (an event says why) when no round is left to tune in.
+bool TuneStrategy::start(Pass& pass) {
+  SearchContext& ctx = pass.ctx;
+  const TaskSpec& spec = ctx.task().spec();
   TunerOptions topts;
   for (const auto& w : spec.workloads) topts.workload_dims.emplace_back(w.dims.begin(), w.dims.end());
   topts.stall_evaluations = options_.stall_rounds;
   topts.min_improvement = options_.min_improvement;
   topts.initial_samples = options_.initial_samples;
-
   // The base's own configuration is a measured point, unless it already
   // carries per-shape values (then its latency belongs to no single one).
-  std::optional<util::Vars> base_config;
-  if (base.params.per_workload.empty()) {
+  if (pass.base.params.per_workload.empty()) {
     try {
-      base_config = space.resolve(base.params, "", {});
+      pass.base_config = pass.space.resolve(pass.base.params, "", {});
     } catch (const Error&) {
-      base_config.reset();  // an inadmissible base says nothing about the space
+      pass.base_config.reset();  // an inadmissible base says nothing about the space
     }
   }
-  const int plan_end = planned_rounds(ctx, base.id);
-  auto plan_left = [&] { return std::max(0, plan_end - ctx.rounds_used()); };
-  const int rounds = plan_left();
+  pass.plan_end = planned_rounds(ctx, pass.base.id);
+  const int rounds = pass.plan_left();
   if (rounds <= 0 || ctx.should_stop()) {
-    emit(ctx, events::TuneSkipped{base.id, "no rounds left to tune in"});
-    return;
+    emit(ctx, events::TuneSkipped{pass.base.id, "no rounds left to tune in"});
+    return false;
   }
   // The rounds left plus the base's own result; a practically unlimited run gives an unlimited tuner.
-  topts.max_evaluations = rounds >= std::numeric_limits<int>::max() - 1 ? 0 : rounds + (base_config ? 1 : 0);
-
-  const std::uint64_t seed = ctx.config().seed ^ hash_text(base.id);
-  std::unique_ptr<ConfigSearch> search = make_config_search(options_.method, space, topts, seed);
-  if (base_config) {
-    if (!search->space().admissible(search->space().to_point(*base_config))) {
-      base_config.reset();
-    } else if (base_eval.passed() && base_eval.latency_ms > 0) {
-      search->tell(*base_config, base_eval.latency_ms);
-      record(*base_config, base_eval);
+  topts.max_evaluations = rounds >= std::numeric_limits<int>::max() - 1 ? 0 : rounds + (pass.base_config ? 1 : 0);
+  const std::uint64_t seed = ctx.config().seed ^ hash_text(pass.base.id);
+  pass.search = make_config_search(options_.method, pass.space, topts, seed);
+  ConfigSearch& search = *pass.search;
+  if (pass.base_config) {
+    if (!search.space().admissible(search.space().to_point(*pass.base_config))) {
+      pass.base_config.reset();
+    } else if (pass.base_eval.passed() && pass.base_eval.latency_ms > 0) {
+      search.tell(*pass.base_config, pass.base_eval.latency_ms);
+      record(*pass.base_config, pass.base_eval);
     } else {
-      search->tell_failure(*base_config);
+      search.tell_failure(*pass.base_config);
     }
   }
+  pass.batch = tune_batch_size(ctx.config());
+  const auto admissible = search.admissible_count();
+  const auto* tuner = dynamic_cast<const Tuner*>(&search);
+  events::TuneStart ev;
+  ev.base = pass.base.id;
+  ev.base_name = pass.base.name;
+  ev.method = search.name();
+  for (const auto& p : pass.space.params()) ev.params.push_back({p.name, static_cast<std::int64_t>(p.values.size())});
+  ev.constraints = static_cast<std::int64_t>(pass.space.constraints().size());
+  ev.grid_size = pass.space.grid_size() <= std::uint64_t{1} << 62 ? Json(pass.space.grid_size())
+                                                                   : Json(static_cast<double>(pass.space.grid_size()));
+  ev.admissible = admissible ? Json(*admissible) : Json();
+  ev.initial_samples = tuner ? tuner->initial_samples() : 0;
+  ev.seed = static_cast<std::int64_t>(seed);
+  ev.stall_rounds = options_.stall_rounds;
+  ev.batch = pass.batch;
+  if (pass.base_config) ev.base_config = describe(pass.space, *pass.base_config);
+  if (pass.base_eval.passed()) ev.base_latency_ms = pass.base_eval.latency_ms;
+  emit(ctx, ev);
+  return true;
+}
 
-  const int batch = tune_batch_size(ctx.config());
-  const auto admissible = search->admissible_count();
-  const auto* tuner = dynamic_cast<const Tuner*>(search.get());
-  events::TuneStart start;
-  start.base = base.id;
-  start.base_name = base.name;
-  start.method = search->name();
-  for (const auto& p : space.params()) start.params.push_back({p.name, static_cast<std::int64_t>(p.values.size())});
-  start.constraints = static_cast<std::int64_t>(space.constraints().size());
-  start.grid_size = space.grid_size() <= std::uint64_t{1} << 62 ? Json(space.grid_size())
-                                                                 : Json(static_cast<double>(space.grid_size()));
-  start.admissible = admissible ? Json(*admissible) : Json();
-  start.initial_samples = tuner ? tuner->initial_samples() : 0;
-  start.seed = static_cast<std::int64_t>(seed);
-  start.stall_rounds = options_.stall_rounds;
-  start.batch = batch;
-  if (base_config) start.base_config = describe(space, *base_config);
-  if (base_eval.passed()) start.base_latency_ms = base_eval.latency_ms;
-  emit(ctx, start);
-
-  std::int64_t batches = 0;  // evaluated so far
-  auto state = [&](const std::string& phase) {
-    const std::optional<util::Vars> best = search->best();
-    ctx.set_state(Json::obj(
-        {{"strategy", "tune"},
-         {"base", base.id},
-         {"phase", phase},
-         {"evaluations", search->evaluations()},
-         {"failures", search->failures()},
-         {"since_improvement", search->evaluations_since_improvement()},
-         {"best_config", best ? Json(describe(space, *best)) : Json()},
-         {"best_latency_ms", best ? Json(search->best_objective()) : Json()},
-         {"stop", to_string(search->stop_reason())},
-         {"batch", batch},
-         {"batches", batches},
-         {"planned_rounds", plan_end}}));
-  };
-  // The plan is on disk before any candidate is: a resume finds it.
-  state("start");
-
-  std::string stop_reason;
+// Asks, evaluates and tells, a batch at a time, until the plan, the run or
+// the tuner ends; returns why.
+std::string TuneStrategy::run_batches(Pass& pass) {
+  SearchContext& ctx = pass.ctx;
+  ConfigSearch& search = *pass.search;
   for (;;) {
-    if (ctx.should_stop() || plan_left() <= 0) {
-      stop_reason = std::string("run stopped: ") + to_string(ctx.stop_reason().value_or(StopReason::max_rounds));
-      break;
-    }
-    if (plan_left() == 1 && !per_shape_values(*search, space).empty()) {
-      stop_reason = "last round kept for per-shape values";
-      break;
-    }
+    if (ctx.should_stop() || pass.plan_left() <= 0)
+      return std::string("run stopped: ") + to_string(ctx.stop_reason().value_or(StopReason::max_rounds));
+    if (pass.plan_left() == 1 && !per_shape_values(search, pass.space).empty())
+      return "last round kept for per-shape values";
     // A batch never spends the plan's last round while per-shape values may
     // still become due: that round is decided alone, with every result known.
-    int count = std::min(batch, plan_left());
-    if (count > 1 && count == plan_left() && benchmark_names_.size() >= 2) --count;
+    int count = std::min(pass.batch, pass.plan_left());
+    if (count > 1 && count == pass.plan_left() && benchmark_names_.size() >= 2) --count;
     // A budget lowered on resume ends the run inside the plan: only the
     // batch's first configurations are measured (a batch is asked one
     // configuration after another, so they are the same).
     count = std::min(count, std::max(1, ctx.rounds_left()));
-    const std::vector<Proposal> proposals = search->ask_batch(count);
-    if (proposals.empty()) {
-      stop_reason = to_string(search->stop_reason());
-      break;
-    }
-    ++batches;
+    const std::vector<Proposal> proposals = search.ask_batch(count);
+    if (proposals.empty()) return to_string(search.stop_reason());
+    ++pass.batches;
     std::vector<Solution> candidates;
     std::vector<std::string> actions;
     for (const auto& p : proposals) {
-      candidates.push_back(make_candidate(base, space, p.config, Json(), "tune: " + describe(space, p.config)));
+      candidates.push_back(
+          make_candidate(pass.base, pass.space, p.config, Json(), "tune: " + describe(pass.space, p.config)));
       actions.push_back(candidates.back().name);
     }
     // One candidate goes through evaluate(), as before batches existed; a
@@ -313,66 +338,76 @@ void TuneStrategy::run(SearchContext& ctx) {
     std::vector<EvalResult> results;
     if (candidates.size() == 1) results.push_back(ctx.evaluate(candidates.front(), actions.front()));
     else results = ctx.evaluate_batch(candidates, actions);
-    for (std::size_t i = 0; i < proposals.size(); ++i) {
-      const util::Vars& config = proposals[i].config;
-      const TunerDecision& decision = proposals[i].decision;
-      const EvalResult& r = results.at(i);
-      const double before = search->best_objective();
-      if (r.passed() && r.latency_ms > 0) {
-        search->tell(config, r.latency_ms);
-        record(config, r);
-      } else {
-        search->tell_failure(config);
-      }
-      events::TuneRound round{describe(space, config),
-                              candidates[i].id,
-                              decision.phase,
-                              decision.candidates,
-                              std::string(to_string(r.status)),
-                              std::nullopt,
-                              search->best_objective() < before,
-                              std::nullopt,
-                              events::TuneRound::Batch{batches, static_cast<std::int64_t>(proposals.size()),
-                                                       decision.pending}};
-      if (r.passed()) round.latency_ms = r.latency_ms;
-      if (decision.phase == "model" || decision.phase == "exploit") {
-        round.model = events::TuneRound::Model{finite(decision.expected_improvement), finite(decision.feasibility),
-                                               finite(decision.predicted), finite(decision.predicted_log_sd), Json()};
-        if (tuner && tuner->surrogate()) round.model->surrogate = surrogate_json(*tuner->surrogate());
-      }
-      emit(ctx, round);
-      state(decision.phase);
-    }
+    for (std::size_t i = 0; i < proposals.size(); ++i)
+      tell(pass, proposals[i], candidates[i], results.at(i), static_cast<std::int64_t>(proposals.size()));
   }
+}
 
-  const std::optional<util::Vars> best = search->best();
-  events::TuneStop stop{stop_reason, search->evaluations(), search->failures(), std::nullopt, std::nullopt,
+// One proposal's result to the tuner, its round event and the state.
+void TuneStrategy::tell(Pass& pass, const Proposal& proposal, const Solution& candidate, const EvalResult& r,
+                        std::int64_t batch_size) {
+  ConfigSearch& search = *pass.search;
+  const util::Vars& config = proposal.config;
+  const TunerDecision& decision = proposal.decision;
+  const double before = search.best_objective();
+  if (r.passed() && r.latency_ms > 0) {
+    search.tell(config, r.latency_ms);
+    record(config, r);
+  } else {
+    search.tell_failure(config);
+  }
+  events::TuneRound round{describe(pass.space, config),
+                          candidate.id,
+                          decision.phase,
+                          decision.candidates,
+                          std::string(to_string(r.status)),
+                          std::nullopt,
+                          search.best_objective() < before,
+                          std::nullopt,
+                          events::TuneRound::Batch{pass.batches, batch_size,
+                                                   decision.pending}};
+  if (r.passed()) round.latency_ms = r.latency_ms;
+  if (decision.phase == "model" || decision.phase == "exploit") {
+    round.model = events::TuneRound::Model{finite(decision.expected_improvement), finite(decision.feasibility),
+                                           finite(decision.predicted), finite(decision.predicted_log_sd), Json()};
+    const auto* tuner = dynamic_cast<const Tuner*>(&search);
+    if (tuner && tuner->surrogate()) round.model->surrogate = surrogate_json(*tuner->surrogate());
+  }
+  emit(pass.ctx, round);
+  pass.state(decision.phase);
+}
+
+// The stop event, then, where every evaluation timed each benchmark
+// workload well enough, one more round for the best values per shape.
+void TuneStrategy::finish(Pass& pass, const std::string& stop_reason) {
+  SearchContext& ctx = pass.ctx;
+  ConfigSearch& search = *pass.search;
+  const std::optional<util::Vars> best = search.best();
+  events::TuneStop stop{stop_reason, search.evaluations(), search.failures(), std::nullopt, std::nullopt,
                         std::nullopt};
   if (best) {
-    stop.best_config = describe(space, *best);
-    stop.best_latency_ms = finite(search->best_objective());
+    stop.best_config = describe(pass.space, *best);
+    stop.best_latency_ms = finite(search.best_objective());
   }
-  if (base_eval.passed()) stop.base_latency_ms = base_eval.latency_ms;
+  if (pass.base_eval.passed()) stop.base_latency_ms = pass.base_eval.latency_ms;
   emit(ctx, stop);
-  state("done");
+  pass.state("done");
 
-  // Per-shape values: every evaluation timed each benchmark workload, so the
-  // best configuration per shape is known without further search.
-  const Json per_shape = per_shape_values(*search, space);
+  const Json per_shape = per_shape_values(search, pass.space);
   if (!best || per_shape.empty()) return;
-  events::TuneVariants variants{describe(space, *best), per_shape, std::nullopt, ""};
-  if (ctx.should_stop() || plan_left() <= 0) {
+  events::TuneVariants variants{describe(pass.space, *best), per_shape, std::nullopt, ""};
+  if (ctx.should_stop() || pass.plan_left() <= 0) {
     variants.why = "no round left";
     emit(ctx, variants);
     return;
   }
   Solution candidate =
-      make_candidate(base, space, *best, per_shape,
-                     fmt::format("tune: {} + per-shape values for {} of {} shapes", describe(space, *best),
+      make_candidate(pass.base, pass.space, *best, per_shape,
+                     fmt::format("tune: {} + per-shape values for {} of {} shapes", describe(pass.space, *best),
                                  per_shape.size(), benchmark_names_.size()));
   const EvalResult r = ctx.evaluate(candidate, candidate.name);
   variants.evaluation = events::TuneVariants::Evaluation{candidate.id, std::string(to_string(r.status)),
-                                                         std::nullopt, finite(search->best_objective())};
+                                                         std::nullopt, finite(search.best_objective())};
   if (r.passed()) variants.evaluation->latency_ms = r.latency_ms;
   emit(ctx, variants);
 }

@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ksearch/export.h"
@@ -221,6 +222,23 @@ enum class StopReason {
 KS_API const char* to_string(StopReason r);
 KS_API std::optional<StopReason> stop_reason_from_string(std::string_view s);
 
+// Which statistic of a workload's timed calls is its latency, the number
+// every decision uses (best so far, a cycle's end, the speedup):
+//   undisturbed_median  on the host: the median of the calls no other
+//           process interrupted (no thread of the call waited on a run
+//           queue), the kernel's own time whatever else the CPUs run;
+//   p10     on the host when fewer than 10 calls were undisturbed, or where
+//           that cannot be told: preemption only ever adds time, so the
+//           fastest tenth moves least with the machine's load;
+//   median  on a GPU, where calls are not preempted (FlashInfer-Bench's
+//           statistic);
+//   mean    under TimingMode::upstream (GPUMode's harness), and what run
+//           folders written before the choice existed recorded.
+enum class LatencyStatistic { mean, median, p10, undisturbed_median };
+
+KS_API const char* to_string(LatencyStatistic s);
+KS_API std::optional<LatencyStatistic> latency_statistic_from_string(std::string_view s);
+
 struct KS_API TimingStats {
   double mean_ms = 0;
   double median_ms = 0;
@@ -229,6 +247,20 @@ struct KS_API TimingStats {
   double stddev_ms = 0;
   double rel_stderr = 0;  // standard error of the mean over the mean
   int count = 0;
+  // The latency: `statistic` of the samples, and its 95% confidence
+  // interval (order statistics for a percentile, mean +- 1.96 standard
+  // errors for the mean). 0 in results written before they existed: read
+  // as the mean, with an interval of +-1.96 standard errors.
+  LatencyStatistic statistic = LatencyStatistic::mean;
+  int disturbed = 0;  // calls another process interrupted (host), left out of undisturbed_median
+  double latency_ms = 0;
+  double ci_lo_ms = 0;
+  double ci_hi_ms = 0;
+
+  // The latency, whichever version of the format wrote it.
+  double latency() const { return latency_ms > 0 ? latency_ms : mean_ms; }
+  // Half the confidence interval's width over the latency (0.03 = +-3%).
+  double rel_half_width() const;
 
   Json to_json() const;
   static TimingStats from_json(const Json& j);
@@ -239,7 +271,16 @@ struct KS_API WorkloadResult {
   bool benchmark = false;
   EvalStatus status = EvalStatus::passed;
   TimingStats timing;             // empty for correctness-only workloads
-  double reference_ms = 0;        // mean latency of the task's reference, 0 when not timed
+  // The task's reference's latency (same statistic), 0 when not timed. When
+  // `paired`, its calls alternated with the candidate's in this evaluation,
+  // so the speedup is a ratio taken under one load; otherwise it was cached
+  // from an earlier evaluation on this device (or the suite's timing asked
+  // for the reference alone).
+  double reference_ms = 0;
+  TimingStats reference_timing;   // when paired
+  bool paired = false;
+  // reference_ms / the latency; 0 when unknown.
+  double speedup() const;
   double baseline_ms = 0;         // the task's baseline latency on this device, 0 when unknown
   double max_abs_error = 0;
   double max_rel_error = 0;
@@ -254,11 +295,18 @@ struct KS_API EvalResult {
   EvalStatus status = EvalStatus::passed;
   std::string solution_id;
   std::vector<WorkloadResult> workloads;
-  // Geometric mean over benchmark workloads of the mean latency; 0 unless passed.
+  // Geometric mean over benchmark workloads of each one's latency
+  // (TimingStats::latency()); 0 unless passed.
   double latency_ms = 0;
+  // Its 95% confidence interval (the workloads' intervals combined in log
+  // space, as independent); 0 when unknown.
+  double latency_lo_ms = 0;
+  double latency_hi_ms = 0;
   double reference_latency_ms = 0;  // the same for the task's reference, when known
-  double speedup = 0;               // reference_latency_ms / latency_ms, when both known
-  // Mean over benchmark workloads of baseline_ms / mean latency, when every
+  // The geometric mean of the workloads' speedup(), when every one has one
+  // (reference_latency_ms / latency_ms).
+  double speedup = 0;
+  // Mean over benchmark workloads of baseline_ms / latency, when every
   // one has a baseline latency; 0 otherwise.
   double vs_baseline = 0;
   ScoreMode score_mode = ScoreMode::latency;

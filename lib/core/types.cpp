@@ -538,14 +538,46 @@ Solution Solution::from_json(const Json& j) {
 // ---------------------------------------------------------------------------
 // Timing and results
 
+const char* to_string(LatencyStatistic s) {
+  switch (s) {
+    case LatencyStatistic::mean: return "mean";
+    case LatencyStatistic::median: return "median";
+    case LatencyStatistic::p10: return "p10";
+    case LatencyStatistic::undisturbed_median: return "undisturbed_median";
+  }
+  return "mean";
+}
+
+std::optional<LatencyStatistic> latency_statistic_from_string(std::string_view s) {
+  for (auto v : {LatencyStatistic::mean, LatencyStatistic::median, LatencyStatistic::p10,
+                 LatencyStatistic::undisturbed_median})
+    if (s == to_string(v)) return v;
+  return std::nullopt;
+}
+
+double TimingStats::rel_half_width() const {
+  const double l = latency();
+  if (l <= 0) return 0;
+  if (ci_hi_ms > 0 && ci_lo_ms > 0) return 0.5 * (ci_hi_ms - ci_lo_ms) / l;
+  return 1.96 * rel_stderr;  // written before intervals existed: the mean's
+}
+
 Json TimingStats::to_json() const {
-  return Json::obj({{"mean_ms", mean_ms},
-                    {"median_ms", median_ms},
-                    {"min_ms", min_ms},
-                    {"max_ms", max_ms},
-                    {"stddev_ms", stddev_ms},
-                    {"rel_stderr", rel_stderr},
-                    {"count", count}});
+  Json j = Json::obj({{"mean_ms", mean_ms},
+                      {"median_ms", median_ms},
+                      {"min_ms", min_ms},
+                      {"max_ms", max_ms},
+                      {"stddev_ms", stddev_ms},
+                      {"rel_stderr", rel_stderr},
+                      {"count", count}});
+  if (latency_ms > 0) {
+    j["statistic"] = to_string(statistic);
+    if (disturbed > 0) j["disturbed"] = disturbed;
+    j["latency_ms"] = latency_ms;
+    j["ci_lo_ms"] = ci_lo_ms;
+    j["ci_hi_ms"] = ci_hi_ms;
+  }
+  return j;
 }
 
 TimingStats TimingStats::from_json(const Json& j) {
@@ -557,6 +589,15 @@ TimingStats TimingStats::from_json(const Json& j) {
   t.stddev_ms = j.get_number("stddev_ms");
   t.rel_stderr = j.get_number("rel_stderr");
   t.count = static_cast<int>(j.get_int("count"));
+  if (j.find("statistic")) {
+    auto s = latency_statistic_from_string(j.get_string("statistic"));
+    if (!s) throw Error(Status::invalid_argument, "timing: unknown statistic \"" + j.get_string("statistic") + "\"");
+    t.statistic = *s;
+  }
+  t.disturbed = static_cast<int>(j.get_int("disturbed"));
+  t.latency_ms = j.get_number("latency_ms");
+  t.ci_lo_ms = j.get_number("ci_lo_ms");
+  t.ci_hi_ms = j.get_number("ci_hi_ms");
   return t;
 }
 
@@ -564,6 +605,10 @@ Json WorkloadResult::to_json() const {
   Json j = Json::obj({{"name", name}, {"benchmark", benchmark}, {"status", to_string(status)}});
   if (timing.count > 0) j["timing"] = timing.to_json();
   if (reference_ms > 0) j["reference_ms"] = reference_ms;
+  if (paired) {
+    j["paired"] = true;
+    j["reference_timing"] = reference_timing.to_json();
+  }
   if (baseline_ms > 0) j["baseline_ms"] = baseline_ms;
   j["max_abs_error"] = max_abs_error;
   j["max_rel_error"] = max_rel_error;
@@ -581,6 +626,8 @@ WorkloadResult WorkloadResult::from_json(const Json& j) {
   w.status = *st;
   if (const Json* t = j.find("timing")) w.timing = TimingStats::from_json(*t);
   w.reference_ms = j.get_number("reference_ms");
+  w.paired = j.get_bool("paired");
+  if (const Json* t = j.find("reference_timing")) w.reference_timing = TimingStats::from_json(*t);
   w.baseline_ms = j.get_number("baseline_ms");
   w.max_abs_error = j.get_number("max_abs_error");
   w.max_rel_error = j.get_number("max_rel_error");
@@ -589,34 +636,56 @@ WorkloadResult WorkloadResult::from_json(const Json& j) {
   return w;
 }
 
+double WorkloadResult::speedup() const {
+  const double l = timing.latency();
+  return l > 0 && reference_ms > 0 ? reference_ms / l : 0;
+}
+
 void EvalResult::compute_summary() {
   latency_ms = 0;
+  latency_lo_ms = 0;
+  latency_hi_ms = 0;
   reference_latency_ms = 0;
   speedup = 0;
   vs_baseline = 0;
   score = 0;
   if (status != EvalStatus::passed) return;
-  double log_sum = 0, ref_log_sum = 0, ratio_sum = 0;
+  // Geometric means, in log space. The interval's half-width in log space is
+  // that of a mean of independent terms: sqrt(sum of squares) / n.
+  double log_sum = 0, speedup_log_sum = 0, ratio_sum = 0, half_sq = 0;
   int n = 0, n_ref = 0, n_base = 0;
+  bool intervals = true;
   for (const auto& w : workloads) {
-    if (!w.benchmark || w.timing.count == 0 || w.timing.mean_ms <= 0) continue;
-    log_sum += std::log(w.timing.mean_ms);
+    const double l = w.timing.latency();
+    if (!w.benchmark || w.timing.count == 0 || l <= 0) continue;
+    log_sum += std::log(l);
     ++n;
-    if (w.reference_ms > 0) {
-      ref_log_sum += std::log(w.reference_ms);
+    if (w.timing.ci_lo_ms > 0 && w.timing.ci_hi_ms >= w.timing.ci_lo_ms) {
+      const double h = 0.5 * std::log(w.timing.ci_hi_ms / w.timing.ci_lo_ms);
+      half_sq += h * h;
+    } else {
+      intervals = false;
+    }
+    if (const double sp = w.speedup(); sp > 0) {
+      speedup_log_sum += std::log(sp);
       ++n_ref;
     }
     if (w.baseline_ms > 0) {
-      ratio_sum += w.baseline_ms / w.timing.mean_ms;
+      ratio_sum += w.baseline_ms / l;
       ++n_base;
     }
   }
   if (n == 0) return;
   latency_ms = std::exp(log_sum / n);
+  if (intervals) {
+    const double h = std::sqrt(half_sq) / n;
+    latency_lo_ms = latency_ms * std::exp(-h);
+    latency_hi_ms = latency_ms * std::exp(h);
+  }
   score = 1.0 / latency_ms;
   if (n_ref == n) {
-    reference_latency_ms = std::exp(ref_log_sum / n_ref);
-    speedup = reference_latency_ms / latency_ms;
+    speedup = std::exp(speedup_log_sum / n_ref);
+    reference_latency_ms = latency_ms * speedup;
   }
   if (n_base == n) {
     vs_baseline = ratio_sum / n_base;
@@ -653,8 +722,12 @@ std::string EvalResult::summary() const {
   std::string rel;
   if (speedup > 0) rel = fmt::format("{:.2f}x vs reference", speedup);
   if (vs_baseline > 0) rel += fmt::format("{}{:.2f}x vs baseline", rel.empty() ? "" : ", ", vs_baseline);
-  if (!rel.empty()) return fmt::format("passed {:.4f} ms ({})", latency_ms, rel);
-  return fmt::format("passed {:.4f} ms", latency_ms);
+  // The interval when known: "passed 0.4012 ms +-2.1% (3.10x vs reference)".
+  std::string pm;
+  if (latency_lo_ms > 0 && latency_hi_ms > latency_lo_ms)
+    pm = fmt::format(" +-{:.1f}%", 50.0 * (latency_hi_ms - latency_lo_ms) / latency_ms);
+  if (!rel.empty()) return fmt::format("passed {:.4f} ms{} ({})", latency_ms, pm, rel);
+  return fmt::format("passed {:.4f} ms{}", latency_ms, pm);
 }
 
 Json EvalResult::to_json() const {
@@ -671,6 +744,10 @@ Json EvalResult::to_json() const {
                       {"workloads", ws},
                       {"metrics", metrics},
                       {"device", device}});
+  if (latency_lo_ms > 0) {
+    j["latency_lo_ms"] = latency_lo_ms;
+    j["latency_hi_ms"] = latency_hi_ms;
+  }
   if (!log.empty()) j["log"] = log;
   return j;
 }
@@ -684,6 +761,8 @@ EvalResult EvalResult::from_json(const Json& j) {
   r.status = *st;
   r.solution_id = j.get_string("solution_id");
   r.latency_ms = j.get_number("latency_ms");
+  r.latency_lo_ms = j.get_number("latency_lo_ms");
+  r.latency_hi_ms = j.get_number("latency_hi_ms");
   r.reference_latency_ms = j.get_number("reference_latency_ms");
   r.speedup = j.get_number("speedup");
   r.vs_baseline = j.get_number("vs_baseline");

@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -195,6 +196,11 @@ class Program {
   // One timed run: launch bracketed by timing events; returns milliseconds.
   // Completes (synchronizes) before returning.
   virtual double timed_launch() = 0;
+  // Whether another process took a CPU from the last timed_launch() (a
+  // thread of the call waited on a run queue): such a call measured the
+  // machine's load, not the kernel. nullopt where it cannot be told (then
+  // every call counts alike).
+  virtual std::optional<bool> last_call_disturbed() const { return std::nullopt; }
   // Refills the plan's scratch buffers with the poison pattern; the flow calls
   // it before every checked run so a kernel cannot rely on leftovers.
   virtual void poison_scratch() {}

@@ -180,7 +180,7 @@ void BaselineScoring::score(const Task& task, Language language, EvalResult& r) 
                               "cannot be computed; the task is at fault, not the candidate",
                               spec.name, baseline->name, r.device, b.summary()));
     for (const auto& w : b.workloads)
-      if (w.timing.count > 0) ms_[spec.name][entry_key(spec, *baseline, b.device, w.name)] = w.timing.mean_ms;
+      if (w.timing.count > 0) ms_[spec.name][entry_key(spec, *baseline, b.device, w.name)] = w.timing.latency();
     save(spec);
   }
   for (auto& w : r.workloads)

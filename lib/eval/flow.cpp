@@ -8,6 +8,7 @@
 #include <exception>
 #include <memory>
 #include <optional>
+#include <utility>
 
 #include "core/inputs.hpp"
 #include "eval/compare.hpp"
@@ -111,6 +112,8 @@ struct WorkloadContext {
   Json& metrics;  // the whole result's ("reference_runs", ...)
 };
 
+class TimedCalls;
+
 // A program loaded from one build of a prepared solution.
 struct LoadedBuild {
   Program* program;  // null for an oracle task's reference: the oracle supplies its outputs
@@ -142,10 +145,19 @@ class WorkloadRun {
   TimingStats time_candidate();
   std::optional<Failure> check_timed_calls();
   TimingStats time_reference();
+  // Whether the reference can be timed beside the candidate (it has a
+  // program, the request wants its latency, and the suite's own timing is
+  // not asked for), and the two timings taken so: {candidate, reference}.
+  bool can_pair() const;
+  struct PairedTiming {
+    TimingStats candidate, reference;
+  };
+  PairedTiming time_paired();
   void bind_reference();
 
  private:
   TimingStats time(Program& p, const std::vector<Buffer>& outputs, WarmUp warm);
+  TimingStats finish_timing(const TimedCalls& calls);
   void run_candidate();
   std::optional<Failure> judge(std::uint64_t seed, const std::string& what);
   std::optional<Failure> compare_outputs(const std::string& what);
@@ -612,68 +624,129 @@ std::optional<Failure> WorkloadRun::compare_outputs(const std::string& what) {
   return std::nullopt;
 }
 
-TimingStats WorkloadRun::time(Program& p, const std::vector<Buffer>& outputs, WarmUp warm) {
-  const EvalOptions& o = req_.options;
-  // Every call starts from poisoned outputs and scratch, as a checked call
-  // does: a kernel cannot skip its work because the output already holds a
-  // result. Poisoning comes before the cache flush and outside the timing
-  // events, so it costs the kernel nothing and leaves no line in the cache.
-  auto poison = [&] {
-    for (const auto& b : outputs) device_.poison(b, b.bytes);
-    p.poison_scratch();
-  };
-  RepetitionController ctrl(RepetitionController::limits_from(o));
-  if (p.times_in_batches()) {
-    // The same rules, each batch run back to back in the program's process.
-    constexpr int kBatch = 10;
-    const bool gpumode = ctrl.limits().rule == RepetitionController::Rule::gpumode;
-    poison();
-    p.timed_batch(1, false, false);  // GPUMode's untimed call; the first of the warm-up otherwise
-    if (!gpumode) {
-      auto warm_start = Clock::now();
-      for (int n = 1; n < 50 && (n < warm.min_calls || seconds_since(warm_start) < warm.seconds); n += 5)
-        p.timed_batch(5, true, o.flush_l2);
-    } else {
-      metrics_["timing_upstream"] = 1;
-    }
-    auto loop_start = Clock::now();
-    while (!ctrl.done())
-      for (double ms : p.timed_batch(kBatch, !gpumode, !gpumode && o.flush_l2)) {
-        ctrl.add(ms, seconds_since(loop_start));
-        if (ctrl.done()) break;
+// One program's timed calls, taken step by step so that two programs (the
+// candidate and the reference) can alternate under one load. Every call
+// starts from poisoned outputs and scratch, as a checked call does: a kernel
+// cannot skip its work because the output already holds a result.
+// Poisoning comes before the cache flush and outside the timing events, so
+// it costs the kernel nothing and leaves no line in the cache.
+class TimedCalls {
+ public:
+  // `share`: the part of the workload's timing budget (the caps on the
+  // samples' sum and on the wall time) this program's calls may use.
+  TimedCalls(Device& device, Program& p, const std::vector<Buffer>& outputs, const EvalOptions& o, WarmUp warm,
+             double share = 1.0)
+      : device_(device), p_(p), outputs_(outputs), o_(o), warm_(warm), ctrl_(shared(o, share)),
+        upstream_(ctrl_.limits().rule == RepetitionController::Rule::gpumode) {}
+
+  // Calls taken per step when alternating: one request per call costs a
+  // round trip, so a single call; a batched program (in its own process)
+  // times 10 back to back, as when it is timed alone.
+  int step_calls() const { return p_.times_in_batches() ? kBatch : 1; }
+
+  void warm_up() {
+    if (p_.times_in_batches()) {
+      poison();
+      p_.timed_batch(1, false, false);  // GPUMode's untimed call; the first of the warm-up otherwise
+      if (!upstream_) {
+        auto warm_start = Clock::now();
+        for (int n = 1; n < 50 && (n < warm_.min_calls || seconds_since(warm_start) < warm_.seconds); n += 5)
+          p_.timed_batch(5, true, o_.flush_l2);
       }
-    metrics_["timing_batched"] = 1;
-  } else if (ctrl.limits().rule == RepetitionController::Rule::gpumode) {
-    // GPUMode eval.py, for side-by-side figures: the obligatory untimed call
-    // on the same inputs, then calls back to back on a warm cache, nothing
-    // written between them (the check after timing still runs).
-    poison();
-    p.timed_launch();
-    auto loop_start = Clock::now();
-    while (!ctrl.done()) ctrl.add(p.timed_launch(), seconds_since(loop_start));
-    metrics_["timing_upstream"] = 1;
-  } else {
-    // Warm-up: caches, page faults, clocks. At least warm.min_calls calls,
-    // then until warm.seconds or 50 calls.
-    auto warm_start = Clock::now();
-    for (int n = 1; n <= 50; ++n) {
+    } else if (upstream_) {
+      // GPUMode eval.py: the obligatory untimed call on the same inputs,
+      // then calls back to back on a warm cache, nothing written between
+      // them (the check after timing still runs).
       poison();
-      p.timed_launch();
-      if (n >= warm.min_calls && seconds_since(warm_start) >= warm.seconds) break;
-    }
-    auto loop_start = Clock::now();
-    while (!ctrl.done()) {
-      poison();
-      if (o.flush_l2) device_.flush_cache();
-      double ms = p.timed_launch();
-      ctrl.add(ms, seconds_since(loop_start));
+      p_.timed_launch();
+    } else {
+      // Caches, page faults, clocks: at least warm.min_calls calls, then
+      // until warm.seconds or 50 calls.
+      auto warm_start = Clock::now();
+      for (int n = 1; n <= 50; ++n) {
+        poison();
+        p_.timed_launch();
+        if (n >= warm_.min_calls && seconds_since(warm_start) >= warm_.seconds) break;
+      }
     }
   }
+
+  // Up to `calls` timed calls, fewer when the stopping rule ends them. The
+  // wall time the rule sees is this program's own, so alternating with
+  // another program does not use up its cap.
+  void step(int calls) {
+    const auto t0 = Clock::now();
+    auto wall = [&] { return wall_s_ + seconds_since(t0); };
+    if (p_.times_in_batches()) {
+      for (double ms : p_.timed_batch(calls, !upstream_, !upstream_ && o_.flush_l2)) {
+        ctrl_.add(ms, wall());
+        if (ctrl_.done()) break;
+      }
+    } else {
+      for (int i = 0; i < calls && !ctrl_.done(); ++i) {
+        if (!upstream_) {
+          poison();
+          if (o_.flush_l2) device_.flush_cache();
+        }
+        ctrl_.add(p_.timed_launch(), wall());
+        if (auto d = p_.last_call_disturbed()) disturbed_.push_back(*d);
+        else known_ = false;
+      }
+    }
+    wall_s_ = wall();
+  }
+
+  bool done() const { return ctrl_.done(); }
+  bool upstream() const { return upstream_; }
+  // Per sample, whether another process interrupted it; empty when the
+  // program cannot tell (or times in batches).
+  std::vector<bool> disturbed() const { return known_ ? disturbed_ : std::vector<bool>{}; }
+  const RepetitionController& controller() const { return ctrl_; }
+
+ private:
+  static constexpr int kBatch = 10;
+  static RepetitionController::Limits shared(const EvalOptions& o, double share) {
+    auto l = RepetitionController::limits_from(o);
+    l.max_time_s *= share;
+    l.min_time_s = std::min(l.min_time_s, l.max_time_s);
+    l.wall_cap_s *= share;
+    return l;
+  }
+  void poison() {
+    for (const auto& b : outputs_) device_.poison(b, b.bytes);
+    p_.poison_scratch();
+  }
+
+  Device& device_;
+  Program& p_;
+  const std::vector<Buffer>& outputs_;
+  const EvalOptions& o_;
+  WarmUp warm_;
+  RepetitionController ctrl_;
+  bool upstream_;
+  double wall_s_ = 0;
+  std::vector<bool> disturbed_;
+  bool known_ = true;
+};
+
+TimingStats WorkloadRun::finish_timing(const TimedCalls& calls) {
   // Metrics are numbers: count how many timings met the noise target and how
-  // many a cap ended (their mean is less certain than asked for).
+  // many a cap ended (their latency is less certain than asked for).
+  const auto& ctrl = calls.controller();
   const char* key = ctrl.stop_reason() == "converged" ? "timings_converged" : "timings_capped";
   metrics_[key] = metrics_.get_int(key) + 1;
-  return summarize_samples(ctrl.samples());
+  if (calls.upstream()) metrics_["timing_upstream"] = 1;
+  const LatencyStatistic stat = latency_statistic_for(req_.options, info_.backend);
+  if (stat == LatencyStatistic::p10) return summarize_host_samples(ctrl.samples(), calls.disturbed());
+  return summarize_samples(ctrl.samples(), stat);
+}
+
+TimingStats WorkloadRun::time(Program& p, const std::vector<Buffer>& outputs, WarmUp warm) {
+  TimedCalls calls(device_, p, outputs, req_.options, warm);
+  calls.warm_up();
+  while (!calls.done()) calls.step(calls.step_calls());
+  if (p.times_in_batches()) metrics_["timing_batched"] = 1;
+  return finish_timing(calls);
 }
 
 TimingStats WorkloadRun::time_candidate() {
@@ -689,6 +762,53 @@ TimingStats WorkloadRun::time_reference() {
     throw Error(Status::invalid_argument, "evaluation request: an oracle task's reference is timed by its oracle");
   bind_reference();
   return time(*ref_, ref_out_, kReferenceWarmUp);
+}
+
+bool WorkloadRun::can_pair() const {
+  return ref_ && req_.options.time_reference && req_.options.timing != TimingMode::upstream;
+}
+
+WorkloadRun::PairedTiming WorkloadRun::time_paired() {
+  // Both programs' calls alternate, a step of each in turn, so both see the
+  // same load and their ratio does not move with it; once one program's
+  // stopping rule is met the other goes on alone. They share the workload's
+  // timing budget, half each, so an evaluation takes no longer than when the
+  // candidate alone was timed (docs/evaluation.md, "Timing").
+  enter(FlowPhase{"timing", "in the timed calls (warm-up and repetitions), alternating with the reference's",
+                  timing_allowance_s(req_.options) + 1.0});
+  {
+    StepScope step(reference_step_, "binding its plan to the workload for timing");
+    bind_reference();
+  }
+  TimedCalls cand(device_, cand_, cand_out_, req_.options, kCandidateWarmUp, 0.5);
+  TimedCalls ref(device_, *ref_, ref_out_, req_.options, kReferenceWarmUp, 0.5);
+  auto ref_step = [&](auto&& fn) {
+    auto phase = clock_.enter(Phase::reference_timing);
+    StepScope step(reference_step_, "timing it (beside the candidate)");
+    fn();
+  };
+  ref_step([&] { ref.warm_up(); });
+  {
+    auto phase = clock_.enter(Phase::timing);
+    cand.warm_up();
+  }
+  while (!cand.done() || !ref.done()) {
+    if (!cand.done()) {
+      auto phase = clock_.enter(Phase::timing);
+      cand.step(cand.step_calls());
+    }
+    if (!ref.done()) ref_step([&] { ref.step(ref.step_calls()); });
+  }
+  if (cand_.times_in_batches()) metrics_["timing_batched"] = 1;
+  metrics_["timing_paired"] = 1;
+  // The reference's calls overwrote its outputs; the check of the timed
+  // calls compares with those of the checked inputs, fetched again.
+  {
+    StepScope step(reference_step_, "fetching its outputs again after timing");
+    reference_outputs(seed_);
+  }
+  PairedTiming t{finish_timing(cand), finish_timing(ref)};
+  return t;
 }
 
 // The timed calls ran on the inputs of the last checked seed, whose reference
@@ -879,12 +999,21 @@ EvalResult EvaluationFlow::run(const TaskSpec& task, const RunRequest& req, Flow
         for (int k = 0; k < seeds && !failure; ++k)
           failure = run.check(ks_rng_derive_seed(w->seed, static_cast<ks_u64>(k)), describe_seed(k, seeds, false));
         if (!failure && w->benchmark) {
-          if (std::find(req.time_reference.begin(), req.time_reference.end(), name) != req.time_reference.end()) {
-            TimingStats ref_t = run.time_reference();
-            r.reference_ms = ref_t.mean_ms;
-            events.reference_timed(name, ref_t);
+          if (run.can_pair()) {
+            auto t = run.time_paired();
+            r.timing = t.candidate;
+            r.reference_timing = t.reference;
+            r.paired = true;
+            r.reference_ms = r.reference_timing.latency();
+            events.reference_timed(name, r.reference_timing);
+          } else {
+            if (std::find(req.time_reference.begin(), req.time_reference.end(), name) != req.time_reference.end()) {
+              TimingStats ref_t = run.time_reference();
+              r.reference_ms = ref_t.latency();
+              events.reference_timed(name, ref_t);
+            }
+            r.timing = run.time_candidate();
           }
-          r.timing = run.time_candidate();
           failure = run.check_timed_calls();
           if (!failure && req.options.recheck_after_timing)
             failure = run.recheck(ks_rng_derive_seed(w->seed, static_cast<ks_u64>(seeds)));

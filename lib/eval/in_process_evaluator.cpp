@@ -33,7 +33,7 @@ using Clock = std::chrono::steady_clock;
 class CollectEvents final : public FlowEvents {
  public:
   void workload_started(const std::string&) override {}
-  void reference_timed(const std::string& w, const TimingStats& t) override { reference_ms[w] = t.mean_ms; }
+  void reference_timed(const std::string& w, const TimingStats& t) override { reference_ms[w] = t.latency(); }
   void workload_finished(const WorkloadResult&) override {}
   std::map<std::string, double> reference_ms;
 };

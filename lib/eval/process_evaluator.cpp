@@ -673,7 +673,7 @@ class ProcessEvaluator final : public Evaluator {
           if (k.rfind(key + "\n", 0) == 0 && o.process) r.metrics["oracle_pid"] = o.process->hello().pid;
       } else {
         std::lock_guard rl(ref_mu_);
-        for (const auto& [w, t] : outcome.reference_times) ref_times_.put(key, timing_device, w, t.mean_ms);
+        for (const auto& [w, t] : outcome.reference_times) ref_times_.put(key, timing_device, w, t.latency());
         ref_times_.apply(r, key, timing_device);
       }
       add_compile_info(r, p);
@@ -885,9 +885,16 @@ class ProcessEvaluator final : public Evaluator {
         if (m && m->is_object() && m->contains("mean_ms"))
           r.metrics[fmt::format("{}_ms", mode)] = m->get_number("mean_ms");
       }
+      // The eager time in the statistic the candidate's latency uses (a
+      // baseline cached before the oracle reported quantiles has the mean).
       if (const Json* e = b.find("eager"); e && e->contains("mean_ms"))
-        for (auto& w : r.workloads)
-          if (w.benchmark) w.reference_ms = e->get_number("mean_ms");
+        for (auto& w : r.workloads) {
+          if (!w.benchmark) continue;
+          const char* field = w.timing.statistic == LatencyStatistic::median ? "median_ms"
+                              : w.timing.statistic == LatencyStatistic::p10  ? "p10_ms"
+                                                                              : "mean_ms";
+          w.reference_ms = e->get_number(field, e->get_number("mean_ms"));
+        }
     }
     r.compute_summary();
     if (r.passed() && r.latency_ms > 0 && r.metrics.contains("compile_ms"))

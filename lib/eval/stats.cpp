@@ -2,10 +2,32 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 namespace ks::eval {
 
-TimingStats summarize_samples(std::vector<double> samples) {
+double quantile_sorted(const std::vector<double>& sorted, double q) {
+  if (sorted.empty()) return 0;
+  const double pos = q * static_cast<double>(sorted.size() - 1);
+  const auto i = static_cast<std::size_t>(pos);
+  if (i + 1 >= sorted.size()) return sorted.back();
+  return sorted[i] + (pos - static_cast<double>(i)) * (sorted[i + 1] - sorted[i]);
+}
+
+std::pair<double, double> quantile_interval_sorted(const std::vector<double>& sorted, double q) {
+  if (sorted.empty()) return {0, 0};
+  const double n = static_cast<double>(sorted.size());
+  const double spread = 1.96 * std::sqrt(n * q * (1 - q));
+  // 1-based ranks of the order statistics that bracket the quantile.
+  const double lo = std::floor(n * q - spread), hi = std::ceil(n * q + spread) + 1;
+  auto at = [&](double rank) {
+    const double r = std::clamp(rank, 1.0, n);
+    return sorted[static_cast<std::size_t>(r) - 1];
+  };
+  return {at(lo), at(hi)};
+}
+
+TimingStats summarize_samples(std::vector<double> samples, LatencyStatistic statistic) {
   TimingStats t;
   if (samples.empty()) return t;
   const std::size_t n = samples.size();
@@ -21,7 +43,48 @@ TimingStats summarize_samples(std::vector<double> samples) {
   t.min_ms = samples.front();
   t.max_ms = samples.back();
   t.median_ms = n % 2 ? samples[n / 2] : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
+  t.statistic = statistic;
+  switch (statistic) {
+    case LatencyStatistic::mean: {
+      t.latency_ms = t.mean_ms;
+      const double half = 1.96 * t.stddev_ms / std::sqrt(static_cast<double>(n));
+      t.ci_lo_ms = std::max(t.min_ms, t.mean_ms - half);
+      t.ci_hi_ms = std::min(t.max_ms, t.mean_ms + half);
+      break;
+    }
+    case LatencyStatistic::median:
+    case LatencyStatistic::undisturbed_median:
+    case LatencyStatistic::p10: {
+      const double q = statistic == LatencyStatistic::p10 ? 0.1 : 0.5;
+      t.latency_ms = statistic == LatencyStatistic::p10 ? quantile_sorted(samples, q) : t.median_ms;
+      std::tie(t.ci_lo_ms, t.ci_hi_ms) = quantile_interval_sorted(samples, q);
+      break;
+    }
+  }
   return t;
+}
+
+TimingStats summarize_host_samples(const std::vector<double>& samples, const std::vector<bool>& disturbed) {
+  TimingStats all = summarize_samples(samples, LatencyStatistic::p10);
+  if (disturbed.size() != samples.size()) return all;
+  std::vector<double> quiet;
+  for (std::size_t i = 0; i < samples.size(); ++i)
+    if (!disturbed[i]) quiet.push_back(samples[i]);
+  all.disturbed = static_cast<int>(samples.size() - quiet.size());
+  if (static_cast<int>(quiet.size()) < kMinUndisturbed) return all;
+  TimingStats q = summarize_samples(quiet, LatencyStatistic::undisturbed_median);
+  // The latency and its interval from the undisturbed calls; the rest
+  // describes every call.
+  all.statistic = q.statistic;
+  all.latency_ms = q.latency_ms;
+  all.ci_lo_ms = q.ci_lo_ms;
+  all.ci_hi_ms = q.ci_hi_ms;
+  return all;
+}
+
+LatencyStatistic latency_statistic_for(const EvalOptions& options, const std::string& backend) {
+  if (options.timing == TimingMode::upstream) return LatencyStatistic::mean;
+  return backend == "host" ? LatencyStatistic::p10 : LatencyStatistic::median;
 }
 
 RepetitionController::Limits RepetitionController::limits_from(const EvalOptions& o) {

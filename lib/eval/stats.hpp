@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ksearch/evaluator.hpp"
@@ -11,9 +12,30 @@
 
 namespace ks::eval {
 
-// Mean, median, min, max, sample standard deviation (n - 1) and the relative
-// standard error of the mean. Empty input gives all zeros.
-TimingStats summarize_samples(std::vector<double> samples_ms);
+// Mean, median, min, max, sample standard deviation (n - 1), the relative
+// standard error of the mean, and the latency: `statistic` of the samples
+// with its 95% confidence interval. Empty input gives all zeros.
+TimingStats summarize_samples(std::vector<double> samples_ms,
+                              LatencyStatistic statistic = LatencyStatistic::mean);
+
+// Host timings: `disturbed[i]` says whether another process interrupted
+// call i (empty: unknown). The latency is the median of the undisturbed
+// calls when there are at least kMinUndisturbed of them, else the 10th
+// percentile of all; `disturbed` counts the calls left out.
+constexpr int kMinUndisturbed = 10;
+TimingStats summarize_host_samples(const std::vector<double>& samples_ms, const std::vector<bool>& disturbed);
+
+// The q-quantile of sorted samples (linear interpolation between order
+// statistics), and a distribution-free 95% confidence interval for it: the
+// order statistics at ranks n*q -+ 1.96*sqrt(n*q*(1-q)), widened to whole
+// ranks and clamped to the samples.
+double quantile_sorted(const std::vector<double>& sorted, double q);
+std::pair<double, double> quantile_interval_sorted(const std::vector<double>& sorted, double q);
+
+// The statistic timings use where a device is: on the host the undisturbed
+// calls' median (summarize_host_samples; p10 is what this returns), the
+// median on a GPU, the mean under the suite's own timing (TimingMode::upstream).
+LatencyStatistic latency_statistic_for(const EvalOptions& options, const std::string& backend);
 
 // Decides when to stop timing. Feed it every sample (and the wall time the
 // loop has taken, which includes cache flushes); done() applies, in order:

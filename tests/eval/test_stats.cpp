@@ -193,3 +193,112 @@ TEST_CASE("stats: timing \"upstream\" stops where GPUMode's eval.py stops") {
   EvalOptions d;  // the default rule is unchanged
   CHECK(RepetitionController::limits_from(d).rule == RepetitionController::Rule::libksearch);
 }
+
+TEST_CASE("stats: the latency statistic and its interval") {
+  std::vector<double> xs;
+  for (int i = 1; i <= 100; ++i) xs.push_back(i);
+  TimingStats p10 = summarize_samples(xs, LatencyStatistic::p10);
+  CHECK(p10.statistic == LatencyStatistic::p10);
+  CHECK(p10.latency_ms == doctest::Approx(10.9));  // 1 + 0.1 * 99, between the 10th and 11th samples
+  // Order statistics at ranks 10 -+ 1.96 * 3, widened to whole ranks.
+  CHECK(p10.ci_lo_ms == 4);
+  CHECK(p10.ci_hi_ms == 17);
+  TimingStats med = summarize_samples(xs, LatencyStatistic::median);
+  CHECK(med.latency_ms == doctest::Approx(50.5));
+  CHECK(med.ci_lo_ms < 50.5);
+  CHECK(med.ci_hi_ms > 50.5);
+  TimingStats mean = summarize_samples(xs, LatencyStatistic::mean);
+  CHECK(mean.latency_ms == doctest::Approx(50.5));
+  CHECK(mean.ci_hi_ms - mean.latency_ms == doctest::Approx(1.96 * mean.stddev_ms / 10));
+  // Few samples: the interval is clamped to them, never beyond.
+  TimingStats few = summarize_samples({3, 1, 2}, LatencyStatistic::p10);
+  CHECK(few.ci_lo_ms == 1);
+  CHECK(few.ci_hi_ms <= 3);
+  // JSON keeps them; a result written before they existed reads as its mean.
+  TimingStats back = TimingStats::from_json(p10.to_json());
+  CHECK(back.statistic == LatencyStatistic::p10);
+  CHECK(back.latency() == doctest::Approx(10.9));
+  Json old = Json::parse(R"({"mean_ms": 2.0, "median_ms": 1.9, "min_ms": 1.5, "max_ms": 3, "stddev_ms": 0.5,
+                             "rel_stderr": 0.02, "count": 25})");
+  TimingStats legacy = TimingStats::from_json(old);
+  CHECK(legacy.latency() == 2.0);
+  CHECK(legacy.rel_half_width() == doctest::Approx(1.96 * 0.02));
+  CHECK_THROWS(TimingStats::from_json(Json::parse(R"({"statistic": "max", "count": 1})")));
+}
+
+TEST_CASE("stats: the 10th percentile hardly moves when other processes steal time from some calls") {
+  // A kernel of 1 ms; under load, a share of the calls is preempted and
+  // takes 1 to 3 ms more. The mean follows the load, the 10th percentile
+  // stays with the kernel.
+  auto samples = [](double preempted_share, unsigned seed) {
+    std::vector<double> xs;
+    unsigned state = seed;
+    auto next = [&] {
+      state = state * 1664525u + 1013904223u;
+      return static_cast<double>(state >> 8) / static_cast<double>(1u << 24);
+    };
+    for (int i = 0; i < 400; ++i) {
+      double x = 1.0 + 0.01 * next();
+      if (next() < preempted_share) x += 1.0 + 2.0 * next();
+      xs.push_back(x);
+    }
+    return xs;
+  };
+  TimingStats quiet = summarize_samples(samples(0.0, 1), LatencyStatistic::p10);
+  TimingStats busy = summarize_samples(samples(0.6, 2), LatencyStatistic::p10);
+  CHECK(busy.latency_ms / quiet.latency_ms < 1.02);
+  CHECK(busy.mean_ms / quiet.mean_ms > 1.8);
+  CHECK(busy.ci_hi_ms / quiet.latency_ms < 1.05);
+}
+
+TEST_CASE("stats: the evaluation's latency interval combines the workloads' in log space") {
+  EvalResult r;
+  for (double l : {1.0, 4.0}) {
+    WorkloadResult w;
+    w.benchmark = true;
+    w.timing.count = 20;
+    w.timing.latency_ms = l;
+    w.timing.ci_lo_ms = l / 1.1;
+    w.timing.ci_hi_ms = l * 1.1;
+    w.reference_ms = 2 * l;
+    r.workloads.push_back(w);
+  }
+  r.compute_summary();
+  CHECK(r.latency_ms == doctest::Approx(2.0));
+  CHECK(r.speedup == doctest::Approx(2.0));
+  // Two independent terms of half-width log(1.1): sqrt(2) * log(1.1) / 2.
+  const double h = std::sqrt(2.0) * std::log(1.1) / 2;
+  CHECK(r.latency_lo_ms == doctest::Approx(2.0 * std::exp(-h)));
+  CHECK(r.latency_hi_ms == doctest::Approx(2.0 * std::exp(h)));
+  EvalResult back = EvalResult::from_json(r.to_json());
+  CHECK(back.latency_hi_ms == doctest::Approx(r.latency_hi_ms));
+  CHECK(r.summary().find("+-") != std::string::npos);
+}
+
+TEST_CASE("stats: host timings leave out the calls another process interrupted") {
+  // 30 undisturbed calls near 1 ms and 70 interrupted ones far slower: the
+  // latency is the undisturbed calls' median, whatever the others took.
+  std::vector<double> xs;
+  std::vector<bool> hit;
+  for (int i = 0; i < 100; ++i) {
+    const bool interrupted = i % 10 >= 3;
+    xs.push_back(interrupted ? 3.0 + i * 0.01 : 1.0 + 0.001 * (i % 7));
+    hit.push_back(interrupted);
+  }
+  TimingStats t = summarize_host_samples(xs, hit);
+  CHECK(t.statistic == LatencyStatistic::undisturbed_median);
+  CHECK(t.disturbed == 70);
+  CHECK(t.count == 100);
+  CHECK(t.latency_ms == doctest::Approx(1.003).epsilon(0.01));
+  CHECK(t.ci_hi_ms < 1.01);
+  CHECK(t.mean_ms > 2.5);  // the mean still describes every call
+  // Too few undisturbed calls: the 10th percentile of all of them.
+  std::vector<bool> mostly(100, true);
+  for (int i = 0; i < kMinUndisturbed - 1; ++i) mostly[static_cast<std::size_t>(i)] = false;
+  TimingStats few = summarize_host_samples(xs, mostly);
+  CHECK(few.statistic == LatencyStatistic::p10);
+  CHECK(few.disturbed == 100 - (kMinUndisturbed - 1));
+  // Unknown (no flags): the 10th percentile.
+  CHECK(summarize_host_samples(xs, {}).statistic == LatencyStatistic::p10);
+  CHECK(TimingStats::from_json(t.to_json()).disturbed == 70);
+}

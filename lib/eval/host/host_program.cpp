@@ -2,10 +2,12 @@
 // workload, and the argument blocks its shims read. A candidate runs in a
 // process of its own (candidate_process.hpp) when the device isolates it,
 // else in this one (trusted code, the in-process evaluator, tests).
+#include <dirent.h>
 #include <dlfcn.h>
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 
@@ -49,6 +51,37 @@ struct BoundCall {
   std::vector<ArgValue> values;
   std::vector<void*> addrs;
 };
+
+// Nanoseconds the threads of `pid` (or this thread, for 0) have spent
+// runnable but waiting for a CPU: the second field of schedstat
+// (Documentation/scheduler/sched-stats.rst). nullopt where it cannot be read.
+std::optional<std::uint64_t> schedstat_wait_ns(pid_t pid) {
+  auto field = [](const std::string& path) -> std::optional<std::uint64_t> {
+    std::FILE* f = std::fopen(path.c_str(), "re");
+    if (!f) return std::nullopt;
+    unsigned long long cpu = 0, wait = 0;
+    const bool ok = std::fscanf(f, "%llu %llu", &cpu, &wait) == 2;
+    std::fclose(f);
+    if (!ok) return std::nullopt;
+    return wait;
+  };
+  if (pid == 0) return field("/proc/thread-self/schedstat");
+  const std::string dir = fmt::format("/proc/{}/task", pid);
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return std::nullopt;
+  std::uint64_t sum = 0;
+  bool any = false;
+  while (const dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    if (auto w = field(dir + "/" + e->d_name + "/schedstat")) {
+      sum += *w;
+      any = true;
+    }
+  }
+  ::closedir(d);
+  if (!any) return std::nullopt;
+  return sum;
+}
 
 class HostProgram final : public Program {
  public:
@@ -156,16 +189,28 @@ class HostProgram final : public Program {
 
   double timed_launch() override {
     // The candidate's process cannot reach this clock: the time is the
-    // request's round trip, and the process is stopped outside it.
+    // request's round trip, and the process is stopped outside it. The run
+    // queues' wait of this thread and of the candidate's (read outside the
+    // timed window) tells whether another process interrupted the call.
+    const auto waited_before = run_queue_wait_ns();
+    double ms = 0;
     if (process_) {
       if (calls_.empty()) fail("launch() before bind()");
-      return process_->run();
+      ms = process_->run();
+    } else {
+      auto t0 = std::chrono::steady_clock::now();
+      launch();
+      auto t1 = std::chrono::steady_clock::now();
+      ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
     }
-    auto t0 = std::chrono::steady_clock::now();
-    launch();
-    auto t1 = std::chrono::steady_clock::now();
-    return std::chrono::duration<double, std::milli>(t1 - t0).count();
+    const auto waited_after = run_queue_wait_ns();
+    disturbed_.reset();
+    if (waited_before && waited_after)
+      disturbed_ = static_cast<double>(*waited_after - *waited_before) > std::max(kQuietWaitNs, 1e4 * ms);
+    return ms;
   }
+
+  std::optional<bool> last_call_disturbed() const override { return disturbed_; }
 
   void poison_scratch() override {
     for (const auto& s : scratch_) std::memset(s.host_ptr(), 0xFF, s.bytes);
@@ -262,6 +307,19 @@ class HostProgram final : public Program {
   std::string path_;
   std::unique_ptr<CandidateProcess> process_;  // null: the calls run in this process
   std::string isolation_;                      // its layers, once loaded
+  std::optional<bool> disturbed_;              // of the last timed call
+
+  // A wake-up's own wait on an idle machine is a few microseconds; more than
+  // this (or 1% of the call) is another process's time.
+  static constexpr double kQuietWaitNs = 20e3;
+  // This thread's run-queue wait plus the candidate process's threads'.
+  std::optional<std::uint64_t> run_queue_wait_ns() const {
+    auto mine = schedstat_wait_ns(0);
+    if (!mine || !process_) return mine;
+    auto theirs = schedstat_wait_ns(process_->pid());
+    if (!theirs) return std::nullopt;
+    return *mine + *theirs;
+  }
   void* handle_ = nullptr;
   std::optional<HostPlan> plan_;
   std::vector<BoundCall> calls_;

@@ -164,6 +164,11 @@ class Session final : public SearchContext {
   // The evaluator's verdict on a candidate; an evaluation the evaluator
   // gave up because the run was cancelled stops the run instead.
   EvalResult evaluate_live(const Solution& s, bool counted);
+  // The noise-aware comparison with the best (docs/evaluation.md, "Latency
+  // and its noise").
+  bool lead_within_noise(const EvalResult& r) const;
+  Json measure_again(const Solution& s, const EvalResult& first, bool counted);
+  bool beats_best(const EvalResult& r);
   [[noreturn]] void stop_for_cancel(const std::string& by);
   // Journals (or replays) one attempt and does the bookkeeping of a round.
   // `adopted`: an uncounted attempt with a recorded result that may still

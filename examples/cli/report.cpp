@@ -102,26 +102,37 @@ void print_eval_table(std::FILE* out, const EvalResult& r) {
   bool baseline = false;
   for (const auto& w : r.workloads) baseline = baseline || w.baseline_ms > 0;
   const std::string base_head = baseline ? fmt::format(" {:>11} {:>9}", "base ms", "vs base") : "";
-  say(out, "  {:<36} {:<16} {:>11} {:>11} {:>11} {:>9}{} {:>6}\n", "workload", "status", "mean ms", "median ms",
-      "ref ms", "speedup", base_head, "reps");
+  // "latency": the workload's latency statistic (p10 on the host, median on
+  // a GPU, mean under upstream timing), +- half its 95% interval.
+  say(out, "  {:<36} {:<16} {:>11} {:>7} {:>11} {:>11} {:>9}{} {:>6}\n", "workload", "status", "latency ms", "+-",
+      "mean ms", "ref ms", "speedup", base_head, "reps");
   for (const auto& w : r.workloads) {
     bool timed = w.timing.count > 0;
-    double sp = timed && w.reference_ms > 0 ? w.reference_ms / w.timing.mean_ms : 0;
-    double vb = timed && w.baseline_ms > 0 ? w.baseline_ms / w.timing.mean_ms : 0;
+    const double l = w.timing.latency();
+    double sp = timed ? w.speedup() : 0;
+    double vb = timed && w.baseline_ms > 0 ? w.baseline_ms / l : 0;
     const std::string base = baseline ? fmt::format(" {:>11} {:>9}", w.baseline_ms > 0 ? fmt::format("{:.4f}", w.baseline_ms) : "-",
                                                     vb > 0 ? fmt::format("{:.2f}x", vb) : "-")
                                       : "";
-    say(out, "  {:<36} {:<16} {:>11} {:>11} {:>11} {:>9}{} {:>6}\n", w.name, to_string(w.status),
+    say(out, "  {:<36} {:<16} {:>11} {:>7} {:>11} {:>11} {:>9}{} {:>6}\n", w.name, to_string(w.status),
+        timed ? fmt::format("{:.4f}", l) : "-",
+        timed && w.timing.rel_half_width() > 0 ? fmt::format("{:.1f}%", 100 * w.timing.rel_half_width()) : "-",
         timed ? fmt::format("{:.4f}", w.timing.mean_ms) : "-",
-        timed ? fmt::format("{:.4f}", w.timing.median_ms) : "-",
         w.reference_ms > 0 ? fmt::format("{:.4f}", w.reference_ms) : "-",
         sp > 0 ? fmt::format("{:.2f}x", sp) : "-", base, timed ? std::to_string(w.timing.count) : "-");
     if (w.status != EvalStatus::passed && !w.message.empty()) say(out, "      {}\n", w.message);
   }
+  for (const auto& w : r.workloads)
+    if (w.timing.count > 0) {
+      say(out, "  latency: the {} of the timed calls{}\n", to_string(w.timing.statistic),
+          w.paired ? "; the reference was timed beside the candidate, calls alternating" : "");
+      break;
+    }
 }
 
 std::string eval_headline(const EvalResult& r) {
   std::string s = fmt::format("{:.4f} ms geometric mean", r.latency_ms);
+  if (r.latency_lo_ms > 0) s += fmt::format(" (95% interval {:.4f} to {:.4f})", r.latency_lo_ms, r.latency_hi_ms);
   if (r.speedup > 0) s += fmt::format(", {:.2f}x the reference's {:.4f} ms", r.speedup, r.reference_latency_ms);
   if (r.vs_baseline > 0) s += fmt::format(", {:.3f}x the baseline (mean of per-workload ratios; x100 = {:.1f})", r.vs_baseline, 100 * r.vs_baseline);
   return s;

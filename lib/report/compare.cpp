@@ -103,6 +103,14 @@ double rank_of(const EvalResult& e) {
 
 Json opt(const std::optional<double>& v) { return v ? Json(*v) : Json(); }
 
+// The timed calls behind an evaluation's latency, over its benchmark workloads.
+std::int64_t timed_calls(const EvalResult& e) {
+  std::int64_t n = 0;
+  for (const auto& w : e.workloads)
+    if (w.benchmark) n += w.timing.count;
+  return n;
+}
+
 Json curve_json(const std::vector<std::optional<double>>& c) {
   Json out = Json::array();
   for (const auto& v : c) out.push_back(opt(v));
@@ -222,8 +230,8 @@ RunSummary summarize(const CompareRun& run, const RunRead& r, const CompareOptio
     for (const auto& w : e.workloads) {
       if (!w.benchmark || !(w.baseline_ms > 0)) continue;
       ++with_baseline;
-      if (w.status == EvalStatus::passed && w.timing.count > 0 && w.timing.mean_ms > 0 &&
-          w.baseline_ms / w.timing.mean_ms >= options.at_least * (1 - kTolerance))
+      if (w.status == EvalStatus::passed && w.timing.count > 0 && w.timing.latency() > 0 &&
+          w.baseline_ms / w.timing.latency() >= options.at_least * (1 - kTolerance))
         ++above;
     }
     if (with_baseline > 0)
@@ -258,6 +266,12 @@ RunSummary summarize(const CompareRun& run, const RunRead& r, const CompareOptio
                       {"best_latency_ms", rounds ? opt(s.best_ms.back()) : opt(start_ms)},
                       {"best_score", has_score && rounds ? opt(s.best_score.back()) : Json()},
                       {"best_round", best ? Json(best->round) : Json()},
+                      // The best's own measurement: +- half its 95% interval, and its timed calls.
+                      {"best_ci_pct", best && best->eval.latency_lo_ms > 0
+                                          ? Json(50.0 * (best->eval.latency_hi_ms - best->eval.latency_lo_ms) /
+                                                 best->eval.latency_ms)
+                                          : Json()},
+                      {"best_timed_calls", best ? Json(timed_calls(best->eval)) : Json()},
                       {"best_solution_id", best ? Json(best->solution.id) : Json()},
                       {"rounds_to_90", r90 ? Json(*r90) : Json()},
                       {"rounds_to_90_score", r90_score ? Json(*r90_score) : Json()},
@@ -443,6 +457,9 @@ Json compare_runs_data(const std::vector<CompareRun>& runs, const CompareOptions
                                 {"best_score", "after round r: the highest score of a passing kernel in rounds 1..r, "
                                                "score = 100 x the mean over workloads of baseline latency / kernel "
                                                "latency (tasks with baseline latencies only)"},
+                                {"best_ci_pct", "the best kernel's own measurement: half its latency's 95 % "
+                                                "interval, in % of the latency (none for results made before "
+                                                "intervals existed); best_timed_calls: its timed calls"},
                                 {"rounds_to_90", "the first round whose best-so-far latency is within 90 % of the "
                                                  "run's final best speed: latency <= final best / 0.9"},
                                 {"rounds_to_90_score", "the first round whose best-so-far score is >= 0.9 x the "

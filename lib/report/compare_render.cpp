@@ -338,7 +338,7 @@ std::string at_least_head(const Json& data) {
 Table runs_table(const Json& data) {
   const bool score = data["score"].as_bool(), frac = has_fraction(data);
   Table t;
-  t.head = {"label", "run", "strategy", "model", "rounds", "best ms"};
+  t.head = {"label", "run", "strategy", "model", "rounds", "best ms", "+-", "timed calls"};
   if (score) t.head.push_back("best score");
   t.head.insert(t.head.end(), {"best round", "to 90%"});
   if (score) t.head.push_back("to 90% (score)");
@@ -349,7 +349,10 @@ Table runs_table(const Json& data) {
     std::vector<std::string> row = {r["label"].as_string(), r["name"].as_string(), r["strategy"].as_string(),
                                     r["model"].as_string(),
                                     fmt::format("{}/{}", r["rounds"].as_int(), fmt_int(r["max_rounds"])),
-                                    fmt_ms(r["best_latency_ms"])};
+                                    fmt_ms(r["best_latency_ms"]),
+                                    r["best_ci_pct"].is_number() ? fmt::format("{:.1f}%", r["best_ci_pct"].as_number())
+                                                                 : "-",
+                                    fmt_int(r["best_timed_calls"])};
     if (score) row.push_back(fmt_score(r["best_score"]));
     row.insert(row.end(), {fmt_int(r["best_round"]), fmt_int(r["rounds_to_90"])});
     if (score) row.push_back(fmt_int(r["rounds_to_90_score"]));

@@ -79,16 +79,24 @@ std::string summary_html(const Json& data) {
 std::string workload_table(const Json& best) {
   if (!best.is_object()) return "<p>No kernel has passed yet.</p>\n";
   const Json& names = best["baselines"];
-  std::string out = "<table class=\"grid\" id=\"workload-table\">\n<tr><th>workload</th><th>status</th><th>best mean</th>"
-                    "<th>median</th><th>reference</th><th>speedup</th>";
+  std::string out = "<table class=\"grid\" id=\"workload-table\">\n<tr><th>workload</th><th>status</th><th>latency</th>"
+                    "<th>&plusmn; (95%)</th><th>mean</th><th>median</th><th>reference</th><th>speedup</th>";
   for (const auto& n : names.as_array()) out += "<th>" + esc(n.as_string()) + "</th>";
   out += "<th>reps</th></tr>\n";
   for (const auto& w : best["workloads"].as_array()) {
+    // Reports of runs made before the latency statistic read the mean.
     double mean = num_field(w, "mean_ms").value_or(0), ref = num_field(w, "reference_ms").value_or(0);
-    out += fmt::format("<tr><td>{}{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>", esc(str_field(w, "name")),
-                       w.get_bool("benchmark") ? "" : " <small>(check only)</small>", esc(str_field(w, "status")),
-                       ms(mean), ms(num_field(w, "median_ms").value_or(0)), ms(ref),
-                       mean > 0 && ref > 0 ? fmt::format("{:.2f}x", ref / mean) : "-");
+    double lat = num_field(w, "latency_ms").value_or(mean);
+    auto ci = num_field(w, "ci_pct");
+    std::string stat = str_field(w, "statistic");
+    out += fmt::format("<tr><td>{}{}</td><td>{}</td><td>{}{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
+                       esc(str_field(w, "name")), w.get_bool("benchmark") ? "" : " <small>(check only)</small>",
+                       esc(str_field(w, "status")), ms(lat), stat.empty() ? "" : " <small>(" + esc(stat) + ")</small>",
+                       ci && lat > 0 ? fmt::format("{:.1f}%", *ci) : "-", ms(mean),
+                       ms(num_field(w, "median_ms").value_or(0)), ms(ref) + (w.get_bool("paired") ? " <small>(beside it)</small>" : ""),
+                       num_field(w, "speedup") ? fmt::format("{:.2f}x", *num_field(w, "speedup"))
+                       : lat > 0 && ref > 0    ? fmt::format("{:.2f}x", ref / lat)
+                                               : "-");
     for (const auto& n : names.as_array())
       out += "<td>" + ms(num_field(w["baselines"], n.as_string()).value_or(0)) + "</td>";
     auto reps = num_field(w, "reps");

@@ -366,6 +366,9 @@ Json world_model_json(const RunStore& store, const util::Folder& run, const std:
 Json workload_timings(const WorkloadResult& w) {
   Json j = Json::obj({{"name", w.name}, {"benchmark", w.benchmark}, {"status", to_string(w.status)}});
   if (w.timing.count > 0) {
+    j["latency_ms"] = w.timing.latency();
+    j["statistic"] = to_string(w.timing.statistic);
+    j["ci_pct"] = 100.0 * w.timing.rel_half_width();  // +- half the 95% interval
     j["mean_ms"] = w.timing.mean_ms;
     j["median_ms"] = w.timing.median_ms;
     j["min_ms"] = w.timing.min_ms;
@@ -373,6 +376,8 @@ Json workload_timings(const WorkloadResult& w) {
     j["reps"] = w.timing.count;
   }
   if (w.reference_ms > 0) j["reference_ms"] = w.reference_ms;
+  if (w.paired) j["paired"] = true;
+  if (w.speedup() > 0) j["speedup"] = w.speedup();
   return j;
 }
 

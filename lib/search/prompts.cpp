@@ -198,11 +198,26 @@ std::string fmt_ms(double ms) { return ms > 0 ? fmt::format("{:.4f}", ms) : "-";
 
 }  // namespace
 
+namespace {
+
+// "+-2.1%": half the 95% interval over the value; "" when unknown.
+std::string plus_minus(double lo, double hi, double value) {
+  if (!(lo > 0 && hi > lo && value > 0)) return {};
+  return fmt::format(" +-{:.1f}%", 50.0 * (hi - lo) / value);
+}
+
+}  // namespace
+
 std::string eval_feedback_text(const EvalResult& r, const PromptBudgets& budgets) {
   std::string out = fmt::format("Status: {}\n", to_string(r.status));
   if (r.passed() && r.latency_ms > 0) {
-    out += fmt::format("Geometric-mean latency over benchmark workloads: {:.4f} ms", r.latency_ms);
-    if (r.speedup > 0) out += fmt::format(" ({:.3f}x the reference's {:.4f} ms)", r.speedup, r.reference_latency_ms);
+    out += fmt::format("Geometric-mean latency over benchmark workloads: {:.4f} ms{}", r.latency_ms,
+                       plus_minus(r.latency_lo_ms, r.latency_hi_ms, r.latency_ms));
+    bool paired = !r.workloads.empty();
+    for (const auto& w : r.workloads) paired = paired && (!w.benchmark || w.paired);
+    if (r.speedup > 0)
+      out += fmt::format(" ({:.3f}x the reference's {:.4f} ms{})", r.speedup, r.reference_latency_ms,
+                         paired ? ", timed beside yours" : "");
     out += "\n";
     if (r.vs_baseline > 0)
       out += fmt::format("Mean over benchmark workloads of baseline latency / your latency: {:.3f} (higher is "
@@ -214,26 +229,31 @@ std::string eval_feedback_text(const EvalResult& r, const PromptBudgets& budgets
     // prompts stay as they were.
     bool baseline = false;
     for (const auto& w : r.workloads) baseline = baseline || w.baseline_ms > 0;
-    // SPREAD (issue 43, item 1, another branch): when EvalResult's summary
-    // gains a spread and a sample count, show them beside the mean here.
+    std::string statistic;
+    for (const auto& w : r.workloads)
+      if (w.timing.count && statistic.empty()) statistic = to_string(w.timing.statistic);
+    if (!statistic.empty())
+      out += fmt::format("Per workload: latency = the {} of the n timed calls, +- its 95% interval.\n", statistic);
     std::string table =
-        baseline ? "| workload | kind | status | mean ms | median ms | min ms | reference ms | speedup | baseline ms | "
-                   "vs baseline | max abs err | note |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n"
-                 : "| workload | kind | status | mean ms | median ms | min ms | reference ms | speedup | max abs err | note |\n"
-                   "|---|---|---|---|---|---|---|---|---|---|\n";
+        baseline ? "| workload | kind | status | latency ms | n | mean ms | min ms | reference ms | speedup | baseline ms | "
+                   "vs baseline | max abs err | note |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+                 : "| workload | kind | status | latency ms | n | mean ms | min ms | reference ms | speedup | max abs err | "
+                   "note |\n|---|---|---|---|---|---|---|---|---|---|---|\n";
     for (const auto& w : r.workloads) {
-      double sp = (w.timing.mean_ms > 0 && w.reference_ms > 0) ? w.reference_ms / w.timing.mean_ms : 0;
-      double vb = (w.timing.mean_ms > 0 && w.baseline_ms > 0) ? w.baseline_ms / w.timing.mean_ms : 0;
+      const double l = w.timing.latency();
+      double sp = w.speedup();
+      double vb = (l > 0 && w.baseline_ms > 0) ? w.baseline_ms / l : 0;
       std::string note = w.message;
       if (note.size() > 200) note = note.substr(0, 197) + "...";
       for (char& c : note)
         if (c == '\n' || c == '|') c = ' ';
       std::string base = baseline ? fmt::format(" {} | {} |", fmt_ms(w.baseline_ms), vb > 0 ? fmt::format("{:.3f}x", vb) : "-")
                                   : "";
-      table += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |{} {:.3g} | {} |\n", w.name,
+      table += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} |{} {:.3g} | {} |\n", w.name,
                            w.benchmark ? "bench" : "test", to_string(w.status),
+                           w.timing.count ? fmt_ms(l) + plus_minus(w.timing.ci_lo_ms, w.timing.ci_hi_ms, l) : "-",
+                           w.timing.count ? std::to_string(w.timing.count) : "-",
                            w.timing.count ? fmt_ms(w.timing.mean_ms) : "-",
-                           w.timing.count ? fmt_ms(w.timing.median_ms) : "-",
                            w.timing.count ? fmt_ms(w.timing.min_ms) : "-", fmt_ms(w.reference_ms),
                            sp > 0 ? fmt::format("{:.3f}x", sp) : "-", base, w.max_abs_error, note);
     }
@@ -257,14 +277,23 @@ std::string tolerance_text(const Tolerance& t) {
   return out + ", on several input seeds per workload.\n";
 }
 
+// What "latency" means, for every prompt that shows one (docs/evaluation.md).
+constexpr std::string_view kLatencyText =
+    "A workload's latency is a robust statistic of its timed calls (on a CPU the median of the calls no other "
+    "process interrupted, or the 10th percentile when too few were; on a GPU the median), shown with its 95% "
+    "interval. Where the task's reference "
+    "runs here it is timed in the same evaluation, its calls alternating with yours, so a speedup is taken under "
+    "one load. A lead over "
+    "the best that is within the noise is measured again before it counts.";
+
 std::string score_text(const TaskSpec& spec) {
   if (spec.score == ScoreMode::vs_baseline)
     return "Score: the mean over the timed workloads of (baseline latency / your latency), higher is better (1.0 is "
            "the baseline's speed). The latency reported beside it is the geometric mean over the timed workloads of "
-           "your mean latency per workload.\n";
-  return "Score: the geometric mean over the timed workloads of your mean latency per workload; lower is better, and "
+           "your latency per workload. " + std::string(kLatencyText) + "\n";
+  return "Score: the geometric mean over the timed workloads of your latency per workload; lower is better, and "
          "the speedup shown is the reference's geometric mean divided by yours. Correctness-only workloads are "
-         "checked but not timed.\n";
+         "checked but not timed. " + std::string(kLatencyText) + "\n";
 }
 
 }  // namespace
@@ -310,10 +339,13 @@ std::string workloads_text(const TaskSpec& spec, std::size_t budget) {
   return clip(out, budget);
 }
 
-std::string versus_base(double latency_ms, double base_latency_ms) {
+std::string versus_base(double latency_ms, double base_latency_ms, double noise) {
   if (!(latency_ms > 0) || !(base_latency_ms > 0)) return "";
   const double r = base_latency_ms / latency_ms;
   if (std::abs(r - 1) < 0.005) return "as fast as the base (1.00x)";
+  if (std::abs(r - 1) < noise)
+    return fmt::format("{:.2f}x the base's speed, within the measurement's noise (+-{:.1f}%): no clear change", r,
+                       100 * noise);
   if (r > 1) return fmt::format("{:.2f}x faster than the base", r);
   return fmt::format("{:.2f}x the base's speed: a regression ({:.2f}x slower than the base)", r, 1 / r);
 }
@@ -328,7 +360,7 @@ std::string attempts_text(const std::vector<AttemptBrief>& attempts, const std::
     const bool passed = a.status == EvalStatus::passed;
     std::string against = !a.solution_id.empty() && a.solution_id == base_id
                               ? "the base kernel itself, resubmitted unchanged"
-                          : passed ? versus_base(a.latency_ms, base_latency_ms)
+                          : passed ? versus_base(a.latency_ms, base_latency_ms, a.noise)
                                    : "";
     std::string note = a.note;
     for (std::size_t j = 0; j < i; ++j)

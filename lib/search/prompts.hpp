@@ -41,6 +41,7 @@ struct AttemptBrief {
   EvalStatus status = EvalStatus::passed;
   double latency_ms = 0;                    // when passed
   std::string note;                         // one line: why it failed, or what the kernel is
+  double noise = 0;                         // half its latency's 95% interval over it (0.03 = +-3%), 0 unknown
 };
 
 struct CodegenInputs {
@@ -80,7 +81,9 @@ std::string language_text(Language lang);
 std::string workloads_text(const TaskSpec& spec, std::size_t budget = 2500);
 // "1.25x faster than the base", "0.40x the base's speed: a regression (2.50x
 // slower)", "as fast as the base"; "" when either latency is unknown.
-std::string versus_base(double latency_ms, double base_latency_ms);
+// "1.20x faster than the base", "... a regression ...", or, when the two
+// differ by less than `noise` (a relative half-width), "within the noise".
+std::string versus_base(double latency_ms, double base_latency_ms, double noise = 0);
 // The attempts as a table (round, request, kernel, status, latency, against
 // the base kernel, a note), regressions named; bounded by `budget`.
 std::string attempts_text(const std::vector<AttemptBrief>& attempts, const std::string& base_id,

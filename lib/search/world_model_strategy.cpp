@@ -664,6 +664,7 @@ class WorldModelStrategy final : public SearchStrategy {
     a.solution_id = cand.id;
     a.status = r.status;
     a.latency_ms = r.passed() ? r.latency_ms : 0;
+    if (r.passed() && r.latency_lo_ms > 0) a.noise = 0.5 * (r.latency_hi_ms - r.latency_lo_ms) / r.latency_ms;
     a.note = r.passed() ? cand.description.substr(0, cand.description.find('\n')) : r.failure_reason();
     c.attempts.push_back(std::move(a));
   }

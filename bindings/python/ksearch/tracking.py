@@ -441,7 +441,8 @@ def ksearch_score(task: str, ev: dict, attempt: dict) -> Tuple[str, Optional[flo
     if task.startswith("flashinfer/"):
         ratios = []
         for w in ev.get("workloads") or []:
-            mean, ref = _positive((w.get("timing") or {}).get("mean_ms")), _positive(w.get("reference_ms"))
+            t = w.get("timing") or {}
+            mean, ref = _positive(t.get("latency_ms") or t.get("mean_ms")), _positive(w.get("reference_ms"))
             if w.get("benchmark", True) and mean and ref:
                 ratios.append(ref / mean)
         value = sum(ratios) / len(ratios) if ratios else _positive(attempt.get("speedup"))
@@ -712,10 +713,10 @@ def round_summary(r: Round, task: str) -> str:
                  f"{int(r.llm.get('input_tokens', 0))} tokens in, {int(r.llm.get('output_tokens', 0))} out, "
                  f"${float(r.llm.get('cost_usd', 0)):.4f}")
     lines.append("")
-    lines.append(f"{'workload':<32} {'status':<14} {'mean ms':>12} {'reference ms':>13} {'speedup':>8}")
+    lines.append(f"{'workload':<32} {'status':<14} {'latency ms':>12} {'reference ms':>13} {'speedup':>8}")
     for w in ev.get("workloads") or []:
         t = w.get("timing") or {}
-        mean, ref = float(t.get("mean_ms") or 0), float(w.get("reference_ms") or 0)
+        mean, ref = float(t.get("latency_ms") or t.get("mean_ms") or 0), float(w.get("reference_ms") or 0)
         lines.append(f"{w.get('name', ''):<32} {w.get('status', ''):<14} {mean if mean else '-':>12} "
                      f"{ref if ref else '-':>13} {f'{ref / mean:.2f}x' if mean and ref else '-':>8}")
     return "\n".join(lines) + "\n"

@@ -70,7 +70,7 @@ Solution make_candidate(const Solution& base, const ParamSpace& space, const uti
 std::map<std::string, double> workload_latencies(const EvalResult& r) {
   std::map<std::string, double> out;
   for (const auto& w : r.workloads)
-    if (w.benchmark && w.status == EvalStatus::passed && w.timing.mean_ms > 0) out[w.name] = w.timing.mean_ms;
+    if (w.benchmark && w.status == EvalStatus::passed && w.timing.latency() > 0) out[w.name] = w.timing.latency();
   return out;
 }
 

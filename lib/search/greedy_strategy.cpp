@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "search/prompts.hpp"
+#include "search/settings_rows.hpp"
 #include "search/strategies.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/sys/search_strategy.hpp"
@@ -111,5 +112,9 @@ class GreedySearcher final : public Searcher {
 std::unique_ptr<SearchStrategy> make_greedy_strategy() {
   return make_searcher_strategy(std::make_shared<GreedySearcher>());
 }
+
+// The greedy strategy's rows of the settings table (ksearch/search_settings.hpp):
+// none yet; it reads `parallel`.
+std::vector<SettingSpec> greedy_setting_rows() { return {}; }
 
 }  // namespace ks::core

@@ -269,6 +269,31 @@ static void test_settings_by_name(const char *task, const char *work) {
   CHECK(s == KS_OK);
   CHECK(ks_result_rounds(result) == 1);
   ks_result_destroy(result);
+  result = NULL;
+
+  /* greedy_parallel, a setting with no struct field: greedy asks for two
+   * candidates in its first step whatever `parallel` says. */
+  {
+    char path[4200];
+    char *events;
+    memset(&m, 0, sizeof m);
+    snprintf(run_dir, sizeof run_dir, "%s/greedy-parallel", work);
+    o.run_dir = run_dir;
+    o.budget.max_rounds = 2;
+    o.parallel = 1;
+    o.config_json = "{\"greedy_parallel\": 2}";
+    s = ks_search_run(&o, &result);
+    if (s != KS_OK) fprintf(stderr, "ks_search_run (greedy_parallel): %s: %s\n", ks_status_string(s), ks_last_error_message());
+    CHECK(s == KS_OK);
+    CHECK(m.calls == 2 && ks_result_rounds(result) == 2);
+    CHECK(manifest_has(run_dir, "\"greedy_parallel\": 2"));
+    snprintf(path, sizeof path, "%s/events.jsonl", run_dir);
+    events = read_text(path);
+    CHECK(events != NULL && strstr(events, "\"decision\":\"step\"") != NULL);
+    CHECK(events != NULL && strstr(events, "\"parallel\":2") != NULL);
+    free(events);
+    ks_result_destroy(result);
+  }
 }
 
 /* The evolve options reach the evolve strategy's configuration; a

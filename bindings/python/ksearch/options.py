@@ -419,7 +419,11 @@ class _SearchOptionsType(type):
 
     @property
     def __doc__(cls) -> str:  # type: ignore[override]
-        return cls._doc + "\n\nSettings by name (keyword arguments or attributes):\n" + _settings_doc()
+        try:
+            table = _settings_doc()
+        except Exception as e:  # no library to ask: the docstring without the table
+            return f"{cls._doc}\n\n(The settings by name come from the library, which did not load: {e})"
+        return cls._doc + "\n\nSettings by name (keyword arguments or attributes):\n" + table
 
     @property
     def __signature__(cls) -> Any:
@@ -490,6 +494,8 @@ class SearchOptions(_Options, metaclass=_SearchOptionsType):
         super().__setattr__(name, value)
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # pickle, copy and friends ask for these: never a setting
+            raise AttributeError(name)
         by_name = self.__dict__.get("_by_name", {})
         if name in by_name:
             return by_name[name]

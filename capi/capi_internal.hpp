@@ -74,27 +74,24 @@ ks_eval_status eval_status_to_c(EvalStatus s);
 ks_stop_reason stop_reason_to_c(StopReason r);
 EvalStatus eval_status_of(ks_eval_status s, const char* field);
 
-// Version checks of the option structs: each struct's size per version; 0
-// for a version this library does not know.
-std::size_t search_options_size(std::uint32_t version);
-// The options in this library's layout, from a struct of a known version
-// (versions 1..3 lay ks_search_options out with the smaller version 1
-// ks_world_model_options, versions 1..5 with the smaller version 1
-// ks_eval_options; the fields a version lacks read as zero).
-ks_search_options search_options_in_current_layout(const ks_search_options* o);
-ks_eval_options eval_options_in_current_layout(const ks_eval_options* o);  // throws on an unknown version
-// The version of the ks_eval_options a ks_search_options version holds.
-std::uint32_t eval_options_version_in(std::uint32_t search_options_version);
-void check_version(const char* what, std::uint32_t version, std::uint32_t known_max, bool known);
-// A struct held by value in ks_search_options has the version its parent's fixes.
-void check_nested_version(const char* what, std::uint32_t version, std::uint32_t expected,
-                          std::uint32_t parent_version);
+// One layout per minor release: a struct of any version but `current` is
+// refused (Error(version)) naming `what`.
+void check_version(const char* what, std::uint32_t version, std::uint32_t current);
+
+// Field readers shared by the translations; each throws
+// Error(invalid_argument) naming `field`.
+std::string str(const char* s);  // "" for NULL
+double finite_at_least(double v, double lo, const std::string& field, bool strictly = false);
+std::vector<std::string> string_array(const char* const* items, std::size_t n, const std::string& field);
+Json json_object_field(const char* text, const std::string& field);
 
 // The options, in C++ form. Throw ks::Error naming the field at fault.
 LlmChoice llm_choice_of(const ks_llm_options& o, double max_cost_usd, const char* prefix);
 void apply_eval_options(const ks_eval_options& o, EvaluatorConfig& out, const char* prefix);
-// Version 5's dataset, baseline and feedback fields as TaskSources.
+// The dataset, baseline and feedback fields as TaskSources.
 TaskSources task_sources_of(const ks_search_options& o);
+// ks_search_options.config_json (NULL: nothing) set by name on `c`.
+void apply_config_json(const char* text, SearchConfig& c);
 // The replay's settings and model (not its callbacks).
 ReplayOptions replay_options_of(const ks_replay_options& o);
 

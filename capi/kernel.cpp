@@ -77,7 +77,7 @@ ks_status ks_kernel_load(const ks_kernel_load_options* o, ks_kernel** out) {
   *out = nullptr;
   if (!o) return fail(KS_E_INVALID_ARGUMENT, "ks_kernel_load: options is NULL");
   return guarded("ks_kernel_load", [&] {
-    check_version("ks_kernel_load_options", o->version, KS_KERNEL_LOAD_OPTIONS_VERSION, o->version == 1);
+    check_version("ks_kernel_load_options", o->version, KS_KERNEL_LOAD_OPTIONS_VERSION);
     ks::KernelSource src;
     const int given = (o->result ? 1 : 0) + (o->run_dir ? 1 : 0) + (o->solution_path ? 1 : 0) + (o->solution_json ? 1 : 0);
     if (given != 1)

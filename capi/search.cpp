@@ -10,14 +10,13 @@ namespace {
 thread_local std::string g_last_error;
 
 SearchConfig config_of(const ks_search_options& o) {
-  // A struct held by value has the version its parent's fixes; checked
-  // before any field is read, so a caller with another layout learns that first.
-  check_nested_version("options.budget", o.budget.version, 1, o.version);
-  check_nested_version("options.world_model", o.world_model.version, o.version >= 4 ? 2u : 1u, o.version);
-  check_nested_version("options.tune", o.tune.version, 1, o.version);
-  check_nested_version("options.eval", o.eval.version, eval_options_version_in(o.version), o.version);
-  check_nested_version("options.llm", o.llm.version, 1, o.version);
-  if (o.version >= 6) check_nested_version("options.evolve", o.evolve.version, KS_EVOLVE_OPTIONS_VERSION, o.version);
+  // The nested structs' versions, checked before any of their fields is read.
+  check_version("options.budget", o.budget.version, KS_BUDGET_OPTIONS_VERSION);
+  check_version("options.world_model", o.world_model.version, KS_WORLD_MODEL_OPTIONS_VERSION);
+  check_version("options.tune", o.tune.version, KS_TUNE_OPTIONS_VERSION);
+  check_version("options.eval", o.eval.version, KS_EVAL_OPTIONS_VERSION);
+  check_version("options.llm", o.llm.version, KS_LLM_OPTIONS_VERSION);
+  check_version("options.evolve", o.evolve.version, KS_EVOLVE_OPTIONS_VERSION);
   SearchConfig c;
   if (o.strategy == KS_STRATEGY_AUTO)
     c.strategy = o.llm.source == KS_LLM_OFFLINE ? ks::StrategyKind::tune : ks::StrategyKind::world_model;
@@ -34,18 +33,19 @@ SearchConfig config_of(const ks_search_options& o) {
   c.world_model.max_difficulty = o.world_model.max_difficulty;
   c.world_model.edit_retries = o.world_model.edit_retries;
   c.world_model.max_chars = static_cast<std::size_t>(o.world_model.max_chars);
-  if (o.world_model.version >= 2) c.world_model.lenient_edits = o.world_model.lenient_edits != 0;
+  c.world_model.lenient_edits = o.world_model.lenient_edits != 0;
   c.tune.rounds = o.tune.rounds;
-  if (o.version >= 6) {  // an older version has no evolve: the defaults
-    c.evolve.islands = o.evolve.islands;
-    c.evolve.island_size = o.evolve.island_size;
-    c.evolve.migration_interval = o.evolve.migration_interval;
-    c.evolve.migration_size = o.evolve.migration_size;
-    c.evolve.archive_size = o.evolve.archive_size;
-    c.evolve.inspirations = o.evolve.inspirations;
-    c.evolve.exploit_ratio = o.evolve.exploit_ratio;
-  }
+  c.evolve.islands = o.evolve.islands;
+  c.evolve.island_size = o.evolve.island_size;
+  c.evolve.migration_interval = o.evolve.migration_interval;
+  c.evolve.migration_size = o.evolve.migration_size;
+  c.evolve.archive_size = o.evolve.archive_size;
+  c.evolve.inspirations = o.evolve.inspirations;
+  c.evolve.exploit_ratio = o.evolve.exploit_ratio;
+  c.start_from_starting_point = o.start_from_starting_point != 0;
+  c.remeasure = o.remeasure != 0;
   if (o.llm.source != KS_LLM_OPENAI && o.llm.model) c.model = o.llm.model;  // a label for the run
+  apply_config_json(o.config_json, c);  // after the fields: a setting by name wins
   return c;
 }
 
@@ -124,11 +124,8 @@ ks_status ks_search_run(const ks_search_options* given, ks_result** out) {
   *out = nullptr;
   if (!given) return fail(KS_E_INVALID_ARGUMENT, "ks_search_run: options is NULL");
   return guarded("ks_search_run", [&] {
-    check_version("ks_search_options", given->version, KS_SEARCH_OPTIONS_VERSION,
-                  search_options_size(given->version) != 0);
-    // A program built with an older header passed its older layout.
-    const ks_search_options current = search_options_in_current_layout(given);
-    const ks_search_options* const o = &current;
+    check_version("ks_search_options", given->version, KS_SEARCH_OPTIONS_VERSION);
+    const ks_search_options* const o = given;
     if (!o->task || !*o->task) throw ks::Error(ks::Status::invalid_argument, "options.task is required");
     ks::SearchOptions so;
     so.task = o->task;
@@ -138,19 +135,17 @@ ks_status ks_search_run(const ks_search_options* given, ks_result** out) {
                                                 o->eval.callback_device_json);
     apply_eval_options(o->eval, so.evaluator, "options.eval");
     so.infer_language = o->language_from_task != 0;
-    if (o->version >= 2) so.weak_check = o->weak_check != 0;  // version 1 has no field: the default
+    so.weak_check = o->weak_check != 0;
     if (o->run_dir) so.run_dir = o->run_dir;
     if (o->kernelbench_dir) so.kernelbench_dir = o->kernelbench_dir;
-    if (o->version >= 5) {
-      so.task_sources = task_sources_of(*o);
-      so.wandb.enabled = o->wandb != 0;
-      if (o->wandb_project) so.wandb.project = o->wandb_project;
-      if (o->run_name) so.wandb.run_name = o->run_name;
-      if (!so.wandb.enabled && (o->wandb_project || o->run_name))
-        throw ks::Error(ks::Status::invalid_argument, "options.wandb_project and options.run_name need options.wandb");
-    }
+    so.task_sources = task_sources_of(*o);
+    so.wandb.enabled = o->wandb != 0;
+    if (o->wandb_project) so.wandb.project = o->wandb_project;
+    if (o->run_name) so.wandb.run_name = o->run_name;
+    if (!so.wandb.enabled && (o->wandb_project || o->run_name))
+      throw ks::Error(ks::Status::invalid_argument, "options.wandb_project and options.run_name need options.wandb");
     so.task_sources.kernelbench_dir = so.kernelbench_dir;
-    if (o->version >= 3 && o->continue_from_solution) {
+    if (o->continue_from_solution) {
       ks::TaskSpec spec = ks::load_task(so.task, so.task_sources)->spec();
       if (!so.infer_language) spec.languages = {so.config.language};
       try {
@@ -164,15 +159,11 @@ ks_status ks_search_run(const ks_search_options* given, ks_result** out) {
         so.infer_language = false;
       }
     }
-    if (o->version >= 4) {  // older versions keep the defaults
-      if (o->continue_from_world_model) {
-        if (!*o->continue_from_world_model)
-          throw ks::Error(ks::Status::invalid_argument,
-                          "options.continue_from_world_model is empty (NULL for none; a file, a run folder or auto)");
-        so.continue_from_world_model = o->continue_from_world_model;
-      }
-      so.config.start_from_starting_point = o->start_from_starting_point != 0;
-      so.config.remeasure = o->remeasure != 0;
+    if (o->continue_from_world_model) {
+      if (!*o->continue_from_world_model)
+        throw ks::Error(ks::Status::invalid_argument,
+                        "options.continue_from_world_model is empty (NULL for none; a file, a run folder or auto)");
+      so.continue_from_world_model = o->continue_from_world_model;
     }
     so.progress = progress_of(o->progress, o->progress_user_data);
     so.on_event = events_of(o->event, o->event_user_data);
@@ -189,7 +180,7 @@ ks_status ks_search_resume(const char* run_dir, const ks_resume_options* o, ks_r
   return guarded("ks_search_resume", [&] {
     ks::ResumeOptions r;
     if (o) {
-      check_version("ks_resume_options", o->version, KS_RESUME_OPTIONS_VERSION, o->version == 1);
+      check_version("ks_resume_options", o->version, KS_RESUME_OPTIONS_VERSION);
       if (o->llm) {
         ks::LlmChoice c = llm_choice_of(*o->llm, 0, "options.llm");
         if (c.kind == ks::LlmSource::custom) r.custom_llm = c.custom;

@@ -100,6 +100,8 @@ int main(int argc, char **argv) {
   options.llm.model = "fixed-answers"; /* a label for the run folder */
   options.progress = print_round;
   options.eval.backend = KS_BACKEND_HOST;
+  /* Any setting of the search's table by name (docs/options.md). */
+  options.config_json = "{\"seed\": 7}";
 
   status = ks_search_run(&options, &result);
   if (status != KS_OK) {

@@ -71,12 +71,37 @@ std::vector<std::string> compare_runs(const std::filesystem::path& mine, const s
   return differ;
 }
 
-void set_int(Json& changes, const Args& a, const char* option, const char* field) {
-  if (a.has(option)) changes[field] = a.get_int(option, 0);
-}
-
-void set_number(Json& changes, const Args& a, const char* option, const char* field) {
-  if (a.has(option)) changes[field] = a.get_double(option, 0);
+// The strategy, the settings table's replay rows (ksearch/search_settings.hpp)
+// and how to follow the recording.
+std::vector<OptionSpec> replay_options() {
+  std::vector<OptionSpec> out = {
+      {"run-dir", "DIR", "The new run folder (must not hold a run).", "runs/<task>-<UTC time>", false},
+      {"strategy", "NAME", "Another strategy (world_model, greedy, evolve, tune).", "as recorded", false}};
+  for (auto& o : setting_options(true)) out.push_back(std::move(o));
+  std::vector<OptionSpec> more = {
+      {"on-divergence", "stop|skip|live",
+       "Where the search leaves the recording: stop (say where and why, and stop); skip (answer each request "
+       "with the next recorded answer of its kind, take recorded evaluations by solution id, measure only "
+       "candidates the recording never evaluated); live (go on with the model given by --llm and the "
+       "recorded evaluator settings).",
+       "live with --llm, else stop", false},
+      {"allow-prompt-changes", "",
+       "A request of the recorded kind whose prompt differs from the recorded one (another library version, a "
+       "changed setting that only alters prompts) still gets the recorded answer; the first such difference "
+       "is noted in the events. Without it, it is a divergence.",
+       "", false},
+      {"llm", "SPEC", "A model to continue with where the run leaves the recording: openai (with --model) or "
+                      "command:PROGRAM ARGS.", "none", false},
+      {"model", "NAME", "With --llm openai: the model.", "", false},
+      {"llm-timeout", "S", "With --llm command: seconds the program may take for one answer.", "600", false},
+      {"base-url", "URL", "With --llm openai: the endpoint.", "https://api.openai.com/v1", false},
+      {"api", "chat|responses", "With --llm openai: the API.", "chat", false},
+      {"api-key-env", "NAME", "With --llm openai: the key's environment variable.", "OPENAI_API_KEY", false},
+      {"quiet", "", "Print only the final summary (with --json: nothing but the JSON).", "", false},
+      {"json", "", "Print the outcome and the comparison with the recording as one JSON document on stdout, "
+                   "errors too; progress goes to stderr.", "", false}};
+  out.insert(out.end(), more.begin(), more.end());
+  return out;
 }
 
 }  // namespace
@@ -92,49 +117,7 @@ int cmd_replay(int argc, char** argv) {
          "round, the request asked and the one recorded) and why (the strategy decision that went another way, "
          "with the timings it compared), and stops there. Given a model (--llm ...) it goes on live from that "
          "point instead; `ksearch resume NEW_DIR --llm ...` does the same later.\n\n" + std::string(kExitCodesHelp),
-         {{"run-dir", "DIR", "The new run folder (must not hold a run).", "runs/<task>-<UTC time>", false},
-          {"strategy", "NAME", "Another strategy (world_model, greedy, evolve, tune).", "as recorded", false},
-          {"max-rounds", "N", "Another round budget. Past the recording's end a run goes on only with a model "
-                              "(live); without one it stops there.", "as recorded", false},
-          {"wm-stagnation-window", "N", "End an action's cycle after N rounds without improvement.", "as recorded",
-           false},
-          {"wm-max-difficulty", "N", "The difficulty gate for action selection (1-5).", "as recorded", false},
-          {"wm-edit-retries", "N", "Attempts per world-model edit before the fallback.", "as recorded", false},
-          {"wm-lenient-edits", "", "Repair world-model edits that break a rule where that is safe, instead of "
-                                   "rejecting them.", "as recorded", false},
-          {"wm-propose-every", "N", "Review the frontier after every N finished cycles (0: only when it runs "
-                                    "thin).", "as recorded", false},
-          {"parallel", "N", "Candidates generated at once (greedy, evolve), cycles run at once (world_model).",
-           "as recorded", false},
-          {"evolve-islands", "N", "evolve: islands.", "as recorded", false},
-          {"evolve-migration-interval", "N", "evolve: generations between migrations.", "as recorded", false},
-          {"evolve-migration-size", "N", "evolve: kernels each island sends per migration.", "as recorded", false},
-          {"evolve-inspirations", "N", "evolve: inspirations per prompt.", "as recorded", false},
-          {"tune-rounds", "N", "Tune phase after the search.", "as recorded", false},
-          {"tune-batch", "N", "tune: configurations evaluated together.", "as recorded", false},
-          {"seed", "N", "Seed for the strategies' random choices.", "as recorded", false},
-          {"max-wall-time", "S", "Stop starting rounds after this many seconds.", "as recorded", false},
-          {"on-divergence", "stop|skip|live",
-           "Where the search leaves the recording: stop (say where and why, and stop); skip (answer each request "
-           "with the next recorded answer of its kind, take recorded evaluations by solution id, measure only "
-           "candidates the recording never evaluated); live (go on with the model given by --llm and the "
-           "recorded evaluator settings).",
-           "live with --llm, else stop", false},
-          {"allow-prompt-changes", "",
-           "A request of the recorded kind whose prompt differs from the recorded one (another library version, a "
-           "changed setting that only alters prompts) still gets the recorded answer; the first such difference "
-           "is noted in the events. Without it, it is a divergence.",
-           "", false},
-          {"llm", "SPEC", "A model to continue with where the run leaves the recording: openai (with --model) or "
-                          "command:PROGRAM ARGS.", "none", false},
-          {"model", "NAME", "With --llm openai: the model.", "", false},
-          {"llm-timeout", "S", "With --llm command: seconds the program may take for one answer.", "600", false},
-          {"base-url", "URL", "With --llm openai: the endpoint.", "https://api.openai.com/v1", false},
-          {"api", "chat|responses", "With --llm openai: the API.", "chat", false},
-          {"api-key-env", "NAME", "With --llm openai: the key's environment variable.", "OPENAI_API_KEY", false},
-          {"quiet", "", "Print only the final summary (with --json: nothing but the JSON).", "", false},
-          {"json", "", "Print the outcome and the comparison with the recording as one JSON document on stdout, "
-                       "errors too; progress goes to stderr.", "", false}});
+         replay_options());
   if (!a.parse(argc, argv)) throw UsageError(a.error());
   if (a.help_requested()) {
     std::printf("%s", a.help_text().c_str());
@@ -145,21 +128,8 @@ int cmd_replay(int argc, char** argv) {
   ReplayOptions o;
   o.run_dir = a.get("run-dir");
   if (a.has("strategy")) o.config_changes["strategy"] = a.get("strategy");
-  set_int(o.config_changes, a, "max-rounds", "max_rounds");
-  set_int(o.config_changes, a, "wm-stagnation-window", "wm_stagnation_window");
-  set_int(o.config_changes, a, "wm-max-difficulty", "wm_max_difficulty");
-  set_int(o.config_changes, a, "wm-edit-retries", "wm_edit_retries");
-  if (a.has("wm-lenient-edits")) o.config_changes["wm_lenient_edits"] = true;
-  set_int(o.config_changes, a, "wm-propose-every", "wm_propose_every");
-  set_int(o.config_changes, a, "parallel", "parallel");
-  set_int(o.config_changes, a, "evolve-islands", "evolve_islands");
-  set_int(o.config_changes, a, "evolve-migration-interval", "evolve_migration_interval");
-  set_int(o.config_changes, a, "evolve-migration-size", "evolve_migration_size");
-  set_int(o.config_changes, a, "evolve-inspirations", "evolve_inspirations");
-  set_int(o.config_changes, a, "tune-rounds", "tune_rounds");
-  set_int(o.config_changes, a, "tune-batch", "tune_batch");
-  set_int(o.config_changes, a, "seed", "seed");
-  set_number(o.config_changes, a, "max-wall-time", "max_wall_s");
+  SearchConfig unused;
+  apply_setting_flags(a, unused, &o.config_changes);
   if (!a.has("llm")) (void)openai_config_from_args(a);  // checked even when unused
   if (a.has("llm")) {
     o.llm = llm_choice_from_args(a);

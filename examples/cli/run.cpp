@@ -1,6 +1,7 @@
 // ksearch run / ksearch resume.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -43,7 +44,6 @@ std::vector<OptionSpec> search_options() {
       {"strategy", "NAME", "world_model (K-Search), greedy (refine the best kernel), evolve (islands, migration "
                            "and an elite archive, as OpenEvolve and ShinkaEvolve) or tune (parameter search without "
                            "an LLM).", "world_model", false},
-      {"max-rounds", "N", "Round budget; a round is one evaluated candidate.", "20", false},
       {"continue-from-solution", "SOLUTION|RUN",
        "Start the world-model search from this kernel (a solution file, an answer, an attempt folder or a run "
        "folder's best): where a run folder recorded its evaluation for this task on this device, that evaluation "
@@ -54,45 +54,7 @@ std::vector<OptionSpec> search_options() {
        "latest tree and the kernels in it), a snapshot (RUN/world_model/vNNNNNN.json), K-Search's "
        "world_model.json (with the solution_db.jsonl beside it), or auto: the latest run of the same task beside "
        "this run's folder (K-Search's flag).", "", false},
-      {"no-starting-point", "", "Do not start the world-model search from the task's starting point (by default "
-                                "round 1 evaluates it and, when it passes, it is attached to the root).", "", false},
-      {"remeasure", "", "Adopt no evaluation a run folder recorded, even for this task on this device (a folder "
-                        "you do not trust): --continue-from-solution's kernel is evaluated again in round 1, and "
-                        "--continue-from-world-model's kernels are known by their code only.", "", false},
-      {"wm-stagnation-window", "N", "End an action's cycle after N rounds without improvement.", "5", false},
-      {"wm-max-difficulty", "N", "Only actions up to this difficulty (1-5) are chosen while easier ones remain.",
-       "4", false},
-      {"wm-lenient-edits", "", "Repair a world-model edit that breaks a rule where that is safe (numbers clamped, "
-                               "unknown fields dropped, operations that break a rule skipped; each repair recorded) "
-                               "instead of rejecting it and asking the model again (docs/world-model.md).", "", false},
-      {"wm-propose-every", "N", "Review the world model's frontier (a wm_propose call) at the start of the cycle "
-                                "after every N finished cycles; 0: only when the frontier runs thin, as K-Search "
-                                "(docs/world-model.md, \"The loop\").", "1", false},
-      {"parallel", "N",
-       "Candidates generated and evaluated at once (greedy; evolve, one per island in turn); world-model cycles "
-       "run at once, on the top N "
-       "actions (world_model); configurations evaluated at once (tune, unless --tune-batch says).",
-       "1", false},
-      {"evolve-islands", "N", "evolve: islands, each with its own population of passing kernels; samples go to "
-                              "the islands in turn.", "3", false},
-      {"evolve-island-size", "N", "evolve: kernels kept per island (the worst goes when it is full).", "8", false},
-      {"evolve-migration-interval", "N", "evolve: generations between migrations (a generation is --parallel "
-                                         "samples).", "4", false},
-      {"evolve-migration-size", "N", "evolve: kernels each island sends to the next (a ring) per migration; 0: "
-                                     "none.", "1", false},
-      {"evolve-archive-size", "N", "evolve: cells of the elite archive, the best kernel of each approach and code "
-                                   "size.", "12", false},
-      {"evolve-inspirations", "N", "evolve: kernels of the island and the archive shown beside the parent in each "
-                                   "prompt (the best of them, then random ones).", "2", false},
-      {"evolve-exploit-ratio", "P", "evolve: chance that the parent is the island's best kernel; otherwise a random "
-                                    "member of the island.", "0.7", false},
-      {"tune-rounds", "N", "After the search, tune the best kernel's declared parameters for N more rounds.",
-       "0", false},
-      {"tune-batch", "N", "tune: configurations evaluated together (compiled at once, measured one after "
-                          "another; each is a round); 1: one at a time (docs/tuning.md).",
-       "--parallel when above 1, else 4", false},
       {"run-dir", "DIR", "Run folder (must not hold a run).", "runs/<task>-<UTC time>", false},
-      {"seed", "N", "Seed for the strategies' random choices.", "0", false},
       {"api", "chat|responses", "OpenAI API: chat (Chat Completions, every compatible server) or responses "
                                 "(Responses API, for reasoning models).", "chat", false},
       {"reasoning-effort", "LEVEL", "Reasoning effort for the Responses API (low, medium, high).", "", false},
@@ -109,10 +71,7 @@ std::vector<OptionSpec> search_options() {
       {"max-retries", "N", "Retries on 429, 5xx, timeouts and dropped connections.", "8", false},
       {"max-concurrency", "N", "LLM requests in flight at once (with --llm command: programs running at once, "
                                "default 1).", "4", false},
-      {"max-cost", "USD", "Stop sending LLM requests once this much is spent.", "unlimited", false},
       {"price-file", "FILE", "JSON price table overriding the built-in one.", "", false},
-      {"max-wall-time", "S", "Stop starting rounds after this many seconds of this process (a resume starts "
-                             "counting again).", "unlimited", false},
       {"backend", "auto|cuda|host", "Evaluation backend.", "auto", false},
       {"device", "N", "GPU ordinal to evaluate on.", "all visible", true},
       {"in-process", "", "Run kernels in this process instead of isolated workers (trusted code only).", "", false},
@@ -123,8 +82,6 @@ std::vector<OptionSpec> search_options() {
        "auto", false},
       {"memory-limit", "SIZE", "Address-space limit of the worker that runs host (cpp) candidates, e.g. 8G; a "
                                "candidate that reaches it ends as memory_limit.", "half the RAM", false},
-      {"max-answer-size", "SIZE", "Longest LLM answer accepted; a longer one is a failed generation and is not "
-                                  "stored.", "4M", false},
       {"timing-cap", "S", "Longest time spent timing one benchmark workload; repetitions stop earlier once the "
                           "standard error of the mean is below 0.1 %.", "2", false},
       {"seeds", "N", "Input seeds checked per workload before timing (2 to 64).", "2", false},
@@ -141,6 +98,10 @@ std::vector<OptionSpec> search_options() {
   };
   auto sources = task_source_options();
   out.insert(out.begin() + 2, sources.begin(), sources.end());  // after --task and --kernelbench
+  // The settings table's flags (--max-rounds, --wm-*, --evolve-*, ...) after --strategy.
+  auto settings = setting_options(false);
+  auto after_strategy = std::find_if(out.begin(), out.end(), [](const OptionSpec& o) { return o.name == "strategy"; });
+  out.insert(after_strategy + 1, settings.begin(), settings.end());
   return out;
 }
 
@@ -298,24 +259,7 @@ int cmd_run(int argc, char** argv) {
   if (!lang) throw Error(Status::invalid_argument, "--language must be cuda, cpp, triton or python");
   c.language = *lang;
   o.infer_language = !a.has("language");
-  c.max_rounds = a.get_int("max-rounds", c.max_rounds);
-  c.world_model.stagnation_window = a.get_int("wm-stagnation-window", c.world_model.stagnation_window);
-  c.world_model.max_difficulty = a.get_int("wm-max-difficulty", c.world_model.max_difficulty);
-  c.world_model.lenient_edits = a.has("wm-lenient-edits");
-  c.world_model.propose_every = a.get_int("wm-propose-every", c.world_model.propose_every);
-  c.parallel = a.get_int("parallel", c.parallel);
-  c.tune.rounds = a.get_int("tune-rounds", c.tune.rounds);
-  c.tune.batch = a.get_int("tune-batch", c.tune.batch);
-  c.evolve.islands = a.get_int("evolve-islands", c.evolve.islands);
-  c.evolve.island_size = a.get_int("evolve-island-size", c.evolve.island_size);
-  c.evolve.migration_interval = a.get_int("evolve-migration-interval", c.evolve.migration_interval);
-  c.evolve.migration_size = a.get_int("evolve-migration-size", c.evolve.migration_size);
-  c.evolve.archive_size = a.get_int("evolve-archive-size", c.evolve.archive_size);
-  c.evolve.inspirations = a.get_int("evolve-inspirations", c.evolve.inspirations);
-  c.evolve.exploit_ratio = a.get_double("evolve-exploit-ratio", c.evolve.exploit_ratio);
-  c.seed = static_cast<std::uint64_t>(a.get_int("seed", 0));
-  c.max_cost_usd = a.get_double("max-cost", 0);
-  c.max_wall_s = a.get_double("max-wall-time", 0);
+  apply_setting_flags(a, c);
   c.model = a.get("model");
   o.task_sources = task_sources_from_args(a, c.seed);
   if (a.has("continue-from-solution")) {
@@ -330,8 +274,6 @@ int cmd_run(int argc, char** argv) {
   o.continue_from_world_model = a.get("continue-from-world-model");
   if (a.has("continue-from-world-model") && o.continue_from_world_model.empty())
     throw UsageError("--continue-from-world-model needs FILE, RUN or auto");
-  c.start_from_starting_point = !a.has("no-starting-point");
-  c.remeasure = a.has("remeasure");
   o.llm = llm_choice_from_args(a);
   if (o.llm.kind == ks::LlmSource::offline && !a.has("strategy")) c.strategy = ks::StrategyKind::tune;
   o.evaluator.backend = ks::parse_backend(a.get("backend", "auto"), "--backend");
@@ -341,7 +283,6 @@ int cmd_run(int argc, char** argv) {
   o.evaluator.cuda_arch = a.get("cuda-arch");
   o.evaluator.sandbox = ks::parse_sandbox_mode(a.get("sandbox", "auto"), "--sandbox");
   o.evaluator.memory_limit_bytes = a.get_size("memory-limit", 0);
-  c.max_answer_bytes = static_cast<std::size_t>(a.get_size("max-answer-size", c.max_answer_bytes));
   o.evaluator.options.max_time_per_workload_s = a.get_double("timing-cap", o.evaluator.options.max_time_per_workload_s);
   o.evaluator.options.seeds_per_workload = a.get_int("seeds", o.evaluator.options.seeds_per_workload);
   if (a.has("baseline-latencies"))

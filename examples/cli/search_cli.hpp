@@ -49,6 +49,13 @@ EventCallback warning_printer();
 // replay stopped where it left its recording, 130 when interrupted.
 int finish(const SearchOutcome& out, Json extra = Json());
 
+// The settings table's flags (setting_flags.cpp): every row with a flag for
+// `ksearch run`, those marked for replay (default "as recorded") for `ksearch replay`.
+std::vector<OptionSpec> setting_options(bool for_replay);
+// Each such flag given: into `c` (checked against the row's type and bounds),
+// or with `changes` into replay's config_changes by the row's name.
+void apply_setting_flags(const Args& a, SearchConfig& c, Json* changes = nullptr);
+
 // `options` with --wandb, --wandb-project and --run-name (wandb_flags.cpp).
 std::vector<OptionSpec> with_wandb_options(std::vector<OptionSpec> options);
 // Those flags as the run's WandbOptions; the last two without --wandb are a UsageError.

@@ -66,10 +66,8 @@ typedef int (*ks_evaluate_batch_callback)(const ks_eval_request *requests, ks_ev
 
 /* ---- Evaluation options ----------------------------------------------------- */
 
-/* Version 2 appended `timing`. The struct sits inside ks_search_options by
- * value, so version 2 came with ks_search_options version 6 (see there); a
- * program built with version 1 passes 1 to ks_evaluator_create and is read
- * with the version 1 layout (default timing). */
+/* One layout per minor release (docs/api.md, "The C ABI's promise"): another
+ * version, an older header's among them, is refused with KS_E_VERSION. */
 #define KS_EVAL_OPTIONS_VERSION 2
 
 /* Defaults in comments are what ks_eval_options_init sets; the CLI option
@@ -106,14 +104,14 @@ typedef struct ks_eval_options {
   /* With a callback: where it evaluates, as JSON {"backend": "cuda", "name":
    * "NVIDIA H100", "arch": "sm_90a", ...} (prompts show it); NULL: unknown. */
   const char *callback_device_json;
-  /* Version 2. KS_TIMING_DEFAULT; KS_TIMING_UPSTREAM times as GPUMode's
+  /* KS_TIMING_DEFAULT; KS_TIMING_UPSTREAM times as GPUMode's
    * eval.py does, for side-by-side figures with that harness only
    * (docs/evaluation.md) [ksearch eval --timing]. A "timing" in options_json
    * wins. */
   ks_timing_mode timing;
 } ks_eval_options;
 
-/* Fills *options with the defaults above for `version` (pass KS_EVAL_OPTIONS_VERSION). */
+/* Fills *options with the defaults above (pass KS_EVAL_OPTIONS_VERSION). */
 KS_API ks_status ks_eval_options_init(ks_eval_options *options, uint32_t version);
 
 /* ---- Tasks and single evaluations ---------------------------------------- */

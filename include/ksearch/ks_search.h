@@ -9,10 +9,10 @@
  *   if (ks_search_run(&o, &r) == KS_OK) printf("%f ms\n", ks_result_best_latency_ms(r));
  *   ks_result_destroy(r);
  *
- * The options are one struct of nested, versioned sub-structs (budget,
- * world model, tune, evaluation, LLM, evolve); ks_search_options_init
- * initialises them all. Every `ksearch run` option has a field but
- * --tune-batch (the CLI name is in brackets beside it). */
+ * The options are one struct of nested sub-structs (budget, world model,
+ * tune, evaluation, LLM, evolve); ks_search_options_init initialises them
+ * all. Every `ksearch run` option has a field (the CLI name is in brackets
+ * beside it) or is a setting by name in config_json (docs/options.md). */
 #ifndef KSEARCH_KS_SEARCH_H
 #define KSEARCH_KS_SEARCH_H
 
@@ -95,9 +95,6 @@ typedef struct ks_budget_options {
 } ks_budget_options;
 KS_API ks_status ks_budget_options_init(ks_budget_options *options, uint32_t version);
 
-/* Version 2 appended `lenient_edits`. The struct sits inside
- * ks_search_options by value, so version 2 came with ks_search_options
- * version 4 (see there). */
 #define KS_WORLD_MODEL_OPTIONS_VERSION 2
 typedef struct ks_world_model_options {
   uint32_t version;          /* KS_WORLD_MODEL_OPTIONS_VERSION */
@@ -105,7 +102,7 @@ typedef struct ks_world_model_options {
   int max_difficulty;        /* 4: actions up to this difficulty (1..5) first [--wm-max-difficulty] */
   int edit_retries;          /* 3: attempts per world-model edit before the deterministic fallback */
   uint64_t max_chars;        /* 50000: the world model's share of a code-generation prompt */
-  /* Version 2. 0: an edit answer that breaks a rule is rejected whole and
+  /* 0: an edit answer that breaks a rule is rejected whole and
    * its problems go back to the model. 1: it is repaired where that is safe
    * (numbers clamped, unknown fields dropped, operations that break a rule
    * skipped), each repair recorded in the run's events and counted in its
@@ -135,24 +132,12 @@ typedef struct ks_evolve_options {
 } ks_evolve_options;
 KS_API ks_status ks_evolve_options_init(ks_evolve_options *options, uint32_t version);
 
-/* Version 2 appended `weak_check`; a program built with version 1 passes 1
- * and gets the version 1 layout and behaviour (the check runs). Version 3
- * appended `continue_from_solution`. Version 4 appended `continue_from_world_model`,
- * `start_from_starting_point` and `remeasure` (an older version gets their
- * defaults: no import, the starting point used, recorded evaluations adopted
- * where they match), and holds ks_world_model_options version 2: the nested
- * struct grew, so every field after `world_model` moved; a program built with
- * version 3 or older passes its version, and the library reads (and its init
- * writes) that older layout, with `world_model` at version 1 and strict edits.
- * Version 5 appended the FlashInfer-Trace dataset and feedback-workload
- * fields (`dataset` to `feedback_seed`) and the W&B ones (`wandb` to
- * `run_name`); an older version gets none. Version 6 holds ks_eval_options
- * version 2 (with `timing`): as with version 4, the nested struct grew and
- * every field after `eval` moved; a program built with version 4 or 5
- * passes its version and is read (and initialised) in its own layout, with
- * `eval` at version 1 and the default timing. Version 6 also appended
- * `evolve` (an older version gets the evolve defaults). */
-#define KS_SEARCH_OPTIONS_VERSION 6
+/* One layout per minor release (docs/api.md, "The C ABI's promise"): a
+ * struct of another version, an older header's among them, is refused with
+ * KS_E_VERSION. The search's knobs beyond the fields below are settings by
+ * name (config_json; the ks_search_setting_* functions list them), so a new
+ * knob changes no layout. */
+#define KS_SEARCH_OPTIONS_VERSION 7
 
 typedef struct ks_search_options {
   uint32_t version;               /* KS_SEARCH_OPTIONS_VERSION */
@@ -178,13 +163,13 @@ typedef struct ks_search_options {
   ks_event_callback event;        /* NULL */
   void *event_user_data;
   ks_cancel_token *cancel;        /* NULL */
-  /* Version 2. 1: before the first LLM request, check that the task's check
+  /* 1: before the first LLM request, check that the task's check
    * fails candidates that compute nothing (zeros, ones, an input echoed, the
    * task's weakened references); one that passes is a warning on stderr and
    * the manifest's "weak_check" record (docs/evaluation.md, "Weak checks").
    * 0 skips it [--no-weak-check]. */
   int weak_check;
-  /* Version 3. NULL, or K-Search's --continue-from-solution (world_model
+  /* NULL, or K-Search's --continue-from-solution (world_model
    * strategy): a solution file, an attempt folder or a run folder (its best
    * solution). Where the run folder recorded its evaluation for this task on
    * this device, that evaluation is used (not a round); else it is evaluated
@@ -192,60 +177,95 @@ typedef struct ks_search_options {
    * root and is the best so far (docs/world-model.md, "Warm start"). With
    * language_from_task, its language is the run's. */
   const char *continue_from_solution;
-  /* Version 4. NULL, or K-Search's --continue-from-world-model (world_model
+  /* NULL, or K-Search's --continue-from-world-model (world_model
    * strategy): a run folder (its latest tree and the kernels attached in
    * it), a snapshot file of one, K-Search's world_model.json (with the
    * solution_db.jsonl beside it), or "auto" (the latest run of the same task
    * in the folder run_dir is made in, runs/ by default). The search starts
    * from that tree instead of asking for a new one. */
   const char *continue_from_world_model;
-  /* Version 4. 1: without continue_from_solution and continue_from_world_model,
+  /* 1: without continue_from_solution and continue_from_world_model,
    * the world-model search starts from the task's starting point (round 1
    * evaluates it; attached to the root when it passes). 0: not
    * [--no-starting-point]. */
   int start_from_starting_point;
-  /* Version 4. 0; 1: adopt no evaluation a run folder recorded, even for this
+  /* 0; 1: adopt no evaluation a run folder recorded, even for this
    * task on this device: continue_from_solution is evaluated again in round
    * 1, and continue_from_world_model's kernels are known by their code only
    * [--remeasure]. */
   int remeasure;
-  /* Version 5. NULL, or a FlashInfer-Trace checkout: task "flashinfer/<definition>"
+  /* NULL, or a FlashInfer-Trace checkout: task "flashinfer/<definition>"
    * is that definition of it, with its workloads (named by UUID) [--dataset]. */
   const char *dataset;
-  /* Version 5. NULL: for a dataset's definition, the baseline latencies come
+  /* NULL: for a dataset's definition, the baseline latencies come
    * from the PASSED traces of its flashinfer_wrapper* solution, per card,
    * when the dataset has one; a solution name: that one's; "none": no
    * traces (docs/tasks/flashinfer.md) [--baseline-solution]. */
   const char *baseline_solution;
-  /* Version 5. 0; 1: measure that solution (python or triton, from the
+  /* 0; 1: measure that solution (python or triton, from the
    * dataset's solutions/) here where its traces lack the card or a workload
    * [--measure-baseline]. */
   int measure_baseline;
-  /* Version 5. feedback_workload_count names of the workloads the search
+  /* feedback_workload_count names of the workloads the search
    * evaluates each round (UUIDs for a dataset); the best kernel is then
    * evaluated on every workload [--feedback-workloads]. */
   const char *const *feedback_workloads;
   size_t feedback_workload_count;
-  /* Version 5. NULL: the task's own feedback subset; "first" or "random":
+  /* NULL: the task's own feedback subset; "first" or "random":
    * that many (`feedback_count`) of the timed workloads, the first ones or
    * drawn with `feedback_seed` [--feedback-policy]. */
   const char *feedback_policy;
   int feedback_count;             /* 5 [--feedback-count] */
   uint64_t feedback_seed;         /* 0 [--feedback-seed] */
-  /* Version 5. 0; 1: log the run to Weights & Biases as it goes, under
+  /* 0; 1: log the run to Weights & Biases as it goes, under
    * K-Search's names, through a `python3 -m ksearch.tracking` child
    * ($KSEARCH_PYTHON) that gets no LLM key; W&B missing or unreachable is a
    * warning, never a failed search (docs/search.md) [--wandb]. */
   int wandb;
   const char *wandb_project;      /* NULL: $WANDB_PROJECT, else "flashinfer-bench" [--wandb-project] */
   const char *run_name;           /* NULL: $RUN_NAME, else W&B's generated name [--run-name] */
-  /* Version 6. The evolve strategy's knobs (strategy KS_STRATEGY_EVOLVE). */
+  /* The evolve strategy's knobs (strategy KS_STRATEGY_EVOLVE). */
   ks_evolve_options evolve;
+  /* NULL, or a JSON object of search settings by name, applied after the
+   * fields above: {"wm_propose_every": 0, "tune_batch": 2}. Every setting of
+   * the manifest's "config" that can be set (docs/options.md; the names are
+   * ks_search_setting_name's). An unknown name, a value of the wrong type or
+   * out of its bounds is KS_E_INVALID_ARGUMENT naming it. */
+  const char *config_json;
 } ks_search_options;
 
-/* Fills *options, and each nested struct, with the defaults for `version`
- * (pass KS_SEARCH_OPTIONS_VERSION). */
+/* Fills *options, and each nested struct, with the defaults (pass
+ * KS_SEARCH_OPTIONS_VERSION; another version is KS_E_VERSION). */
 KS_API ks_status ks_search_options_init(ks_search_options *options, uint32_t version);
+
+/* ---- Settings by name ------------------------------------------------------- */
+
+/* The search's settings as the library's table has them (docs/options.md),
+ * for config_json: their names, types, bounds and defaults. */
+typedef enum ks_setting_type {
+  KS_SETTING_INTEGER = 0,
+  KS_SETTING_NUMBER = 1,
+  KS_SETTING_BOOLEAN = 2, /* true or false in config_json; 0 and 1 here */
+  KS_SETTING_BYTES = 3    /* an integer count of bytes */
+} ks_setting_type;
+
+/* Frozen: a setting's description never grows. min and max are inclusive,
+ * -HUGE_VAL and HUGE_VAL where there is no bound. */
+typedef struct ks_setting_bounds {
+  ks_setting_type type;
+  double min;
+  double max;
+  double default_value;
+} ks_setting_bounds;
+
+KS_API size_t ks_search_setting_count(void);
+/* The index-th setting's name, "" past the end. */
+KS_API const char *ks_search_setting_name(size_t index);
+/* KS_E_NOT_FOUND for a name that is not a setting. */
+KS_API ks_status ks_search_setting_bounds(const char *name, ks_setting_bounds *out);
+/* The whole table as a JSON array of {"key", "component", "type", "default",
+ * "min", "max", "help", "flag", "replay"}; valid until the library is unloaded. */
+KS_API const char *ks_search_settings_json(void);
 
 /* ---- Running ------------------------------------------------------------------ */
 

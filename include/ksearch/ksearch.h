@@ -22,13 +22,13 @@
  *
  * Option structs. Each starts with `uint32_t version` and is filled by its
  *   *_init(&opts, *_VERSION) function (or, nested, by its parent's init);
- *   then set only the fields you need. A struct's layout is fixed per
- *   version; fields are only ever added with a new version, so a program
- *   built against an older header keeps working with a newer library. A
- *   nested struct's version is fixed by its parent's: a new version of a
- *   nested struct comes with a new version of every struct that embeds it.
- *   Unknown versions are refused with KS_E_VERSION. Closed sets are enums
- *   (ks_enums.h); 0 is always a sensible default.
+ *   then set only the fields you need. The version says which header the
+ *   program was built with: a struct's layout is fixed within a minor
+ *   release, and the library reads its own layouts only, so any other
+ *   version (an older release's too) is refused with KS_E_VERSION before
+ *   another byte is read. The search's knobs beyond its struct's fields are
+ *   settings by name (ks_search_options.config_json), so they need no new
+ *   layout. Closed sets are enums (ks_enums.h); 0 is always a sensible default.
  *
  * Strings. Every string is NUL-terminated UTF-8 (paths: bytes, as the OS
  *   takes them). Strings passed in are borrowed for the duration of the call
@@ -53,8 +53,10 @@
  *   that called them.
  *
  * Stability. The functions and structs declared in these headers are the
- *   stable C ABI: they keep working across minor releases (KS_VERSION_MAJOR
- *   changes when that is broken; the shared object's SONAME follows it).
+ *   C ABI, promised within a minor release (libgit2's policy): 0.3.x
+ *   libraries run a program built against any 0.3 header; a new minor
+ *   release has a new SONAME (libksearch.so.0.MINOR), and a program is
+ *   rebuilt against its headers (docs/api.md, "The C ABI's promise").
  *   The C++ headers (ksearch/<name>.hpp) are the C++ API; those under
  *   ksearch/sys/ are extension interfaces that may change in minor
  *   releases. docs/api.md describes it all and has the migration from the 0.1 ABI.

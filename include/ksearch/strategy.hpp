@@ -118,6 +118,12 @@ struct KS_API EvolveOptions {
   double exploit_ratio = 0.7;
 };
 
+// The greedy strategy's knobs (SearchConfig::greedy); JSON: greedy_<field>.
+struct KS_API GreedyOptions {
+  // Candidates each step asks for and evaluates together; 0: `parallel`.
+  int parallel = 0;
+};
+
 // Configuration of one search run. Names follow the original's CLI flags.
 struct KS_API SearchConfig {
   StrategyKind strategy = StrategyKind::world_model;
@@ -133,6 +139,8 @@ struct KS_API SearchConfig {
   TuneOptions tune;
   // The evolve strategy's.
   EvolveOptions evolve;
+  // The greedy strategy's.
+  GreedyOptions greedy;
   // Read and written for manifests; prompts no longer show it (the world
   // model's prompts state the cycle's stagnation window instead).
   int debug_rounds_label = 5;

@@ -7,9 +7,12 @@
 // once and evaluates them together. See docs/search.md, "Evolve".
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "search/code_answer.hpp"
 #include "search/evolve.hpp"
 #include "search/prompts.hpp"
+#include "search/settings_rows.hpp"
 #include "search/strategies.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/sys/search_strategy.hpp"
@@ -265,5 +268,51 @@ class EvolveStrategy final : public SearchStrategy {
 }  // namespace
 
 std::unique_ptr<SearchStrategy> make_evolve_strategy() { return std::make_unique<EvolveStrategy>(); }
+
+// The evolve strategy's rows of the settings table (ksearch/search_settings.hpp).
+// Bounded so that a manifest cannot make the strategy allocate without limit.
+std::vector<SettingSpec> evolve_setting_rows() {
+  auto ev = [](SettingSpec s) {
+    s.component = "evolve";
+    s.flag = "evolve-" + s.key.substr(7);
+    std::replace(s.flag.begin(), s.flag.end(), '_', '-');
+    return s;
+  };
+  return {
+      field_setting([](SearchConfig& c) -> int& { return c.evolve.islands; },
+                    ev({.key = "evolve_islands", .min = 1, .max = 64,
+                        .help = "evolve: islands, each with its own population of passing kernels; samples go to "
+                                "the islands in turn.",
+                        .placeholder = "N", .replay = true})),
+      field_setting([](SearchConfig& c) -> int& { return c.evolve.island_size; },
+                    ev({.key = "evolve_island_size", .min = 1, .max = 1000,
+                        .help = "evolve: kernels kept per island (the worst goes when it is full).",
+                        .placeholder = "N"})),
+      field_setting([](SearchConfig& c) -> int& { return c.evolve.migration_interval; },
+                    ev({.key = "evolve_migration_interval", .min = 1,
+                        .help = "evolve: generations between migrations (a generation is --parallel samples).",
+                        .placeholder = "N", .replay = true})),
+      // At most evolve_island_size too (SearchConfig::validate).
+      field_setting([](SearchConfig& c) -> int& { return c.evolve.migration_size; },
+                    ev({.key = "evolve_migration_size", .min = 0, .max = 1000,
+                        .help = "evolve: kernels each island sends to the next (a ring) per migration; 0: none.",
+                        .placeholder = "N", .replay = true})),
+      field_setting([](SearchConfig& c) -> int& { return c.evolve.archive_size; },
+                    ev({.key = "evolve_archive_size", .min = 1, .max = 1000,
+                        .help = "evolve: cells of the elite archive, the best kernel of each approach and code "
+                                "size.",
+                        .placeholder = "N"})),
+      field_setting([](SearchConfig& c) -> int& { return c.evolve.inspirations; },
+                    ev({.key = "evolve_inspirations", .min = 0, .max = 16,
+                        .help = "evolve: kernels of the island and the archive shown beside the parent in each "
+                                "prompt (the best of them, then random ones).",
+                        .placeholder = "N", .replay = true})),
+      field_setting([](SearchConfig& c) -> double& { return c.evolve.exploit_ratio; },
+                    ev({.key = "evolve_exploit_ratio", .min = 0, .max = 1,
+                        .help = "evolve: chance that the parent is the island's best kernel; otherwise a random "
+                                "member of the island.",
+                        .placeholder = "P"})),
+  };
+}
 
 }  // namespace ks::core

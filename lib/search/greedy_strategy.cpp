@@ -1,11 +1,13 @@
 // Greedy iterative refinement: every step asks for improvements of the best
 // kernel so far (or a fix of the last failure while nothing passes),
-// `parallel` candidates at a time. The baseline K-Search is compared with.
+// `greedy_parallel` (else `parallel`) candidates at a time. The baseline
+// K-Search is compared with.
 // Written as a Searcher (ksearch/sys/searcher.hpp): it only proposes
 // prompts; make_searcher_strategy runs them, as it runs a host's searcher.
 #include <fmt/format.h>
 
 #include "search/prompts.hpp"
+#include "search/settings_rows.hpp"
 #include "search/strategies.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/sys/search_strategy.hpp"
@@ -30,7 +32,8 @@ class GreedySearcher final : public Searcher {
     take(done);
     const SearchConfig& cfg = view_->config();
     ++step_;
-    const int k = std::max(1, std::min(cfg.parallel, view_->rounds_left()));
+    const int width = cfg.greedy.parallel > 0 ? cfg.greedy.parallel : cfg.parallel;
+    const int k = std::max(1, std::min(width, view_->rounds_left()));
     const auto& best = view_->best();
     CodegenInputs in;
     in.task = &view_->task();
@@ -110,6 +113,16 @@ class GreedySearcher final : public Searcher {
 
 std::unique_ptr<SearchStrategy> make_greedy_strategy() {
   return make_searcher_strategy(std::make_shared<GreedySearcher>());
+}
+
+// The greedy strategy's rows of the settings table (ksearch/search_settings.hpp).
+std::vector<SettingSpec> greedy_setting_rows() {
+  return {field_setting([](SearchConfig& c) -> int& { return c.greedy.parallel; },
+                        {.key = "greedy_parallel", .component = "greedy", .min = 0, .max = 64,
+                         .help = "greedy: candidates each step asks for and evaluates together, whatever --parallel "
+                                 "gives the other strategies; 0: --parallel's.",
+                         .flag = "greedy-parallel", .placeholder = "N", .default_text = "--parallel",
+                         .replay = true})};
 }
 
 }  // namespace ks::core

@@ -1,6 +1,7 @@
 // make_strategy and the JSON form of SearchConfig.
 #include <fmt/format.h>
 
+#include "search/settings_rows.hpp"
 #include "search/strategies.hpp"
 #include "search/tune/tune_strategy.hpp"
 #include "ksearch/error.hpp"
@@ -115,112 +116,133 @@ WorldModelImport WorldModelImport::from_json(const Json& j) {
 // ---------------------------------------------------------------------------
 // SearchConfig
 
+KS_NAMESPACE_END
+
+namespace ks::core {
+
+// The search's own rows: the budget, the width, the seed and the warm
+// start; the strategies' rows are beside them (search/settings_rows.hpp).
+// The names, objects and the manifest-only rows are read and written here
+// too, so SearchConfig's codec is this table and nothing else.
+std::vector<SettingSpec> search_setting_rows() {
+  std::vector<SettingSpec> rows;
+  rows.push_back({.key = "strategy", .component = "search", .type = SettingType::text, .settable = false,
+                  .get = [](const SearchConfig& c) { return Json(c.strategy_name()); },
+                  .set = [](SearchConfig& c, const Json& v) {
+                    c.strategy = parse_strategy_kind(setting_value<std::string>(v, "strategy"), "strategy");
+                  }});
+  rows.push_back({.key = "language", .component = "search", .type = SettingType::text, .settable = false,
+                  .get = [](const SearchConfig& c) { return Json(to_string(c.language)); },
+                  .set = [](SearchConfig& c, const Json& v) {
+                    auto lang = language_from_string(setting_value<std::string>(v, "language"));
+                    if (!lang) throw Error(Status::invalid_argument, "unknown language " + v.dump());
+                    c.language = *lang;
+                  }});
+  rows.push_back(field_setting([](SearchConfig& c) -> int& { return c.max_rounds; },
+                               {.key = "max_rounds", .component = "search", .min = 0,
+                                .help = "Round budget; a round is one evaluated candidate. Past a recording's end "
+                                        "a replay goes on only with a model.",
+                                .flag = "max-rounds", .placeholder = "N", .replay = true}));
+  rows.push_back(field_setting([](SearchConfig& c) -> int& { return c.debug_rounds_label; },
+                               {.key = "debug_rounds_label", .component = "search", .settable = false}));
+  rows.push_back(field_setting(
+      [](SearchConfig& c) -> int& { return c.parallel; },
+      {.key = "parallel", .component = "search", .min = 1,
+       .help = "Candidates generated and evaluated at once (greedy; evolve, one per island in turn); world-model "
+               "cycles run at once, on the top N actions (world_model); configurations evaluated at once (tune, "
+               "unless --tune-batch says).",
+       .flag = "parallel", .placeholder = "N", .replay = true}));
+  rows.push_back(field_setting([](SearchConfig& c) -> std::uint64_t& { return c.seed; },
+                               {.key = "seed", .component = "search", .help = "Seed for the strategies' random choices.",
+                                .flag = "seed", .placeholder = "N", .replay = true}));
+  rows.push_back(field_setting([](SearchConfig& c) -> double& { return c.max_cost_usd; },
+                               {.key = "max_cost_usd", .component = "search", .min = 0,
+                                .help = "Stop sending LLM requests once this much (USD) is spent; 0: unlimited.",
+                                .flag = "max-cost", .placeholder = "USD", .default_text = "unlimited"}));
+  rows.push_back(field_setting([](SearchConfig& c) -> double& { return c.max_wall_s; },
+                               {.key = "max_wall_s", .component = "search", .min = 0,
+                                .help = "Stop starting rounds after this many seconds of this process (a resume "
+                                        "starts counting again); 0: unlimited.",
+                                .flag = "max-wall-time", .placeholder = "S", .default_text = "unlimited",
+                                .replay = true}));
+  rows.push_back(field_setting([](SearchConfig& c) -> std::size_t& { return c.max_answer_bytes; },
+                               {.key = "max_answer_bytes", .component = "search", .type = SettingType::bytes, .min = 1,
+                                .help = "Longest LLM answer accepted; a longer one is a failed generation and is "
+                                        "not stored.",
+                                .flag = "max-answer-size", .placeholder = "SIZE", .default_text = "4M"}));
+  rows.push_back({.key = "model", .component = "search", .type = SettingType::text, .settable = false,
+                  .get = [](const SearchConfig& c) { return Json(c.model); },
+                  .set = [](SearchConfig& c, const Json& v) { c.model = setting_value<std::string>(v, "model"); }});
+  rows.push_back({.key = "continue_from_solution", .component = "search", .type = SettingType::object,
+                  .settable = false,
+                  .get = [](const SearchConfig& c) {
+                    return c.continue_from_solution ? c.continue_from_solution->to_json() : Json();
+                  },
+                  .set = [](SearchConfig& c, const Json& v) {
+                    if (!v.is_object())
+                      throw Error(Status::invalid_argument, "continue_from_solution must be a solution object");
+                    c.continue_from_solution = Solution::from_json(v);
+                    c.continue_from_solution->finalize();
+                  }});
+  rows.push_back({.key = "continue_from_solution_eval", .component = "search", .type = SettingType::object,
+                  .settable = false,
+                  .get = [](const SearchConfig& c) {
+                    return c.continue_from_solution_eval ? c.continue_from_solution_eval->to_json() : Json();
+                  },
+                  .set = [](SearchConfig& c, const Json& v) {
+                    try {
+                      c.continue_from_solution_eval = RecordedEvaluation::from_json(v);
+                    } catch (const Error& e) {
+                      throw Error(Status::invalid_argument, fmt::format("continue_from_solution_eval: {}", e.what()));
+                    }
+                  }});
+  rows.push_back({.key = "continue_from_world_model", .component = "search", .type = SettingType::object,
+                  .settable = false,
+                  .get = [](const SearchConfig& c) {
+                    return c.continue_from_world_model ? c.continue_from_world_model->to_json() : Json();
+                  },
+                  .set = [](SearchConfig& c, const Json& v) {
+                    c.continue_from_world_model = WorldModelImport::from_json(v);
+                  }});
+  // Absent in a manifest written before the warm start existed: that run did not use it.
+  rows.push_back(field_setting([](SearchConfig& c) -> bool& { return c.start_from_starting_point; },
+                               {.key = "start_from_starting_point", .component = "search",
+                                .help = "Start the world-model search from the task's starting point: round 1 "
+                                        "evaluates it and, when it passes, it is attached to the root.",
+                                .flag = "no-starting-point", .negated = true,
+                                .when_absent = [](const SearchConfig&) { return Json(false); }}));
+  rows.push_back(field_setting(
+      [](SearchConfig& c) -> bool& { return c.remeasure; },
+      {.key = "remeasure", .component = "search",
+       .help = "Adopt no evaluation a run folder recorded, even for this task on this device (a folder you do not "
+               "trust): --continue-from-solution's kernel is evaluated again in round 1, and "
+               "--continue-from-world-model's kernels are known by their code only.",
+       .flag = "remeasure", .when_absent = [](const SearchConfig&) { return Json(false); }}));
+  return rows;
+}
+
+}  // namespace ks::core
+
+KS_NAMESPACE_BEGIN
+
 Json SearchConfig::to_json() const {
-  return Json::obj({{"strategy", strategy_name()},
-                    {"language", to_string(language)},
-                    {"max_rounds", max_rounds},
-                    {"wm_stagnation_window", world_model.stagnation_window},
-                    {"wm_max_difficulty", world_model.max_difficulty},
-                    {"wm_edit_retries", world_model.edit_retries},
-                    {"wm_lenient_edits", world_model.lenient_edits},
-                    {"wm_max_chars", static_cast<std::int64_t>(world_model.max_chars)},
-                    {"wm_loop_rules", world_model.loop_rules},
-                    {"wm_propose_every", world_model.propose_every},
-                    {"debug_rounds_label", debug_rounds_label},
-                    {"parallel", parallel},
-                    {"tune_rounds", tune.rounds},
-                    {"tune_batch", tune.batch},
-                    {"evolve_islands", evolve.islands},
-                    {"evolve_island_size", evolve.island_size},
-                    {"evolve_migration_interval", evolve.migration_interval},
-                    {"evolve_migration_size", evolve.migration_size},
-                    {"evolve_archive_size", evolve.archive_size},
-                    {"evolve_inspirations", evolve.inspirations},
-                    {"evolve_exploit_ratio", evolve.exploit_ratio},
-                    {"seed", static_cast<std::int64_t>(seed)},
-                    {"max_cost_usd", max_cost_usd},
-                    {"max_wall_s", max_wall_s},
-                    {"max_answer_bytes", static_cast<std::int64_t>(max_answer_bytes)},
-                    {"model", model},
-                    {"continue_from_solution", continue_from_solution ? continue_from_solution->to_json() : Json()},
-                    {"continue_from_solution_eval",
-                     continue_from_solution_eval ? continue_from_solution_eval->to_json() : Json()},
-                    {"continue_from_world_model",
-                     continue_from_world_model ? continue_from_world_model->to_json() : Json()},
-                    {"start_from_starting_point", start_from_starting_point},
-                    {"remeasure", remeasure}});
+  Json j = Json::object();
+  for (const auto& s : search_settings()) j[s.key] = s.get(*this);
+  return j;
 }
 
 SearchConfig SearchConfig::from_json(const Json& j) {
-  util::FieldReader r(j, "search configuration");
+  if (!j.is_object()) throw Error(Status::invalid_argument, "search configuration: must be an object");
   SearchConfig c;
-  c.strategy = parse_strategy_kind(j.get_string("strategy", "world_model"), "strategy");
-  auto lang = language_from_string(j.get_string("language", "cuda"));
-  if (!lang) throw Error(Status::invalid_argument, "search configuration: unknown language");
-  c.language = *lang;
-  c.max_rounds = static_cast<int>(r.optional_int("max_rounds", c.max_rounds));
-  WorldModelOptions& w = c.world_model;
-  w.stagnation_window = static_cast<int>(r.optional_int("wm_stagnation_window", w.stagnation_window));
-  w.max_difficulty = static_cast<int>(r.optional_int("wm_max_difficulty", w.max_difficulty));
-  w.edit_retries = static_cast<int>(r.optional_int("wm_edit_retries", w.edit_retries));
-  if (const Json* lenient = j.find("wm_lenient_edits"); lenient && !lenient->is_null()) {
-    if (!lenient->is_bool())
-      throw Error(Status::invalid_argument, "search configuration: wm_lenient_edits must be true or false");
-    w.lenient_edits = lenient->as_bool();
-  }
-  w.max_chars = static_cast<std::size_t>(r.optional_int("wm_max_chars", static_cast<std::int64_t>(w.max_chars)));
-  // Absent in a manifest written before issue 43's loop: its rules, so its
-  // journal replays (proposals only when the frontier runs thin).
-  w.loop_rules = static_cast<int>(r.optional_int("wm_loop_rules", 1));
-  w.propose_every = static_cast<int>(r.optional_int("wm_propose_every", w.loop_rules >= 2 ? w.propose_every : 0));
-  c.debug_rounds_label = static_cast<int>(r.optional_int("debug_rounds_label", c.debug_rounds_label));
-  c.parallel = static_cast<int>(r.optional_int("parallel", c.parallel));
-  c.tune.rounds = static_cast<int>(r.optional_int("tune_rounds", c.tune.rounds));
-  // Absent in a manifest written before tune evaluated batches: that run
-  // tuned one configuration at a time, and its resume must too.
-  c.tune.batch = static_cast<int>(r.optional_int("tune_batch", 1));
-  // Absent in a manifest written before the evolve strategy: the defaults.
-  c.evolve.islands = static_cast<int>(r.optional_int("evolve_islands", c.evolve.islands));
-  c.evolve.island_size = static_cast<int>(r.optional_int("evolve_island_size", c.evolve.island_size));
-  c.evolve.migration_interval =
-      static_cast<int>(r.optional_int("evolve_migration_interval", c.evolve.migration_interval));
-  c.evolve.migration_size = static_cast<int>(r.optional_int("evolve_migration_size", c.evolve.migration_size));
-  c.evolve.archive_size = static_cast<int>(r.optional_int("evolve_archive_size", c.evolve.archive_size));
-  c.evolve.inspirations = static_cast<int>(r.optional_int("evolve_inspirations", c.evolve.inspirations));
-  c.evolve.exploit_ratio = r.optional_number("evolve_exploit_ratio", c.evolve.exploit_ratio);
-  c.seed = static_cast<std::uint64_t>(r.optional_int("seed", 0));
-  c.max_cost_usd = r.optional_number("max_cost_usd", 0);
-  c.max_wall_s = r.optional_number("max_wall_s", 0);
-  const std::int64_t answer_cap = r.optional_int("max_answer_bytes", static_cast<std::int64_t>(c.max_answer_bytes));
-  if (answer_cap < 1) throw Error(Status::invalid_argument, "search configuration: max_answer_bytes must be >= 1");
-  c.max_answer_bytes = static_cast<std::size_t>(answer_cap);
-  c.model = j.get_string("model");
-  if (const Json* seed = j.find("continue_from_solution"); seed && !seed->is_null()) {
-    if (!seed->is_object())
-      throw Error(Status::invalid_argument, "search configuration: continue_from_solution must be a solution object");
-    c.continue_from_solution = Solution::from_json(*seed);
-    c.continue_from_solution->finalize();
-  }
-  if (const Json* rec = j.find("continue_from_solution_eval"); rec && !rec->is_null()) {
+  for (const auto& s : search_settings()) {
+    const Json* v = j.find(s.key);
     try {
-      c.continue_from_solution_eval = RecordedEvaluation::from_json(*rec);
+      if (v && !v->is_null()) s.set(c, *v);
+      else if (s.when_absent) s.set(c, s.when_absent(c));
     } catch (const Error& e) {
-      throw Error(Status::invalid_argument,
-                  fmt::format("search configuration: continue_from_solution_eval: {}", e.what()));
+      throw Error(Status::invalid_argument, fmt::format("search configuration: {}", e.what()));
     }
   }
-  if (const Json* wm = j.find("continue_from_world_model"); wm && !wm->is_null())
-    c.continue_from_world_model = WorldModelImport::from_json(*wm);
-  // Absent in a manifest written before the seed existed: that run did not use it.
-  auto flag = [&](const char* key) {
-    const Json* v = j.find(key);
-    if (!v || v->is_null()) return false;
-    if (!v->is_bool())
-      throw Error(Status::invalid_argument, fmt::format("search configuration: {} must be true or false", key));
-    return v->as_bool();
-  };
-  c.start_from_starting_point = flag("start_from_starting_point");
-  c.remeasure = flag("remeasure");
   c.validate();
   return c;
 }
@@ -231,39 +253,12 @@ std::string SearchConfig::strategy_name() const {
 
 void SearchConfig::validate() const {
   auto bad = [](const std::string& m) { throw Error(Status::invalid_argument, m); };
-  if (max_rounds < 0) bad(fmt::format("max_rounds must be >= 0, is {}", max_rounds));
-  if (world_model.stagnation_window < 1)
-    bad(fmt::format("wm_stagnation_window must be >= 1, is {}", world_model.stagnation_window));
-  if (world_model.max_difficulty < 1 || world_model.max_difficulty > 5)
-    bad(fmt::format("wm_max_difficulty must be between 1 and 5, is {}", world_model.max_difficulty));
-  if (world_model.edit_retries < 1) bad(fmt::format("wm_edit_retries must be >= 1, is {}", world_model.edit_retries));
-  if (world_model.loop_rules < 1 || world_model.loop_rules > 2)
-    bad(fmt::format("wm_loop_rules must be 1 or 2, is {}", world_model.loop_rules));
-  if (world_model.propose_every < 0) bad(fmt::format("wm_propose_every must be >= 0, is {}", world_model.propose_every));
-  if (parallel < 1) bad(fmt::format("parallel must be >= 1, is {}", parallel));
-  if (tune.rounds < 0) bad(fmt::format("tune_rounds must be >= 0, is {}", tune.rounds));
-  if (tune.batch < 0 || tune.batch > core::kMaxTuneBatch)
-    bad(fmt::format("tune_batch must be between 0 (automatic) and {}, is {}", core::kMaxTuneBatch, tune.batch));
-  // Bounded so that a manifest cannot make the strategy allocate without limit.
-  if (evolve.islands < 1 || evolve.islands > 64)
-    bad(fmt::format("evolve_islands must be between 1 and 64, is {}", evolve.islands));
-  if (evolve.island_size < 1 || evolve.island_size > 1000)
-    bad(fmt::format("evolve_island_size must be between 1 and 1000, is {}", evolve.island_size));
-  if (evolve.migration_interval < 1)
-    bad(fmt::format("evolve_migration_interval must be >= 1, is {}", evolve.migration_interval));
-  if (evolve.migration_size < 0 || evolve.migration_size > evolve.island_size)
+  // Each row's bounds (bounded so that a manifest cannot make a strategy
+  // allocate without limit), then what one row cannot say.
+  for (const auto& s : search_settings()) check_setting_bounds(s, s.get(*this));
+  if (evolve.migration_size > evolve.island_size)
     bad(fmt::format("evolve_migration_size must be between 0 and evolve_island_size ({}), is {}", evolve.island_size,
                     evolve.migration_size));
-  if (evolve.archive_size < 1 || evolve.archive_size > 1000)
-    bad(fmt::format("evolve_archive_size must be between 1 and 1000, is {}", evolve.archive_size));
-  if (evolve.inspirations < 0 || evolve.inspirations > 16)
-    bad(fmt::format("evolve_inspirations must be between 0 and 16, is {}", evolve.inspirations));
-  if (!(evolve.exploit_ratio >= 0 && evolve.exploit_ratio <= 1))
-    bad(fmt::format("evolve_exploit_ratio must be a number between 0 and 1, is {}", evolve.exploit_ratio));
-  // Written so that NaN fails too: a NaN budget would silently mean "unlimited".
-  if (!(max_cost_usd >= 0)) bad(fmt::format("max_cost_usd must be a number >= 0, is {}", max_cost_usd));
-  if (!(max_wall_s >= 0)) bad(fmt::format("max_wall_s must be a number >= 0, is {}", max_wall_s));
-  if (max_answer_bytes < 1) bad("max_answer_bytes must be >= 1");
   if (continue_from_solution && strategy != StrategyKind::world_model)
     bad(fmt::format("continue_from_solution is read by the world_model strategy, not by {}", strategy_name()));
   if (continue_from_solution && continue_from_solution->language != language)

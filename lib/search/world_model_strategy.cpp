@@ -19,6 +19,7 @@
 #include "search/code_answer.hpp"
 #include "search/cycle.hpp"
 #include "search/prompts.hpp"
+#include "search/settings_rows.hpp"
 #include "search/strategies.hpp"
 #include "search/world_model/prompts.hpp"
 #include "ksearch/error.hpp"
@@ -906,5 +907,52 @@ class WorldModelStrategy final : public SearchStrategy {
 }  // namespace
 
 std::unique_ptr<SearchStrategy> make_world_model_strategy() { return std::make_unique<WorldModelStrategy>(); }
+
+// The world model's rows of the settings table (ksearch/search_settings.hpp).
+std::vector<SettingSpec> world_model_setting_rows() {
+  auto wm = [](SettingSpec s) {
+    s.component = "world_model";
+    return s;
+  };
+  return {
+      field_setting([](SearchConfig& c) -> int& { return c.world_model.stagnation_window; },
+                    wm({.key = "wm_stagnation_window", .min = 1,
+                        .help = "End an action's cycle after N rounds without improvement.",
+                        .flag = "wm-stagnation-window", .placeholder = "N", .replay = true})),
+      field_setting([](SearchConfig& c) -> int& { return c.world_model.max_difficulty; },
+                    wm({.key = "wm_max_difficulty", .min = 1, .max = 5,
+                        .help = "Only actions up to this difficulty (1-5) are chosen while easier ones remain.",
+                        .flag = "wm-max-difficulty", .placeholder = "N", .replay = true})),
+      field_setting([](SearchConfig& c) -> int& { return c.world_model.edit_retries; },
+                    wm({.key = "wm_edit_retries", .min = 1,
+                        .help = "Attempts per world-model edit before the deterministic fallback.",
+                        .flag = "wm-edit-retries", .placeholder = "N", .replay = true})),
+      field_setting([](SearchConfig& c) -> bool& { return c.world_model.lenient_edits; },
+                    wm({.key = "wm_lenient_edits",
+                        .help = "Repair a world-model edit that breaks a rule where that is safe (numbers clamped, "
+                                "unknown fields dropped, operations that break a rule skipped; each repair "
+                                "recorded) instead of rejecting it and asking the model again "
+                                "(docs/world-model.md).",
+                        .flag = "wm-lenient-edits", .replay = true})),
+      field_setting([](SearchConfig& c) -> std::size_t& { return c.world_model.max_chars; },
+                    wm({.key = "wm_max_chars", .min = 0,
+                        .help = "The world model's share of a code-generation prompt, in characters.",
+                        .flag = "wm-max-chars", .placeholder = "N"})),
+      // Absent in a manifest written before issue 43's loop: its rules, so its
+      // journal replays (proposals only when the frontier runs thin).
+      field_setting([](SearchConfig& c) -> int& { return c.world_model.loop_rules; },
+                    wm({.key = "wm_loop_rules", .min = 1, .max = 2, .settable = false,
+                        .when_absent = [](const SearchConfig&) { return Json(1); }})),
+      field_setting([](SearchConfig& c) -> int& { return c.world_model.propose_every; },
+                    wm({.key = "wm_propose_every", .min = 0,
+                        .help = "Review the world model's frontier (a wm_propose call) at the start of the cycle "
+                                "after every N finished cycles; 0: only when the frontier runs thin, as K-Search "
+                                "(docs/world-model.md, \"The loop\").",
+                        .flag = "wm-propose-every", .placeholder = "N", .replay = true,
+                        .when_absent = [](const SearchConfig& c) {
+                          return Json(c.world_model.loop_rules >= 2 ? WorldModelOptions{}.propose_every : 0);
+                        }})),
+  };
+}
 
 }  // namespace ks::core

@@ -271,6 +271,34 @@ class PackageTest(unittest.TestCase):
                                evolve={"island_size": 0}, run_dir=self.work / "never")
         self.assertIn("evolve_island_size must be between 1 and 1000", str(cm.exception))
 
+    def test_settings_by_name(self):
+        # The library's settings table reaches Python: keyword arguments and
+        # attributes by name, their docstring and signature, config_json.
+        names = {s["key"]: s for s in ksearch.search_settings()}
+        self.assertEqual((names["evolve_islands"]["min"], names["evolve_islands"]["max"]), (1, 64))
+        self.assertNotIn("wm_loop_rules", names)  # the manifest's only
+        self.assertIn("wm_propose_every", ksearch.SearchOptions.__doc__)
+        import inspect
+        self.assertIn("tune_batch", inspect.signature(ksearch.SearchOptions).parameters)
+        opts = ksearch.SearchOptions(wm_propose_every=3)
+        self.assertEqual(opts.wm_propose_every, 3)
+        self.assertEqual(opts.tune_batch, 0)  # the table's default
+        self.assertEqual(opts.to_dict()["wm_propose_every"], 3)
+        self.assertEqual(opts.copy().wm_propose_every, 3)
+        with self.assertRaises(AttributeError):
+            opts.wm_propose_evry = 1
+        run_dir = self.work / "by-name"
+        res = ksearch.run_search(SCALE3, llm=ksearch.LlmOptions.from_callback(lambda req: ksearch.LlmAnswer(GOOD)),
+                                 strategy="greedy", language="cpp", eval=self.host_eval(), run_dir=run_dir,
+                                 weak_check=False, max_rounds=1, wm_propose_every=4)
+        self.assertEqual(res.rounds, 1)
+        config = json.loads((run_dir / "manifest.json").read_text())["config"]
+        self.assertEqual((config["max_rounds"], config["wm_propose_every"]), (1, 4))
+        with self.assertRaises(ksearch.KsearchError) as cm:
+            ksearch.run_search(SCALE3, llm=ksearch.LlmOptions.offline(), language="cpp", tune_batch=65,
+                               run_dir=self.work / "never2")
+        self.assertIn("tune_batch must be between 0 (automatic) and 64, is 65", str(cm.exception))
+
     def test_lenient_world_model_edits(self):
         # An init answer whose three actions each carry a confidence above 1.
         init = json.dumps({

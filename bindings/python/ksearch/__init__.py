@@ -26,7 +26,7 @@ from ._lib import c as _c
 from .evaluate import Evaluator, Task, load_task
 from .kernel import Kernel, TensorInfo
 from .options import (BudgetOptions, EvalOptions, EvolveOptions, KernelLoadOptions, LlmOptions, ReplayOptions,
-                      ResumeOptions, SearchOptions, TuneOptions, WorldModelOptions)
+                      ResumeOptions, SearchOptions, TuneOptions, WorldModelOptions, search_settings)
 from .search import (CallbackError, CancelToken, EvalRequest, EvalResult, Event, LlmAnswer, LlmFailure, LlmRequest,
                      Result, RoundReport, replay_search, resume_search, run_search, stop, threaded_batch)
 
@@ -35,7 +35,7 @@ __all__ = [
     "ApiKind", "Backend", "CommandInput", "EvalStatus", "Language", "LlmSource", "PromptKind", "ReplayDivergence",
     "SandboxMode", "Status", "Strategy", "TimingMode",
     "BudgetOptions", "WorldModelOptions", "TuneOptions", "EvolveOptions", "EvalOptions", "LlmOptions",
-    "SearchOptions",
+    "SearchOptions", "search_settings",
     "ResumeOptions", "ReplayOptions", "KernelLoadOptions",
     "LlmRequest", "LlmAnswer", "LlmFailure", "EvalRequest", "EvalResult", "RoundReport", "Event",
     "CancelToken", "Result", "run_search", "resume_search", "replay_search", "stop", "threaded_batch",

@@ -31,7 +31,7 @@ from ._abi import (ApiKind, Backend, CommandInput, Language, LlmSource, ReplayDi
                    TimingMode)
 
 __all__ = ["BudgetOptions", "WorldModelOptions", "TuneOptions", "EvolveOptions", "EvalOptions", "LlmOptions",
-           "SearchOptions", "ResumeOptions", "ReplayOptions", "KernelLoadOptions", "PathLike"]
+           "SearchOptions", "ResumeOptions", "ReplayOptions", "KernelLoadOptions", "PathLike", "search_settings"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -389,9 +389,59 @@ class LlmOptions(_Options):
         return cls(source=LlmSource.BATCH_CALLBACK, batch_callback=fn, **fields)
 
 
-class SearchOptions(_Options):
-    """Everything a search takes (ks_search_options). `progress`, `event`
-    and `cancel` are taken by ksearch.run_search as arguments."""
+def search_settings() -> List[Dict[str, Any]]:
+    """The search's settings by name, as the library's table has them
+    (docs/options.md): each a dict with "key", "component", "type",
+    "default", "min", "max", "help", "flag" and "replay"."""
+    global _SETTINGS
+    if _SETTINGS is None:
+        fn = c().ks_search_settings_json
+        _SETTINGS = json.loads(fn().decode())
+    return list(_SETTINGS)
+
+
+_SETTINGS: Optional[List[Dict[str, Any]]] = None
+
+
+def _settings_doc() -> str:
+    lines = []
+    for s in search_settings():
+        bounds = [f">= {s['min']:g}" if s["min"] is not None else "", f"<= {s['max']:g}" if s["max"] is not None else ""]
+        b = ", ".join(x for x in bounds if x)
+        lines.append(f"    {s['key']} ({s['type']}, default {json.dumps(s['default'])}{', ' + b if b else ''}): "
+                     f"{s['help']}")
+    return "\n".join(lines)
+
+
+class _SearchOptionsType(type):
+    """Builds SearchOptions' docstring and signature from the library's
+    settings table when they are first asked for (help(), inspect)."""
+
+    @property
+    def __doc__(cls) -> str:  # type: ignore[override]
+        try:
+            table = _settings_doc()
+        except Exception as e:  # no library to ask: the docstring without the table
+            return f"{cls._doc}\n\n(The settings by name come from the library, which did not load: {e})"
+        return cls._doc + "\n\nSettings by name (keyword arguments or attributes):\n" + table
+
+    @property
+    def __signature__(cls) -> Any:
+        import inspect
+        params = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=None) for n in cls.fields()]
+        params += [inspect.Parameter(s["key"], inspect.Parameter.KEYWORD_ONLY, default=s["default"])
+                   for s in search_settings() if s["key"] not in cls.fields()]
+        return inspect.Signature(params)
+
+
+class SearchOptions(_Options, metaclass=_SearchOptionsType):
+    _doc = """Everything a search takes (ks_search_options). `progress`, `event`
+    and `cancel` are taken by ksearch.run_search as arguments. Every setting
+    of the library's table (ksearch.search_settings(), docs/options.md) is
+    also a keyword argument and an attribute by its name
+    (`SearchOptions(wm_propose_every=0)`); one that is not a field of the
+    struct goes to the library in `config_json` and wins over the field of
+    the same meaning."""
     _struct, _init, _version = "ks_search_options", "ks_search_options_init", "KS_SEARCH_OPTIONS_VERSION"
     _nested = {"budget": BudgetOptions, "world_model": WorldModelOptions, "tune": TuneOptions,
                "eval": EvalOptions, "llm": LlmOptions, "evolve": EvolveOptions}
@@ -431,6 +481,47 @@ class SearchOptions(_Options):
     wandb_project: Optional[str]
     run_name: Optional[str]
     evolve: EvolveOptions
+    config_json: Optional[Union[str, Dict[str, Any]]]
+
+    def __init__(self, **fields: Any) -> None:
+        object.__setattr__(self, "_by_name", {})
+        super().__init__(**fields)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name not in self.fields() and any(s["key"] == name for s in search_settings()):
+            self._by_name[name] = value
+            return
+        super().__setattr__(name, value)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # pickle, copy and friends ask for these: never a setting
+            raise AttributeError(name)
+        by_name = self.__dict__.get("_by_name", {})
+        if name in by_name:
+            return by_name[name]
+        for s in search_settings():
+            if s["key"] == name:
+                return s["default"]
+        raise AttributeError(f"SearchOptions has no option \"{name}\"")
+
+    def to_dict(self) -> Dict[str, Any]:
+        out = super().to_dict()
+        out.update(self._by_name)
+        return out
+
+    def copy(self) -> "SearchOptions":
+        o = super().copy()
+        object.__setattr__(o, "_by_name", dict(self._by_name))
+        return o  # type: ignore[return-value]
+
+    def _fill(self, s: Any, keep: _Keep, wrap: Optional[CallbackWrapper], path: str) -> None:
+        super()._fill(s, keep, wrap, path)
+        if not self._by_name:
+            return
+        given = self.config_json
+        merged = json.loads(given) if isinstance(given, str) else dict(given or {})
+        merged.update(self._by_name)
+        s.config_json = keep(to_bytes(json.dumps(merged), "config_json"))
 
 
 class ResumeOptions(_Options):

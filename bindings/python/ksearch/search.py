@@ -492,9 +492,11 @@ def run_search(task_or_options: Union[str, "os.PathLike[str]", SearchOptions, No
 
     The first argument is a task (name or path) or a SearchOptions; keyword
     arguments set SearchOptions fields (nested ones as option objects or
-    dicts) on a copy:
+    dicts) or the library's settings by name (ksearch.search_settings(),
+    docs/options.md) on a copy:
 
         run_search("examples/tasks/softmax", llm=LlmOptions.offline(), budget={"max_rounds": 8})
+        run_search("examples/tasks/softmax", llm=LlmOptions.offline(), tune_batch=2)
     """
     if isinstance(task_or_options, SearchOptions):
         opts = task_or_options.copy()  # the caller's object is left as it was

@@ -9,6 +9,7 @@
 
 #include "core/run_events.hpp"
 #include "search/tune/tuner.hpp"
+#include "search/settings_rows.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/sys/search_strategy.hpp"
 
@@ -444,6 +445,26 @@ std::unique_ptr<SearchStrategy> make_tune_strategy(TuneStrategyOptions options) 
     throw Error(Status::not_found,
                 fmt::format("tune: unknown search method \"{}\" (known: gp-ei, random)", options.method));
   return std::make_unique<TuneStrategy>(std::move(options));
+}
+
+// The tune strategy's rows of the settings table (ksearch/search_settings.hpp).
+std::vector<SettingSpec> tune_setting_rows() {
+  return {
+      field_setting([](SearchConfig& c) -> int& { return c.tune.rounds; },
+                    {.key = "tune_rounds", .component = "tune", .min = 0,
+                     .help = "After the search, tune the best kernel's declared parameters for N more rounds.",
+                     .flag = "tune-rounds", .placeholder = "N", .replay = true}),
+      // Absent in a manifest written before tune evaluated batches: that run
+      // tuned one configuration at a time, and its resume must too.
+      field_setting([](SearchConfig& c) -> int& { return c.tune.batch; },
+                    {.key = "tune_batch", .component = "tune", .min = 0, .max = kMaxTuneBatch,
+                     .min_note = "automatic",
+                     .help = "tune: configurations evaluated together (compiled at once, measured one after "
+                             "another; each is a round); 1: one at a time; 0: --parallel when above 1, else 4 "
+                             "(docs/tuning.md).",
+                     .flag = "tune-batch", .placeholder = "N", .default_text = "--parallel when above 1, else 4",
+                     .replay = true, .when_absent = [](const SearchConfig&) { return Json(1); }}),
+  };
 }
 
 }  // namespace ks::core

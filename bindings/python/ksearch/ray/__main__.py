@@ -6,8 +6,9 @@
     python3 -m ksearch.ray node --head --port 6379           (on the head machine)
     python3 -m ksearch.ray node --address 10.0.0.1:6379      (on every other machine)
 
-`run` takes the options of `ksearch run` that the C ABI carries (--tune-batch
-is not in it yet), plus the cluster's.
+`run` takes the options of `ksearch run` that the C ABI carries (every
+setting of the library's table among them: --tune-batch, --wm-propose-every,
+..., docs/options.md), plus the cluster's.
 Exit status as `ksearch run`: 0 a passing kernel, 1 error, 2 usage error,
 3 no passing kernel, 5 a replay diverged, 130 interrupted (resumable).
 """
@@ -152,6 +153,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--no-weak-check", action="store_true")
     r.add_argument("--quiet", action="store_true", help="Print only the final summary.")
     r.add_argument("--json", action="store_true", help="Print the outcome as one JSON document on stdout.")
+    _setting_args(r)
     _cluster_args(r)
 
     s = sub.add_parser("resume", help="Continue a run folder made by `run` (after the driver died, say).")
@@ -173,6 +175,30 @@ def _parser() -> argparse.ArgumentParser:
     gp.add_argument("--address", default=os.environ.get("RAY_ADDRESS"), help="Default: $RAY_ADDRESS.")
     gp.add_argument("--json", action="store_true")
     return p
+
+
+_SETTING = "setting_"  # the dest prefix of the flags _setting_args adds
+
+
+def _setting_args(p: argparse.ArgumentParser) -> None:
+    """The flags of the library's settings table (docs/options.md) that the
+    options above do not declare (--tune-batch, --wm-propose-every, ...): a
+    knob added to the library is a flag here too, passed on by name."""
+    import ksearch
+    known = {o for action in p._actions for o in action.option_strings}
+    for s in ksearch.search_settings():
+        flag = s["flag"]
+        if not flag or flag in known:
+            continue
+        dest = _SETTING + s["key"]
+        if s["type"] == "boolean":
+            if flag.startswith("--no-"):
+                continue  # a flag that turns a setting off; those above declare theirs
+            p.add_argument(flag, action="store_const", const=True, dest=dest, help=s["help"])
+        else:
+            kind = {"number": float, "bytes": str}.get(s["type"], int)
+            metavar = {"number": "X", "bytes": "SIZE"}.get(s["type"], "N")
+            p.add_argument(flag, type=kind, dest=dest, metavar=metavar, help=s["help"])
 
 
 def _given(a: argparse.Namespace, names: Dict[str, str]) -> Dict[str, Any]:
@@ -264,6 +290,10 @@ def _search_fields(a: argparse.Namespace) -> Dict[str, Any]:
         f["remeasure"] = True
     if a.no_weak_check:
         f["weak_check"] = False
+    for dest, v in vars(a).items():  # the table's flags, by the setting's name
+        if dest.startswith(_SETTING) and v is not None:
+            key = dest[len(_SETTING):]
+            f[key] = _size(v, "--" + key.replace("_", "-")) if isinstance(v, str) else v
     f["llm"] = _llm(a)
     ksearch.SearchOptions(**{k: v for k, v in f.items() if k != "llm"})  # bad values are named here, before Ray starts
     return f

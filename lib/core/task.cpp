@@ -482,9 +482,12 @@ std::string python_specification(const TaskSpec& s, Language lang) {
     for (const auto& [k, v] : w.dims) dims += fmt::format("{}{}={}", dims.empty() ? "" : ", ", k, v);
     out += fmt::format("- {} ({}): {}\n", w.name, w.benchmark ? "timed" : "correctness", dims);
   }
-  out += fmt::format("\nCorrectness: every output element within atol {} and rtol {} of the reference ({} "
-                     "of elements must match).\n",
-                     s.tolerance.atol, s.tolerance.rtol, s.tolerance.min_matched_ratio);
+  // "(1 of elements must match)" read as garbled to a real model.
+  out += fmt::format("\nCorrectness: every output element within atol {} and rtol {} of the reference ({}).\n",
+                     s.tolerance.atol, s.tolerance.rtol,
+                     s.tolerance.min_matched_ratio >= 1
+                         ? std::string("every element must match")
+                         : fmt::format("at least {:g}% of the elements must match", 100 * s.tolerance.min_matched_ratio));
   for (Language ref : {Language::cpp, Language::cuda})
     if (auto it = s.prompts.find(ref); it != s.prompts.end()) {
       out += fmt::format("\nThe task's own description, written for {} kernels (its answer format does not apply "

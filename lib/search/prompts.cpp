@@ -280,11 +280,11 @@ std::string tolerance_text(const Tolerance& t) {
 // What "latency" means, for every prompt that shows one (docs/evaluation.md).
 constexpr std::string_view kLatencyText =
     "A workload's latency is a robust statistic of its timed calls (on a CPU the median of the calls no other "
-    "process interrupted, or the 10th percentile when too few were; on a GPU the median), shown with its 95% "
-    "interval. Where the task's reference "
-    "runs here it is timed in the same evaluation, its calls alternating with yours, so a speedup is taken under "
-    "one load. A lead over "
-    "the best that is within the noise is measured again before it counts.";
+    "process interrupted, or the 10th percentile where too few were or that cannot be told, as for Python modules "
+    "timed in batches; on a GPU the median), shown with its 95% interval; on a CPU, separate evaluations of one "
+    "kernel still differ by up to about 10%. Where the task's reference runs here it is timed in the same "
+    "evaluation, its calls alternating with yours, so a speedup is taken under one load. A lead over the best "
+    "within the noise (on a CPU, any lead under 10%) is measured again before it counts.";
 
 std::string score_text(const TaskSpec& spec) {
   if (spec.score == ScoreMode::vs_baseline)

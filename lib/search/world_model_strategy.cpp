@@ -277,7 +277,7 @@ class WorldModelStrategy final : public SearchStrategy {
     in.device = ctx.device_description();
     in.backend = device_backend(in.device, cfg.language);
     in.language = language_text(cfg.language);
-    in.workloads = workloads_text(task.spec(), 1500);
+    in.workloads = workloads_text(task.spec(), wm::PromptBudgets::workloads);
     in.search_state = fmt::format(
         "{} of {} rounds used, {} left (a round is one kernel evaluated; world-model calls are not rounds). {} "
         "cycle(s) finished. A cycle ends when {} attempts in a row bring no new best kernel of the cycle, or its best "

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <stdexcept>
 
 #include "ksearch/error.hpp"
 
@@ -32,12 +33,25 @@ Args::Args(std::string command, std::string usage, std::string summary, std::vec
     : command_(std::move(command)), usage_(std::move(usage)), summary_(std::move(summary)),
       options_(std::move(options)) {
   options_.push_back({"help", "", "Show this help and exit.", "", false});
+  // Every command takes these two (main reads them before the command runs):
+  // how much of the library's log reaches standard error.
+  if (!find("quiet"))
+    options_.push_back({"quiet", "", "Print less: of the library's own lines, only warnings and errors.", "", false});
+  options_.push_back({"verbose", "", "Print more: the library's debug lines too (with --quiet, --quiet wins).", "",
+                      false});
 }
 
 const OptionSpec* Args::find(const std::string& name) const {
   for (const auto& o : options_)
     if (o.name == name) return &o;
   return nullptr;
+}
+
+Args& Args::alias(const std::string& alias, const std::string& name) {
+  if (!find(name) || find(alias))
+    throw std::logic_error(fmt::format("ksearch {}: alias --{} of --{}", command_, alias, name));
+  aliases_[alias] = name;
+  return *this;
 }
 
 bool Args::parse(int argc, char** argv) {
@@ -58,6 +72,7 @@ bool Args::parse(int argc, char** argv) {
       name = name.substr(0, eq);
       inline_value = true;
     }
+    if (auto al = aliases_.find(name); al != aliases_.end()) name = al->second;
     const OptionSpec* o = find(name);
     if (!o) {
       std::string best;
@@ -170,6 +185,8 @@ std::string Args::help_text() const {
     out += head + "\n";
     // Wrap the help text at ~76 columns, indented.
     std::string text = o.help;
+    for (const auto& [alias, name] : aliases_)
+      if (name == o.name) text += " (Also spelled --" + alias + ".)";
     if (!o.default_text.empty()) text += " Default: " + o.default_text + ".";
     if (o.repeatable) text += " May be repeated.";
     std::string line = "      ";

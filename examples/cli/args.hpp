@@ -27,6 +27,9 @@ class Args {
   // Parses argv (after the subcommand). Returns false and sets error() on a
   // problem (unknown option with the closest known one, missing value).
   bool parse(int argc, char** argv);
+  // Another spelling of an option (an older name, or another command's):
+  // --ALIAS is read as --NAME, and --help names it beside NAME.
+  Args& alias(const std::string& alias, const std::string& name);
   const std::string& error() const { return error_; }
   bool help_requested() const { return has("help"); }
   std::string help_text() const;
@@ -46,6 +49,7 @@ class Args {
   const OptionSpec* find(const std::string& name) const;
   std::string command_, usage_, summary_;
   std::vector<OptionSpec> options_;
+  std::map<std::string, std::string> aliases_;  // alias -> option name
   std::map<std::string, std::vector<std::string>> values_;
   std::vector<std::string> positional_;
   std::string error_;

@@ -299,6 +299,8 @@ int cmd_run(int argc, char** argv) {
   c.language = *lang;
   o.infer_language = !a.has("language");
   c.max_rounds = a.get_int("max-rounds", c.max_rounds);
+  if (c.max_rounds < 1)  // a run of no rounds would end "no passing kernel" (exit 3) having tried nothing
+    throw UsageError(fmt::format("--max-rounds must be at least 1, not {}", c.max_rounds));
   c.world_model.stagnation_window = a.get_int("wm-stagnation-window", c.world_model.stagnation_window);
   c.world_model.max_difficulty = a.get_int("wm-max-difficulty", c.world_model.max_difficulty);
   c.world_model.lenient_edits = a.has("wm-lenient-edits");

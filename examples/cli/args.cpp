@@ -72,7 +72,10 @@ bool Args::parse(int argc, char** argv) {
       name = name.substr(0, eq);
       inline_value = true;
     }
-    if (auto al = aliases_.find(name); al != aliases_.end()) name = al->second;
+    if (auto al = aliases_.find(name); al != aliases_.end()) {
+      spelled_[al->second] = name;  // errors about its value name it as typed
+      name = al->second;
+    }
     const OptionSpec* o = find(name);
     if (!o) {
       std::string best;
@@ -112,6 +115,11 @@ bool Args::parse(int argc, char** argv) {
   return true;
 }
 
+std::string Args::spelled(const std::string& name) const {
+  auto it = spelled_.find(name);
+  return it == spelled_.end() ? name : it->second;
+}
+
 std::string Args::get(const std::string& name, const std::string& def) const {
   auto it = values_.find(name);
   return it == values_.end() ? def : it->second.back();
@@ -136,12 +144,12 @@ int to_int(const std::string& name, const std::string& v) {
 
 int Args::get_int(const std::string& name, int def) const {
   if (!has(name)) return def;
-  return to_int(name, get(name));
+  return to_int(spelled(name), get(name));
 }
 
 std::vector<int> Args::get_int_all(const std::string& name) const {
   std::vector<int> out;
-  for (const auto& v : get_all(name)) out.push_back(to_int(name, v));
+  for (const auto& v : get_all(name)) out.push_back(to_int(spelled(name), v));
   return out;
 }
 
@@ -153,7 +161,7 @@ double Args::get_double(const std::string& name, double def) const {
   // strtod also reads "inf" and "nan": no option means either, and neither
   // survives the trip through the run's JSON manifest (both become null).
   if (v.empty() || *end != '\0' || !std::isfinite(x))
-    throw Error(Status::invalid_argument, fmt::format("--{} needs a number, got \"{}\"", name, v));
+    throw Error(Status::invalid_argument, fmt::format("--{} needs a number, got \"{}\"", spelled(name), v));
   return x;
 }
 
@@ -174,7 +182,7 @@ std::uint64_t Args::get_size(const std::string& name, std::uint64_t def) const {
   else if (unit == "T") scale = 1024.0 * 1024 * 1024 * 1024;
   if (v.empty() || end == v.c_str() || scale == 0 || !std::isfinite(x) || x < 1 || x * scale > 9.0e18)
     throw Error(Status::invalid_argument,
-                fmt::format("--{} needs a size such as 4M, 512K or 2G (binary units), got \"{}\"", name, v));
+                fmt::format("--{} needs a size such as 4M, 512K or 2G (binary units), got \"{}\"", spelled(name), v));
   return static_cast<std::uint64_t>(x * scale);
 }
 

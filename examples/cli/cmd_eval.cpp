@@ -320,7 +320,7 @@ int cmd_eval(int argc, char** argv) {
   o.run_tests = !a.has("no-tests");
   o.run_benchmarks = !a.has("no-benchmarks");
   o.max_time_per_workload_s = a.get_double("timing-cap", o.max_time_per_workload_s);
-  if (o.max_time_per_workload_s <= 0) throw UsageError("--timing-cap must be positive");
+  if (o.max_time_per_workload_s <= 0) throw UsageError("--" + a.spelled("timing-cap") + " must be positive");
   o.run_timeout_s = a.get_double("run-timeout", o.run_timeout_s);
   o.compile_timeout_s = a.get_double("compile-timeout", o.compile_timeout_s);
   o.flush_l2 = !a.has("no-flush");

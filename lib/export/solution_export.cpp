@@ -476,8 +476,8 @@ ExportResult export_solution(const Task& task_in, const Solution& solution, cons
   // has no cubin to export, whatever the architecture its run recorded.
   if (solution.language == Language::cpp)
     throw Error(Status::invalid_argument,
-                fmt::format("solution \"{}\" of task {} is host C++ (language cpp), which has no export: exports hold "
-                            "the NVRTC cubins of CUDA solutions, or a Python (triton, python) solution as it is",
+                fmt::format("only CUDA solutions (their NVRTC cubins) and Python ones (triton, python) can be "
+                            "exported; solution \"{}\" of task {} is host C++ (language cpp)",
                             solution.name.empty() ? solution.id : solution.name, task_in.spec().name));
   if (o.arch.rfind("sm_", 0) != 0)
     throw Error(Status::invalid_argument, fmt::format("--arch \"{}\" is not an NVRTC target such as sm_90a", o.arch));

@@ -145,6 +145,9 @@ int cmd_replay(int argc, char** argv) {
   ReplayOptions o;
   o.run_dir = a.get("run-dir");
   if (a.has("strategy")) o.config_changes["strategy"] = a.get("strategy");
+  if (a.has("max-rounds") && a.get_int("max-rounds", 1) < 1)  // as run and resume: no run of no rounds
+    throw UsageError(fmt::format("--max-rounds must be at least 1, not {} (leave it out to keep the recorded budget)",
+                                 a.get_int("max-rounds", 1)));
   set_int(o.config_changes, a, "max-rounds", "max_rounds");
   set_int(o.config_changes, a, "wm-stagnation-window", "wm_stagnation_window");
   set_int(o.config_changes, a, "wm-max-difficulty", "wm_max_difficulty");

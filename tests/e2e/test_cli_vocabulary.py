@@ -50,6 +50,11 @@ p = run(base + ["--max-rounds", "0", "--run-dir", work / "r0"], rc=2)
 check("--max-rounds must be at least 1" in p.stderr, "run --max-rounds 0: exit 2 with the reason", p.stderr)
 check(not (work / "r0").exists(), "run --max-rounds 0 makes no run folder")
 
+p = run(["replay", r1, "--run-dir", work / "r0", "--max-rounds", "0"], rc=2)
+check("--max-rounds must be at least 1" in p.stderr, "replay --max-rounds 0: exit 2 with the reason", p.stderr)
+p = run(["resume", r1, "--max-rounds", "0"], rc=2)
+check("--max-rounds must be at least 1" in p.stderr, "resume --max-rounds 0: exit 2 with the reason", p.stderr)
+
 for spelling, name in (("--output", "a.html"), ("--out", "b.html"), ("-o", "c.html")):
     run(["report", r1, spelling, work / name])
     check((work / name).is_file(), f"report {spelling} writes the page")

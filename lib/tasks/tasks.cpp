@@ -10,9 +10,9 @@
 
 #include "ksearch/error.hpp"
 #include "ksearch/tasks.hpp"
+#include "util/text.hpp"
 #if KS_HAVE_GPUMODE_SUITE
 #include "tasks/gpumode/gpumode.hpp"
-#include "util/text.hpp"
 #endif
 #if KS_HAVE_KERNELBENCH_SUITE
 #include "tasks/kernelbench/level1.hpp"

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <stdexcept>
 
 #include "ksearch/error.hpp"
 
@@ -32,12 +33,25 @@ Args::Args(std::string command, std::string usage, std::string summary, std::vec
     : command_(std::move(command)), usage_(std::move(usage)), summary_(std::move(summary)),
       options_(std::move(options)) {
   options_.push_back({"help", "", "Show this help and exit.", "", false});
+  // Every command takes these two (main reads them before the command runs):
+  // how much of the library's log reaches standard error.
+  if (!find("quiet"))
+    options_.push_back({"quiet", "", "Print less: of the library's own lines, only warnings and errors.", "", false});
+  options_.push_back({"verbose", "", "Print more: the library's debug lines too (with --quiet, --quiet wins).", "",
+                      false});
 }
 
 const OptionSpec* Args::find(const std::string& name) const {
   for (const auto& o : options_)
     if (o.name == name) return &o;
   return nullptr;
+}
+
+Args& Args::alias(const std::string& alias, const std::string& name) {
+  if (!find(name) || find(alias))
+    throw std::logic_error(fmt::format("ksearch {}: alias --{} of --{}", command_, alias, name));
+  aliases_[alias] = name;
+  return *this;
 }
 
 bool Args::parse(int argc, char** argv) {
@@ -57,6 +71,10 @@ bool Args::parse(int argc, char** argv) {
       value = name.substr(eq + 1);
       name = name.substr(0, eq);
       inline_value = true;
+    }
+    if (auto al = aliases_.find(name); al != aliases_.end()) {
+      spelled_[al->second] = name;  // errors about its value name it as typed
+      name = al->second;
     }
     const OptionSpec* o = find(name);
     if (!o) {
@@ -97,6 +115,11 @@ bool Args::parse(int argc, char** argv) {
   return true;
 }
 
+std::string Args::spelled(const std::string& name) const {
+  auto it = spelled_.find(name);
+  return it == spelled_.end() ? name : it->second;
+}
+
 std::string Args::get(const std::string& name, const std::string& def) const {
   auto it = values_.find(name);
   return it == values_.end() ? def : it->second.back();
@@ -121,12 +144,12 @@ int to_int(const std::string& name, const std::string& v) {
 
 int Args::get_int(const std::string& name, int def) const {
   if (!has(name)) return def;
-  return to_int(name, get(name));
+  return to_int(spelled(name), get(name));
 }
 
 std::vector<int> Args::get_int_all(const std::string& name) const {
   std::vector<int> out;
-  for (const auto& v : get_all(name)) out.push_back(to_int(name, v));
+  for (const auto& v : get_all(name)) out.push_back(to_int(spelled(name), v));
   return out;
 }
 
@@ -138,7 +161,7 @@ double Args::get_double(const std::string& name, double def) const {
   // strtod also reads "inf" and "nan": no option means either, and neither
   // survives the trip through the run's JSON manifest (both become null).
   if (v.empty() || *end != '\0' || !std::isfinite(x))
-    throw Error(Status::invalid_argument, fmt::format("--{} needs a number, got \"{}\"", name, v));
+    throw Error(Status::invalid_argument, fmt::format("--{} needs a number, got \"{}\"", spelled(name), v));
   return x;
 }
 
@@ -159,7 +182,7 @@ std::uint64_t Args::get_size(const std::string& name, std::uint64_t def) const {
   else if (unit == "T") scale = 1024.0 * 1024 * 1024 * 1024;
   if (v.empty() || end == v.c_str() || scale == 0 || !std::isfinite(x) || x < 1 || x * scale > 9.0e18)
     throw Error(Status::invalid_argument,
-                fmt::format("--{} needs a size such as 4M, 512K or 2G (binary units), got \"{}\"", name, v));
+                fmt::format("--{} needs a size such as 4M, 512K or 2G (binary units), got \"{}\"", spelled(name), v));
   return static_cast<std::uint64_t>(x * scale);
 }
 
@@ -170,6 +193,8 @@ std::string Args::help_text() const {
     out += head + "\n";
     // Wrap the help text at ~76 columns, indented.
     std::string text = o.help;
+    for (const auto& [alias, name] : aliases_)
+      if (name == o.name) text += " (Also spelled --" + alias + ".)";
     if (!o.default_text.empty()) text += " Default: " + o.default_text + ".";
     if (o.repeatable) text += " May be repeated.";
     std::string line = "      ";

@@ -27,6 +27,9 @@ class Args {
   // Parses argv (after the subcommand). Returns false and sets error() on a
   // problem (unknown option with the closest known one, missing value).
   bool parse(int argc, char** argv);
+  // Another spelling of an option (an older name, or another command's):
+  // --ALIAS is read as --NAME, and --help names it beside NAME.
+  Args& alias(const std::string& alias, const std::string& name);
   const std::string& error() const { return error_; }
   bool help_requested() const { return has("help"); }
   std::string help_text() const;
@@ -41,11 +44,15 @@ class Args {
   // A size in bytes: "4194304", "4M", "512K", "2G" (binary units; B, iB accepted).
   std::uint64_t get_size(const std::string& name, std::uint64_t def) const;
   const std::vector<std::string>& positional() const { return positional_; }
+  // The option's name as the command line spelled it (an alias, if one was used).
+  std::string spelled(const std::string& name) const;
 
  private:
   const OptionSpec* find(const std::string& name) const;
   std::string command_, usage_, summary_;
   std::vector<OptionSpec> options_;
+  std::map<std::string, std::string> aliases_;  // alias -> option name
+  std::map<std::string, std::string> spelled_;  // option name -> the alias it was given by
   std::map<std::string, std::vector<std::string>> values_;
   std::vector<std::string> positional_;
   std::string error_;

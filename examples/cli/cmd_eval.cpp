@@ -249,14 +249,15 @@ int cmd_eval(int argc, char** argv) {
           {"seeds", "N", "Input seeds checked per workload before timing (2 to 64).", "2", false},
           {"no-tests", "", "Skip the correctness-only workloads.", "", false},
           {"no-benchmarks", "", "Skip the timed workloads.", "", false},
-          {"max-time", "S", "Timing cap per benchmark workload, in seconds.", "2", false},
+          {"timing-cap", "S", "Longest time spent timing one benchmark workload, in seconds (as `ksearch run "
+                                "--timing-cap`).", "2", false},
           {"run-timeout", "S", "Time limit per workload (checks and timing); a hang past it is killed.", "60",
            false},
           {"compile-timeout", "S", "Time limit for compiling the solution.", "120", false},
           {"no-flush", "", "Do not flush the cache between timed repetitions.", "", false},
           {"timing", "default|upstream",
            "upstream: GPUMode eval.py's timing rules, for side-by-side figures (no cache flush, one untimed call, "
-           "then 3 to 100 calls until SE(mean)/mean < 0.1 % or --max-time, default 10 s there); a comparison aid, "
+           "then 3 to 100 calls until SE(mean)/mean < 0.1 % or --timing-cap, default 10 s there); a comparison aid, "
            "not libksearch's measure (docs/evaluation.md).",
            "default", false},
           {"no-reference-timing", "", "Do not time the task's reference (no speedup is reported).", "", false},
@@ -278,6 +279,7 @@ int cmd_eval(int argc, char** argv) {
                                "ending its workers.",
            "600", false},
           {"stop-server", "", "Stop the evaluation server for these settings (if one runs) and exit.", "", false}}));
+  a.alias("max-time", "timing-cap");  // eval's name before one vocabulary
   if (!a.parse(argc, argv)) {
     throw UsageError(a.error());
   }
@@ -317,13 +319,14 @@ int cmd_eval(int argc, char** argv) {
   o.seeds_per_workload = a.get_int("seeds", o.seeds_per_workload);
   o.run_tests = !a.has("no-tests");
   o.run_benchmarks = !a.has("no-benchmarks");
-  o.max_time_per_workload_s = a.get_double("max-time", o.max_time_per_workload_s);
+  o.max_time_per_workload_s = a.get_double("timing-cap", o.max_time_per_workload_s);
+  if (o.max_time_per_workload_s <= 0) throw UsageError("--" + a.spelled("timing-cap") + " must be positive");
   o.run_timeout_s = a.get_double("run-timeout", o.run_timeout_s);
   o.compile_timeout_s = a.get_double("compile-timeout", o.compile_timeout_s);
   o.flush_l2 = !a.has("no-flush");
   o.timing = ks::parse_timing_mode(a.get("timing", ks::to_string(o.timing)), "--timing");
   const bool upstream = o.timing == ks::TimingMode::upstream;
-  if (upstream && !a.has("max-time")) o.max_time_per_workload_s = 10.0;  // eval.py benchmark mode
+  if (upstream && !a.has("timing-cap")) o.max_time_per_workload_s = 10.0;  // eval.py benchmark mode
   if (upstream && !a.has("run-timeout")) o.run_timeout_s = 300.0;        // room for eval.py's caps
   o.time_reference = !a.has("no-reference-timing");
   if (a.has("stop-server")) {

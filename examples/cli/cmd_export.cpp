@@ -22,13 +22,6 @@ namespace ks::cli {
 namespace fs = std::filesystem;
 
 int cmd_export(int argc, char** argv) {
-  // -o FILE, as compilers take it, is --out FILE.
-  std::vector<std::string> words(argv, argv + argc);
-  for (auto& w : words)
-    if (w == "-o") w = "--out";
-  std::vector<char*> wargv;
-  for (auto& w : words) wargv.push_back(w.data());
-
   Args a("export",
          "ksearch export --format gpumode|kernelbench|flashinfer|bundle --solution FILE|RUN [--task TASK] [-o FILE]",
          "Writes a solution as a file another harness runs: a GPUMode submission (custom_kernel(data), gpumode/trimul), "
@@ -41,11 +34,11 @@ int cmd_export(int argc, char** argv) {
           {"solution", "FILE|RUN", "A solution file (JSON or an answer in the candidate format) or a run folder.", "",
            false},
           {"task", "NAME|PATH", "The task (needed with a solution file; a run folder names its own).", "", false},
-          {"out", "FILE", "Where to write (-o FILE works too), atomically: a temporary file beside it renamed into "
+          {"output", "FILE", "Where to write, atomically: a temporary file beside it renamed into "
                           "place. A symbolic link there is refused (it is not written through) unless "
                           "--follow-symlinks; - writes to standard output.",
-           "submission.py, model_new.py, <name>.json or bundle.json", false},
-          {"follow-symlinks", "", "With --out naming a symbolic link: write the file it leads to.", "", false},
+           "submission.py, model_new.py, <name>.json or bundle.json", false, 'o'},
+          {"follow-symlinks", "", "With --output naming a symbolic link: write the file it leads to.", "", false},
           {"arch", "ARCH", "NVRTC target of the embedded cubins.", "the run's device, else sm_90a", false},
           {"cache-dir", "DIR", "The evaluator's cache folder, where an evaluation left its cubins.",
            "the run's, else ~/.cache/ksearch", false},
@@ -59,7 +52,8 @@ int cmd_export(int argc, char** argv) {
           {"author", "NAME", "flashinfer: the Solution's author.", "libksearch", false},
           {"target-hardware", "NAME", "flashinfer: a target_hardware entry.", "from --arch, e.g. NVIDIA_H100",
            true}});
-  if (!a.parse(static_cast<int>(wargv.size()), wargv.data())) {
+  a.alias("out", "output");  // its name before one vocabulary (report's --output)
+  if (!a.parse(argc, argv)) {
     std::fprintf(stderr, "ksearch export: %s\n", a.error().c_str());
     return 2;
   }
@@ -105,7 +99,8 @@ int cmd_export(int argc, char** argv) {
     o.evaluated = best->eval.to_json();
     o.evaluated["device"] = best->eval.device;
     const Json& ev = m["evaluator"];
-    if (!m["device"].get_string("arch").empty()) arch = m["device"].get_string("arch");
+    // A host run's device is the CPU (arch "x86-64"), no NVRTC target.
+    if (m["device"].get_string("arch").rfind("sm_", 0) == 0) arch = m["device"].get_string("arch");
     if (!ev.get_string("cuda_arch").empty()) arch = ev.get_string("cuda_arch");
     cache_dir = ev.get_string("cache_dir");
     if (ev["options"]["extra_compile_flags"].is_array())
@@ -130,7 +125,7 @@ int cmd_export(int argc, char** argv) {
   }
 
   ExportResult r = export_solution(*task, solution, o);
-  const std::string out = a.get("out", r.default_file_name);
+  const std::string out = a.get("output", r.default_file_name);
   if (out == "-") {
     if (std::fwrite(r.content.data(), 1, r.content.size(), stdout) != r.content.size() || std::fflush(stdout) != 0)
       throw Error(Status::io, "writing to standard output failed");

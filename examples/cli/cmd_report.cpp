@@ -23,6 +23,7 @@ int cmd_report(int argc, char** argv) {
          "source. Works on a run that is still going (it reads without the run's lock).",
          {{"output", "FILE", "Where to write the page; - for standard output.", "RUN_DIR/report.html", false, 'o'},
           {"json", "", "Print the report's data (the JSON the page embeds) instead of the page.", "", false}});
+  a.alias("out", "output");  // as compare and export once spelled it
   if (!a.parse(argc, argv)) {
     throw UsageError(a.error());
   }

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include <unistd.h>
+
 #include "args.hpp"
 #include "commands.hpp"
 #include "exit_codes.hpp"
@@ -22,6 +24,54 @@ std::string languages_text(const std::vector<Language>& langs) {
   std::string s;
   for (auto l : langs) s += (s.empty() ? "" : ",") + std::string(to_string(l));
   return s.empty() ? "-" : s;
+}
+
+// What the cheapest of a task's languages needs to be evaluated: only the
+// host's C++ compiler (CPU), an NVIDIA GPU, or a Python with PyTorch.
+std::string needs_text(const std::vector<Language>& langs) {
+  auto has = [&](Language l) { return std::find(langs.begin(), langs.end(), l) != langs.end(); };
+  if (has(Language::cpp)) return "CPU";
+  if (has(Language::cuda) || has(Language::triton)) return "GPU";
+  if (has(Language::python)) return "PyTorch";
+  return "-";
+}
+
+// Names in the order a person counts: "level1/2_x" before "level1/10_y"
+// (runs of digits compare as numbers, the rest byte by byte).
+bool natural_less(const std::string& a, const std::string& b) {
+  std::size_t i = 0, j = 0;
+  auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  while (i < a.size() && j < b.size()) {
+    if (digit(a[i]) && digit(b[j])) {
+      std::size_t i2 = i, j2 = j;
+      while (i2 < a.size() && a[i2] == '0') ++i2;  // leading zeros do not count
+      while (j2 < b.size() && b[j2] == '0') ++j2;
+      std::size_t ie = i2, je = j2;
+      while (ie < a.size() && digit(a[ie])) ++ie;
+      while (je < b.size() && digit(b[je])) ++je;
+      if (ie - i2 != je - j2) return ie - i2 < je - j2;  // fewer digits: smaller
+      if (int c = a.compare(i2, ie - i2, b, j2, je - j2); c != 0) return c < 0;
+      i = ie;
+      j = je;
+    } else {
+      if (a[i] != b[j]) return a[i] < b[j];
+      ++i;
+      ++j;
+    }
+  }
+  return a.size() - i < b.size() - j;
+}
+
+// One line of the table, cut to `width` bytes with "..." (a description
+// may be long; --long and --json print it whole).
+std::string fit(std::string line, std::size_t width) {
+  if (line.size() > width && width > 3) {
+    line.resize(width - 3);
+    while (!line.empty() && (static_cast<unsigned char>(line.back()) & 0xC0) == 0x80) line.pop_back();
+    if (!line.empty() && static_cast<unsigned char>(line.back()) >= 0xC0) line.pop_back();  // a cut UTF-8 lead
+    line += "...";
+  }
+  return line;
 }
 
 // Published numbers to beat, in one line: plain fields as they are, nested
@@ -72,6 +122,7 @@ int check_task(const Args& a) {
   }
   Json reports = Json::array();
   bool weak = false;
+  bool checked = false;  // at least one version was checked, not skipped
   for (Language lang : languages) {
     WeakCheckReport r;
     std::string why;
@@ -87,6 +138,7 @@ int check_task(const Args& a) {
       r = check_weak(*task, lang, *evaluator, options);
     }
     weak = weak || r.weak();
+    checked = checked || r.status != "skipped";
     if (json_output()) {
       reports.push_back(r.to_json());
     } else {
@@ -96,15 +148,23 @@ int check_task(const Args& a) {
     }
   }
   if (json_output()) std::printf("%s\n", reports.dump(2).c_str());
-  return weak ? kExitWeakCheck : kExitOk;
+  if (weak) return kExitWeakCheck;
+  if (!checked) {
+    // Nothing was checked: not a pass. The same status as a CUDA run without a GPU.
+    std::fprintf(stderr, "ksearch tasks: error: no version of task \"%s\" could be checked here (see above)\n",
+                 task->name().c_str());
+    return kExitError;
+  }
+  return kExitOk;
 }
 
 }  // namespace
 
 int cmd_tasks(int argc, char** argv) {
-  Args a("tasks", "ksearch tasks [--kernelbench DIR] [--dataset DIR] [--spec NAME] [--check NAME] [--json]",
+  Args a("tasks", "ksearch tasks [--long] [--kernelbench DIR] [--dataset DIR] [--spec NAME] [--check NAME] [--json]",
          "Lists the built-in tasks (suite/name) and the example task files (examples/name, from the installed "
-         "share/ksearch/tasks or $KSEARCH_TASKS_DIR), with their languages and the published numbers to beat; "
+         "share/ksearch/tasks or $KSEARCH_TASKS_DIR) as a table sorted by name (numbers in order: 2 before 10): "
+         "each task's languages and what it needs (CPU, GPU, PyTorch); --long adds the published numbers to beat; "
          "every listed name works as --task from any directory. With --dataset, the definitions of a "
          "FlashInfer-Trace checkout (run one with --task DIR/definitions/<op_type>/<name>.json).\n\n"
          "With --check, the weak-check detection (docs/evaluation.md, \"Weak checks\"), which `ksearch run` also "
@@ -113,10 +173,13 @@ int cmd_tasks(int argc, char** argv) {
          "checked against the task's reference on its feedback workloads (correctness only: two input seeds, the reference not timed). "
          "When one passes, it says which on which workloads, what the reference's outputs look like (the share of "
          "exact zeros and of the most common value), and a fix where trying other input distributions finds one. "
-         "A CUDA task on a machine without a GPU is skipped with a note. Exit status: 0 the check tells every "
-         "candidate apart (or was skipped), 6 a candidate passes on every checked workload, 1 error.",
+         "A CUDA version on a machine without a GPU is skipped with a note. Exit status: 0 the check tells every "
+         "candidate apart in every version checked, 6 a candidate passes on every checked workload, 1 error (also "
+         "when every version was skipped, so nothing was checked).",
          {{"json", "", "Print the list as JSON (with --check: the reports, as manifest.json records them).", "",
            false},
+          {"long", "", "List each task in full: its languages, needs, source, whole description and published "
+                       "targets, instead of one table row.", "", false},
           {"check", "NAME", "Run the weak-check detection on this task (a name or a task file or folder).", "",
            false},
           {"language", "cuda|cpp|triton|python", "With --check: only this version of the task (triton: cuda; python: cuda on a GPU, else cpp).", "every version of the task",
@@ -153,6 +216,8 @@ int cmd_tasks(int argc, char** argv) {
   std::string kb = kb_env ? kb_env : "";
   if (!kb.empty() && !dataset)
     for (auto& t : list_kernelbench_tasks(kb)) tasks.push_back(std::move(t));
+  std::stable_sort(tasks.begin(), tasks.end(),
+                   [](const TaskInfo& x, const TaskInfo& y) { return natural_less(x.name, y.name); });
   if (a.has("json")) {
     Json arr = Json::array();
     for (const auto& t : tasks) {
@@ -171,13 +236,36 @@ int cmd_tasks(int argc, char** argv) {
     std::printf("No tasks found.\n");
     return 0;
   }
-  std::size_t w = 24;
-  for (const auto& t : tasks) w = std::max(w, t.name.size());
+  std::size_t w = 4, lw = 9, nw = 5;
   for (const auto& t : tasks) {
-    fmt::print("{:<{}} {:<9} {}\n", t.name, w, languages_text(t.languages), t.description);
-    fmt::print("{:<{}} {:<9} source: {}\n", "", w, "", t.source);
-    if (std::string tg = targets_text(t.targets); !tg.empty())
-      fmt::print("{:<{}} {:<9} targets: {}\n", "", w, "", tg);
+    w = std::max(w, std::min<std::size_t>(t.name.size(), 48));  // a longer name pushes its own row only
+    lw = std::max(lw, languages_text(t.languages).size());
+    nw = std::max(nw, needs_text(t.languages).size());
+  }
+  if (a.has("long")) {
+    for (const auto& t : tasks) {
+      fmt::print("{}\n  languages: {}; needs: {}; source: {}\n", t.name, languages_text(t.languages),
+                 needs_text(t.languages), t.source);
+      fmt::print("  {}\n", t.description);
+      if (std::string tg = targets_text(t.targets); !tg.empty()) fmt::print("  targets: {}\n", tg);
+    }
+  } else {
+    const char* cols = std::getenv("COLUMNS");
+    const long width = cols ? std::strtol(cols, nullptr, 10) : 0;
+    // Cut to $COLUMNS, else on a terminal to 120; into a pipe or a file,
+    // whole lines (a script reads the descriptions whole).
+    const std::size_t line_width = width >= 40               ? static_cast<std::size_t>(width)
+                                   : ::isatty(STDOUT_FILENO) ? 120
+                                                             : std::string::npos;
+    fmt::print("{:<{}}  {:<{}}  {:<{}}  {}\n", "TASK", w, "LANGUAGES", lw, "NEEDS", nw, "WHAT");
+    for (const auto& t : tasks)
+      fmt::print("{}\n", fit(fmt::format("{:<{}}  {:<{}}  {:<{}}  {}", t.name, w, languages_text(t.languages), lw,
+                                         needs_text(t.languages), nw, t.description),
+                             line_width));
+    fmt::print("\n{} tasks. NEEDS, for the task's cheapest language: CPU runs anywhere (the host's C++\n"
+               "compiler), GPU an NVIDIA GPU, PyTorch a Python with PyTorch ($KSEARCH_PYTHON).\n"
+               "--long adds sources and published targets; --spec NAME prints one task in full.\n",
+               tasks.size());
   }
   if (!dataset && dirs.empty()) fmt::print("\n(no example task folder found; set $KSEARCH_TASKS_DIR)\n");
   return 0;

@@ -8,6 +8,7 @@
 #include "ksearch/error.hpp"
 #include "ksearch/io.hpp"
 #include "ksearch/json.hpp"
+#include "ksearch/log.hpp"
 #include "ksearch/ksearch.h"
 
 namespace ks::cli {
@@ -26,7 +27,8 @@ namespace {
 void usage(std::FILE* out) {
   std::fprintf(out,
                "ksearch %s: LLM-driven GPU kernel search with a co-evolving world model\n\n"
-               "Usage: ksearch <command> [options]   (ksearch <command> --help for its options)\n\n"
+               "Usage: ksearch <command> [options]   (ksearch <command> --help for its options;\n"
+               "       every command also takes --quiet and --verbose)\n\n"
                "Commands:\n"
                "  run       search for a fast kernel for a task (a new run folder)\n"
                "  resume    continue a run folder after a stop or a crash\n"
@@ -96,8 +98,15 @@ int main(int argc, char** argv) {
   std::string cmd = argv[1];
   int sub_argc = argc - 2;
   char** sub_argv = argv + 2;
-  for (int i = 0; i < sub_argc; ++i)
+  // The library's log (warnings, notes, progress of long steps) on stderr:
+  // progress by default, warnings only with --quiet, everything with --verbose.
+  ks::LogLevel level = ks::LogLevel::info;
+  for (int i = 0; i < sub_argc; ++i) {
     if (std::strcmp(sub_argv[i], "--json") == 0) ks::cli::set_json_output(true);
+    if (std::strcmp(sub_argv[i], "--verbose") == 0 && level == ks::LogLevel::info) level = ks::LogLevel::debug;
+    if (std::strcmp(sub_argv[i], "--quiet") == 0) level = ks::LogLevel::warning;
+  }
+  ks::set_log_level(level);
   try {
     if (cmd == "run") return ks::cli::cmd_run(sub_argc, sub_argv);
     if (cmd == "resume") return ks::cli::cmd_resume(sub_argc, sub_argv);

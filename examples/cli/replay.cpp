@@ -128,6 +128,9 @@ int cmd_replay(int argc, char** argv) {
   ReplayOptions o;
   o.run_dir = a.get("run-dir");
   if (a.has("strategy")) o.config_changes["strategy"] = a.get("strategy");
+  if (a.has("max-rounds") && a.get_int("max-rounds", 1) < 1)  // as run and resume: no run of no rounds
+    throw UsageError(fmt::format("--max-rounds must be at least 1, not {} (leave it out to keep the recorded budget)",
+                                 a.get_int("max-rounds", 1)));
   SearchConfig unused;
   apply_setting_flags(a, unused, &o.config_changes);
   if (!a.has("llm")) (void)openai_config_from_args(a);  // checked even when unused

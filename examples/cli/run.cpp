@@ -259,6 +259,9 @@ int cmd_run(int argc, char** argv) {
   if (!lang) throw Error(Status::invalid_argument, "--language must be cuda, cpp, triton or python");
   c.language = *lang;
   o.infer_language = !a.has("language");
+  // A run of no rounds would end "no passing kernel" (exit 3) having tried nothing: a usage error.
+  if (a.has("max-rounds") && a.get_int("max-rounds", 1) < 1)
+    throw UsageError(fmt::format("--max-rounds must be at least 1, not {}", a.get_int("max-rounds", 1)));
   apply_setting_flags(a, c);
   c.model = a.get("model");
   o.task_sources = task_sources_from_args(a, c.seed);

@@ -7,6 +7,7 @@
  *   ksearch/ks_eval.h    evaluation options, the host's evaluator callbacks, tasks, single evaluations
  *   ksearch/ks_search.h  search options, cancel tokens, progress and event callbacks, results
  *   ksearch/ks_kernel.h  loading a found kernel into the host's CUDA context and launching it
+ *   ksearch/ks_log.h     the library's log: a callback for its warnings and progress lines, levels
  *
  * Conventions (they hold for every header above):
  *
@@ -72,6 +73,7 @@
 #include "ksearch/ks_eval.h"
 #include "ksearch/ks_kernel.h"
 #include "ksearch/ks_llm.h"
+#include "ksearch/ks_log.h"
 #include "ksearch/ks_search.h"
 #include "ksearch/status.h"
 #include "ksearch/version.h"

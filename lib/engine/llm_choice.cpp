@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "ksearch/error.hpp"
+#include "ksearch/log.hpp"
 #include "ksearch/sys/llm_policy.hpp"
 #include "util/text.hpp"
 
@@ -128,7 +129,7 @@ LlmChoice with_transport_caps(LlmChoice c, std::size_t max_answer_bytes) {
 void check_llm(LlmPolicy& llm) {
   std::string warning = llm.check_ready();
   if (!warning.empty())  // it may quote what the endpoint answered
-    std::fprintf(stderr, "ksearch: warning: %s\n", util::terminal_safe(warning).c_str());
+    log_message(LogLevel::warning, util::terminal_safe(warning));
 }
 
 }  // namespace ks::engine

@@ -27,6 +27,7 @@
 #include "eval/python/python_program.hpp"
 #include "search/tune/tune_strategy.hpp"
 #include "ksearch/error.hpp"
+#include "ksearch/log.hpp"
 #include "ksearch/run_store.hpp"
 #include "ksearch/tasks.hpp"
 #include "ksearch/version.h"
@@ -243,13 +244,13 @@ WeakCheckReport weak_check_before_run(const SearchOptions& options, Parts& parts
   } catch (const Error& e) {
     if (e.status() == Status::cancelled) throw;
     r = weak_check_skipped(task, lang, fmt::format("it could not run: {}", e.what()));
-    std::fprintf(stderr, "ksearch: warning: the weak-check detection could not run: %s\n", e.what());
+    log_message(LogLevel::warning, fmt::format("the weak-check detection could not run: {}", e.what()));
     return r;
   }
   if (r.weak())
-    std::fprintf(stderr, "ksearch: warning: %s\n  (--no-weak-check skips this check)\n", r.text().c_str());
+    log_message(LogLevel::warning, fmt::format("{}\n  (--no-weak-check skips this check)", r.text()));
   else if (r.flagged())
-    std::fprintf(stderr, "ksearch: note: %s\n", r.text().c_str());
+    log_message(LogLevel::info, fmt::format("note: {}", r.text()));
   return r;
 }
 

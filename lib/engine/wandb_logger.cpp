@@ -9,6 +9,7 @@
 
 #include "eval/python/python_program.hpp"
 #include "ksearch/error.hpp"
+#include "ksearch/log.hpp"
 
 extern char** environ;
 
@@ -45,8 +46,7 @@ constexpr const char* kBootstrap =
     "exec(compile(sys.argv.pop(1), 'ksearch/tracking.py', 'exec'), globals())\n";
 
 void warn(const std::string& text) {
-  std::fprintf(stderr, "ksearch: --wandb: %s\n", text.c_str());
-  std::fflush(stderr);
+  log_message(LogLevel::warning, "--wandb: " + text);
 }
 
 }  // namespace

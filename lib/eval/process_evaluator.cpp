@@ -27,6 +27,7 @@
 #include "eval/worker_client.hpp"
 #include "ksearch/error.hpp"
 #include "ksearch/eval.hpp"
+#include "ksearch/log.hpp"
 #include "ksearch/sys/evaluator.hpp"
 #include "util/fs.hpp"
 #if KS_HAVE_CUDA_BACKEND
@@ -773,10 +774,10 @@ class ProcessEvaluator final : public Evaluator {
       if (first_arch.empty()) first_arch = arch;
       if (arch != first_arch) {
         ++gpus_skipped_;
-        std::fprintf(stderr,
-                     "ksearch: warning: CUDA device %d (%s) is not used: the evaluator compiles for the first "
-                     "device's architecture (%s)\n",
-                     d, arch.c_str(), first_arch.c_str());
+        log_message(LogLevel::warning,
+                    fmt::format("CUDA device {} ({}) is not used: the evaluator compiles for the first device's "
+                                "architecture ({})",
+                                d, arch, first_arch));
         continue;
       }
       slots.push_back(std::make_unique<RunSlot>(worker_exe_, fmt::format("cuda:{}", d), arch, cache_dir_, sandbox_,
@@ -862,10 +863,10 @@ class ProcessEvaluator final : public Evaluator {
     if (!probe || slot.probe_external(*probe, &why)) {
       o.data[slot.device_spec()] = ipc;
     } else {
-      std::fprintf(stderr,
-                   "ksearch: note: %s cannot map the reference oracle's GPU memory (%s); its data goes through files "
-                   "in the cache instead\n",
-                   slot.device_spec().c_str(), why.c_str());
+      log_message(LogLevel::info,
+                  fmt::format("note: {} cannot map the reference oracle's GPU memory ({}); its data goes through "
+                              "files in the cache instead",
+                              slot.device_spec(), why));
       o.data[slot.device_spec()] = data_for("file");
     }
     return o;

@@ -472,6 +472,13 @@ ExportResult export_solution(const Task& task_in, const Solution& solution, cons
     throw Error(Status::invalid_argument,
                 fmt::format("export format {} is not one of gpumode, kernelbench, flashinfer, bundle",
                             static_cast<int>(o.format)));
+  // What the solution is written in decides first: a host (cpp) solution
+  // has no cubin to export, whatever the architecture its run recorded.
+  if (solution.language == Language::cpp)
+    throw Error(Status::invalid_argument,
+                fmt::format("only CUDA solutions (their NVRTC cubins) and Python ones (triton, python) can be "
+                            "exported; solution \"{}\" of task {} is host C++ (language cpp)",
+                            solution.name.empty() ? solution.id : solution.name, task_in.spec().name));
   if (o.arch.rfind("sm_", 0) != 0)
     throw Error(Status::invalid_argument, fmt::format("--arch \"{}\" is not an NVRTC target such as sm_90a", o.arch));
   const TaskSpec& task = task_in.spec();

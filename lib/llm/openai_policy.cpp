@@ -11,6 +11,7 @@
 #include <random>
 
 #include "ksearch/error.hpp"
+#include "ksearch/log.hpp"
 #include "ksearch/llm_policies.hpp"
 #include "ksearch/sys/llm_policy.hpp"
 #include "llm/http.hpp"
@@ -307,10 +308,10 @@ class OpenAiPolicy final : public LlmPolicy {
           double delay = r.retry_after_s ? *r.retry_after_s : backoff(job.attempts);
           // One line per retry, so an outage is never waited out in silence;
           // it quotes the endpoint, so without control sequences.
-          std::string line = util::terminal_safe(
-              redact_(fmt::format("ksearch: {} {} request failed: {}; retry {} of {} in {:.1f} s\n", describe(),
-                                  to_string(requests[i].kind), o.message, job.attempts, cfg_.max_retries, delay)));
-          std::fputs(line.c_str(), stderr);
+          log_message(LogLevel::warning,
+                      util::terminal_safe(redact_(fmt::format("{} {} request failed: {}; retry {} of {} in {:.1f} s",
+                                                              describe(), to_string(requests[i].kind), o.message,
+                                                              job.attempts, cfg_.max_retries, delay))));
           return delay;
         }
       }

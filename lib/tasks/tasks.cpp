@@ -10,6 +10,7 @@
 
 #include "ksearch/error.hpp"
 #include "ksearch/tasks.hpp"
+#include "util/text.hpp"
 #if KS_HAVE_GPUMODE_SUITE
 #include "tasks/gpumode/gpumode.hpp"
 #endif
@@ -215,13 +216,20 @@ std::unique_ptr<Task> find_task(const std::string& name_or_path, const TaskSourc
     if (short_name.find("..") == std::string::npos && is_task_path(examples / short_name))
       return std::make_unique<SpecTask>(load_task_file(examples / short_name));
   }
-  std::string known;
-  for (const auto& [name, e] : builtin_entries()) known += (known.empty() ? "" : ", ") + name;
-  for (const auto& f : example_folders(examples)) known += (known.empty() ? "" : ", ") + f.filename().string();
+  // Not the whole list (dozens of names on one line): the names it was
+  // probably meant to be, each as `--task` takes it, and where the list is.
+  std::vector<std::string> known;
+  for (const auto& [name, e] : builtin_entries()) known.push_back(name);
+  for (const auto& f : example_folders(examples)) known.push_back("examples/" + f.filename().string());
+  const auto close = util::closest_names(name_or_path, known);
+  std::string guess;
+  for (const auto& c : close) guess += (guess.empty() ? "" : " or ") + c;
   throw Error(Status::not_found,
-              fmt::format("unknown task \"{}\": not a built-in task, an example task or a task file (known "
-                          "tasks: {}; a task file is a path to a task.json or a folder holding one)",
-                          name_or_path, known.empty() ? "none" : known));
+              fmt::format("unknown task \"{}\": not a built-in task, an example task or a task file{} (`ksearch "
+                          "tasks` lists the {} known tasks; a task file is a path to a task.json or a folder "
+                          "holding one)",
+                          name_or_path, guess.empty() ? "" : fmt::format("; did you mean {}?", guess),
+                          known.size()));
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 #include "util/text.hpp"
 
+#include <algorithm>
 #include <cstdint>
+#include <utility>
 
 namespace ks::util {
 
@@ -157,6 +159,44 @@ bool base64_decode(std::string_view text, std::string& out) {
     if (pad < 1) out += static_cast<char>(v & 0xFF);
   }
   return true;
+}
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1] ? 1 : 0)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::vector<std::string> closest_names(std::string_view typed, const std::vector<std::string>& known,
+                                       std::size_t max) {
+  if (typed.empty() || max == 0) return {};
+  // A few edits: a third of the typed name, at least 1 and at most 3.
+  const std::size_t allowed = std::clamp<std::size_t>(typed.size() / 3, 1, 3);
+  const bool has_slash = typed.find('/') != std::string_view::npos;
+  std::vector<std::pair<std::size_t, std::string>> scored;  // (distance, name); a part match counts as `allowed`
+  for (const auto& name : known) {
+    std::string_view n = name;
+    std::size_t d = edit_distance(typed, n);
+    if (!has_slash) {
+      const auto slash = n.rfind('/');
+      if (slash != std::string_view::npos) d = std::min(d, edit_distance(typed, n.substr(slash + 1)));
+    }
+    if (d > allowed && typed.size() >= 3 && n.find(typed) != std::string_view::npos) d = allowed;
+    if (d <= allowed) scored.emplace_back(d, name);
+  }
+  std::stable_sort(scored.begin(), scored.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::vector<std::string> out;
+  for (auto& [d, name] : scored) {
+    if (out.size() == max) break;
+    out.push_back(std::move(name));
+  }
+  return out;
 }
 
 }  // namespace ks::util

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace ks::util {
 
@@ -28,5 +29,17 @@ std::string terminal_safe(std::string_view text);
 // anything but canonical base64.
 std::string base64_encode(std::string_view bytes);
 bool base64_decode(std::string_view text, std::string& out);
+
+// The edit (Levenshtein) distance: insertions, deletions and substitutions
+// of single bytes that turn `a` into `b`.
+std::size_t edit_distance(std::string_view a, std::string_view b);
+
+// The names among `known` that `typed` was probably meant to be, closest
+// first, at most `max` of them: within a few edits of the whole name or of
+// its last path component ("matmal" -> "examples/matmul"), or holding `typed`
+// as a part of three characters or more ("trimul" -> "gpumode/trimul").
+// Always whole names from `known`, never a shortened one.
+std::vector<std::string> closest_names(std::string_view typed, const std::vector<std::string>& known,
+                                       std::size_t max = 3);
 
 }  // namespace ks::util

@@ -43,3 +43,20 @@ TEST_CASE("text: base64 round-trips every byte and refuses what is not base64") 
   CHECK_FALSE(base64_decode("Zm=vYg==", out));
   CHECK_FALSE(base64_decode("Zm9v\nYg==", out));
 }
+
+TEST_CASE("edit_distance and closest_names: did-you-mean for names") {
+  CHECK(ks::util::edit_distance("", "") == 0);
+  CHECK(ks::util::edit_distance("abc", "") == 3);
+  CHECK(ks::util::edit_distance("kitten", "sitting") == 3);
+  const std::vector<std::string> known{"gpumode/trimul", "gpumode/trimul-upstream", "examples/matmul",
+                                       "examples/softmax", "kernelbench/level1/19_ReLU"};
+  CHECK(ks::util::closest_names("examples/matmal", known) == std::vector<std::string>{"examples/matmul"});
+  // The last component alone finds the whole name, never the shortened one.
+  CHECK(ks::util::closest_names("softmx", known) == std::vector<std::string>{"examples/softmax"});
+  const auto trimul = ks::util::closest_names("trimul", known);
+  REQUIRE(trimul.size() == 2);
+  CHECK(trimul[0] == "gpumode/trimul");
+  CHECK(ks::util::closest_names("no/such-task", known).empty());
+  CHECK(ks::util::closest_names("", known).empty());
+  CHECK(ks::util::closest_names("matmul", known, 0).empty());
+}

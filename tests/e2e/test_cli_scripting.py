@@ -419,8 +419,8 @@ for c in cmds:
             problems.append(f"{c}: {opt} is not an option of ksearch {sub}")
     if "--task" in words:
         name = words[words.index("--task") + 1]
-        if name.startswith(("/", "~", "$")) or "<" in name:
-            continue  # an absolute path to the reader's own task, or a placeholder
+        if name.startswith(("/", "~", "$", "./")) or "<" in name:
+            continue  # a path to the reader's own task (./ says it is one), or a placeholder
         if "/" in name and not name.startswith(tuple(suites) + ("examples/",)):
             problems.append(f"{c}: --task {name} is a relative path, which works only from one folder")
         elif not name.startswith("kernelbench/") and ksearch("tasks", "--spec", name, cwd="/").returncode != 0:

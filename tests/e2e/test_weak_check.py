@@ -62,12 +62,18 @@ out, _ = run([args.ksearch, "tasks", "--check", fixtures / "linear_small_bias"],
 check('weakened reference "no_bias" (the reference without the bias b) passes on small, big' in out
       and '(100x wider)' in out, "a declared weakened reference passes and a wider bias is suggested", out)
 
-# Normal tasks: nothing passes; a CUDA task without a GPU is skipped, never an error.
+# Normal tasks: nothing passes. A CUDA task without a GPU is skipped with a note, and
+# as nothing was checked the exit status is 1 (an error, as for a CUDA run without a GPU),
+# never 0, which says the check tells every candidate apart.
 out, _ = run([args.ksearch, "tasks", "--check", "examples/matmul"])
 check("ok: none of 3 candidates (zeros, ones, echo) passes" in out, "tasks --check examples/matmul: ok", out)
-out, _ = run([args.ksearch, "tasks", "--check", "examples/softmax"])
+p = subprocess.run([str(args.ksearch), "tasks", "--check", "examples/softmax"], env=env, text=True, timeout=600,
+                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+out = p.stdout
 has_gpu = "skipped" not in out
 check(has_gpu or "needs a GPU" in out, "tasks --check on a CUDA task without a GPU: skipped with a note", out)
+check(p.returncode == (0 if has_gpu else 1) and (has_gpu or "could be checked" in p.stderr),
+      f"tasks --check exit status: 0 when checked, 1 when every version was skipped (got {p.returncode})", p.stderr)
 help_text, _ = run([args.ksearch, "tasks", "--help"])
 check("--check NAME" in help_text and "weakened_references" in help_text and "6 a candidate passes" in help_text,
       "tasks --help documents --check", help_text)

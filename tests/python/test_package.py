@@ -227,6 +227,30 @@ class PackageTest(unittest.TestCase):
         for w in workers:  # the package's own worker, found without $KSEARCH_WORKER
             self.assertEqual(Path(w).resolve(), pkg / "_native" / "libexec" / "ksearch" / "ksearch-worker")
 
+    def test_log_callback_gets_the_librarys_warnings(self):
+        # The fixture's check passes a kernel that writes zeros: the library
+        # warns before the first request, through the log (ks_log.h).
+        weak = str(SOURCE / "tests" / "fixtures" / "tasks" / "relu_bias_weak")
+        lines = []
+        saved = ksearch.log_level()
+        try:
+            with self.assertRaises(ValueError):
+                ksearch.set_log_level("loud")  # the message names the known levels
+            ksearch.set_log_callback(lambda level, message: lines.append((level, message)), level="info")
+            self.assertEqual(ksearch.log_level(), ksearch.LogLevel.INFO)
+            try:
+                ksearch.run_search(weak, language="cpp", strategy="greedy", eval=self.host_eval(),
+                                   llm=ksearch.LlmOptions.from_callback(lambda req: "no answer"),
+                                   budget={"max_rounds": 1}, run_dir=self.work / "weak")
+            except ksearch.KsearchError:
+                pass  # the run's outcome is not what this checks
+        finally:
+            ksearch.set_log_callback(None)
+            ksearch.set_log_level(saved)
+        warnings = [m for lvl, m in lines if lvl == ksearch.LogLevel.WARNING and "is weak" in m]
+        self.assertEqual(len(warnings), 1, lines)
+        self.assertFalse(warnings[0].startswith("ksearch:"))  # no prefix: the host formats the line
+
     def test_model_callback_search_and_resume(self):
         prompts, rounds = [], []
 

@@ -87,9 +87,30 @@ TEST_CASE("registry: an unknown name lists what exists") {
   } catch (const Error& e) {
     CHECK(e.status() == Status::not_found);
     CHECK(std::string(e.what()).find("no/such-task") != std::string::npos);
-    CHECK(std::string(e.what()).find("matmul") != std::string::npos);
+    CHECK(std::string(e.what()).find("ksearch tasks") != std::string::npos);
+    CHECK(std::string(e.what()).find("did you mean") == std::string::npos);  // nothing close
   }
   CHECK_THROWS_AS(load_task(""), Error);
+}
+
+TEST_CASE("registry: a misspelled name gets a did-you-mean with the name --task takes") {
+  for (const char* typed : {"examples/matmal", "matmull"}) {
+    try {
+      load_task(typed);
+      FAIL("a misspelled task loaded: " << typed);
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      CHECK(e.status() == Status::not_found);
+      CHECK_MESSAGE(what.find("did you mean examples/matmul") != std::string::npos, what);
+      CHECK_MESSAGE(what.find("mean matmul") == std::string::npos, what);
+    }
+  }
+  try {
+    load_task("gpumode/trimull");
+    FAIL("a misspelled task loaded");
+  } catch (const Error& e) {
+    CHECK_MESSAGE(std::string(e.what()).find("did you mean gpumode/trimul") != std::string::npos, e.what());
+  }
 }
 
 TEST_CASE("registry: a broken example is listed with its error, not hidden") {

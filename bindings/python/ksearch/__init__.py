@@ -25,6 +25,7 @@ from ._abi import (ApiKind, Backend, CommandInput, EvalStatus, Language, LlmSour
 from ._lib import c as _c
 from .evaluate import Evaluator, Task, load_task
 from .kernel import Kernel, TensorInfo
+from .log import LogLevel, log_level, set_log_callback, set_log_level
 from .options import (BudgetOptions, EvalOptions, EvolveOptions, KernelLoadOptions, LlmOptions, ReplayOptions,
                       ResumeOptions, SearchOptions, TuneOptions, WorldModelOptions, search_settings)
 from .search import (CallbackError, CancelToken, EvalRequest, EvalResult, Event, LlmAnswer, LlmFailure, LlmRequest,
@@ -40,6 +41,7 @@ __all__ = [
     "LlmRequest", "LlmAnswer", "LlmFailure", "EvalRequest", "EvalResult", "RoundReport", "Event",
     "CancelToken", "Result", "run_search", "resume_search", "replay_search", "stop", "threaded_batch",
     "Task", "Evaluator", "load_task", "Kernel", "TensorInfo",
+    "LogLevel", "set_log_callback", "set_log_level", "log_level",
 ]
 
 

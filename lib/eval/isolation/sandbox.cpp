@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "ksearch/error.hpp"
+#include "ksearch/log.hpp"
 #include "util/process.hpp"
 #include "util/secrets.hpp"
 
@@ -243,12 +244,11 @@ Sandbox::Sandbox(SandboxMode mode) : mode_(mode) {
     throw Error(Status::state, "the sandbox for candidates was required (--sandbox on) but cannot start: " + st.problem);
   static std::atomic<bool> warned{false};
   if (!warned.exchange(true))
-    std::fprintf(stderr,
-                 "ksearch: WARNING: candidates and their compilers run WITHOUT a sandbox: %s.\n"
-                 "ksearch: WARNING: they get a scrubbed environment and resource limits, but can read and write "
-                 "whatever this user can (home folder, run folders, the reference cache) and reach the network. "
-                 "See docs/security.md.\n",
-                 st.problem.c_str());
+    log_message(LogLevel::warning,
+                fmt::format("candidates and their compilers run WITHOUT a sandbox: {}. They get a scrubbed environment and resource limits, but can read and "
+                            "write whatever this user can (home folder, run folders, the reference cache) and reach "
+                            "the network. See docs/security.md.",
+                            st.problem));
 }
 
 std::vector<std::string> Sandbox::wrap(const std::vector<std::string>& argv, const SandboxView& view) const {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -11,12 +12,16 @@
 #include "search/tune/tuner.hpp"
 #include "search/settings_rows.hpp"
 #include "ksearch/error.hpp"
+#include "ksearch/log.hpp"
 #include "ksearch/sys/search_strategy.hpp"
 
 namespace ks::core {
 namespace {
 
 using events::emit;
+
+// How often a long evaluation in a tune pass says it is still going.
+constexpr std::chrono::milliseconds kTuneHeartbeat{10000};
 
 // A number for the event log: a non-finite one is written as null.
 std::optional<double> finite(double x) { return std::isfinite(x) ? std::optional<double>(x) : std::nullopt; }
@@ -230,6 +235,10 @@ void TuneStrategy::run(SearchContext& ctx) {
   }
   if (!evaluated) {
     if (ctx.should_stop()) return;
+    const LogHeartbeat heartbeat(LogLevel::info, kTuneHeartbeat, [](auto elapsed) {
+      return fmt::format("tune: the starting point: still evaluating ({:.0f} s so far)",
+                         std::chrono::duration<double>(elapsed).count());
+    });
     pass.base_eval = ctx.evaluate(pass.base, "tune: evaluate starting point");
   }
   if (pass.space.empty()) {
@@ -336,9 +345,25 @@ std::string TuneStrategy::run_batches(Pass& pass) {
     // One candidate goes through evaluate(), as before batches existed; a
     // batch is compiled together and measured one after another, and the
     // run records each of its candidates as a round of its own.
+    // A batch is compiled and measured before any of its rounds is reported
+    // (20-70 s for a GPU kernel's batch of 4): while it runs, a line every
+    // kTuneHeartbeat, so a long batch never passes in silence. (Not a line
+    // per batch: a resumed run replays its batches at once.)
+    const int first = ctx.rounds_used() + 1, last = first + static_cast<int>(candidates.size()) - 1;
+    const std::string what = candidates.size() == 1
+                                 ? fmt::format("round {} of {}", first, pass.plan_end)
+                                 : fmt::format("rounds {}-{} of {}, a batch of {} configurations", first, last,
+                                               pass.plan_end, candidates.size());
+    log_message(LogLevel::debug, fmt::format("tune: {}: evaluating", what));
     std::vector<EvalResult> results;
-    if (candidates.size() == 1) results.push_back(ctx.evaluate(candidates.front(), actions.front()));
-    else results = ctx.evaluate_batch(candidates, actions);
+    {
+      const LogHeartbeat heartbeat(LogLevel::info, kTuneHeartbeat, [&what](auto elapsed) {
+        return fmt::format("tune: {}: still evaluating ({:.0f} s so far)", what,
+                           std::chrono::duration<double>(elapsed).count());
+      });
+      if (candidates.size() == 1) results.push_back(ctx.evaluate(candidates.front(), actions.front()));
+      else results = ctx.evaluate_batch(candidates, actions);
+    }
     for (std::size_t i = 0; i < proposals.size(); ++i)
       tell(pass, proposals[i], candidates[i], results.at(i), static_cast<std::int64_t>(proposals.size()));
   }

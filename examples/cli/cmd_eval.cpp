@@ -261,6 +261,10 @@ int cmd_eval(int argc, char** argv) {
            "not libksearch's measure (docs/evaluation.md).",
            "default", false},
           {"no-reference-timing", "", "Do not time the task's reference (no speedup is reported).", "", false},
+          {"unpaired-reference", "",
+           "Time the task's reference alone, once per device, and reuse that latency (as before issue 43), instead of "
+           "beside the candidate in every evaluation (docs/evaluation.md, \"Timing\").",
+           "", false},
           {"device", "N", "GPU ordinal to evaluate on.", "all visible", true},
           {"in-process", "", "Run the kernel in this process instead of a worker (trusted code only).", "",
            false},
@@ -329,6 +333,7 @@ int cmd_eval(int argc, char** argv) {
   if (upstream && !a.has("timing-cap")) o.max_time_per_workload_s = 10.0;  // eval.py benchmark mode
   if (upstream && !a.has("run-timeout")) o.run_timeout_s = 300.0;        // room for eval.py's caps
   o.time_reference = !a.has("no-reference-timing");
+  o.pair_reference = !a.has("unpaired-reference");
   if (a.has("stop-server")) {
     const bool stopped = stop_evaluation_server(cfg);
     say(stderr, "ksearch eval: {}\n", stopped ? "the evaluation server stopped" : "no evaluation server runs for these settings");

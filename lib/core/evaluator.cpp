@@ -36,6 +36,7 @@ Json EvalOptions::to_json() const {
                     {"flush_l2", flush_l2},
                     {"timing", to_string(timing)},
                     {"time_reference", time_reference},
+                    {"pair_reference", pair_reference},
                     {"extra_compile_flags", util::string_array(extra_compile_flags)}});
   if (!baseline_latencies.is_null()) j["baseline_latencies"] = baseline_latencies;
   return j;
@@ -59,6 +60,7 @@ EvalOptions EvalOptions::from_json(const Json& j) {
   o.flush_l2 = j.get_bool("flush_l2", o.flush_l2);
   o.timing = parse_timing_mode(j.get_string("timing", to_string(o.timing)));
   o.time_reference = j.get_bool("time_reference", o.time_reference);
+  o.pair_reference = j.get_bool("pair_reference", o.pair_reference);
   o.extra_compile_flags = util::string_list(j.find("extra_compile_flags"), "evaluation options: \"extra_compile_flags\"");
   if (const Json* b = j.find("baseline_latencies"); b && !b->is_null()) o.baseline_latencies = *b;
   return o;

@@ -765,7 +765,8 @@ TimingStats WorkloadRun::time_reference() {
 }
 
 bool WorkloadRun::can_pair() const {
-  return ref_ && req_.options.time_reference && req_.options.timing != TimingMode::upstream;
+  return ref_ && req_.options.time_reference && req_.options.pair_reference &&
+         req_.options.timing != TimingMode::upstream;
 }
 
 WorkloadRun::PairedTiming WorkloadRun::time_paired() {
@@ -928,6 +929,66 @@ class StepTracker final : public FlowEvents {
   FlowEvents& inner_;
 };
 
+// The timed part of a benchmark workload, after its checks passed: the
+// reference beside the candidate when it can be (else alone, when asked
+// for, and the candidate), then the check of what the timed calls left, the
+// re-check on fresh inputs and the speed-of-light bound.
+std::optional<Failure> time_workload(WorkloadRun& run, WorkloadResult& r, const WorkloadContext& ctx,
+                                     const WorkloadSpec& w, FlowEvents& events) {
+  const RunRequest& req = ctx.req;
+  if (run.can_pair()) {
+    auto t = run.time_paired();
+    r.timing = t.candidate;
+    r.reference_timing = t.reference;
+    r.paired = true;
+    r.reference_ms = r.reference_timing.latency();
+    events.reference_timed(w.name, r.reference_timing);
+  } else {
+    if (std::find(req.time_reference.begin(), req.time_reference.end(), w.name) != req.time_reference.end()) {
+      TimingStats ref_t = run.time_reference();
+      r.reference_ms = ref_t.latency();
+      events.reference_timed(w.name, ref_t);
+    }
+    r.timing = run.time_candidate();
+  }
+  std::optional<Failure> failure = run.check_timed_calls();
+  if (!failure && req.options.recheck_after_timing)
+    failure = run.recheck(ks_rng_derive_seed(w.seed, static_cast<ks_u64>(req.options.seeds_per_workload)));
+  std::string why;
+  const bool flushed = req.options.flush_l2 && req.options.timing != TimingMode::upstream;
+  const double bound = speed_of_light_ms(ctx.task, w, ctx.info, flushed, &why);
+  if (!failure && bound > 0 && r.timing.median_ms < bound)
+    failure = Failure{EvalStatus::invalid,
+                      fmt::format("median time {:.4g} ms is below the speed-of-light bound of {:.4g} ms "
+                                  "({}); no correct kernel can be that fast, so the timed calls are not "
+                                  "doing the work",
+                                  r.timing.median_ms, bound, why)};
+  return failure;
+}
+
+// What the candidate's programs in processes of their own (Python) report:
+// their start and JIT (compile time: add_compile_info), stream escapes,
+// how buffers reached them, and their isolation as the evaluator saw it.
+void add_process_facts(EvalResult& result, const std::map<int, std::unique_ptr<Program>>& cand_programs) {
+  Program::ProcessFacts facts;
+  for (const auto& [idx, program] : cand_programs) {
+    if (!program) continue;  // its load failed
+    const auto f = program->process_facts();
+    facts.start_s += f.start_s;
+    facts.first_calls_s += f.first_calls_s;
+    facts.build_s += f.build_s;
+    facts.stream_escapes += f.stream_escapes;
+    if (!f.buffers.empty()) facts.buffers = f.buffers;
+    if (!f.isolation.empty()) facts.isolation = f.isolation;
+  }
+  if (facts.start_s > 0) result.metrics["process_start_s"] = facts.start_s;
+  if (facts.first_calls_s > 0) result.metrics["first_calls_s"] = facts.first_calls_s;
+  if (facts.build_s > 0) result.metrics["extension_build_s"] = facts.build_s;
+  if (facts.stream_escapes > 0) result.metrics["stream_escapes"] = static_cast<std::int64_t>(facts.stream_escapes);
+  if (!facts.buffers.empty()) result.metrics["gpu_buffers"] = facts.buffers;
+  if (!facts.isolation.empty()) result.metrics["candidate_isolation"] = facts.isolation;
+}
+
 }  // namespace
 
 EvalResult EvaluationFlow::run(const TaskSpec& task, const RunRequest& req, FlowEvents& outer_events) {
@@ -998,35 +1059,7 @@ EvalResult EvaluationFlow::run(const TaskSpec& task, const RunRequest& req, Flow
         run.prepare();
         for (int k = 0; k < seeds && !failure; ++k)
           failure = run.check(ks_rng_derive_seed(w->seed, static_cast<ks_u64>(k)), describe_seed(k, seeds, false));
-        if (!failure && w->benchmark) {
-          if (run.can_pair()) {
-            auto t = run.time_paired();
-            r.timing = t.candidate;
-            r.reference_timing = t.reference;
-            r.paired = true;
-            r.reference_ms = r.reference_timing.latency();
-            events.reference_timed(name, r.reference_timing);
-          } else {
-            if (std::find(req.time_reference.begin(), req.time_reference.end(), name) != req.time_reference.end()) {
-              TimingStats ref_t = run.time_reference();
-              r.reference_ms = ref_t.latency();
-              events.reference_timed(name, ref_t);
-            }
-            r.timing = run.time_candidate();
-          }
-          failure = run.check_timed_calls();
-          if (!failure && req.options.recheck_after_timing)
-            failure = run.recheck(ks_rng_derive_seed(w->seed, static_cast<ks_u64>(seeds)));
-          std::string why;
-          const bool flushed = req.options.flush_l2 && req.options.timing != TimingMode::upstream;
-          double bound = speed_of_light_ms(task, *w, info_, flushed, &why);
-          if (!failure && bound > 0 && r.timing.median_ms < bound)
-            failure = Failure{EvalStatus::invalid,
-                              fmt::format("median time {:.4g} ms is below the speed-of-light bound of {:.4g} ms "
-                                          "({}); no correct kernel can be that fast, so the timed calls are not "
-                                          "doing the work",
-                                          r.timing.median_ms, bound, why)};
-        }
+        if (!failure && w->benchmark) failure = time_workload(run, r, ctx, *w, events);
         break;
       } catch (const FailureError& e) {
         if (e.failure().out_of_memory && attempt == 0 && refs_.release_memory() > 0) continue;
@@ -1063,25 +1096,7 @@ EvalResult EvaluationFlow::run(const TaskSpec& task, const RunRequest& req, Flow
       break;
     }
   }
-  // A Python candidate's start and JIT (compile time: add_compile_info).
-  Program::ProcessFacts facts;
-  for (const auto& [idx, program] : cand_programs) {
-    if (!program) continue;  // its load failed
-    const auto f = program->process_facts();
-    facts.start_s += f.start_s;
-    facts.first_calls_s += f.first_calls_s;
-    facts.build_s += f.build_s;
-    facts.stream_escapes += f.stream_escapes;
-    if (!f.buffers.empty()) facts.buffers = f.buffers;
-    if (!f.isolation.empty()) facts.isolation = f.isolation;
-  }
-  if (facts.start_s > 0) result.metrics["process_start_s"] = facts.start_s;
-  if (facts.first_calls_s > 0) result.metrics["first_calls_s"] = facts.first_calls_s;
-  if (facts.build_s > 0) result.metrics["extension_build_s"] = facts.build_s;
-  if (facts.stream_escapes > 0) result.metrics["stream_escapes"] = static_cast<std::int64_t>(facts.stream_escapes);
-  if (!facts.buffers.empty()) result.metrics["gpu_buffers"] = facts.buffers;
-  // This candidate's own process, as the evaluator saw it.
-  if (!facts.isolation.empty()) result.metrics["candidate_isolation"] = facts.isolation;
+  add_process_facts(result, cand_programs);
   const auto& c = refs_.counters();
   result.metrics["reference_memory_hits"] = c.memory_hits - counters_before.memory_hits;
   result.metrics["reference_file_hits"] = c.file_hits - counters_before.file_hits;

@@ -149,7 +149,7 @@ TEST_CASE("eval server: fresh clients share one server's workers, references and
   INFO(p2.dump());
   CHECK(p2.get_number("worker_start_s") == 0);
   CHECK(p2.get_number("reference_compile_s") == 0);
-  CHECK(p2.get_number("reference_timing_s") == 0);
+  CHECK(p2.get_number("reference_timing_s") > 0);  // timed beside the candidate, every evaluation
   CHECK(second.metrics.get_int("compile_cache_hits") == 1);
   CHECK(second.metrics.get_int("reference_memory_hits") > 0);
 

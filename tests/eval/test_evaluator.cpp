@@ -206,6 +206,7 @@ TEST_CASE("evaluator: timing caps come on top of the run timeout, and the refere
   cfg.options.max_time_per_workload_s = 0.45;
   cfg.options.target_rel_stderr = 1e-12;  // time until a cap ends it
   cfg.options.only_workloads = {"b1"};
+  cfg.options.pair_reference = false;  // each timing its own cap (paired, the two share one)
   auto ev = make_evaluator(cfg);
   TaskSpec spec = ks::test::vadd_task("2*N", "test/vadd-slow");
   auto& ref = spec.references.at(Language::cpp);

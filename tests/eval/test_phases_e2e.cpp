@@ -71,7 +71,9 @@ TEST_CASE("phases: a passing host candidate, cold and then warm, accounts for it
   CHECK(w.get_number("worker_start_s") == 0);
   CHECK(w.get_number("sandbox_setup_s") == 0);
   CHECK(w.get_number("reference_compile_s") == 0);
-  CHECK(w.get_number("reference_timing_s") == 0);
+  // Timed beside the candidate in every evaluation (pair_reference).
+  CHECK(w.get_number("reference_timing_s") > 0);
+  for (const auto& wl : warm.result.workloads) CHECK(wl.paired == wl.benchmark);
   CHECK(warm.result.metrics.get_int("compile_cache_hits") == 1);
   for (const char* k : {"inputs_s", "reference_s", "checks_s", "timing_s", "recheck_s"})
     CHECK_MESSAGE(w.get_number(k) > 0, k);
@@ -160,6 +162,7 @@ TEST_CASE("phases: the in-process evaluator reports the same phases") {
 TEST_CASE("phases: the reference's latencies outlive the evaluator, per device identity and timing rules") {
   const auto dir = ks::test::scratch_dir("phases_ref_times");
   auto cfg = ks::test::test_config(dir.string());
+  cfg.options.pair_reference = false;  // the cache is for a reference timed alone
   SpecTask task(ks::test::vadd_task());
   auto reference_ms = [](const EvalResult& r) {
     std::vector<double> out;

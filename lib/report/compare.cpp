@@ -137,6 +137,65 @@ struct RunSummary {
   std::vector<std::optional<double>> best_ms, best_score;
 };
 
+// LLM usage from the events (a call is written once; a resumed or replayed
+// run's calls keep their recorded usage).
+Json llm_usage(const RunRead& r) {
+  namespace ev = core::events;
+  std::set<std::int64_t> seen;
+  LlmUsage total;
+  int calls = 0, failed_calls = 0, code_calls = 0, wm_calls = 0;
+  std::map<std::string, std::pair<int, LlmUsage>> by_kind;
+  for (const auto& e : r.events) {
+    const auto* call = std::get_if<ev::LlmCall>(&e.payload);
+    if (!call || (call->llm_seq >= 0 && !seen.insert(call->llm_seq).second)) continue;
+    ++calls;
+    if (!call->ok) ++failed_calls;
+    if (is_code_kind(call->kind)) ++code_calls;
+    else if (call->kind.rfind("wm_", 0) == 0) ++wm_calls;
+    total += call->usage;
+    by_kind[call->kind].first++;
+    by_kind[call->kind].second += call->usage;
+  }
+  Json kinds = Json::object();
+  for (const auto& [k, cu] : by_kind)
+    kinds[k] = Json::obj({{"calls", cu.first},
+                          {"input_tokens", cu.second.input_tokens},
+                          {"output_tokens", cu.second.output_tokens}});
+  return Json::obj({{"calls", calls},
+                    {"failed_calls", failed_calls},
+                    {"code_calls", code_calls},
+                    {"world_model_calls", wm_calls},
+                    {"input_tokens", total.input_tokens},
+                    {"output_tokens", total.output_tokens},
+                    {"reasoning_tokens", total.reasoning_tokens},
+                    {"cost_usd", total.cost_usd},
+                    {"llm_s", total.wall_s},
+                    {"by_kind", kinds}});
+}
+
+// Workloads at or above x times the baseline: the best kernel's evaluation
+// on every workload when the run made one (final_eval.json), else the
+// evaluation the search ranked it by. Null without baselines.
+Json workloads_at_least(const AttemptRecord* best, const RunRead& r, const CompareOptions& options) {
+  if (!best) return Json();
+  const bool final_matches = r.final_eval && r.final_eval->solution_id == best->solution.id;
+  const EvalResult& e = final_matches ? *r.final_eval : best->eval;
+  int with_baseline = 0, above = 0;
+  for (const auto& w : e.workloads) {
+    if (!w.benchmark || !(w.baseline_ms > 0)) continue;
+    ++with_baseline;
+    if (w.status == EvalStatus::passed && w.timing.count > 0 && w.timing.latency() > 0 &&
+        w.baseline_ms / w.timing.latency() >= options.at_least * (1 - kTolerance))
+      ++above;
+  }
+  if (with_baseline == 0) return Json();
+  return Json::obj({{"x", options.at_least},
+                    {"workloads", with_baseline},
+                    {"at_least", above},
+                    {"fraction", static_cast<double>(above) / with_baseline},
+                    {"from", final_matches ? "final_eval.json" : "best kernel's search evaluation"}});
+}
+
 RunSummary summarize(const CompareRun& run, const RunRead& r, const CompareOptions& options) {
   const Json& m = r.manifest;
   const Json& cfg = m["config"];
@@ -195,53 +254,6 @@ RunSummary summarize(const CompareRun& run, const RunRead& r, const CompareOptio
   }
   const bool has_score = std::any_of(s.best_score.begin(), s.best_score.end(), [](const auto& v) { return v.has_value(); });
 
-  // LLM usage from the events (a call is written once; a resumed or replayed
-  // run's calls keep their recorded usage).
-  namespace ev = core::events;
-  std::set<std::int64_t> seen;
-  LlmUsage total;
-  int calls = 0, failed_calls = 0, code_calls = 0, wm_calls = 0;
-  std::map<std::string, std::pair<int, LlmUsage>> by_kind;
-  for (const auto& e : r.events) {
-    const auto* call = std::get_if<ev::LlmCall>(&e.payload);
-    if (!call || (call->llm_seq >= 0 && !seen.insert(call->llm_seq).second)) continue;
-    ++calls;
-    if (!call->ok) ++failed_calls;
-    if (is_code_kind(call->kind)) ++code_calls;
-    else if (call->kind.rfind("wm_", 0) == 0) ++wm_calls;
-    total += call->usage;
-    by_kind[call->kind].first++;
-    by_kind[call->kind].second += call->usage;
-  }
-  Json kinds = Json::object();
-  for (const auto& [k, cu] : by_kind)
-    kinds[k] = Json::obj({{"calls", cu.first},
-                          {"input_tokens", cu.second.input_tokens},
-                          {"output_tokens", cu.second.output_tokens}});
-
-  // Workloads at or above x times the baseline: the best kernel's
-  // evaluation on every workload when the run made one (final_eval.json),
-  // else the evaluation the search ranked it by.
-  Json at_least;
-  if (best) {
-    const bool final_matches = r.final_eval && r.final_eval->solution_id == best->solution.id;
-    const EvalResult& e = final_matches ? *r.final_eval : best->eval;
-    int with_baseline = 0, above = 0;
-    for (const auto& w : e.workloads) {
-      if (!w.benchmark || !(w.baseline_ms > 0)) continue;
-      ++with_baseline;
-      if (w.status == EvalStatus::passed && w.timing.count > 0 && w.timing.latency() > 0 &&
-          w.baseline_ms / w.timing.latency() >= options.at_least * (1 - kTolerance))
-        ++above;
-    }
-    if (with_baseline > 0)
-      at_least = Json::obj({{"x", options.at_least},
-                            {"workloads", with_baseline},
-                            {"at_least", above},
-                            {"fraction", static_cast<double>(above) / with_baseline},
-                            {"from", final_matches ? "final_eval.json" : "best kernel's search evaluation"}});
-  }
-
   const Json& time = m["totals"]["time"];
   const bool replayed = m["replay"].is_object();
   const auto wall = num_field(time, "wall_s");
@@ -277,19 +289,10 @@ RunSummary summarize(const CompareRun& run, const RunRead& r, const CompareOptio
                       {"rounds_to_90_score", r90_score ? Json(*r90_score) : Json()},
                       {"curve", Json::obj({{"best_latency_ms", curve_json(s.best_ms)},
                                            {"best_score", has_score ? curve_json(s.best_score) : Json()}})},
-                      {"llm", Json::obj({{"calls", calls},
-                                         {"failed_calls", failed_calls},
-                                         {"code_calls", code_calls},
-                                         {"world_model_calls", wm_calls},
-                                         {"input_tokens", total.input_tokens},
-                                         {"output_tokens", total.output_tokens},
-                                         {"reasoning_tokens", total.reasoning_tokens},
-                                         {"cost_usd", total.cost_usd},
-                                         {"llm_s", total.wall_s},
-                                         {"by_kind", kinds}})},
+                      {"llm", llm_usage(r)},
                       // A replay measured nothing: its own time says nothing of the run's.
                       {"wall_s", replayed ? Json() : opt(wall)},
-                      {"workloads_at_least", at_least}});
+                      {"workloads_at_least", workloads_at_least(best, r, options)}});
   s.json = std::move(j);
   return s;
 }

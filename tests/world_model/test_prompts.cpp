@@ -77,9 +77,11 @@ std::unique_ptr<ks::WorldModel> big_model() {
   return wm;
 }
 
+// The original's budgets, but for EVALUATION and CHOSEN_ACTION (800 and 500
+// there), raised after a real model lost facts to them (docs/world-model.md).
 const std::map<std::string, std::size_t> kBudgets = {
-    {"TASK_DEFINITION", 1600}, {"WORLD_MODEL", 2600},     {"TREE_PATH", 800},       {"EVALUATION", 800},
-    {"PREDICTION", 800},       {"WORLD_MODEL_STATUS", 900}, {"OPEN_FRONTIER", 1200}, {"CHOSEN_ACTION", 500},
+    {"TASK_DEFINITION", 1600}, {"WORLD_MODEL", 2600},     {"TREE_PATH", 800},       {"EVALUATION", 1600},
+    {"PREDICTION", 800},       {"WORLD_MODEL_STATUS", 900}, {"OPEN_FRONTIER", 1200}, {"CHOSEN_ACTION", 1200},
     {"PERFORMANCE_TARGETS", 900}};
 
 void check_budgets(const std::string& prompt) {

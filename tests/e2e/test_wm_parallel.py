@@ -48,9 +48,10 @@ def attempts(run_dir):
 
 
 def decisions(run_dir):
-    """What each stagnation decision chose (its text holds measured times)."""
+    """What each stagnation decision chose (its text holds measured times); the session's
+    noise checks (no cycle) are not the strategy's."""
     return [(e["decision"], e["next"], e["cycle"], e.get("slot"), e["round"])
-            for e in events(run_dir) if e["type"] == "decision"]
+            for e in events(run_dir) if e["type"] == "decision" and e["decision"] != "noise_check"]
 
 
 def tree_shape(run_dir):

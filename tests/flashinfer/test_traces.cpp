@@ -394,7 +394,7 @@ TEST_CASE("search: pinned feedback workloads each round, every workload in the f
   for (const auto& w : out.final_eval->workloads) {
     const int n = std::stoi(w.name.substr(w.name.size() - 1));
     CHECK(w.baseline_ms == doctest::Approx(1.0 * n));
-    sum += w.baseline_ms / w.timing.mean_ms;
+    sum += w.baseline_ms / w.timing.latency();
   }
   CHECK(out.final_eval->vs_baseline == doctest::Approx(sum / 8));
 

@@ -42,7 +42,7 @@ TimingStats summarize_samples(std::vector<double> samples, LatencyStatistic stat
   std::sort(samples.begin(), samples.end());
   t.min_ms = samples.front();
   t.max_ms = samples.back();
-  t.median_ms = n % 2 ? samples[n / 2] : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
+  t.median_ms = quantile_sorted(samples, 0.5);
   t.statistic = statistic;
   switch (statistic) {
     case LatencyStatistic::mean: {
